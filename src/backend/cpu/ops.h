@@ -1,0 +1,79 @@
+/*
+ * ops.h — the CPU backend's transformer operators.
+ *
+ * Numerics follow ggml's CPU backend where it matters for parity with
+ * llama.cpp: activations are quantized to the weight type's vec_dot_type
+ * before a matrix product; RMS norm sums in double; RoPE angles are built
+ * by repeated multiplication in float; the KV cache is F16 and queries are
+ * rounded to F16 before Q·K, as ggml's F16 matmul / flash attention do.
+ *
+ * Every operator works on caller-provided memory and allocates nothing.
+ */
+#ifndef EL_BACKEND_CPU_OPS_H
+#define EL_BACKEND_CPU_OPS_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/threadpool.h"
+#include "package/types.h"
+#include "util/fp16.h"
+
+/* A 2-D weight matrix: rows of ne0 elements, ne1 rows, in `type`. */
+typedef struct el_mat {
+    el_type type;
+    int64_t ne0, ne1;
+    const void *data;
+    size_t row_bytes;
+} el_mat;
+
+/* Bytes of scratch el_op_matmul needs to quantize n rows of k activations for weight type t. */
+size_t el_op_matmul_wsize(el_type t, int64_t k, int n);
+
+/* y[n][W.ne1] = x[n][W.ne0] · Wᵀ (+ bias[W.ne1] if bias). wscratch: el_op_matmul_wsize bytes. */
+void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
+                  const float *bias, void *wscratch);
+
+/* Row `row` of W dequantized into out[W.ne0] (embedding lookup). */
+void el_op_get_row(const el_mat *W, int64_t row, float *out);
+
+/* out[i] = x[i] * scale * w[i] with scale = 1/sqrt(mean(x²)+eps); n rows of d. w may be NULL. out may alias x. */
+void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d, float eps);
+
+/* In place: rotate n_heads heads of head_dim at position pos (first n_rot dims). */
+typedef enum { EL_ROPE_NORM = 0, EL_ROPE_NEOX = 2 } el_rope_mode;
+typedef struct el_rope {
+    el_rope_mode mode;
+    int n_rot;              /* rotated dims per head (usually head_dim) */
+    float freq_base;
+    float freq_scale;       /* 1/linear factor */
+    const float *freq_factors; /* llama3-style per-pair divisors (n_rot/2) or NULL */
+} el_rope;
+/* cs: scratch of n_rot floats for cos/sin pairs computed per position. */
+void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs);
+
+void el_op_silu_mul(float *gate, const float *up, int n);      /* gate = silu(gate) * up */
+void el_op_gelu_mul(float *gate, const float *up, int n);      /* gate = gelu_tanh(gate) * up (ggml fp16 table semantics) */
+void el_op_add(float *y, const float *x, int n);              /* y += x */
+void el_op_scale(float *y, float s, int n);
+
+/* Attention over an F16 KV cache for n query tokens at positions pos0..pos0+n-1
+ * (the cache already holds their K/V). q: [n][n_head*hd]; out: [n][n_head*hd].
+ * kcache/vcache: [n_ctx][n_head_kv*hd]. Each query at position p sees cache
+ * rows j with lo(p) <= j <= p, lo = window > 0 ? max(0, p - window + 1) : 0.
+ * scores: per-thread scratch of n_threads * n_ctx floats. */
+typedef struct el_attn_args {
+    const float *q;
+    float *out;
+    const el_fp16 *kcache, *vcache;
+    int n, pos0, n_head, n_head_kv, head_dim, window;
+    float scale;
+    float *scores; int n_ctx;
+    el_fp16 *qh;   /* per-thread scratch: n_threads * head_dim halfs */
+} el_attn_args;
+void el_op_attention(el_pool *pool, const el_attn_args *a);
+
+/* Store n rows of K and V (float) into the F16 cache at rows pos0.. */
+void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * threadpool.h — a persistent pool of worker threads for millisecond steps.
+ *
+ * el_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) on nth = n_threads
+ * threads (the caller is thread 0) and returns when all have finished.
+ * Workers are created once; between jobs they spin briefly on an atomic
+ * generation counter, then sleep on a condition variable. No allocation
+ * happens after el_pool_new. A pool serves one caller at a time (calls are
+ * serialised with a mutex), so sessions on different threads may share it.
+ */
+#ifndef EL_BACKEND_CPU_THREADPOOL_H
+#define EL_BACKEND_CPU_THREADPOOL_H
+
+typedef struct el_pool el_pool;
+typedef void (*el_pool_fn)(void *ctx, int ith, int nth);
+
+el_pool *el_pool_new(int n_threads); /* n_threads >= 1; NULL on failure */
+void el_pool_free(el_pool *p);
+int el_pool_size(const el_pool *p);
+void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx);
+
+/* Splits [0, n) into nth near-equal ranges; range of thread ith. */
+static inline void el_split_range(int n, int ith, int nth, int *lo, int *hi) {
+    int per = n / nth, rem = n % nth;
+    *lo = ith * per + (ith < rem ? ith : rem);
+    *hi = *lo + per + (ith < rem ? 1 : 0);
+}
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * cli.h — internals shared by the files of the `edgellm` command-line tool
+ * (the .c files of src/cli). Nothing here is part of the library.
+ */
+#ifndef EL_CLI_H
+#define EL_CLI_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "edgellm.h"
+
+/* Exit codes. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELLED = 130 };
+
+#define CLI_MAX_STOPS 16
+
+/* Every option of every sub-command; each command states which it accepts. */
+typedef struct cli_opts {
+    const char *cmd;          /* "run", "tokenize", "chat", "info" */
+    const char *model;        /* -m */
+    const char *prompt;       /* -p (escapes processed unless --no-escape) */
+    const char *prompt_file;  /* -f */
+    int n_predict;            /* -n; -1 = until EOS or context full */
+    el_sampling sampling;
+    bool seed_set;
+    int n_threads;            /* -t; 0 = all CPUs */
+    int n_ctx;                /* -c; -1 = not given (min(train, 4096)), 0 = train ctx */
+    int n_batch;              /* -b; 0 = library default */
+    bool ignore_eos;
+    bool json;
+    int top_logprobs;
+    const char *stops[CLI_MAX_STOPS + 1];
+    int n_stops;
+    bool no_bos;
+    bool no_parse_special;
+    bool no_escape;
+    const char *chat_template; /* --chat-template NAME */
+    const char *system;        /* -sys */
+    bool verbose;
+} cli_opts;
+
+/* Commands: each returns the process exit code. */
+int cli_cmd_run(cli_opts *o);
+int cli_cmd_chat(cli_opts *o);
+int cli_cmd_info(cli_opts *o);
+int cli_cmd_tokenize(cli_opts *o);
+
+/* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
+int cli_fail(const el_error *err);
+/* "error: <printf>" on stderr; returns CLI_EXIT_ERROR. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+int cli_failf(const char *fmt, ...);
+/* "edgellm <cmd>: <printf>" plus a usage hint on stderr; returns CLI_EXIT_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int cli_usage_error(const char *cmd, const char *fmt, ...);
+
+/* The prompt text from -p (escapes processed) or -f (raw bytes; for `run`
+ * one trailing newline is dropped like llama.cpp's -f). malloc'd; *len set.
+ * NULL with an error printed on failure. */
+char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *len);
+
+/* Tokenizes text into a malloc'd array; returns count or -1 (error printed). */
+int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int32_t **out);
+
+/* Loads the model named by -m (error printed, NULL on failure). */
+el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err);
+
+/* n_ctx to use for a session of model m given -c. */
+int cli_ctx_for(const cli_opts *o, const el_model *m);
+
+/* JSON string literal (with the quotes) of s[0..len): ", \ and control
+ * characters escaped (\uXXXX, or \n \t ... short forms); other bytes as-is. */
+void cli_json_str(FILE *f, const char *s, size_t len);
+/* A float as a JSON number, or null if not finite. */
+void cli_json_num(FILE *f, double v);
+
+/* Growable byte buffer. */
+typedef struct cli_buf { char *p; size_t len, cap; } cli_buf;
+bool cli_buf_append(cli_buf *b, const char *s, size_t n);
+void cli_buf_free(cli_buf *b);
+
+/* Milliseconds since an arbitrary start (monotonic). */
+double cli_now_ms(void);
+
+/* SIGINT → el_session_cancel on the current session. */
+void cli_sigint_install(void);
+void cli_sigint_set_session(el_session *s); /* NULL while no generation runs */
+bool cli_sigint_seen(void);                 /* SIGINT arrived outside generation */
+void cli_sigint_clear(void);
+
+/* Timing/perf line on stderr (llama.cpp-like). */
+void cli_print_perf(const el_generate_stats *st);
+
+const char *cli_finish_name(el_finish f);
+
+#endif

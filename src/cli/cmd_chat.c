@@ -1,0 +1,308 @@
+/*
+ * cmd_chat.c — `edgellm chat`: an interactive conversation on stdin/stdout.
+ *
+ * One session is kept for the whole conversation. Each turn the conversation
+ * is rendered in full with the chat template; if the rendering extends the
+ * text already in the KV cache (the previous rendering plus the reply), only
+ * the new suffix is tokenized (no BOS) and fed; otherwise the session is reset
+ * and everything is fed again. Tokens the library has not evaluated yet (the
+ * last generated one, say) are tracked by count (el_session_n_past) and fed
+ * again in front of the suffix.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "runtime/chat.h"
+
+typedef struct chat_hist {
+    el_chat_msg *msgs;
+    int n, cap;
+} chat_hist;
+
+static bool hist_push(chat_hist *h, const char *role, const char *content, size_t len) {
+    if (h->n == h->cap) {
+        int cap = h->cap ? h->cap * 2 : 16;
+        el_chat_msg *p = realloc(h->msgs, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        h->msgs = p;
+        h->cap = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return false;
+    memcpy(c, content, len);
+    c[len] = 0;
+    h->msgs[h->n].role = role;
+    h->msgs[h->n].content = c;
+    h->n++;
+    return true;
+}
+
+static void hist_truncate(chat_hist *h, int n) {
+    while (h->n > n) free((char *)h->msgs[--h->n].content);
+}
+
+/* Growable token list. */
+typedef struct tok_list { int32_t *p; int n, cap; } tok_list;
+
+static bool toks_append(tok_list *t, const int32_t *v, int n) {
+    if (t->n + n > t->cap) {
+        int cap = t->cap ? t->cap : 256;
+        while (cap < t->n + n) cap *= 2;
+        int32_t *p = realloc(t->p, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        t->p = p;
+        t->cap = cap;
+    }
+    if (n) memcpy(t->p + t->n, v, (size_t)n * sizeof *v);
+    t->n += n;
+    return true;
+}
+
+static void list_families(FILE *f) {
+    for (int i = 1; i < EL_CHAT_COUNT; i++)
+        fprintf(f, "%s%s", i > 1 ? ", " : "", el_chat_family_name((el_chat_family)i));
+    fputc('\n', f);
+}
+
+static bool vocab_has_token(const el_model *m, const char *text) {
+    int32_t toks[8];
+    int n = el_tokenize(m, text, strlen(text), toks, 8, EL_TOK_PARSE_SPECIAL);
+    if (n != 1) return false;
+    char buf[64];
+    int l = el_token_to_piece(m, toks[0], buf, (int)sizeof buf, true);
+    return l == (int)strlen(text) && memcmp(buf, text, (size_t)l) == 0;
+}
+
+/* Returns the family, or UNKNOWN with an error printed. */
+static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exit_code) {
+    if (o->chat_template) {
+        el_chat_family f = el_chat_family_from_name(o->chat_template);
+        if (f == EL_CHAT_UNKNOWN) {
+            fprintf(stderr, "edgellm chat: unknown chat template '%s'; known: ", o->chat_template);
+            list_families(stderr);
+            *exit_code = CLI_EXIT_USAGE;
+            return EL_CHAT_UNKNOWN;
+        }
+        fprintf(stderr, "chat template: %s (from --chat-template)\n", el_chat_family_name(f));
+        return f;
+    }
+    const char *tmpl = el_model_chat_template(m);
+    el_chat_family f = el_chat_detect(tmpl);
+    if (f != EL_CHAT_UNKNOWN) {
+        fprintf(stderr, "chat template: %s (detected from the model's template)\n", el_chat_family_name(f));
+        return f;
+    }
+    const char *arch = el_model_arch(m);
+    if (!arch) arch = "";
+    if (!strcmp(arch, "gemma3") || !strcmp(arch, "gemma2") || !strcmp(arch, "gemma"))
+        f = EL_CHAT_GEMMA;
+    else if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+        f = EL_CHAT_CHATML;
+    else if (!strcmp(arch, "llama"))
+        f = vocab_has_token(m, "<|eot_id|>") ? EL_CHAT_LLAMA3 : EL_CHAT_LLAMA2;
+    if (f != EL_CHAT_UNKNOWN) {
+        fprintf(stderr, "chat template: %s (%s; fallback for architecture '%s')\n",
+                el_chat_family_name(f), tmpl ? "model's template not recognised" : "model has no template", arch);
+        return f;
+    }
+    fprintf(stderr, "error: %s: %s chat template and no fallback for architecture '%s'; "
+            "choose one with --chat-template NAME, one of: ",
+            el_status_name(EL_ERR_TEMPLATE), tmpl ? "unrecognised" : "no", arch);
+    list_families(stderr);
+    *exit_code = CLI_EXIT_ERROR;
+    return EL_CHAT_UNKNOWN;
+}
+
+/* Renders the conversation into *out. */
+static bool render(el_chat_family fam, const chat_hist *h, cli_buf *out) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!out->p && !cli_buf_append(out, "", 0)) return false;
+        size_t need = el_chat_apply(fam, h->msgs, h->n, true, out->p, out->cap);
+        if (need == (size_t)-1) return false;
+        if (need < out->cap) {
+            out->len = need;
+            out->p[need] = 0;
+            return true;
+        }
+        char *p = realloc(out->p, need + 1);
+        if (!p) return false;
+        out->p = p;
+        out->cap = need + 1;
+    }
+    return false;
+}
+
+typedef struct chat_ctx {
+    cli_buf reply;
+    tok_list gen;
+    bool alloc_failed, out_error;
+} chat_ctx;
+
+static bool on_token(const el_token_info *t, void *user) {
+    chat_ctx *c = user;
+    /* id < 0: held-back text released at the end, not a token */
+    if (t->id >= 0 && !toks_append(&c->gen, &t->id, 1)) { c->alloc_failed = true; return false; }
+    if (t->piece && t->piece_len > 0) {
+        if (!cli_buf_append(&c->reply, t->piece, (size_t)t->piece_len)) { c->alloc_failed = true; return false; }
+        fwrite(t->piece, 1, (size_t)t->piece_len, stdout);
+    }
+    if (fflush(stdout) != 0) { c->out_error = true; return false; }
+    return true;
+}
+
+int cli_cmd_chat(cli_opts *o) {
+    el_error err = {0};
+    el_model *m = cli_load_model(o, false, &err);
+    if (!m) return cli_fail(&err);
+
+    int code = CLI_EXIT_OK;
+    el_chat_family fam = pick_family(o, m, &code);
+    if (fam == EL_CHAT_UNKNOWN) { el_model_free(m); return code; }
+
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = cli_ctx_for(o, m);
+    if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    el_session *s = el_session_new(m, &sp, &err);
+    if (!s) { el_model_free(m); return cli_fail(&err); }
+
+    el_generate_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.max_tokens = o->n_predict;
+    gp.ignore_eos = o->ignore_eos;
+    gp.stop = o->n_stops ? o->stops : NULL;
+    gp.sampling = o->sampling;
+
+    chat_hist hist = {0};
+    int n_keep = 0; /* messages kept by /reset (the system prompt) */
+    cli_buf fed = {0};       /* text whose tokens are in `kv` */
+    tok_list kv = {0};       /* tokens fed or generated so far, in order */
+    cli_buf rendered = {0};
+    chat_ctx cc = {0};
+    tok_list feed = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    bool tty = isatty(STDIN_FILENO);
+    bool force_reset = false; /* the KV's tokens and `fed` may disagree */
+
+    if (o->system) {
+        if (!hist_push(&hist, "system", o->system, strlen(o->system))) { code = cli_failf("out of memory"); goto done; }
+        n_keep = 1;
+    }
+    cli_sigint_install();
+
+    for (;;) {
+        if (tty) { fputs("> ", stderr); fflush(stderr); }
+        errno = 0;
+        ssize_t r = getline(&line, &line_cap, stdin);
+        if (r < 0) {
+            if (tty) fputc('\n', stderr);
+            break; /* EOF, or Ctrl-C at the prompt (EINTR) */
+        }
+        while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r')) line[--r] = 0;
+        if (!strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            hist_truncate(&hist, n_keep);
+            el_session_reset(s);
+            fed.len = 0;
+            kv.n = 0;
+            fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (r == 0) continue;
+
+        if (!hist_push(&hist, "user", line, (size_t)r)) { code = cli_failf("out of memory"); break; }
+        if (!render(fam, &hist, &rendered)) {
+            code = cli_failf("%s: rendering the conversation with the %s template failed",
+                             el_status_name(EL_ERR_TEMPLATE), el_chat_family_name(fam));
+            break;
+        }
+
+        /* What to feed: the un-evaluated tail of kv plus the new text, or everything. */
+        int n_past = el_session_n_past(s);
+        bool extend = !force_reset && n_past > 0 && n_past <= kv.n && fed.len <= rendered.len &&
+                      memcmp(fed.p ? fed.p : "", rendered.p, fed.len) == 0;
+        const char *new_text;
+        size_t new_len;
+        int flags = EL_TOK_PARSE_SPECIAL;
+        feed.n = 0;
+        if (extend) {
+            if (!toks_append(&feed, kv.p + n_past, kv.n - n_past)) { code = cli_failf("out of memory"); break; }
+            kv.n = n_past;
+            new_text = rendered.p + fed.len;
+            new_len = rendered.len - fed.len;
+        } else {
+            el_session_reset(s);
+            kv.n = 0;
+            fed.len = 0;
+            new_text = rendered.p;
+            new_len = rendered.len;
+            flags |= EL_TOK_ADD_SPECIAL;
+        }
+        int32_t *nt = NULL;
+        int nn = cli_tokenize(m, new_text, new_len, flags, &nt);
+        if (nn < 0) { code = CLI_EXIT_ERROR; break; }
+        bool ok = toks_append(&feed, nt, nn);
+        free(nt);
+        if (!ok) { code = cli_failf("out of memory"); break; }
+
+        if (o->verbose)
+            fprintf(stderr, "(%s: %d tokens kept in the KV cache, %d fed)\n", extend ? "extending" : "re-feeding",
+                    extend ? n_past : 0, feed.n);
+        cc.reply.len = 0;
+        cc.gen.n = 0;
+        el_generate_stats st;
+        memset(&st, 0, sizeof st);
+        cli_sigint_clear();
+        cli_sigint_set_session(s);
+        el_finish fin = el_generate(s, feed.p, feed.n, &gp, on_token, &cc, &st, &err);
+        cli_sigint_set_session(NULL);
+        fputc('\n', stdout);
+        fflush(stdout);
+
+        if (cc.out_error) { code = cli_failf("writing to stdout failed"); break; }
+        if (cc.alloc_failed) { code = cli_failf("out of memory"); break; }
+        if (fin == EL_DONE_FAILED) {
+            cli_fail(&err);
+            if (err.code == EL_ERR_CONTEXT) fputs("(the context is full: /reset to start over)\n", stderr);
+            /* Forget this turn; the next one starts from a clean session. */
+            hist_truncate(&hist, hist.n - 1);
+            el_session_reset(s);
+            kv.n = 0;
+            fed.len = 0;
+            continue;
+        }
+        if (fin == EL_DONE_CANCELLED) fputs("(cancelled)\n", stderr);
+        /* A stop string cuts the reply text inside a token: re-feed next turn. */
+        force_reset = fin == EL_DONE_STOP && o->n_stops > 0;
+
+        /* The KV now holds (up to n_past) feed + generated tokens. */
+        if (!cli_buf_append(&fed, "", 0) || !toks_append(&kv, feed.p, feed.n) || !toks_append(&kv, cc.gen.p, cc.gen.n)) {
+            code = cli_failf("out of memory");
+            break;
+        }
+        fed.len = 0;
+        if (!cli_buf_append(&fed, rendered.p, rendered.len) || !cli_buf_append(&fed, cc.reply.p ? cc.reply.p : "", cc.reply.len) ||
+            !hist_push(&hist, "assistant", cc.reply.p ? cc.reply.p : "", cc.reply.len)) {
+            code = cli_failf("out of memory");
+            break;
+        }
+        if (o->verbose) cli_print_perf(&st);
+    }
+
+done:
+    free(line);
+    hist_truncate(&hist, 0);
+    free(hist.msgs);
+    cli_buf_free(&fed);
+    cli_buf_free(&rendered);
+    cli_buf_free(&cc.reply);
+    free(cc.gen.p);
+    free(kv.p);
+    free(feed.p);
+    el_session_free(s);
+    el_model_free(m);
+    return code;
+}

@@ -1,0 +1,131 @@
+/*
+ * cmd_run.c — `edgellm run`: tokenize a prompt, generate, stream the text
+ * (or, with --json, one JSON object per token and a final statistics line).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct run_ctx {
+    bool json;
+    bool out_error; /* writing stdout failed (e.g. closed pipe): stop */
+} run_ctx;
+
+static bool on_token(const el_token_info *t, void *user) {
+    run_ctx *rc = user;
+    if (rc->json && t->id < 0) {
+        /* Text the library held back (an incomplete UTF-8 sequence or a
+         * possible stop-string prefix), released at the end: not a token. */
+        fputs("{\"flush\":true,\"piece\":", stdout);
+        cli_json_str(stdout, t->piece ? t->piece : "", t->piece ? (size_t)t->piece_len : 0);
+        fputs("}\n", stdout);
+    } else if (rc->json) {
+        printf("{\"id\":%d,\"piece\":", (int)t->id);
+        cli_json_str(stdout, t->piece ? t->piece : "", t->piece ? (size_t)t->piece_len : 0);
+        fputs(",\"logprob\":", stdout);
+        cli_json_num(stdout, t->logprob);
+        fputs(",\"top\":[", stdout);
+        for (int i = 0; i < t->n_top; i++) {
+            printf(i ? ",[%d," : "[%d,", (int)t->top_id[i]);
+            cli_json_num(stdout, t->top_logprob[i]);
+            putchar(']');
+        }
+        fputs("]}\n", stdout);
+    } else if (t->piece && t->piece_len > 0) {
+        fwrite(t->piece, 1, (size_t)t->piece_len, stdout);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        rc->out_error = true;
+        return false;
+    }
+    return true;
+}
+
+static void print_json_done(const el_generate_stats *st) {
+    double ptps = st->prefill_ms > 0 ? st->n_prompt * 1e3 / st->prefill_ms : 0;
+    double dtps = st->decode_ms > 0 ? st->n_generated * 1e3 / st->decode_ms : 0;
+    printf("{\"done\":true,\"finish\":\"%s\",\"n_prompt\":%d,\"n_generated\":%d,\"prefill_ms\":",
+           cli_finish_name(st->finish), st->n_prompt, st->n_generated);
+    cli_json_num(stdout, st->prefill_ms);
+    fputs(",\"decode_ms\":", stdout);
+    cli_json_num(stdout, st->decode_ms);
+    fputs(",\"ttft_ms\":", stdout);
+    cli_json_num(stdout, st->ttft_ms);
+    fputs(",\"prompt_tps\":", stdout);
+    cli_json_num(stdout, ptps);
+    fputs(",\"decode_tps\":", stdout);
+    cli_json_num(stdout, dtps);
+    fputs("}\n", stdout);
+    fflush(stdout);
+}
+
+int cli_cmd_run(cli_opts *o) {
+    size_t len = 0;
+    char *text = cli_read_prompt(o, true, &len);
+    if (!text) return CLI_EXIT_ERROR;
+
+    el_error err = {0};
+    el_model *m = cli_load_model(o, false, &err);
+    if (!m) { free(text); return cli_fail(&err); }
+
+    int flags = (o->no_bos ? 0 : EL_TOK_ADD_SPECIAL) | (o->no_parse_special ? 0 : EL_TOK_PARSE_SPECIAL);
+    int32_t *toks = NULL;
+    int n = cli_tokenize(m, text, len, flags, &toks);
+    free(text);
+    if (n < 0) { el_model_free(m); return CLI_EXIT_ERROR; }
+    if (n == 0) {
+        free(toks);
+        el_model_free(m);
+        return cli_failf("the prompt is empty (no tokens)");
+    }
+
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = cli_ctx_for(o, m);
+    if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    el_session *s = el_session_new(m, &sp, &err);
+    if (!s) {
+        free(toks);
+        el_model_free(m);
+        return cli_fail(&err);
+    }
+
+    el_generate_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.max_tokens = o->n_predict;
+    gp.ignore_eos = o->ignore_eos;
+    gp.stop = o->n_stops ? o->stops : NULL;
+    gp.n_top_logprobs = o->json ? o->top_logprobs : 0;
+    gp.sampling = o->sampling;
+
+    run_ctx rc = {.json = o->json};
+    el_generate_stats st;
+    memset(&st, 0, sizeof st);
+
+    cli_sigint_install();
+    cli_sigint_set_session(s);
+    el_finish fin = el_generate(s, toks, n, &gp, on_token, &rc, &st, &err);
+    cli_sigint_set_session(NULL);
+    free(toks);
+
+    int code = CLI_EXIT_OK;
+    if (fin == EL_DONE_FAILED) {
+        fflush(stdout);
+        if (!o->json) fputc('\n', stderr);
+        code = cli_fail(&err);
+    } else if (rc.out_error) {
+        code = cli_failf("writing to stdout failed");
+    } else {
+        st.finish = fin;
+        if (o->json) {
+            print_json_done(&st);
+        } else {
+            fflush(stdout);
+            cli_print_perf(&st);
+        }
+        if (fin == EL_DONE_CANCELLED) code = CLI_EXIT_CANCELLED;
+    }
+    el_session_free(s);
+    el_model_free(m);
+    return code;
+}

@@ -1,0 +1,560 @@
+/*
+ * main.c — the `edgellm` command-line tool: sub-command dispatch, option
+ * parsing (flags follow llama.cpp's where the concept is the same) and the
+ * helpers the commands share.
+ *
+ *   edgellm run       -m MODEL (-p TEXT | -f FILE) [options]   generate text
+ *   edgellm chat      -m MODEL [options]                       interactive chat
+ *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
+ *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
+ *   edgellm --version | help
+ *
+ * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
+ * 2 usage error, 130 generation cancelled by Ctrl-C.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+/* ---- usage ------------------------------------------------------------- */
+
+static void print_usage(FILE *f) {
+    fputs(
+"usage: edgellm <command> [options]\n"
+"\n"
+"commands:\n"
+"  run       -m MODEL (-p TEXT | -f FILE)  generate a continuation of the prompt\n"
+"  chat      -m MODEL                      interactive chat on stdin/stdout\n"
+"  tokenize  -m MODEL (-p TEXT | -f FILE)  print the prompt's token ids as a JSON array\n"
+"  info      -m MODEL                      metadata, tensors, totals and memory needs\n"
+"  help                                    this text\n"
+"  --version                               print the version\n"
+"\n"
+"common options:\n"
+"  -m, --model PATH            GGUF model file\n"
+"  -p, --prompt TEXT           prompt text (escapes like \\n \\t \\\" \\\\ \\xHH are processed)\n"
+"  -f, --file FILE             read the prompt from FILE (raw bytes; `run` drops one\n"
+"                              trailing newline, as llama.cpp does)\n"
+"      --no-escape             do not process escapes in -p\n"
+"      --no-bos                do not add BOS/EOS even if the vocab asks for it\n"
+"      --no-parse-special      treat control-token text (e.g. <start_of_turn>) as plain\n"
+"                              text; by default it is parsed, as llama-cli and\n"
+"                              llama-tokenize do\n"
+"  -t, --threads N             threads (default: all CPUs)\n"
+"  -c, --ctx-size N            context length (default: min(4096, model's train ctx);\n"
+"                              0 = model's train ctx)\n"
+"  -b, --batch-size N          prompt tokens per prefill batch (default: library's)\n"
+"\n"
+"generation (run, chat):\n"
+"  -n, --n-predict N           tokens to generate (default -1: until EOS or context full)\n"
+"      --temp T                temperature (default 0.8; <= 0: greedy)\n"
+"      --top-k K               top-k (default 40; <= 0: off)\n"
+"      --top-p P               top-p (default 0.95; 1: off)\n"
+"      --min-p P               min-p (default 0.05; 0: off)\n"
+"      --repeat-penalty R      repetition penalty (default 1.0: off)\n"
+"      --repeat-last-n N       tokens the penalties look at (default 64; -1: context)\n"
+"      --presence-penalty P    presence penalty (default 0: off)\n"
+"      --frequency-penalty P   frequency penalty (default 0: off)\n"
+"      --seed S                sampling seed (default -1: random)\n"
+"      --stop STR              stop generating at STR (repeatable)\n"
+"      --ignore-eos            keep generating past end-of-generation tokens\n"
+"\n"
+"run only:\n"
+"      --json                  one JSON object per generated token per line, then a\n"
+"                              final {\"done\":true,...} line with the statistics (text\n"
+"                              held back to the very end comes as {\"flush\":true,...})\n"
+"      --top-logprobs K        with --json: the K most likely tokens per step (0..64)\n"
+"\n"
+"chat only:\n"
+"      --chat-template NAME    gemma, llama3, llama2, chatml, mistral, phi3\n"
+"                              (default: detected from the model)\n"
+"  -sys, --system-prompt TEXT  system message\n"
+"  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
+"\n"
+"info only:\n"
+"  -v, --verbose               print long strings (the chat template) in full\n",
+        f);
+}
+
+/* ---- errors ------------------------------------------------------------ */
+
+int cli_fail(const el_error *err) {
+    fprintf(stderr, "error: %s: %s\n", el_status_name(err->code), err->msg);
+    return CLI_EXIT_ERROR;
+}
+
+int cli_failf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_EXIT_ERROR;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "edgellm%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fputs("run 'edgellm help' for usage\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+bool cli_buf_append(cli_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return false;
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return true;
+}
+
+void cli_buf_free(cli_buf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+double cli_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void cli_json_str(FILE *f, const char *s, size_t len) {
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"':  fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\b': fputs("\\b", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
+            else fputc((int)c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void cli_json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6f", v);
+    else fputs("null", f);
+}
+
+const char *cli_finish_name(el_finish f) {
+    switch (f) {
+    case EL_DONE_EOS: return "eos";
+    case EL_DONE_STOP: return "stop";
+    case EL_DONE_LENGTH: return "length";
+    case EL_DONE_CANCELLED: return "cancelled";
+    case EL_DONE_FAILED: return "failed";
+    }
+    return "?";
+}
+
+void cli_print_perf(const el_generate_stats *st) {
+    double ptps = st->prefill_ms > 0 ? st->n_prompt * 1e3 / st->prefill_ms : 0;
+    double dtps = st->decode_ms > 0 ? st->n_generated * 1e3 / st->decode_ms : 0;
+    fprintf(stderr, "\n");
+    fprintf(stderr, "edgellm: prompt eval: %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+            st->prefill_ms, st->n_prompt, st->n_prompt ? st->prefill_ms / st->n_prompt : 0.0, ptps);
+    fprintf(stderr, "edgellm:        eval: %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
+            st->decode_ms, st->n_generated, st->n_generated ? st->decode_ms / st->n_generated : 0.0, dtps);
+    fprintf(stderr, "edgellm: time to first token %.2f ms, finish: %s\n", st->ttft_ms, cli_finish_name(st->finish));
+}
+
+/* ---- SIGINT ------------------------------------------------------------ */
+
+static el_session *_Atomic g_sig_session;
+static atomic_int g_sig_seen;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    el_session *s = atomic_load(&g_sig_session);
+    if (s) {
+        el_session_cancel(s);
+    } else {
+        /* A second Ctrl-C while nothing is generating: exit at once. */
+        if (atomic_exchange(&g_sig_seen, 1)) _exit(CLI_EXIT_CANCELLED);
+    }
+}
+
+void cli_sigint_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; /* no SA_RESTART: a blocked read of stdin returns EINTR */
+    sigaction(SIGINT, &sa, NULL);
+}
+
+void cli_sigint_set_session(el_session *s) { atomic_store(&g_sig_session, s); }
+bool cli_sigint_seen(void) { return atomic_load(&g_sig_seen) != 0; }
+void cli_sigint_clear(void) { atomic_store(&g_sig_seen, 0); }
+
+/* ---- prompt, model, tokens --------------------------------------------- */
+
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* In place; returns the new length. Unknown escapes are kept verbatim. */
+static size_t process_escapes(char *s, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\' || i + 1 >= len) { s[o++] = s[i]; continue; }
+        char c = s[++i];
+        switch (c) {
+        case 'n': s[o++] = '\n'; break;
+        case 'r': s[o++] = '\r'; break;
+        case 't': s[o++] = '\t'; break;
+        case 'a': s[o++] = '\a'; break;
+        case 'b': s[o++] = '\b'; break;
+        case 'f': s[o++] = '\f'; break;
+        case 'v': s[o++] = '\v'; break;
+        case '\'': s[o++] = '\''; break;
+        case '"': s[o++] = '"'; break;
+        case '?': s[o++] = '?'; break;
+        case '\\': s[o++] = '\\'; break;
+        case 'x': {
+            int h1 = i + 1 < len ? hexval((unsigned char)s[i + 1]) : -1;
+            int h2 = i + 2 < len ? hexval((unsigned char)s[i + 2]) : -1;
+            if (h1 >= 0 && h2 >= 0) {
+                s[o++] = (char)(h1 * 16 + h2);
+                i += 2;
+            } else {
+                s[o++] = '\\';
+                s[o++] = 'x';
+            }
+            break;
+        }
+        default:
+            s[o++] = '\\';
+            s[o++] = c;
+        }
+    }
+    s[o] = 0;
+    return o;
+}
+
+char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *len) {
+    if (o->prompt) {
+        size_t n = strlen(o->prompt);
+        char *s = malloc(n + 1);
+        if (!s) { cli_failf("out of memory"); return NULL; }
+        memcpy(s, o->prompt, n + 1);
+        if (!o->no_escape) n = process_escapes(s, n);
+        *len = n;
+        return s;
+    }
+    FILE *f = fopen(o->prompt_file, "rb");
+    if (!f) {
+        cli_failf("%s: cannot open prompt file: %s", o->prompt_file, strerror(errno));
+        return NULL;
+    }
+    cli_buf b = {0};
+    char chunk[65536];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (!cli_buf_append(&b, chunk, r)) {
+            fclose(f);
+            cli_buf_free(&b);
+            cli_failf("out of memory reading %s", o->prompt_file);
+            return NULL;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        cli_buf_free(&b);
+        cli_failf("%s: read error", o->prompt_file);
+        return NULL;
+    }
+    if (!b.p && !cli_buf_append(&b, "", 0)) { cli_failf("out of memory"); return NULL; }
+    if (strip_trailing_newline && b.len && b.p[b.len - 1] == '\n') b.p[--b.len] = 0;
+    *len = b.len;
+    return b.p;
+}
+
+int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
+    int cap = (int)(len < (size_t)INT_MAX / 2 - 16 ? len + 16 : (size_t)INT_MAX / 2);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int32_t *toks = malloc((size_t)cap * sizeof *toks);
+        if (!toks) { cli_failf("out of memory tokenizing %zu bytes", len); return -1; }
+        int n = el_tokenize(m, text, len, toks, cap, flags);
+        if (n < 0) {
+            free(toks);
+            cli_failf("tokenization failed (%d)", n);
+            return -1;
+        }
+        if (n <= cap) { *out = toks; return n; }
+        free(toks);
+        cap = n;
+    }
+    cli_failf("tokenization did not settle on a token count");
+    return -1;
+}
+
+el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = o->n_threads;
+    mp.vocab_only = vocab_only;
+    return el_model_load(o->model, &mp, err);
+}
+
+int cli_ctx_for(const cli_opts *o, const el_model *m) {
+    int train = el_model_n_ctx_train(m);
+    if (o->n_ctx > 0) return o->n_ctx;
+    if (o->n_ctx == 0) return train > 0 ? train : 4096;
+    return (train > 0 && train < 4096) ? train : 4096;
+}
+
+/* ---- tokenize ---------------------------------------------------------- */
+
+int cli_cmd_tokenize(cli_opts *o) {
+    size_t len = 0;
+    char *text = cli_read_prompt(o, false, &len);
+    if (!text) return CLI_EXIT_ERROR;
+    el_error err = {0};
+    el_model *m = cli_load_model(o, true, &err);
+    if (!m) { free(text); return cli_fail(&err); }
+    int flags = (o->no_bos ? 0 : EL_TOK_ADD_SPECIAL) | (o->no_parse_special ? 0 : EL_TOK_PARSE_SPECIAL);
+    int32_t *toks = NULL;
+    int n = cli_tokenize(m, text, len, flags, &toks);
+    free(text);
+    if (n < 0) { el_model_free(m); return CLI_EXIT_ERROR; }
+    putchar('[');
+    for (int i = 0; i < n; i++) printf(i ? ", %d" : "%d", (int)toks[i]);
+    puts("]");
+    free(toks);
+    el_model_free(m);
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : cli_failf("writing to stdout failed");
+}
+
+/* ---- option parsing ---------------------------------------------------- */
+
+enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_ALL = 15, C_GEN = C_RUN | C_CHAT };
+
+enum {
+    F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
+    F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
+    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP
+};
+
+typedef struct flag_def {
+    const char *s, *l; /* short / long spelling (either may be NULL) */
+    int id;
+    bool arg;
+    unsigned cmds;
+} flag_def;
+
+static const flag_def FLAGS[] = {
+    {"-m", "--model", F_MODEL, true, C_ALL},
+    {"-p", "--prompt", F_PROMPT, true, C_RUN | C_TOK},
+    {"-f", "--file", F_FILE, true, C_RUN | C_TOK},
+    {"-n", "--n-predict", F_NPRED, true, C_GEN},
+    {NULL, "--temp", F_TEMP, true, C_GEN},
+    {NULL, "--top-k", F_TOPK, true, C_GEN},
+    {NULL, "--top-p", F_TOPP, true, C_GEN},
+    {NULL, "--min-p", F_MINP, true, C_GEN},
+    {NULL, "--repeat-penalty", F_REPPEN, true, C_GEN},
+    {NULL, "--repeat-last-n", F_REPLAST, true, C_GEN},
+    {NULL, "--presence-penalty", F_PRESPEN, true, C_GEN},
+    {NULL, "--frequency-penalty", F_FREQPEN, true, C_GEN},
+    {"-s", "--seed", F_SEED, true, C_GEN},
+    {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO},
+    {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO},
+    {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO},
+    {NULL, "--ignore-eos", F_IGNEOS, false, C_GEN},
+    {NULL, "--json", F_JSON, false, C_RUN},
+    {NULL, "--top-logprobs", F_TOPLP, true, C_RUN},
+    {NULL, "--stop", F_STOP, true, C_GEN},
+    {NULL, "--no-bos", F_NOBOS, false, C_RUN | C_TOK},
+    {NULL, "--no-parse-special", F_NOPARSE, false, C_RUN | C_TOK},
+    {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
+    {NULL, "--chat-template", F_TMPL, true, C_CHAT},
+    {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
+    {"-v", "--verbose", F_VERBOSE, false, C_ALL},
+    {"-h", "--help", F_HELP, false, C_ALL},
+};
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static uint64_t random_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    /* splitmix64 finaliser */
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Returns -1 on success, else the exit code to return. */
+static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
+    const char *cmd = o->cmd;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        size_t alen = strlen(a);
+        const char *eq = NULL;
+        if (a[0] == '-' && a[1] == '-' && (eq = strchr(a, '='))) alen = (size_t)(eq - a);
+        const flag_def *fd = NULL;
+        for (size_t k = 0; k < sizeof FLAGS / sizeof FLAGS[0]; k++) {
+            const flag_def *d = &FLAGS[k];
+            if ((d->s && !eq && strcmp(a, d->s) == 0) ||
+                (d->l && strlen(d->l) == alen && strncmp(a, d->l, alen) == 0)) {
+                fd = d;
+                break;
+            }
+        }
+        if (!fd) return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (!(fd->cmds & cmd_bit)) return cli_usage_error(cmd, "option '%s' does not apply to this command", a);
+        if (fd->arg) {
+            if (eq) val = eq + 1;
+            else if (i + 1 < argc) val = argv[++i];
+            else return cli_usage_error(cmd, "option '%s' needs a value", a);
+        } else if (eq) {
+            return cli_usage_error(cmd, "option '%.*s' takes no value", (int)alen, a);
+        }
+        long lv = 0;
+        float fv = 0;
+#define NEED_INT(lo, hi) do { if (!parse_int(val, (lo), (hi), &lv)) \
+        return cli_usage_error(cmd, "%s: expected an integer in [%ld, %ld], got '%s'", fd->l, (long)(lo), (long)(hi), val); } while (0)
+#define NEED_FLOAT() do { if (!parse_float(val, &fv)) \
+        return cli_usage_error(cmd, "%s: expected a number, got '%s'", fd->l, val); } while (0)
+        switch (fd->id) {
+        case F_MODEL: o->model = val; break;
+        case F_PROMPT: o->prompt = val; break;
+        case F_FILE: o->prompt_file = val; break;
+        case F_NPRED: NEED_INT(-1, INT_MAX); o->n_predict = (int)lv; break;
+        case F_TEMP: NEED_FLOAT(); o->sampling.temp = fv; break;
+        case F_TOPK: NEED_INT(INT_MIN, INT_MAX); o->sampling.top_k = (int)lv; break;
+        case F_TOPP: NEED_FLOAT(); o->sampling.top_p = fv; break;
+        case F_MINP: NEED_FLOAT(); o->sampling.min_p = fv; break;
+        case F_REPPEN: NEED_FLOAT(); o->sampling.repeat_penalty = fv; break;
+        case F_REPLAST: NEED_INT(-1, INT_MAX); o->sampling.penalty_last_n = (int)lv; break;
+        case F_PRESPEN: NEED_FLOAT(); o->sampling.presence_penalty = fv; break;
+        case F_FREQPEN: NEED_FLOAT(); o->sampling.freq_penalty = fv; break;
+        case F_SEED: {
+            if (strcmp(val, "-1") == 0) { o->seed_set = false; break; }
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(val, &end, 10);
+            if (errno || end == val || *end || val[0] == '-')
+                return cli_usage_error(cmd, "--seed: expected a non-negative integer or -1, got '%s'", val);
+            o->sampling.seed = (uint64_t)s;
+            o->seed_set = true;
+            break;
+        }
+        case F_THREADS: NEED_INT(0, 4096); o->n_threads = (int)lv; break;
+        case F_CTX: NEED_INT(0, INT_MAX); o->n_ctx = (int)lv; break;
+        case F_BATCH: NEED_INT(1, INT_MAX); o->n_batch = (int)lv; break;
+        case F_IGNEOS: o->ignore_eos = true; break;
+        case F_JSON: o->json = true; break;
+        case F_TOPLP: NEED_INT(0, 64); o->top_logprobs = (int)lv; break;
+        case F_STOP:
+            if (!*val) return cli_usage_error(cmd, "--stop: empty stop string");
+            if (o->n_stops >= CLI_MAX_STOPS) return cli_usage_error(cmd, "--stop: at most %d stop strings", CLI_MAX_STOPS);
+            o->stops[o->n_stops++] = val;
+            o->stops[o->n_stops] = NULL;
+            break;
+        case F_NOBOS: o->no_bos = true; break;
+        case F_NOPARSE: o->no_parse_special = true; break;
+        case F_NOESC: o->no_escape = true; break;
+        case F_TMPL: o->chat_template = val; break;
+        case F_SYS: o->system = val; break;
+        case F_VERBOSE: o->verbose = true; break;
+        case F_HELP: print_usage(stdout); return CLI_EXIT_OK;
+        }
+#undef NEED_INT
+#undef NEED_FLOAT
+    }
+    if (!o->model) return cli_usage_error(cmd, "missing -m MODEL");
+    if (cmd_bit & (C_RUN | C_TOK)) {
+        if (!o->prompt && !o->prompt_file) return cli_usage_error(cmd, "missing -p TEXT or -f FILE");
+        if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
+    }
+    if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
+    if (!o->seed_set) o->sampling.seed = random_seed();
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        print_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("edgellm %s\n", EL_VERSION_STRING);
+        return CLI_EXIT_OK;
+    }
+    unsigned bit = 0;
+    int (*fn)(cli_opts *) = NULL;
+    if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }
+    else if (!strcmp(cmd, "tokenize")) { bit = C_TOK; fn = cli_cmd_tokenize; }
+    else if (!strcmp(cmd, "chat")) { bit = C_CHAT; fn = cli_cmd_chat; }
+    else if (!strcmp(cmd, "info")) { bit = C_INFO; fn = cli_cmd_info; }
+    else return cli_usage_error(NULL, "unknown command '%s'", cmd);
+
+    cli_opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = cmd;
+    o.n_predict = -1;
+    o.n_ctx = -1;
+    o.sampling = el_sampling_default();
+    int rc = parse_args(argc, argv, bit, &o);
+    if (rc >= 0) return rc;
+    return fn(&o);
+}

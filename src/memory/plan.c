@@ -1,0 +1,61 @@
+/*
+ * plan.c — see plan.h. Offsets are 64-byte aligned.
+ */
+#include "memory/plan.h"
+
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "runtime/model.h"
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static size_t take(size_t *cur, size_t bytes) {
+    size_t off = *cur;
+    *cur = align64(*cur + bytes);
+    return off;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int n_threads, el_session_plan *p) {
+    const el_hparams *hp = &m->hp;
+    if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0) return -1;
+    const size_t B = (size_t)n_batch;
+    const size_t kv_row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v);
+    p->kv_layer = align64((size_t)n_ctx * kv_row * sizeof(el_fp16));
+    p->kv_bytes = 2 * p->kv_layer * (size_t)hp->n_layer;
+    const size_t q_row = (size_t)hp->n_head * (size_t)hp->head_dim_k;
+    const size_t att_row = (size_t)hp->n_head * (size_t)hp->head_dim_v;
+    const size_t wide = max_sz(max_sz((size_t)hp->n_embd, q_row), max_sz(att_row, (size_t)hp->n_ff));
+    /* Quantized activations: the largest row of any matmul input, n_batch rows. */
+    size_t wq8 = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const el_layer *L = &m->layers[il];
+        const el_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            wq8 = max_sz(wq8, el_op_matmul_wsize(mats[i]->type, mats[i]->ne0, n_batch));
+    }
+    wq8 = max_sz(wq8, el_op_matmul_wsize(m->output.type, m->output.ne0, 1));
+    size_t cur = 0;
+    p->off_x = take(&cur, B * hp->n_embd * sizeof(float));
+    p->off_xb = take(&cur, B * wide * sizeof(float));
+    p->off_q = take(&cur, B * q_row * sizeof(float));
+    p->off_k = take(&cur, B * kv_row * sizeof(float));
+    p->off_v = take(&cur, B * kv_row * sizeof(float));
+    p->off_att = take(&cur, B * att_row * sizeof(float));
+    p->off_gate = take(&cur, B * (size_t)hp->n_ff * sizeof(float));
+    p->off_up = take(&cur, B * (size_t)hp->n_ff * sizeof(float));
+    p->off_tmp = take(&cur, B * wide * sizeof(float));
+    p->off_logits = take(&cur, (size_t)hp->n_vocab * sizeof(float));
+    p->off_wq8 = take(&cur, wq8);
+    p->off_scores = take(&cur, (size_t)n_threads * (size_t)n_ctx * sizeof(float));
+    p->off_qh = take(&cur, (size_t)n_threads * EL_MAX_HEAD_DIM * sizeof(el_fp16));
+    p->off_rope = take(&cur, EL_MAX_HEAD_DIM * sizeof(float));
+    p->off_top_ids = take(&cur, 64 * sizeof(int32_t));
+    p->off_top_lps = take(&cur, 64 * sizeof(float));
+    p->scratch_bytes = cur;
+    p->total = p->kv_bytes + p->scratch_bytes;
+    if (p->total < p->kv_bytes) return -1;
+    return 0;
+}

@@ -1,0 +1,69 @@
+/*
+ * blocks.c — the building blocks the architecture files compose: token
+ * embedding, the attention block (projections, Q/K norm, RoPE, KV store,
+ * attention, output projection) and the gated FFN, and the output head.
+ *
+ * Each block reads its input from session scratch (s->x / s->xb) and writes
+ * its result to s->tmp, so an architecture's forward() reads like the paper:
+ * norm → block → (post-norm) → residual add.
+ */
+#include <math.h>
+
+#include "runtime/model.h"
+
+void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale) {
+    const el_model *m = s->m;
+    const int E = m->hp.n_embd;
+    for (int t = 0; t < n; t++) {
+        el_op_get_row(&m->tok_embd, toks[t], s->x + (size_t)t * E);
+        if (scale != 1.0f) el_op_scale(s->x + (size_t)t * E, scale, E);
+    }
+}
+
+void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window) {
+    const el_model *m = s->m;
+    const el_hparams *hp = &m->hp;
+    const el_layer *L = &m->layers[il];
+    const int hd = hp->head_dim_k;
+    const int q_row = hp->n_head * hd, kv_row = hp->n_head_kv * hd;
+
+    el_op_matmul(m->pool, &L->wq, s->xb, n, s->q, L->bq, s->wq8);
+    el_op_matmul(m->pool, &L->wk, s->xb, n, s->k, L->bk, s->wq8);
+    el_op_matmul(m->pool, &L->wv, s->xb, n, s->v, L->bv, s->wq8);
+    if (L->q_norm) el_op_rmsnorm(s->q, L->q_norm, s->q, n * hp->n_head, hd, hp->norm_eps);
+    if (L->k_norm) el_op_rmsnorm(s->k, L->k_norm, s->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    for (int t = 0; t < n; t++) {
+        const int pos = s->n_past + t;
+        el_op_rope(s->q + (size_t)t * q_row, hp->n_head, hd, pos, rope, s->rope_cs);
+        el_op_rope(s->k + (size_t)t * kv_row, hp->n_head_kv, hd, pos, rope, s->rope_cs);
+    }
+    el_op_kv_store(s->kc[il], s->k, n, s->n_past, kv_row);
+    el_op_kv_store(s->vc[il], s->v, n, s->n_past, kv_row);
+
+    el_attn_args a = {
+        .q = s->q, .out = s->att, .kcache = s->kc[il], .vcache = s->vc[il],
+        .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .head_dim = hd, .window = window, .scale = hp->attn_scale,
+        .scores = s->scores, .n_ctx = s->n_ctx, .qh = s->qh,
+    };
+    el_op_attention(m->pool, &a);
+    el_op_matmul(m->pool, &L->wo, s->att, n, s->tmp, NULL, s->wq8);
+}
+
+void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
+    const el_model *m = s->m;
+    const el_layer *L = &m->layers[il];
+    const int F = m->hp.n_ff;
+    el_op_matmul(m->pool, &L->w_gate, s->xb, n, s->gate, NULL, s->wq8);
+    el_op_matmul(m->pool, &L->w_up, s->xb, n, s->up, NULL, s->wq8);
+    if (gelu) el_op_gelu_mul(s->gate, s->up, n * F);
+    else el_op_silu_mul(s->gate, s->up, n * F);
+    el_op_matmul(m->pool, &L->w_down, s->gate, n, s->tmp, NULL, s->wq8);
+}
+
+void el_fwd_output(el_session *s, int n) {
+    const el_model *m = s->m;
+    const int E = m->hp.n_embd;
+    el_op_rmsnorm(s->x + (size_t)(n - 1) * E, m->output_norm, s->xb, 1, E, m->hp.norm_eps);
+    el_op_matmul(m->pool, &m->output, s->xb, 1, s->logits, NULL, s->wq8);
+}

@@ -1,0 +1,303 @@
+/*
+ * chat.c — chat template families without a Jinja engine.
+ *
+ * Detection follows llama.cpp's llm_chat_detect_template: a template text is
+ * classified by the special markers it contains (checked in llama.cpp's
+ * order, so e.g. a ChatML template that also mentions [INST] stays ChatML).
+ * A bare family name ("chatml", "gemma", ...) is accepted too.
+ *
+ * Rendering reproduces, byte for byte, what the reference template of each
+ * family renders through Jinja (HF apply_chat_template semantics) for
+ * system/user/assistant messages — see tests/data/chat_templates/ for the
+ * exact template texts and tests/tools/gen_chat_goldens.py for the goldens:
+ *
+ *   chatml  Qwen2.5-Instruct / OpenHermes-2.5: "<|im_start|>role\n{c}<|im_end|>\n".
+ *           Qwen2.5's template inserts a default system prompt ("You are Qwen,
+ *           created by Alibaba Cloud...") when there is none; we do not — the
+ *           caller supplies a system message if it wants one.
+ *   llama3  Meta-Llama-3-8B-Instruct: content | trim. (Llama 3.1+ templates
+ *           additionally emit a "Cutting Knowledge Date / Today Date" system
+ *           preamble; not reproduced.)
+ *   llama2  Llama-2-chat: "<s>[INST] <<SYS>>\n{sys}\n<</SYS>>\n\n{user} [/INST]
+ *           {assistant} </s>" per exchange; content.strip() is applied to the
+ *           whole "<<SYS>>...{user}" string. add_generation_prompt is ignored
+ *           (the template ignores it too).
+ *   mistral Mistral/Mixtral Instruct v0.1 official ("v1"): " [INST] {sys}\n\n
+ *           {user} [/INST] {assistant}</s>". No stripping; add_generation_prompt
+ *           ignored. Older pre-v1 / v3 / v7 Mistral templates are detected as
+ *           this family too but differ from it in whitespace / system handling.
+ *   gemma   Gemma 3 -it: a leading system message becomes "{sys}\n\n" in front
+ *           of the first turn (system text not trimmed, turn content trimmed);
+ *           "assistant" → "model".
+ *   phi3    Phi-3.5-mini-instruct: empty system messages are skipped; without
+ *           add_generation_prompt the template appends eos_token
+ *           ("<|endoftext|>"), and so do we.
+ *
+ * BOS: the tokenizer adds the BOS token, so a bos_token the template renders
+ * at the very start of the output ("<s>", "<bos>", "<|begin_of_text|>") is
+ * dropped. BOS/EOS text inside the conversation (Llama 2's "</s><s>[INST]")
+ * is kept as text; the tokenizer's special-token parsing turns it into ids.
+ *
+ * trim / strip are Python's str.strip(): Unicode whitespace (ASCII space,
+ * \t\n\v\f\r, \x1c-\x1f, U+0085, U+00A0, U+1680, U+2000-200A, U+2028/2029,
+ * U+202F, U+205F, U+3000) is removed at both ends.
+ *
+ * Messages the reference templates reject (a system message that is not the
+ * first one in llama2/mistral/gemma, non-alternating roles) are rendered
+ * leniently: a later system message is folded into the next user turn the same
+ * way a leading one is; alternation is not enforced.
+ */
+#include "runtime/chat.h"
+
+#include <string.h>
+
+/* ---- output buffer ------------------------------------------------------ */
+
+typedef struct {
+    char *buf;
+    size_t cap;
+    size_t len; /* bytes needed so far (may exceed cap) */
+} wbuf;
+
+static void put_n(wbuf *w, const char *s, size_t n) {
+    if (w->buf && w->cap > 0 && w->len < w->cap - 1) {
+        size_t room = w->cap - 1 - w->len;
+        memcpy(w->buf + w->len, s, n < room ? n : room);
+    }
+    w->len += n;
+}
+
+static void put(wbuf *w, const char *s) { put_n(w, s, strlen(s)); }
+
+/* ---- Python-compatible whitespace strip ---------------------------------- */
+
+/* Byte length of the whitespace code point at s[0..n), or 0 if none. */
+static size_t ws_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)) return 1;
+    if (c == 0xc2 && n >= 2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
+    if (n >= 3) {
+        if (c == 0xe1 && s[1] == 0x9a && s[2] == 0x80) return 3;                /* U+1680 */
+        if (c == 0xe2 && s[1] == 0x80 &&
+            ((s[2] >= 0x80 && s[2] <= 0x8a) || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf))
+            return 3;                                                           /* U+2000-200A, 2028, 2029, 202F */
+        if (c == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) return 3;                /* U+205F */
+        if (c == 0xe3 && s[1] == 0x80 && s[2] == 0x80) return 3;                /* U+3000 */
+    }
+    return 0;
+}
+
+/* Length of the (possibly invalid) UTF-8 sequence starting at s[0..n). */
+static size_t char_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (l > n) return 1;
+    for (size_t i = 1; i < l; i++)
+        if ((s[i] & 0xc0) != 0x80) return 1;
+    return l;
+}
+
+/* Emits the concatenation of segs[0..n) with leading/trailing whitespace
+ * removed (as Python's (a+b+...).strip()). No whitespace code point spans two
+ * segments since each segment is UTF-8 on its own. */
+static void put_stripped(wbuf *w, const char *const *segs, int n) {
+    int b_seg = n, e_seg = -1;
+    size_t b_off = 0, e_off = 0;
+    for (int i = 0; i < n; i++) {
+        const unsigned char *s = (const unsigned char *)segs[i];
+        size_t len = strlen(segs[i]), p = 0;
+        while (p < len) {
+            size_t wl = ws_len(s + p, len - p);
+            if (wl) { p += wl; continue; }
+            size_t cl = char_len(s + p, len - p);
+            if (b_seg == n) { b_seg = i; b_off = p; }
+            e_seg = i; e_off = p + cl;
+            p += cl;
+        }
+    }
+    if (e_seg < 0) return; /* all whitespace */
+    for (int i = b_seg; i <= e_seg; i++) {
+        size_t from = i == b_seg ? b_off : 0;
+        size_t to = i == e_seg ? e_off : strlen(segs[i]);
+        put_n(w, segs[i] + from, to - from);
+    }
+}
+
+static void put_trim(wbuf *w, const char *s) { put_stripped(w, &s, 1); }
+
+/* ---- roles / families ---------------------------------------------------- */
+
+typedef enum { R_SYSTEM, R_USER, R_ASSISTANT } role_t;
+
+static int parse_role(const char *r) {
+    if (!r) return -1;
+    if (!strcmp(r, "system")) return R_SYSTEM;
+    if (!strcmp(r, "user")) return R_USER;
+    if (!strcmp(r, "assistant")) return R_ASSISTANT;
+    return -1;
+}
+
+static const char *const family_names[EL_CHAT_COUNT] = {
+    [EL_CHAT_UNKNOWN] = "unknown", [EL_CHAT_CHATML] = "chatml", [EL_CHAT_LLAMA3] = "llama3",
+    [EL_CHAT_LLAMA2] = "llama2",   [EL_CHAT_MISTRAL] = "mistral", [EL_CHAT_GEMMA] = "gemma",
+    [EL_CHAT_PHI3] = "phi3",
+};
+
+const char *el_chat_family_name(el_chat_family f) {
+    if ((int)f < 0 || f >= EL_CHAT_COUNT) return "unknown";
+    return family_names[f];
+}
+
+el_chat_family el_chat_family_from_name(const char *name) {
+    if (!name) return EL_CHAT_UNKNOWN;
+    for (int f = 1; f < EL_CHAT_COUNT; f++)
+        if (!strcmp(name, family_names[f])) return (el_chat_family)f;
+    return EL_CHAT_UNKNOWN;
+}
+
+el_chat_family el_chat_detect(const char *t) {
+    if (!t) return EL_CHAT_UNKNOWN;
+    el_chat_family byname = el_chat_family_from_name(t);
+    if (byname != EL_CHAT_UNKNOWN) return byname;
+#define HAS(s) (strstr(t, (s)) != NULL)
+    if (HAS("<|im_start|>")) {
+        /* Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) only look like ChatML */
+        if (HAS("<|im_sep|>") || HAS("<end_of_utterance>")) return EL_CHAT_UNKNOWN;
+        return EL_CHAT_CHATML;
+    }
+    if (strncmp(t, "mistral", 7) == 0 || HAS("[INST]"))
+        return HAS("<<SYS>>") ? EL_CHAT_LLAMA2 : EL_CHAT_MISTRAL;
+    if (HAS("<|assistant|>") && HAS("<|end|>")) return EL_CHAT_PHI3;
+    if (HAS("<start_of_turn>")) return EL_CHAT_GEMMA;
+    if (HAS("<|start_header_id|>") && (HAS("<|end_header_id|>") || HAS("<|eot_id|>")))
+        return EL_CHAT_LLAMA3;
+#undef HAS
+    return EL_CHAT_UNKNOWN;
+}
+
+/* ---- renderers ------------------------------------------------------------ */
+
+static const char *content_of(const el_chat_msg *m) { return m->content ? m->content : ""; }
+#define ROLE(i) parse_role(m[(i)].role) /* validated by el_chat_apply */
+
+static void render_chatml(wbuf *w, const el_chat_msg *m, int n, bool gen) {
+    for (int i = 0; i < n; i++) {
+        put(w, "<|im_start|>");
+        put(w, m[i].role);
+        put(w, "\n");
+        put(w, content_of(&m[i]));
+        put(w, "<|im_end|>\n");
+    }
+    if (gen) put(w, "<|im_start|>assistant\n");
+}
+
+static void render_llama3(wbuf *w, const el_chat_msg *m, int n, bool gen) {
+    for (int i = 0; i < n; i++) {
+        put(w, "<|start_header_id|>");
+        put(w, m[i].role);
+        put(w, "<|end_header_id|>\n\n");
+        put_trim(w, content_of(&m[i]));
+        put(w, "<|eot_id|>");
+    }
+    if (gen) put(w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void render_llama2(wbuf *w, const el_chat_msg *m, int n) {
+    const char *sys = NULL; /* pending system text for the next turn */
+    for (int i = 0; i < n; i++) {
+        const char *c = content_of(&m[i]);
+        if (ROLE(i) == R_SYSTEM) { sys = c; continue; }
+        const char *segs[4];
+        int ns = 0;
+        if (sys) {
+            segs[ns++] = "<<SYS>>\n";
+            segs[ns++] = sys;
+            segs[ns++] = "\n<</SYS>>\n\n";
+            sys = NULL;
+        }
+        segs[ns++] = c;
+        if (ROLE(i) == R_USER) {
+            if (w->len > 0) put(w, "<s>"); /* bos_token; the leading one is the tokenizer's */
+            put(w, "[INST] ");
+            put_stripped(w, segs, ns);
+            put(w, " [/INST]");
+        } else {
+            put(w, " ");
+            put_stripped(w, segs, ns);
+            put(w, " </s>");
+        }
+    }
+}
+
+static void render_mistral(wbuf *w, const el_chat_msg *m, int n) {
+    const char *sys = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *c = content_of(&m[i]);
+        if (ROLE(i) == R_SYSTEM) { sys = c; continue; }
+        if (ROLE(i) == R_USER) {
+            put(w, " [INST] ");
+            if (sys) {
+                put(w, sys);
+                put(w, "\n\n");
+                sys = NULL;
+            }
+            put(w, c);
+            put(w, " [/INST]");
+        } else {
+            put(w, " ");
+            put(w, c);
+            put(w, "</s>");
+        }
+    }
+}
+
+static void render_gemma(wbuf *w, const el_chat_msg *m, int n, bool gen) {
+    const char *sys = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *c = content_of(&m[i]);
+        if (ROLE(i) == R_SYSTEM) { sys = c; continue; }
+        put(w, ROLE(i) == R_USER ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+        if (sys) {
+            put(w, sys);
+            put(w, "\n\n");
+            sys = NULL;
+        }
+        put_trim(w, c);
+        put(w, "<end_of_turn>\n");
+    }
+    if (gen) put(w, "<start_of_turn>model\n");
+}
+
+static void render_phi3(wbuf *w, const el_chat_msg *m, int n, bool gen) {
+    static const char *const tag[] = {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"};
+    for (int i = 0; i < n; i++) {
+        const char *c = content_of(&m[i]);
+        if (ROLE(i) == R_SYSTEM && !*c) continue;
+        put(w, tag[ROLE(i)]);
+        put(w, c);
+        put(w, "<|end|>\n");
+    }
+    put(w, gen ? "<|assistant|>\n" : "<|endoftext|>");
+}
+
+size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                     bool add_generation_prompt, char *buf, size_t cap) {
+    if (f <= EL_CHAT_UNKNOWN || f >= EL_CHAT_COUNT) return (size_t)-1;
+    if (n_msgs < 0 || (n_msgs > 0 && !msgs)) return (size_t)-1;
+    /* Roles are validated up front so nothing is written for a bad message list. */
+    for (int i = 0; i < n_msgs; i++)
+        if (parse_role(msgs[i].role) < 0) return (size_t)-1;
+
+    wbuf w = {buf, buf ? cap : 0, 0};
+    switch (f) {
+    case EL_CHAT_CHATML: render_chatml(&w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_LLAMA3: render_llama3(&w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_LLAMA2: render_llama2(&w, msgs, n_msgs); break;
+    case EL_CHAT_MISTRAL: render_mistral(&w, msgs, n_msgs); break;
+    case EL_CHAT_GEMMA: render_gemma(&w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_PHI3: render_phi3(&w, msgs, n_msgs, add_generation_prompt); break;
+    default: return (size_t)-1;
+    }
+    if (buf && cap > 0) buf[w.len < cap ? w.len : cap - 1] = '\0';
+    return w.len;
+}

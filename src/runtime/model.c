@@ -1,0 +1,307 @@
+/*
+ * model.c — loading a model: map and validate the GGUF, read the vocab, pick
+ * the architecture by general.architecture, let it read its hyperparameters
+ * and bind its tensors (shapes and types checked), start the thread pool.
+ *
+ * Invariant: after el_model_load returns a model, every el_mat / vector
+ * pointer of the model points inside the validated mapping (or into a buffer
+ * the model owns) with the shape the forward pass expects.
+ */
+#include "runtime/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/kernels.h"
+#include "util/error.h"
+
+static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3};
+
+el_model_params el_model_default_params(void) {
+    el_model_params p = {.n_threads = 0, .vocab_only = false};
+    return p;
+}
+
+const char *el_arch_key(const el_model *m, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", m->arch_name, suffix);
+    return buf;
+}
+
+int el_hp_u32(el_model *m, const char *suffix, bool required, int dflt, int *out, el_error *err) {
+    char key[256];
+    el_arch_key(m, suffix, key, sizeof key);
+    const el_gguf_kv *kv = el_gguf_find(m->gguf, key);
+    if (!kv) {
+        if (required) return el_set_error(err, EL_ERR_MISSING, "metadata key '%s' is missing", key);
+        *out = dflt;
+        return 0;
+    }
+    uint32_t v;
+    if (!el_gguf_get_u32(m->gguf, key, &v)) {
+        /* some files store per-layer arrays (e.g. head_count_kv); take the first when uniform */
+        if (kv->type == EL_GGUF_ARRAY && kv->arr_n > 0) {
+            int64_t first, x;
+            if (!el_gguf_arr_i64(kv, 0, &first)) return el_set_error(err, EL_ERR_BAD_VALUE, "'%s' is not an integer array", key);
+            for (uint64_t i = 1; i < kv->arr_n; i++)
+                if (!el_gguf_arr_i64(kv, i, &x) || x != first)
+                    return el_set_error(err, EL_ERR_UNSUPPORTED, "'%s' varies per layer", key);
+            v = (uint32_t)first;
+        } else {
+            return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' is not a 32-bit unsigned integer", key);
+        }
+    }
+    if (v > (1u << 30)) return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %u is out of range", key, v);
+    *out = (int)v;
+    return 0;
+}
+
+int el_hp_f32(el_model *m, const char *suffix, bool required, float dflt, float *out, el_error *err) {
+    char key[256];
+    el_arch_key(m, suffix, key, sizeof key);
+    if (!el_gguf_find(m->gguf, key)) {
+        if (required) return el_set_error(err, EL_ERR_MISSING, "metadata key '%s' is missing", key);
+        *out = dflt;
+        return 0;
+    }
+    if (!el_gguf_get_f32(m->gguf, key, out))
+        return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' is not a float", key);
+    return 0;
+}
+
+static int own(el_model *m, void *p) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? m->cap_owned * 2 : 16;
+        void **n = realloc(m->owned, sizeof(void *) * (size_t)cap);
+        if (!n) return -1;
+        m->owned = n;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, el_mat *out, el_error *err) {
+    memset(out, 0, sizeof *out);
+    const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (required) return el_set_error(err, EL_ERR_MISSING, "tensor '%s' is missing", name);
+        return 0;
+    }
+    if (t->n_dims > 2 || t->ne[0] != ne0 || t->ne[1] != ne1)
+        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name,
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0, (long long)ne1);
+    const el_type_info *ti = el_type_get(t->type);
+    const el_cpu_type_kernels *k = el_cpu_kernels((el_type)t->type);
+    if (!ti || !ti->weights_supported || !ti->to_float || !k || !k->vec_dot)
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, which edgellm cannot compute with", name,
+                            el_type_name(t->type));
+    out->type = (el_type)t->type;
+    out->ne0 = ne0;
+    out->ne1 = ne1;
+    out->data = t->data;
+    out->row_bytes = el_row_size(out->type, ne0);
+    return 0;
+}
+
+int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const float **out, el_error *err) {
+    *out = NULL;
+    const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (required) return el_set_error(err, EL_ERR_MISSING, "tensor '%s' is missing", name);
+        return 0;
+    }
+    if (t->n_dims != 1 || t->ne[0] != n)
+        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %d dims and %lld elements, expected a vector of %lld",
+                            name, t->n_dims, (long long)t->ne[0], (long long)n);
+    if (t->type == EL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = t->data;
+        return 0;
+    }
+    const el_type_info *ti = el_type_get(t->type);
+    if (!ti || !ti->to_float || n % ti->blck_size)
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, unsupported for a vector", name, el_type_name(t->type));
+    float *buf = malloc(sizeof(float) * (size_t)n);
+    if (!buf || own(m, buf)) { free(buf); return el_set_error(err, EL_ERR_NOMEM, "out of memory converting '%s'", name); }
+    ti->to_float(t->data, buf, n);
+    *out = buf;
+    return 0;
+}
+
+int el_load_common_hparams(el_model *m, el_error *err) {
+    el_hparams *hp = &m->hp;
+    int rc;
+    if ((rc = el_hp_u32(m, "embedding_length", true, 0, &hp->n_embd, err))) return rc;
+    if ((rc = el_hp_u32(m, "block_count", true, 0, &hp->n_layer, err))) return rc;
+    if ((rc = el_hp_u32(m, "attention.head_count", true, 0, &hp->n_head, err))) return rc;
+    if ((rc = el_hp_u32(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err))) return rc;
+    if ((rc = el_hp_u32(m, "feed_forward_length", true, 0, &hp->n_ff, err))) return rc;
+    if ((rc = el_hp_u32(m, "context_length", false, 2048, &hp->n_ctx_train, err))) return rc;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
+        return el_set_error(err, EL_ERR_BAD_VALUE, "%s: zero embedding/layers/heads/ffn in metadata", m->arch_name);
+    if (hp->n_head % hp->n_head_kv)
+        return el_set_error(err, EL_ERR_BAD_VALUE, "%s: head_count %d is not a multiple of head_count_kv %d", m->arch_name,
+                            hp->n_head, hp->n_head_kv);
+    int dflt_hd = hp->n_embd / hp->n_head;
+    if ((rc = el_hp_u32(m, "attention.key_length", false, dflt_hd, &hp->head_dim_k, err))) return rc;
+    if ((rc = el_hp_u32(m, "attention.value_length", false, hp->head_dim_k, &hp->head_dim_v, err))) return rc;
+    if (hp->head_dim_k != hp->head_dim_v || hp->head_dim_k <= 0 || hp->head_dim_k > EL_MAX_HEAD_DIM || hp->head_dim_k % 2)
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: head dims k=%d v=%d unsupported (equal, even, <= %d)", m->arch_name,
+                            hp->head_dim_k, hp->head_dim_v, EL_MAX_HEAD_DIM);
+    if ((rc = el_hp_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->norm_eps, err))) return rc;
+    if ((rc = el_hp_f32(m, "rope.freq_base", false, 10000.0f, &hp->rope_base, err))) return rc;
+    if ((rc = el_hp_u32(m, "rope.dimension_count", false, hp->head_dim_k, &hp->n_rot, err))) return rc;
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim_k || hp->n_rot % 2)
+        return el_set_error(err, EL_ERR_BAD_VALUE, "%s: rope.dimension_count %d invalid for head dim %d", m->arch_name, hp->n_rot,
+                            hp->head_dim_k);
+    /* linear rope scaling: positions × 1/factor */
+    float factor = 0.0f;
+    if ((rc = el_hp_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err))) return rc;
+    char key[256];
+    el_str stype = {0};
+    bool has_type = el_gguf_get_str(m->gguf, el_arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
+    hp->rope_scale = 1.0f;
+    if (has_type && el_str_eq(stype, "linear") && factor > 0.0f) hp->rope_scale = 1.0f / factor;
+    else if (has_type && !el_str_eq(stype, "none") && !el_str_eq(stype, "linear"))
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported", m->arch_name,
+                            (int)stype.len, stype.ptr);
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_scale_swa = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    const el_gguf_tensor *emb = el_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!emb) return el_set_error(err, EL_ERR_MISSING, "tensor 'token_embd.weight' is missing");
+    hp->n_vocab = (int)emb->ne[1];
+    if (hp->n_vocab != el_vocab_n_tokens(m->vocab))
+        return el_set_error(err, EL_ERR_BAD_TENSOR, "token_embd.weight has %d rows but the vocab has %d tokens", hp->n_vocab,
+                            el_vocab_n_tokens(m->vocab));
+    return 0;
+}
+
+int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_norms, el_error *err) {
+    el_hparams *hp = &m->hp;
+    int rc;
+    const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim_k, KV = (int64_t)hp->n_head_kv * hp->head_dim_k;
+    if ((rc = el_bind_mat(m, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, err))) return rc;
+    if ((rc = el_bind_vec(m, "output_norm.weight", E, true, &m->output_norm, err))) return rc;
+    if ((rc = el_bind_mat(m, "output.weight", E, hp->n_vocab, false, &m->output, err))) return rc;
+    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    if ((rc = el_bind_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err))) return rc;
+    m->layers = calloc((size_t)hp->n_layer, sizeof(el_layer));
+    if (!m->layers) return el_set_error(err, EL_ERR_NOMEM, "out of memory");
+    for (int il = 0; il < hp->n_layer; il++) {
+        el_layer *L = &m->layers[il];
+        char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", il, s), n)
+        if ((rc = el_bind_vec(m, NAME("attn_norm.weight"), E, true, &L->attn_norm, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("attn_q.weight"), E, Q, true, &L->wq, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("attn_k.weight"), E, KV, true, &L->wk, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("attn_v.weight"), E, KV, true, &L->wv, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("attn_output.weight"), Q, E, true, &L->wo, err))) return rc;
+        if (qkv_bias) {
+            if ((rc = el_bind_vec(m, NAME("attn_q.bias"), Q, true, &L->bq, err))) return rc;
+            if ((rc = el_bind_vec(m, NAME("attn_k.bias"), KV, true, &L->bk, err))) return rc;
+            if ((rc = el_bind_vec(m, NAME("attn_v.bias"), KV, true, &L->bv, err))) return rc;
+        }
+        if (qk_norm) {
+            if ((rc = el_bind_vec(m, NAME("attn_q_norm.weight"), hp->head_dim_k, true, &L->q_norm, err))) return rc;
+            if ((rc = el_bind_vec(m, NAME("attn_k_norm.weight"), hp->head_dim_k, true, &L->k_norm, err))) return rc;
+        }
+        if (post_norms) {
+            if ((rc = el_bind_vec(m, NAME("post_attention_norm.weight"), E, true, &L->post_attn_norm, err))) return rc;
+            if ((rc = el_bind_vec(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm, err))) return rc;
+        }
+        if ((rc = el_bind_vec(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &L->w_gate, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &L->w_up, err))) return rc;
+        if ((rc = el_bind_mat(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &L->w_down, err))) return rc;
+#undef NAME
+    }
+    return 0;
+}
+
+el_model *el_model_load(const char *path, const el_model_params *p, el_error *err) {
+    el_model_params dp = el_model_default_params();
+    if (!p) p = &dp;
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    el_model *m = calloc(1, sizeof *m);
+    if (!m) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return NULL; }
+    m->gguf = el_gguf_open(path, err);
+    if (!m->gguf) goto fail;
+    el_str s;
+    if (!el_gguf_get_str(m->gguf, "general.architecture", &s)) {
+        if (!p->vocab_only) { el_set_error(err, EL_ERR_MISSING, "metadata 'general.architecture' is missing"); goto fail; }
+        m->arch_name = strdup("none");
+    } else {
+        m->arch_name = el_str_dup(s);
+    }
+    if (el_gguf_get_str(m->gguf, "tokenizer.chat_template", &s)) m->chat_template = el_str_dup(s);
+    m->vocab = el_vocab_load(m->gguf, err);
+    if (!m->vocab) goto fail;
+    if (p->vocab_only) return m;
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
+    if (!m->arch) {
+        el_set_error(err, EL_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3)", m->arch_name);
+        goto fail;
+    }
+    if (el_load_common_hparams(m, err)) goto fail;
+    if (m->arch->load(m, err)) goto fail;
+    int nt = p->n_threads;
+    if (nt <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        nt = n > 0 ? (int)n : 1;
+    }
+    if (nt > 256) nt = 256;
+    m->n_threads = nt;
+    m->pool = el_pool_new(nt);
+    if (!m->pool) { el_set_error(err, EL_ERR_NOMEM, "cannot start %d threads", nt); goto fail; }
+    return m;
+fail:
+    el_model_free(m);
+    return NULL;
+}
+
+void el_model_free(el_model *m) {
+    if (!m) return;
+    if (m->pool) el_pool_free(m->pool);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    for (int i = 0; i < m->n_meta_strs; i++) free(m->meta_strs[i]);
+    free(m->meta_strs);
+    free(m->layers);
+    el_vocab_free(m->vocab);
+    free(m->chat_template);
+    free(m->arch_name);
+    el_gguf_close(m->gguf);
+    free(m);
+}
+
+const char *el_model_arch(const el_model *m) { return m->arch_name; }
+int el_model_n_vocab(const el_model *m) { return el_vocab_n_tokens(m->vocab); }
+int el_model_n_ctx_train(const el_model *m) { return m->hp.n_ctx_train; }
+const char *el_model_chat_template(const el_model *m) { return m->chat_template; }
+
+const char *el_model_meta_str(const el_model *m, const char *key) {
+    el_str s;
+    if (!el_gguf_get_str(m->gguf, key, &s)) return NULL;
+    el_model *mm = (el_model *)m; /* the cache of copies is logically const */
+    char **n = realloc(mm->meta_strs, sizeof(char *) * (size_t)(mm->n_meta_strs + 1));
+    if (!n) return NULL;
+    mm->meta_strs = n;
+    char *c = el_str_dup(s);
+    if (!c) return NULL;
+    mm->meta_strs[mm->n_meta_strs++] = c;
+    return c;
+}
+
+int el_tokenize(const el_model *m, const char *text, size_t len, int32_t *out, int cap, int flags) {
+    return el_vocab_tokenize(m->vocab, text, len, (flags & EL_TOK_ADD_SPECIAL) != 0, (flags & EL_TOK_PARSE_SPECIAL) != 0, out, cap);
+}
+int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool special) {
+    return el_vocab_token_to_piece(m->vocab, tok, buf, cap, special);
+}
+int32_t el_token_bos(const el_model *m) { return el_vocab_bos(m->vocab); }
+int32_t el_token_eos(const el_model *m) { return el_vocab_eos(m->vocab); }
+bool el_token_is_eog(const el_model *m, int32_t tok) { return el_vocab_is_eog(m->vocab, tok); }

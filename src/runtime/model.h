@@ -1,0 +1,122 @@
+/*
+ * model.h — the runtime's view of a loaded model and a session (internal).
+ *
+ * Process state (el_model): the GGUF mapping (read-only, shared), the vocab,
+ * hyperparameters read from metadata, weight views bound to tensors, the
+ * thread pool. Session state (el_session): KV cache, scratch activations,
+ * logits, position — all sized and allocated in el_session_new.
+ *
+ * An architecture is a table entry (el_arch): `load` reads its
+ * hyperparameters and binds its tensors; `forward` runs n tokens through the
+ * network at positions n_past.. and writes the last token's logits.
+ */
+#ifndef EL_RUNTIME_MODEL_H
+#define EL_RUNTIME_MODEL_H
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "edgellm.h"
+#include "package/gguf.h"
+#include "runtime/tokenizer.h"
+
+#define EL_MAX_HEAD_DIM 512
+
+typedef struct el_hparams {
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv;
+    int head_dim_k, head_dim_v; /* per-head sizes (key_length / value_length) */
+    int n_ff;
+    int n_ctx_train;
+    float norm_eps;
+    float rope_base, rope_scale;         /* global layers */
+    float rope_base_swa, rope_scale_swa; /* sliding-window layers */
+    int n_rot;
+    el_rope_mode rope_mode;
+    int n_swa;          /* sliding window (0: none) */
+    int swa_pattern;    /* every swa_pattern-th layer is global (0: none) */
+    float attn_scale;   /* multiplier on Q·K */
+} el_hparams;
+
+typedef struct el_layer {
+    const float *attn_norm;
+    el_mat wq, wk, wv, wo;
+    const float *bq, *bk, *bv;           /* qwen2 */
+    const float *q_norm, *k_norm;        /* qwen3, gemma3 */
+    const float *post_attn_norm;         /* gemma3 */
+    const float *ffn_norm;
+    el_mat w_gate, w_up, w_down;
+    const float *post_ffn_norm;          /* gemma3 */
+    bool swa;                            /* sliding-window layer */
+} el_layer;
+
+typedef struct el_session el_session;
+typedef struct el_model el_model;
+
+typedef struct el_arch {
+    const char *name;
+    int (*load)(el_model *m, el_error *err);
+    /* Run toks[0..n) at positions s->n_past..; logits of the last token into s->logits. */
+    void (*forward)(el_session *s, const int32_t *toks, int n);
+} el_arch;
+
+struct el_model {
+    el_gguf *gguf;
+    el_vocab *vocab;
+    const el_arch *arch;
+    char *arch_name;
+    el_hparams hp;
+    el_layer *layers;
+    el_mat tok_embd, output;
+    const float *output_norm;
+    const float *rope_freqs;
+    el_pool *pool;
+    char *chat_template;
+    int n_threads;
+    void **owned; int n_owned, cap_owned; /* buffers converted at load (non-F32 norms) */
+    char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
+};
+
+struct el_session {
+    el_model *m;
+    int n_ctx, n_batch, n_past;
+    /* KV cache, F16: per layer [n_ctx][n_head_kv*head_dim] */
+    el_fp16 **kc, **vc;
+    /* scratch, sized for n_batch tokens */
+    float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
+    float *logits;
+    void *wq8;          /* quantized activations */
+    float *scores;      /* n_threads * n_ctx */
+    el_fp16 *qh;        /* n_threads * head_dim */
+    float *rope_cs;     /* EL_MAX_HEAD_DIM */
+    void *block;        /* one allocation for everything above */
+    size_t block_bytes;
+    atomic_bool cancel;
+    int32_t *top_ids; float *top_lps; /* 64 each */
+};
+
+/* Helpers for arch loaders (model.c). */
+const char *el_arch_key(const el_model *m, const char *suffix, char *buf, size_t cap);
+int el_hp_u32(el_model *m, const char *suffix, bool required, int dflt, int *out, el_error *err);
+int el_hp_f32(el_model *m, const char *suffix, bool required, float dflt, float *out, el_error *err);
+/* Bind a 2-D weight "name" with rows of ne0 and ne1 rows (checks shape and type support). */
+int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, el_mat *out, el_error *err);
+/* Bind a 1-D F32 vector of n (converting F16/BF16 at load). */
+int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const float **out, el_error *err);
+/* Common: llama-style hparams (vocab, embd, layers, heads, ff, ctx, eps, rope). */
+int el_load_common_hparams(el_model *m, el_error *err);
+/* Common: token_embd, output_norm, output (tied if absent), per-layer attention + FFN. */
+int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_norms, el_error *err);
+
+/* Shared building blocks for forward passes (arch/common.c). */
+void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale);
+/* x → norm → Q,K,V (+bias) → (q/k norm) → rope → store KV → attention → out proj into s->tmp. */
+void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window);
+/* xb (normed) → FFN (gate/up/down, activation) into s->tmp. gelu: gemma. */
+void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
+/* final norm of the last token + output projection into s->logits. */
+void el_fwd_output(el_session *s, int n);
+
+extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * sampler.h — token sampling in llama.cpp's order: penalties (repeat,
+ * frequency, presence over the last N tokens) → top-k → top-p → min-p →
+ * temperature → draw from a seeded RNG. temp <= 0 is greedy (argmax after
+ * penalties). All buffers are allocated once in el_sampler_new; sampling
+ * allocates nothing.
+ */
+#ifndef EL_RUNTIME_SAMPLER_H
+#define EL_RUNTIME_SAMPLER_H
+#include <stdint.h>
+
+#include "edgellm.h"
+
+typedef struct el_sampler el_sampler;
+
+el_sampler *el_sampler_new(const el_sampling *sp, int n_vocab);
+void el_sampler_free(el_sampler *s);
+void el_sampler_reset(el_sampler *s); /* clears penalty history, reseeds RNG */
+/* Picks a token from logits[n_vocab] (not modified). */
+int32_t el_sampler_sample(el_sampler *s, const float *logits);
+/* Records a token in the penalty history (prompt tokens and generated ones). */
+void el_sampler_accept(el_sampler *s, int32_t tok);
+
+/* log-softmax helpers for reporting: logprob of `id`, and the k best. */
+float el_logprob_of(const float *logits, int n_vocab, int32_t id);
+/* Writes up to k (id, logprob) pairs sorted by descending logprob; returns k written. */
+int el_top_logprobs(const float *logits, int n_vocab, int k, int32_t *ids, float *lps);
+
+#endif

