@@ -11,6 +11,28 @@
 
 #include "runtime/model.h"
 
+/*
+ * Parity debugging: built with -DEL_DEBUG_DUMP, every block writes its
+ * intermediate activations to $EL_DUMP_DIR/<name>-<layer>.bin (raw float32,
+ * all rows of the batch), to compare op by op with llama.cpp's tensors.
+ */
+#ifdef EL_DEBUG_DUMP
+#include <stdio.h>
+#include <stdlib.h>
+static void dbg_dump(const char *name, int il, const float *x, size_t n) {
+    const char *d = getenv("EL_DUMP_DIR");
+    if (!d) return;
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s-%d.bin", d, name, il);
+    FILE *f = fopen(p, "wb");
+    if (!f) return;
+    fwrite(x, sizeof(float), n, f);
+    fclose(f);
+}
+#else
+#define dbg_dump(name, il, x, n) ((void)0)
+#endif
+
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale) {
     const el_model *m = s->m;
     const int E = m->hp.n_embd;
@@ -37,6 +59,9 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         el_op_rope(s->q + (size_t)t * q_row, hp->n_head, hd, pos, rope, s->rope_cs);
         el_op_rope(s->k + (size_t)t * kv_row, hp->n_head_kv, hd, pos, rope, s->rope_cs);
     }
+    dbg_dump("Qrope", il, s->q, (size_t)n * q_row);
+    dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
+    dbg_dump("V", il, s->v, (size_t)n * kv_row);
     el_op_kv_store(s->kc[il], s->k, n, s->n_past, kv_row);
     el_op_kv_store(s->vc[il], s->v, n, s->n_past, kv_row);
 
@@ -47,7 +72,9 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         .scores = s->scores, .n_ctx = s->n_ctx, .qh = s->qh,
     };
     el_op_attention(m->pool, &a);
+    dbg_dump("kqv", il, s->att, (size_t)n * q_row);
     el_op_matmul(m->pool, &L->wo, s->att, n, s->tmp, NULL, s->wq8);
+    dbg_dump("attn_out", il, s->tmp, (size_t)n * hp->n_embd);
 }
 
 void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
@@ -56,9 +83,14 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
     const int F = m->hp.n_ff;
     el_op_matmul(m->pool, &L->w_gate, s->xb, n, s->gate, NULL, s->wq8);
     el_op_matmul(m->pool, &L->w_up, s->xb, n, s->up, NULL, s->wq8);
+    dbg_dump("ffn_norm", il, s->xb, (size_t)n * m->hp.n_embd);
+    dbg_dump("gate", il, s->gate, (size_t)n * F);
+    dbg_dump("up", il, s->up, (size_t)n * F);
     if (gelu) el_op_gelu_mul(s->gate, s->up, n * F);
-    else el_op_silu_mul(s->gate, s->up, n * F);
+    else el_op_silu_mul(s->gate, s->up, n, F);
+    dbg_dump("swiglu", il, s->gate, (size_t)n * F);
     el_op_matmul(m->pool, &L->w_down, s->gate, n, s->tmp, NULL, s->wq8);
+    dbg_dump("ffn_out", il, s->tmp, (size_t)n * m->hp.n_embd);
 }
 
 void el_fwd_output(el_session *s, int n) {

@@ -16,9 +16,12 @@
  * Clang auto-vectorize (checked with -fopt-info-vec at -O3 -march=native).
  * FP contraction is off: a*b+c is never fused into an FMA.
  */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_internal.h"
+#include "package/quants.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
 
@@ -80,23 +83,7 @@ static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, cons
  * block format) so that no compiler turns it into byte-wise shuffles; the
  * 32-element integer dot products are plain loops the vectorizers handle.
  */
-static inline uint64_t load_u64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void store_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 
-#define LO4 0x0F0F0F0F0F0F0F0Full
-
-/* 16 bytes of nibbles -> 32 values 0..15: low nibbles (elements 0..15), then high. */
-static inline void unpack_nibbles16(const uint8_t *restrict q, uint8_t *restrict a) {
-    const uint64_t v0 = load_u64(q), v1 = load_u64(q + 8);
-    store_u64(a + 0, v0 & LO4);
-    store_u64(a + 8, v1 & LO4);
-    store_u64(a + 16, (v0 >> 4) & LO4);
-    store_u64(a + 24, (v1 >> 4) & LO4);
-}
 
 /* 8 bits -> 8 bytes, byte k = 0x10 if bit k is set (the 5th bit of Q5_0/Q5_1). */
 static inline uint64_t bits_to_x10(uint32_t b) {
@@ -120,11 +107,6 @@ static inline int32_t dot32_u(const uint8_t *restrict a, const int8_t *restrict 
     return sum;
 }
 
-static inline int32_t dot32(const int8_t *restrict a, const int8_t *restrict q) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += a[j] * q[j];
-    return sum;
-}
 
 static void vec_dot_q4_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_0 *restrict x = vx;
@@ -188,22 +170,30 @@ static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void *restrict vx,
     *s = sumf;
 }
 
+/* Horizontal sum of 8 float lanes in the x86 order (hi128+lo128, then pairs). */
+static inline float hsum8_x86(const float *l) {
+    const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
+    return (r0 + r2) + (r1 + r3);
+}
+
+/* Q8_0·Q8_0 in llama.cpp's x86 order: 8 lanes, lane l holding the integer
+ * sum of elements 4l..4l+3 of each block, accumulated as fma(dx*dy, sum, acc). */
 static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q8_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
-    float sumf = 0.0f;
+    float acc[8] = {0};
     for (int ib = 0; ib < nb; ++ib) {
-        const int32_t sumi = dot32(x[ib].qs, y[ib].qs);
-        sumf += (float)sumi * (el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d));
+        const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
+        for (int l = 0; l < 8; ++l) {
+            int32_t q = 0;
+            for (int k = 0; k < 4; ++k) q += (int32_t)x[ib].qs[4 * l + k] * (int32_t)y[ib].qs[4 * l + k];
+            acc[l] = fmaf(d, (float)q, acc[l]);
+        }
     }
-    *s = sumf;
+    *s = hsum8_x86(acc);
 }
 
-/* 32 IQ4 indices (nibble-unpacked) -> code values. */
-static inline void iq4_lookup32(const uint8_t *restrict idx, int8_t *restrict a) {
-    for (int j = 0; j < 32; ++j) a[j] = kvalues_iq4nl[idx[j]];
-}
 
 static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_nl *restrict x = vx;
@@ -222,192 +212,66 @@ static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict v
     *s = sumf;
 }
 
-/* ---------------------------------------------------------------- K-quants (256) */
-
-/*
- * ggml's 8 integer lanes of one super-block: lane l = sum over elements
- * e = 8k + l of sc16[e/16] * a[e] * q[e].  Computed as 16 lanes and folded
- * (exact integer arithmetic, so identical to ggml's aux32[8]).
- */
-static inline void lanes8(const int8_t *restrict a, const int8_t *restrict q,
-                          const int32_t *restrict sc16, int32_t *restrict out) {
-    int32_t acc[16] = {0};
-    for (int g = 0; g < EL_QK_K / 16; ++g) {
-        const int32_t sc = sc16[g];
-        for (int l = 0; l < 16; ++l) acc[l] += sc * (a[16 * g + l] * q[16 * g + l]);
-    }
-    for (int l = 0; l < 8; ++l) out[l] = acc[l] + acc[l + 8];
-}
-
-/* sum over 16 groups of sc16[g] * (sum_l a*q) — the whole block as one integer. */
-static inline int32_t scaled_sum(const int8_t *restrict a, const int8_t *restrict q,
-                                 const int32_t *restrict sc16) {
-    int32_t acc[16] = {0};
-    for (int g = 0; g < EL_QK_K / 16; ++g) {
-        const int32_t sc = sc16[g];
-        for (int l = 0; l < 16; ++l) acc[l] += sc * (a[16 * g + l] * q[16 * g + l]);
-    }
-    int32_t sum = 0;
-    for (int l = 0; l < 16; ++l) sum += acc[l];
-    return sum;
-}
-
-static void vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q2_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sumf = 0.0f;
-    for (int i = 0; i < nb; ++i) {
-        int8_t a[EL_QK_K];
-        int32_t sc[16];
-        el_unpack_q2_k(&x[i], a);
-        int32_t summs = 0;
-        for (int g = 0; g < 16; ++g) {
-            sc[g] = x[i].scales[g] & 0xF;
-            summs += y[i].bsums[g] * (x[i].scales[g] >> 4);
-        }
-        const int32_t isum = scaled_sum(a, y[i].qs, sc);
-        const float dall = y[i].d * el_fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * el_fp16_to_fp32(x[i].dmin);
-        sumf += dall * (float)isum - dmin * (float)summs;
-    }
-    *s = sumf;
-}
-
-static void vec_dot_q3_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q3_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    for (int i = 0; i < nb; ++i) {
-        int8_t a[EL_QK_K];
-        int32_t sc[16], lanes[8];
-        el_unpack_q3_k(&x[i], a);
-        for (int g = 0; g < 16; ++g) sc[g] = el_q3k_scale(g, x[i].scales) - 32;
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
-    }
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
-}
-
-/* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins. */
-static inline int32_t k4_scales_mins(const uint8_t *packed, const int16_t *restrict bsums,
-                                     int32_t *restrict sc16) {
-    int32_t summ = 0;
-    for (int j = 0; j < 8; ++j) {
-        uint8_t sc, m;
-        el_get_scale_min_k4(j, packed, &sc, &m);
-        sc16[2 * j] = sc16[2 * j + 1] = sc;
-        summ += (bsums[2 * j] + bsums[2 * j + 1]) * m;
-    }
-    return summ;
-}
-
-static void vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q4_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    float sumf = 0.0f;
-    for (int i = 0; i < nb; ++i) {
-        int8_t a[EL_QK_K];
-        int32_t sc[16], lanes[8];
-        el_unpack_q4_k(&x[i], a);
-        const int32_t summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
-        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sumf -= dmin * (float)summ;
-    }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
-}
-
-static void vec_dot_q5_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q5_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    float sumf = 0.0f;
-    for (int i = 0; i < nb; ++i) {
-        int8_t a[EL_QK_K];
-        int32_t sc[16], lanes[8];
-        el_unpack_q5_k(&x[i], a);
-        const int32_t summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
-        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sumf -= dmin * (float)summ;
-    }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
-}
-
-static void vec_dot_q6_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q6_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    for (int i = 0; i < nb; ++i) {
-        int8_t a[EL_QK_K];
-        int32_t sc[16], lanes[8];
-        el_unpack_q6_k(&x[i], a);
-        for (int g = 0; g < 16; ++g) sc[g] = x[i].scales[g];
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
-    }
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
-}
-
-static void vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_iq4_xs *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    float sumf = 0.0f;
-    for (int i = 0; i < nb; ++i) {
-        int32_t sumi[EL_QK_K / 32];
-        for (int ib = 0; ib < EL_QK_K / 32; ++ib) {
-            uint8_t idx[32];
-            int8_t a[32];
-            unpack_nibbles16(x[i].qs + 16 * ib, idx);
-            iq4_lookup32(idx, a);
-            sumi[ib] = dot32(a, y[i].qs + 32 * ib);
-        }
-        const float d4d8 = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int ib = 0; ib < EL_QK_K / 32; ++ib) {
-            const float dl = d4d8 * (float)(el_iq4xs_scale(&x[i], ib) - 32);
-            sumf += dl * (float)sumi[ib];
-        }
-    }
-    *s = sumf;
-}
-
 /* ---------------------------------------------------------------- table */
 
+/* ---- activation quantizers (llama.cpp x86 semantics, see kernels.h) ---- */
+
+void el_cpu_quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < EL_QK8_0; ++j) amax = fmaxf(amax, fabsf(src[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = el_fp32_to_fp16(d);
+        for (int j = 0; j < EL_QK8_0; ++j) y[i].qs[j] = (int8_t)rintf(src[j] * id);
+    }
+}
+
+void el_cpu_quantize_q8_1(const float *restrict src, void *dst, int64_t n) {
+    block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_1; ++i, src += EL_QK8_1) {
+        float amax = 0.0f;
+        for (int j = 0; j < EL_QK8_1; ++j) amax = fmaxf(amax, fabsf(src[j]));
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = el_fp32_to_fp16(d);
+        int sum = 0;
+        for (int j = 0; j < EL_QK8_1; ++j) {
+            y[i].qs[j] = (int8_t)rintf(src[j] * id);
+            sum += y[i].qs[j];
+        }
+        y[i].s = el_fp32_to_fp16(d * (float)sum);
+    }
+}
+
+el_from_float_fn el_cpu_quantizer(el_type vdt) {
+    switch (vdt) {
+    case EL_TYPE_Q8_0: return el_cpu_quantize_q8_0;
+    case EL_TYPE_Q8_1: return el_cpu_quantize_q8_1;
+    default: {
+        const el_type_info *ti = el_type_get(vdt);
+        return ti ? ti->from_float : NULL;
+    }
+    }
+}
+
 static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
-    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32},
-    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16},
-    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16},
-    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0_q8_0},
-    [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1_q8_1},
-    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0},
-    [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1_q8_1},
-    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0},
-    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, vec_dot_q2_k_q8_k},
-    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, vec_dot_q3_k_q8_k},
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k_q8_k},
-    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k_q8_k},
-    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k_q8_k},
-    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0},
-    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs_q8_k},
+    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32},
+    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16},
+    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, el_quant_bf16},
+    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0_q8_0, el_cpu_quantize_q8_0},
+    [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1_q8_1, el_cpu_quantize_q8_1},
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0, el_cpu_quantize_q8_0},
+    [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1_q8_1, el_cpu_quantize_q8_1},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0, el_cpu_quantize_q8_0},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, el_vec_dot_q2_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, el_vec_dot_q3_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, el_vec_dot_q4_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, el_vec_dot_q5_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0, el_cpu_quantize_q8_0},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, el_vec_dot_iq4_xs_q8_k, el_quant_q8_k},
 };
 
 const el_cpu_type_kernels *el_cpu_kernels_portable(el_type t) {

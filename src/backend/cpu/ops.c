@@ -62,10 +62,9 @@ void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *
         c.xq = x;
         c.xq_row = sizeof(float) * (size_t)W->ne0;
     } else {
-        const el_type_info *vt = el_type_get(kk->vec_dot_type);
         c.xq_row = el_row_size(kk->vec_dot_type, W->ne0);
         for (int t = 0; t < n; t++)
-            vt->from_float(x + (size_t)t * (size_t)W->ne0, (uint8_t *)wscratch + c.xq_row * (size_t)t, W->ne0);
+            kk->quantize(x + (size_t)t * (size_t)W->ne0, (uint8_t *)wscratch + c.xq_row * (size_t)t, W->ne0);
         c.xq = wscratch;
     }
     el_pool_run(pool, matmul_task, &c);
@@ -91,6 +90,8 @@ void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d
     }
 }
 
+/* The rotation contracts one product of each output into a fused multiply-add
+ * exactly where llama.cpp's x86 build does, so rotated values match it bit for bit. */
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
     const int n_rot = r->n_rot;
     const float theta_scale = powf(r->freq_base, -2.0f / (float)n_rot);
@@ -109,24 +110,46 @@ void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, 
             for (int i = 0; i < half; i++) {
                 const float c = cs[2 * i], s = cs[2 * i + 1];
                 const float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = a * s + b * c;
+                v[i] = fmaf(a, c, -(b * s));
+                v[i + half] = fmaf(b, c, a * s);
             }
         } else {
             for (int i0 = 0; i0 < n_rot; i0 += 2) {
                 const float c = cs[i0], s = cs[i0 + 1];
                 const float a = v[i0], b = v[i0 + 1];
-                v[i0] = a * c - b * s;
-                v[i0 + 1] = a * s + b * c;
+                v[i0] = fmaf(a, c, -(b * s));
+                v[i0 + 1] = fmaf(b, c, a * s);
             }
         }
     }
 }
 
-void el_op_silu_mul(float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) {
-        const float g = gate[i];
-        gate[i] = (g / (1.0f + expf(-g))) * up[i];
+/*
+ * exp(x) as llama.cpp's x86 CPU backend evaluates it inside SiLU (a
+ * polynomial after range reduction, adapted from Arm's optimized routines),
+ * step for step in scalar C: the same fused multiply-adds and the same final
+ * scaling by 2^n. It differs from libm's expf in the last bits, and those
+ * bits decide how activations round when quantized for the next matmul.
+ */
+static inline float expf_ggml_poly(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return ldexpf(j, (int)n);
+}
+
+void el_op_silu_mul(float *gate, const float *up, int n_rows, int d) {
+    const int dv = d & ~15; /* llama.cpp's vector path covers whole groups of 16 per row */
+    for (int r = 0; r < n_rows; r++) {
+        float *g = gate + (size_t)r * d;
+        const float *u = up + (size_t)r * d;
+        for (int i = 0; i < dv; i++) g[i] = (g[i] / (1.0f + expf_ggml_poly(0.0f - g[i]))) * u[i];
+        for (int i = dv; i < d; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
     }
 }
 
@@ -135,7 +158,7 @@ void el_op_silu_mul(float *gate, const float *up, int n) {
 static inline float gelu_tanh(float x) {
     const float GELU_COEF_A = 0.044715f;
     const float SQRT_2_OVER_PI = 0.79788456080286535587989211986876f;
-    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * (1.0f + GELU_COEF_A * x * x)));
+    return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * fmaf(GELU_COEF_A * x, x, 1.0f)));
 }
 
 void el_op_gelu_mul(float *gate, const float *up, int n) {

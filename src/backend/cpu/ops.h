@@ -52,7 +52,7 @@ typedef struct el_rope {
 /* cs: scratch of n_rot floats for cos/sin pairs computed per position. */
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs);
 
-void el_op_silu_mul(float *gate, const float *up, int n);      /* gate = silu(gate) * up */
+void el_op_silu_mul(float *gate, const float *up, int n_rows, int d); /* gate = silu(gate) * up, rows of d */
 void el_op_gelu_mul(float *gate, const float *up, int n);      /* gate = gelu_tanh(gate) * up (ggml fp16 table semantics) */
 void el_op_add(float *y, const float *x, int n);              /* y += x */
 void el_op_scale(float *y, float s, int n);

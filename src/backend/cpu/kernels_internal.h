@@ -1,0 +1,48 @@
+/* kernels_internal.h — dot-product kernels shared between the CPU kernel files. */
+#ifndef EL_BACKEND_CPU_KERNELS_INTERNAL_H
+#define EL_BACKEND_CPU_KERNELS_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "package/quants_blocks.h"
+
+#define LO4 0x0F0F0F0F0F0F0F0Full
+
+static inline void store_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
+
+static inline uint64_t load_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* 16 bytes of nibbles -> 32 values 0..15: low nibbles (elements 0..15), then high. */
+static inline void unpack_nibbles16(const uint8_t *restrict q, uint8_t *restrict a) {
+    const uint64_t v0 = load_u64(q), v1 = load_u64(q + 8);
+    store_u64(a + 0, v0 & LO4);
+    store_u64(a + 8, v1 & LO4);
+    store_u64(a + 16, (v0 >> 4) & LO4);
+    store_u64(a + 24, (v1 >> 4) & LO4);
+}
+
+static inline int32_t dot32(const int8_t *restrict a, const int8_t *restrict q) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += a[j] * q[j];
+    return sum;
+}
+
+/* 32 IQ4 indices (nibble-unpacked) -> code values. */
+static inline void iq4_lookup32(const uint8_t *restrict idx, int8_t *restrict a) {
+    for (int j = 0; j < 32; ++j) a[j] = kvalues_iq4nl[idx[j]];
+}
+
+
+void el_vec_dot_q2_k_q8_k(int n, float *s, const void *vx, const void *vy);
+void el_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy);
+void el_vec_dot_q4_k_q8_k(int n, float *s, const void *vx, const void *vy);
+void el_vec_dot_q5_k_q8_k(int n, float *s, const void *vx, const void *vy);
+void el_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy);
+void el_vec_dot_iq4_xs_q8_k(int n, float *s, const void *vx, const void *vy);
+
+#endif
