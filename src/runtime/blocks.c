@@ -62,13 +62,14 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     dbg_dump("Qrope", il, s->q, (size_t)n * q_row);
     dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
     dbg_dump("V", il, s->v, (size_t)n * kv_row);
+    if (hp->q_prescale) el_op_scale(s->q, hp->attn_scale, n * q_row);
     el_op_kv_store(s->kc[il], s->k, n, s->n_past, kv_row);
     el_op_kv_store(s->vc[il], s->v, n, s->n_past, kv_row);
 
     el_attn_args a = {
         .q = s->q, .out = s->att, .kcache = s->kc[il], .vcache = s->vc[il],
         .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-        .head_dim = hd, .window = window, .scale = hp->attn_scale,
+        .head_dim = hd, .window = window, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
         .scores = s->scores, .n_ctx = s->n_ctx, .qh = s->qh,
     };
     el_op_attention(m->pool, &a);

@@ -36,6 +36,7 @@ typedef struct el_hparams {
     int n_swa;          /* sliding window (0: none) */
     int swa_pattern;    /* every swa_pattern-th layer is global (0: none) */
     float attn_scale;   /* multiplier on Q·K */
+    bool q_prescale;    /* apply attn_scale to Q after RoPE (Gemma), not to the scores */
 } el_hparams;
 
 typedef struct el_layer {

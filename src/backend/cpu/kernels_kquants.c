@@ -18,43 +18,62 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define NACC 16 /* partial sums of the float dot products */
-
-/* ---------------------------------------------------------------- K-quants (256) */
-
 /*
- * ggml's 8 integer lanes of one super-block: lane l = sum over elements
- * e = 8k + l of sc16[e/16] * a[e] * q[e].  Computed as 16 lanes and folded
- * (exact integer arithmetic, so identical to ggml's aux32[8]).
+ * Float operation order: these kernels reproduce, in scalar C, the order of
+ * llama.cpp's x86 build (AVX2/AVX-512) so that results are bit-identical to
+ * the reference.  Two shapes occur there:
+ *
+ *  - Q2_K and Q4_K weights are repacked (8 rows interleaved) and multiplied by
+ *    the gemv/gemm kernels, which keep ONE float lane per output: per
+ *    super-block, acc = fma(isum, dx*dy, acc) and accm = fma(summ, dmin*dy,
+ *    accm) with exact integer block sums; the result is acc - accm.
+ *  - Q3_K, Q5_K, Q6_K and IQ4_XS use the AVX2 vec_dot: 8 float lanes, lane l
+ *    holding the integer sum over elements 32c + 4l .. 32c + 4l + 3 of every
+ *    32-element chunk c, accumulated as fma(d, lane, acc[l]), reduced with the
+ *    x86 horizontal sum.
+ * Integer arithmetic is exact, so only the lane assignment matters there.
  */
-static inline void lanes8(const int8_t *restrict a, const int8_t *restrict q,
-                          const int32_t *restrict sc16, int32_t *restrict out) {
-    int32_t acc[16] = {0};
-    for (int g = 0; g < EL_QK_K / 16; ++g) {
-        const int32_t sc = sc16[g];
-        for (int l = 0; l < 16; ++l) acc[l] += sc * (a[16 * g + l] * q[16 * g + l]);
-    }
-    for (int l = 0; l < 8; ++l) out[l] = acc[l] + acc[l + 8];
+
+/* x86 hsum of 8 lanes: ((l4+l0)+(l6+l2)) + ((l5+l1)+(l7+l3)). */
+static inline float hsum8(const float *l) {
+    const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
+    return (r0 + r2) + (r1 + r3);
 }
 
-/* sum over 16 groups of sc16[g] * (sum_l a*q) — the whole block as one integer. */
+/* Integer lanes of one super-block in the AVX2 layout: lane l = sum over the 8
+ * chunks c of sc16[2c + l/4] * sum_{k<4} a[32c+4l+k] * q[32c+4l+k]
+ * (element e uses scale sc16[e/16]). */
+static inline void lanes8_x86(const int8_t *restrict a, const int8_t *restrict q,
+                              const int32_t *restrict sc16, int32_t *restrict out) {
+    for (int l = 0; l < 8; ++l) out[l] = 0;
+    for (int c = 0; c < EL_QK_K / 32; ++c) {
+        const int8_t *ac = a + 32 * c, *qc = q + 32 * c;
+        for (int l = 0; l < 8; ++l) {
+            int32_t p = 0;
+            for (int k = 0; k < 4; ++k) p += ac[4 * l + k] * qc[4 * l + k];
+            out[l] += sc16[2 * c + (l >> 2)] * p;
+        }
+    }
+}
+
+/* sum over 16 groups of sc16[g] * (sum a*q) — the whole block as one integer. */
 static inline int32_t scaled_sum(const int8_t *restrict a, const int8_t *restrict q,
                                  const int32_t *restrict sc16) {
-    int32_t acc[16] = {0};
-    for (int g = 0; g < EL_QK_K / 16; ++g) {
-        const int32_t sc = sc16[g];
-        for (int l = 0; l < 16; ++l) acc[l] += sc * (a[16 * g + l] * q[16 * g + l]);
-    }
     int32_t sum = 0;
-    for (int l = 0; l < 16; ++l) sum += acc[l];
+    for (int g = 0; g < EL_QK_K / 16; ++g) {
+        int32_t p = 0;
+        for (int l = 0; l < 16; ++l) p += a[16 * g + l] * q[16 * g + l];
+        sum += sc16[g] * p;
+    }
     return sum;
 }
 
+/* Q2_K: repacked gemv/gemm order (single lane, separate min accumulator). */
 void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q2_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sumf = 0.0f;
+    float acc = 0.0f, accm = 0.0f;
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
         int32_t sc[16];
@@ -65,30 +84,30 @@ void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, con
             summs += y[i].bsums[g] * (x[i].scales[g] >> 4);
         }
         const int32_t isum = scaled_sum(a, y[i].qs, sc);
-        const float dall = y[i].d * el_fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * el_fp16_to_fp32(x[i].dmin);
-        sumf += dall * (float)isum - dmin * (float)summs;
+        const float dall = el_fp16_to_fp32(x[i].d) * y[i].d;
+        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
+        acc = fmaf((float)isum, dall, acc);
+        accm = fmaf((float)summs, dmin, accm);
     }
-    *s = sumf;
+    *s = acc - accm;
 }
 
+/* Q3_K: AVX2 vec_dot order. */
 void el_vec_dot_q3_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q3_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sums[8] = {0};
+    float acc[8] = {0};
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
         int32_t sc[16], lanes[8];
         el_unpack_q3_k(&x[i], a);
         for (int g = 0; g < 16; ++g) sc[g] = el_q3k_scale(g, x[i].scales) - 32;
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
+        lanes8_x86(a, y[i].qs, sc, lanes);
+        const float d = y[i].d * el_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = hsum8(acc);
 }
 
 /* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins. */
@@ -104,87 +123,87 @@ static inline int32_t k4_scales_mins(const uint8_t *packed, const int16_t *restr
     return summ;
 }
 
+/* Q4_K: repacked gemv/gemm order (single lane, separate min accumulator). */
 void el_vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    float sumf = 0.0f;
+    float acc = 0.0f, accm = 0.0f;
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
-        int32_t sc[16], lanes[8];
+        int32_t sc[16];
         el_unpack_q4_k(&x[i], a);
         const int32_t summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
-        lanes8(a, y[i].qs, sc, lanes);
+        const int32_t isum = scaled_sum(a, y[i].qs, sc);
         const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
         const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sumf -= dmin * (float)summ;
+        acc = fmaf((float)isum, d, acc);
+        accm = fmaf((float)summ, dmin, accm);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = acc - accm;
 }
 
+/* Q5_K: AVX2 vec_dot order; the mins go to a scalar fma chain added last. */
 void el_vec_dot_q5_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sums[8] = {0};
-    float sumf = 0.0f;
+    float acc[8] = {0};
+    float summs = 0.0f;
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
         int32_t sc[16], lanes[8];
         el_unpack_q5_k(&x[i], a);
         const int32_t summ = k4_scales_mins(x[i].scales, y[i].bsums, sc);
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
-        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sumf -= dmin * (float)summ;
+        const float d = y[i].d * el_fp16_to_fp32(x[i].d);
+        const float dmin = -y[i].d * el_fp16_to_fp32(x[i].dmin);
+        summs = fmaf(dmin, (float)summ, summs);
+        lanes8_x86(a, y[i].qs, sc, lanes);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = hsum8(acc) + summs;
 }
 
+/* Q6_K: AVX2 vec_dot order.  Quants are used unsigned (0..63); the -32 offset
+ * is taken off lane l as 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]). */
 void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q6_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sums[8] = {0};
+    float acc[8] = {0};
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
         int32_t sc[16], lanes[8];
         el_unpack_q6_k(&x[i], a);
+        for (int e = 0; e < EL_QK_K; ++e) a[e] = (int8_t)(a[e] + 32);
         for (int g = 0; g < 16; ++g) sc[g] = x[i].scales[g];
-        lanes8(a, y[i].qs, sc, lanes);
-        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * (float)lanes[l];
+        lanes8_x86(a, y[i].qs, sc, lanes);
+        for (int l = 0; l < 8; ++l)
+            lanes[l] -= 32 * (y[i].bsums[2 * l] * sc[2 * l] + y[i].bsums[2 * l + 1] * sc[2 * l + 1]);
+        const float d = y[i].d * el_fp16_to_fp32(x[i].d);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; ++l) sumf += sums[l];
-    *s = sumf;
+    *s = hsum8(acc);
 }
 
+/* IQ4_XS: AVX2 vec_dot order. */
 void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_xs *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float sumf = 0.0f;
+    float acc[8] = {0};
     for (int i = 0; i < nb; ++i) {
-        int32_t sumi[EL_QK_K / 32];
+        int8_t a[EL_QK_K];
+        int32_t sc[16], lanes[8];
         for (int ib = 0; ib < EL_QK_K / 32; ++ib) {
             uint8_t idx[32];
-            int8_t a[32];
             unpack_nibbles16(x[i].qs + 16 * ib, idx);
-            iq4_lookup32(idx, a);
-            sumi[ib] = dot32(a, y[i].qs + 32 * ib);
+            iq4_lookup32(idx, a + 32 * ib);
+            sc[2 * ib] = sc[2 * ib + 1] = el_iq4xs_scale(&x[i], ib) - 32;
         }
-        const float d4d8 = el_fp16_to_fp32(x[i].d) * y[i].d;
-        for (int ib = 0; ib < EL_QK_K / 32; ++ib) {
-            const float dl = d4d8 * (float)(el_iq4xs_scale(&x[i], ib) - 32);
-            sumf += dl * (float)sumi[ib];
-        }
+        lanes8_x86(a, y[i].qs, sc, lanes);
+        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    *s = sumf;
+    *s = hsum8(acc);
 }
-

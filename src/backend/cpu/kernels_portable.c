@@ -108,66 +108,95 @@ static inline int32_t dot32_u(const uint8_t *restrict a, const int8_t *restrict 
 }
 
 
+/*
+ * llama.cpp's x86 build runs Q4_0 and IQ4_NL weights (rows a multiple of 8)
+ * through its repacked 8x8 GEMV/GEMM kernels: one float accumulator per
+ * output, acc = fma((float)block_sum, d_w * d_a, acc), block by block.
+ */
 static void vec_dot_q4_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
-    float sumf = 0.0f;
+    float acc = 0.0f;
     for (int ib = 0; ib < nb; ++ib) {
         uint8_t a[EL_QK8_0];
         unpack_nibbles16(x[ib].qs, a);
         const int32_t sumi = dot32_u(a, y[ib].qs, 8);
-        sumf += (float)sumi * el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
+        acc = fmaf((float)sumi, el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d), acc);
     }
-    *s = sumf;
-}
-
-static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q4_1 *restrict x = vx;
-    const block_q8_1 *restrict y = vy;
-    const int nb = n / EL_QK8_1;
-    float sumf = 0.0f;
-    for (int ib = 0; ib < nb; ++ib) {
-        uint8_t a[EL_QK8_1];
-        unpack_nibbles16(x[ib].qs, a);
-        const int32_t sumi = dot32_u(a, y[ib].qs, 0);
-        sumf += (el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d)) * (float)sumi +
-                el_fp16_to_fp32(x[ib].m) * el_fp16_to_fp32(y[ib].s);
-    }
-    *s = sumf;
+    *s = acc;
 }
 
 static inline uint32_t load_u32le(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* The 8 lane sums of llama.cpp's AVX2 kernels: lane l holds the integer dot
+ * product of elements 4l..4l+3 of a 32-element block. */
+static inline void lanes8_u(const uint8_t *restrict a, const int8_t *restrict q, int off, int32_t *restrict out) {
+    for (int l = 0; l < 8; ++l) {
+        int32_t t = 0;
+        for (int k = 0; k < 4; ++k) t += (a[4 * l + k] - off) * q[4 * l + k];
+        out[l] = t;
+    }
+}
+
+static inline float hsum8_x86(const float *l);
+
+/* Q5_0 (vec_dot for one token, tinyBLAS_Q0_AVX for batches: same order):
+ * acc[l] = fma(d_w * d_a, lane_l, acc[l]); x86 horizontal sum. */
 static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
-    float sumf = 0.0f;
+    float acc[8] = {0};
     for (int ib = 0; ib < nb; ++ib) {
         uint8_t a[EL_QK8_0];
+        int32_t q[8];
         unpack_5bit(x[ib].qs, load_u32le(x[ib].qh), a);
-        const int32_t sumi = dot32_u(a, y[ib].qs, 16);
-        sumf += (el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d)) * (float)sumi;
+        lanes8_u(a, y[ib].qs, 16, q);
+        const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
     }
-    *s = sumf;
+    *s = hsum8_x86(acc);
+}
+
+/* Q4_1/Q5_1 (vec_dot only): 8 lanes as Q5_0 plus a scalar min term
+ * summs = fma(m_w, s_a, summs) (GCC contracts it); result hsum + summs. */
+static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_1 *restrict x = vx;
+    const block_q8_1 *restrict y = vy;
+    const int nb = n / EL_QK8_1;
+    float acc[8] = {0};
+    float summs = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        uint8_t a[EL_QK8_1];
+        int32_t q[8];
+        summs = fmaf(el_fp16_to_fp32(x[ib].m), el_fp16_to_fp32(y[ib].s), summs);
+        unpack_nibbles16(x[ib].qs, a);
+        lanes8_u(a, y[ib].qs, 0, q);
+        const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
+    }
+    *s = hsum8_x86(acc) + summs;
 }
 
 static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_1 *restrict x = vx;
     const block_q8_1 *restrict y = vy;
     const int nb = n / EL_QK8_1;
-    float sumf = 0.0f;
+    float acc[8] = {0};
+    float summs = 0.0f;
     for (int ib = 0; ib < nb; ++ib) {
         uint8_t a[EL_QK8_1];
+        int32_t q[8];
+        summs = fmaf(el_fp16_to_fp32(x[ib].m), el_fp16_to_fp32(y[ib].s), summs);
         unpack_5bit(x[ib].qs, load_u32le(x[ib].qh), a);
-        const int32_t sumi = dot32_u(a, y[ib].qs, 0);
-        sumf += (el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d)) * (float)sumi +
-                el_fp16_to_fp32(x[ib].m) * el_fp16_to_fp32(y[ib].s);
+        lanes8_u(a, y[ib].qs, 0, q);
+        const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
+        for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
     }
-    *s = sumf;
+    *s = hsum8_x86(acc) + summs;
 }
 
 /* Horizontal sum of 8 float lanes in the x86 order (hi128+lo128, then pairs). */
@@ -195,21 +224,21 @@ static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void *restrict vx,
 }
 
 
+/* IQ4_NL: repacked 8x8 kernels, as Q4_0. */
 static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_nl *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
-    float sumf = 0.0f;
+    float acc = 0.0f;
     for (int ib = 0; ib < nb; ++ib) {
         uint8_t idx[EL_QK4_NL];
         int8_t a[EL_QK4_NL];
         unpack_nibbles16(x[ib].qs, idx);
         iq4_lookup32(idx, a);
         const int32_t sumi = dot32(a, y[ib].qs);
-        const float d = el_fp16_to_fp32(y[ib].d) * el_fp16_to_fp32(x[ib].d);
-        sumf += d * (float)sumi;
+        acc = fmaf((float)sumi, el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d), acc);
     }
-    *s = sumf;
+    *s = acc;
 }
 
 /* ---------------------------------------------------------------- table */

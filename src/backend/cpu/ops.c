@@ -111,14 +111,14 @@ void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, 
                 const float c = cs[2 * i], s = cs[2 * i + 1];
                 const float a = v[i], b = v[i + half];
                 v[i] = fmaf(a, c, -(b * s));
-                v[i + half] = fmaf(b, c, a * s);
+                v[i + half] = fmaf(a, s, b * c);
             }
         } else {
             for (int i0 = 0; i0 < n_rot; i0 += 2) {
                 const float c = cs[i0], s = cs[i0 + 1];
                 const float a = v[i0], b = v[i0 + 1];
                 v[i0] = fmaf(a, c, -(b * s));
-                v[i0 + 1] = fmaf(b, c, a * s);
+                v[i0 + 1] = fmaf(a, s, b * c);
             }
         }
     }
@@ -264,7 +264,7 @@ static void attention_task(void *vctx, int ith, int nth) {
             }
             const el_fp16 *v = a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
             for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
-            S = S * ms + vs;
+            S = fmaf(S, ms, vs); /* contracted in llama.cpp's build */
         }
         const float inv = S == 0.0f ? 0.0f : 1.0f / S;
         float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;

@@ -29,6 +29,7 @@ static int gemma3_load(el_model *m, el_error *err) {
     if ((rc = el_hp_f32(m, "rope.freq_base_swa", false, 10000.0f, &hp->rope_base_swa, err))) return rc;
     hp->rope_scale_swa = 1.0f;
     hp->swa_pattern = hp->n_swa > 0 ? GEMMA3_SWA_PATTERN : 0;
+    hp->q_prescale = true; /* llama.cpp scales Q after RoPE and runs attention with scale 1 */
     /* 27B (62 layers, 5376 embd) scales by the model dim per head instead of head_dim. */
     if (hp->n_layer == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
     if ((rc = el_bind_common_tensors(m, false, true, true, err))) return rc;
