@@ -19,10 +19,20 @@
 /* s = dot(x[0..n), y[0..n)); x in the weight type, y in vec_dot_type; n % block == 0. */
 typedef void (*el_vec_dot_fn)(int n, float *s, const void *x, const void *y);
 
+/*
+ * Where llama.cpp's x86 build computes some rows of a batched product with a
+ * different kernel (repacked gemm tiles for Q2_K/Q4_K, llamafile's tinyBLAS
+ * for F32/F16/BF16), the arithmetic order — and so the last bits — differ
+ * from vec_dot. A selector returns the kernel for activation row `row` of an
+ * n_rows-row product with rows of k elements, or NULL for vec_dot.
+ */
+typedef el_vec_dot_fn (*el_vec_dot_select_fn)(int n_rows, int row, int k);
+
 typedef struct el_cpu_type_kernels {
     el_type vec_dot_type;
-    el_vec_dot_fn vec_dot;      /* NULL: type not computable */
-    el_from_float_fn quantize;  /* activations → vec_dot_type (el_cpu_quantizer) */
+    el_vec_dot_fn vec_dot;        /* NULL: type not computable */
+    el_from_float_fn quantize;    /* activations → vec_dot_type (el_cpu_quantizer) */
+    el_vec_dot_select_fn select;  /* optional, see above */
 } el_cpu_type_kernels;
 
 /*

@@ -44,5 +44,9 @@ void el_vec_dot_q4_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_q5_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_iq4_xs_q8_k(int n, float *s, const void *vx, const void *vy);
+/* Row selectors (el_vec_dot_select_fn) for the repacked types; see kernels.h. */
+typedef void (*el_vec_dot_fn_)(int n, float *s, const void *vx, const void *vy);
+el_vec_dot_fn_ el_select_q2_k(int n_rows, int row, int k);
+el_vec_dot_fn_ el_select_q4_k(int n_rows, int row, int k);
 
 #endif

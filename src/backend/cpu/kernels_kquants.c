@@ -21,18 +21,36 @@
 /*
  * Float operation order: these kernels reproduce, in scalar C, the order of
  * llama.cpp's x86 build (AVX2/AVX-512) so that results are bit-identical to
- * the reference.  Two shapes occur there:
+ * the reference.  Three shapes occur there:
  *
  *  - Q2_K and Q4_K weights are repacked (8 rows interleaved) and multiplied by
- *    the gemv/gemm kernels, which keep ONE float lane per output: per
- *    super-block, acc = fma(isum, dx*dy, acc) and accm = fma(summ, dmin*dy,
- *    accm) with exact integer block sums; the result is acc - accm.
- *  - Q3_K, Q5_K, Q6_K and IQ4_XS use the AVX2 vec_dot: 8 float lanes, lane l
- *    holding the integer sum over elements 32c + 4l .. 32c + 4l + 3 of every
- *    32-element chunk c, accumulated as fma(d, lane, acc[l]), reduced with the
- *    x86 horizontal sum.
+ *    the gemv/gemm kernels, which keep ONE float lane per output:
+ *    acc = fma(isum, dx*dy, acc) and accm = fma(summ, dmin*dy, accm) with
+ *    exact integer partial sums; the result is acc - accm.  The gemv kernel
+ *    (single activation rows, and the n % 4 last rows of a batch) takes one
+ *    fma per super-block: el_vec_dot_q{2,4}_k_q8_k.  The gemm kernel (the
+ *    first n - n % 4 rows of a batch, 4 at a time) takes one fma per 128
+ *    (Q2_K) or 64 (Q4_K) elements: el_vec_dot_q{2,4}_k_q8_k_x4.
+ *  - Q3_K, Q5_K, Q6_K and IQ4_XS, for batches of fewer than 8 activation
+ *    rows, use the AVX2 vec_dot: 8 float lanes, lane l holding the integer sum
+ *    over elements 32c + 4l .. 32c + 4l + 3 of every 32-element chunk c,
+ *    accumulated as fma(d, lane, acc[l]), reduced with the x86 horizontal sum.
+ *    The goldens' llama.cpp build does this for every batch size.
+ *  - Newer ggml builds (llama-cpp-python 0.3.36's, unless run with
+ *    GGML_CPU_TILED_MM=0) send batches of 8 rows or more of these types
+ *    through a "tiled" K-quant matmul with yet another order; the goldens'
+ *    build does not, so neither does edgellm.
  * Integer arithmetic is exact, so only the lane assignment matters there.
+ * el_select_q2_k / el_select_q4_k (the table's row selectors) tell the matmul
+ * which variant a given activation row of an n-row batch needs. llama.cpp
+ * repacks only weights whose row count is a multiple of 8 — true of every
+ * supported architecture's Q2_K/Q4_K matrices in practice; others would take
+ * the AVX2 order, which edgellm does not reproduce for these two types.
  */
+
+/* Batched-order variants (see above) and their selector. */
+void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
+void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
 
 /* x86 hsum of 8 lanes: ((l4+l0)+(l6+l2)) + ((l5+l1)+(l7+l3)). */
 static inline float hsum8(const float *l) {
@@ -92,6 +110,32 @@ void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, con
     *s = acc - accm;
 }
 
+/* Q2_K, repacked gemm order: one fma pair per half super-block (8 groups of 16). */
+void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q2_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        el_unpack_q2_k(&x[i], a);
+        const float dall = el_fp16_to_fp32(x[i].d) * y[i].d;
+        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
+        for (int h = 0; h < 2; ++h) {
+            int32_t isum = 0, summs = 0;
+            for (int g = 8 * h; g < 8 * h + 8; ++g) {
+                int32_t p = 0;
+                for (int l = 0; l < 16; ++l) p += a[16 * g + l] * y[i].qs[16 * g + l];
+                isum += (x[i].scales[g] & 0xF) * p;
+                summs += y[i].bsums[g] * (x[i].scales[g] >> 4);
+            }
+            acc = fmaf((float)isum, dall, acc);
+            accm = fmaf((float)summs, dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}
+
 /* Q3_K: AVX2 vec_dot order. */
 void el_vec_dot_q3_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q3_K *restrict x = vx;
@@ -139,6 +183,34 @@ void el_vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, con
         const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
         acc = fmaf((float)isum, d, acc);
         accm = fmaf((float)summ, dmin, accm);
+    }
+    *s = acc - accm;
+}
+
+/* Q4_K, repacked gemm order: one fma pair per 64 elements (two sub-blocks). */
+void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        el_unpack_q4_k(&x[i], a);
+        const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
+        const float dmin = el_fp16_to_fp32(x[i].dmin) * y[i].d;
+        for (int sb = 0; sb < 4; ++sb) {
+            int32_t isum = 0, summ = 0;
+            for (int j = 2 * sb; j < 2 * sb + 2; ++j) {
+                uint8_t sc, m;
+                el_get_scale_min_k4(j, x[i].scales, &sc, &m);
+                int32_t p = 0;
+                for (int l = 0; l < 32; ++l) p += a[32 * j + l] * y[i].qs[32 * j + l];
+                isum += sc * p;
+                summ += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            }
+            acc = fmaf((float)isum, d, acc);
+            accm = fmaf((float)summ, dmin, accm);
+        }
     }
     *s = acc - accm;
 }
@@ -206,4 +278,23 @@ void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, c
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
     *s = hsum8(acc);
+}
+
+/*
+ * The kernel llama.cpp's x86 build effectively runs for activation row `row`
+ * of an n_rows-row matmul (weights of 256-multiple K whose row count is a
+ * multiple of 8, as in the supported models), or NULL where the type's table
+ * entry applies unchanged.
+ *  - Q2_K, Q4_K: repacked; rows below n_rows - n_rows % 4 go through the gemm
+ *    kernel, the rest (and single rows) through the gemv one.
+ *  - Q3_K, Q5_K, Q6_K, IQ4_XS: the table's vec_dot (AVX2 order).
+ */
+el_vec_dot_fn el_select_q2_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? el_vec_dot_q2_k_q8_k_x4 : NULL;
+}
+
+el_vec_dot_fn el_select_q4_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? el_vec_dot_q4_k_q8_k_x4 : NULL;
 }

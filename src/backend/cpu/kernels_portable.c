@@ -2,19 +2,16 @@
  * kernels_portable.c — portable C dot products, one per weight type, against
  * the weight type's vec_dot_type (see kernels.h).
  *
- * Numerics follow ggml's generic (non-SIMD) vec_dot_* kernels: the integer
- * part is exact (so any summation order gives the same integers), and the
- * float part performs the same operations in the same order: e.g. Q4_0
- * accumulates sumf += (float)sumi * d_x * d_y per block, and the K-quants
- * keep ggml's 8 float lanes (lane l holds elements e with e % 8 == l).
- * F32/F16/BF16 accumulate float products in double, as ggml's scalar path
- * (ggml_float); the 16 partial sums only change the order of the additions.
+ * Numerics reproduce llama.cpp's x86 (AVX2/AVX-512) build bit for bit: the
+ * integer parts are exact, and the float operations (FMA, lane layout,
+ * horizontal-sum order) are those of the path llama.cpp runs for each type,
+ * described above each kernel.
  *
  * Each block is first unpacked into plain int8 quants (64-bit SWAR for the
  * 32-element formats, constant-trip loops for the K-quants), then dotted with
  * the int8 activations in plain loops over restrict pointers, which GCC and
  * Clang auto-vectorize (checked with -fopt-info-vec at -O3 -march=native).
- * FP contraction is off: a*b+c is never fused into an FMA.
+ * FP contraction is off: FMAs are explicit fmaf() calls.
  */
 #include <math.h>
 #include <string.h>
@@ -31,50 +28,119 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define NACC 16 /* partial sums of the float dot products */
 
 /* ---------------------------------------------------------------- float */
+
+/*
+ * The float dot products follow ggml's AVX-512 vec_dot (the one-token path):
+ * F32/F16 keep 4 accumulators of 16 lanes over steps of 64 elements
+ * (acc = fma(x, y, acc)), add them as (a0+a2)+(a1+a3) and reduce the 16 lanes
+ * as _mm512_reduce_add_ps does; BF16 keeps 2 accumulators of 16 lanes, each
+ * lane adding the odd then the even product of its bf16 pair (vdpbf16ps).
+ * Leftover elements go through F16/BF16's double sum or F32's float sum.
+ */
+
+/* _mm512_reduce_add_ps: 256-bit halves, 128-bit halves, then pairs. */
+static inline float reduce16_x86(const float *v) {
+    float a[8], b[4];
+    for (int i = 0; i < 8; ++i) a[i] = v[i + 8] + v[i];
+    for (int i = 0; i < 4; ++i) b[i] = a[i + 4] + a[i];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+/* GGML_F32x16_REDUCE of 4 accumulators of 16 lanes. */
+static inline float reduce4x16_x86(float acc[4][16]) {
+    float v[16];
+    for (int l = 0; l < 16; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    return reduce16_x86(v);
+}
 
 static void vec_dot_f32(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const float *restrict x = vx;
     const float *restrict y = vy;
-    double acc[NACC] = {0};
-    int i = 0;
-    for (; i + NACC <= n; i += NACC)
-        for (int l = 0; l < NACC; ++l) acc[l] += (double)(x[i + l] * y[i + l]);
-    double sum = 0.0;
-    for (; i < n; ++i) sum += (double)(x[i] * y[i]);
-    for (int l = 0; l < NACC; ++l) sum += acc[l];
-    *s = (float)sum;
+    float acc[4][16] = {{0}};
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 16; ++l) acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
+    float sumf = reduce4x16_x86(acc);
+    for (int i = np; i < n; ++i) sumf += x[i] * y[i];
+    *s = sumf;
 }
 
 static void vec_dot_f16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_fp16 *restrict x = vx;
     const el_fp16 *restrict y = vy;
-    double acc[NACC] = {0};
-    int i = 0;
-    for (; i + NACC <= n; i += NACC)
-        for (int l = 0; l < NACC; ++l)
-            acc[l] += (double)(el_fp16_to_fp32(x[i + l]) * el_fp16_to_fp32(y[i + l]));
-    double sum = 0.0;
-    for (; i < n; ++i) sum += (double)(el_fp16_to_fp32(x[i]) * el_fp16_to_fp32(y[i]));
-    for (int l = 0; l < NACC; ++l) sum += acc[l];
-    *s = (float)sum;
+    float acc[4][16] = {{0}};
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 16; ++l)
+                acc[j][l] = fmaf(el_fp16_to_fp32(x[i + 16 * j + l]), el_fp16_to_fp32(y[i + 16 * j + l]), acc[j][l]);
+    double sumf = (double)reduce4x16_x86(acc);
+    for (int i = np; i < n; ++i) sumf += (double)(el_fp16_to_fp32(x[i]) * el_fp16_to_fp32(y[i]));
+    *s = (float)sumf;
 }
 
 static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_bf16 *restrict x = vx;
     const el_bf16 *restrict y = vy;
-    double acc[NACC] = {0};
+    float c[2][16] = {{0}};
     int i = 0;
-    for (; i + NACC <= n; i += NACC)
-        for (int l = 0; l < NACC; ++l)
-            acc[l] += (double)(el_bf16_to_fp32(x[i + l]) * el_bf16_to_fp32(y[i + l]));
-    double sum = 0.0;
-    for (; i < n; ++i) sum += (double)(el_bf16_to_fp32(x[i]) * el_bf16_to_fp32(y[i]));
-    for (int l = 0; l < NACC; ++l) sum += acc[l];
-    *s = (float)sum;
+    for (; i + 64 <= n; i += 64)
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 16; ++l) {
+                const int e = i + 32 * h + 2 * l;
+                /* bf16 products are exact in float: only the two adds round */
+                c[h][l] += el_bf16_to_fp32(x[e + 1]) * el_bf16_to_fp32(y[e + 1]);
+                c[h][l] += el_bf16_to_fp32(x[e]) * el_bf16_to_fp32(y[e]);
+            }
+    double sumf = (double)reduce16_x86(c[0]);
+    sumf += (double)reduce16_x86(c[1]);
+    for (; i < n; ++i) sumf += (double)(el_bf16_to_fp32(x[i]) * el_bf16_to_fp32(y[i]));
+    *s = (float)sumf;
 }
+
+/*
+ * Batched F32/F16/BF16 products in llamafile tinyBLAS's order (what
+ * llama.cpp's x86 build runs when a product has >= 2 activation rows and k
+ * is a multiple of 16, or 32 for BF16): one 16-lane accumulator per output,
+ * fused multiply-adds (BF16: the odd then the even product of each pair, as
+ * vdpbf16ps does), then the 16-lane reduction.
+ */
+static void vec_dot_f32_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const float *restrict x = vx;
+    const float *restrict y = vy;
+    float c[16] = {0};
+    for (int i = 0; i < n; i += 16)
+        for (int l = 0; l < 16; ++l) c[l] = fmaf(x[i + l], y[i + l], c[l]);
+    *s = reduce16_x86(c);
+}
+
+static void vec_dot_f16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_fp16 *restrict x = vx;
+    const el_fp16 *restrict y = vy;
+    float c[16] = {0};
+    for (int i = 0; i < n; i += 16)
+        for (int l = 0; l < 16; ++l) c[l] = fmaf(el_fp16_to_fp32(x[i + l]), el_fp16_to_fp32(y[i + l]), c[l]);
+    *s = reduce16_x86(c);
+}
+
+static void vec_dot_bf16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_bf16 *restrict x = vx;
+    const el_bf16 *restrict y = vy;
+    float c[16] = {0};
+    for (int i = 0; i < n; i += 32)
+        for (int l = 0; l < 16; ++l) {
+            c[l] += el_bf16_to_fp32(x[i + 2 * l + 1]) * el_bf16_to_fp32(y[i + 2 * l + 1]);
+            c[l] += el_bf16_to_fp32(x[i + 2 * l]) * el_bf16_to_fp32(y[i + 2 * l]);
+        }
+    *s = reduce16_x86(c);
+}
+
+static el_vec_dot_fn select_f32(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 16 == 0 ? vec_dot_f32_tinyblas : NULL; }
+static el_vec_dot_fn select_f16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 16 == 0 ? vec_dot_f16_tinyblas : NULL; }
+static el_vec_dot_fn select_bf16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 32 == 0 ? vec_dot_bf16_tinyblas : NULL; }
 
 /* ---------------------------------------------------------------- legacy (32) */
 
@@ -286,17 +352,17 @@ el_from_float_fn el_cpu_quantizer(el_type vdt) {
 }
 
 static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
-    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32},
-    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16},
-    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, el_quant_bf16},
+    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32, select_f32},
+    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16, select_f16},
+    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, el_quant_bf16, select_bf16},
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0_q8_0, el_cpu_quantize_q8_0},
     [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1_q8_1, el_cpu_quantize_q8_1},
     [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0, el_cpu_quantize_q8_0},
     [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1_q8_1, el_cpu_quantize_q8_1},
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0, el_cpu_quantize_q8_0},
-    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, el_vec_dot_q2_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, el_vec_dot_q2_k_q8_k, el_quant_q8_k, el_select_q2_k},
     [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, el_vec_dot_q3_k_q8_k, el_quant_q8_k},
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, el_vec_dot_q4_k_q8_k, el_quant_q8_k},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, el_vec_dot_q4_k_q8_k, el_quant_q8_k, el_select_q4_k},
     [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, el_vec_dot_q5_k_q8_k, el_quant_q8_k},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k, el_quant_q8_k},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0, el_cpu_quantize_q8_0},

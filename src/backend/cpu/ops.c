@@ -27,6 +27,7 @@ typedef struct {
     float *y;
     const float *bias;
     el_vec_dot_fn dot;
+    el_vec_dot_select_fn select;
 } matmul_ctx;
 
 #define EL_MM_ROW_TILE 16
@@ -45,9 +46,11 @@ static void matmul_task(void *vctx, int ith, int nth) {
         for (int t = 0; t < c->n; t++) {
             const uint8_t *xr = (const uint8_t *)c->xq + c->xq_row * (size_t)t;
             float *yr = c->y + (size_t)t * (size_t)rows;
+            el_vec_dot_fn dot = c->select ? c->select(c->n, t, (int)W->ne0) : NULL;
+            if (!dot) dot = c->dot;
             for (int64_t r = rt; r < re; r++) {
                 float s;
-                c->dot((int)W->ne0, &s, wbase + W->row_bytes * (size_t)r, xr);
+                dot((int)W->ne0, &s, wbase + W->row_bytes * (size_t)r, xr);
                 yr[r] = c->bias ? s + c->bias[r] : s;
             }
         }
@@ -57,7 +60,7 @@ static void matmul_task(void *vctx, int ith, int nth) {
 void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
                   const float *bias, void *wscratch) {
     const el_cpu_type_kernels *kk = el_cpu_kernels(W->type);
-    matmul_ctx c = {.W = W, .n = n, .y = y, .bias = bias, .dot = kk->vec_dot};
+    matmul_ctx c = {.W = W, .n = n, .y = y, .bias = bias, .dot = kk->vec_dot, .select = kk->select};
     if (kk->vec_dot_type == EL_TYPE_F32) {
         c.xq = x;
         c.xq_row = sizeof(float) * (size_t)W->ne0;
