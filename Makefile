@@ -1,11 +1,11 @@
 # edgellm — `make run` builds, fetches the default model and runs it;
-# `make test` installs what it needs, builds (release + ASan/UBSan) and runs every test.
+# `make chat` chats with it; `make test` installs what it needs, builds (release + ASan/UBSan) and runs every test.
 JOBS ?= $(shell nproc)
-PROMPT ?= Explain in two sentences why the sky is blue.
+PROMPT ?= Once upon a time, there was a little girl named
 BUILD := build
 ASAN := build-asan
 
-.PHONY: all deps build asan run chat test test-release test-asan fuzz clean
+.PHONY: all deps build cli asan run chat test test-release test-asan fuzz clean
 
 all: build
 
@@ -20,13 +20,16 @@ asan:
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN) -j$(JOBS)
 
-run: deps build
+cli:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS) --target edgellm-cli
+
+run: deps cli
 	@MODEL=$$(bash scripts/fetch-model.sh) && \
-	  if [ -t 0 ] && [ -z "$(NOCHAT)" ] && [ -z "$(P)" ]; then \
-	    ./$(BUILD)/edgellm chat -m "$$MODEL"; \
-	  else \
-	    ./$(BUILD)/edgellm run -m "$$MODEL" -p "<start_of_turn>user\n$(if $(P),$(P),$(PROMPT))<end_of_turn>\n<start_of_turn>model\n" -n 128 --temp 0; \
-	  fi
+	  ./$(BUILD)/edgellm run -m "$$MODEL" -p "$(PROMPT)" -n 128 --temp 0
+
+chat: deps cli
+	@MODEL=$$(bash scripts/fetch-model.sh) && ./$(BUILD)/edgellm chat -m "$$MODEL"
 
 test: deps build asan test-release test-asan
 

@@ -95,7 +95,7 @@ typedef struct el_session el_session;
 
 typedef struct el_session_params {
     int n_ctx;    /* tokens of context (KV cache length); 0 = min(train ctx, 4096) */
-    int n_batch;  /* prompt tokens per prefill batch; 0 = 64 */
+    int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
 } el_session_params;
 
 el_session_params el_session_default_params(void);

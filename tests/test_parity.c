@@ -59,7 +59,7 @@ static int run_model(const char *golden_path, row_stats *rs, char *model_name, s
     const double tol = tolerance_for(mname);
     const int nv = el_model_n_vocab(m);
     double *lp = malloc(sizeof(double) * (size_t)nv);
-    el_session_params sp = {.n_ctx = 256, .n_batch = 16};
+    el_session_params sp = {.n_ctx = 256, .n_batch = 0};
     el_session *s = el_session_new(m, &sp, &err);
     CHECKF(s != NULL, "%s: session: %s", mname, err.msg);
     cJSON *cases = cJSON_GetObjectItem(root, "cases");

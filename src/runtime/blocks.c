@@ -8,6 +8,7 @@
  * norm → block → (post-norm) → residual add.
  */
 #include <math.h>
+#include <string.h>
 
 #include "runtime/model.h"
 
@@ -92,6 +93,12 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
     dbg_dump("swiglu", il, s->gate, (size_t)n * F);
     el_op_matmul(m->pool, &L->w_down, s->gate, n, s->tmp, NULL, s->wq8);
     dbg_dump("ffn_out", il, s->tmp, (size_t)n * m->hp.n_embd);
+}
+
+void el_fwd_keep_last_row(el_session *s, int *n) {
+    const int E = s->m->hp.n_embd;
+    if (*n > 1) memmove(s->x, s->x + (size_t)(*n - 1) * E, sizeof(float) * (size_t)E);
+    *n = 1;
 }
 
 void el_fwd_output(el_session *s, int n) {

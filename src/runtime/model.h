@@ -115,6 +115,10 @@ void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale);
 void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window);
 /* xb (normed) → FFN (gate/up/down, activation) into s->tmp. gelu: gemma. */
 void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
+/* After the last layer's attention only the last row feeds the logits: drop
+ * the others so the FFN runs on one row (as llama.cpp does, which also
+ * decides the kernel order its batched products use). */
+void el_fwd_keep_last_row(el_session *s, int *n);
 /* final norm of the last token + output projection into s->logits. */
 void el_fwd_output(el_session *s, int n);
 

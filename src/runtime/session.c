@@ -27,7 +27,7 @@ el_session_params el_session_default_params(void) {
 
 static void resolve_params(const el_model *m, const el_session_params *p, int *n_ctx, int *n_batch) {
     *n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096);
-    *n_batch = p && p->n_batch > 0 ? p->n_batch : 64;
+    *n_batch = p && p->n_batch > 0 ? p->n_batch : 512; /* llama.cpp's n_ubatch: same batches, same kernel order */
     if (*n_batch > *n_ctx) *n_batch = *n_ctx;
 }
 

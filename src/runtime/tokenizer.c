@@ -1404,6 +1404,12 @@ static int put_piece(const char *s, size_t n, char *buf, int cap) {
     return (int)n;
 }
 
+/* Appends k bytes at *o if they fit in cap; always advances *o (the needed length). */
+static void piece_emit(char *buf, int cap, size_t *o, const void *p, size_t k) {
+    if (k && *o + k <= (size_t)cap) memcpy(buf + *o, p, k);
+    *o += k;
+}
+
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -1432,35 +1438,36 @@ int el_vocab_token_to_piece(const el_vocab *v, int32_t id, char *buf, int cap, b
     size_t n = v->tlen[id];
     if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return put_piece(t, n, buf, cap);
     if (a & ATTR_NORMAL) {
-        bvec r = { 0 };
+        /* Written straight into buf: this runs once per generated token, and the
+         * decode loop allocates nothing. The full length is returned even when
+         * buf is too small (then buf holds a prefix). */
+        size_t o = 0;
         if (v->type == VOCAB_SPM) {
             for (size_t i = 0; i < n; i++) {
-                if (i + 3 <= n && memcmp(t + i, "\xe2\x96\x81", 3) == 0) { bv_add(&r, " ", 1); i += 2; }
-                else bv_add(&r, &t[i], 1);
+                if (i + 3 <= n && memcmp(t + i, "\xe2\x96\x81", 3) == 0) { piece_emit(buf, cap, &o, " ", 1); i += 2; }
+                else piece_emit(buf, cap, &o, &t[i], 1);
             }
         } else {
-            size_t o = 0;
-            while (o < n) {
-                uint32_t c = cpt_decode((const uint8_t *)t, n, &o);
+            size_t at = 0;
+            while (at < n) {
+                uint32_t c = cpt_decode((const uint8_t *)t, n, &at);
                 if (c < 324 && g_cpt_dec[c] >= 0) {
                     char bt = (char)g_cpt_dec[c];
-                    bv_add(&r, &bt, 1);
+                    piece_emit(buf, cap, &o, &bt, 1);
                 } else {
                     char u[4], hx[8];
                     int ul = cpt_encode(c, u);
-                    bv_add(&r, "[UNK_BYTE_0x", 12);
+                    piece_emit(buf, cap, &o, "[UNK_BYTE_0x", 12);
                     for (int j = 0; j < ul; j++) {
                         snprintf(hx, sizeof hx, "%02x", (uint8_t)u[j]);
-                        bv_add(&r, hx, 2);
+                        piece_emit(buf, cap, &o, hx, 2);
                     }
-                    bv_add(&r, t, n);
-                    bv_add(&r, "]", 1);
+                    piece_emit(buf, cap, &o, t, n);
+                    piece_emit(buf, cap, &o, "]", 1);
                 }
             }
         }
-        int res = r.oom ? -1 : put_piece(r.d ? r.d : "", r.n, buf, cap);
-        free(r.d);
-        return res;
+        return o > (size_t)INT32_MAX ? -1 : (int)o;
     }
     if (a & ATTR_BYTE) {
         char c = (char)token_byte(v, id);

@@ -23,6 +23,12 @@ import sys
 
 import numpy as np
 
+# The reference llama.cpp build (the one behind ../shared/reference/goldens)
+# has no "tiled" K-quant matmul; newer builds, such as llama-cpp-python
+# 0.3.36's, turn it on for batches of 8+ rows unless told not to. Keep the
+# reference arithmetic so edgellm's bit-level parity holds here too.
+os.environ.setdefault("GGML_CPU_TILED_MM", "0")
+
 import llama_cpp as L
 
 N_STEPS = 32

@@ -54,6 +54,7 @@ static void gemma3_forward(el_session *s, const int32_t *toks, int n) {
         else el_fwd_attention(s, il, n, &rope_global, 0);
         el_op_rmsnorm(s->tmp, L->post_attn_norm, s->tmp, n, E, hp->norm_eps);
         el_op_add(s->x, s->tmp, n * E);
+        if (il == hp->n_layer - 1) el_fwd_keep_last_row(s, &n);
         el_op_rmsnorm(s->x, L->ffn_norm, s->xb, n, E, hp->norm_eps);
         el_fwd_ffn(s, il, n, true);
         el_op_rmsnorm(s->tmp, L->post_ffn_norm, s->tmp, n, E, hp->norm_eps);

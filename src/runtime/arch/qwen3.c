@@ -24,6 +24,7 @@ static void qwen3_forward(el_session *s, const int32_t *toks, int n) {
         el_op_rmsnorm(s->x, L->attn_norm, s->xb, n, E, hp->norm_eps);
         el_fwd_attention(s, il, n, &rope, 0); /* Q/K norm per head, then RoPE */
         el_op_add(s->x, s->tmp, n * E);
+        if (il == hp->n_layer - 1) el_fwd_keep_last_row(s, &n);
         el_op_rmsnorm(s->x, L->ffn_norm, s->xb, n, E, hp->norm_eps);
         el_fwd_ffn(s, il, n, false);
         el_op_add(s->x, s->tmp, n * E);
