@@ -7,6 +7,19 @@
 
 #include "package/quants_blocks.h"
 
+/*
+ * EL_CPU_CLONES: GCC builds the function twice — for x86-64-v3 (AVX2, FMA)
+ * and baseline x86-64 — and picks one at load time by CPUID. Results are
+ * identical (fmaf is exactly rounded either way, float expressions are not
+ * contracted in ISO C mode, integer sums are exact); only speed differs. The
+ * hand-written SIMD kernels of the next step replace this.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define EL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define EL_CPU_CLONES
+#endif
+
 #define LO4 0x0F0F0F0F0F0F0F0Full
 
 static inline void store_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }

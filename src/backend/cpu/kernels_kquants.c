@@ -49,8 +49,8 @@
  */
 
 /* Batched-order variants (see above) and their selector. */
-void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
-void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
+EL_CPU_CLONES void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
+EL_CPU_CLONES void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
 
 /* x86 hsum of 8 lanes: ((l4+l0)+(l6+l2)) + ((l5+l1)+(l7+l3)). */
 static inline float hsum8(const float *l) {
@@ -87,7 +87,7 @@ static inline int32_t scaled_sum(const int8_t *restrict a, const int8_t *restric
 }
 
 /* Q2_K: repacked gemv/gemm order (single lane, separate min accumulator). */
-void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q2_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -111,7 +111,7 @@ void el_vec_dot_q2_k_q8_k(int n, float *restrict s, const void *restrict vx, con
 }
 
 /* Q2_K, repacked gemm order: one fma pair per half super-block (8 groups of 16). */
-void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q2_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -137,7 +137,7 @@ void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, 
 }
 
 /* Q3_K: AVX2 vec_dot order. */
-void el_vec_dot_q3_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q3_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q3_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -168,7 +168,7 @@ static inline int32_t k4_scales_mins(const uint8_t *packed, const int16_t *restr
 }
 
 /* Q4_K: repacked gemv/gemm order (single lane, separate min accumulator). */
-void el_vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -188,7 +188,7 @@ void el_vec_dot_q4_k_q8_k(int n, float *restrict s, const void *restrict vx, con
 }
 
 /* Q4_K, repacked gemm order: one fma pair per 64 elements (two sub-blocks). */
-void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -216,7 +216,7 @@ void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, 
 }
 
 /* Q5_K: AVX2 vec_dot order; the mins go to a scalar fma chain added last. */
-void el_vec_dot_q5_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q5_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -238,7 +238,7 @@ void el_vec_dot_q5_k_q8_k(int n, float *restrict s, const void *restrict vx, con
 
 /* Q6_K: AVX2 vec_dot order.  Quants are used unsigned (0..63); the -32 offset
  * is taken off lane l as 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]). */
-void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q6_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
@@ -259,7 +259,7 @@ void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *restrict vx, con
 }
 
 /* IQ4_XS: AVX2 vec_dot order. */
-void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_xs *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;

@@ -55,7 +55,7 @@ static inline float reduce4x16_x86(float acc[4][16]) {
     return reduce16_x86(v);
 }
 
-static void vec_dot_f32(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_f32(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const float *restrict x = vx;
     const float *restrict y = vy;
     float acc[4][16] = {{0}};
@@ -68,7 +68,7 @@ static void vec_dot_f32(int n, float *restrict s, const void *restrict vx, const
     *s = sumf;
 }
 
-static void vec_dot_f16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_f16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_fp16 *restrict x = vx;
     const el_fp16 *restrict y = vy;
     float acc[4][16] = {{0}};
@@ -82,7 +82,7 @@ static void vec_dot_f16(int n, float *restrict s, const void *restrict vx, const
     *s = (float)sumf;
 }
 
-static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_bf16 *restrict x = vx;
     const el_bf16 *restrict y = vy;
     float c[2][16] = {{0}};
@@ -108,7 +108,7 @@ static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, cons
  * fused multiply-adds (BF16: the odd then the even product of each pair, as
  * vdpbf16ps does), then the 16-lane reduction.
  */
-static void vec_dot_f32_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_f32_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const float *restrict x = vx;
     const float *restrict y = vy;
     float c[16] = {0};
@@ -117,7 +117,7 @@ static void vec_dot_f32_tinyblas(int n, float *restrict s, const void *restrict 
     *s = reduce16_x86(c);
 }
 
-static void vec_dot_f16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_f16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_fp16 *restrict x = vx;
     const el_fp16 *restrict y = vy;
     float c[16] = {0};
@@ -126,7 +126,7 @@ static void vec_dot_f16_tinyblas(int n, float *restrict s, const void *restrict 
     *s = reduce16_x86(c);
 }
 
-static void vec_dot_bf16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_bf16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const el_bf16 *restrict x = vx;
     const el_bf16 *restrict y = vy;
     float c[16] = {0};
@@ -179,7 +179,7 @@ static inline int32_t dot32_u(const uint8_t *restrict a, const int8_t *restrict 
  * through its repacked 8x8 GEMV/GEMM kernels: one float accumulator per
  * output, acc = fma((float)block_sum, d_w * d_a, acc), block by block.
  */
-static void vec_dot_q4_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_q4_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
@@ -211,7 +211,7 @@ static inline float hsum8_x86(const float *l);
 
 /* Q5_0 (vec_dot for one token, tinyBLAS_Q0_AVX for batches: same order):
  * acc[l] = fma(d_w * d_a, lane_l, acc[l]); x86 horizontal sum. */
-static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
@@ -229,7 +229,7 @@ static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void *restrict vx,
 
 /* Q4_1/Q5_1 (vec_dot only): 8 lanes as Q5_0 plus a scalar min term
  * summs = fma(m_w, s_a, summs) (GCC contracts it); result hsum + summs. */
-static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q4_1 *restrict x = vx;
     const block_q8_1 *restrict y = vy;
     const int nb = n / EL_QK8_1;
@@ -247,7 +247,7 @@ static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void *restrict vx,
     *s = hsum8_x86(acc) + summs;
 }
 
-static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_1 *restrict x = vx;
     const block_q8_1 *restrict y = vy;
     const int nb = n / EL_QK8_1;
@@ -273,7 +273,7 @@ static inline float hsum8_x86(const float *l) {
 
 /* Q8_0·Q8_0 in llama.cpp's x86 order: 8 lanes, lane l holding the integer
  * sum of elements 4l..4l+3 of each block, accumulated as fma(dx*dy, sum, acc). */
-static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q8_0 *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
@@ -291,7 +291,7 @@ static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void *restrict vx,
 
 
 /* IQ4_NL: repacked 8x8 kernels, as Q4_0. */
-static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+EL_CPU_CLONES static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_nl *restrict x = vx;
     const block_q8_0 *restrict y = vy;
     const int nb = n / EL_QK8_0;
@@ -311,7 +311,7 @@ static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const void *restrict v
 
 /* ---- activation quantizers (llama.cpp x86 semantics, see kernels.h) ---- */
 
-void el_cpu_quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
+EL_CPU_CLONES void el_cpu_quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
     block_q8_0 *y = dst;
     for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) {
         float amax = 0.0f;
@@ -323,7 +323,7 @@ void el_cpu_quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
     }
 }
 
-void el_cpu_quantize_q8_1(const float *restrict src, void *dst, int64_t n) {
+EL_CPU_CLONES void el_cpu_quantize_q8_1(const float *restrict src, void *dst, int64_t n) {
     block_q8_1 *y = dst;
     for (int64_t i = 0; i < n / EL_QK8_1; ++i, src += EL_QK8_1) {
         float amax = 0.0f;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_internal.h"
 
 #define EL_OPS_MAX_HEAD_DIM 512
 
@@ -95,7 +96,7 @@ void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d
 
 /* The rotation contracts one product of each output into a fused multiply-add
  * exactly where llama.cpp's x86 build does, so rotated values match it bit for bit. */
-void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
+EL_CPU_CLONES void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
     const int n_rot = r->n_rot;
     const float theta_scale = powf(r->freq_base, -2.0f / (float)n_rot);
     float theta = (float)pos;
@@ -146,7 +147,7 @@ static inline float expf_ggml_poly(float x) {
     return ldexpf(j, (int)n);
 }
 
-void el_op_silu_mul(float *gate, const float *up, int n_rows, int d) {
+EL_CPU_CLONES void el_op_silu_mul(float *gate, const float *up, int n_rows, int d) {
     const int dv = d & ~15; /* llama.cpp's vector path covers whole groups of 16 per row */
     for (int r = 0; r < n_rows; r++) {
         float *g = gate + (size_t)r * d;
@@ -233,7 +234,7 @@ static float dot_f16_ggml_order(const el_fp16 *k, const float *qf, int n) {
  * sum of V accumulated in an F16 vector (rescaled in F16 when the running
  * maximum grows), converted to float and divided by the sum at the end.
  */
-static void attention_task(void *vctx, int ith, int nth) {
+EL_CPU_CLONES static void attention_task(void *vctx, int ith, int nth) {
     const el_attn_args *a = vctx;
     const int hd = a->head_dim;
     const int kv_row = a->n_head_kv * hd;
