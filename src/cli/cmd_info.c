@@ -173,7 +173,7 @@ int cli_cmd_info(cli_opts *o) {
     }
     int n_ctx = cli_ctx_for(o, m);
     int n_batch = o->n_batch > 0 ? o->n_batch : el_session_default_params().n_batch;
-    if (n_batch <= 0) n_batch = 64;
+    if (n_batch <= 0 || n_batch > n_ctx) n_batch = n_ctx;
     size_t sb = el_session_bytes(m, n_ctx, n_batch);
     printf("  architecture: %s, vocab %d, train context %d\n", el_model_arch(m), el_model_n_vocab(m),
            el_model_n_ctx_train(m));

@@ -228,7 +228,16 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     el_model *m = calloc(1, sizeof *m);
     if (!m) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return NULL; }
     m->gguf = el_gguf_open(path, err);
-    if (!m->gguf) goto fail;
+    if (!m->gguf) {
+        if (err && err->code != EL_ERR_IO && strstr(err->msg, path) == NULL) { /* name the file */
+            char msg[sizeof err->msg];
+            size_t pl = strlen(path);
+            if (pl > 120) pl = 120;
+            snprintf(msg, sizeof msg, "%.*s: %.*s", (int)pl, path, (int)(sizeof msg - pl - 3), err->msg);
+            memcpy(err->msg, msg, sizeof msg);
+        }
+        goto fail;
+    }
     el_str s;
     if (!el_gguf_get_str(m->gguf, "general.architecture", &s)) {
         if (!p->vocab_only) { el_set_error(err, EL_ERR_MISSING, "metadata 'general.architecture' is missing"); goto fail; }

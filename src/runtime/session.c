@@ -21,7 +21,7 @@
 #include "util/error.h"
 
 el_session_params el_session_default_params(void) {
-    el_session_params p = {.n_ctx = 0, .n_batch = 0};
+    el_session_params p = {.n_ctx = 0, .n_batch = 512};
     return p;
 }
 
