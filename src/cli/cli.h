@@ -18,7 +18,7 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELL
 
 /* Every option of every sub-command; each command states which it accepts. */
 typedef struct cli_opts {
-    const char *cmd;          /* "run", "tokenize", "chat", "info" */
+    const char *cmd;          /* "run", "tokenize", "chat", "info", "serve" */
     const char *model;        /* -m */
     const char *prompt;       /* -p (escapes processed unless --no-escape) */
     const char *prompt_file;  /* -f */
@@ -39,6 +39,12 @@ typedef struct cli_opts {
     const char *chat_template; /* --chat-template NAME */
     const char *system;        /* -sys */
     bool verbose;
+    /* serve */
+    const char *host;          /* --host (default 127.0.0.1) */
+    int port;                  /* --port (default 8080; 0 = any free port) */
+    int n_parallel;            /* -np, --parallel: slots (default 1) */
+    int queue_cap;             /* --queue: waiting requests (default 16) */
+    const char *api_key;       /* --api-key */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */
@@ -46,6 +52,7 @@ int cli_cmd_run(cli_opts *o);
 int cli_cmd_chat(cli_opts *o);
 int cli_cmd_info(cli_opts *o);
 int cli_cmd_tokenize(cli_opts *o);
+int cli_cmd_serve(cli_opts *o);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

@@ -7,6 +7,7 @@
  *   edgellm chat      -m MODEL [options]                       interactive chat
  *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
+ *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -36,6 +37,7 @@ static void print_usage(FILE *f) {
 "  chat      -m MODEL                      interactive chat on stdin/stdout\n"
 "  tokenize  -m MODEL (-p TEXT | -f FILE)  print the prompt's token ids as a JSON array\n"
 "  info      -m MODEL                      metadata, tensors, totals and memory needs\n"
+"  serve     -m MODEL                      OpenAI-compatible HTTP server (SIGINT/SIGTERM stop it)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -79,6 +81,14 @@ static void print_usage(FILE *f) {
 "                              (default: detected from the model)\n"
 "  -sys, --system-prompt TEXT  system message\n"
 "  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
+"\n"
+"serve only (also -c: context per slot, default min(2048, train ctx); -t; -b;\n"
+"  --chat-template):\n"
+"      --host HOST             address to bind (default 127.0.0.1)\n"
+"      --port PORT             port (default 8080; 0: any free port)\n"
+"  -np, --parallel N           slots: requests generated at once (default 1)\n"
+"      --queue Q               requests that may wait for a slot (default 16; more: 503)\n"
+"      --api-key KEY           require 'Authorization: Bearer KEY'\n"
 "\n"
 "info only:\n"
 "  -v, --verbose               print long strings (the chat template) in full\n",
@@ -362,12 +372,13 @@ int cli_cmd_tokenize(cli_opts *o) {
 
 /* ---- option parsing ---------------------------------------------------- */
 
-enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_ALL = 15, C_GEN = C_RUN | C_CHAT };
+enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_ALL = 31, C_GEN = C_RUN | C_CHAT };
 
 enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
-    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP
+    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
+    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY
 };
 
 typedef struct flag_def {
@@ -391,9 +402,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--presence-penalty", F_PRESPEN, true, C_GEN},
     {NULL, "--frequency-penalty", F_FREQPEN, true, C_GEN},
     {"-s", "--seed", F_SEED, true, C_GEN},
-    {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO},
-    {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO},
-    {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO},
+    {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE},
+    {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO | C_SERVE},
+    {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO | C_SERVE},
     {NULL, "--ignore-eos", F_IGNEOS, false, C_GEN},
     {NULL, "--json", F_JSON, false, C_RUN},
     {NULL, "--top-logprobs", F_TOPLP, true, C_RUN},
@@ -401,10 +412,15 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-bos", F_NOBOS, false, C_RUN | C_TOK},
     {NULL, "--no-parse-special", F_NOPARSE, false, C_RUN | C_TOK},
     {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
-    {NULL, "--chat-template", F_TMPL, true, C_CHAT},
+    {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
     {"-h", "--help", F_HELP, false, C_ALL},
+    {NULL, "--host", F_HOST, true, C_SERVE},
+    {NULL, "--port", F_PORT, true, C_SERVE},
+    {"-np", "--parallel", F_PARALLEL, true, C_SERVE},
+    {NULL, "--queue", F_QUEUE, true, C_SERVE},
+    {NULL, "--api-key", F_APIKEY, true, C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -512,6 +528,11 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;
         case F_HELP: print_usage(stdout); return CLI_EXIT_OK;
+        case F_HOST: o->host = val; break;
+        case F_PORT: NEED_INT(0, 65535); o->port = (int)lv; break;
+        case F_PARALLEL: NEED_INT(1, 256); o->n_parallel = (int)lv; break;
+        case F_QUEUE: NEED_INT(0, 4096); o->queue_cap = (int)lv; break;
+        case F_APIKEY: o->api_key = val; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -546,6 +567,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "tokenize")) { bit = C_TOK; fn = cli_cmd_tokenize; }
     else if (!strcmp(cmd, "chat")) { bit = C_CHAT; fn = cli_cmd_chat; }
     else if (!strcmp(cmd, "info")) { bit = C_INFO; fn = cli_cmd_info; }
+    else if (!strcmp(cmd, "serve")) { bit = C_SERVE; fn = cli_cmd_serve; }
     else return cli_usage_error(NULL, "unknown command '%s'", cmd);
 
     cli_opts o;
@@ -554,6 +576,9 @@ int main(int argc, char **argv) {
     o.n_predict = -1;
     o.n_ctx = -1;
     o.sampling = el_sampling_default();
+    o.port = 8080;
+    o.n_parallel = 1;
+    o.queue_cap = 16;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
     return fn(&o);

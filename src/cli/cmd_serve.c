@@ -1,0 +1,102 @@
+/*
+ * cmd_serve.c — `edgellm serve`: the local OpenAI-compatible HTTP server.
+ *
+ * The server binds first (so /health can answer "loading"), loads the model
+ * on a loader thread, then prints "listening on http://HOST:PORT" to stderr.
+ * SIGINT and SIGTERM are blocked in every thread and taken here with
+ * sigtimedwait, so no handler runs inside the server's threads; either one
+ * stops the server gracefully (el_server_free): stop accepting, cancel
+ * queued and running requests, join every thread, free everything.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "runtime/chat.h"
+#include "service/server.h"
+
+typedef struct loader {
+    el_server *srv;
+    el_error err;
+    int rc;
+    atomic_int done;
+} loader;
+
+static void *load_main(void *arg) {
+    loader *l = arg;
+    l->rc = el_server_load(l->srv, &l->err);
+    atomic_store(&l->done, 1);
+    return NULL;
+}
+
+int cli_cmd_serve(cli_opts *o) {
+    if (o->chat_template && el_chat_family_from_name(o->chat_template) == EL_CHAT_UNKNOWN)
+        return cli_usage_error("serve", "unknown chat template '%s' (gemma, llama3, llama2, chatml, mistral, phi3)",
+                               o->chat_template);
+
+    /* Block the stop signals before any thread starts, so all inherit the mask. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    el_server_params p;
+    memset(&p, 0, sizeof p);
+    p.model_path = o->model;
+    p.host = o->host ? o->host : "127.0.0.1";
+    p.port = o->port;
+    p.n_parallel = o->n_parallel;
+    p.n_ctx = o->n_ctx;
+    p.n_batch = o->n_batch;
+    p.n_threads = o->n_threads;
+    p.queue_cap = o->queue_cap;
+    p.api_key = o->api_key;
+    p.chat_template = o->chat_template;
+    p.verbose = o->verbose;
+
+    el_error err = {0};
+    el_server *srv = el_server_start(&p, &err);
+    if (!srv) return cli_fail(&err);
+
+    loader l = {.srv = srv, .rc = -1};
+    atomic_init(&l.done, 0);
+    pthread_t lt;
+    if (pthread_create(&lt, NULL, load_main, &l)) {
+        el_server_free(srv);
+        return cli_failf("cannot start the loader thread");
+    }
+    bool loaded = false, stop = false;
+    int sig = 0;
+    while (!stop) {
+        if (loaded) { /* ready: nothing left to poll for */
+            if (sigwait(&stop_set, &sig) == 0) stop = true;
+            continue;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        sig = sigtimedwait(&stop_set, NULL, &ts);
+        if (sig == SIGINT || sig == SIGTERM) stop = true;
+        if (atomic_load(&l.done)) {
+            pthread_join(lt, NULL);
+            loaded = true;
+            if (l.rc != 0) {
+                el_server_free(srv);
+                return cli_fail(&l.err);
+            }
+            const char *h = p.host;
+            bool v6 = strchr(h, ':') != NULL;
+            fprintf(stderr, "chat template: %s\n", el_server_chat_family(srv));
+            fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "", el_server_port(srv));
+            fflush(stderr);
+        }
+    }
+    fprintf(stderr, "edgellm serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (!loaded) pthread_join(lt, NULL); /* a model load cannot be interrupted */
+    el_server_free(srv);
+    return CLI_EXIT_OK;
+}

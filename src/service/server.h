@@ -1,0 +1,49 @@
+/*
+ * server.h — the local OpenAI-compatible HTTP server (layer L6).
+ *
+ * Process state: one model (weights, vocab, the thread pool) and, per slot,
+ * one el_session whose KV cache is allocated at startup. Request state: one
+ * object per HTTP request, QUEUED → PREFILL → DECODE → DONE | CANCELLED |
+ * FAILED, shared (refcounted) by the HTTP side and the slot that runs it.
+ *
+ *   srv = el_server_start(&p, &err);   binds and serves; /health says "loading"
+ *   el_server_load(srv, &err);         model, SHA-256, sessions, slot threads
+ *   ... el_server_port(srv) ...
+ *   el_server_free(srv);               graceful: stop accepting, cancel, join, free
+ */
+#ifndef EL_SERVICE_SERVER_H
+#define EL_SERVICE_SERVER_H
+#include <stdbool.h>
+
+#include "edgellm.h"
+
+typedef struct el_server_params {
+    const char *model_path;
+    const char *host;          /* NULL: "127.0.0.1" (loopback unless told otherwise) */
+    int port;                  /* 0: any free port (el_server_port tells which) */
+    int n_parallel;            /* slots (sessions, worker threads); <= 0: 1 */
+    int n_ctx;                 /* tokens per slot; < 0: min(2048, train ctx); 0: train ctx */
+    int n_batch;               /* prefill batch; 0: library default */
+    int n_threads;             /* model thread pool; 0: all CPUs */
+    int queue_cap;             /* requests that may wait for a slot; < 0: 16 */
+    const char *api_key;       /* NULL or "": no authentication */
+    const char *chat_template; /* family name, or NULL: detect / fall back by architecture */
+    bool verbose;              /* one log line per request on stderr */
+} el_server_params;
+
+typedef struct el_server el_server;
+
+/* Binds host:port and starts answering (everything but /health, /metrics and
+ * / is 503 until el_server_load succeeds). NULL with err filled on failure. */
+el_server *el_server_start(const el_server_params *p, el_error *err);
+/* Loads the model, hashes its file, creates the slots' sessions and threads.
+ * Returns 0, or -1 with err filled. Call once, from any one thread. */
+int el_server_load(el_server *s, el_error *err);
+int el_server_port(const el_server *s);
+/* A description of the template family the chat endpoint uses (after load). */
+const char *el_server_chat_family(const el_server *s);
+/* Stops accepting, cancels queued and running requests, waits for every
+ * connection and slot thread, frees everything. NULL is fine. */
+void el_server_free(el_server *s);
+
+#endif

@@ -1,0 +1,752 @@
+/*
+ * test_api.c — request validation and response building (src/service/api.c).
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/api.h"
+#include "testutil.h"
+
+/* ---- helpers ---- */
+
+static int parse_n(el_api_kind kind, const char *body, size_t len, el_api_request *r, el_api_error *e) {
+    memset(e, 0, sizeof *e);
+    return el_api_parse(kind, body, len, r, e);
+}
+
+/* Parses and expects success; the caller frees r. */
+static int ok_(int line, el_api_kind kind, const char *body, el_api_request *r) {
+    el_api_error e;
+    int rc = parse_n(kind, body, strlen(body), r, &e);
+    CHECKF(rc == 0, "line %d: expected success for %s, got %d %s", line, body, e.status, e.message);
+    return rc;
+}
+#define OK(kind, body, r) ok_(__LINE__, kind, body, r)
+
+/* Parses and expects failure with status, param (NULL: must be NULL) and a message containing sub. */
+static void bad_(int line, el_api_kind kind, const char *body, size_t len, int status, const char *param,
+                 const char *sub) {
+    el_api_request r;
+    el_api_error e;
+    int rc = parse_n(kind, body, len, &r, &e);
+    CHECKF(rc == -1, "line %d: expected failure for %.80s", line, body);
+    if (rc == 0) { el_api_request_free(&r); return; }
+    CHECKF(e.status == status, "line %d: status %d, want %d (%s)", line, e.status, status, e.message);
+    CHECKF(e.type && !strcmp(e.type, status >= 500 ? "server_error" : "invalid_request_error"), "line %d: type %s",
+           line, e.type ? e.type : "(null)");
+    if (param) CHECKF(e.param && !strcmp(e.param, param), "line %d: param %s, want %s", line,
+                      e.param ? e.param : "(null)", param);
+    else CHECKF(e.param == NULL, "line %d: param %s, want NULL", line, e.param);
+    if (sub) CHECKF(strstr(e.message, sub) != NULL, "line %d: message '%s' lacks '%s'", line, e.message, sub);
+    /* after a failed parse the struct is reset: freeing again is safe */
+    CHECK(r.msgs == NULL && r.prompt == NULL && r.model == NULL && r.stop[0] == NULL && r.n_msgs == 0);
+    el_api_request_free(&r);
+}
+#define BAD(kind, body, status, param, sub) bad_(__LINE__, kind, body, strlen(body), status, param, sub)
+#define BADN(kind, body, len, status, param, sub) bad_(__LINE__, kind, body, len, status, param, sub)
+#define CHAT EL_API_CHAT
+#define COMP EL_API_COMPLETION
+
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+/* {MSG, <field>} chat body in a static buffer */
+static const char *chat_with(const char *field) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "{" MSG ",%s}", field);
+    return buf;
+}
+
+static const cJSON *get(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static int str_is(const cJSON *o, const char *k, const char *v) {
+    const cJSON *it = get(o, k);
+    return cJSON_IsString(it) && !strcmp(it->valuestring, v);
+}
+static int num_is(const cJSON *o, const char *k, double v) {
+    const cJSON *it = get(o, k);
+    return cJSON_IsNumber(it) && it->valuedouble == v;
+}
+static int is_null(const cJSON *o, const char *k) { return cJSON_IsNull(get(o, k)); }
+static int n_keys(const cJSON *o) { return cJSON_GetArraySize(o); }
+
+/* ---- chat messages ---- */
+
+static void test_chat_minimal_defaults(void) {
+    el_api_request r;
+    if (OK(CHAT, "{" MSG "}", &r)) return;
+    CHECK(r.kind == EL_API_CHAT);
+    CHECK(r.n_msgs == 1 && !strcmp(r.msgs[0].role, "user") && !strcmp(r.msgs[0].content, "hi"));
+    CHECK(r.model == NULL && r.prompt == NULL);
+    CHECK(r.max_tokens == -1 && r.temperature == 1.0f && r.top_p == 1.0f);
+    CHECK(r.presence_penalty == 0 && r.frequency_penalty == 0 && !r.has_seed);
+    CHECK(r.n_stop == 0 && r.stop[0] == NULL && !r.stream && !r.include_usage);
+    el_api_request_free(&r);
+    el_api_request_free(&r); /* idempotent */
+}
+
+static void test_chat_full(void) {
+    el_api_request r;
+    const char *body =
+        "{\"model\":\"gemma-3\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Hello \\u00e9\\ud83d\\ude00\"},{\"role\":\"assistant\",\"content\":\"\"},"
+        "{\"role\":\"user\",\"content\":\"again\",\"name\":\"bob\"}],"
+        "\"max_tokens\":64,\"temperature\":0.7,\"top_p\":0.9,\"presence_penalty\":-1.5,\"frequency_penalty\":2,"
+        "\"seed\":42,\"stop\":[\"\\n\\n\",\"END\"],\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"n\":1,\"user\":\"u-1\",\"logprobs\":false,\"tools\":[],\"response_format\":{\"type\":\"text\"}}";
+    if (OK(CHAT, body, &r)) return;
+    CHECK(r.n_msgs == 4);
+    CHECK(!strcmp(r.msgs[0].role, "system") && !strcmp(r.msgs[0].content, "Be brief."));
+    CHECK(!strcmp(r.msgs[1].content, "Hello \xC3\xA9\xF0\x9F\x98\x80"));
+    CHECK(!strcmp(r.msgs[2].role, "assistant") && r.msgs[2].content[0] == 0);
+    CHECK(!strcmp(r.model, "gemma-3"));
+    CHECK(r.max_tokens == 64 && fabsf(r.temperature - 0.7f) < 1e-6f && fabsf(r.top_p - 0.9f) < 1e-6f);
+    CHECK(r.presence_penalty == -1.5f && r.frequency_penalty == 2.0f);
+    CHECK(r.has_seed && r.seed == 42);
+    CHECK(r.n_stop == 2 && !strcmp(r.stop[0], "\n\n") && !strcmp(r.stop[1], "END") && r.stop[2] == NULL);
+    CHECK(r.stream && r.include_usage);
+    el_api_request_free(&r);
+    CHECK(r.msgs == NULL && r.model == NULL && r.stop[0] == NULL);
+}
+
+static void test_chat_messages_errors(void) {
+    BAD(CHAT, "{}", 400, "messages", "missing required parameter: 'messages'");
+    BAD(CHAT, "{\"messages\":null}", 400, "messages", "expected an array, got null");
+    BAD(CHAT, "{\"messages\":[]}", 400, "messages", "at least one");
+    BAD(CHAT, "{\"messages\":\"hi\"}", 400, "messages", "expected an array");
+    BAD(CHAT, "{\"messages\":{\"role\":\"user\"}}", 400, "messages", "expected an array");
+    BAD(CHAT, "{\"messages\":[\"hi\"]}", 400, "messages", "messages[0]: expected an object");
+    BAD(CHAT, "{\"messages\":[{\"content\":\"hi\"}]}", 400, "messages", "messages[0].role: missing");
+    BAD(CHAT, "{\"messages\":[{\"role\":1,\"content\":\"hi\"}]}", 400, "messages", "messages[0].role: expected a string");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\"}]}", 400, "messages", "messages[0].content: missing");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", 400, "messages", "messages[0].content");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages", "messages[0].content");
+    BAD(CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},"
+        "{\"role\":\"tool\",\"content\":\"c\"}]}",
+        400, "messages", "messages[2].role: unknown role 'tool'");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"User\",\"content\":\"a\"}]}", 400, "messages", "unknown role 'User'");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"\",\"content\":\"a\"}]}", 400, "messages", "unknown role ''");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"role\":\"system\",\"content\":\"a\"}]}", 400, "messages",
+        "duplicate key 'role'");
+    /* a very long unknown role is quoted truncated on a character boundary */
+    {
+        char body[2048];
+        int n = snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"");
+        for (int i = 0; i < 300; i++) n += snprintf(body + n, sizeof body - (size_t)n, "\xC3\xA9");
+        snprintf(body + n, sizeof body - (size_t)n, "\",\"content\":\"x\"}]}");
+        el_api_request r;
+        el_api_error e;
+        CHECK(parse_n(CHAT, body, strlen(body), &r, &e) == -1);
+        CHECK(strstr(e.message, "...'") != NULL && strlen(e.message) < 120);
+        char *j = el_api_error_json(&e);
+        cJSON *p = j ? cJSON_Parse(j) : NULL;
+        CHECK(p != NULL);
+        cJSON_Delete(p);
+        free(j);
+    }
+}
+
+static void test_chat_content_parts(void) {
+    el_api_request r;
+    if (!OK(CHAT,
+            "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hello, \"},"
+            "{\"type\":\"text\",\"text\":\"world\"},{\"text\":\"!\",\"type\":\"text\"}]}]}",
+            &r)) {
+        CHECK(!strcmp(r.msgs[0].content, "Hello, world!"));
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, "{\"messages\":[{\"role\":\"system\",\"content\":[]}]}", &r)) {
+        CHECK(r.msgs[0].content && r.msgs[0].content[0] == 0);
+        el_api_request_free(&r);
+    }
+    BAD(CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+        400, "messages", "messages[0].content[1]: unsupported content part type 'image_url'");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[\"a\"]}]}", 400, "messages",
+        "content[0]: expected an object");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"a\"}]}]}", 400, "messages",
+        "content[0].type");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", 400, "messages",
+        "content[0].text");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":3}]}]}", 400,
+        "messages", "content[0].text: expected a string, got number");
+}
+
+/* ---- completion prompt ---- */
+
+static void test_completion_prompt(void) {
+    el_api_request r;
+    if (!OK(COMP, "{\"model\":\"m\",\"prompt\":\"Once upon\",\"max_tokens\":16,\"echo\":true}", &r)) {
+        CHECK(r.kind == EL_API_COMPLETION && r.msgs == NULL && r.n_msgs == 0);
+        CHECK(!strcmp(r.prompt, "Once upon") && !strcmp(r.model, "m") && r.max_tokens == 16);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":[\"one\"]}", &r)) {
+        CHECK(!strcmp(r.prompt, "one"));
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"\"}", &r)) { /* allowed: the server decides */
+        CHECK(r.prompt && r.prompt[0] == 0);
+        el_api_request_free(&r);
+    }
+    /* messages is not a completion field: ignored; prompt is not a chat field */
+    if (!OK(COMP, "{\"prompt\":\"p\",\"messages\":5,\"max_completion_tokens\":\"x\"}", &r))
+        el_api_request_free(&r);
+    BAD(CHAT, "{\"prompt\":\"p\"}", 400, "messages", "missing");
+    BAD(COMP, "{}", 400, "prompt", "missing required parameter: 'prompt'");
+    BAD(COMP, "{\"prompt\":null}", 400, "prompt", "got null");
+    BAD(COMP, "{\"prompt\":7}", 400, "prompt", "expected a string, got number");
+    BAD(COMP, "{\"prompt\":[]}", 400, "prompt", "exactly one string");
+    BAD(COMP, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "exactly one string");
+    BAD(COMP, "{\"prompt\":[1,2,3]}", 400, "prompt", "token-id prompts are not supported");
+    BAD(COMP, "{\"prompt\":[[1,2]]}", 400, "prompt", "exactly one string");
+    BAD(COMP, "{\"prompt\":{\"text\":\"a\"}}", 400, "prompt", "expected a string, got object");
+}
+
+/* ---- optional fields ---- */
+
+static void test_max_tokens(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"max_tokens\":1"), &r)) { CHECK(r.max_tokens == 1); el_api_request_free(&r); }
+    if (!OK(CHAT, chat_with("\"max_tokens\":1048576"), &r)) {
+        CHECK(r.max_tokens == 1 << 20);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"max_completion_tokens\":77"), &r)) {
+        CHECK(r.max_tokens == 77);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"max_tokens\":10,\"max_completion_tokens\":20"), &r)) {
+        CHECK(r.max_tokens == 20);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"max_tokens\":null"), &r)) { CHECK(r.max_tokens == -1); el_api_request_free(&r); }
+    BAD(CHAT, chat_with("\"max_tokens\":0"), 400, "max_tokens", "between 1 and 1048576");
+    BAD(CHAT, chat_with("\"max_tokens\":-5"), 400, "max_tokens", "got -5");
+    BAD(CHAT, chat_with("\"max_tokens\":1048577"), 400, "max_tokens", NULL);
+    BAD(CHAT, chat_with("\"max_tokens\":1e300"), 400, "max_tokens", NULL);
+    BAD(CHAT, chat_with("\"max_tokens\":1e999"), 400, "max_tokens", NULL); /* strtod -> inf */
+    BAD(CHAT, chat_with("\"max_tokens\":-1e999"), 400, "max_tokens", NULL);
+    BAD(CHAT, chat_with("\"max_tokens\":12.5"), 400, "max_tokens", "expected an integer");
+    BAD(CHAT, chat_with("\"max_tokens\":\"12\""), 400, "max_tokens", "expected an integer, got string");
+    BAD(CHAT, chat_with("\"max_tokens\":true"), 400, "max_tokens", "got boolean");
+    BAD(CHAT, chat_with("\"max_completion_tokens\":0"), 400, "max_completion_tokens", NULL);
+    BAD(COMP, "{\"prompt\":\"p\",\"max_tokens\":[1]}", 400, "max_tokens", "got array");
+}
+
+static void test_sampling_ranges(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"temperature\":0,\"top_p\":1,\"presence_penalty\":2,\"frequency_penalty\":-2"), &r)) {
+        CHECK(r.temperature == 0 && r.top_p == 1 && r.presence_penalty == 2 && r.frequency_penalty == -2);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"temperature\":2,\"top_p\":1e-9"), &r)) {
+        CHECK(r.temperature == 2 && r.top_p > 0);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"temperature\":null,\"top_p\":null"), &r)) {
+        CHECK(r.temperature == 1.0f && r.top_p == 1.0f);
+        el_api_request_free(&r);
+    }
+    BAD(CHAT, chat_with("\"temperature\":-0.1"), 400, "temperature", "at least 0");
+    BAD(CHAT, chat_with("\"temperature\":2.0001"), 400, "temperature", "at most 2");
+    BAD(CHAT, chat_with("\"temperature\":1e999"), 400, "temperature", "finite");
+    BAD(CHAT, chat_with("\"temperature\":\"0.5\""), 400, "temperature", "expected a number, got string");
+    BAD(CHAT, chat_with("\"top_p\":0"), 400, "top_p", "greater than 0");
+    BAD(CHAT, chat_with("\"top_p\":1.01"), 400, "top_p", NULL);
+    BAD(CHAT, chat_with("\"top_p\":false"), 400, "top_p", NULL);
+    BAD(CHAT, chat_with("\"presence_penalty\":2.5"), 400, "presence_penalty", NULL);
+    BAD(CHAT, chat_with("\"presence_penalty\":-2.5"), 400, "presence_penalty", NULL);
+    BAD(COMP, "{\"prompt\":\"p\",\"frequency_penalty\":-3}", 400, "frequency_penalty", NULL);
+    BAD(COMP, "{\"prompt\":\"p\",\"frequency_penalty\":{}}", 400, "frequency_penalty", "got object");
+    /* malformed numbers cJSON must not accept */
+    BAD(CHAT, chat_with("\"temperature\":NaN"), 400, NULL, "not valid JSON");
+    BAD(CHAT, chat_with("\"temperature\":Infinity"), 400, NULL, "not valid JSON");
+    BAD(CHAT, chat_with("\"temperature\":-nan"), 400, NULL, "not valid JSON");
+    BAD(CHAT, chat_with("\"temperature\":1.5.5"), 400, NULL, "not valid JSON");
+}
+
+static void test_seed(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"seed\":-1"), &r)) {
+        CHECK(r.has_seed && r.seed == UINT64_MAX);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"seed\":0"), &r)) { CHECK(r.has_seed && r.seed == 0); el_api_request_free(&r); }
+    if (!OK(CHAT, chat_with("\"seed\":9007199254740992"), &r)) {
+        CHECK(r.seed == 9007199254740992ull);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"seed\":-9223372036854775808"), &r)) {
+        CHECK(r.seed == 0x8000000000000000ull);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"seed\":null"), &r)) { CHECK(!r.has_seed); el_api_request_free(&r); }
+    BAD(CHAT, chat_with("\"seed\":1.5"), 400, "seed", "expected an integer");
+    BAD(CHAT, chat_with("\"seed\":\"42\""), 400, "seed", "got string");
+    BAD(CHAT, chat_with("\"seed\":1e30"), 400, "seed", NULL);
+    BAD(CHAT, chat_with("\"seed\":18446744073709551615"), 400, "seed", NULL); /* rounds to 2^64 */
+    BAD(CHAT, chat_with("\"seed\":-1e19"), 400, "seed", NULL);
+}
+
+static void test_stop(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"stop\":\"###\""), &r)) {
+        CHECK(r.n_stop == 1 && !strcmp(r.stop[0], "###") && r.stop[1] == NULL);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"stop\":[]"), &r)) { CHECK(r.n_stop == 0); el_api_request_free(&r); }
+    if (!OK(CHAT, chat_with("\"stop\":null"), &r)) { CHECK(r.n_stop == 0); el_api_request_free(&r); }
+    if (!OK(CHAT, chat_with("\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\"]"), &r)) {
+        CHECK(r.n_stop == 8 && !strcmp(r.stop[7], "8") && r.stop[8] == NULL);
+        el_api_request_free(&r);
+    }
+    char big[600];
+    char *p = big + sprintf(big, "\"stop\":\"");
+    memset(p, 'x', 256);
+    strcpy(p + 256, "\"");
+    if (!OK(CHAT, chat_with(big), &r)) { CHECK(strlen(r.stop[0]) == 256); el_api_request_free(&r); }
+    p = big + sprintf(big, "\"stop\":[\"a\",\"");
+    memset(p, 'x', 257);
+    strcpy(p + 257, "\"]");
+    BAD(CHAT, chat_with(big), 400, "stop", "1..256 bytes");
+    BAD(CHAT, chat_with("\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]"), 400, "stop", "at most 8");
+    BAD(CHAT, chat_with("\"stop\":\"\""), 400, "stop", "1..256 bytes");
+    BAD(CHAT, chat_with("\"stop\":[\"a\",\"\"]"), 400, "stop", NULL);
+    BAD(CHAT, chat_with("\"stop\":[\"a\",3]"), 400, "stop", "stop[1]: expected a string, got number");
+    BAD(CHAT, chat_with("\"stop\":[null]"), 400, "stop", "stop[0]");
+    BAD(CHAT, chat_with("\"stop\":5"), 400, "stop", "expected a string or an array of strings");
+    BAD(CHAT, chat_with("\"stop\":{\"a\":1}"), 400, "stop", NULL);
+}
+
+static void test_stream_n_user_model(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"stream\":false,\"stream_options\":null,\"n\":1,\"user\":null,\"model\":null"), &r)) {
+        CHECK(!r.stream && !r.include_usage && r.model == NULL);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"p\",\"stream\":true,\"stream_options\":{\"include_usage\":false,\"x\":1}}", &r)) {
+        CHECK(r.stream && !r.include_usage);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"stream_options\":{}"), &r)) el_api_request_free(&r);
+    BAD(CHAT, chat_with("\"stream\":\"true\""), 400, "stream", "expected a boolean, got string");
+    BAD(CHAT, chat_with("\"stream\":1"), 400, "stream", NULL);
+    BAD(CHAT, chat_with("\"stream_options\":true"), 400, "stream_options", "expected an object");
+    BAD(CHAT, chat_with("\"stream_options\":{\"include_usage\":1}"), 400, "stream_options.include_usage", NULL);
+    BAD(CHAT, chat_with("\"n\":2"), 400, "n", "n must be 1");
+    BAD(CHAT, chat_with("\"n\":0"), 400, "n", "n must be 1");
+    BAD(CHAT, chat_with("\"n\":\"1\""), 400, "n", NULL);
+    BAD(CHAT, chat_with("\"n\":1.5"), 400, "n", NULL);
+    BAD(CHAT, chat_with("\"user\":5"), 400, "user", "expected a string");
+    BAD(CHAT, chat_with("\"model\":5"), 400, "model", "expected a string, got number");
+    BAD(CHAT, chat_with("\"model\":[\"m\"]"), 400, "model", NULL);
+}
+
+static void test_unknown_and_duplicates(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"logprobs\":\"weird\",\"top_logprobs\":[],\"Temperature\":\"x\",\"\":null"), &r))
+        el_api_request_free(&r);
+    BAD(CHAT, chat_with("\"temperature\":0.5,\"temperature\":1"), 400, "temperature", "duplicate key 'temperature'");
+    BAD(CHAT, "{" MSG "," MSG "}", 400, "messages", "duplicate key 'messages'");
+    BAD(CHAT, chat_with("\"stream_options\":{\"include_usage\":true,\"include_usage\":false}"), 400,
+        "stream_options", "duplicate key");
+    /* an error in a later message frees the earlier ones (checked by ASan) */
+    BAD(CHAT,
+        "{\"model\":\"m\",\"stop\":[\"a\"],\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"bad\",\"content\":\"c\"}]}",
+        400, "messages", "messages[2].role");
+    /* an error in a field parsed after messages/model/stop frees them */
+    BAD(CHAT, "{\"model\":\"m\",\"stop\":[\"a\",\"b\"]," MSG ",\"n\":3}", 400, "n", NULL);
+}
+
+/* ---- body level: size, UTF-8, JSON ---- */
+
+static void test_body_json(void) {
+    BAD(CHAT, "", 400, NULL, "not valid JSON");
+    BADN(CHAT, NULL, 0, 400, NULL, "not valid JSON");
+    BAD(CHAT, "   ", 400, NULL, "not valid JSON");
+    BAD(CHAT, "[]", 400, NULL, "must be a JSON object");
+    BAD(CHAT, "\"str\"", 400, NULL, "must be a JSON object");
+    BAD(CHAT, "42", 400, NULL, "must be a JSON object");
+    BAD(CHAT, "null", 400, NULL, "must be a JSON object");
+    BAD(CHAT, "{" MSG, 400, NULL, "not valid JSON");
+    BAD(CHAT, "{" MSG "}}", 400, NULL, "not valid JSON");
+    BAD(CHAT, "{" MSG "} x", 400, NULL, "not valid JSON");
+    BAD(CHAT, "{" MSG "}{}", 400, NULL, "not valid JSON");
+    BAD(CHAT, "{" MSG ",}", 400, NULL, "not valid JSON");
+    BAD(CHAT, "{'messages':[]}", 400, NULL, "not valid JSON");
+    /* raw control characters in strings and NUL bytes / \u0000 anywhere */
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\nb\"}]}", 400, NULL, "control character");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\tb\"}]}", 400, NULL, "control character");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", 400, NULL, "\\u0000");
+    {
+        static const char b[] = "{" MSG "}\0garbage";
+        BADN(CHAT, b, sizeof b - 1, 400, NULL, "NUL byte");
+        static const char c[] = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\0b\"}]}";
+        BADN(CHAT, c, sizeof c - 1, 400, NULL, "NUL byte");
+    }
+    /* escaped quotes/backslashes do not confuse the lexical pre-check */
+    el_api_request r;
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\\\"\\\\\\n\\u0001\\u00000\"}]}", 400, NULL,
+        "\\u0000"); /* \u0000 followed by '0' */
+    if (!OK(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"q\\\"\\\\\\n\\u0001\\\\u0000\"}]}", &r)) {
+        CHECK(!strcmp(r.msgs[0].content, "q\"\\\n\x01\\u0000")); /* escaped backslash, then literal u0000 */
+        el_api_request_free(&r);
+    }
+    /* lone surrogate escapes: cJSON rejects them */
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}", 400, NULL, "not valid JSON");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"\\udc00x\"}]}", 400, NULL, "not valid JSON");
+    /* whitespace around and a UTF-8 BOM are fine */
+    if (!OK(CHAT, " \r\n\t{" MSG "}\n ", &r)) el_api_request_free(&r);
+    if (!OK(CHAT, "\xEF\xBB\xBF{" MSG "}", &r)) el_api_request_free(&r);
+    /* the length is honoured: bytes beyond len are never read */
+    const char *body = "{" MSG "}GARBAGE";
+    el_api_error e;
+    CHECK(parse_n(CHAT, body, strlen(body) - 7, &r, &e) == 0);
+    el_api_request_free(&r);
+}
+
+static void test_body_utf8(void) {
+    struct { const char *bytes; const char *what; } bad[] = {
+        {"\xC0\xAF", "overlong 2-byte '/'"},
+        {"\xC1\xBF", "overlong 2-byte"},
+        {"\xE0\x80\xAF", "overlong 3-byte"},
+        {"\xE0\x9F\xBF", "overlong 3-byte (max)"},
+        {"\xF0\x80\x80\xAF", "overlong 4-byte"},
+        {"\xF0\x8F\xBF\xBF", "overlong 4-byte (max)"},
+        {"\xED\xA0\x80", "surrogate D800"},
+        {"\xED\xBF\xBF", "surrogate DFFF"},
+        {"\xED\xA0\xBD\xED\xB8\x80", "CESU-8 surrogate pair"},
+        {"\xF4\x90\x80\x80", "above U+10FFFF"},
+        {"\xF5\x80\x80\x80", "F5 lead"},
+        {"\xFF", "FF"},
+        {"\xFE", "FE"},
+        {"\x80", "stray continuation"},
+        {"a\xBF", "stray continuation after ASCII"},
+        {"\xC3", "truncated 2-byte"},
+        {"\xE2\x82", "truncated 3-byte"},
+        {"\xF0\x9F\x98", "truncated 4-byte"},
+        {"\xC3\x28", "bad continuation"},
+        {"\xE2\x28\xA1", "bad 2nd continuation"},
+        {"\xF0\x9F\x98\x28", "bad 4th continuation"},
+    };
+    char body[256];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x%sy\"}]}", bad[i].bytes);
+        el_api_request r;
+        el_api_error e;
+        int rc = parse_n(CHAT, body, strlen(body), &r, &e);
+        CHECKF(rc == -1 && e.status == 400 && !strcmp(e.message, "invalid UTF-8 in request body") && !e.param,
+               "%s: rc %d status %d %s", bad[i].what, rc, e.status, e.message);
+        if (rc == 0) el_api_request_free(&r);
+    }
+    /* invalid UTF-8 outside strings and truncated at the very end of the body */
+    BAD(CHAT, "{" MSG ",\"x\xC3\":1}", 400, NULL, "invalid UTF-8");
+    BAD(COMP, "{\"prompt\":\"p\"}\xE2\x82", 400, NULL, "invalid UTF-8");
+    BADN(COMP, "{\"prompt\":\"\xE2\x82\xAC\"}", 12, 400, NULL, "invalid UTF-8"); /* cut inside the euro sign */
+    /* boundaries that are valid */
+    const char *good[] = {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xEF\xBF\xBF",
+                          "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF", "\x7F"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", good[i]);
+        el_api_request r;
+        if (!OK(COMP, body, &r)) {
+            CHECKF(!strcmp(r.prompt, good[i]), "good[%zu]", i);
+            el_api_request_free(&r);
+        }
+    }
+}
+
+static void test_body_size_and_nesting(void) {
+    /* 2 MB -> 413 before anything else is looked at */
+    size_t n = 2u << 20;
+    char *big = malloc(n + 1);
+    if (!big) return;
+    memset(big, ' ', n);
+    memcpy(big, "{\"prompt\":\"", 11);
+    big[n - 2] = '"';
+    big[n - 1] = '}';
+    big[n] = 0;
+    el_api_request r;
+    el_api_error e;
+    CHECK(parse_n(COMP, big, n, &r, &e) == -1 && e.status == 413 && e.code && !strcmp(e.code, "request_too_large"));
+    CHECK(parse_n(COMP, big, EL_API_MAX_BODY + 1, &r, &e) == -1 && e.status == 413);
+    /* exactly EL_API_MAX_BODY is allowed: a ~1 MB prompt */
+    size_t m = EL_API_MAX_BODY;
+    memset(big, 'a', m);
+    memcpy(big, "{\"prompt\":\"", 11);
+    big[m - 2] = '"';
+    big[m - 1] = '}';
+    CHECK(parse_n(COMP, big, m, &r, &e) == 0 && r.prompt && strlen(r.prompt) == m - 13);
+    el_api_request_free(&r);
+    /* many messages */
+    size_t off = (size_t)sprintf(big, "{\"messages\":[");
+    int count = 20000;
+    for (int i = 0; i < count; i++)
+        off += (size_t)sprintf(big + off, "%s{\"role\":\"%s\",\"content\":\"m%d\"}", i ? "," : "",
+                               i % 2 ? "assistant" : "user", i);
+    off += (size_t)sprintf(big + off, "]}");
+    CHECK(parse_n(CHAT, big, off, &r, &e) == 0 && r.n_msgs == count && !strcmp(r.msgs[count - 1].content, "m19999"));
+    el_api_request_free(&r);
+    /* deep nesting in an ignored field: within cJSON's limit it is fine, beyond it 400 */
+    for (int depth = 500; depth <= 5000; depth += 4500) {
+        off = (size_t)sprintf(big, "{\"prompt\":\"p\",\"x\":");
+        for (int i = 0; i < depth; i++) big[off++] = '[';
+        for (int i = 0; i < depth; i++) big[off++] = ']';
+        big[off++] = '}';
+        int rc = parse_n(COMP, big, off, &r, &e);
+        if (depth < 1000) CHECK(rc == 0);
+        else CHECK(rc == -1 && e.status == 400);
+        if (rc == 0) el_api_request_free(&r);
+    }
+    /* an 800k-element ignored array of numbers */
+    off = (size_t)sprintf(big, "{\"prompt\":\"p\",\"x\":[");
+    for (int i = 0; i < 400000; i++) { big[off++] = '0'; big[off++] = ','; }
+    big[off - 1] = ']';
+    big[off++] = '}';
+    CHECK(parse_n(COMP, big, off, &r, &e) == 0);
+    el_api_request_free(&r);
+    free(big);
+}
+
+static void test_null_args(void) {
+    el_api_request r;
+    el_api_request_free(NULL);
+    memset(&r, 0, sizeof r);
+    el_api_request_free(&r); /* zeroed struct */
+    CHECK(el_api_parse(CHAT, "{" MSG "}", strlen("{" MSG "}"), &r, NULL) == 0); /* err may be NULL */
+    el_api_request_free(&r);
+    CHECK(el_api_parse(CHAT, "{}", 2, &r, NULL) == -1);
+    el_api_error e;
+    CHECK(el_api_parse(CHAT, "{}", 2, NULL, &e) == -1 && e.status == 500);
+}
+
+/* ---- errors ---- */
+
+static void test_error_json(void) {
+    el_api_error e;
+    el_api_set_error(&e, 400, "invalid_request_error", "temperature", "invalid_value", "bad %s %d \"q\"", "x", 3);
+    CHECK(e.status == 400 && !strcmp(e.message, "bad x 3 \"q\""));
+    char *j = el_api_error_json(&e);
+    cJSON *p = j ? cJSON_Parse(j) : NULL;
+    CHECK(p && n_keys(p) == 1);
+    const cJSON *er = get(p, "error");
+    CHECK(cJSON_IsObject(er) && n_keys(er) == 4);
+    CHECK(str_is(er, "message", "bad x 3 \"q\"") && str_is(er, "type", "invalid_request_error"));
+    CHECK(str_is(er, "param", "temperature") && str_is(er, "code", "invalid_value"));
+    cJSON_Delete(p);
+    free(j);
+
+    el_api_set_error(&e, 503, "server_error", NULL, NULL, "busy");
+    j = el_api_error_json(&e);
+    p = j ? cJSON_Parse(j) : NULL;
+    er = get(p, "error");
+    CHECK(str_is(er, "message", "busy") && str_is(er, "type", "server_error"));
+    CHECK(is_null(er, "param") && is_null(er, "code"));
+    CHECK(j && strstr(j, "\"param\":null") && strstr(j, "\"code\":null"));
+    cJSON_Delete(p);
+    free(j);
+
+    /* a message cut by the 320-byte buffer in the middle of a character stays valid UTF-8 */
+    char longmsg[400];
+    for (int i = 0; i < 170; i++) memcpy(longmsg + 2 * i, "\xC3\xA9", 2);
+    longmsg[340] = 0;
+    el_api_set_error(&e, 400, "invalid_request_error", NULL, NULL, "%s", longmsg);
+    CHECK(strlen(e.message) == sizeof e.message - 1 && (unsigned char)e.message[318] == 0xC3); /* cut mid-char */
+    j = el_api_error_json(&e);
+    p = j ? cJSON_Parse(j) : NULL;
+    CHECK(p != NULL);
+    CHECK(j && !strstr(j, "\xC3\"") && strstr(j, "\xC3\xA9\xEF\xBF\xBD\"")); /* dangling lead -> U+FFFD */
+    cJSON_Delete(p);
+    free(j);
+    el_api_set_error(NULL, 400, "x", NULL, NULL, "y"); /* no-op */
+    CHECK(el_api_error_json(NULL) == NULL);
+
+    /* real parse errors serialise */
+    el_api_request r;
+    CHECK(parse_n(CHAT, chat_with("\"n\":4"), strlen(chat_with("\"n\":4")), &r, &e) == -1);
+    j = el_api_error_json(&e);
+    p = j ? cJSON_Parse(j) : NULL;
+    er = get(p, "error");
+    CHECK(str_is(er, "message", "n must be 1") && str_is(er, "param", "n") && str_is(er, "code", "invalid_value"));
+    cJSON_Delete(p);
+    free(j);
+}
+
+/* ---- builders ---- */
+
+static cJSON *parse_free(char *s) {
+    CHECK(s != NULL);
+    cJSON *p = s ? cJSON_Parse(s) : NULL;
+    CHECKF(p != NULL, "not JSON: %s", s ? s : "(null)");
+    free(s);
+    return p;
+}
+
+static int check_head(const cJSON *p, const char *object, const char *fp) {
+    int ok = str_is(p, "id", "chatcmpl-1") && str_is(p, "object", object) && num_is(p, "created", 1700000000) &&
+             str_is(p, "model", "gemma") && (fp ? str_is(p, "system_fingerprint", fp) : is_null(p, "system_fingerprint"));
+    CHECKF(ok, "head of %s", object);
+    return ok;
+}
+
+static void check_usage(const cJSON *p, int pt, int ct) {
+    const cJSON *u = get(p, "usage");
+    CHECK(cJSON_IsObject(u) && n_keys(u) == 3 && num_is(u, "prompt_tokens", pt) && num_is(u, "completion_tokens", ct) &&
+          num_is(u, "total_tokens", pt + ct));
+}
+
+static void test_chat_response(void) {
+    el_api_usage u = {12, 5};
+    cJSON *p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, "fp_el", "Hi \"there\"\n\xF0\x9F\x98\x80",
+                                               "stop", u));
+    if (!p) return;
+    check_head(p, "chat.completion", "fp_el");
+    CHECK(n_keys(p) == 7);
+    const cJSON *ch = get(p, "choices");
+    CHECK(cJSON_IsArray(ch) && cJSON_GetArraySize(ch) == 1);
+    const cJSON *c = cJSON_GetArrayItem(ch, 0);
+    CHECK(n_keys(c) == 4 && num_is(c, "index", 0) && str_is(c, "finish_reason", "stop") && is_null(c, "logprobs"));
+    const cJSON *m = get(c, "message");
+    CHECK(n_keys(m) == 2 && str_is(m, "role", "assistant") && str_is(m, "content", "Hi \"there\"\n\xF0\x9F\x98\x80"));
+    check_usage(p, 12, 5);
+    cJSON_Delete(p);
+
+    /* NULL fingerprint -> null; invalid UTF-8 in generated text -> U+FFFD */
+    p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, NULL, "ab\xF0\x9F", "length", u));
+    if (!p) return;
+    check_head(p, "chat.completion", NULL);
+    c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(str_is(c, "finish_reason", "length"));
+    CHECK(str_is(get(c, "message"), "content", "ab\xEF\xBF\xBD\xEF\xBF\xBD"));
+    cJSON_Delete(p);
+}
+
+static void test_completion_response(void) {
+    el_api_usage u = {3, 16};
+    cJSON *p = parse_free(el_api_completion_response("chatcmpl-1", "gemma", 1700000000L, "fp", " there was", "length", u));
+    if (!p) return;
+    check_head(p, "text_completion", "fp");
+    const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(cJSON_GetArraySize(get(p, "choices")) == 1);
+    CHECK(n_keys(c) == 4 && str_is(c, "text", " there was") && num_is(c, "index", 0) &&
+          str_is(c, "finish_reason", "length") && is_null(c, "logprobs"));
+    check_usage(p, 3, 16);
+    cJSON_Delete(p);
+}
+
+static void test_chat_chunks(void) {
+    /* first chunk: role + content */
+    cJSON *p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "Hel", true, NULL, NULL));
+    if (!p) return;
+    check_head(p, "chat.completion.chunk", "fp");
+    CHECK(get(p, "usage") == NULL && n_keys(p) == 6);
+    const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(n_keys(c) == 4 && num_is(c, "index", 0) && is_null(c, "finish_reason") && is_null(c, "logprobs"));
+    const cJSON *d = get(c, "delta");
+    CHECK(n_keys(d) == 2 && str_is(d, "role", "assistant") && str_is(d, "content", "Hel"));
+    cJSON_Delete(p);
+    /* first chunk without text: content "" */
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, true, NULL, NULL));
+    d = get(cJSON_GetArrayItem(get(p, "choices"), 0), "delta");
+    CHECK(n_keys(d) == 2 && str_is(d, "role", "assistant") && str_is(d, "content", ""));
+    cJSON_Delete(p);
+    /* middle chunk: content only */
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "lo", false, NULL, NULL));
+    d = get(cJSON_GetArrayItem(get(p, "choices"), 0), "delta");
+    CHECK(n_keys(d) == 1 && str_is(d, "content", "lo"));
+    cJSON_Delete(p);
+    /* last chunk: empty delta, finish_reason */
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, false, "stop", NULL));
+    c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(cJSON_IsObject(get(c, "delta")) && n_keys(get(c, "delta")) == 0 && str_is(c, "finish_reason", "stop"));
+    cJSON_Delete(p);
+    /* usage chunk: choices [] and usage */
+    el_api_usage u = {7, 9};
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, false, NULL, &u));
+    check_head(p, "chat.completion.chunk", "fp");
+    CHECK(cJSON_IsArray(get(p, "choices")) && cJSON_GetArraySize(get(p, "choices")) == 0);
+    check_usage(p, 7, 9);
+    cJSON_Delete(p);
+    /* a piece ending mid-character never yields invalid JSON text */
+    char *s = el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "\xE2\x82", false, NULL, NULL);
+    CHECK(s && strstr(s, "\xEF\xBF\xBD\xEF\xBF\xBD") && !strstr(s, "\xE2\x82\""));
+    free(s);
+    /* NULL id/model become "" */
+    p = parse_free(el_api_chat_chunk(NULL, NULL, 0, NULL, "x", false, NULL, NULL));
+    CHECK(str_is(p, "id", "") && str_is(p, "model", "") && num_is(p, "created", 0));
+    cJSON_Delete(p);
+}
+
+static void test_completion_chunks(void) {
+    cJSON *p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, " the", NULL, NULL));
+    if (!p) return;
+    check_head(p, "text_completion", NULL);
+    const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(n_keys(c) == 4 && str_is(c, "text", " the") && num_is(c, "index", 0) && is_null(c, "finish_reason") &&
+          is_null(c, "logprobs"));
+    cJSON_Delete(p);
+    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, "length", NULL));
+    c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    CHECK(str_is(c, "text", "") && str_is(c, "finish_reason", "length"));
+    cJSON_Delete(p);
+    el_api_usage u = {1, 2};
+    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, NULL, &u));
+    check_head(p, "text_completion", NULL);
+    CHECK(cJSON_GetArraySize(get(p, "choices")) == 0);
+    check_usage(p, 1, 2);
+    cJSON_Delete(p);
+    /* control characters and quotes are escaped: one line, SSE-safe */
+    char *s = el_api_completion_chunk("a\"b", "m\n", 5, "f", "x\r\ny\x01\"\\", NULL, NULL);
+    CHECK(s && !strchr(s, '\n') && !strchr(s, '\r'));
+    p = parse_free(s);
+    CHECK(str_is(p, "id", "a\"b") && str_is(p, "model", "m\n") &&
+          str_is(cJSON_GetArrayItem(get(p, "choices"), 0), "text", "x\r\ny\x01\"\\"));
+    cJSON_Delete(p);
+    /* large created values and token counts survive */
+    el_api_usage big = {1 << 30, 1 << 30};
+    p = parse_free(el_api_completion_response("i", "m", 4102444800L, "f", "t", "stop", big));
+    CHECK(num_is(p, "created", 4102444800.0) && num_is(get(p, "usage"), "total_tokens", 2147483648.0));
+    cJSON_Delete(p);
+}
+
+/* parse -> build -> parse back, with the parsed strings */
+static void test_round_trip(void) {
+    el_api_request r;
+    if (OK(CHAT, "{\"model\":\"m\\u00e9\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"\\u2028q\\t\"}]}", &r)) return;
+    cJSON *p = parse_free(el_api_chat_response("id", r.model, 1, "fp", r.msgs[0].content, "stop", (el_api_usage){1, 1}));
+    CHECK(str_is(p, "model", "m\xC3\xA9\"x"));
+    CHECK(str_is(get(cJSON_GetArrayItem(get(p, "choices"), 0), "message"), "content", "\xE2\x80\xA8q\t"));
+    cJSON_Delete(p);
+    el_api_request_free(&r);
+}
+
+int main(void) {
+    test_chat_minimal_defaults();
+    test_chat_full();
+    test_chat_messages_errors();
+    test_chat_content_parts();
+    test_completion_prompt();
+    test_max_tokens();
+    test_sampling_ranges();
+    test_seed();
+    test_stop();
+    test_stream_n_user_model();
+    test_unknown_and_duplicates();
+    test_body_json();
+    test_body_utf8();
+    test_body_size_and_nesting();
+    test_null_args();
+    test_error_json();
+    test_chat_response();
+    test_completion_response();
+    test_chat_chunks();
+    test_completion_chunks();
+    test_round_trip();
+    return el_test_finish("test_api");
+}
