@@ -26,7 +26,7 @@ cli:
 
 run: deps cli
 	@MODEL=$$(bash scripts/fetch-model.sh) && \
-	  ./$(BUILD)/edgellm run -m "$$MODEL" -p "$(PROMPT)" -n 128 --temp 0
+	  ./$(BUILD)/edgellm run -m "$$MODEL" -p "$(if $(P),$(P),$(PROMPT))" -n 128 --temp 0
 
 chat: deps cli
 	@MODEL=$$(bash scripts/fetch-model.sh) && ./$(BUILD)/edgellm chat -m "$$MODEL"
