@@ -18,7 +18,7 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELL
 
 /* Every option of every sub-command; each command states which it accepts. */
 typedef struct cli_opts {
-    const char *cmd;          /* "run", "tokenize", "chat", "info", "serve" */
+    const char *cmd;          /* "run", "tokenize", "chat", "info", "serve", "bench" */
     const char *model;        /* -m */
     const char *prompt;       /* -p (escapes processed unless --no-escape) */
     const char *prompt_file;  /* -f */
@@ -45,6 +45,10 @@ typedef struct cli_opts {
     int n_parallel;            /* -np, --parallel: slots (default 1) */
     int queue_cap;             /* --queue: waiting requests (default 16) */
     const char *api_key;       /* --api-key */
+    /* bench */
+    int bench_n_prompt;        /* -p, --n-prompt (default 512) */
+    int bench_n_gen;           /* -n, --n-gen (default 128) */
+    int bench_reps;            /* -r, --repetitions (default 5) */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */
@@ -53,6 +57,7 @@ int cli_cmd_chat(cli_opts *o);
 int cli_cmd_info(cli_opts *o);
 int cli_cmd_tokenize(cli_opts *o);
 int cli_cmd_serve(cli_opts *o);
+int cli_cmd_bench(cli_opts *o);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

@@ -8,6 +8,7 @@
  *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
+ *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -38,6 +39,8 @@ static void print_usage(FILE *f) {
 "  tokenize  -m MODEL (-p TEXT | -f FILE)  print the prompt's token ids as a JSON array\n"
 "  info      -m MODEL                      metadata, tensors, totals and memory needs\n"
 "  serve     -m MODEL                      OpenAI-compatible HTTP server (SIGINT/SIGTERM stop it)\n"
+"  bench     -m MODEL                      prompt/decode speed, load time, TTFT, peak RSS and\n"
+"                                          the decode roofline (like llama-bench)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -91,7 +94,13 @@ static void print_usage(FILE *f) {
 "      --api-key KEY           require 'Authorization: Bearer KEY'\n"
 "\n"
 "info only:\n"
-"  -v, --verbose               print long strings (the chat template) in full\n",
+"  -v, --verbose               print long strings (the chat template) in full\n"
+"\n"
+"bench only (also -t):\n"
+"  -p, --n-prompt N            prompt tokens per prefill test (default 512; 0: skip)\n"
+"  -n, --n-gen N               tokens per decode test (default 128; 0: skip)\n"
+"  -r, --repetitions N         repetitions of each test (default 5)\n"
+"      --json                  print one JSON object with all the results\n",
         f);
 }
 
@@ -372,13 +381,14 @@ int cli_cmd_tokenize(cli_opts *o) {
 
 /* ---- option parsing ---------------------------------------------------- */
 
-enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_ALL = 31, C_GEN = C_RUN | C_CHAT };
+enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_BENCH = 32, C_ALL = 63,
+       C_GEN = C_RUN | C_CHAT };
 
 enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
-    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY
+    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS
 };
 
 typedef struct flag_def {
@@ -402,11 +412,11 @@ static const flag_def FLAGS[] = {
     {NULL, "--presence-penalty", F_PRESPEN, true, C_GEN},
     {NULL, "--frequency-penalty", F_FREQPEN, true, C_GEN},
     {"-s", "--seed", F_SEED, true, C_GEN},
-    {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE},
+    {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE | C_BENCH},
     {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO | C_SERVE},
     {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO | C_SERVE},
     {NULL, "--ignore-eos", F_IGNEOS, false, C_GEN},
-    {NULL, "--json", F_JSON, false, C_RUN},
+    {NULL, "--json", F_JSON, false, C_RUN | C_BENCH},
     {NULL, "--top-logprobs", F_TOPLP, true, C_RUN},
     {NULL, "--stop", F_STOP, true, C_GEN},
     {NULL, "--no-bos", F_NOBOS, false, C_RUN | C_TOK},
@@ -421,6 +431,11 @@ static const flag_def FLAGS[] = {
     {"-np", "--parallel", F_PARALLEL, true, C_SERVE},
     {NULL, "--queue", F_QUEUE, true, C_SERVE},
     {NULL, "--api-key", F_APIKEY, true, C_SERVE},
+    /* bench: -p and -n are counts here (the lookup prefers the entry that
+     * applies to the command when a spelling is shared) */
+    {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
+    {"-n", "--n-gen", F_NGEN, true, C_BENCH},
+    {"-r", "--repetitions", F_REPS, true, C_BENCH},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -466,8 +481,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             const flag_def *d = &FLAGS[k];
             if ((d->s && !eq && strcmp(a, d->s) == 0) ||
                 (d->l && strlen(d->l) == alen && strncmp(a, d->l, alen) == 0)) {
-                fd = d;
-                break;
+                if (!fd) fd = d;
+                if (d->cmds & cmd_bit) { fd = d; break; }
             }
         }
         if (!fd) return cli_usage_error(cmd, "unknown option '%s'", a);
@@ -533,6 +548,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_PARALLEL: NEED_INT(1, 256); o->n_parallel = (int)lv; break;
         case F_QUEUE: NEED_INT(0, 4096); o->queue_cap = (int)lv; break;
         case F_APIKEY: o->api_key = val; break;
+        case F_NPROMPT: NEED_INT(0, 1 << 20); o->bench_n_prompt = (int)lv; break;
+        case F_NGEN: NEED_INT(0, 1 << 20); o->bench_n_gen = (int)lv; break;
+        case F_REPS: NEED_INT(1, 10000); o->bench_reps = (int)lv; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -568,6 +586,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "chat")) { bit = C_CHAT; fn = cli_cmd_chat; }
     else if (!strcmp(cmd, "info")) { bit = C_INFO; fn = cli_cmd_info; }
     else if (!strcmp(cmd, "serve")) { bit = C_SERVE; fn = cli_cmd_serve; }
+    else if (!strcmp(cmd, "bench")) { bit = C_BENCH; fn = cli_cmd_bench; }
     else return cli_usage_error(NULL, "unknown command '%s'", cmd);
 
     cli_opts o;
@@ -579,6 +598,9 @@ int main(int argc, char **argv) {
     o.port = 8080;
     o.n_parallel = 1;
     o.queue_cap = 16;
+    o.bench_n_prompt = 512;
+    o.bench_n_gen = 128;
+    o.bench_reps = 5;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
     return fn(&o);

@@ -1,0 +1,237 @@
+/*
+ * cmd_bench.c — `edgellm bench`: llama-bench-like speed measurement.
+ *
+ *   pp  prefill of -p tokens (fixed pseudo-random ids in the vocab, as
+ *       llama-bench uses) on a reset session, per repetition, tokens/s
+ *   tg  -n single-token decode steps (el_session_eval one token at a time)
+ *       after a 1-token warm prompt, per repetition, tokens/s
+ *   mean ± sample standard deviation over -r repetitions; also load time
+ *   (el_model_load), TTFT (p-token prefill + greedy pick of the first
+ *   token), peak RSS, and the decode roofline: bytes of weights one decode
+ *   token reads (from the GGUF) against the measured read bandwidth.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "backend/cpu/membw.h"
+#include "cli/cli.h"
+#include "package/gguf.h"
+
+typedef struct bench_stat { double mean, sd; } bench_stat;
+
+static bench_stat stat_of(const double *v, int n) {
+    bench_stat r = {NAN, NAN};
+    if (n <= 0) return r;
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    r.mean = s / n;
+    double q = 0;
+    for (int i = 0; i < n; i++) q += (v[i] - r.mean) * (v[i] - r.mean);
+    r.sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
+    return r;
+}
+
+static bool ends_with(el_str s, const char *suf) {
+    size_t n = strlen(suf);
+    return s.len >= n && memcmp(s.ptr + s.len - n, suf, n) == 0;
+}
+
+/* Bytes of weights one decode token reads: every 2-D ".weight" matrix, one
+ * row of token_embd — or all of it when the output projection is tied to it
+ * (no output.weight). Also the file size and parameter count. */
+static bool weight_bytes(const char *path, uint64_t *per_token, uint64_t *file_size,
+                         uint64_t *n_params, el_error *err) {
+    el_gguf *g = el_gguf_open(path, err);
+    if (!g) return false;
+    uint64_t sum = 0, params = 0;
+    const el_gguf_tensor *embd = NULL;
+    bool has_output = false;
+    for (int64_t i = 0; i < el_gguf_n_tensors(g); i++) {
+        const el_gguf_tensor *t = el_gguf_tensor_at(g, i);
+        uint64_t ne = 1;
+        for (int d = 0; d < t->n_dims; d++) ne *= (uint64_t)t->ne[d];
+        params += ne;
+        if (el_str_eq(t->name, "token_embd.weight")) { embd = t; continue; }
+        if (el_str_eq(t->name, "output.weight")) has_output = true;
+        if (t->n_dims == 2 && ends_with(t->name, ".weight")) sum += t->nbytes;
+    }
+    if (embd) {
+        if (!has_output) sum += embd->nbytes;                       /* tied output matrix */
+        else if (embd->ne[1] > 0) sum += embd->nbytes / (uint64_t)embd->ne[1]; /* one row */
+    }
+    *per_token = sum;
+    *file_size = el_gguf_file_size(g);
+    *n_params = params;
+    el_gguf_close(g);
+    return true;
+}
+
+static int32_t argmax(const float *v, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void fmt_size(char *buf, size_t cap, double bytes) {
+    if (bytes >= (double)(1u << 30)) snprintf(buf, cap, "%.2f GiB", bytes / (double)(1u << 30));
+    else snprintf(buf, cap, "%.2f MiB", bytes / (double)(1u << 20));
+}
+
+int cli_cmd_bench(cli_opts *o) {
+    const int np = o->bench_n_prompt, ng = o->bench_n_gen, reps = o->bench_reps;
+    int n_threads = o->n_threads;
+    if (n_threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = c > 0 ? (int)c : 1;
+    }
+
+    el_error err = {0};
+    uint64_t wbytes = 0, fsize = 0, nparams = 0;
+    if (!weight_bytes(o->model, &wbytes, &fsize, &nparams, &err)) return cli_fail(&err);
+
+    double t0 = cli_now_ms();
+    el_model *m = cli_load_model(o, false, &err);
+    double load_ms = cli_now_ms() - t0;
+    if (!m) return cli_fail(&err);
+
+    int n_vocab = el_model_n_vocab(m);
+    int n_tok = np > ng ? np : ng;
+    if (n_tok < 1) n_tok = 1;
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = (np > ng + 1 ? np : ng + 1) + 8;
+    if (o->n_batch > 0) sp.n_batch = o->n_batch;
+
+    int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
+    double *pp = calloc((size_t)reps, sizeof *pp);
+    double *tg = calloc((size_t)reps, sizeof *tg);
+    double *tt = calloc((size_t)reps, sizeof *tt);
+    el_session *s = NULL;
+    int code = CLI_EXIT_OK;
+    if (!toks || !pp || !tg || !tt) { code = cli_failf("out of memory"); goto done; }
+    if (n_vocab <= 0) { code = cli_failf("the model has no vocabulary"); goto done; }
+
+    /* Fixed pseudo-random ids (xorshift64, constant seed); BOS first if any. */
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < n_tok; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        toks[i] = (int32_t)(x % (uint64_t)n_vocab);
+    }
+    int32_t bos = el_token_bos(m);
+    if (bos >= 0 && bos < n_vocab) toks[0] = bos;
+
+    s = el_session_new(m, &sp, &err);
+    if (!s) { code = cli_fail(&err); goto done; }
+
+    /* Warm-up (untimed): one token through the whole model. */
+    if (el_session_eval(s, toks, 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+
+    for (int r = 0; r < reps && np > 0; r++) {
+        el_session_reset(s);
+        double a = cli_now_ms();
+        if (el_session_eval(s, toks, np, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        double b = cli_now_ms();
+        volatile int32_t first = argmax(el_session_logits(s), n_vocab);
+        (void)first;
+        double c = cli_now_ms();
+        pp[r] = np * 1e3 / (b - a > 0 ? b - a : 1e-6);
+        tt[r] = c - a;
+    }
+    for (int r = 0; r < reps && ng > 0; r++) {
+        el_session_reset(s);
+        if (el_session_eval(s, toks, 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        double a = cli_now_ms();
+        for (int i = 0; i < ng; i++)
+            if (el_session_eval(s, &toks[i], 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        double b = cli_now_ms();
+        tg[r] = ng * 1e3 / (b - a > 0 ? b - a : 1e-6);
+    }
+
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t peak_rss = (uint64_t)ru.ru_maxrss * 1024u; /* Linux: KiB */
+
+    /* Read bandwidth: 256 MiB or 4x the last-level cache, whichever is larger.
+     * Measured after the runs so the probe's buffer is not in peak RSS. */
+    size_t probe = EL_MEMBW_DEFAULT_BYTES;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc > 0 && (size_t)llc * 4 > probe) probe = (size_t)llc * 4;
+#endif
+    double bw = el_membw_read_gbs(probe, n_threads, 5);
+
+    bench_stat spp = np > 0 ? stat_of(pp, reps) : (bench_stat){NAN, NAN};
+    bench_stat stg = ng > 0 ? stat_of(tg, reps) : (bench_stat){NAN, NAN};
+    bench_stat stt = np > 0 ? stat_of(tt, reps) : (bench_stat){NAN, NAN};
+    double limit = (bw > 0 && wbytes > 0) ? bw * 1e9 / (double)wbytes : NAN;
+    double pct = 100.0 * stg.mean / limit;
+
+    if (o->json) {
+        fputs("{\"model\":", stdout);
+        const char *bn = base_name(o->model);
+        cli_json_str(stdout, bn, strlen(bn));
+        printf(",\"threads\":%d,\"pp_tokens\":%d,\"pp_tps\":", n_threads, np);
+        cli_json_num(stdout, spp.mean);
+        fputs(",\"pp_tps_sd\":", stdout);
+        cli_json_num(stdout, spp.sd);
+        printf(",\"tg_tokens\":%d,\"tg_tps\":", ng);
+        cli_json_num(stdout, stg.mean);
+        fputs(",\"tg_tps_sd\":", stdout);
+        cli_json_num(stdout, stg.sd);
+        fputs(",\"ttft_ms\":", stdout);
+        cli_json_num(stdout, stt.mean);
+        fputs(",\"load_ms\":", stdout);
+        cli_json_num(stdout, load_ms);
+        printf(",\"peak_rss_bytes\":%llu,\"bandwidth_gbs\":", (unsigned long long)peak_rss);
+        cli_json_num(stdout, bw > 0 ? bw : NAN);
+        printf(",\"weights_bytes_per_token\":%llu,\"roofline_pct\":", (unsigned long long)wbytes);
+        cli_json_num(stdout, pct);
+        fputs("}\n", stdout);
+    } else {
+        char size[32], model[160];
+        fmt_size(size, sizeof size, (double)fsize);
+        snprintf(model, sizeof model, "%s %s", el_model_arch(m), base_name(o->model));
+        printf("| %-40s | %11s | %9s | %7s | %8s | %18s |\n", "model", "size", "params", "threads", "test", "t/s");
+        printf("| %.40s | %.10s: | %.8s: | %.6s: | %.7s: | %.17s: |\n",
+               "----------------------------------------", "-----------", "---------",
+               "-------", "--------", "------------------");
+        char params[32], test[32], tps[48];
+        snprintf(params, sizeof params, "%.2f M", (double)nparams / 1e6);
+        if (np > 0) {
+            snprintf(test, sizeof test, "pp%d", np);
+            snprintf(tps, sizeof tps, "%.2f ± %.2f", spp.mean, spp.sd);
+            printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
+        }
+        if (ng > 0) {
+            snprintf(test, sizeof test, "tg%d", ng);
+            snprintf(tps, sizeof tps, "%.2f ± %.2f", stg.mean, stg.sd);
+            printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
+        }
+        printf("\nload:     %.1f ms\n", load_ms);
+        if (np > 0) printf("TTFT:     %.1f ± %.1f ms (%d-token prompt, prefill + first token)\n", stt.mean, stt.sd, np);
+        printf("peak RSS: %.1f MiB\n", (double)peak_rss / (double)(1u << 20));
+        printf("roofline: weights read per token %.1f MiB, read bandwidth %.1f GB/s → limit %.1f t/s",
+               (double)wbytes / (double)(1u << 20), bw, limit);
+        if (ng > 0) printf("; tg = %.1f %% of it", pct);
+        putchar('\n');
+    }
+    if (fflush(stdout) != 0) code = cli_failf("writing to stdout failed");
+
+done:
+    el_session_free(s);
+    el_model_free(m);
+    free(toks);
+    free(pp);
+    free(tg);
+    free(tt);
+    return code;
+}

@@ -1,0 +1,137 @@
+/*
+ * test_bench.c — runs the built `edgellm bench --json` (EL_CLI_PATH) on a
+ * small reference model and checks the one JSON object it prints: every key
+ * present, with sane values. Exit 77 (skipped) without ../shared/reference.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+
+#ifndef EL_CLI_PATH
+#error "EL_CLI_PATH must name the built edgellm binary"
+#endif
+
+static char *slurp_fd(int fd) {
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) { free(b); return NULL; }
+            b = nb;
+        }
+        ssize_t r = read(fd, b + len, cap - len - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    b[len] = 0;
+    return b;
+}
+
+/* Runs the CLI with argv (NULL-terminated, argv[0] excluded); stdout is
+ * returned (malloc'd), stderr passes through to the test's stderr. */
+static char *run_cli(const char *const *args, int *status) {
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = EL_CLI_PATH;
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    int pfd[2];
+    if (pipe(pfd) != 0) return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return NULL;
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        execv(EL_CLI_PATH, (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char *out = slurp_fd(pfd[0]);
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return out;
+}
+
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    CHECKF(cJSON_IsNumber(v), "key \"%s\" missing or not a number", k);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1.0;
+}
+
+int main(void) {
+    if (!el_test_have_ref()) el_test_skip("../shared/reference is absent");
+    /* The tiny llama if the reference has it, else the tiny gemma3. */
+    static const char *const models[] = {"models/tiny-llama-Q4_0.gguf", "models/tiny-gemma3-Q4_K_M.gguf"};
+    char model[4096] = "";
+    for (size_t i = 0; i < sizeof models / sizeof models[0] && !model[0]; i++) {
+        struct stat st;
+        const char *p = el_test_ref_path(models[i]);
+        if (stat(p, &st) == 0) snprintf(model, sizeof model, "%s", p);
+    }
+    if (!model[0]) el_test_skip("no tiny reference model in ../shared/reference/models");
+    if (access(EL_CLI_PATH, X_OK) != 0) {
+        fprintf(stderr, "the CLI binary %s is missing\n", EL_CLI_PATH);
+        return 1;
+    }
+
+    const char *args[] = {"bench", "-m", model, "-p", "32", "-n", "8", "-r", "2", "--json", "-t", "2", NULL};
+    int status = -1;
+    char *out = run_cli(args, &status);
+    CHECK(out != NULL);
+    CHECKF(status == 0, "exit status %d", status);
+    if (!out) return el_test_finish("test_bench");
+
+    /* Exactly one JSON object, on one line. */
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(out, &end, 0);
+    CHECKF(cJSON_IsObject(j), "stdout is not a JSON object: %s", out);
+    if (end) {
+        while (*end == '\n' || *end == ' ') end++;
+        CHECKF(*end == 0, "text after the JSON object: %s", end);
+    }
+    if (cJSON_IsObject(j)) {
+        const cJSON *mo = cJSON_GetObjectItemCaseSensitive(j, "model");
+        CHECK(cJSON_IsString(mo) && mo->valuestring[0]);
+        CHECK(num(j, "threads") == 2);
+        CHECK(num(j, "pp_tokens") == 32);
+        CHECK(num(j, "tg_tokens") == 8);
+        CHECK(num(j, "pp_tps") > 0);
+        CHECK(num(j, "pp_tps_sd") >= 0);
+        CHECK(num(j, "tg_tps") > 0);
+        CHECK(num(j, "tg_tps_sd") >= 0);
+        CHECK(num(j, "ttft_ms") > 0);
+        CHECK(num(j, "load_ms") > 0);
+        CHECK(num(j, "peak_rss_bytes") > 1e6);
+        CHECK(num(j, "bandwidth_gbs") > 0);
+        CHECK(num(j, "weights_bytes_per_token") > 0);
+        double pct = num(j, "roofline_pct");
+        CHECKF(pct > 0 && pct < 1000, "roofline_pct %g", pct);
+        CHECK(cJSON_GetArraySize(j) == 14);
+    }
+    cJSON_Delete(j);
+    free(out);
+
+    /* Usage errors: -p takes a count for bench, -r must be >= 1. */
+    const char *bad1[] = {"bench", "-m", model, "-p", "hello", NULL};
+    out = run_cli(bad1, &status);
+    CHECKF(status == 2, "bench -p hello: exit %d", status);
+    free(out);
+    const char *bad2[] = {"bench", "-m", model, "-r", "0", NULL};
+    out = run_cli(bad2, &status);
+    CHECKF(status == 2, "bench -r 0: exit %d", status);
+    free(out);
+    return el_test_finish("test_bench");
+}
