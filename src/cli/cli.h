@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "edgellm.h"
+#include "util/buf.h"
 
 /* Exit codes. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELLED = 130 };
@@ -92,10 +93,7 @@ void cli_json_str(FILE *f, const char *s, size_t len);
 /* A float as a JSON number, or null if not finite. */
 void cli_json_num(FILE *f, double v);
 
-/* Growable byte buffer. */
-typedef struct cli_buf { char *p; size_t len, cap; } cli_buf;
-bool cli_buf_append(cli_buf *b, const char *s, size_t n);
-void cli_buf_free(cli_buf *b);
+/* Growable byte buffers: el_buf (util/buf.h). */
 
 /* Milliseconds since an arbitrary start (monotonic). */
 double cli_now_ms(void);

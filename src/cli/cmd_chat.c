@@ -67,15 +67,6 @@ static void list_families(FILE *f) {
     fputc('\n', f);
 }
 
-static bool vocab_has_token(const el_model *m, const char *text) {
-    int32_t toks[8];
-    int n = el_tokenize(m, text, strlen(text), toks, 8, EL_TOK_PARSE_SPECIAL);
-    if (n != 1) return false;
-    char buf[64];
-    int l = el_token_to_piece(m, toks[0], buf, (int)sizeof buf, true);
-    return l == (int)strlen(text) && memcmp(buf, text, (size_t)l) == 0;
-}
-
 /* Returns the family, or UNKNOWN with an error printed. */
 static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exit_code) {
     if (o->chat_template) {
@@ -90,20 +81,14 @@ static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exi
         return f;
     }
     const char *tmpl = el_model_chat_template(m);
-    el_chat_family f = el_chat_detect(tmpl);
-    if (f != EL_CHAT_UNKNOWN) {
+    const char *arch = el_model_arch(m);
+    el_chat_source how;
+    el_chat_family f = el_chat_family_for_model(m, &how);
+    if (how == EL_CHAT_BY_TEMPLATE) {
         fprintf(stderr, "chat template: %s (detected from the model's template)\n", el_chat_family_name(f));
         return f;
     }
-    const char *arch = el_model_arch(m);
-    if (!arch) arch = "";
-    if (!strcmp(arch, "gemma3") || !strcmp(arch, "gemma2") || !strcmp(arch, "gemma"))
-        f = EL_CHAT_GEMMA;
-    else if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
-        f = EL_CHAT_CHATML;
-    else if (!strcmp(arch, "llama"))
-        f = vocab_has_token(m, "<|eot_id|>") ? EL_CHAT_LLAMA3 : EL_CHAT_LLAMA2;
-    if (f != EL_CHAT_UNKNOWN) {
+    if (how == EL_CHAT_BY_ARCH) {
         fprintf(stderr, "chat template: %s (%s; fallback for architecture '%s')\n",
                 el_chat_family_name(f), tmpl ? "model's template not recognised" : "model has no template", arch);
         return f;
@@ -117,9 +102,9 @@ static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exi
 }
 
 /* Renders the conversation into *out. */
-static bool render(el_chat_family fam, const chat_hist *h, cli_buf *out) {
+static bool render(el_chat_family fam, const chat_hist *h, el_buf *out) {
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!out->p && !cli_buf_append(out, "", 0)) return false;
+        if (!out->p && !el_buf_append(out, "", 0)) return false;
         size_t need = el_chat_apply(fam, h->msgs, h->n, true, out->p, out->cap);
         if (need == (size_t)-1) return false;
         if (need < out->cap) {
@@ -136,7 +121,7 @@ static bool render(el_chat_family fam, const chat_hist *h, cli_buf *out) {
 }
 
 typedef struct chat_ctx {
-    cli_buf reply;
+    el_buf reply;
     tok_list gen;
     bool alloc_failed, out_error;
 } chat_ctx;
@@ -146,7 +131,7 @@ static bool on_token(const el_token_info *t, void *user) {
     /* id < 0: held-back text released at the end, not a token */
     if (t->id >= 0 && !toks_append(&c->gen, &t->id, 1)) { c->alloc_failed = true; return false; }
     if (t->piece && t->piece_len > 0) {
-        if (!cli_buf_append(&c->reply, t->piece, (size_t)t->piece_len)) { c->alloc_failed = true; return false; }
+        if (!el_buf_append(&c->reply, t->piece, (size_t)t->piece_len)) { c->alloc_failed = true; return false; }
         fwrite(t->piece, 1, (size_t)t->piece_len, stdout);
     }
     if (fflush(stdout) != 0) { c->out_error = true; return false; }
@@ -177,9 +162,9 @@ int cli_cmd_chat(cli_opts *o) {
 
     chat_hist hist = {0};
     int n_keep = 0; /* messages kept by /reset (the system prompt) */
-    cli_buf fed = {0};       /* text whose tokens are in `kv` */
+    el_buf fed = {0};       /* text whose tokens are in `kv` */
     tok_list kv = {0};       /* tokens fed or generated so far, in order */
-    cli_buf rendered = {0};
+    el_buf rendered = {0};
     chat_ctx cc = {0};
     tok_list feed = {0};
     char *line = NULL;
@@ -279,12 +264,12 @@ int cli_cmd_chat(cli_opts *o) {
         force_reset = fin == EL_DONE_STOP && o->n_stops > 0;
 
         /* The KV now holds (up to n_past) feed + generated tokens. */
-        if (!cli_buf_append(&fed, "", 0) || !toks_append(&kv, feed.p, feed.n) || !toks_append(&kv, cc.gen.p, cc.gen.n)) {
+        if (!el_buf_append(&fed, "", 0) || !toks_append(&kv, feed.p, feed.n) || !toks_append(&kv, cc.gen.p, cc.gen.n)) {
             code = cli_failf("out of memory");
             break;
         }
         fed.len = 0;
-        if (!cli_buf_append(&fed, rendered.p, rendered.len) || !cli_buf_append(&fed, cc.reply.p ? cc.reply.p : "", cc.reply.len) ||
+        if (!el_buf_append(&fed, rendered.p, rendered.len) || !el_buf_append(&fed, cc.reply.p ? cc.reply.p : "", cc.reply.len) ||
             !hist_push(&hist, "assistant", cc.reply.p ? cc.reply.p : "", cc.reply.len)) {
             code = cli_failf("out of memory");
             break;
@@ -296,9 +281,9 @@ done:
     free(line);
     hist_truncate(&hist, 0);
     free(hist.msgs);
-    cli_buf_free(&fed);
-    cli_buf_free(&rendered);
-    cli_buf_free(&cc.reply);
+    el_buf_free(&fed);
+    el_buf_free(&rendered);
+    el_buf_free(&cc.reply);
     free(cc.gen.p);
     free(kv.p);
     free(feed.p);

@@ -134,27 +134,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-bool cli_buf_append(cli_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return true;
-}
-
-void cli_buf_free(cli_buf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
 double cli_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -300,13 +279,13 @@ char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *le
         cli_failf("%s: cannot open prompt file: %s", o->prompt_file, strerror(errno));
         return NULL;
     }
-    cli_buf b = {0};
+    el_buf b = {0};
     char chunk[65536];
     size_t r;
     while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (!cli_buf_append(&b, chunk, r)) {
+        if (!el_buf_append(&b, chunk, r)) {
             fclose(f);
-            cli_buf_free(&b);
+            el_buf_free(&b);
             cli_failf("out of memory reading %s", o->prompt_file);
             return NULL;
         }
@@ -314,11 +293,11 @@ char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *le
     bool bad = ferror(f);
     fclose(f);
     if (bad) {
-        cli_buf_free(&b);
+        el_buf_free(&b);
         cli_failf("%s: read error", o->prompt_file);
         return NULL;
     }
-    if (!b.p && !cli_buf_append(&b, "", 0)) { cli_failf("out of memory"); return NULL; }
+    if (!b.p && !el_buf_append(&b, "", 0)) { cli_failf("out of memory"); return NULL; }
     if (strip_trailing_newline && b.len && b.p[b.len - 1] == '\n') b.p[--b.len] = 0;
     *len = b.len;
     return b.p;

@@ -30,6 +30,17 @@ el_chat_family el_chat_detect(const char *tmpl);
 el_chat_family el_chat_family_from_name(const char *name);
 const char *el_chat_family_name(el_chat_family f);
 
+struct el_model;
+
+/* How el_chat_family_for_model chose. */
+typedef enum { EL_CHAT_BY_TEMPLATE, EL_CHAT_BY_ARCH, EL_CHAT_BY_NONE } el_chat_source;
+
+/* The family to use for a model: its chat template's family if recognised,
+ * else the usual one for its architecture (gemma* → gemma, qwen2/qwen3 →
+ * chatml, llama → llama3 if the vocab has <|eot_id|>, else llama2), else
+ * EL_CHAT_UNKNOWN. *src (if not NULL) says which. */
+el_chat_family el_chat_family_for_model(const struct el_model *m, el_chat_source *src);
+
 /* Renders messages (BOS not included: the tokenizer adds it). Returns the
  * length needed (excluding NUL); writes at most cap bytes including a NUL.
  * Returns (size_t)-1 for an unknown role or family. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "runtime/chat.h"
 #include "util/error.h"
 
 static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3};
@@ -314,3 +315,19 @@ int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool s
 int32_t el_token_bos(const el_model *m) { return el_vocab_bos(m->vocab); }
 int32_t el_token_eos(const el_model *m) { return el_vocab_eos(m->vocab); }
 bool el_token_is_eog(const el_model *m, int32_t tok) { return el_vocab_is_eog(m->vocab, tok); }
+
+el_chat_family el_chat_family_for_model(const el_model *m, el_chat_source *src) {
+    el_chat_family f = el_chat_detect(m->chat_template);
+    el_chat_source how = EL_CHAT_BY_TEMPLATE;
+    if (f == EL_CHAT_UNKNOWN) {
+        const char *a = m->arch_name ? m->arch_name : "";
+        how = EL_CHAT_BY_ARCH;
+        if (!strcmp(a, "gemma3") || !strcmp(a, "gemma2") || !strcmp(a, "gemma")) f = EL_CHAT_GEMMA;
+        else if (!strcmp(a, "qwen2") || !strcmp(a, "qwen3")) f = EL_CHAT_CHATML;
+        else if (!strcmp(a, "llama"))
+            f = el_vocab_find(m->vocab, "<|eot_id|>", strlen("<|eot_id|>")) >= 0 ? EL_CHAT_LLAMA3 : EL_CHAT_LLAMA2;
+        else how = EL_CHAT_BY_NONE;
+    }
+    if (src) *src = how;
+    return f;
+}

@@ -77,6 +77,7 @@
 #include "runtime/chat.h"
 #include "service/api.h"
 #include "service/metrics.h"
+#include "util/buf.h"
 
 extern const char el_ui_page_html[];
 extern const size_t el_ui_page_html_len;
@@ -90,34 +91,6 @@ extern const size_t el_ui_page_html_len;
 #define SRV_DRAIN_MAX (16u * EL_API_MAX_BODY) /* an oversized body is drained unstored up to this */
 
 /* ---- small helpers ----------------------------------------------------- */
-
-typedef struct sbuf { char *p; size_t len, cap; } sbuf;
-
-static bool sb_append(sbuf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) return false;
-            cap *= 2;
-        }
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return true;
-}
-
-static bool sb_str(sbuf *b, const char *s) { return sb_append(b, s, strlen(s)); }
-
-static void sb_free(sbuf *b) {
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -145,7 +118,7 @@ static bool peer_closed(int fd) {
 }
 
 /* Copy of s with invalid UTF-8 replaced by U+FFFD (JSON must be UTF-8). */
-static bool utf8_sanitize(const char *s, size_t n, sbuf *out) {
+static bool utf8_sanitize(const char *s, size_t n, el_buf *out) {
     size_t i = 0;
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
@@ -159,14 +132,14 @@ static bool utf8_sanitize(const char *s, size_t n, sbuf *out) {
             ok = cp >= MIN[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
         }
         if (ok) {
-            if (!sb_append(out, s + i, len)) return false;
+            if (!el_buf_append(out, s + i, len)) return false;
             i += len;
         } else {
-            if (!sb_append(out, "\xEF\xBF\xBD", 3)) return false;
+            if (!el_buf_append(out, "\xEF\xBF\xBD", 3)) return false;
             i++;
         }
     }
-    return sb_append(out, "", 0);
+    return el_buf_append(out, "", 0);
 }
 
 /* ---- server and request state ------------------------------------------ */
@@ -186,7 +159,7 @@ struct el_req {
     el_session *session;      /* the slot's session while it runs this request */
     el_req *next;             /* queue link */
     pthread_cond_t cv;        /* output appended / terminal state reached */
-    sbuf out;                 /* stream: SSE bytes not yet handed to MHD */
+    el_buf out;                 /* stream: SSE bytes not yet handed to MHD */
     size_t out_off;
     atomic_bool cancel;
     /* set by the HTTP side before enqueueing, read-only afterwards */
@@ -202,7 +175,7 @@ struct el_req {
     /* owned by the slot while it runs; read by others after the terminal state */
     bool got_first, sent_first, oom;
     double t_last;
-    sbuf text;                /* non-stream: the whole completion */
+    el_buf text;                /* non-stream: the whole completion */
     el_generate_stats stats;
     el_error err;
 };
@@ -260,8 +233,8 @@ static void req_unref(el_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     if (r->api_parsed) el_api_request_free(&r->api);
     free(r->prompt);
-    sb_free(&r->out);
-    sb_free(&r->text);
+    el_buf_free(&r->out);
+    el_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
     free(r);
 }
@@ -321,9 +294,9 @@ static char *make_chunk(const el_req *r, const char *delta, bool first, const ch
     return el_api_completion_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, finish, usage);
 }
 
-static bool frame_json(sbuf *b, char *json) {
+static bool frame_json(el_buf *b, char *json) {
     if (!json) return false;
-    bool ok = sb_str(b, "data: ") && sb_str(b, json) && sb_str(b, "\n\n");
+    bool ok = el_buf_str(b, "data: ") && el_buf_str(b, json) && el_buf_str(b, "\n\n");
     free(json);
     return ok;
 }
@@ -347,20 +320,20 @@ static bool on_token(const el_token_info *t, void *user) {
     }
     if (t->piece && t->piece_len > 0) {
         if (r->api.stream) {
-            sbuf piece = {0}, frame = {0};
+            el_buf piece = {0}, frame = {0};
             bool ok = utf8_sanitize(t->piece, (size_t)t->piece_len, &piece) &&
                       frame_json(&frame, make_chunk(r, piece.p, !r->sent_first, NULL, NULL));
-            sb_free(&piece);
+            el_buf_free(&piece);
             r->sent_first = true;
             if (ok) {
                 pthread_mutex_lock(&s->mu);
-                ok = sb_append(&r->out, frame.p, frame.len);
+                ok = el_buf_append(&r->out, frame.p, frame.len);
                 pthread_cond_broadcast(&r->cv);
                 pthread_mutex_unlock(&s->mu);
             }
-            sb_free(&frame);
+            el_buf_free(&frame);
             if (!ok) { r->oom = true; return false; }
-        } else if (!sb_append(&r->text, t->piece, (size_t)t->piece_len)) {
+        } else if (!el_buf_append(&r->text, t->piece, (size_t)t->piece_len)) {
             r->oom = true;
             return false;
         }
@@ -369,7 +342,7 @@ static bool on_token(const el_token_info *t, void *user) {
 }
 
 /* The frames that end a stream (built outside the lock). */
-static void stream_tail(el_req *r, req_state st, sbuf *tail) {
+static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
     if (st == RS_DONE) {
         ok = frame_json(tail, make_chunk(r, NULL, !r->sent_first, finish_name(r->stats.finish), NULL));
@@ -387,7 +360,7 @@ static void stream_tail(el_req *r, req_state st, sbuf *tail) {
                              el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
         ok = frame_json(tail, el_api_error_json(&e));
     }
-    if (ok) sb_str(tail, "data: [DONE]\n\n");
+    if (ok) el_buf_str(tail, "data: [DONE]\n\n");
 }
 
 static void run_request(slot *sl, el_req *r) {
@@ -402,16 +375,16 @@ static void run_request(slot *sl, el_req *r) {
                  : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
                  : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
     if (r->oom && r->err.code == EL_OK) r->err.code = EL_ERR_NOMEM;
-    sbuf tail = {0};
+    el_buf tail = {0};
     if (r->api.stream) stream_tail(r, st, &tail);
-    else if (st == RS_DONE && !sb_append(&r->text, "", 0)) st = RS_FAILED;
+    else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
     pthread_mutex_lock(&s->mu);
     r->session = NULL;
-    if (tail.len) sb_append(&r->out, tail.p, tail.len);
+    if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
     finish_locked(s, r, st);
     s->busy--;
     pthread_mutex_unlock(&s->mu);
-    sb_free(&tail);
+    el_buf_free(&tail);
     if (s->p.verbose)
         fprintf(stderr, "edgellm serve: slot %d: %s %s: %d prompt + %d generated tokens, ttft %.1f ms\n", sl->idx, r->id,
                 st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->stats.n_prompt,
@@ -447,7 +420,7 @@ typedef struct route route;
 
 typedef struct conn_ctx {
     const route *rt;
-    sbuf body;
+    el_buf body;
     bool too_big;
     size_t discarded;
 } conn_ctx;
@@ -631,7 +604,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                              "--chat-template NAME, or use /v1/completions");
             return reject(s, c, r, &e, NULL, NULL);
         }
-        sbuf txt = {0};
+        el_buf txt = {0};
         size_t need = el_chat_apply(s->fam, r->api.msgs, r->api.n_msgs, true, NULL, 0);
         if (need == (size_t)-1) {
             el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
@@ -647,7 +620,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         txt.len = el_chat_apply(s->fam, r->api.msgs, r->api.n_msgs, true, txt.p, txt.cap);
         n = txt.len <= need ? tokenize_alloc(s->model, txt.p, txt.len, EL_TOK_ADD_SPECIAL | EL_TOK_PARSE_SPECIAL, &r->prompt)
                             : -1;
-        sb_free(&txt);
+        el_buf_free(&txt);
     } else {
         const char *p = r->api.prompt ? r->api.prompt : "";
         n = tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
@@ -773,7 +746,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         ret = MHD_NO;
     } else if (st == RS_DONE) {
         el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
-        sbuf clean = {0};
+        el_buf clean = {0};
         char *json = NULL;
         if (utf8_sanitize(r->text.p ? r->text.p : "", r->text.len, &clean)) {
             const char *fin = finish_name(r->stats.finish);
@@ -781,7 +754,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                        ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, clean.p, fin, u)
                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint, clean.p, fin, u);
         }
-        sb_free(&clean);
+        el_buf_free(&clean);
         ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
         ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
@@ -871,7 +844,7 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
         return send_error(c, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be an array of token ids");
     }
     const int nv = el_model_n_vocab(s->model);
-    sbuf raw = {0};
+    el_buf raw = {0};
     char piece[256];
     int i = 0;
     const cJSON *t;
@@ -879,7 +852,7 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
         double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
         if (!cJSON_IsNumber(t) || v != (double)(int32_t)v || v < 0 || v >= nv) {
             cJSON_Delete(j);
-            sb_free(&raw);
+            el_buf_free(&raw);
             return send_error(c, 400, "invalid_request_error", "tokens", NULL,
                               "tokens[%d] is not a token id in [0, %d)", i, nv);
         }
@@ -887,25 +860,25 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
         bool ok = true;
         if (len > (int)sizeof piece) {
             char *big = malloc((size_t)len);
-            ok = big && el_token_to_piece(s->model, (int32_t)v, big, len, true) == len && sb_append(&raw, big, (size_t)len);
+            ok = big && el_token_to_piece(s->model, (int32_t)v, big, len, true) == len && el_buf_append(&raw, big, (size_t)len);
             free(big);
         } else if (len > 0) {
-            ok = sb_append(&raw, piece, (size_t)len);
+            ok = el_buf_append(&raw, piece, (size_t)len);
         }
         if (!ok) {
             cJSON_Delete(j);
-            sb_free(&raw);
+            el_buf_free(&raw);
             return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
         }
         i++;
     }
     cJSON_Delete(j);
-    sbuf clean = {0};
+    el_buf clean = {0};
     bool ok = utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean);
-    sb_free(&raw);
+    el_buf_free(&raw);
     cJSON *root = ok ? cJSON_CreateObject() : NULL;
     if (root) cJSON_AddStringToObject(root, "content", clean.p);
-    sb_free(&clean);
+    el_buf_free(&clean);
     return send_cjson(c, MHD_HTTP_OK, root);
 }
 
@@ -1004,7 +977,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         *upload_data_size = 0;
         if (!cc->too_big && cc->body.len + n > EL_API_MAX_BODY) {
             cc->too_big = true;
-            sb_free(&cc->body);
+            el_buf_free(&cc->body);
         }
         if (cc->too_big) {
             /* over the limit: drop the rest, answer 413 at its end, or give
@@ -1012,7 +985,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             cc->discarded += n;
             return cc->discarded > SRV_DRAIN_MAX ? MHD_NO : MHD_YES;
         }
-        return sb_append(&cc->body, upload_data, n) ? MHD_YES : MHD_NO;
+        return el_buf_append(&cc->body, upload_data, n) ? MHD_YES : MHD_NO;
     }
     if (cc->too_big)
         return send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
@@ -1028,7 +1001,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)toe;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
-    sb_free(&cc->body);
+    el_buf_free(&cc->body);
     free(cc);
     *con_cls = NULL;
 }
@@ -1096,15 +1069,6 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
 #undef FAIL
 }
 
-static bool vocab_has_token(const el_model *m, const char *text) {
-    int32_t toks[8];
-    int n = el_tokenize(m, text, strlen(text), toks, 8, EL_TOK_PARSE_SPECIAL);
-    if (n != 1) return false;
-    char buf[64];
-    int l = el_token_to_piece(m, toks[0], buf, (int)sizeof buf, true);
-    return l == (int)strlen(text) && memcmp(buf, text, (size_t)l) == 0;
-}
-
 /* Chat family: --chat-template, else the model's template, else by architecture (as `edgellm chat`). */
 static int pick_family(el_server *s, el_error *err) {
     if (s->chat_template) {
@@ -1118,16 +1082,13 @@ static int pick_family(el_server *s, el_error *err) {
         return 0;
     }
     const char *tmpl = el_model_chat_template(s->model);
-    s->fam = el_chat_detect(tmpl);
-    if (s->fam != EL_CHAT_UNKNOWN) {
+    const char *arch = el_model_arch(s->model);
+    el_chat_source how;
+    s->fam = el_chat_family_for_model(s->model, &how);
+    if (how == EL_CHAT_BY_TEMPLATE) {
         snprintf(s->fam_desc, sizeof s->fam_desc, "%s (detected from the model's template)", el_chat_family_name(s->fam));
         return 0;
     }
-    const char *arch = el_model_arch(s->model);
-    if (!arch) arch = "";
-    if (!strcmp(arch, "gemma3") || !strcmp(arch, "gemma2") || !strcmp(arch, "gemma")) s->fam = EL_CHAT_GEMMA;
-    else if (!strcmp(arch, "qwen2") || !strcmp(arch, "qwen3")) s->fam = EL_CHAT_CHATML;
-    else if (!strcmp(arch, "llama")) s->fam = vocab_has_token(s->model, "<|eot_id|>") ? EL_CHAT_LLAMA3 : EL_CHAT_LLAMA2;
     if (s->fam != EL_CHAT_UNKNOWN)
         snprintf(s->fam_desc, sizeof s->fam_desc, "%s (%s; fallback for architecture '%s')", el_chat_family_name(s->fam),
                  tmpl ? "model's template not recognised" : "model has no template", arch);
