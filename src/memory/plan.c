@@ -18,9 +18,9 @@ static size_t take(size_t *cur, size_t bytes) {
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int n_threads, el_session_plan *p) {
+int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, el_session_plan *p) {
     const el_hparams *hp = &m->hp;
-    if (n_ctx <= 0 || n_batch <= 0 || n_threads <= 0) return -1;
+    if (n_ctx <= 0 || n_batch <= 0) return -1;
     const size_t B = (size_t)n_batch;
     const size_t kv_row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v);
     p->kv_layer = align64((size_t)n_ctx * kv_row * sizeof(el_fp16));
@@ -49,8 +49,6 @@ int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int n_thre
     p->off_tmp = take(&cur, B * wide * sizeof(float));
     p->off_logits = take(&cur, (size_t)hp->n_vocab * sizeof(float));
     p->off_wq8 = take(&cur, wq8);
-    p->off_scores = take(&cur, (size_t)n_threads * (size_t)n_ctx * sizeof(float));
-    p->off_qh = take(&cur, (size_t)n_threads * EL_MAX_HEAD_DIM * sizeof(el_fp16));
     p->off_rope = take(&cur, EL_MAX_HEAD_DIM * sizeof(float));
     p->off_top_ids = take(&cur, 64 * sizeof(int32_t));
     p->off_top_lps = take(&cur, 64 * sizeof(float));

@@ -71,7 +71,6 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         .q = s->q, .out = s->att, .kcache = s->kc[il], .vcache = s->vc[il],
         .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hd, .window = window, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
-        .scores = s->scores, .n_ctx = s->n_ctx, .qh = s->qh,
     };
     el_op_attention(m->pool, &a);
     dbg_dump("kqv", il, s->att, (size_t)n * q_row);

@@ -87,8 +87,6 @@ struct el_session {
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
     float *logits;
     void *wq8;          /* quantized activations */
-    float *scores;      /* n_threads * n_ctx */
-    el_fp16 *qh;        /* n_threads * head_dim */
     float *rope_cs;     /* EL_MAX_HEAD_DIM */
     void *block;        /* one allocation for everything above */
     size_t block_bytes;

@@ -36,7 +36,7 @@ size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
     int c, b;
     resolve_params(m, &p, &c, &b);
     el_session_plan plan;
-    if (el_plan_session(m, c, b, m->n_threads, &plan)) return 0;
+    if (el_plan_session(m, c, b, &plan)) return 0;
     return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
 }
 
@@ -47,7 +47,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     resolve_params(m, p, &n_ctx, &n_batch);
     if (n_ctx > (1 << 24)) { el_set_error(err, EL_ERR_INVALID_ARG, "context of %d tokens is absurd", n_ctx); return NULL; }
     el_session_plan plan;
-    if (el_plan_session(m, n_ctx, n_batch, m->n_threads, &plan)) {
+    if (el_plan_session(m, n_ctx, n_batch, &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -83,8 +83,6 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->tmp = (float *)(sc + plan.off_tmp);
     s->logits = (float *)(sc + plan.off_logits);
     s->wq8 = sc + plan.off_wq8;
-    s->scores = (float *)(sc + plan.off_scores);
-    s->qh = (el_fp16 *)(sc + plan.off_qh);
     s->rope_cs = (float *)(sc + plan.off_rope);
     s->top_ids = (int32_t *)(sc + plan.off_top_ids);
     s->top_lps = (float *)(sc + plan.off_top_lps);

@@ -31,20 +31,19 @@ typedef el_vec_dot_fn (*el_vec_dot_select_fn)(int n_rows, int row, int k);
 typedef struct el_cpu_type_kernels {
     el_type vec_dot_type;
     el_vec_dot_fn vec_dot;        /* NULL: type not computable */
-    el_from_float_fn quantize;    /* activations → vec_dot_type (el_cpu_quantizer) */
+    el_from_float_fn quantize;    /* activations → vec_dot_type (see below) */
     el_vec_dot_select_fn select;  /* optional, see above */
 } el_cpu_type_kernels;
 
 /*
- * The activation quantizer the CPU backend uses for a vec_dot_type. For
- * Q8_0 and Q8_1 it follows llama.cpp's x86 CPU backend rather than ggml's
+ * The activation quantizers of the CPU backend (the table's `quantize`). For
+ * Q8_0 and Q8_1 they follow llama.cpp's x86 CPU backend rather than ggml's
  * reference quantizer: the scale's inverse is 127/amax (not 1/(amax/127))
  * and values round half to even. The two differ on a few values per row,
  * enough to move log-probabilities of peaked models by more than the parity
  * tolerance; llama.cpp's x86 build is the reference. Q8_K, F16, BF16 and F32
  * use the format table's from_float (ggml's x86 build does the same).
  */
-el_from_float_fn el_cpu_quantizer(el_type vec_dot_type);
 void el_cpu_quantize_q8_0(const float *src, void *dst, int64_t n);
 void el_cpu_quantize_q8_1(const float *src, void *dst, int64_t n);
 

@@ -340,17 +340,6 @@ EL_CPU_CLONES void el_cpu_quantize_q8_1(const float *restrict src, void *dst, in
     }
 }
 
-el_from_float_fn el_cpu_quantizer(el_type vdt) {
-    switch (vdt) {
-    case EL_TYPE_Q8_0: return el_cpu_quantize_q8_0;
-    case EL_TYPE_Q8_1: return el_cpu_quantize_q8_1;
-    default: {
-        const el_type_info *ti = el_type_get(vdt);
-        return ti ? ti->from_float : NULL;
-    }
-    }
-}
-
 static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
     [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32, select_f32},
     [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16, select_f16},

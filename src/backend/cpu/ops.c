@@ -239,7 +239,6 @@ EL_CPU_CLONES static void attention_task(void *vctx, int ith, int nth) {
     const int hd = a->head_dim;
     const int kv_row = a->n_head_kv * hd;
     const int group = a->n_head / a->n_head_kv;
-    el_fp16 *qh = a->qh + (size_t)ith * hd;
     int lo_job, hi_job;
     el_split_range(a->n * a->n_head, ith, nth, &lo_job, &hi_job);
     for (int job = lo_job; job < hi_job; job++) {
@@ -248,9 +247,8 @@ EL_CPU_CLONES static void attention_task(void *vctx, int ith, int nth) {
         const int kvh = h / group;
         const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
         const float *q = a->q + (size_t)t * a->n_head * hd + (size_t)h * hd;
-        for (int i = 0; i < hd; i++) qh[i] = el_fp32_to_fp16(q[i]);
-        float qf[EL_OPS_MAX_HEAD_DIM];
-        for (int i = 0; i < hd; i++) qf[i] = el_fp16_to_fp32(qh[i]);
+        float qf[EL_OPS_MAX_HEAD_DIM]; /* Q rounded to F16, as the kernel converts it */
+        for (int i = 0; i < hd; i++) qf[i] = el_fp16_to_fp32(el_fp32_to_fp16(q[i]));
         el_fp16 acc[EL_OPS_MAX_HEAD_DIM];
         memset(acc, 0, sizeof(el_fp16) * (size_t)hd);
         float M = -INFINITY, S = 0.0f;

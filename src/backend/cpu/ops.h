@@ -61,15 +61,13 @@ void el_op_scale(float *y, float s, int n);
  * (the cache already holds their K/V). q: [n][n_head*hd]; out: [n][n_head*hd].
  * kcache/vcache: [n_ctx][n_head_kv*hd]. Each query at position p sees cache
  * rows j with lo(p) <= j <= p, lo = window > 0 ? max(0, p - window + 1) : 0.
- * scores: per-thread scratch of n_threads * n_ctx floats. */
+ * Needs no scratch: the online softmax keeps its state per (token, head). */
 typedef struct el_attn_args {
     const float *q;
     float *out;
     const el_fp16 *kcache, *vcache;
     int n, pos0, n_head, n_head_kv, head_dim, window;
     float scale;
-    float *scores; int n_ctx;
-    el_fp16 *qh;   /* per-thread scratch: n_threads * head_dim halfs */
 } el_attn_args;
 void el_op_attention(el_pool *pool, const el_attn_args *a);
 
