@@ -17,25 +17,6 @@
 #error "EL_CLI_PATH must name the built edgellm binary"
 #endif
 
-static char *slurp_fd(int fd) {
-    size_t cap = 4096, len = 0;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *nb = realloc(b, cap *= 2);
-            if (!nb) { free(b); return NULL; }
-            b = nb;
-        }
-        ssize_t r = read(fd, b + len, cap - len - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    b[len] = 0;
-    return b;
-}
-
 /* Runs the CLI with argv (NULL-terminated, argv[0] excluded); stdout is
  * returned (malloc'd), stderr passes through to the test's stderr. */
 static char *run_cli(const char *const *args, int *status) {
@@ -57,7 +38,7 @@ static char *run_cli(const char *const *args, int *status) {
         _exit(127);
     }
     close(pfd[1]);
-    char *out = slurp_fd(pfd[0]);
+    char *out = el_test_read_fd(pfd[0], NULL);
     close(pfd[0]);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}

@@ -36,26 +36,6 @@ static void proc_free(proc_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static char *slurp_fd(int fd, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *p = realloc(b, cap *= 2);
-            if (!p) { free(b); return NULL; }
-            b = p;
-        }
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
-
 /* Runs EL_CLI_PATH with argv (NULL-terminated, argv[0] excluded). stdout comes
  * through a pipe, stderr through a temporary file (no deadlock on either). */
 static bool run_cli(const char *const *args, proc_result *r) {
@@ -81,13 +61,13 @@ static bool run_cli(const char *const *args, proc_result *r) {
         _exit(127);
     }
     close(pfd[1]);
-    r->out = slurp_fd(pfd[0], &r->out_len);
+    r->out = el_test_read_fd(pfd[0], &r->out_len);
     close(pfd[0]);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     rewind(errf);
-    r->err = slurp_fd(fileno(errf), NULL);
+    r->err = el_test_read_fd(fileno(errf), NULL);
     fclose(errf);
     return r->out && r->err;
 }

@@ -1,6 +1,8 @@
 #include "testutil.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 int el_test_failures = 0;
@@ -22,6 +24,26 @@ int el_test_have_ref(void) {
 void el_test_skip(const char *why) {
     printf("SKIPPED: %s\n", why);
     exit(77);
+}
+
+char *el_test_read_fd(int fd, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *p = realloc(b, cap *= 2);
+            if (!p) { free(b); return NULL; }
+            b = p;
+        }
+        ssize_t r = read(fd, b + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
 }
 
 char *el_test_read_file(const char *path, size_t *len) {

@@ -19,6 +19,8 @@ const char *el_test_ref_path(const char *rel);
 int el_test_have_ref(void);
 /* Exit 77 (ctest: skipped) with a reason. */
 void el_test_skip(const char *why);
+/* Reads a file descriptor to EOF (malloc'd, NUL-terminated; *len if len); NULL on failure. */
+char *el_test_read_fd(int fd, size_t *len);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *el_test_read_file(const char *path, size_t *len);
 /* Prints "N passed, N failed"-style summary and returns the exit code. */

@@ -49,6 +49,16 @@ def find_cli():
     return os.path.abspath(p)
 
 
+def require_cli():
+    """The server binary's path, or None after printing a failure line."""
+    cli = find_cli()
+    if not os.access(cli, os.X_OK):
+        print("FAIL: no server binary at %s (set EL_CLI_PATH)" % cli)
+        print("0 passed, 1 failed")
+        return None
+    return cli
+
+
 def shared_dir():
     return os.environ.get("EL_SHARED_DIR") or os.path.join(REPO, "..", "shared")
 
@@ -690,10 +700,8 @@ def main():
     except ImportError:
         print("skip: the `openai` package is not installed (pip install openai)")
         return SKIP
-    cli = find_cli()
-    if not os.access(cli, os.X_OK):
-        print("FAIL: no server binary at %s (set EL_CLI_PATH)" % cli)
-        print("0 passed, 1 failed")
+    cli = require_cli()
+    if cli is None:
         return 1
 
     ctx = Ctx()

