@@ -1,48 +1,113 @@
 /*
  * kernels.c — the CPU kernel dispatch point (see kernels.h).
  *
- * On first use the table is built once (pthread_once): every entry starts
- * from the portable C kernels; ISA-specific tables (AVX2, AVX-512, NEON, added
- * by later work) then override the entries they implement, after a CPUID /
- * hwcap check.  The result never changes afterwards, so lookups are lock-free.
+ * On first use the process-wide table is built once (pthread_once): every
+ * entry starts from the portable C kernels; the ISA tables of isa_tables.h
+ * whose CPU features are present then override the fields they fill, lowest
+ * level first. The result never changes afterwards, so lookups are lock-free.
  *
  * Environment:
- *   EL_FORCE_PORTABLE=1   use only the portable C kernels (any value other
- *                         than empty or "0" counts); for debugging and for
- *                         comparing ISA kernels against the reference.
+ *   EL_CPU_ISA=portable|avx2|avx512|neon   highest level to use (default: the best this CPU has)
+ *   EL_FORCE_PORTABLE=1                    same as EL_CPU_ISA=portable (any value but "" or "0")
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/isa_tables.h"
 #include "backend/cpu/kernels.h"
 
-static el_cpu_type_kernels g_kernels[EL_TYPE_COUNT];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+typedef struct isa_table {
+    const char *name;
+    el_cpu_level level;
+    const el_cpu_type_kernels *table; /* EL_TYPE_COUNT entries */
+    int (*supported)(const el_cpu_features *f);
+} isa_table;
 
-static int force_portable(void) {
-    const char *e = getenv("EL_FORCE_PORTABLE");
-    return e && *e && strcmp(e, "0") != 0;
+#if defined(__x86_64__)
+__attribute__((unused)) static int has_avx2(const el_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
+__attribute__((unused)) static int has_avx512(const el_cpu_features *f) {
+    return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
+}
+#endif
+#if defined(__aarch64__)
+__attribute__((unused)) static int has_neon(const el_cpu_features *f) { return f->neon; }
+#endif
+
+/* In order of level: later tables override earlier ones. */
+static const isa_table k_isa[] = {
+#if defined(__x86_64__)
+#endif
+#if defined(__aarch64__)
+#endif
+    {NULL, EL_CPU_PORTABLE, NULL, NULL},
+};
+
+static void merge(el_cpu_type_kernels *dst, const el_cpu_type_kernels *src) {
+    if (!src->vec_dot && !src->quantize && !src->select && !src->gemm) return;
+    /* An override keeps the activation format unless it replaces vec_dot and quantize together. */
+    if (src->vec_dot_type != dst->vec_dot_type && !(src->vec_dot && src->quantize)) return;
+    if (src->vec_dot && src->quantize) dst->vec_dot_type = src->vec_dot_type;
+    if (src->vec_dot) dst->vec_dot = src->vec_dot;
+    if (src->quantize) dst->quantize = src->quantize;
+    if (src->select) dst->select = src->select;
+    if (src->gemm) dst->gemm = src->gemm;
 }
 
-/* An ISA table: fills the entries it implements, leaves the others alone. */
-typedef void (*el_cpu_isa_override_fn)(el_cpu_type_kernels table[EL_TYPE_COUNT]);
-
-static void init_kernels(void) {
+el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level) {
+    memset(out, 0, sizeof(el_cpu_type_kernels) * EL_TYPE_COUNT);
     for (int t = 0; t < EL_TYPE_COUNT; ++t) {
         const el_cpu_type_kernels *p = el_cpu_kernels_portable((el_type)t);
-        if (p) g_kernels[t] = *p;
+        if (p) out[t] = *p;
     }
-    if (force_portable()) return;
-    /* ISA overrides go here, most general first, e.g.:
-     *   if (el_cpu_has_avx2()) el_cpu_kernels_avx2(g_kernels);
-     *   if (el_cpu_has_avx512()) el_cpu_kernels_avx512(g_kernels);
-     * An override must keep the entry's vec_dot_type (the activation format
-     * the matmul quantizes to) unless it replaces the pair consistently. */
+    const el_cpu_features *f = el_cpu_features_get();
+    el_cpu_level used = EL_CPU_PORTABLE;
+    for (size_t i = 0; k_isa[i].table; ++i) {
+        const isa_table *it = &k_isa[i];
+        if (it->level > max_level || !it->supported(f)) continue;
+        for (int t = 0; t < EL_TYPE_COUNT; ++t)
+            if (out[t].vec_dot) merge(&out[t], &it->table[t]);
+        if (it->level > used) used = it->level;
+    }
+    return used;
 }
+
+static el_cpu_type_kernels g_kernels[EL_TYPE_COUNT];
+static el_cpu_level g_level;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static el_cpu_level env_max_level(void) {
+    const char *e = getenv("EL_FORCE_PORTABLE");
+    if (e && *e && strcmp(e, "0") != 0) return EL_CPU_PORTABLE;
+    e = getenv("EL_CPU_ISA");
+    if (e && *e) {
+        for (int l = EL_CPU_PORTABLE; l <= EL_CPU_NEON; ++l)
+            if (!strcasecmp(e, el_cpu_level_name((el_cpu_level)l))) return (el_cpu_level)l;
+    }
+    return EL_CPU_NEON; /* no cap */
+}
+
+static void init_kernels(void) { g_level = el_cpu_kernels_build(g_kernels, env_max_level()); }
 
 const el_cpu_type_kernels *el_cpu_kernels(el_type t) {
     if ((int)t < 0 || (int)t >= EL_TYPE_COUNT) return NULL;
     pthread_once(&g_once, init_kernels);
     return g_kernels[t].vec_dot ? &g_kernels[t] : NULL;
+}
+
+el_cpu_level el_cpu_kernels_level(void) {
+    pthread_once(&g_once, init_kernels);
+    return g_level;
+}
+
+const char *el_cpu_level_name(el_cpu_level l) {
+    switch (l) {
+    case EL_CPU_PORTABLE: return "portable";
+    case EL_CPU_AVX2: return "avx2";
+    case EL_CPU_AVX512: return "avx512";
+    case EL_CPU_NEON: return "neon";
+    }
+    return "?";
 }

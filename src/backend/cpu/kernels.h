@@ -9,8 +9,9 @@
  * This keeps results within llama.cpp's numerics.
  *
  * The table returned by el_cpu_kernels() is the dispatch point: the portable C
- * path fills every entry; ISA-specific paths (AVX2, AVX-512, NEON) override
- * entries at init time after CPUID checks.
+ * path fills every entry; ISA-specific tables (x86/ AVX2 and AVX-512, arm/
+ * NEON) override entries at init time after a CPUID / hwcap check. Every ISA
+ * kernel gives the same bits as the portable one (tests/test_kernels.c).
  */
 #ifndef EL_BACKEND_CPU_KERNELS_H
 #define EL_BACKEND_CPU_KERNELS_H
@@ -28,12 +29,51 @@ typedef void (*el_vec_dot_fn)(int n, float *s, const void *x, const void *y);
  */
 typedef el_vec_dot_fn (*el_vec_dot_select_fn)(int n_rows, int row, int k);
 
+/*
+ * A block of a matrix product at once: for weight rows r in [0, nr) and
+ * activation rows t in [0, nt),
+ *     y[t * ldy + r] = dot(weight row r, activation row t)
+ * with exactly the bits vec_dot (or the kernel `select` picks for activation
+ * row t0 + t of an n_act-row product) gives. w points at the first weight row
+ * (ldw bytes per row), x at the first activation row in vec_dot_type (ldx
+ * bytes per row). A gemm reuses each unpacked weight block across several
+ * activation rows (prefill); it must not change any result.
+ */
+typedef void (*el_gemm_fn)(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx,
+                           int t0, int nt, int n_act, float *y, size_t ldy);
+
 typedef struct el_cpu_type_kernels {
     el_type vec_dot_type;
     el_vec_dot_fn vec_dot;        /* NULL: type not computable */
     el_from_float_fn quantize;    /* activations → vec_dot_type (see below) */
     el_vec_dot_select_fn select;  /* optional, see above */
+    el_gemm_fn gemm;              /* optional, see above; NULL: vec_dot per output */
 } el_cpu_type_kernels;
+
+/*
+ * Instruction-set levels of the dispatch. An ISA table (one per kernel file
+ * under x86/ or arm/) overrides the non-NULL fields of the entries it fills,
+ * when the CPU has every feature the table needs; tables are applied in
+ * order of level, so the widest available wins.
+ */
+typedef enum el_cpu_level {
+    EL_CPU_PORTABLE = 0,
+    EL_CPU_AVX2 = 1,    /* x86-64: AVX2 + FMA + F16C (x86-64-v3) */
+    EL_CPU_AVX512 = 2,  /* x86-64: AVX-512 F/BW/VL/DQ + VNNI (+ BF16 where a table says so) */
+    EL_CPU_NEON = 3,    /* AArch64: Advanced SIMD (+ dotprod where a table says so) */
+} el_cpu_level;
+
+/*
+ * Builds the kernel table for at most `max_level` (capped to what this CPU
+ * supports) into out[EL_TYPE_COUNT]; returns the level actually used. The
+ * process-wide table (el_cpu_kernels) is built with the highest level,
+ * lowered by EL_CPU_ISA=portable|avx2|avx512|neon or EL_FORCE_PORTABLE=1.
+ */
+el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level);
+
+/* The level of the process-wide table, and a name for it ("avx512", …). */
+el_cpu_level el_cpu_kernels_level(void);
+const char *el_cpu_level_name(el_cpu_level l);
 
 /*
  * The activation quantizers of the CPU backend (the table's `quantize`). For

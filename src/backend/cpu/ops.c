@@ -9,7 +9,6 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_internal.h"
 
-#define EL_OPS_MAX_HEAD_DIM 512
 
 /* ---- matrix product ------------------------------------------------------ */
 
@@ -22,54 +21,89 @@ size_t el_op_matmul_wsize(el_type t, int64_t k, int n) {
 
 typedef struct {
     const el_mat *W;
+    const float *x;   /* activations as float (for the parallel quantization) */
     const void *xq;   /* activations in vec_dot_type */
     size_t xq_row;    /* bytes per activation row */
     int n;
     float *y;
     const float *bias;
-    el_vec_dot_fn dot;
-    el_vec_dot_select_fn select;
+    const el_cpu_type_kernels *kk;
 } matmul_ctx;
 
-#define EL_MM_ROW_TILE 16
+/*
+ * Work split. Decode (n small): each thread takes a contiguous range of
+ * weight rows, so the two cores stream disjoint halves of the matrix. Prefill:
+ * the same row split, walked in blocks of EL_MM_ROWS weight rows × EL_MM_TOKS
+ * activation rows handed to the type's gemm (or vec_dot per output), so a
+ * block of weights is unpacked once per block of tokens and stays in cache.
+ * Ranges are rounded to EL_MM_ALIGN rows so threads never share a cache line
+ * of y.
+ */
+#define EL_MM_ROWS 64
+#define EL_MM_TOKS 64
+#define EL_MM_ALIGN 16
+
+static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int t1) {
+    const el_mat *W = c->W;
+    const int64_t rows = W->ne1;
+    const int k = (int)W->ne0;
+    const uint8_t *wbase = W->data;
+    const el_cpu_type_kernels *kk = c->kk;
+    if (kk->gemm) {
+        kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
+                 (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, t0, t1 - t0, c->n,
+                 c->y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
+    } else {
+        for (int t = t0; t < t1; t++) {
+            const uint8_t *xr = (const uint8_t *)c->xq + c->xq_row * (size_t)t;
+            float *yr = c->y + (size_t)t * (size_t)rows;
+            el_vec_dot_fn dot = kk->select ? kk->select(c->n, t, k) : NULL;
+            if (!dot) dot = kk->vec_dot;
+            for (int64_t r = r0; r < r1; r++) dot(k, &yr[r], wbase + W->row_bytes * (size_t)r, xr);
+        }
+    }
+    if (c->bias)
+        for (int t = t0; t < t1; t++) {
+            float *yr = c->y + (size_t)t * (size_t)rows;
+            for (int64_t r = r0; r < r1; r++) yr[r] += c->bias[r];
+        }
+}
 
 static void matmul_task(void *vctx, int ith, int nth) {
     const matmul_ctx *c = vctx;
-    const el_mat *W = c->W;
-    const int64_t rows = W->ne1;
-    /* Split rows in tiles so each thread's range is contiguous and balanced. */
-    int64_t per = (rows + nth - 1) / nth;
-    int64_t r0 = per * ith, r1 = r0 + per;
-    if (r1 > rows) r1 = rows;
-    const uint8_t *wbase = W->data;
-    for (int64_t rt = r0; rt < r1; rt += EL_MM_ROW_TILE) {
-        int64_t re = rt + EL_MM_ROW_TILE < r1 ? rt + EL_MM_ROW_TILE : r1;
-        for (int t = 0; t < c->n; t++) {
-            const uint8_t *xr = (const uint8_t *)c->xq + c->xq_row * (size_t)t;
-            float *yr = c->y + (size_t)t * (size_t)rows;
-            el_vec_dot_fn dot = c->select ? c->select(c->n, t, (int)W->ne0) : NULL;
-            if (!dot) dot = c->dot;
-            for (int64_t r = rt; r < re; r++) {
-                float s;
-                dot((int)W->ne0, &s, wbase + W->row_bytes * (size_t)r, xr);
-                yr[r] = c->bias ? s + c->bias[r] : s;
-            }
-        }
+    const int64_t rows = c->W->ne1;
+    const int64_t units = (rows + EL_MM_ALIGN - 1) / EL_MM_ALIGN;
+    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
+    const int64_t r0 = u0 * EL_MM_ALIGN, r1 = u1 * EL_MM_ALIGN < rows ? u1 * EL_MM_ALIGN : rows;
+    for (int t0 = 0; t0 < c->n; t0 += EL_MM_TOKS) {
+        const int t1 = t0 + EL_MM_TOKS < c->n ? t0 + EL_MM_TOKS : c->n;
+        for (int64_t rb = r0; rb < r1; rb += EL_MM_ROWS)
+            matmul_rows(c, rb, rb + EL_MM_ROWS < r1 ? rb + EL_MM_ROWS : r1, t0, t1);
     }
+}
+
+/* Activation rows quantized to vec_dot_type, rows split across threads. */
+static void quantize_task(void *vctx, int ith, int nth) {
+    const matmul_ctx *c = vctx;
+    const int64_t k = c->W->ne0;
+    int lo, hi;
+    el_split_range(c->n, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++)
+        c->kk->quantize(c->x + (size_t)t * (size_t)k, (uint8_t *)c->xq + c->xq_row * (size_t)t, k);
 }
 
 void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
                   const float *bias, void *wscratch) {
     const el_cpu_type_kernels *kk = el_cpu_kernels(W->type);
-    matmul_ctx c = {.W = W, .n = n, .y = y, .bias = bias, .dot = kk->vec_dot, .select = kk->select};
+    matmul_ctx c = {.W = W, .x = x, .n = n, .y = y, .bias = bias, .kk = kk};
     if (kk->vec_dot_type == EL_TYPE_F32) {
         c.xq = x;
         c.xq_row = sizeof(float) * (size_t)W->ne0;
     } else {
         c.xq_row = el_row_size(kk->vec_dot_type, W->ne0);
-        for (int t = 0; t < n; t++)
-            kk->quantize(x + (size_t)t * (size_t)W->ne0, (uint8_t *)wscratch + c.xq_row * (size_t)t, W->ne0);
         c.xq = wscratch;
+        if (n >= 4) el_pool_run(pool, quantize_task, &c);
+        else quantize_task(&c, 0, 1);
     }
     el_pool_run(pool, matmul_task, &c);
 }
@@ -184,96 +218,3 @@ void el_op_scale(float *y, float s, int n) {
     for (int i = 0; i < n; i++) y[i] *= s;
 }
 
-/* ---- attention ------------------------------------------------------------ */
-
-void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len) {
-    for (int t = 0; t < n; t++) {
-        el_fp16 *dst = cache + (size_t)(pos0 + t) * row_len;
-        const float *src = x + (size_t)t * row_len;
-        for (int i = 0; i < row_len; i++) dst[i] = el_fp32_to_fp16(src[i]);
-    }
-}
-
-/*
- * Q·K for one cache row, in the arithmetic order of ggml's F16 dot product
- * as llama.cpp's reference build runs it (x86-64, 16-lane vectors, 4
- * accumulators of 64 elements per step, then a fixed reduction tree; the
- * tail below a multiple of 64 summed in double). Keeping the order keeps the
- * attention scores bit-identical, which matters for models whose
- * distributions are peaked: llama.cpp's own variants of this kernel differ
- * by more than the parity tolerance on such models.
- */
-static float dot_f16_ggml_order(const el_fp16 *k, const float *qf, int n) {
-    const int np = n & ~63;
-    double sumf = 0.0;
-    if (np > 0) {
-        float acc[4][16];
-        memset(acc, 0, sizeof acc);
-        for (int i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 16; l++)
-                    acc[j][l] = fmaf(el_fp16_to_fp32(k[i + j * 16 + l]), qf[i + j * 16 + l], acc[j][l]);
-        for (int l = 0; l < 16; l++) {
-            acc[0][l] += acc[2][l];
-            acc[1][l] += acc[3][l];
-        }
-        for (int l = 0; l < 16; l++) acc[0][l] += acc[1][l];
-        float t3[8], t6[4];
-        for (int i = 0; i < 8; i++) t3[i] = acc[0][i + 8] + acc[0][i];
-        for (int i = 0; i < 4; i++) t6[i] = t3[i + 4] + t3[i];
-        sumf = (double)((t6[0] + t6[2]) + (t6[1] + t6[3]));
-    }
-    for (int i = np; i < n; i++) sumf += (double)(el_fp16_to_fp32(k[i]) * qf[i]);
-    return (float)sumf;
-}
-
-/*
- * One (token, head) pair per job, computed the way ggml's CPU flash-attention
- * kernel does for an F16 cache (llama.cpp's default on CPU): Q rounded to F16,
- * Q·K in float, an online softmax over positions in order, and the weighted
- * sum of V accumulated in an F16 vector (rescaled in F16 when the running
- * maximum grows), converted to float and divided by the sum at the end.
- */
-EL_CPU_CLONES static void attention_task(void *vctx, int ith, int nth) {
-    const el_attn_args *a = vctx;
-    const int hd = a->head_dim;
-    const int kv_row = a->n_head_kv * hd;
-    const int group = a->n_head / a->n_head_kv;
-    int lo_job, hi_job;
-    el_split_range(a->n * a->n_head, ith, nth, &lo_job, &hi_job);
-    for (int job = lo_job; job < hi_job; job++) {
-        const int t = job / a->n_head, h = job % a->n_head;
-        const int p = a->pos0 + t;
-        const int kvh = h / group;
-        const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-        const float *q = a->q + (size_t)t * a->n_head * hd + (size_t)h * hd;
-        float qf[EL_OPS_MAX_HEAD_DIM]; /* Q rounded to F16, as the kernel converts it */
-        for (int i = 0; i < hd; i++) qf[i] = el_fp16_to_fp32(el_fp32_to_fp16(q[i]));
-        el_fp16 acc[EL_OPS_MAX_HEAD_DIM];
-        memset(acc, 0, sizeof(el_fp16) * (size_t)hd);
-        float M = -INFINITY, S = 0.0f;
-        for (int j = lo; j <= p; j++) {
-            const el_fp16 *k = a->kcache + (size_t)j * kv_row + (size_t)kvh * hd;
-            const float s = dot_f16_ggml_order(k, qf, hd) * a->scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                const float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(el_fp16_to_fp32(acc[i]) * ms);
-            } else {
-                vs = expf(s - M);
-            }
-            const el_fp16 *v = a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
-            for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
-            S = fmaf(S, ms, vs); /* contracted in llama.cpp's build */
-        }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-        float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;
-        for (int i = 0; i < hd; i++) o[i] = el_fp16_to_fp32(acc[i]) * inv;
-    }
-}
-
-void el_op_attention(el_pool *pool, const el_attn_args *a) {
-    el_pool_run(pool, attention_task, (void *)a);
-}

@@ -1,0 +1,21 @@
+/*
+ * isa_tables.h — the ISA kernel tables kernels.c may apply (see kernels.h).
+ * Each is defined in one file under x86/ or arm/, compiled with that ISA's
+ * flags (CMakeLists.txt); a table is plain data, so referencing it runs no
+ * ISA-specific code. Only el_cpu_kernels_build calls into a table's kernels,
+ * and only after the CPU check.
+ */
+#ifndef EL_BACKEND_CPU_ISA_TABLES_H
+#define EL_BACKEND_CPU_ISA_TABLES_H
+#include "backend/cpu/kernels.h"
+
+#if defined(__x86_64__)
+/* x86 files named ..._avx2.c: AVX2 + FMA + F16C (+ BMI2) */
+/* x86 files named ..._avx512.c: the above + AVX-512 F/BW/VL/DQ + VNNI (+ BF16) */
+#endif
+
+#if defined(__aarch64__)
+/* arm files named ..._neon.c */
+#endif
+
+#endif
