@@ -50,9 +50,10 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     const int hd = hp->head_dim_k;
     const int q_row = hp->n_head * hd, kv_row = hp->n_head_kv * hd;
 
-    el_op_matmul(m->pool, &L->wq, s->xb, n, s->q, L->bq, s->wq8);
-    el_op_matmul(m->pool, &L->wk, s->xb, n, s->k, L->bk, s->wq8);
-    el_op_matmul(m->pool, &L->wv, s->xb, n, s->v, L->bv, s->wq8);
+    const el_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const qkv_out[3] = {s->q, s->k, s->v};
+    const float *const qkv_bias[3] = {L->bq, L->bk, L->bv};
+    el_op_matmul_n(m->pool, 3, qkv, s->xb, n, qkv_out, qkv_bias, s->wq8);
     if (L->q_norm) el_op_rmsnorm(s->q, L->q_norm, s->q, n * hp->n_head, hd, hp->norm_eps);
     if (L->k_norm) el_op_rmsnorm(s->k, L->k_norm, s->k, n * hp->n_head_kv, hd, hp->norm_eps);
     for (int t = 0; t < n; t++) {
@@ -82,8 +83,9 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
     const el_model *m = s->m;
     const el_layer *L = &m->layers[il];
     const int F = m->hp.n_ff;
-    el_op_matmul(m->pool, &L->w_gate, s->xb, n, s->gate, NULL, s->wq8);
-    el_op_matmul(m->pool, &L->w_up, s->xb, n, s->up, NULL, s->wq8);
+    const el_mat *gate_up[2] = {&L->w_gate, &L->w_up};
+    float *const gate_up_out[2] = {s->gate, s->up};
+    el_op_matmul_n(m->pool, 2, gate_up, s->xb, n, gate_up_out, NULL, s->wq8);
     dbg_dump("ffn_norm", il, s->xb, (size_t)n * m->hp.n_embd);
     dbg_dump("gate", il, s->gate, (size_t)n * F);
     dbg_dump("up", il, s->up, (size_t)n * F);

@@ -19,93 +19,129 @@ size_t el_op_matmul_wsize(el_type t, int64_t k, int n) {
     return el_row_size(kk->vec_dot_type, k) * (size_t)n;
 }
 
+#define EL_MM_MAX 4 /* matrices one el_op_matmul_n call may take */
+
 typedef struct {
-    const el_mat *W;
+    int count;
+    const el_mat *W[EL_MM_MAX];
+    float *y[EL_MM_MAX];
+    const float *bias[EL_MM_MAX];
+    int64_t units[EL_MM_MAX + 1]; /* prefix sums of EL_MM_ALIGN-row units per matrix */
     const float *x;   /* activations as float (for the parallel quantization) */
     const void *xq;   /* activations in vec_dot_type */
     size_t xq_row;    /* bytes per activation row */
+    int64_t k;        /* activation row length (every W's ne0) */
     int n;
-    float *y;
-    const float *bias;
-    const el_cpu_type_kernels *kk;
+    const el_cpu_type_kernels *kk[EL_MM_MAX];
+    el_from_float_fn quantize;
 } matmul_ctx;
 
 /*
- * Work split. Decode (n small): each thread takes a contiguous range of
- * weight rows, so the two cores stream disjoint halves of the matrix. Prefill:
- * the same row split, walked in blocks of EL_MM_ROWS weight rows × EL_MM_TOKS
- * activation rows handed to the type's gemm (or vec_dot per output), so a
- * block of weights is unpacked once per block of tokens and stays in cache.
- * Ranges are rounded to EL_MM_ALIGN rows so threads never share a cache line
- * of y.
+ * Work split. The rows of all matrices of one call (Q, K, V; or gate, up)
+ * are cut in units of EL_MM_ALIGN rows, and each thread takes a contiguous
+ * share of the units: in decode the two cores stream disjoint parts of the
+ * weights, with one pool job (one barrier) for the whole group. Prefill walks
+ * each share in blocks of EL_MM_ROWS weight rows × EL_MM_TOKS activation rows
+ * handed to the type's gemm (or vec_dot per output), so a block of weights is
+ * unpacked once per block of tokens and stays in cache. Units keep threads
+ * off each other's cache lines of y.
  */
 #define EL_MM_ROWS 64
 #define EL_MM_TOKS 64
 #define EL_MM_ALIGN 16
 
-static void matmul_rows(const matmul_ctx *c, int64_t r0, int64_t r1, int t0, int t1) {
-    const el_mat *W = c->W;
+static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int t0, int t1) {
+    const el_mat *W = c->W[mi];
     const int64_t rows = W->ne1;
     const int k = (int)W->ne0;
     const uint8_t *wbase = W->data;
-    const el_cpu_type_kernels *kk = c->kk;
+    const el_cpu_type_kernels *kk = c->kk[mi];
+    float *y = c->y[mi];
     if (kk->gemm) {
         kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
                  (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, t0, t1 - t0, c->n,
-                 c->y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
+                 y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
     } else {
         for (int t = t0; t < t1; t++) {
             const uint8_t *xr = (const uint8_t *)c->xq + c->xq_row * (size_t)t;
-            float *yr = c->y + (size_t)t * (size_t)rows;
+            float *yr = y + (size_t)t * (size_t)rows;
             el_vec_dot_fn dot = kk->select ? kk->select(c->n, t, k) : NULL;
             if (!dot) dot = kk->vec_dot;
             for (int64_t r = r0; r < r1; r++) dot(k, &yr[r], wbase + W->row_bytes * (size_t)r, xr);
         }
     }
-    if (c->bias)
+    const float *bias = c->bias[mi];
+    if (bias)
         for (int t = t0; t < t1; t++) {
-            float *yr = c->y + (size_t)t * (size_t)rows;
-            for (int64_t r = r0; r < r1; r++) yr[r] += c->bias[r];
+            float *yr = y + (size_t)t * (size_t)rows;
+            for (int64_t r = r0; r < r1; r++) yr[r] += bias[r];
         }
 }
 
 static void matmul_task(void *vctx, int ith, int nth) {
     const matmul_ctx *c = vctx;
-    const int64_t rows = c->W->ne1;
-    const int64_t units = (rows + EL_MM_ALIGN - 1) / EL_MM_ALIGN;
-    const int64_t u0 = units * ith / nth, u1 = units * (ith + 1) / nth;
-    const int64_t r0 = u0 * EL_MM_ALIGN, r1 = u1 * EL_MM_ALIGN < rows ? u1 * EL_MM_ALIGN : rows;
+    const int64_t total = c->units[c->count];
+    const int64_t u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
     for (int t0 = 0; t0 < c->n; t0 += EL_MM_TOKS) {
         const int t1 = t0 + EL_MM_TOKS < c->n ? t0 + EL_MM_TOKS : c->n;
-        for (int64_t rb = r0; rb < r1; rb += EL_MM_ROWS)
-            matmul_rows(c, rb, rb + EL_MM_ROWS < r1 ? rb + EL_MM_ROWS : r1, t0, t1);
+        for (int mi = 0; mi < c->count; mi++) {
+            const int64_t a = u0 > c->units[mi] ? u0 : c->units[mi];
+            const int64_t b = u1 < c->units[mi + 1] ? u1 : c->units[mi + 1];
+            if (a >= b) continue;
+            const int64_t rows = c->W[mi]->ne1;
+            const int64_t r0 = (a - c->units[mi]) * EL_MM_ALIGN;
+            const int64_t r1 = (b - c->units[mi]) * EL_MM_ALIGN < rows ? (b - c->units[mi]) * EL_MM_ALIGN : rows;
+            for (int64_t rb = r0; rb < r1; rb += EL_MM_ROWS)
+                matmul_rows(c, mi, rb, rb + EL_MM_ROWS < r1 ? rb + EL_MM_ROWS : r1, t0, t1);
+        }
     }
 }
 
 /* Activation rows quantized to vec_dot_type, rows split across threads. */
 static void quantize_task(void *vctx, int ith, int nth) {
     const matmul_ctx *c = vctx;
-    const int64_t k = c->W->ne0;
     int lo, hi;
     el_split_range(c->n, ith, nth, &lo, &hi);
     for (int t = lo; t < hi; t++)
-        c->kk->quantize(c->x + (size_t)t * (size_t)k, (uint8_t *)c->xq + c->xq_row * (size_t)t, k);
+        c->quantize(c->x + (size_t)t * (size_t)c->k, (uint8_t *)c->xq + c->xq_row * (size_t)t, c->k);
 }
 
-void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
-                  const float *bias, void *wscratch) {
-    const el_cpu_type_kernels *kk = el_cpu_kernels(W->type);
-    matmul_ctx c = {.W = W, .x = x, .n = n, .y = y, .bias = bias, .kk = kk};
+void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const float *x, int n,
+                    float *const y[], const float *const bias[], void *wscratch) {
+    /* One group shares the quantized activations: same row length and activation format. */
+    int ok = count >= 1 && count <= EL_MM_MAX;
+    for (int i = 1; ok && i < count; i++)
+        ok = W[i]->ne0 == W[0]->ne0 &&
+             el_cpu_kernels(W[i]->type)->vec_dot_type == el_cpu_kernels(W[0]->type)->vec_dot_type;
+    if (!ok) {
+        for (int i = 0; i < count; i++) el_op_matmul_n(pool, 1, &W[i], x, n, &y[i], bias ? &bias[i] : NULL, wscratch);
+        return;
+    }
+    matmul_ctx c = {.count = count, .x = x, .n = n, .k = W[0]->ne0};
+    for (int i = 0; i < count; i++) {
+        c.W[i] = W[i];
+        c.y[i] = y[i];
+        c.bias[i] = bias ? bias[i] : NULL;
+        c.kk[i] = el_cpu_kernels(W[i]->type);
+        c.units[i + 1] = c.units[i] + (W[i]->ne1 + EL_MM_ALIGN - 1) / EL_MM_ALIGN;
+    }
+    const el_cpu_type_kernels *kk = c.kk[0];
     if (kk->vec_dot_type == EL_TYPE_F32) {
         c.xq = x;
-        c.xq_row = sizeof(float) * (size_t)W->ne0;
+        c.xq_row = sizeof(float) * (size_t)c.k;
     } else {
-        c.xq_row = el_row_size(kk->vec_dot_type, W->ne0);
+        c.quantize = kk->quantize;
+        c.xq_row = el_row_size(kk->vec_dot_type, c.k);
         c.xq = wscratch;
         if (n >= 4) el_pool_run(pool, quantize_task, &c);
         else quantize_task(&c, 0, 1);
     }
     el_pool_run(pool, matmul_task, &c);
+}
+
+void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
+                  const float *bias, void *wscratch) {
+    el_op_matmul_n(pool, 1, &W, x, n, &y, bias ? &bias : NULL, wscratch);
 }
 
 void el_op_get_row(const el_mat *W, int64_t row, float *out) {

@@ -34,6 +34,14 @@ size_t el_op_matmul_wsize(el_type t, int64_t k, int n);
 void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *y,
                   const float *bias, void *wscratch);
 
+/* Several products of the same activations at once (Q/K/V, gate/up): y[i] = x · W[i]ᵀ
+ * (+ bias[i]); count <= 4, bias may be NULL or hold NULLs. The activations are
+ * quantized once when every W[i] has the same row length and activation
+ * format, and the rows of all W[i] are split across the threads in one job.
+ * Each y[i] has the bits el_op_matmul gives. wscratch: el_op_matmul_wsize of W[0]. */
+void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const float *x, int n,
+                    float *const y[], const float *const bias[], void *wscratch);
+
 /* Row `row` of W dequantized into out[W.ne0] (embedding lookup). */
 void el_op_get_row(const el_mat *W, int64_t row, float *out);
 
