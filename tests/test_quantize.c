@@ -3,7 +3,7 @@
  *
  * 1. Goldens (tests/data/quantize_goldens.txt, from
  *    tests/tools/gen_quantize_goldens.py running llama-cpp-python 0.3.36's
- *    llama_model_quantize): for small llama / qwen2 / gemma3 models and a
+ *    llama_model_quantize): for small llama / qwen2 / qwen3 / gemma3 models and a
  *    80-layer llama, and each ftype edgellm offers, the type llama.cpp chose
  *    for every tensor and the SHA-256 of the bytes it wrote.  The inputs are
  *    rebuilt here from the documented generator; el_quant_plan must choose
@@ -52,7 +52,7 @@ static int gen_values(char gen, uint32_t seed, float scale, int64_t ne0, int64_t
         for (int64_t i = 0; i < n; ++i) x[i] = x[i] * x[i] * x[i] * scale;
         return 0;
     }
-    if (gen != 'E' || ne0 != 512 || ne1 != 9) return -1;
+    if (gen != 'E' || ne0 != 512 || ne1 != 10) return -1;
     static const double mags[6] = {1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0};
     float *r = x;
     for (int j = 0; j < 512; ++j) r[j] = 0.0f;
@@ -76,6 +76,8 @@ static int gen_values(char gen, uint32_t seed, float scale, int64_t ne0, int64_t
     for (int j = 0; j < 512; ++j) r[j] = r[j] * (float)0.1;
     for (int j = 32; j < 64; ++j) r[j] = 0.0f;
     for (int j = 256; j < 272; ++j) r[j] = 0.0f;
+    r += 512;
+    for (int j = 0; j < 512; ++j) r[j] = r[j] * (float)1e-39;
     return 0;
 }
 
@@ -112,7 +114,7 @@ typedef struct {
     gtensor *t;
 } gmodel;
 
-static gmodel g_models[8];
+static gmodel g_models[12];
 static int g_nmodels;
 
 static gmodel *find_model(const char *name) {
@@ -154,7 +156,7 @@ static int load_goldens(const char *path) {
         char *tok[40];
         const int n = split(line, tok, 40);
         if (n == 0) continue;
-        if (strcmp(tok[0], "M") == 0 && n == 7 && g_nmodels < 8) {
+        if (strcmp(tok[0], "M") == 0 && n == 7 && g_nmodels < 12) {
             gmodel *m = &g_models[g_nmodels++];
             memset(m, 0, sizeof *m);
             snprintf(m->name, sizeof m->name, "%s", tok[1]);
@@ -214,7 +216,7 @@ static int load_goldens(const char *path) {
 /* ------------------------------------------------------------ golden checks */
 
 typedef struct { int type_ok, bytes_ok, bytes_n, n; } tally;
-static tally g_tab[EL_FTYPE_COUNT][8];   /* [ftype][model] */
+static tally g_tab[EL_FTYPE_COUNT][12];  /* [ftype][model] */
 static tally g_edge[MAX_COLS];           /* edge tensor rows per block type */
 static const char *g_edge_name[MAX_COLS];
 static int g_edge_n;
@@ -338,7 +340,7 @@ static void print_table(void) {
         }
         printf("\n");
     }
-    printf("\nedge-case tensor (512 x 9), llama.cpp pure runs: rows equal per block type\n");
+    printf("\nedge-case tensor (512 x 10), llama.cpp pure runs: rows equal per block type\n");
     for (int c = 0; c < g_edge_n; ++c)
         if (g_edge_name[c]) printf("  %-5s %d/%d rows\n", g_edge_name[c], g_edge[c].bytes_ok, g_edge[c].bytes_n);
 }
@@ -405,12 +407,46 @@ static void check_api(void) {
     CHECK(strcmp(el_ftype_name(EL_FTYPE_COUNT), "?") == 0);
 
     float x[256] = {0};
-    uint8_t q[1024];
+    uint8_t q[1024 + 64];
     CHECK(el_quantize_rows(EL_TYPE_Q4_K, x, q, 1, 128) == 0);  /* not a whole super-block */
     CHECK(el_quantize_rows(EL_TYPE_Q4_0, x, q, 1, 48) == 0);
     CHECK(el_quantize_rows(EL_TYPE_IQ4_NL, x, q, 1, 256) == 0); /* not a target */
     CHECK(!el_quantize_supported(EL_TYPE_Q8_K));
     CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 2, 128) == 2 * 4 * 34);
+    CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 0, 128) == 0);
+
+    /* data llama.cpp's quantizer refuses (ggml_validate_row_data) is refused */
+    static const el_type all[] = {EL_TYPE_F32, EL_TYPE_F16, EL_TYPE_BF16, EL_TYPE_Q8_0,
+                                  EL_TYPE_Q4_0, EL_TYPE_Q4_1, EL_TYPE_Q5_0, EL_TYPE_Q5_1,
+                                  EL_TYPE_Q2_K, EL_TYPE_Q3_K, EL_TYPE_Q4_K, EL_TYPE_Q5_K, EL_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+        for (int j = 0; j < 256; ++j) x[j] = (float)(j % 7) * 0.1f;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == el_row_size(all[i], 256), "%s",
+               el_type_name(all[i]));
+        x[77] = NAN;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == 0, "%s: NaN accepted", el_type_name(all[i]));
+        x[77] = -INFINITY;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == 0, "%s: -inf accepted", el_type_name(all[i]));
+        /* finite, but for the 32-blocks and F16 no half holds the value or
+         * scale (F32 and BF16 do hold it; the x^2-weighted K-quant searches
+         * overflow to a finite scale, so they are not asserted) */
+        x[77] = 3e38f;
+        const size_t r = el_quantize_rows(all[i], x, q, 1, 256);
+        const el_type_info *ti = el_type_get(all[i]);
+        if (all[i] == EL_TYPE_F32 || all[i] == EL_TYPE_BF16)
+            CHECKF(r == el_row_size(all[i], 256), "%s: 3e38 gave %zu", ti->name, r);
+        else if (ti->blck_size <= 32)
+            CHECKF(r == 0, "%s: 3e38 gave %zu", ti->name, r);
+    }
+    for (int j = 0; j < 256; ++j) x[j] = (float)(j % 5) * 1000.0f;
+    CHECK(el_quantize_rows(EL_TYPE_F16, x, q, 1, 256) == 512);
+    x[3] = 70000.0f; /* above the largest half */
+    CHECK(el_quantize_rows(EL_TYPE_F16, x, q, 1, 256) == 0);
+    CHECK(el_quantize_rows(EL_TYPE_BF16, x, q, 1, 256) == 512);
+    CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 1, 256) == 8 * 34); /* d = 70000/127 fits */
+    x[3] = -70000.0f; /* Q4_1 stores the min itself as a half */
+    CHECK(el_quantize_rows(EL_TYPE_Q4_1, x, q, 1, 256) == 0);
+    CHECK(el_quantize_rows(EL_TYPE_Q4_0, x, q, 1, 256) == 8 * 18);
 
     /* plan errors: MoE tensors must name their layer */
     const el_qmodel moe = {"llama", 4, 8, 2, 8};
@@ -448,7 +484,7 @@ int main(void) {
     const char *path = EL_SOURCE_DIR "/tests/data/quantize_goldens.txt";
     const int lg = load_goldens(path);
     CHECKF(lg == 0, "cannot read %s", path);
-    CHECK(g_nmodels >= 5);
+    CHECK(g_nmodels >= 6);
     for (int mi = 0; mi < g_nmodels; ++mi) {
         check_model(&g_models[mi], mi);
         if (el_test_failures > 50) break;
