@@ -31,7 +31,9 @@
  * shape does not fit, src holds a NaN or infinity, or a value or block scale
  * overflows its half-precision field (llama.cpp's quantizer rejects such a
  * tensor too: ggml_validate_row_data); dst's contents are then unspecified.
- * Float32-subnormal groups are quantized as ggml's x86-64 build does. */
+ * Float32-subnormal groups are quantized as ggml's x86-64 build does.
+ * Reentrant, and rows are independent: callers may split the rows of a
+ * tensor across threads and get the same bytes. */
 size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, int64_t n_per_row);
 
 /* True if el_quantize_rows supports t: F32 (a copy), F16, BF16, Q8_0, Q4_0,
