@@ -12,7 +12,10 @@
  *    outliers, rounding ties, mixed magnitudes, zero sub-blocks) is compared
  *    per row for every block type, Q2_K and Q3_K included.
  * 2. Round trips: quantize -> dequantize error bounds per type.
- * 3. The ftype table, argument checks, plan errors.
+ * 3. With ../shared/reference: the tiny reference models that llama.cpp's
+ *    llama-quantize made from their F16 files, re-planned and re-quantized
+ *    here from the F16 data (types and bytes).
+ * 4. The ftype table, argument checks, plan errors.
  * Prints a table: ftype x model, tensors whose type / bytes matched.
  */
 #include <math.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "package/gguf.h"
 #include "package/quantize.h"
 #include "package/quants.h"
 #include "package/types.h"
@@ -388,6 +392,120 @@ static void check_round_trips(void) {
     free(q);
 }
 
+/* ------------------------------------------------------------ reference models */
+
+/* ../shared/reference/models: tiny models that llama.cpp's llama-quantize
+ * (build of August 2026) made from the F16 files. For each quantized file the
+ * F16 source is dequantized, planned for the file's ftype (when it is one of
+ * edgellm's) and quantized; types and bytes must equal the file's. Files of
+ * other ftypes (Q2_K, Q3_K_M) check the bytes of each tensor's recorded type. */
+static void check_reference_models(void) {
+    static const char *const pairs[][2] = {
+        {"tiny-llama-F16", "tiny-llama-Q8_0"},   {"tiny-llama-F16", "tiny-llama-Q4_0"},
+        {"tiny-llama-F16", "tiny-llama-Q4_1"},   {"tiny-llama-F16", "tiny-llama-Q5_0"},
+        {"tiny-llama-F16", "tiny-llama-Q5_1"},   {"tiny-llama-F16", "tiny-llama-Q2_K"},
+        {"tiny-llama-F16", "tiny-llama-Q3_K_M"}, {"tiny-llama-F16", "tiny-llama-Q4_K_M"},
+        {"tiny-llama-F16", "tiny-llama-Q5_K_M"}, {"tiny-llama-F16", "tiny-llama-Q6_K"},
+        {"tiny-qwen2-F16", "tiny-qwen2-Q4_K_M"}, {"tiny-qwen3-F16", "tiny-qwen3-Q8_0"},
+        {"tiny-qwen3-F16", "tiny-qwen3-Q6_K"},   {"tiny-qwen3-F16", "tiny-qwen3-Q4_K_M"},
+        {"tiny-gemma3-F16", "tiny-gemma3-Q8_0"}, {"tiny-gemma3-F16", "tiny-gemma3-Q5_K_M"},
+        {"tiny-gemma3-F16", "tiny-gemma3-Q4_K_M"},
+    };
+    if (!el_test_have_ref()) {
+        printf("\nreference models: ../shared/reference not found, section skipped\n");
+        return;
+    }
+    printf("\nreference models (llama-quantize from the F16 files): tensors matched, type / bytes\n");
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; ++p) {
+        char rel[96], sp[4096], dp[4096];
+        snprintf(rel, sizeof rel, "models/%s.gguf", pairs[p][0]);
+        snprintf(sp, sizeof sp, "%s", el_test_ref_path(rel));
+        snprintf(rel, sizeof rel, "models/%s.gguf", pairs[p][1]);
+        snprintf(dp, sizeof dp, "%s", el_test_ref_path(rel));
+        el_error e1 = {0}, e2 = {0};
+        el_gguf *src = el_gguf_open(sp, &e1), *dst = el_gguf_open(dp, &e2);
+        if (!src || !dst) {
+            printf("  %-20s missing (%s)\n", pairs[p][1], !src ? e1.msg : e2.msg);
+            el_gguf_close(src);
+            el_gguf_close(dst);
+            continue;
+        }
+        el_str arch_s = {0};
+        CHECK(el_gguf_get_str(src, "general.architecture", &arch_s));
+        char arch[32], key[96];
+        snprintf(arch, sizeof arch, "%.*s", (int)arch_s.len, arch_s.ptr);
+        uint32_t nl = 0, nh = 0, nkv = 0, ne = 0, ft_id = 0;
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        CHECK(el_gguf_get_u32(src, key, &nl));
+        snprintf(key, sizeof key, "%s.attention.head_count", arch);
+        el_gguf_get_u32(src, key, &nh);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+        el_gguf_get_u32(src, key, &nkv);
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        el_gguf_get_u32(src, key, &ne);
+        CHECK(el_gguf_get_u32(dst, "general.file_type", &ft_id));
+        int ft = -1;
+        for (int f = 0; f < EL_FTYPE_COUNT; ++f)
+            if (el_ftype_gguf_id((el_ftype)f) == (int)ft_id) ft = f;
+
+        const int n = (int)el_gguf_n_tensors(src);
+        el_qtensor *qt = calloc((size_t)n, sizeof *qt);
+        el_type *plan = calloc((size_t)n, sizeof *plan);
+        char **names = calloc((size_t)n, sizeof *names);
+        for (int i = 0; i < n; ++i) {
+            const el_gguf_tensor *t = el_gguf_tensor_at(src, i);
+            names[i] = el_str_dup(t->name);
+            qt[i].name = names[i];
+            qt[i].n_dims = t->n_dims;
+            memcpy(qt[i].ne, t->ne, sizeof qt[i].ne);
+        }
+        const el_qmodel qm = {arch, (int)nl, (int)nh, (int)nkv, (int)ne};
+        char err[256] = "";
+        const int planned = ft >= 0 && el_quant_plan((el_ftype)ft, &qm, qt, n, plan, err, sizeof err) == 0;
+        CHECKF(ft < 0 || planned, "%s: plan: %s", pairs[p][1], err);
+        int type_ok = 0, bytes_ok = 0, nb = 0;
+        for (int i = 0; i < n; ++i) {
+            const el_gguf_tensor *ts = el_gguf_tensor_at(src, i);
+            const el_gguf_tensor *td = el_gguf_find_tensor(dst, names[i]);
+            CHECKF(td != NULL, "%s: no %s", pairs[p][1], names[i]);
+            if (!td) continue;
+            if (planned) {
+                /* the plan assumes F32 input: tensors kept as-is keep the source type */
+                const int want = plan[i] == EL_TYPE_F32 ? ts->type : (int)plan[i];
+                CHECKF(want == td->type, "%s %s: planned %s, llama.cpp %s", pairs[p][1], names[i],
+                       el_type_name(want), el_type_name(td->type));
+                type_ok += want == td->type;
+            }
+            if (td->type == ts->type) { /* copied */
+                nb++;
+                bytes_ok += td->nbytes == ts->nbytes && memcmp(td->data, ts->data, ts->nbytes) == 0;
+                continue;
+            }
+            if (!el_quantize_supported((el_type)td->type)) continue;
+            const int64_t ne0 = ts->ne[0], nrows = ts->ne[1] * ts->ne[2] * ts->ne[3];
+            float *x = malloc(sizeof(float) * (size_t)(ne0 * nrows));
+            uint8_t *q = malloc(td->nbytes + 1);
+            el_type_get(ts->type)->to_float(ts->data, x, ne0 * nrows);
+            const size_t w = el_quantize_rows((el_type)td->type, x, q, nrows, ne0);
+            const int ok = w == td->nbytes && memcmp(q, td->data, w) == 0;
+            CHECKF(ok, "%s %s (%s): bytes differ from llama.cpp", pairs[p][1], names[i],
+                   el_type_name(td->type));
+            nb++;
+            bytes_ok += ok;
+            free(x);
+            free(q);
+        }
+        if (planned) printf("  %-20s %-7s %3d/%-3d  %3d/%d\n", pairs[p][1], el_ftype_name((el_ftype)ft), type_ok, n, bytes_ok, nb);
+        else printf("  %-20s %-7s    -     %3d/%d\n", pairs[p][1], "(other)", bytes_ok, nb);
+        for (int i = 0; i < n; ++i) free(names[i]);
+        free(names);
+        free(qt);
+        free(plan);
+        el_gguf_close(src);
+        el_gguf_close(dst);
+    }
+}
+
 /* ------------------------------------------------------------ API edges */
 
 static void check_api(void) {
@@ -490,6 +608,7 @@ int main(void) {
         if (el_test_failures > 50) break;
     }
     print_table();
+    check_reference_models();
     for (int mi = 0; mi < g_nmodels; ++mi) {
         for (int i = 0; i < g_models[mi].nt; ++i) free(g_models[mi].t[i].rows);
         free(g_models[mi].t);
