@@ -517,7 +517,19 @@ el_pkg_check el_manifest_parse(const char *json, size_t len, el_manifest *m, el_
     if (len > EL_MANIFEST_MAX_BYTES)
         return el_pkg_fail(err, EL_PKG_ERR_MALFORMED, "manifest: %zu bytes, more than the %u allowed", len,
                            EL_MANIFEST_MAX_BYTES);
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    /* Strict JSON bytes: no NUL, no control bytes but \t \n \r (cJSON would
+     * skip any byte <= 0x20 as white space), nothing after the value. */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)json[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return el_pkg_fail(err, EL_PKG_ERR_MALFORMED, "manifest: control byte 0x%02x at offset %zu", c, i);
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) return el_pkg_fail(err, EL_PKG_ERR_IO, "out of memory");
+    memcpy(copy, json, len);
+    copy[len] = 0;
+    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, NULL, 1);
+    free(copy);
     if (!root) return el_pkg_fail(err, EL_PKG_ERR_MALFORMED, "manifest: not valid JSON");
     el_buf canon_buf = {0};
     char why[256];
