@@ -189,6 +189,8 @@ static char *dir_of(const char *p) {
 
 el_pkg_check el_store_install(const char *dir, const char *model_path, const el_store_install_opts *o,
                               el_store_state *after, el_pkg_error *err) {
+    el_pkg_error local_err;
+    if (!err) err = &local_err;
     el_store_install_opts dflt = {0};
     if (!o) o = &dflt;
     int lk = store_lock(dir, true, err);
@@ -354,6 +356,8 @@ out:
 /* ---- rollback ---------------------------------------------------------- */
 
 el_pkg_check el_store_rollback(const char *dir, el_store_state *after, el_pkg_error *err) {
+    el_pkg_error local_err;
+    if (!err) err = &local_err;
     int lk = store_lock(dir, false, err);
     if (lk < 0) return err ? err->check : EL_PKG_ERR_IO;
     el_pkg_check rc;
@@ -421,6 +425,8 @@ static void gc_slot(const char *sdir, const el_store_slot *s, uint64_t *freed, i
 }
 
 el_pkg_check el_store_gc(const char *dir, uint64_t *bytes_freed, int *entries_removed, el_pkg_error *err) {
+    el_pkg_error local_err;
+    if (!err) err = &local_err;
     uint64_t freed = 0;
     int removed = 0;
     int lk = store_lock(dir, false, err);
