@@ -113,22 +113,9 @@ static bool parse_slot(const cJSON *o, el_store_slot *s) {
     return true;
 }
 
-el_pkg_check el_store_read_state(const char *dir, el_store_state *st, el_pkg_error *err) {
+el_pkg_check el_store_parse_state(const char *text, size_t len, el_store_state *st, el_pkg_error *err) {
     memset(st, 0, sizeof *st);
-    char p[PATH_MAX];
-    if (!path_join(p, sizeof p, dir, "state.json")) return el_pkg_fail(err, EL_PKG_ERR_USAGE, "%s: path too long", dir);
-    size_t len = 0;
-    FILE *f = fopen(p, "rb");
-    if (!f) {
-        if (errno == ENOENT) return EL_PKG_OK;
-        return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: %s", p, strerror(errno));
-    }
-    char buf[8192];
-    len = fread(buf, 1, sizeof buf - 1, f);
-    bool big = !feof(f);
-    fclose(f);
-    buf[len] = 0;
-    cJSON *root = big ? NULL : cJSON_ParseWithLength(buf, len);
+    cJSON *root = len < 8192 ? cJSON_ParseWithLength(text, len) : NULL;
     el_pkg_check rc = EL_PKG_OK;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!root || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, STORE_FORMAT) ||
@@ -136,9 +123,26 @@ el_pkg_check el_store_read_state(const char *dir, el_store_state *st, el_pkg_err
         !parse_slot(cJSON_GetObjectItemCaseSensitive(root, "previous"), &st->previous) ||
         (st->previous.present && (!st->active.present || st->previous.slot == st->active.slot))) {
         memset(st, 0, sizeof *st);
-        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: unreadable or inconsistent store state", p);
+        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "unreadable or inconsistent store state");
     }
     cJSON_Delete(root);
+    return rc;
+}
+
+el_pkg_check el_store_read_state(const char *dir, el_store_state *st, el_pkg_error *err) {
+    memset(st, 0, sizeof *st);
+    char p[PATH_MAX];
+    if (!path_join(p, sizeof p, dir, "state.json")) return el_pkg_fail(err, EL_PKG_ERR_USAGE, "%s: path too long", dir);
+    FILE *f = fopen(p, "rb");
+    if (!f) {
+        if (errno == ENOENT) return EL_PKG_OK;
+        return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: %s", p, strerror(errno));
+    }
+    char buf[8192];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    el_pkg_check rc = el_store_parse_state(buf, len, st, err);
+    if (rc) el_pkg_fail(err, rc, "%s: unreadable or inconsistent store state", p);
     return rc;
 }
 

@@ -48,6 +48,8 @@ typedef struct el_store_state {
 
 /* state.json of dir; a store without one has no active version (OK). */
 el_pkg_check el_store_read_state(const char *dir, el_store_state *st, el_pkg_error *err);
+/* The same from the bytes of a state file (the parser fuzz_manifest exercises). */
+el_pkg_check el_store_parse_state(const char *text, size_t len, el_store_state *st, el_pkg_error *err);
 /* DIR/trusted.pub; EL_PKG_ERR_KEY if the store has none. */
 el_pkg_check el_store_trusted_key(const char *dir, el_pubkey *out, el_pkg_error *err);
 /* Path of a slot's model file: DIR/slots/<slot>/<model>. */
