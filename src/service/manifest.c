@@ -760,7 +760,18 @@ static el_pkg_check describe_gguf(const char *path, el_manifest *m, char **gener
         tc->type = strdup(el_type_name(t));
         tc->count = count[t];
     }
-    m->quant_type = strdup(best >= 0 ? el_type_name(best) : "none");
+    /* the quant type: llama.cpp's file-type name when the file says it (a
+     * Q4_K_M file keeps some tensors in Q6_K/Q8_0), else the dominant type */
+    const char *ftn = NULL;
+    static const struct { int id; const char *name; } FT[] = {
+        {0, "F32"}, {1, "F16"}, {2, "Q4_0"}, {3, "Q4_1"}, {7, "Q8_0"}, {8, "Q5_0"}, {9, "Q5_1"}, {10, "Q2_K"},
+        {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"},
+        {17, "Q5_K_M"}, {18, "Q6_K"}, {19, "IQ2_XXS"}, {20, "IQ2_XS"}, {21, "Q2_K_S"}, {22, "IQ3_XS"},
+        {23, "IQ3_XXS"}, {24, "IQ1_S"}, {25, "IQ4_NL"}, {26, "IQ3_S"}, {27, "IQ3_M"}, {28, "IQ2_S"},
+        {29, "IQ2_M"}, {30, "IQ4_XS"}, {31, "IQ1_M"}, {32, "BF16"}, {36, "TQ1_0"}, {37, "TQ2_0"}};
+    for (size_t i = 0; i < sizeof FT / sizeof FT[0] && m->quant_file_type >= 0; i++)
+        if (FT[i].id == m->quant_file_type) ftn = FT[i].name;
+    m->quant_type = strdup(ftn ? ftn : best >= 0 ? el_type_name(best) : "none");
 
     /* tokenizer: every tokenizer.* key except the chat templates, sorted by key */
     int64_t nkv = el_gguf_n_kv(g);
