@@ -533,6 +533,32 @@ static void test_cli_sign(void) {
     CHECKF(r.status == 0 && strstr(r.out, "ok:") && strstr(r.out, "expires 2099-12-31T00:00:00Z") &&
            strstr(r.out, "hf/x@deadbeef") && strstr(r.out, "smoke test passed"), "verify: %d %s %s", r.status, r.out, r.err);
     proc_free(&r);
+    /* a second artifact beside the model: listed, sized, hashed */
+    char notes[PATH_MAX];
+    snprintf(notes, sizeof notes, "%s/notes.txt", g_dir);
+    FILE *f = fopen(notes, "w");
+    fputs("release notes\n", f);
+    fclose(f);
+    const char *sg2[] = {"sign", "--key", sec, model, "--version", "8", "--no-smoke", "--artifact", "notes.txt", NULL};
+    CHECK(run_cli(sg2, &r));
+    CHECKF(r.status == 0, "sign --artifact: %d %s", r.status, r.err);
+    proc_free(&r);
+    const char *vf2[] = {"verify", "--pub", pub, model, NULL};
+    CHECK(run_cli(vf2, &r));
+    CHECKF(r.status == 0, "verify with two artifacts: %d %s", r.status, r.err);
+    proc_free(&r);
+    f = fopen(notes, "w");
+    fputs("release notez\n", f);
+    fclose(f);
+    CHECK(run_cli(vf2, &r));
+    CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH) && strstr(r.err, "notes.txt"), "changed artifact: %d %s", r.status,
+           r.err);
+    proc_free(&r);
+    unlink(notes);
+    CHECK(run_cli(vf2, &r));
+    CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_SIZE) && strstr(r.err, "missing"), "missing artifact: %d %s", r.status,
+           r.err);
+    proc_free(&r);
     const char *bad[] = {"sign", "--key", sec, model, "--expires", "tomorrow", NULL};
     CHECK(run_cli(bad, &r));
     CHECK(r.status == 2);
