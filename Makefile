@@ -26,10 +26,10 @@ cli:
 
 run: deps cli
 	@MODEL=$$(bash scripts/fetch-model.sh) && \
-	  ./$(BUILD)/edgellm run -m "$$MODEL" -p "$(if $(P),$(P),$(PROMPT))" -n 128 --temp 0
+	  ./$(BUILD)/edgellm run -m "$$MODEL" --allow-unsigned -p "$(if $(P),$(P),$(PROMPT))" -n 128 --temp 0
 
 chat: deps cli
-	@MODEL=$$(bash scripts/fetch-model.sh) && ./$(BUILD)/edgellm chat -m "$$MODEL"
+	@MODEL=$$(bash scripts/fetch-model.sh) && ./$(BUILD)/edgellm chat -m "$$MODEL" --allow-unsigned
 
 test: deps build asan test-release test-asan
 

@@ -231,7 +231,7 @@ static double margin_at(cJSON *step) {
 
 static void test_run_json(const golden *g, const char *model) {
     const char *path = write_tmp(g->prompt, strlen(g->prompt));
-    const char *args[] = {"run", "-m", model, "-f", path, "--json", "--temp", "0", "-n", "8",
+    const char *args[] = {"run", "-m", model, "--allow-unsigned", "-f", path, "--json", "--temp", "0", "-n", "8",
                           "--top-logprobs", "3", "--no-parse-special", "--seed", "1", NULL};
     proc_result r;
     CHECK(run_cli(args, &r));
@@ -304,7 +304,8 @@ static void test_run_json(const golden *g, const char *model) {
     proc_free(&r);
 
     /* Plain run: the streamed text equals the concatenated pieces. */
-    const char *a2[] = {"run", "-m", model, "-f", path, "--temp", "0", "-n", "8", "--no-parse-special", NULL};
+    const char *a2[] = {"run", "-m", model, "--allow-unsigned", "-f", path, "--temp", "0", "-n", "8",
+                          "--no-parse-special", NULL};
     CHECK(run_cli(a2, &r));
     CHECKF(r.status == 0 && r.out && r.out_len == tlen && memcmp(r.out, text, tlen) == 0,
            "plain run: exit %d, text '%s' vs json pieces '%s'", r.status, r.out ? r.out : "", text);
@@ -357,7 +358,7 @@ static void test_errors(const char *model) {
            r.err ? r.err : "");
     proc_free(&r);
 
-    const char *missing_run[] = {"run", "-m", "/nonexistent/dir/model.gguf", "-p", "hi", NULL};
+    const char *missing_run[] = {"run", "-m", "/nonexistent/dir/model.gguf", "--allow-unsigned", "-p", "hi", NULL};
     CHECK(run_cli(missing_run, &r));
     CHECKF(r.status == 1 && r.err && strstr(r.err, "error:"), "missing model (run): exit %d", r.status);
     proc_free(&r);

@@ -50,6 +50,11 @@ typedef struct cli_opts {
     int bench_n_prompt;        /* -p, --n-prompt (default 512) */
     int bench_n_gen;           /* -n, --n-gen (default 128) */
     int bench_reps;            /* -r, --repetitions (default 5) */
+    /* packages (run, chat, serve): checked before the model is loaded */
+    bool allow_unsigned;       /* --allow-unsigned: a plain GGUF without a manifest loads */
+    const char *pub;           /* --pub KEY.pub (else $EL_TRUSTED_KEY) */
+    const char *store;         /* --store DIR: load the store's active version */
+    long long min_version;     /* --min-version N: refuse lower package versions */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */
@@ -59,6 +64,18 @@ int cli_cmd_info(cli_opts *o);
 int cli_cmd_tokenize(cli_opts *o);
 int cli_cmd_serve(cli_opts *o);
 int cli_cmd_bench(cli_opts *o);
+/* Package and store commands parse their own argv (cmd_package.c, cmd_store.c). */
+int cli_cmd_keygen(int argc, char **argv);
+int cli_cmd_sign(int argc, char **argv);
+int cli_cmd_verify(int argc, char **argv);
+int cli_cmd_install(int argc, char **argv);
+int cli_cmd_rollback(int argc, char **argv);
+int cli_cmd_gc(int argc, char **argv);
+int cli_cmd_status(int argc, char **argv);
+/* The package check before run/chat/serve load o->model (or the active
+ * version of --store, which it sets o->model to); prints the fingerprint on
+ * stderr. Returns -1 to go on, else the exit code. */
+int cli_verify_before_load(cli_opts *o);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

@@ -139,6 +139,8 @@ static bool on_token(const el_token_info *t, void *user) {
 }
 
 int cli_cmd_chat(cli_opts *o) {
+    int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
+    if (vr >= 0) return vr;
     el_error err = {0};
     el_model *m = cli_load_model(o, false, &err);
     if (!m) return cli_fail(&err);

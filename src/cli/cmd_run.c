@@ -61,6 +61,8 @@ static void print_json_done(const el_generate_stats *st) {
 }
 
 int cli_cmd_run(cli_opts *o) {
+    int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
+    if (vr >= 0) return vr;
     size_t len = 0;
     char *text = cli_read_prompt(o, true, &len);
     if (!text) return CLI_EXIT_ERROR;

@@ -37,6 +37,8 @@ int cli_cmd_serve(cli_opts *o) {
     if (o->chat_template && el_chat_family_from_name(o->chat_template) == EL_CHAT_UNKNOWN)
         return cli_usage_error("serve", "unknown chat template '%s' (gemma, llama3, llama2, chatml, mistral, phi3)",
                                o->chat_template);
+    int vr = cli_verify_before_load(o); /* package checks before the server starts */
+    if (vr >= 0) return vr;
 
     /* Block the stop signals before any thread starts, so all inherit the mask. */
     sigset_t stop_set;

@@ -9,6 +9,8 @@
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
  *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
+ *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
+ *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -41,6 +43,13 @@ static void print_usage(FILE *f) {
 "  serve     -m MODEL                      OpenAI-compatible HTTP server (SIGINT/SIGTERM stop it)\n"
 "  bench     -m MODEL                      prompt/decode speed, load time, TTFT, peak RSS and\n"
 "                                          the decode roofline (like llama-bench)\n"
+"  keygen    --out NAME                    Ed25519 key pair NAME.sec / NAME.pub\n"
+"  sign      --key NAME.sec MODEL          write MODEL.manifest.json (see README: packages)\n"
+"  verify    --pub NAME.pub MODEL          check a package; exit 0 or the failing check\n"
+"  install   MODEL --store DIR             install a package into a store's inactive slot\n"
+"  rollback  --store DIR                   make the previous version active again\n"
+"  gc        --store DIR                   remove interrupted installs\n"
+"  status    --store DIR                   the store's active and previous versions\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -72,6 +81,13 @@ static void print_usage(FILE *f) {
 "      --seed S                sampling seed (default -1: random)\n"
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
+"\n"
+"packages (run, chat, serve): the model must be a signed package whose manifest\n"
+"  (MODEL.manifest.json) verifies, unless --allow-unsigned and it has none\n"
+"      --pub KEY.pub           trusted public key (default: $EL_TRUSTED_KEY)\n"
+"      --allow-unsigned        load a plain GGUF without a manifest\n"
+"      --store DIR             load the active version of a model store (instead of -m)\n"
+"      --min-version N         refuse a package with a lower version\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -367,7 +383,8 @@ enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
-    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS
+    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER
 };
 
 typedef struct flag_def {
@@ -415,6 +432,11 @@ static const flag_def FLAGS[] = {
     {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
     {"-n", "--n-gen", F_NGEN, true, C_BENCH},
     {"-r", "--repetitions", F_REPS, true, C_BENCH},
+    /* packages: checked before run/chat/serve load the model */
+    {NULL, "--allow-unsigned", F_ALLOW_UNSIGNED, false, C_GEN | C_SERVE},
+    {NULL, "--pub", F_PUB, true, C_GEN | C_SERVE},
+    {NULL, "--store", F_STORE, true, C_GEN | C_SERVE},
+    {NULL, "--min-version", F_MINVER, true, C_GEN | C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -530,11 +552,15 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NPROMPT: NEED_INT(0, 1 << 20); o->bench_n_prompt = (int)lv; break;
         case F_NGEN: NEED_INT(0, 1 << 20); o->bench_n_gen = (int)lv; break;
         case F_REPS: NEED_INT(1, 10000); o->bench_reps = (int)lv; break;
+        case F_ALLOW_UNSIGNED: o->allow_unsigned = true; break;
+        case F_PUB: o->pub = val; break;
+        case F_STORE: o->store = val; break;
+        case F_MINVER: NEED_INT(0, LONG_MAX); o->min_version = lv; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
     }
-    if (!o->model) return cli_usage_error(cmd, "missing -m MODEL");
+    if (!o->model && !(o->store && (cmd_bit & (C_GEN | C_SERVE)))) return cli_usage_error(cmd, "missing -m MODEL");
     if (cmd_bit & (C_RUN | C_TOK)) {
         if (!o->prompt && !o->prompt_file) return cli_usage_error(cmd, "missing -p TEXT or -f FILE");
         if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
@@ -566,6 +592,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(cmd, "info")) { bit = C_INFO; fn = cli_cmd_info; }
     else if (!strcmp(cmd, "serve")) { bit = C_SERVE; fn = cli_cmd_serve; }
     else if (!strcmp(cmd, "bench")) { bit = C_BENCH; fn = cli_cmd_bench; }
+    else if (!strcmp(cmd, "keygen")) return cli_cmd_keygen(argc, argv);
+    else if (!strcmp(cmd, "sign")) return cli_cmd_sign(argc, argv);
+    else if (!strcmp(cmd, "verify")) return cli_cmd_verify(argc, argv);
+    else if (!strcmp(cmd, "install")) return cli_cmd_install(argc, argv);
+    else if (!strcmp(cmd, "rollback")) return cli_cmd_rollback(argc, argv);
+    else if (!strcmp(cmd, "gc")) return cli_cmd_gc(argc, argv);
+    else if (!strcmp(cmd, "status")) return cli_cmd_status(argc, argv);
     else return cli_usage_error(NULL, "unknown command '%s'", cmd);
 
     cli_opts o;

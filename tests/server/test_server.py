@@ -83,7 +83,7 @@ class Server:
 
     def __init__(self, cli, model, *extra):
         self.port = free_port()
-        self.args = [cli, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(self.port), *extra]
+        self.args = [cli, "serve", "-m", model, "--allow-unsigned", "--host", "127.0.0.1", "--port", str(self.port), *extra]
         self.proc = None
         self.lines = []
         self.ready = threading.Event()
@@ -411,7 +411,7 @@ def t_greedy_parity(ctx):
     prompts = read_prompts(os.path.join(ctx.shared, "reference", "goldens", "prompts.txt"))
     exact = 0
     for p in prompts:
-        r = subprocess.run([ctx.cli, "run", "-m", ctx.model, "-p", p, "--no-escape", "-n", "16", "--temp", "0"],
+        r = subprocess.run([ctx.cli, "run", "-m", ctx.model, "--allow-unsigned", "-p", p, "--no-escape", "-n", "16", "--temp", "0"],
                            capture_output=True, timeout=120)
         assert r.returncode == 0, "edgellm run: %d %s" % (r.returncode, r.stderr[-500:])
         st, _, b = post(ctx.port, "/v1/completions", {"prompt": p, "max_tokens": 16, "temperature": 0})
