@@ -59,6 +59,8 @@ int cli_cmd_info(cli_opts *o);
 int cli_cmd_tokenize(cli_opts *o);
 int cli_cmd_serve(cli_opts *o);
 int cli_cmd_bench(cli_opts *o);
+/* `pack` parses its own arguments (HF_DIR -o OUT --type T): no -m MODEL. */
+int cli_cmd_pack(int argc, char **argv);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

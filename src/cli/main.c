@@ -9,6 +9,7 @@
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
  *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
+ *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -41,6 +42,8 @@ static void print_usage(FILE *f) {
 "  serve     -m MODEL                      OpenAI-compatible HTTP server (SIGINT/SIGTERM stop it)\n"
 "  bench     -m MODEL                      prompt/decode speed, load time, TTFT, peak RSS and\n"
 "                                          the decode roofline (like llama-bench)\n"
+"  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
+"                                          --help' for its options)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -558,6 +561,7 @@ int main(int argc, char **argv) {
         printf("edgellm %s\n", EL_VERSION_STRING);
         return CLI_EXIT_OK;
     }
+    if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

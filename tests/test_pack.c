@@ -1,0 +1,359 @@
+/*
+ * test_pack.c — `edgellm pack` end to end: each Hugging Face fixture in
+ * tests/data/pack/<arch>/ (random-weight llama, qwen2, qwen3 — sharded —
+ * and gemma3 models made by transformers; tests/tools/gen_pack_fixtures.py)
+ * is packed, loaded by the runtime and run on a fixed token sequence, and the
+ * logits at every position are compared with the float32 logits transformers
+ * computed for the same weights (expected.json).
+ *
+ * Tolerances (max |Δlogit| over all positions and the whole vocabulary; the
+ * fixtures' logits span about ±5..±15):
+ *   F32   0.05  the weights are exact; what differs is the runtime's
+ *               llama.cpp arithmetic: F16 K/V cache and F16 attention
+ *               accumulation (~1e-3 relative) through 2-6 layers
+ *   F16   0.08  plus weights rounded to F16 and activations converted to F16
+ *               for the F16 dot products
+ *   BF16  0.3   plus BF16-rounded activations (8-bit mantissa)
+ *   Q8_0  1.0   8-bit weights and 8-bit activation blocks: each matmul's
+ *               output moves by ~0.5% and the random, un-normalized weights
+ *               amplify that through the layers (measured 0.28-0.67)
+ * and for F32/F16 the most likely token must agree at every position.
+ * The measured figures are printed.
+ *
+ * Metadata: tokenization of a few strings equals the HF tokenizer's ids
+ * (expected.json), BOS/EOS/EOT, the chat template is tokenizer_config's.
+ * Errors: a corrupt or missing input fails with a message and leaves no file.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "convert/pack.h"
+#include "convert/safetensors.h"
+#include "edgellm.h"
+#include "package/gguf.h"
+#include "testutil.h"
+
+static char g_tmp[] = "/tmp/el_test_pack_XXXXXX";
+
+static cJSON *load_json(const char *path) {
+    char *t = el_test_read_file(path, NULL);
+    if (!t) return NULL;
+    cJSON *j = cJSON_Parse(t);
+    free(t);
+    return j;
+}
+
+typedef struct result { double max_abs; int argmax_agree, n_pos; } result;
+
+/* runs the model on expected.tokens one at a time; compares logits per position */
+static int run_logits(const char *gguf, const cJSON *ex, result *r) {
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 2;
+    el_model *m = el_model_load(gguf, &mp, &err);
+    CHECKF(m != NULL, "%s: %s", gguf, err.msg);
+    if (!m) return -1;
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 64;
+    el_session *s = el_session_new(m, &sp, &err);
+    CHECKF(s != NULL, "%s", err.msg);
+    if (!s) { el_model_free(m); return -1; }
+    const cJSON *toks = cJSON_GetObjectItem(ex, "tokens"), *logits = cJSON_GetObjectItem(ex, "logits");
+    int n = cJSON_GetArraySize(toks), nv = el_model_n_vocab(m);
+    memset(r, 0, sizeof *r);
+    const cJSON *t = toks->child, *row = logits->child;
+    for (int i = 0; i < n && t && row; i++, t = t->next, row = row->next) {
+        int32_t id = (int32_t)t->valuedouble;
+        if (el_session_eval(s, &id, 1, &err) != 0) {
+            CHECKF(0, "eval: %s", err.msg);
+            break;
+        }
+        const float *lg = el_session_logits(s);
+        CHECK(cJSON_GetArraySize(row) == nv);
+        int am_e = 0, am_x = 0, k = 0;
+        double best_e = -1e30, best_x = -1e30;
+        for (const cJSON *v = row->child; v && k < nv; v = v->next, k++) {
+            double d = fabs((double)lg[k] - v->valuedouble);
+            if (d > r->max_abs || isnan(d)) r->max_abs = isnan(d) ? INFINITY : d;
+            if (v->valuedouble > best_x) { best_x = v->valuedouble; am_x = k; }
+            if (lg[k] > best_e) { best_e = lg[k]; am_e = k; }
+        }
+        r->argmax_agree += am_e == am_x;
+        r->n_pos++;
+    }
+    el_session_free(s);
+    el_model_free(m);
+    return 0;
+}
+
+static void check_metadata(const char *gguf, const char *dir, const cJSON *ex) {
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.vocab_only = true;
+    el_model *m = el_model_load(gguf, &mp, &err);
+    CHECKF(m != NULL, "%s", err.msg);
+    if (!m) return;
+    const cJSON *bos = cJSON_GetObjectItem(ex, "bos"), *eos = cJSON_GetObjectItem(ex, "eos");
+    if (cJSON_IsNumber(bos)) CHECK(el_token_bos(m) == (int32_t)bos->valuedouble);
+    CHECKF(el_token_eos(m) == (int32_t)eos->valuedouble, "eos %d vs %d", el_token_eos(m), (int)eos->valuedouble);
+    CHECK(el_token_is_eog(m, (int32_t)eos->valuedouble));
+    /* tokenization equals the HF tokenizer's */
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(ex, "tokenize")) {
+        const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+        const cJSON *ids = cJSON_GetObjectItem(c, "ids");
+        int32_t out[256];
+        int n = el_tokenize(m, text, strlen(text), out, 256, EL_TOK_ADD_SPECIAL);
+        bool same = n == cJSON_GetArraySize(ids);
+        int k = 0;
+        for (const cJSON *v = ids->child; same && v; v = v->next, k++) same = out[k] == (int32_t)v->valuedouble;
+        CHECKF(same, "%s: tokenizing '%s' gave %d tokens, HF %d", dir, text, n, cJSON_GetArraySize(ids));
+        /* and the pieces give the text back (after BOS; SPM's prefix space dropped) */
+        char buf[1024];
+        size_t len = 0;
+        for (int i = 0; i < n && i < 256; i++) {
+            int l = el_token_to_piece(m, out[i], buf + len, (int)(sizeof buf - len), false);
+            if (l > 0 && len + (size_t)l < sizeof buf) len += (size_t)l;
+        }
+        buf[len] = 0;
+        const char *got = buf;
+        const char *model = el_model_meta_str(m, "tokenizer.ggml.model");
+        if (model && !strcmp(model, "llama") && strstr(dir, "llama") && got[0] == ' ') got++;
+        CHECKF(strcmp(got, text) == 0, "%s: '%s' detokenized to '%s'", dir, text, got);
+    }
+    /* the chat template is tokenizer_config's */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    cJSON *tc = load_json(path);
+    const cJSON *ct = cJSON_GetObjectItem(tc, "chat_template");
+    const char *tmpl = el_model_chat_template(m);
+    CHECK(cJSON_IsString(ct) && tmpl && strcmp(tmpl, ct->valuestring) == 0);
+    cJSON_Delete(tc);
+    el_model_free(m);
+}
+
+typedef struct tcase { const char *type; double tol; bool argmax; } tcase;
+
+static void one_arch(const char *arch) {
+    char dir[512], exp_path[600], out[600];
+    snprintf(dir, sizeof dir, "%s/tests/data/pack/%s", EL_SOURCE_DIR, arch);
+    snprintf(exp_path, sizeof exp_path, "%s/expected.json", dir);
+    cJSON *ex = load_json(exp_path);
+    CHECKF(ex != NULL, "cannot read %s", exp_path);
+    if (!ex) return;
+    const tcase cases[] = {{"F32", 0.05, true}, {"F16", 0.08, true}, {"BF16", 0.3, false}, {"Q8_0", 1.0, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        el_pack_params p = el_pack_default_params();
+        CHECK(el_ftype_parse(cases[i].type, &p.ftype) == 0);
+        snprintf(out, sizeof out, "%s/%s-%s.gguf", g_tmp, arch, cases[i].type);
+        el_pack_info info;
+        el_error err = {0};
+        int rc = el_pack(dir, out, &p, &info, &err);
+        CHECKF(rc == 0, "pack %s %s: %s", arch, cases[i].type, err.msg);
+        if (rc) continue;
+        CHECK(!strcmp(info.arch, arch));
+        result r;
+        if (run_logits(out, ex, &r) == 0) {
+            printf("%-6s %-5s max|dlogit| %.5f  argmax agrees %d/%d  (tolerance %.2f)\n", arch, cases[i].type, r.max_abs,
+                   r.argmax_agree, r.n_pos, cases[i].tol);
+            CHECKF(r.max_abs <= cases[i].tol, "%s %s: max |dlogit| %.5f > %.2f", arch, cases[i].type, r.max_abs, cases[i].tol);
+            CHECK(r.n_pos == cJSON_GetArraySize(cJSON_GetObjectItem(ex, "tokens")));
+            if (cases[i].argmax) CHECK(r.argmax_agree == r.n_pos);
+        }
+        if (i == 0) check_metadata(out, dir, ex);
+        unlink(out);
+    }
+    cJSON_Delete(ex);
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+static void copy_file(const char *from, const char *to) {
+    size_t n;
+    char *b = el_test_read_file(from, &n);
+    FILE *f = fopen(to, "wb");
+    if (b && f) fwrite(b, 1, n, f);
+    if (f) fclose(f);
+    free(b);
+}
+
+static void write_text(const char *path, const char *s) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fputs(s, f); fclose(f); }
+}
+
+static void expect_fail(const char *dir, const char *what, const char *needle) {
+    char out[600];
+    snprintf(out, sizeof out, "%s/bad.gguf", g_tmp);
+    el_error err = {0};
+    el_pack_params p = el_pack_default_params();
+    int rc = el_pack(dir, out, &p, NULL, &err);
+    CHECKF(rc != 0, "%s: packing succeeded", what);
+    CHECKF(err.msg[0] && (!needle || strstr(err.msg, needle)), "%s: message '%s' lacks '%s'", what, err.msg, needle ? needle : "");
+    CHECKF(access(out, F_OK) != 0, "%s: a file was left behind", what);
+    printf("refused (%s): %s\n", what, err.msg);
+}
+
+static void failures(void) {
+    char src[512], dir[600], a[700], b[700];
+    snprintf(src, sizeof src, "%s/tests/data/pack/llama", EL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/bad", g_tmp);
+    mkdir(dir, 0755);
+    const char *files[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        copy_file(a, b);
+    }
+    snprintf(b, sizeof b, "%s/model.safetensors", dir);
+    size_t n;
+    char *st = el_test_read_file(b, &n);
+    /* truncated weights */
+    FILE *f = fopen(b, "wb");
+    fwrite(st, 1, n - 100, f);
+    fclose(f);
+    expect_fail(dir, "truncated safetensors", "past the data section");
+    /* a header length beyond the file */
+    f = fopen(b, "wb");
+    uint64_t big = (uint64_t)n;
+    fwrite(&big, 8, 1, f);
+    fwrite(st + 8, 1, n - 8, f);
+    fclose(f);
+    expect_fail(dir, "header length", "header length");
+    f = fopen(b, "wb");
+    fwrite(st, 1, n, f);
+    fclose(f);
+    free(st);
+    /* an unsupported rope scaling */
+    snprintf(a, sizeof a, "%s/config.json", src);
+    snprintf(b, sizeof b, "%s/config.json", dir);
+    cJSON *cfg = load_json(a);
+    cJSON_ReplaceItemInObject(cfg, "rope_parameters", cJSON_Parse("{\"rope_type\":\"yarn\",\"factor\":4.0,\"rope_theta\":10000.0}"));
+    char *txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "yarn rope", "yarn");
+    /* an architecture edgellm does not run */
+    cJSON_ReplaceItemInObject(cfg, "rope_parameters", cJSON_Parse("{\"rope_type\":\"default\",\"rope_theta\":10000.0}"));
+    cJSON_ReplaceItemInObject(cfg, "architectures", cJSON_Parse("[\"PhiForCausalLM\"]"));
+    txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "architecture", "PhiForCausalLM");
+    /* a vocab_size the embedding does not have */
+    cJSON_ReplaceItemInObject(cfg, "architectures", cJSON_Parse("[\"LlamaForCausalLM\"]"));
+    cJSON_ReplaceItemInObject(cfg, "vocab_size", cJSON_CreateNumber(400));
+    txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "vocab size", "rows");
+    copy_file(a, b);
+    cJSON_Delete(cfg);
+    /* no tokenizer */
+    snprintf(b, sizeof b, "%s/tokenizer.json", dir);
+    unlink(b);
+    expect_fail(dir, "no tokenizer.json", "tokenizer.json");
+    /* a shard index naming a file outside the directory */
+    snprintf(b, sizeof b, "%s/model.safetensors", dir);
+    unlink(b);
+    snprintf(a, sizeof a, "%s/tokenizer.json", src);
+    snprintf(b, sizeof b, "%s/tokenizer.json", dir);
+    copy_file(a, b);
+    snprintf(b, sizeof b, "%s/model.safetensors.index.json", dir);
+    write_text(b, "{\"weight_map\": {\"model.norm.weight\": \"../x.safetensors\"}}");
+    expect_fail(dir, "shard path", "plain file name");
+    const char *all[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                         "model.safetensors.index.json"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(b, sizeof b, "%s/%s", dir, all[i]);
+        unlink(b);
+    }
+    rmdir(dir);
+}
+
+/* the safetensors reader on hand-made headers */
+static void st_headers(void) {
+    struct { const char *hdr; size_t data; bool ok; } cases[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 16, true},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}", 16, false},              /* size mismatch */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 8, false}, /* overlap */
+        {"{\"a\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[0,1]}}", 4, false},                  /* dtype */
+        {"{\"a\":{\"dtype\":\"BF16\",\"shape\":[-1],\"data_offsets\":[0,2]}}", 4, false},               /* negative dim */
+        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]}}", 4, false},                 /* past the end */
+        {"{\"a\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[0,0]},\"__metadata__\":{\"format\":\"pt\"}}", 0, true},
+        {"{\"__metadata__\":{\"format\":1}}", 0, false},                                                /* metadata value */
+        {"[1,2]", 0, false},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t hl = strlen(cases[i].hdr);
+        size_t total = 8 + hl + cases[i].data;
+        uint8_t *buf = calloc(1, total);
+        uint64_t h = hl;
+        memcpy(buf, &h, 8);
+        memcpy(buf + 8, cases[i].hdr, hl);
+        el_error err = {0};
+        el_st_set *s = el_st_open_buffer(buf, total, &err);
+        CHECKF((s != NULL) == cases[i].ok, "case %zu: %s", i, s ? "accepted" : err.msg);
+        if (!s) CHECK(err.code != EL_OK && err.msg[0]);
+        if (s && i == 0) {
+            const el_st_tensor *t = el_st_find(s, "a");
+            CHECK(t && t->n_dims == 2 && t->n_elements == 4 && t->nbytes == 16 && t->dtype == EL_ST_F32);
+        }
+        el_st_close(s);
+        free(buf);
+    }
+}
+
+/* the command line: progress is not drawn when stderr is not a terminal; the summary is */
+static void cli(void) {
+    char dir[512], out[600], cmd[2048];
+    snprintf(dir, sizeof dir, "%s/tests/data/pack/qwen3", EL_SOURCE_DIR);
+    snprintf(out, sizeof out, "%s/cli.gguf", g_tmp);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' -o '%s' --type bf16 2>'%s/cli.err'", EL_CLI_PATH, dir, out, g_tmp);
+    int rc = system(cmd);
+    CHECKF(rc == 0, "%s -> %d", cmd, rc);
+    char ep[600];
+    snprintf(ep, sizeof ep, "%s/cli.err", g_tmp);
+    char *e = el_test_read_file(ep, NULL);
+    CHECKF(e && strstr(e, "qwen3") && strstr(e, "BF16") && !strchr(e, '\r'), "stderr: %s", e ? e : "(none)");
+    free(e);
+    el_error err = {0};
+    el_gguf *g = el_gguf_open(out, &err);
+    CHECKF(g != NULL, "%s", err.msg);
+    if (g) {
+        const el_gguf_tensor *t = el_gguf_find_tensor(g, "blk.0.attn_q.weight");
+        CHECK(t && t->type == 30); /* BF16 */
+        t = el_gguf_find_tensor(g, "blk.0.attn_q_norm.weight");
+        CHECK(t && t->type == 0); /* norms stay F32 */
+        el_gguf_close(g);
+    }
+    unlink(out);
+    unlink(ep);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' --type Q9 -o '%s' 2>/dev/null", EL_CLI_PATH, dir, out);
+    rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' 2>/dev/null", EL_CLI_PATH, dir);
+    rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+}
+
+int main(void) {
+    if (!mkdtemp(g_tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    st_headers();
+    const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
+    for (int i = 0; i < 4; i++) one_arch(archs[i]);
+    failures();
+    cli();
+    rmdir(g_tmp);
+    return el_test_finish("test_pack");
+}
