@@ -9,6 +9,13 @@
  * Q4_K_M / Q5_K_M and the fallbacks for rows that are not a multiple of the
  * block size.
  *
+ * Reference: the llama.cpp vendored by llama-cpp-python 0.3.36 (ggml 0.25.3,
+ * libllama 0.5.0): ggml-quants.c's quantize_row_*_ref (the path taken when
+ * no importance matrix is given) and llama-quant.cpp's
+ * llama_tensor_get_type with default llama_model_quantize_params.
+ * tests/test_quantize.c compares both against goldens that
+ * tests/tools/gen_quantize_goldens.py recorded with that library.
+ *
  * Pure C (libc + libm): part of the core library (L1 package).
  */
 #ifndef EL_PACKAGE_QUANTIZE_H
@@ -23,7 +30,8 @@
  * Returns the bytes written, or 0 when t is not a supported target. */
 size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, int64_t n_per_row);
 
-/* True if el_quantize_rows supports t. */
+/* True if el_quantize_rows supports t: F32 (a copy), F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. */
 int el_quantize_supported(el_type t);
 
 /* A model-wide quantization choice, as llama.cpp's file types (general.file_type). */
@@ -35,11 +43,17 @@ typedef enum el_ftype {
     EL_FTYPE_COUNT
 } el_ftype;
 
-/* "Q4_K_M" etc. (case-insensitive) -> ftype; 0 on success, -1 if unknown. */
+/* "Q4_K_M" etc. (case-insensitive) -> ftype; 0 on success, -1 if unknown.
+ * Names: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M;
+ * llama.cpp's Q4_K_S / Q5_K_S are accepted for Q4_K / Q5_K. (Unlike
+ * llama-quantize, where "Q4_K" is an alias of Q4_K_M.) */
 int el_ftype_parse(const char *name, el_ftype *out);
-const char *el_ftype_name(el_ftype ft);
-/* The general.file_type value llama.cpp writes for this ftype (LLAMA_FTYPE_*). */
+const char *el_ftype_name(el_ftype ft); /* the first name above; "?" if out of range */
+/* The general.file_type value llama.cpp writes for this ftype (LLAMA_FTYPE_*:
+ * Q4_K -> 14 (Q4_K_S), Q5_K -> 16 (Q5_K_S)); -1 if out of range. */
 int el_ftype_gguf_id(el_ftype ft);
+/* The ftype's default tensor type (llama_ftype_get_default_type): Q4_K_M -> Q4_K ... */
+el_type el_ftype_base_type(el_ftype ft);
 
 /* One tensor of a model to be quantized: its GGUF name and shape (ne[0] = row length). */
 typedef struct el_qtensor {
@@ -58,7 +72,26 @@ typedef struct el_qmodel {
 
 /* out[i] = the type llama.cpp's quantizer gives tensor t[i] for ftype ft
  * (1-D tensors and norms stay F32; mixes and block-size fallbacks applied).
- * Returns 0, or -1 if some tensor cannot be represented (message in err, errcap bytes). */
+ * Returns 0, or -1 if some tensor cannot be represented (message in err, errcap bytes).
+ *
+ * t must list every tensor of the model (the choice depends on the others):
+ * - tensors llama.cpp never quantizes (fewer than 2 dims counting as ggml
+ *   does, names not ending in "weight", *_norm.weight, ffn_gate_inp, ...)
+ *   get EL_TYPE_F32, i.e. they keep the F32 they are given;
+ * - F32/F16/BF16 ftypes give every other tensor that type;
+ * - output.weight, and token_embd.weight when there is no output.weight
+ *   (tied embeddings), get Q6_K (Q8_0 for ftype Q8_0, or when the row does
+ *   not split into blocks of the ftype's base type); untied token_embd keeps
+ *   the base type;
+ * - Q4_K_M/Q5_K_M: attn_v (also attn_qkv, attn_kv_b) and ffn_down get Q6_K
+ *   in the "use_more_bits" layers (the first and last eighth and every third
+ *   in between); Q4_K (Q4_K_S): attn_v of the first 4 such tensors and
+ *   ffn_down of the first eighth of the layers get Q5_K; llama 70B (80
+ *   layers, GQA) and qwen2 with 80 layers: Q4_K attn_v -> Q5_K; 8 experts:
+ *   attn_v/attn_k -> Q8_0 and Q4_K(_M) attn_output -> Q5_K;
+ * - rows not a multiple of the block: Q4_K -> Q5_0, Q5_K -> Q5_1,
+ *   Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, and F16 if still not a multiple of 32.
+ * Counting follows llama.cpp: tensors are visited by layer number, then name. */
 int el_quant_plan(el_ftype ft, const el_qmodel *m, const el_qtensor *t, int n, el_type *out,
                   char *err, size_t errcap);
 
