@@ -37,6 +37,7 @@
 #include "convert/safetensors.h"
 #include "edgellm.h"
 #include "package/gguf.h"
+#include "package/types.h"
 #include "testutil.h"
 
 static char g_tmp[] = "/tmp/el_test_pack_XXXXXX";
@@ -170,6 +171,72 @@ static void one_arch(const char *arch) {
         unlink(out);
     }
     cJSON_Delete(ex);
+}
+
+/* Quantized packs against the F32 pack, tensor by tensor: same names, shapes and
+ * order; 1-D tensors F32; each dequantized matrix within the format's error of
+ * the F32 one (relative RMS; bounds well above what round-to-nearest gives for
+ * Gaussian-like rows, well below what a wrong row order or transform gives: ~1.4).
+ * (Byte equality with llama.cpp's quantizer: tests/pack/test_pack_llamacpp.py.) */
+static double rel_bound(int type) {
+    switch (type) {
+    case 1: case 30: return 0.01;            /* F16, BF16 */
+    case 8: return 0.02;                     /* Q8_0 */
+    case 14: return 0.04;                    /* Q6_K */
+    case 6: case 7: case 13: return 0.08;    /* Q5_0, Q5_1, Q5_K */
+    default: return 0.16;                    /* Q4_0, Q4_1, Q4_K */
+    }
+}
+
+static void quantized_vs_f32(const char *arch, const char *type) {
+    char dir[512], f32[600], q[600];
+    snprintf(dir, sizeof dir, "%s/tests/data/pack/%s", EL_SOURCE_DIR, arch);
+    snprintf(f32, sizeof f32, "%s/%s-qref.gguf", g_tmp, arch);
+    snprintf(q, sizeof q, "%s/%s-q.gguf", g_tmp, arch);
+    el_pack_params p = el_pack_default_params();
+    p.ftype = EL_FTYPE_F32;
+    el_error err = {0};
+    CHECKF(el_pack(dir, f32, &p, NULL, &err) == 0, "%s", err.msg);
+    CHECK(el_ftype_parse(type, &p.ftype) == 0);
+    CHECKF(el_pack(dir, q, &p, NULL, &err) == 0, "%s %s: %s", arch, type, err.msg);
+    el_gguf *a = el_gguf_open(f32, &err), *b = el_gguf_open(q, &err);
+    CHECK(a && b);
+    if (a && b) {
+        CHECK(el_gguf_n_tensors(a) == el_gguf_n_tensors(b));
+        double worst = 0;
+        int n_quant = 0;
+        for (int64_t i = 0; i < el_gguf_n_tensors(a) && i < el_gguf_n_tensors(b); i++) {
+            const el_gguf_tensor *ta = el_gguf_tensor_at(a, i), *tb = el_gguf_tensor_at(b, i);
+            CHECK(ta->name.len == tb->name.len && memcmp(ta->name.ptr, tb->name.ptr, ta->name.len) == 0);
+            CHECK(ta->ne[0] == tb->ne[0] && ta->ne[1] == tb->ne[1] && ta->type == 0);
+            if (tb->n_dims == 1) { CHECK(tb->type == 0); continue; }
+            int64_t n = ta->ne[0] * ta->ne[1];
+            float *deq = malloc(sizeof(float) * (size_t)n);
+            const el_type_info *ti = el_type_get(tb->type);
+            CHECK(ti && ti->to_float);
+            if (!ti || !ti->to_float || !deq) { free(deq); continue; }
+            ti->to_float(tb->data, deq, n);
+            const float *ref = ta->data;
+            double se = 0, sr = 0;
+            for (int64_t k = 0; k < n; k++) {
+                double d = (double)deq[k] - ref[k];
+                se += d * d;
+                sr += (double)ref[k] * ref[k];
+            }
+            double rel = sqrt(se / (sr > 0 ? sr : 1));
+            n_quant += tb->type != 0;
+            if (rel > worst) worst = rel;
+            CHECKF(rel <= rel_bound(tb->type), "%s %s: %.*s (%s) relative RMS error %.4f > %.3f", arch, type, (int)tb->name.len,
+                   tb->name.ptr, el_type_name(tb->type), rel, rel_bound(tb->type));
+            free(deq);
+        }
+        CHECK(n_quant > 0);
+        printf("%-6s %-6s %d matrices quantized, worst relative RMS error vs F32 %.4f\n", arch, type, n_quant, worst);
+    }
+    el_gguf_close(a);
+    el_gguf_close(b);
+    unlink(f32);
+    unlink(q);
 }
 
 /* ---- failures ------------------------------------------------------------ */
@@ -352,6 +419,9 @@ int main(void) {
     st_headers();
     const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
     for (int i = 0; i < 4; i++) one_arch(archs[i]);
+    const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};
+    for (int i = 0; i < 4; i++)
+        for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);
     failures();
     cli();
     rmdir(g_tmp);
