@@ -1,7 +1,8 @@
 /*
  * test_pack.c — `edgellm pack` end to end: each Hugging Face fixture in
  * tests/data/pack/<arch>/ (random-weight llama, qwen2, qwen3 — sharded —
- * and gemma3 models made by transformers; tests/tools/gen_pack_fixtures.py)
+ * gemma3 models made by transformers, tests/tools/gen_pack_fixtures.py;
+ * and llama3 — Llama 3's byte-level tokenizer, tied output, llama3 rope scaling)
  * is packed, loaded by the runtime and run on a fixed token sequence, and the
  * logits at every position are compared with the float32 logits transformers
  * computed for the same weights (expected.json).
@@ -158,7 +159,7 @@ static void one_arch(const char *arch) {
         int rc = el_pack(dir, out, &p, &info, &err);
         CHECKF(rc == 0, "pack %s %s: %s", arch, cases[i].type, err.msg);
         if (rc) continue;
-        CHECK(!strcmp(info.arch, arch));
+        CHECK(!strcmp(info.arch, arch) || (!strcmp(arch, "llama3") && !strcmp(info.arch, "llama")));
         result r;
         if (run_logits(out, ex, &r) == 0) {
             printf("%-6s %-5s max|dlogit| %.5f  argmax agrees %d/%d  (tolerance %.2f)\n", arch, cases[i].type, r.max_abs,
@@ -168,6 +169,17 @@ static void one_arch(const char *arch) {
             if (cases[i].argmax) CHECK(r.argmax_agree == r.n_pos);
         }
         if (i == 0) check_metadata(out, dir, ex);
+        if (i == 0 && !strcmp(arch, "llama3")) {
+            /* llama3 rope scaling became per-frequency divisors: 1 for short wavelengths, the factor for long ones */
+            el_gguf *g = el_gguf_open(out, &err);
+            const el_gguf_tensor *t = g ? el_gguf_find_tensor(g, "rope_freqs.weight") : NULL;
+            CHECK(t && t->type == 0 && t->ne[0] == 8);
+            if (t) {
+                const float *f = t->data;
+                CHECKF(f[0] == 1.0f && f[7] == 8.0f && f[6] > 1.0f && f[6] < 8.0f, "rope_freqs %g %g %g", f[0], f[6], f[7]);
+            }
+            el_gguf_close(g);
+        }
         unlink(out);
     }
     cJSON_Delete(ex);
@@ -417,8 +429,8 @@ int main(void) {
         return 1;
     }
     st_headers();
-    const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3"};
-    for (int i = 0; i < 4; i++) one_arch(archs[i]);
+    const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3", "llama3"};
+    for (int i = 0; i < 5; i++) one_arch(archs[i]);
     const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};
     for (int i = 0; i < 4; i++)
         for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);

@@ -32,7 +32,7 @@ except Exception as e:  # noqa: BLE001
 
 SRC = os.environ.get("EL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 CLI = os.environ.get("EL_CLI_PATH", os.path.join(SRC, "build", "edgellm"))
-ARCHS = ["llama", "qwen2", "qwen3", "gemma3"]
+ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "llama3"]
 TOL = 0.05
 # edgellm --type -> llama.cpp LLAMA_FTYPE
 FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q4_K": 14, "Q5_K": 16, "Q6_K": 18,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds the Hugging Face model fixtures of tests/test_pack.c, offline.
 
-For each of llama, qwen2, qwen3 and gemma3 it writes tests/data/pack/<arch>/:
+For each of llama, qwen2, qwen3, gemma3 and llama3 (a llama with Llama 3's
+byte-level tokenizer, tied output and llama3 rope scaling) it writes tests/data/pack/<arch>/:
 a random-weight model made by `transformers` from a tiny config
 (config.json, model.safetensors — sharded with model.safetensors.index.json
 for qwen3 — generation_config.json), a small tokenizer of the real format
@@ -17,6 +18,7 @@ Tokenizers:
           concatenation is a piece, in the piece's order)
   gemma3  the same style without the "▁" prefix and Gemma's special tokens
   qwen2/3 byte-level BPE with Qwen2's pre-tokenizer regex
+  llama3  byte-level BPE with Llama 3's regex, BOS added by a TemplateProcessing post-processor
 
 Weights are stored in BF16 (as released HF models usually are) and scaled up
 from transformers' default init (std 0.02 gives almost flat logits) so that
@@ -48,10 +50,12 @@ CORPUS = [
 ] * 4
 
 # The sequence every model is run on (ids < 256 exist in every fixture vocab).
-SEQ_LEN = 12
+SEQ_LEN = 10
 TEST_STRINGS = ["Hello world", "The quick brown fox", " leading space", "numbers 12345 and 6", "new\nline\ttab",
                 "caf\u00e9 \u00fcber \u2603"]
 
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+             r"|\s+(?!\S)|\s+")
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
             r"|\s+(?!\S)|\s+")
 
@@ -60,6 +64,9 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
 GEMMA_TMPL = ("{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
               "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
               "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+LLAMA3_TMPL = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+               " + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+               "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
 LLAMA2_TMPL = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
                "{% else %}{{ ' ' + message['content'] + ' ' + eos_token }}{% endif %}{% endfor %}")
 
@@ -116,11 +123,11 @@ def spm_tokenizer(specials, n_pieces, prefix):
     return j
 
 
-def bpe_tokenizer(specials, n_pieces):
-    """Byte-level BPE tokenizer.json with Qwen2's pre-tokenizer; specials appended after the pieces."""
+def bpe_tokenizer(specials, n_pieces, regex=QWEN2_RE):
+    """Byte-level BPE tokenizer.json with Qwen2's (or Llama 3's) pre-tokenizer; specials appended after the pieces."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=n_pieces, special_tokens=[], show_progress=False,
@@ -142,12 +149,12 @@ def build(arch, out):
     d = os.path.join(out, arch)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    torch.manual_seed({"llama": 1, "qwen2": 2, "qwen3": 3, "gemma3": 4}[arch])
+    torch.manual_seed({"llama": 1, "qwen2": 2, "qwen3": 3, "gemma3": 4, "llama3": 5}[arch])
     if arch == "llama":
         specials = ["<unk>", "<s>", "</s>"]
         tj = spm_tokenizer(specials, 100, prefix=True)
         n_vocab = len(tj["model"]["vocab"])
-        cfg = T.LlamaConfig(vocab_size=n_vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        cfg = T.LlamaConfig(vocab_size=n_vocab, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                             rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
                             bos_token_id=1, eos_token_id=2)
@@ -167,6 +174,32 @@ def build(arch, out):
         tcfg = {"bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>",
                 "add_bos_token": True, "add_eos_token": False, "chat_template": GEMMA_TMPL}
         gen = {"bos_token_id": 2, "eos_token_id": [1, 5], "pad_token_id": 0}
+    elif arch == "llama3":
+        # Llama 3 style: byte-level BPE ("llama-bpe"), BOS from the post-processor, tied
+        # output, llama3 rope scaling (rope_freqs), one layer
+        specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"]
+        tj = bpe_tokenizer(specials, 290, regex=LLAMA3_RE)
+        n_vocab = len(tj["model"]["vocab"]) + len(specials)
+        ids = {t["content"]: t["id"] for t in tj["added_tokens"]}
+        bos_id, eos_id, eot_id = ids["<|begin_of_text|>"], ids["<|end_of_text|>"], ids["<|eot_id|>"]
+        tj["post_processor"] = {"type": "TemplateProcessing",
+                                "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                           {"Sequence": {"id": "A", "type_id": 0}}],
+                                "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                                         {"Sequence": {"id": "A", "type_id": 0}},
+                                         {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
+                                         {"Sequence": {"id": "B", "type_id": 1}}],
+                                "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [bos_id],
+                                                                        "tokens": ["<|begin_of_text|>"]}}}
+        cfg = T.LlamaConfig(vocab_size=n_vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                            num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=16384,
+                            rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=bos_id, eos_token_id=eos_id,
+                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                             "original_max_position_embeddings": 8192})
+        model_cls = T.LlamaForCausalLM
+        tcfg = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "chat_template": LLAMA3_TMPL}
+        gen = {"bos_token_id": bos_id, "eos_token_id": [eos_id, eot_id]}
     else:
         specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
         tj = bpe_tokenizer(specials, 300)
@@ -181,6 +214,7 @@ def build(arch, out):
             cfg = T.Qwen2Config(**common)
             model_cls = T.Qwen2ForCausalLM
         else:
+            common.update(num_attention_heads=2, num_key_value_heads=1)
             cfg = T.Qwen3Config(head_dim=32, **common)
             model_cls = T.Qwen3ForCausalLM
         tcfg = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "add_bos_token": False,
@@ -234,7 +268,8 @@ def build(arch, out):
     tk = Tokenizer.from_str(json.dumps(tj))
     tok_cases = []
     bos = None
-    if tcfg.get("add_bos_token") and tcfg.get("bos_token"):
+    adds_bos = tcfg.get("add_bos_token", (tj.get("post_processor") or {}).get("type") == "TemplateProcessing")
+    if adds_bos and tcfg.get("bos_token"):
         bos = tj["model"]["vocab"].get(tcfg["bos_token"])
         if bos is None:
             bos = [t["id"] for t in tj["added_tokens"] if t["content"] == tcfg["bos_token"]][0]
@@ -252,10 +287,10 @@ def build(arch, out):
         "transformers": T.__version__,
         "torch": torch.__version__,
         "tokens": seq,
-        "logits": [[float("%.6g" % v) for v in row] for row in logits.tolist()],
+        "logits": [[float("%.5g" % v) for v in row] for row in logits.tolist()],
         "tokenize": tok_cases,
         "bos": bos,
-        "eos": (gen["eos_token_id"][0] if isinstance(gen["eos_token_id"], list) else gen["eos_token_id"]),
+        "eos": tk.token_to_id(tcfg["eos_token"]),  # tokenizer_config names EOS (as llama.cpp's converter reads it)
     }, indent=None)
     print(arch, "vocab", n_vocab, "params", sum(p.numel() for p in model.parameters()))
 
@@ -263,7 +298,7 @@ def build(arch, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "data", "pack"))
-    ap.add_argument("archs", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3"])
+    ap.add_argument("archs", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3", "llama3"])
     a = ap.parse_args()
     for arch in a.archs:
         build(arch, a.out)
