@@ -10,7 +10,10 @@
 2. Quantized types: the F32 pack quantized by llama.cpp's own quantizer
    (llama_model_quantize) must equal `edgellm pack --type T` byte for byte,
    tensor by tensor (types and data), for every type edgellm's quantizer
-   supports in this build.
+   supports in this build. Besides the fixtures (rows of 32/64, where the
+   K-quants fall back to legacy types) this runs on two models made here with
+   numpy — llama and qwen2 with hidden size 256, two layers — whose rows take
+   the K-quant paths and Q4_K_M/Q5_K_M's per-layer mixes.
 
 Exit 77 (skipped) where llama_cpp, numpy or gguf cannot be imported.
 Env: EL_CLI_PATH (the edgellm binary), EL_SOURCE_DIR (the checkout).
@@ -50,9 +53,10 @@ def check(cond, msg):
         print("FAIL:", msg)
 
 
-def pack(arch, out, typ):
-    r = subprocess.run([CLI, "pack", os.path.join(SRC, "tests", "data", "pack", arch), "-o", out, "--type", typ, "-q"],
-                       capture_output=True, text=True)
+def pack(src, out, typ):
+    if "/" not in src:
+        src = os.path.join(SRC, "tests", "data", "pack", src)
+    r = subprocess.run([CLI, "pack", src, "-o", out, "--type", typ, "-q"], capture_output=True, text=True)
     return r.returncode, r.stderr
 
 
@@ -68,9 +72,82 @@ def tensors(path):
     return {t.name: (int(t.tensor_type), bytes(np.asarray(t.data).tobytes())) for t in r.tensors}
 
 
+def write_safetensors(path, tensors_):
+    """tensors_: name -> float32 array, stored as BF16 (truncated)."""
+    header, blobs, off = {}, [], 0
+    for name, a in tensors_.items():
+        b = (np.ascontiguousarray(a, dtype=np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def synth_model(tmp, arch):
+    """A 256-wide random model in HF layout with a fixture's tokenizer."""
+    src = os.path.join(SRC, "tests", "data", "pack", "llama" if arch == "llama" else "qwen2")
+    d = os.path.join(tmp, f"synth-{arch}")
+    os.makedirs(d)
+    for fn in ("tokenizer.json", "tokenizer_config.json"):
+        with open(os.path.join(src, fn), "rb") as a, open(os.path.join(d, fn), "wb") as b:
+            b.write(a.read())
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    E, F, L, H, KV, V = 256, 512, 2, 4, 2, cfg["vocab_size"]
+    cfg.update(hidden_size=E, intermediate_size=F, num_hidden_layers=L, num_attention_heads=H, num_key_value_heads=KV)
+    cfg.pop("head_dim", None)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    rng = np.random.default_rng(11)
+    hd = E // H
+    t = {"model.embed_tokens.weight": rng.standard_normal((V, E)) * 0.5, "model.norm.weight": 1 + rng.standard_normal(E) * 0.1}
+    if not cfg.get("tie_word_embeddings"):
+        t["lm_head.weight"] = rng.standard_normal((V, E)) * 0.06
+    for i in range(L):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = 1 + rng.standard_normal(E) * 0.1
+        t[p + "post_attention_layernorm.weight"] = 1 + rng.standard_normal(E) * 0.1
+        for n, rows, cols in (("self_attn.q_proj", H * hd, E), ("self_attn.k_proj", KV * hd, E), ("self_attn.v_proj", KV * hd, E),
+                              ("self_attn.o_proj", E, H * hd), ("mlp.gate_proj", F, E), ("mlp.up_proj", F, E), ("mlp.down_proj", E, F)):
+            t[p + n + ".weight"] = rng.standard_normal((rows, cols)) / np.sqrt(cols)
+            if arch == "qwen2" and n in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"):
+                t[p + n + ".bias"] = rng.standard_normal(rows) * 0.1
+    write_safetensors(os.path.join(d, "model.safetensors"), t)
+    return d
+
+
+def compare_quantized(tag, src_dir, f32, tmp):
+    ref = tensors(f32)
+    for typ, ft in FTYPES.items():
+        mine = os.path.join(tmp, f"{tag}-{typ}.gguf")
+        rc, err = pack(src_dir, mine, typ)
+        if rc != 0:
+            print(f"{tag:12s} {typ:6s} not packed here ({err.strip()})")
+            continue
+        theirs = os.path.join(tmp, f"{tag}-{typ}-llamacpp.gguf")
+        check(llamacpp_quantize(f32, theirs, ft) == 0, f"{tag}: llama.cpp quantize {typ} failed")
+        a, b = tensors(mine), tensors(theirs)
+        check(set(a) == set(b) == set(ref), f"{tag} {typ}: tensor sets differ")
+        diff = [n for n in a if n in b and a[n] != b[n]]
+        tdiff = [n for n in a if n in b and a[n][0] != b[n][0]]
+        kinds = sorted({gguf.GGMLQuantizationType(v[0]).name for v in a.values()})
+        print(f"{tag:12s} {typ:6s} vs llama-quantize: {len(a) - len(diff)}/{len(a)} tensors identical [{' '.join(kinds)}]"
+              + (f" (types differ: {tdiff[:3]})" if tdiff else "") + (f" (bytes differ: {diff[:3]})" if diff else ""))
+        check(not diff, f"{tag} {typ}: {len(diff)} tensors differ from llama-quantize's, e.g. {diff[:3]}")
+        os.unlink(mine)
+        os.unlink(theirs)
+
+
 def main():
     llama_cpp.llama_backend_init()
     with tempfile.TemporaryDirectory() as tmp:
+        for arch in ("llama", "qwen2"):
+            d = synth_model(tmp, arch)
+            f32 = os.path.join(tmp, f"synth-{arch}-F32.gguf")
+            rc, err = pack(d, f32, "F32")
+            check(rc == 0, f"synth {arch}: pack F32 failed: {err}")
+            if rc == 0:
+                compare_quantized(f"{arch}-256", d, f32, tmp)
         for arch in ARCHS:
             ex = json.load(open(os.path.join(SRC, "tests", "data", "pack", arch, "expected.json")))
             f32 = os.path.join(tmp, f"{arch}-F32.gguf")
@@ -89,24 +166,7 @@ def main():
                 ids = llm.tokenize(case["text"].encode(), add_bos=True, special=False)
                 check(ids == case["ids"], f"{arch}: llama.cpp tokenizes {case['text']!r} as {ids}, HF {case['ids']}")
             del llm
-            ref = tensors(f32)
-            for typ, ft in FTYPES.items():
-                mine = os.path.join(tmp, f"{arch}-{typ}.gguf")
-                rc, err = pack(arch, mine, typ)
-                if rc != 0:
-                    print(f"{arch:6s} {typ:6s} not packed here ({err.strip()})")
-                    continue
-                theirs = os.path.join(tmp, f"{arch}-{typ}-llamacpp.gguf")
-                check(llamacpp_quantize(f32, theirs, ft) == 0, f"{arch}: llama.cpp quantize {typ} failed")
-                a, b = tensors(mine), tensors(theirs)
-                check(set(a) == set(b) == set(ref), f"{arch} {typ}: tensor sets differ")
-                diff = [n for n in a if n in b and a[n] != b[n]]
-                tdiff = [n for n in a if n in b and a[n][0] != b[n][0]]
-                print(f"{arch:6s} {typ:6s} vs llama-quantize: {len(a) - len(diff)}/{len(a)} tensors identical"
-                      + (f" (types differ: {tdiff[:3]})" if tdiff else "") + (f" (bytes differ: {diff[:3]})" if diff else ""))
-                check(not diff, f"{arch} {typ}: {len(diff)} tensors differ from llama-quantize's, e.g. {diff[:3]}")
-                os.unlink(mine)
-                os.unlink(theirs)
+            compare_quantized(arch, os.path.join(SRC, "tests", "data", "pack", arch), f32, tmp)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
