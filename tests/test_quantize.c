@@ -3,7 +3,7 @@
  *
  * 1. Goldens (tests/data/quantize_goldens.txt, from
  *    tests/tools/gen_quantize_goldens.py running llama-cpp-python 0.3.36's
- *    llama_model_quantize): for small llama / qwen2 / gemma3 models and a
+ *    llama_model_quantize): for small llama / qwen2 / qwen3 / gemma3 models and a
  *    80-layer llama, and each ftype edgellm offers, the type llama.cpp chose
  *    for every tensor and the SHA-256 of the bytes it wrote.  The inputs are
  *    rebuilt here from the documented generator; el_quant_plan must choose
@@ -12,7 +12,10 @@
  *    outliers, rounding ties, mixed magnitudes, zero sub-blocks) is compared
  *    per row for every block type, Q2_K and Q3_K included.
  * 2. Round trips: quantize -> dequantize error bounds per type.
- * 3. The ftype table, argument checks, plan errors.
+ * 3. With ../shared/reference: the tiny reference models that llama.cpp's
+ *    llama-quantize made from their F16 files, re-planned and re-quantized
+ *    here from the F16 data (types and bytes).
+ * 4. The ftype table, argument checks, plan errors.
  * Prints a table: ftype x model, tensors whose type / bytes matched.
  */
 #include <math.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "package/gguf.h"
 #include "package/quantize.h"
 #include "package/quants.h"
 #include "package/types.h"
@@ -52,7 +56,7 @@ static int gen_values(char gen, uint32_t seed, float scale, int64_t ne0, int64_t
         for (int64_t i = 0; i < n; ++i) x[i] = x[i] * x[i] * x[i] * scale;
         return 0;
     }
-    if (gen != 'E' || ne0 != 512 || ne1 != 9) return -1;
+    if (gen != 'E' || ne0 != 512 || ne1 != 10) return -1;
     static const double mags[6] = {1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0};
     float *r = x;
     for (int j = 0; j < 512; ++j) r[j] = 0.0f;
@@ -76,6 +80,8 @@ static int gen_values(char gen, uint32_t seed, float scale, int64_t ne0, int64_t
     for (int j = 0; j < 512; ++j) r[j] = r[j] * (float)0.1;
     for (int j = 32; j < 64; ++j) r[j] = 0.0f;
     for (int j = 256; j < 272; ++j) r[j] = 0.0f;
+    r += 512;
+    for (int j = 0; j < 512; ++j) r[j] = r[j] * (float)1e-39;
     return 0;
 }
 
@@ -112,7 +118,7 @@ typedef struct {
     gtensor *t;
 } gmodel;
 
-static gmodel g_models[8];
+static gmodel g_models[12];
 static int g_nmodels;
 
 static gmodel *find_model(const char *name) {
@@ -154,7 +160,7 @@ static int load_goldens(const char *path) {
         char *tok[40];
         const int n = split(line, tok, 40);
         if (n == 0) continue;
-        if (strcmp(tok[0], "M") == 0 && n == 7 && g_nmodels < 8) {
+        if (strcmp(tok[0], "M") == 0 && n == 7 && g_nmodels < 12) {
             gmodel *m = &g_models[g_nmodels++];
             memset(m, 0, sizeof *m);
             snprintf(m->name, sizeof m->name, "%s", tok[1]);
@@ -214,7 +220,7 @@ static int load_goldens(const char *path) {
 /* ------------------------------------------------------------ golden checks */
 
 typedef struct { int type_ok, bytes_ok, bytes_n, n; } tally;
-static tally g_tab[EL_FTYPE_COUNT][8];   /* [ftype][model] */
+static tally g_tab[EL_FTYPE_COUNT][12];  /* [ftype][model] */
 static tally g_edge[MAX_COLS];           /* edge tensor rows per block type */
 static const char *g_edge_name[MAX_COLS];
 static int g_edge_n;
@@ -338,7 +344,7 @@ static void print_table(void) {
         }
         printf("\n");
     }
-    printf("\nedge-case tensor (512 x 9), llama.cpp pure runs: rows equal per block type\n");
+    printf("\nedge-case tensor (512 x 10), llama.cpp pure runs: rows equal per block type\n");
     for (int c = 0; c < g_edge_n; ++c)
         if (g_edge_name[c]) printf("  %-5s %d/%d rows\n", g_edge_name[c], g_edge[c].bytes_ok, g_edge[c].bytes_n);
 }
@@ -386,6 +392,120 @@ static void check_round_trips(void) {
     free(q);
 }
 
+/* ------------------------------------------------------------ reference models */
+
+/* ../shared/reference/models: tiny models that llama.cpp's llama-quantize
+ * (build of August 2026) made from the F16 files. For each quantized file the
+ * F16 source is dequantized, planned for the file's ftype (when it is one of
+ * edgellm's) and quantized; types and bytes must equal the file's. Files of
+ * other ftypes (Q2_K, Q3_K_M) check the bytes of each tensor's recorded type. */
+static void check_reference_models(void) {
+    static const char *const pairs[][2] = {
+        {"tiny-llama-F16", "tiny-llama-Q8_0"},   {"tiny-llama-F16", "tiny-llama-Q4_0"},
+        {"tiny-llama-F16", "tiny-llama-Q4_1"},   {"tiny-llama-F16", "tiny-llama-Q5_0"},
+        {"tiny-llama-F16", "tiny-llama-Q5_1"},   {"tiny-llama-F16", "tiny-llama-Q2_K"},
+        {"tiny-llama-F16", "tiny-llama-Q3_K_M"}, {"tiny-llama-F16", "tiny-llama-Q4_K_M"},
+        {"tiny-llama-F16", "tiny-llama-Q5_K_M"}, {"tiny-llama-F16", "tiny-llama-Q6_K"},
+        {"tiny-qwen2-F16", "tiny-qwen2-Q4_K_M"}, {"tiny-qwen3-F16", "tiny-qwen3-Q8_0"},
+        {"tiny-qwen3-F16", "tiny-qwen3-Q6_K"},   {"tiny-qwen3-F16", "tiny-qwen3-Q4_K_M"},
+        {"tiny-gemma3-F16", "tiny-gemma3-Q8_0"}, {"tiny-gemma3-F16", "tiny-gemma3-Q5_K_M"},
+        {"tiny-gemma3-F16", "tiny-gemma3-Q4_K_M"},
+    };
+    if (!el_test_have_ref()) {
+        printf("\nreference models: ../shared/reference not found, section skipped\n");
+        return;
+    }
+    printf("\nreference models (llama-quantize from the F16 files): tensors matched, type / bytes\n");
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; ++p) {
+        char rel[96], sp[4096], dp[4096];
+        snprintf(rel, sizeof rel, "models/%s.gguf", pairs[p][0]);
+        snprintf(sp, sizeof sp, "%s", el_test_ref_path(rel));
+        snprintf(rel, sizeof rel, "models/%s.gguf", pairs[p][1]);
+        snprintf(dp, sizeof dp, "%s", el_test_ref_path(rel));
+        el_error e1 = {0}, e2 = {0};
+        el_gguf *src = el_gguf_open(sp, &e1), *dst = el_gguf_open(dp, &e2);
+        if (!src || !dst) {
+            printf("  %-20s missing (%s)\n", pairs[p][1], !src ? e1.msg : e2.msg);
+            el_gguf_close(src);
+            el_gguf_close(dst);
+            continue;
+        }
+        el_str arch_s = {0};
+        CHECK(el_gguf_get_str(src, "general.architecture", &arch_s));
+        char arch[32], key[96];
+        snprintf(arch, sizeof arch, "%.*s", (int)arch_s.len, arch_s.ptr);
+        uint32_t nl = 0, nh = 0, nkv = 0, ne = 0, ft_id = 0;
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        CHECK(el_gguf_get_u32(src, key, &nl));
+        snprintf(key, sizeof key, "%s.attention.head_count", arch);
+        el_gguf_get_u32(src, key, &nh);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+        el_gguf_get_u32(src, key, &nkv);
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        el_gguf_get_u32(src, key, &ne);
+        CHECK(el_gguf_get_u32(dst, "general.file_type", &ft_id));
+        int ft = -1;
+        for (int f = 0; f < EL_FTYPE_COUNT; ++f)
+            if (el_ftype_gguf_id((el_ftype)f) == (int)ft_id) ft = f;
+
+        const int n = (int)el_gguf_n_tensors(src);
+        el_qtensor *qt = calloc((size_t)n, sizeof *qt);
+        el_type *plan = calloc((size_t)n, sizeof *plan);
+        char **names = calloc((size_t)n, sizeof *names);
+        for (int i = 0; i < n; ++i) {
+            const el_gguf_tensor *t = el_gguf_tensor_at(src, i);
+            names[i] = el_str_dup(t->name);
+            qt[i].name = names[i];
+            qt[i].n_dims = t->n_dims;
+            memcpy(qt[i].ne, t->ne, sizeof qt[i].ne);
+        }
+        const el_qmodel qm = {arch, (int)nl, (int)nh, (int)nkv, (int)ne};
+        char err[256] = "";
+        const int planned = ft >= 0 && el_quant_plan((el_ftype)ft, &qm, qt, n, plan, err, sizeof err) == 0;
+        CHECKF(ft < 0 || planned, "%s: plan: %s", pairs[p][1], err);
+        int type_ok = 0, bytes_ok = 0, nb = 0;
+        for (int i = 0; i < n; ++i) {
+            const el_gguf_tensor *ts = el_gguf_tensor_at(src, i);
+            const el_gguf_tensor *td = el_gguf_find_tensor(dst, names[i]);
+            CHECKF(td != NULL, "%s: no %s", pairs[p][1], names[i]);
+            if (!td) continue;
+            if (planned) {
+                /* the plan assumes F32 input: tensors kept as-is keep the source type */
+                const int want = plan[i] == EL_TYPE_F32 ? ts->type : (int)plan[i];
+                CHECKF(want == td->type, "%s %s: planned %s, llama.cpp %s", pairs[p][1], names[i],
+                       el_type_name(want), el_type_name(td->type));
+                type_ok += want == td->type;
+            }
+            if (td->type == ts->type) { /* copied */
+                nb++;
+                bytes_ok += td->nbytes == ts->nbytes && memcmp(td->data, ts->data, ts->nbytes) == 0;
+                continue;
+            }
+            if (!el_quantize_supported((el_type)td->type)) continue;
+            const int64_t ne0 = ts->ne[0], nrows = ts->ne[1] * ts->ne[2] * ts->ne[3];
+            float *x = malloc(sizeof(float) * (size_t)(ne0 * nrows));
+            uint8_t *q = malloc(td->nbytes + 1);
+            el_type_get(ts->type)->to_float(ts->data, x, ne0 * nrows);
+            const size_t w = el_quantize_rows((el_type)td->type, x, q, nrows, ne0);
+            const int ok = w == td->nbytes && memcmp(q, td->data, w) == 0;
+            CHECKF(ok, "%s %s (%s): bytes differ from llama.cpp", pairs[p][1], names[i],
+                   el_type_name(td->type));
+            nb++;
+            bytes_ok += ok;
+            free(x);
+            free(q);
+        }
+        if (planned) printf("  %-20s %-7s %3d/%-3d  %3d/%d\n", pairs[p][1], el_ftype_name((el_ftype)ft), type_ok, n, bytes_ok, nb);
+        else printf("  %-20s %-7s    -     %3d/%d\n", pairs[p][1], "(other)", bytes_ok, nb);
+        for (int i = 0; i < n; ++i) free(names[i]);
+        free(names);
+        free(qt);
+        free(plan);
+        el_gguf_close(src);
+        el_gguf_close(dst);
+    }
+}
+
 /* ------------------------------------------------------------ API edges */
 
 static void check_api(void) {
@@ -405,12 +525,46 @@ static void check_api(void) {
     CHECK(strcmp(el_ftype_name(EL_FTYPE_COUNT), "?") == 0);
 
     float x[256] = {0};
-    uint8_t q[1024];
+    uint8_t q[1024 + 64];
     CHECK(el_quantize_rows(EL_TYPE_Q4_K, x, q, 1, 128) == 0);  /* not a whole super-block */
     CHECK(el_quantize_rows(EL_TYPE_Q4_0, x, q, 1, 48) == 0);
     CHECK(el_quantize_rows(EL_TYPE_IQ4_NL, x, q, 1, 256) == 0); /* not a target */
     CHECK(!el_quantize_supported(EL_TYPE_Q8_K));
     CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 2, 128) == 2 * 4 * 34);
+    CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 0, 128) == 0);
+
+    /* data llama.cpp's quantizer refuses (ggml_validate_row_data) is refused */
+    static const el_type all[] = {EL_TYPE_F32, EL_TYPE_F16, EL_TYPE_BF16, EL_TYPE_Q8_0,
+                                  EL_TYPE_Q4_0, EL_TYPE_Q4_1, EL_TYPE_Q5_0, EL_TYPE_Q5_1,
+                                  EL_TYPE_Q2_K, EL_TYPE_Q3_K, EL_TYPE_Q4_K, EL_TYPE_Q5_K, EL_TYPE_Q6_K};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
+        for (int j = 0; j < 256; ++j) x[j] = (float)(j % 7) * 0.1f;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == el_row_size(all[i], 256), "%s",
+               el_type_name(all[i]));
+        x[77] = NAN;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == 0, "%s: NaN accepted", el_type_name(all[i]));
+        x[77] = -INFINITY;
+        CHECKF(el_quantize_rows(all[i], x, q, 1, 256) == 0, "%s: -inf accepted", el_type_name(all[i]));
+        /* finite, but for the 32-blocks and F16 no half holds the value or
+         * scale (F32 and BF16 do hold it; the x^2-weighted K-quant searches
+         * overflow to a finite scale, so they are not asserted) */
+        x[77] = 3e38f;
+        const size_t r = el_quantize_rows(all[i], x, q, 1, 256);
+        const el_type_info *ti = el_type_get(all[i]);
+        if (all[i] == EL_TYPE_F32 || all[i] == EL_TYPE_BF16)
+            CHECKF(r == el_row_size(all[i], 256), "%s: 3e38 gave %zu", ti->name, r);
+        else if (ti->blck_size <= 32)
+            CHECKF(r == 0, "%s: 3e38 gave %zu", ti->name, r);
+    }
+    for (int j = 0; j < 256; ++j) x[j] = (float)(j % 5) * 1000.0f;
+    CHECK(el_quantize_rows(EL_TYPE_F16, x, q, 1, 256) == 512);
+    x[3] = 70000.0f; /* above the largest half */
+    CHECK(el_quantize_rows(EL_TYPE_F16, x, q, 1, 256) == 0);
+    CHECK(el_quantize_rows(EL_TYPE_BF16, x, q, 1, 256) == 512);
+    CHECK(el_quantize_rows(EL_TYPE_Q8_0, x, q, 1, 256) == 8 * 34); /* d = 70000/127 fits */
+    x[3] = -70000.0f; /* Q4_1 stores the min itself as a half */
+    CHECK(el_quantize_rows(EL_TYPE_Q4_1, x, q, 1, 256) == 0);
+    CHECK(el_quantize_rows(EL_TYPE_Q4_0, x, q, 1, 256) == 8 * 18);
 
     /* plan errors: MoE tensors must name their layer */
     const el_qmodel moe = {"llama", 4, 8, 2, 8};
@@ -448,12 +602,13 @@ int main(void) {
     const char *path = EL_SOURCE_DIR "/tests/data/quantize_goldens.txt";
     const int lg = load_goldens(path);
     CHECKF(lg == 0, "cannot read %s", path);
-    CHECK(g_nmodels >= 5);
+    CHECK(g_nmodels >= 6);
     for (int mi = 0; mi < g_nmodels; ++mi) {
         check_model(&g_models[mi], mi);
         if (el_test_failures > 50) break;
     }
     print_table();
+    check_reference_models();
     for (int mi = 0; mi < g_nmodels; ++mi) {
         for (int i = 0; i < g_models[mi].nt; ++i) free(g_models[mi].t[i].rows);
         free(g_models[mi].t);

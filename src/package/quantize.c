@@ -16,6 +16,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,17 @@ static inline int round_magic(float v) {
     return (int)(bits & 0x007fffffu) - 0x00400000;
 }
 
+/* float -> integer truncation as ggml's x86-64 build does it (cvttss2si, then
+ * the low byte): values outside the int32 range and NaN give INT32_MIN, whose
+ * low byte is 0. They arise only for float32-subnormal groups, where the
+ * inverse scale overflows to infinity; C leaves that conversion undefined,
+ * so it is spelled out here. */
+static inline int32_t trunc_i32(float v) {
+    if (!(v > -2147483648.0f && v < 2147483648.0f)) return INT32_MIN;
+    return (int32_t)v;
+}
+static inline int8_t low_i8(int32_t v) { return (int8_t)(uint8_t)((uint32_t)v & 0xFFu); }
+
 /* ------------------------------------------------ legacy 32-element formats */
 
 /* The signed value of the first element with the largest magnitude (0 when
@@ -66,7 +78,7 @@ static float sym_block(const float *x, int half_range, uint8_t q[32]) {
     const float bias = (float)half_range + 0.5f;
     const int top = 2 * half_range - 1;
     for (int j = 0; j < 32; ++j) {
-        const int8_t t = (int8_t)(x[j] * id + bias);
+        const int8_t t = low_i8(trunc_i32(x[j] * id + bias));
         q[j] = (uint8_t)imin(top, t);
     }
     return d;
@@ -84,11 +96,8 @@ static void asym_block(const float *x, int levels, uint8_t q[32], float *d_out, 
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int j = 0; j < 32; ++j) {
         const float v = (x[j] - lo) * id + 0.5f;
-        if (cap) {
-            q[j] = (uint8_t)imin(levels, (int8_t)v);
-        } else {
-            q[j] = (uint8_t)v;
-        }
+        const int32_t t = trunc_i32(v);
+        q[j] = cap ? (uint8_t)imin(levels, low_i8(t)) : (uint8_t)((uint32_t)t & 0xFFu);
     }
     *d_out = d;
     *m_out = lo;
@@ -132,6 +141,19 @@ static void q4_1_rows(const float *x, void *dst, int64_t nb) {
         y[i].d = el_fp32_to_fp16(d);
         y[i].m = el_fp32_to_fp16(m);
         pack_nibbles(q, y[i].qs);
+    }
+}
+
+/* Q8_0: d = absmax / 127, quants round(x / d) (half away from zero). */
+static void q8_0_rows(const float *x, void *dst, int64_t nb) {
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < nb; ++i, x += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = el_fp32_to_fp16(d);
+        for (int j = 0; j < 32; ++j) y[i].qs[j] = low_i8(trunc_i32(roundf(x[j] * id)));
     }
 }
 
@@ -429,7 +451,7 @@ static void q2_k_rows(const float *x, void *dst, int64_t nb) {
         }
         if (max_min > 0.0f) {
             const float im = 15.0f / max_min;
-            for (int j = 0; j < 16; ++j) y[i].scales[j] |= (uint8_t)(round_magic(im * mins[j]) << 4);
+            for (int j = 0; j < 16; ++j) y[i].scales[j] |= (uint8_t)((uint32_t)round_magic(im * mins[j]) << 4);
             y[i].dmin = el_fp32_to_fp16(max_min / 15.0f);
         } else {
             y[i].dmin = el_fp32_to_fp16(0.0f);
@@ -547,7 +569,6 @@ typedef void (*block_fn)(const float *x, void *dst, int64_t nblocks);
 static void f32_rows(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof(float)); }
 static void f16_rows(const float *x, void *dst, int64_t n) { el_quant_f16(x, dst, n); }
 static void bf16_rows(const float *x, void *dst, int64_t n) { el_quant_bf16(x, dst, n); }
-static void q8_0_rows(const float *x, void *dst, int64_t nb) { el_quant_q8_0(x, dst, nb * 32); }
 
 static block_fn quantizer_for(el_type t) {
     switch (t) {
@@ -570,15 +591,62 @@ static block_fn quantizer_for(el_type t) {
 
 int el_quantize_supported(el_type t) { return quantizer_for(t) != NULL; }
 
+static int half_finite(el_fp16 h) { return (h & 0x7C00u) != 0x7C00u; }
+static int bhalf_finite(el_bf16 h) { return (h & 0x7F80u) != 0x7F80u; }
+
+/* ggml_validate_row_data's test: every stored half (F16/BF16) or block
+ * scale/min is finite. llama.cpp's quantizer fails on a tensor otherwise. */
+static int output_valid(el_type t, const void *q, int64_t nb) {
+    const uint8_t *p = q;
+    switch (t) {
+    case EL_TYPE_F16:
+        for (int64_t i = 0; i < nb; ++i) if (!half_finite(((const el_fp16 *)q)[i])) return 0;
+        return 1;
+    case EL_TYPE_BF16:
+        for (int64_t i = 0; i < nb; ++i) if (!bhalf_finite(((const el_bf16 *)q)[i])) return 0;
+        return 1;
+    default: break;
+    }
+    /* offsets of the fp16 fields inside each block */
+    size_t bsz, off1, off2 = (size_t)-1;
+    switch (t) {
+    case EL_TYPE_Q4_0: bsz = sizeof(block_q4_0); off1 = offsetof(block_q4_0, d); break;
+    case EL_TYPE_Q5_0: bsz = sizeof(block_q5_0); off1 = offsetof(block_q5_0, d); break;
+    case EL_TYPE_Q8_0: bsz = sizeof(block_q8_0); off1 = offsetof(block_q8_0, d); break;
+    case EL_TYPE_Q4_1: bsz = sizeof(block_q4_1); off1 = offsetof(block_q4_1, d); off2 = offsetof(block_q4_1, m); break;
+    case EL_TYPE_Q5_1: bsz = sizeof(block_q5_1); off1 = offsetof(block_q5_1, d); off2 = offsetof(block_q5_1, m); break;
+    case EL_TYPE_Q2_K: bsz = sizeof(block_q2_K); off1 = offsetof(block_q2_K, d); off2 = offsetof(block_q2_K, dmin); break;
+    case EL_TYPE_Q4_K: bsz = sizeof(block_q4_K); off1 = offsetof(block_q4_K, d); off2 = offsetof(block_q4_K, dmin); break;
+    case EL_TYPE_Q5_K: bsz = sizeof(block_q5_K); off1 = offsetof(block_q5_K, d); off2 = offsetof(block_q5_K, dmin); break;
+    case EL_TYPE_Q3_K: bsz = sizeof(block_q3_K); off1 = offsetof(block_q3_K, d); break;
+    case EL_TYPE_Q6_K: bsz = sizeof(block_q6_K); off1 = offsetof(block_q6_K, d); break;
+    default: return 1;
+    }
+    for (int64_t i = 0; i < nb; ++i, p += bsz) {
+        el_fp16 h;
+        memcpy(&h, p + off1, 2);
+        if (!half_finite(h)) return 0;
+        if (off2 != (size_t)-1) {
+            memcpy(&h, p + off2, 2);
+            if (!half_finite(h)) return 0;
+        }
+    }
+    return 1;
+}
+
 size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, int64_t n_per_row) {
     const block_fn fn = quantizer_for(t);
     const el_type_info *ti = el_type_get(t);
-    if (!fn || !ti || nrows < 0 || n_per_row <= 0 || n_per_row % ti->blck_size != 0) return 0;
-    const size_t row = el_row_size(t, n_per_row);
-    if (nrows == 0) return 0;
+    if (!fn || !ti || !src || !dst || nrows <= 0 || n_per_row <= 0 || n_per_row % ti->blck_size != 0)
+        return 0;
+    const int64_t n = nrows * n_per_row;
+    for (int64_t i = 0; i < n; ++i)
+        if (!isfinite(src[i])) return 0;
     /* blocks never straddle rows, so the rows are one run of blocks */
-    fn(src, dst, nrows * (n_per_row / ti->blck_size));
-    return row * (size_t)nrows;
+    const int64_t nb = n / ti->blck_size;
+    fn(src, dst, nb);
+    if (!output_valid(t, dst, nb)) return 0;
+    return el_row_size(t, n_per_row) * (size_t)nrows;
 }
 
 /* ------------------------------------------------------------- file types */

@@ -27,7 +27,13 @@
 
 /* Quantizes nrows rows of n_per_row floats (n_per_row a multiple of the
  * type's block size) into dst, el_row_size(t, n_per_row) bytes per row.
- * Returns the bytes written, or 0 when t is not a supported target. */
+ * Returns the bytes written, or 0 when t is not a supported target, the
+ * shape does not fit, src holds a NaN or infinity, or a value or block scale
+ * overflows its half-precision field (llama.cpp's quantizer rejects such a
+ * tensor too: ggml_validate_row_data); dst's contents are then unspecified.
+ * Float32-subnormal groups are quantized as ggml's x86-64 build does.
+ * Reentrant, and rows are independent: callers may split the rows of a
+ * tensor across threads and get the same bytes. */
 size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, int64_t n_per_row);
 
 /* True if el_quantize_rows supports t: F32 (a copy), F16, BF16, Q8_0, Q4_0,

@@ -13,10 +13,11 @@ Models (real tensor names and shapes, few layers, all weights F32):
            multiple of 256: K-quant fallbacks), untied output.weight
   qwen2    3 layers, n_embd 320 (no row a multiple of 256), n_ff 200 (ffn_down
            rows not a multiple of 32: F16 fallback), tied embeddings, q/k/v biases
+  qwen3    5 layers, n_embd 256, GQA 4/2, n_ff 384, q/k norms, tied embeddings
   gemma3   6 layers, n_embd 256, q/k norms, post norms, tied embeddings
   llama80  80 layers (llama.cpp's "70B" rule), tiny 2-row matrices, only
            attn_k / attn_v / ffn_down in the layers; types only
-  edge     one 512x9 tensor of edge-case rows, quantized with `pure` for each
+  edge     one 512x10 tensor of edge-case rows, quantized with `pure` for each
            ftype, so every block type is checked on it (also Q2_K via
            LLAMA_FTYPE_MOSTLY_Q2_K and Q3_K via Q3_K_S); per-row hashes
 
@@ -39,7 +40,7 @@ Edge rows (ne0 = 512), u from lcg(seed) across the whole tensor as above
   0 zeros   1 constant 0.5   2 constant -3   3 u*20000   4 u*1e-30
   5 u*0.01 with x[100] = 50 and x[300] = -20   6 ((j % 17) - 8) * 0.25
   7 u * m[(j/32) % 6], m = {1e-3, 1e-2, 1e-1, 1, 10, 100} (float32 constants)
-  8 u*0.1 with x[32..63] and x[256..271] = 0
+  8 u*0.1 with x[32..63] and x[256..271] = 0   9 u*1e-39 (float32 subnormals)
 """
 import argparse
 import ctypes
@@ -106,7 +107,7 @@ def gen_values(gen: str, seed: int, scale: float, ne0: int, ne1: int) -> np.ndar
         return (u * sc).astype(np.float32)
     if gen == "C":
         return (((u * u) * u) * sc).astype(np.float32)
-    assert gen == "E" and ne0 == 512 and ne1 == 9
+    assert gen == "E" and ne0 == 512 and ne1 == 10
     x = u.reshape(ne1, ne0).copy()
     j = np.arange(ne0)
     x[0] = 0.0
@@ -123,11 +124,12 @@ def gen_values(gen: str, seed: int, scale: float, ne0: int, ne1: int) -> np.ndar
     x[8] = x[8] * np.float32(0.1)
     x[8, 32:64] = 0.0
     x[8, 256:272] = 0.0
+    x[9] = x[9] * np.float32(1e-39)
     return x.reshape(-1).astype(np.float32)
 
 
 def llama_like(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, tied, extra_norms=False,
-               biases=False, rows=None):
+               biases=False, rows=None, qk_norms=False):
     """Tensor list (name, shape as ne list) in the order convert_hf_to_gguf writes."""
     hd = n_embd // n_head
     r = (lambda n: n) if rows is None else (lambda n: rows)
@@ -142,7 +144,7 @@ def llama_like(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, tied, extra_no
             t.append((p + "attn_q.bias", [n_head * hd]))
             t.append((p + "attn_k.bias", [n_head_kv * hd]))
             t.append((p + "attn_v.bias", [n_head_kv * hd]))
-        if extra_norms:
+        if extra_norms or qk_norms:
             t.append((p + "attn_q_norm.weight", [hd]))
             t.append((p + "attn_k_norm.weight", [hd]))
         t.append((p + "attn_output.weight", [n_head * hd, r(n_embd)]))
@@ -165,6 +167,8 @@ MODELS = {
                   n_vocab=300, tied=False),
     "qwen2": dict(arch="qwen2", n_layer=3, n_embd=320, n_head=5, n_head_kv=1, n_ff=200,
                   n_vocab=300, tied=True, biases=True),
+    "qwen3": dict(arch="qwen3", n_layer=5, n_embd=256, n_head=4, n_head_kv=2, n_ff=384,
+                  n_vocab=300, tied=True, qk_norms=True),
     "gemma3": dict(arch="gemma3", n_layer=6, n_embd=256, n_head=4, n_head_kv=1, n_ff=256,
                    n_vocab=300, tied=True, extra_norms=True),
     "llama80": dict(arch="llama", n_layer=80, n_embd=256, n_head=8, n_head_kv=1, n_ff=256,
@@ -227,12 +231,13 @@ def main():
     for mname, cfg in list(models.items()) + [("edge", None)]:
         if cfg is None:
             arch, n_layer, n_head, n_head_kv, n_embd, n_ff = "llama", 1, 4, 4, 512, 512
-            specs = [("blk.0.edge.weight", [512, 9], "E", 12345, 1.0)]
+            specs = [("blk.0.edge.weight", [512, 10], "E", 12345, 1.0)]
         else:
             arch, n_layer, n_head, n_head_kv = cfg["arch"], cfg["n_layer"], cfg["n_head"], cfg["n_head_kv"]
             n_embd, n_ff = cfg["n_embd"], cfg["n_ff"]
             tl = llama_like(n_layer, n_embd, n_head, n_head_kv, n_ff, cfg["n_vocab"], cfg["tied"],
-                            cfg.get("extra_norms", False), cfg.get("biases", False), cfg.get("rows"))
+                            cfg.get("extra_norms", False), cfg.get("biases", False), cfg.get("rows"),
+                            cfg.get("qk_norms", False))
             if cfg.get("only"):
                 tl = [(n, ne) for n, ne in tl
                       if not n.startswith("blk.") or any(o in n for o in cfg["only"])]
