@@ -245,17 +245,15 @@ static int first_eos_id(const cJSON *j) {
 
 /* ---- main ---------------------------------------------------------------- */
 
-int el_hf_vocab_load(const char *dir, int n_vocab, int config_bos, int config_eos, el_hf_vocab *v, el_error *err) {
+/* The conversion proper, on parsed JSON (tc, gc may be NULL); dir only labels messages.
+ * Takes ownership of nothing. */
+static int vocab_build(const char *dir, const cJSON *tj, const cJSON *tc, const cJSON *gc, int n_vocab, int config_bos,
+                       int config_eos, el_hf_vocab *v, el_error *err) {
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->unk = v->pad = v->eot = -1;
     int rc = 0;
     smap map = {0};
-    cJSON *tj = load_json(dir, "tokenizer.json", true, err);
-    if (!tj) return err->code;
-    cJSON *tc = load_json(dir, "tokenizer_config.json", false, err);
-    if (!tc && err->code) { cJSON_Delete(tj); return err->code; }
-    cJSON *gc = load_json(dir, "generation_config.json", false, err);
-    if (!gc && err->code) { cJSON_Delete(tj); cJSON_Delete(tc); return err->code; }
+    if (!cJSON_IsObject(tj)) return el_set_error(err, EL_ERR_BAD_VALUE, "%s/tokenizer.json: not a JSON object", dir);
 
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model");
     const cJSON *mtype = cJSON_GetObjectItemCaseSensitive(model, "type");
@@ -481,25 +479,57 @@ int el_hf_vocab_load(const char *dir, int n_vocab, int config_bos, int config_eo
             if (cJSON_IsString(nm) && cJSON_IsString(tp) && strcmp(nm->valuestring, "default") == 0) v->chat_template = strdup(tp->valuestring);
         }
     }
+    if (cJSON_IsString(ct) && !v->chat_template) rc = el_set_error(err, EL_ERR_NOMEM, "out of memory");
+done:
+    free(map.slot);
+    if (rc) el_hf_vocab_free(v);
+    return rc;
+}
+
+int el_hf_vocab_from_json(const char *tokenizer_json, const char *tokenizer_config_json, const char *generation_config_json,
+                          int n_vocab, int config_bos, int config_eos, el_hf_vocab *v, el_error *err) {
+    memset(v, 0, sizeof *v);
+    cJSON *tj = cJSON_Parse(tokenizer_json ? tokenizer_json : "");
+    cJSON *tc = tokenizer_config_json ? cJSON_Parse(tokenizer_config_json) : NULL;
+    cJSON *gc = generation_config_json ? cJSON_Parse(generation_config_json) : NULL;
+    int rc;
+    if (!tj) rc = el_set_error(err, EL_ERR_BAD_VALUE, "tokenizer.json: not valid JSON");
+    else if (tokenizer_config_json && !tc) rc = el_set_error(err, EL_ERR_BAD_VALUE, "tokenizer_config.json: not valid JSON");
+    else if (generation_config_json && !gc) rc = el_set_error(err, EL_ERR_BAD_VALUE, "generation_config.json: not valid JSON");
+    else rc = vocab_build("(memory)", tj, tc, gc, n_vocab, config_bos, config_eos, v, err);
+    cJSON_Delete(tj);
+    cJSON_Delete(tc);
+    cJSON_Delete(gc);
+    return rc;
+}
+
+int el_hf_vocab_load(const char *dir, int n_vocab, int config_bos, int config_eos, el_hf_vocab *v, el_error *err) {
+    memset(v, 0, sizeof *v);
+    cJSON *tj = load_json(dir, "tokenizer.json", true, err);
+    if (!tj) return err->code;
+    cJSON *tc = load_json(dir, "tokenizer_config.json", false, err);
+    if (!tc && err->code) { cJSON_Delete(tj); return err->code; }
+    cJSON *gc = load_json(dir, "generation_config.json", false, err);
+    if (!gc && err->code) { cJSON_Delete(tj); cJSON_Delete(tc); return err->code; }
+    int rc = vocab_build(dir, tj, tc, gc, n_vocab, config_bos, config_eos, v, err);
+    cJSON_Delete(tj);
+    cJSON_Delete(tc);
+    cJSON_Delete(gc);
+    if (rc) return rc;
+    /* no template in tokenizer_config: transformers 5 saves it beside, as chat_template.jinja (or .json) */
     if (!v->chat_template) {
         char path[4096];
         snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
         el_error e2 = {0};
         v->chat_template = el_conv_read_file(path, (size_t)1 << 20, &e2);
-        if (!v->chat_template && e2.code != EL_ERR_MISSING) { *err = e2; rc = e2.code; goto done; }
+        if (!v->chat_template && e2.code != EL_ERR_MISSING) { *err = e2; el_hf_vocab_free(v); return e2.code; }
     }
     if (!v->chat_template) {
         cJSON *cj = load_json(dir, "chat_template.json", false, err);
-        if (!cj && err->code) { rc = err->code; goto done; }
+        if (!cj && err->code) { el_hf_vocab_free(v); return err->code; }
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(cj, "chat_template");
         if (cJSON_IsString(s)) v->chat_template = strdup(s->valuestring);
         cJSON_Delete(cj);
     }
-done:
-    free(map.slot);
-    cJSON_Delete(tj);
-    cJSON_Delete(tc);
-    cJSON_Delete(gc);
-    if (rc) el_hf_vocab_free(v);
-    return rc;
+    return 0;
 }

@@ -49,6 +49,10 @@ typedef struct el_hf_vocab {
  * config.json's vocab_size (0: the tokenizer's own size); config_bos/eos are
  * config.json's ids (-1 if none), used when tokenizer_config names none. */
 int el_hf_vocab_load(const char *dir, int n_vocab, int config_bos, int config_eos, el_hf_vocab *v, el_error *err);
+/* The same from JSON texts (tokenizer_config/generation_config may be NULL); no
+ * chat_template.jinja fallback. For tests and fuzzing. */
+int el_hf_vocab_from_json(const char *tokenizer_json, const char *tokenizer_config_json, const char *generation_config_json,
+                          int n_vocab, int config_bos, int config_eos, el_hf_vocab *v, el_error *err);
 void el_hf_vocab_free(el_hf_vocab *v);
 
 /* A whole text file (malloc'd, NUL-terminated); NULL with an error if it cannot be read

@@ -227,6 +227,16 @@ static int read_config(const cJSON *root, hparams *hp, el_error *err) {
     return 0;
 }
 
+int el_pack_check_config(const char *config_json, char *arch, el_error *err) {
+    cJSON *c = cJSON_Parse(config_json);
+    if (!c) return el_set_error(err, EL_ERR_BAD_VALUE, "config.json: not valid JSON");
+    hparams hp;
+    int rc = cJSON_IsObject(c) ? read_config(c, &hp, err) : (int)el_set_error(err, EL_ERR_BAD_VALUE, "config.json: not an object");
+    cJSON_Delete(c);
+    if (rc == 0) memcpy(arch, hp.arch, sizeof hp.arch);
+    return rc;
+}
+
 /* ---- tensor mapping ------------------------------------------------------- */
 
 typedef struct otensor {

@@ -44,6 +44,10 @@ typedef struct el_pack_info {
     int n_by_type[64]; /* tensors per el_type id */
 } el_pack_info;
 
+/* Reads a config.json text as el_pack does: 0 and the GGUF architecture in arch
+ * (16 bytes), or the error el_pack would give. For tests and fuzzing. */
+int el_pack_check_config(const char *config_json, char *arch, el_error *err);
+
 int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *p, el_pack_info *info, el_error *err);
 
 #endif
