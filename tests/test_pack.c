@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "convert/hf_tokenizer.h"
 #include "convert/pack.h"
 #include "convert/safetensors.h"
 #include "edgellm.h"
@@ -390,6 +391,64 @@ static void st_headers(void) {
     }
 }
 
+/* tokenizer.json shapes beyond the fixtures, through el_hf_vocab_from_json */
+static void vocab_shapes(void) {
+    const char *bpe_vocab = "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3},\"merges\":[\"a b\"]}";
+    struct { const char *pre; const char *want; } pres[] = {
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}", "gpt-2"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+         "{\"type\":\"ByteLevel\",\"use_regex\":true}]}", "smollm"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|"
+         "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+         "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\"},"
+         "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "llama-bpe"},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Whitespace\"},{\"type\":\"ByteLevel\",\"use_regex\":true}]}", NULL},
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+\"}},"
+         "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", NULL},
+    };
+    for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
+        char j[2048];
+        snprintf(j, sizeof j, "{\"added_tokens\":[{\"id\":4,\"content\":\"<|end|>\",\"special\":true}],\"pre_tokenizer\":%s,%s}",
+                 pres[i].pre, bpe_vocab);
+        el_hf_vocab v;
+        el_error err = {0};
+        int rc = el_hf_vocab_from_json(j, "{\"eos_token\":\"<|end|>\"}", NULL, 6, -1, -1, &v, &err);
+        if (pres[i].want) {
+            CHECKF(rc == 0, "pre %zu: %s", i, err.msg);
+            if (rc) continue;
+            CHECKF(!strcmp(v.pre, pres[i].want), "pre %zu: '%s', want '%s'", i, v.pre, pres[i].want);
+            CHECK(!strcmp(v.model, "gpt2") && v.n == 6 && v.eos == 4 && v.types[4] == EL_TT_CONTROL && v.n_merges == 1);
+            CHECK(!strcmp(v.tok[5], "[PAD5]") && v.types[5] == EL_TT_USER_DEFINED && !strcmp(v.merges[0], "a b"));
+            el_hf_vocab_free(&v);
+        } else {
+            CHECKF(rc == EL_ERR_UNSUPPORTED, "pre %zu: accepted as '%s'", i, rc ? "" : v.pre);
+            if (!rc) el_hf_vocab_free(&v);
+        }
+    }
+    /* Unigram (SentencePiece) with Metaspace: scores kept, prefix space on, byte tokens typed BYTE */
+    const char *uni = "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\"},"
+                      "\"model\":{\"type\":\"Unigram\",\"unk_id\":0,\"byte_fallback\":true,\"vocab\":[[\"<unk>\",0.0],[\"<s>\",0.0],"
+                      "[\"<0x41>\",0.0],[\"\\u2581a\",-1.5],[\"b\",-2.25]]},"
+                      "\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"special\":true}]}";
+    el_hf_vocab v;
+    el_error err = {0};
+    int rc = el_hf_vocab_from_json(uni, "{\"bos_token\":{\"content\":\"<s>\"},\"chat_template\":[{\"name\":\"default\",\"template\":\"T\"}]}",
+                                   "{\"eos_token_id\":[1]}", 0, -1, -1, &v, &err);
+    CHECKF(rc == 0, "unigram: %s", err.msg);
+    if (rc == 0) {
+        CHECK(!strcmp(v.model, "llama") && v.n == 5 && v.add_space_prefix && v.bos == 1 && v.add_bos);
+        CHECK(v.scores[3] == -1.5f && v.scores[4] == -2.25f && v.types[2] == EL_TT_BYTE && v.types[1] == EL_TT_CONTROL);
+        CHECK(v.chat_template && !strcmp(v.chat_template, "T"));
+        CHECK(v.unk == 0 && v.types[0] == EL_TT_UNKNOWN);
+        el_hf_vocab_free(&v);
+    }
+    /* broken inputs */
+    CHECK(el_hf_vocab_from_json("{", NULL, NULL, 0, -1, -1, &v, &err) != 0);
+    CHECK(el_hf_vocab_from_json("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", NULL, NULL, 0, -1, -1, &v, &err) == EL_ERR_UNSUPPORTED);
+    CHECK(el_hf_vocab_from_json("{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":7}}}", NULL, NULL, 4, -1, -1, &v,
+                                &err) != 0); /* id past vocab_size */
+}
+
 /* the command line: progress is not drawn when stderr is not a terminal; the summary is */
 static void cli(void) {
     char dir[512], out[600], cmd[2048];
@@ -429,6 +488,7 @@ int main(void) {
         return 1;
     }
     st_headers();
+    vocab_shapes();
     const char *archs[] = {"llama", "qwen2", "qwen3", "gemma3", "llama3"};
     for (int i = 0; i < 5; i++) one_arch(archs[i]);
     const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};

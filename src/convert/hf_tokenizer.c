@@ -185,22 +185,6 @@ static bool is_metaspace_like(const cJSON *n) {
     return false;
 }
 static bool is_bytelevel(const cJSON *n) { return type_is(n, "ByteLevel"); }
-static bool is_split(const cJSON *n) { return type_is(n, "Split"); }
-
-static const cJSON *find_node(const cJSON *n, node_pred pred) {
-    if (!cJSON_IsObject(n)) return NULL;
-    if (pred(n)) return n;
-    const char *kids[] = {"normalizers", "pretokenizers", "pre_tokenizers"};
-    for (size_t k = 0; k < 3; k++) {
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(n, kids[k]);
-        const cJSON *c;
-        cJSON_ArrayForEach(c, arr) {
-            const cJSON *r = find_node(c, pred);
-            if (r) return r;
-        }
-    }
-    return NULL;
-}
 
 /* tokenizer_config's "bos_token": a string, {"content": ...} or null */
 static const char *special_text(const cJSON *tc, const char *key) {
@@ -358,7 +342,8 @@ static int vocab_build(const char *dir, const cJSON *tj, const cJSON *tc, const 
     if (spm) {
         const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
         if (cJSON_IsString(unk)) v->unk = smap_get(&map, unk->valuestring, strlen(unk->valuestring));
-        if (unigram && cJSON_IsNumber(unk)) v->unk = (int)unk->valuedouble;
+        const cJSON *unk_id = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
+        if (unigram && cJSON_IsNumber(unk_id) && unk_id->valuedouble >= 0 && unk_id->valuedouble < v->n) v->unk = (int)unk_id->valuedouble;
         if (v->unk >= v->n) v->unk = -1;
         if (v->unk >= 0) v->types[v->unk] = EL_TT_UNKNOWN;
         for (int i = 0; i < v->n; i++)
@@ -397,26 +382,44 @@ static int vocab_build(const char *dir, const cJSON *tj, const cJSON *tc, const 
             if (!m) { rc = el_set_error(err, EL_ERR_BAD_VALUE, "%s/tokenizer.json: merge %d is malformed", dir, v->n_merges); goto done; }
             v->merges[v->n_merges++] = m;
         }
-        /* the pre-tokenizer's name, from its Split regex (ByteLevel with use_regex alone is GPT-2's) */
-        const cJSON *split = find_node(pret, is_split);
-        const char *re = NULL;
-        if (split) {
-            const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
+        /* the pre-tokenizer's name from its shape, as the combinations llama.cpp names:
+         *   Split(regex) + ByteLevel(use_regex=false)   by the regex (qwen2, llama-bpe, gpt-2)
+         *   ByteLevel(use_regex=true) alone             gpt-2
+         *   Digits(individual) + ByteLevel(use_regex)   smollm (digits one by one, then GPT-2's)
+         * anything else is refused rather than tokenized differently */
+        const cJSON *nodes[8];
+        int nn = 0;
+        if (type_is(pret, "Sequence")) {
+            const cJSON *c;
+            cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pret, "pretokenizers")) {
+                if (nn == 8) break;
+                nodes[nn++] = c;
+            }
+        } else if (cJSON_IsObject(pret)) {
+            nodes[nn++] = pret;
+        }
+        const char *name = NULL, *re = NULL;
+        const cJSON *last = nn ? nodes[nn - 1] : NULL;
+        bool bl_regex = false;
+        if (last && type_is(last, "ByteLevel")) {
+            const cJSON *ur = cJSON_GetObjectItemCaseSensitive(last, "use_regex");
+            bl_regex = !ur || cJSON_IsTrue(ur);
+        }
+        if (nn == 2 && type_is(nodes[0], "Split") && last && type_is(last, "ByteLevel") && !bl_regex) {
+            const cJSON *pat = cJSON_GetObjectItemCaseSensitive(nodes[0], "pattern");
             const cJSON *r = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
             if (cJSON_IsString(r)) re = r->valuestring;
-        }
-        const char *name = NULL;
-        if (re) {
-            for (size_t i = 0; i < sizeof k_pre_regex / sizeof k_pre_regex[0]; i++)
+            for (size_t i = 0; re && i < sizeof k_pre_regex / sizeof k_pre_regex[0]; i++)
                 if (strcmp(re, k_pre_regex[i].re) == 0) name = k_pre_regex[i].name;
-        } else {
-            const cJSON *bl = find_node(pret, is_bytelevel);
-            const cJSON *ur = cJSON_GetObjectItemCaseSensitive(bl, "use_regex");
-            if (!ur || cJSON_IsTrue(ur)) name = "gpt-2";
+        } else if (nn == 1 && bl_regex) {
+            name = "gpt-2";
+        } else if (nn == 2 && type_is(nodes[0], "Digits") && bl_regex &&
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(nodes[0], "individual_digits"))) {
+            name = "smollm";
         }
         if (!name) {
-            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s/tokenizer.json: the pre-tokenizer regex is not one edgellm knows (%.80s)", dir,
-                              re ? re : "none");
+            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s/tokenizer.json: a pre-tokenizer edgellm does not know (%.80s)", dir,
+                              re ? re : "not Split+ByteLevel, ByteLevel, or Digits+ByteLevel");
             goto done;
         }
         snprintf(v->pre, sizeof v->pre, "%s", name);
