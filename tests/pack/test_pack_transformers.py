@@ -26,7 +26,8 @@ try:
     from tokenizers import Tokenizer
 except Exception as e:  # noqa: BLE001
     alt = os.environ.get("EL_TORCH_PYTHON")
-    if alt and os.path.realpath(alt) != os.path.realpath(sys.executable):
+    if alt and not os.environ.get("EL_TORCH_PYTHON_TRIED"):
+        os.environ["EL_TORCH_PYTHON_TRIED"] = "1"
         os.execv(alt, [alt] + sys.argv)
     print(f"SKIPPED: needs torch, transformers and tokenizers ({e})")
     sys.exit(77)
