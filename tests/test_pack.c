@@ -391,6 +391,82 @@ static void st_headers(void) {
     }
 }
 
+/* config.json in the classic spelling (rope_theta, rope_local_base_freq; transformers 4) means the
+ * same as transformers 5's rope_parameters: the gemma3 fixture rewritten that way gives the same logits.
+ * Linear rope scaling lands in the metadata. */
+static void config_variants(void) {
+    char src[512], dir[600], a[700], b[700], out[700];
+    snprintf(src, sizeof src, "%s/tests/data/pack/gemma3", EL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/classic", g_tmp);
+    mkdir(dir, 0755);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        copy_file(a, b);
+    }
+    snprintf(a, sizeof a, "%s/config.json", src);
+    snprintf(b, sizeof b, "%s/config.json", dir);
+    cJSON *cfg = load_json(a);
+    cJSON_DeleteItemFromObject(cfg, "rope_parameters");
+    cJSON_DeleteItemFromObject(cfg, "layer_types");
+    cJSON_AddNumberToObject(cfg, "rope_theta", 1000000.0);
+    cJSON_AddNumberToObject(cfg, "rope_local_base_freq", 10000.0);
+    cJSON_AddNullToObject(cfg, "rope_scaling");
+    char *txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    snprintf(out, sizeof out, "%s/classic.gguf", g_tmp);
+    el_pack_params p = el_pack_default_params();
+    p.ftype = EL_FTYPE_F32;
+    el_error err = {0};
+    CHECKF(el_pack(dir, out, &p, NULL, &err) == 0, "classic config: %s", err.msg);
+    snprintf(a, sizeof a, "%s/expected.json", src);
+    cJSON *ex = load_json(a);
+    result r;
+    if (ex && run_logits(out, ex, &r) == 0) {
+        printf("gemma3 classic config.json: max|dlogit| %.5f\n", r.max_abs);
+        CHECK(r.max_abs <= 0.05 && r.argmax_agree == r.n_pos);
+    }
+    cJSON_Delete(ex);
+    /* linear rope scaling on the global layers */
+    cJSON_ReplaceItemInObject(cfg, "rope_scaling", cJSON_Parse("{\"rope_type\":\"linear\",\"factor\":8.0}"));
+    txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    CHECKF(el_pack(dir, out, &p, NULL, &err) == 0, "linear: %s", err.msg);
+    el_gguf *g = el_gguf_open(out, &err);
+    el_str st;
+    float f = 0, base = 0, swa = 0;
+    CHECK(g && el_gguf_get_str(g, "gemma3.rope.scaling.type", &st) && el_str_eq(st, "linear"));
+    CHECK(g && el_gguf_get_f32(g, "gemma3.rope.scaling.factor", &f) && f == 8.0f);
+    CHECK(g && el_gguf_get_f32(g, "gemma3.rope.freq_base", &base) && base == 1e6f);
+    CHECK(g && el_gguf_get_f32(g, "gemma3.rope.freq_base_swa", &swa) && swa == 1e4f);
+    uint32_t sw = 0;
+    CHECK(g && el_gguf_get_u32(g, "gemma3.attention.sliding_window", &sw) && sw == 4);
+    el_gguf_close(g);
+    /* a layer pattern the runtime does not follow, a softcap it does not apply */
+    cJSON_AddItemToObject(cfg, "layer_types", cJSON_Parse("[\"full_attention\",\"sliding_attention\"]"));
+    txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "gemma3 layer types", "layer 0");
+    cJSON_DeleteItemFromObject(cfg, "layer_types");
+    cJSON_ReplaceItemInObject(cfg, "final_logit_softcapping", cJSON_CreateNumber(30.0));
+    txt = cJSON_Print(cfg);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "softcapping", "final_logit_softcapping");
+    cJSON_Delete(cfg);
+    unlink(out);
+    const char *all[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(b, sizeof b, "%s/%s", dir, all[i]);
+        unlink(b);
+    }
+    rmdir(dir);
+}
+
 /* tokenizer.json shapes beyond the fixtures, through el_hf_vocab_from_json */
 static void vocab_shapes(void) {
     const char *bpe_vocab = "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3},\"merges\":[\"a b\"]}";
@@ -495,6 +571,7 @@ int main(void) {
     for (int i = 0; i < 4; i++)
         for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);
     failures();
+    config_variants();
     cli();
     rmdir(g_tmp);
     return el_test_finish("test_pack");

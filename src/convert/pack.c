@@ -143,7 +143,7 @@ static int read_config(const cJSON *root, hparams *hp, el_error *err) {
     if ((rc = need_int(c, "num_hidden_layers", 0, true, &hp->n_layer, err))) return rc;
     if ((rc = need_int(c, "num_attention_heads", 8, !gemma, &hp->n_head, err))) return rc;
     if ((rc = need_int(c, "num_key_value_heads", gemma ? 4 : hp->n_head, false, &hp->n_head_kv, err))) return rc;
-    if ((rc = need_int(c, "vocab_size", 0, !gemma, &hp->n_vocab, err))) return rc;
+    if ((rc = need_int(c, "vocab_size", gemma ? 262208 : 0, !gemma, &hp->n_vocab, err))) return rc; /* Gemma3TextConfig's default */
     if ((rc = need_int(c, "max_position_embeddings", gemma ? 131072 : 2048, false, &hp->n_ctx, err))) return rc;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0 || hp->n_head % hp->n_head_kv)
         return el_set_error(err, EL_ERR_BAD_VALUE, "config.json: inconsistent sizes (hidden %d, layers %d, heads %d/%d, ffn %d)", hp->n_embd,
