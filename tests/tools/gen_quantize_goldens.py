@@ -17,6 +17,8 @@ Models (real tensor names and shapes, few layers, all weights F32):
   gemma3   6 layers, n_embd 256, q/k norms, post norms, tied embeddings
   llama80  80 layers (llama.cpp's "70B" rule), tiny 2-row matrices, only
            attn_k / attn_v / ffn_down in the layers; types only
+  llama80mha, qwen2_80   the same for llama without GQA (65B: no bump) and
+           qwen2 (70B), attn_v only
   edge     one 512x10 tensor of edge-case rows, quantized with `pure` for each
            ftype, so every block type is checked on it (also Q2_K via
            LLAMA_FTYPE_MOSTLY_Q2_K and Q3_K via Q3_K_S); per-row hashes
@@ -174,6 +176,12 @@ MODELS = {
     "llama80": dict(arch="llama", n_layer=80, n_embd=256, n_head=8, n_head_kv=1, n_ff=256,
                     n_vocab=300, tied=False, rows=2, types_only=True,
                     only=("attn_k.", "attn_v.", "ffn_down.")),
+    # 80 layers without GQA is llama.cpp's 65B: no attn_v bump
+    "llama80mha": dict(arch="llama", n_layer=80, n_embd=256, n_head=8, n_head_kv=8, n_ff=256,
+                       n_vocab=300, tied=False, rows=2, types_only=True, only=("attn_v.",)),
+    # qwen2 with 80 layers is 70B whatever its heads
+    "qwen2_80": dict(arch="qwen2", n_layer=80, n_embd=256, n_head=8, n_head_kv=8, n_ff=256,
+                     n_vocab=300, tied=True, rows=2, types_only=True, only=("attn_v.",)),
 }
 
 
