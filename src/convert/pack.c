@@ -277,7 +277,8 @@ static bool has_suffix(const char *s, const char *x) {
     return a >= b && strcmp(s + a - b, x) == 0;
 }
 
-/* Maps one HF tensor; returns 1 if mapped into *o, 0 if deliberately skipped, or an error. */
+/* Maps one HF tensor; returns 1 if mapped into *o, 0 if deliberately skipped, -1 on error (in err). */
+#define MAP_FAIL(...) (el_set_error(__VA_ARGS__), -1)
 static int map_tensor(const hparams *hp, const el_st_tensor *t, otensor *o, el_error *err) {
     const char *n = t->name;
     /* multimodal Gemma 3: keep the language model only */
@@ -305,16 +306,16 @@ static int map_tensor(const hparams *hp, const el_st_tensor *t, otensor *o, el_e
         char *end;
         long il = strtol(p, &end, 10);
         if (end == p || *end != '.' || il < 0 || il >= hp->n_layer)
-            return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s': layer index out of range (%d layers)", t->name, hp->n_layer);
+            return MAP_FAIL(err, EL_ERR_BAD_TENSOR, "tensor '%s': layer index out of range (%d layers)", t->name, hp->n_layer);
         const char *suf = end + 1;
         const char *g = NULL;
         int k;
         for (k = 0; k < N_LAYER_MAP; k++)
             if (!strcmp(suf, k_layer_map[k].hf)) break;
-        if (k == N_LAYER_MAP) return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has no GGUF counterpart for %s", t->name, hp->arch);
+        if (k == N_LAYER_MAP) return MAP_FAIL(err, EL_ERR_UNSUPPORTED, "tensor '%s' has no GGUF counterpart for %s", t->name, hp->arch);
         g = k_layer_map[k].gguf;
         if (!g) g = gemma ? "post_attention_norm.weight" : "ffn_norm.weight";
-        if (!gemma && (k == 11 || k == 12)) return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' is not part of %s", t->name, hp->arch);
+        if (!gemma && (k == 11 || k == 12)) return MAP_FAIL(err, EL_ERR_UNSUPPORTED, "tensor '%s' is not part of %s", t->name, hp->arch);
         snprintf(o->name, sizeof o->name, "blk.%ld.%s", il, g);
         o->order = 1 + (int)il * 64 + k;
         /* llama's rotary layout: HF rotates halves, GGUF/llama.cpp adjacent pairs */
@@ -323,24 +324,26 @@ static int map_tensor(const hparams *hp, const el_st_tensor *t, otensor *o, el_e
             if (k == 2 || k == 6) o->permute_heads = hp->n_head_kv;
         }
     } else {
-        return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has no GGUF counterpart for %s", t->name, hp->arch);
+        return MAP_FAIL(err, EL_ERR_UNSUPPORTED, "tensor '%s' has no GGUF counterpart for %s", t->name, hp->arch);
     }
     /* Gemma's RMSNorm multiplies by (1 + w); llama.cpp stores 1 + w */
     if (gemma && has_suffix(n, "norm.weight")) o->add = 1.0f;
     if (!el_st_dtype_is_float(t->dtype))
-        return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has dtype %s (F32, F16, BF16 only)", t->name, el_st_dtype_name(t->dtype));
+        return MAP_FAIL(err, EL_ERR_UNSUPPORTED, "tensor '%s' has dtype %s (F32, F16, BF16 only)", t->name, el_st_dtype_name(t->dtype));
     if (t->n_dims < 1 || t->n_dims > 2)
-        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %d dims (1 or 2 expected)", t->name, t->n_dims);
+        return MAP_FAIL(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %d dims (1 or 2 expected)", t->name, t->n_dims);
     o->n_dims = t->n_dims;
     o->ne[0] = t->shape[t->n_dims - 1];
     o->ne[1] = t->n_dims == 2 ? t->shape[0] : 1;
     o->ne[2] = o->ne[3] = 1;
-    if (o->ne[0] == 0 || o->ne[1] == 0) return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' is empty", t->name);
+    if (o->ne[0] == 0 || o->ne[1] == 0) return MAP_FAIL(err, EL_ERR_BAD_TENSOR, "tensor '%s' is empty", t->name);
     if (o->permute_heads && (o->ne[1] % (2 * o->permute_heads)))
-        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s': %lld rows do not split into %d heads of even size", t->name,
+        return MAP_FAIL(err, EL_ERR_BAD_TENSOR, "tensor '%s': %lld rows do not split into %d heads of even size", t->name,
                             (long long)o->ne[1], o->permute_heads);
     return 1;
 }
+
+#undef MAP_FAIL
 
 static int cmp_otensor(const void *a, const void *b) {
     const otensor *x = a, *y = b;
@@ -503,7 +506,7 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     if (!ot) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     for (int i = 0; i < ns; i++) {
         int r = map_tensor(&hp, el_st_at(st, i), &ot[n_out], err);
-        if (r < 0 || (r > 1)) { rc = err->code ? err->code : EL_ERR_INTERNAL; goto done; }
+        if (r < 0) { rc = err->code ? err->code : EL_ERR_INTERNAL; goto done; }
         if (r == 1) n_out++;
     }
     if (!strcmp(hp.rope_type, "llama3")) {
