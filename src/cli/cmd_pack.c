@@ -41,13 +41,14 @@ static void on_progress(void *ud, uint64_t done, uint64_t total, const char *ten
 }
 
 static void pack_usage(FILE *f) {
-    fputs("usage: edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME] [-q]\n"
+    fputs("usage: edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME] [-t N] [-q]\n"
           "  HF_DIR       config.json, model.safetensors (or shards + index), tokenizer.json,\n"
           "               tokenizer_config.json, generation_config.json\n"
           "  -o, --output OUT.gguf\n"
           "  --type T     F32, F16 (default), BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,\n"
           "               Q4_K_M, Q5_K_M (tensor types chosen as llama.cpp's quantizer does)\n"
           "  --name NAME  general.name (default: the directory's name)\n"
+          "  -t, --threads N  conversion threads (default 0: all CPUs; the bytes do not depend on it)\n"
           "  -q, --quiet  no progress bar, no summary\n",
           f);
 }
@@ -55,10 +56,12 @@ static void pack_usage(FILE *f) {
 int cli_cmd_pack(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *type = "F16", *name = NULL;
     bool quiet = false;
+    int threads = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
-        bool takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--type") || !strcmp(a, "--name");
+        bool takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--type") || !strcmp(a, "--name") ||
+                     !strcmp(a, "-t") || !strcmp(a, "--threads");
         if (takes) {
             if (i + 1 >= argc) return cli_usage_error("pack", "option '%s' needs a value", a);
             val = argv[++i];
@@ -66,6 +69,12 @@ int cli_cmd_pack(int argc, char **argv) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = val;
         else if (!strcmp(a, "--type")) type = val;
         else if (!strcmp(a, "--name")) name = val;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (end == val || *end || n < 0 || n > 1024) return cli_usage_error("pack", "--threads: expected 0..1024, got '%s'", val);
+            threads = (int)n;
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { pack_usage(stdout); return CLI_EXIT_OK; }
         else if (a[0] == '-' && a[1]) return cli_usage_error("pack", "unknown option '%s'", a);
@@ -77,6 +86,7 @@ int cli_cmd_pack(int argc, char **argv) {
     el_pack_params p = el_pack_default_params();
     if (el_ftype_parse(type, &p.ftype) != 0) return cli_usage_error("pack", "--type: unknown type '%s'", type);
     p.name = name;
+    p.n_threads = threads;
     bar b = {.tty = !quiet && isatty(STDERR_FILENO), .last_ms = 0, .last_pct = -1};
     p.progress = on_progress;
     p.progress_ud = &b;

@@ -20,7 +20,9 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,6 +409,67 @@ static int convert_rows(el_type t, const float *src, void *dst, int64_t nrows, i
     }
 }
 
+/* One chunk of a tensor: rows [r0, r0 + nr) → float32 (permuted, shifted) → target
+ * type, split across threads by rows (rows are independent, quantize.h). */
+typedef struct chunk_job {
+    const otensor *o;
+    int64_t r0, rbeg, rend, rows;
+    float *fbuf;
+    uint8_t *qbuf;
+    int rc;
+    el_error err;
+} chunk_job;
+
+static void *chunk_worker(void *arg) {
+    chunk_job *j = arg;
+    const otensor *o = j->o;
+    int64_t ne0 = o->ne[0];
+    for (int64_t r = j->rbeg; r < j->rend; r++) {
+        float *dst = j->fbuf + r * ne0;
+        int64_t sr = o->permute_heads ? permuted_src_row(j->r0 + r, j->rows, o->permute_heads) : j->r0 + r;
+        if (o->gen) memcpy(dst, o->gen + sr * ne0, sizeof(float) * (size_t)ne0);
+        else src_row_f32(o->src, sr, ne0, dst);
+        if (o->add != 0.0f)
+            for (int64_t k = 0; k < ne0; k++) dst[k] += o->add;
+    }
+    size_t row_bytes = el_row_size(o->type, ne0);
+    j->rc = j->rend > j->rbeg ? convert_rows(o->type, j->fbuf + j->rbeg * ne0, j->qbuf + (size_t)j->rbeg * row_bytes,
+                                             j->rend - j->rbeg, ne0, &j->err)
+                              : 0;
+    return NULL;
+}
+
+#define PACK_MAX_THREADS 16
+
+static int convert_chunk(const otensor *o, int64_t r0, int64_t nr, int64_t rows, float *fbuf, void *qbuf, int n_threads,
+                         el_error *err) {
+    chunk_job jobs[PACK_MAX_THREADS];
+    pthread_t th[PACK_MAX_THREADS];
+    bool started[PACK_MAX_THREADS] = {false};
+    int nt = n_threads;
+    if (nt > nr) nt = (int)nr;
+    if (nt < 1) nt = 1;
+    for (int t = 0; t < nt; t++) {
+        memset(&jobs[t], 0, sizeof jobs[t]);
+        jobs[t].o = o;
+        jobs[t].r0 = r0;
+        jobs[t].rows = rows;
+        jobs[t].rbeg = nr * t / nt;
+        jobs[t].rend = nr * (t + 1) / nt;
+        jobs[t].fbuf = fbuf;
+        jobs[t].qbuf = qbuf;
+    }
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, chunk_worker, &jobs[t]) == 0;
+    chunk_worker(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else chunk_worker(&jobs[t]); /* no thread: do it here */
+    }
+    for (int t = 0; t < nt; t++)
+        if (jobs[t].rc) { *err = jobs[t].err; return jobs[t].rc; }
+    return 0;
+}
+
 /* ---- the file ------------------------------------------------------------- */
 
 static const char *base_name(const char *dir, char *buf, size_t cap) {
@@ -568,6 +631,12 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     if (!fbuf || !qbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     if ((rc = el_gguf_w_begin(w, out_path, err))) goto done;
     uint64_t done_bytes = 0;
+    int n_threads = p->n_threads;
+    if (n_threads <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = nc > 0 ? (int)nc : 1;
+    }
+    if (n_threads > PACK_MAX_THREADS) n_threads = PACK_MAX_THREADS;
     if (p->progress) p->progress(p->progress_ud, 0, total, "");
     for (int i = 0; i < n_out; i++) {
         const otensor *o = &ot[i];
@@ -576,15 +645,7 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
         if (chunk < 1) chunk = 1;
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
-            for (int64_t r = 0; r < nr; r++) {
-                float *dst = fbuf + r * ne0;
-                int64_t sr = o->permute_heads ? permuted_src_row(r0 + r, rows, o->permute_heads) : r0 + r;
-                if (o->gen) memcpy(dst, o->gen + sr * ne0, sizeof(float) * (size_t)ne0);
-                else src_row_f32(o->src, sr, ne0, dst);
-                if (o->add != 0.0f)
-                    for (int64_t k = 0; k < ne0; k++) dst[k] += o->add;
-            }
-            if ((rc = convert_rows(o->type, fbuf, qbuf, nr, ne0, err))) goto done;
+            if ((rc = convert_chunk(o, r0, nr, rows, fbuf, qbuf, n_threads, err))) goto done;
             size_t nbytes = el_row_size(o->type, ne0) * (size_t)nr;
             if ((rc = el_gguf_w_tensor_data(w, qbuf, nbytes, err))) goto done;
             done_bytes += nbytes;

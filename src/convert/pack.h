@@ -31,6 +31,7 @@ typedef struct el_pack_params {
     const char *name;            /* general.name; NULL: the directory's name */
     el_pack_progress_fn progress; /* may be NULL */
     void *progress_ud;
+    int n_threads;               /* conversion threads; 0 = online CPUs (at most 16) */
 } el_pack_params;
 
 el_pack_params el_pack_default_params(void);
