@@ -252,6 +252,28 @@ static void quantized_vs_f32(const char *arch, const char *type) {
     unlink(q);
 }
 
+/* the thread count does not change a byte */
+static void threads_same_bytes(void) {
+    char dir[512], a[600], b[600];
+    snprintf(dir, sizeof dir, "%s/tests/data/pack/gemma3", EL_SOURCE_DIR);
+    snprintf(a, sizeof a, "%s/t1.gguf", g_tmp);
+    snprintf(b, sizeof b, "%s/t3.gguf", g_tmp);
+    el_pack_params p = el_pack_default_params();
+    CHECK(el_ftype_parse("Q4_K_M", &p.ftype) == 0);
+    el_error err = {0};
+    p.n_threads = 1;
+    CHECKF(el_pack(dir, a, &p, NULL, &err) == 0, "%s", err.msg);
+    p.n_threads = 3;
+    CHECKF(el_pack(dir, b, &p, NULL, &err) == 0, "%s", err.msg);
+    size_t na = 0, nb = 0;
+    char *x = el_test_read_file(a, &na), *y = el_test_read_file(b, &nb);
+    CHECK(x && y && na == nb && na > 0 && memcmp(x, y, na) == 0);
+    free(x);
+    free(y);
+    unlink(a);
+    unlink(b);
+}
+
 /* ---- failures ------------------------------------------------------------ */
 
 static void copy_file(const char *from, const char *to) {
@@ -570,6 +592,7 @@ int main(void) {
     const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};
     for (int i = 0; i < 4; i++)
         for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);
+    threads_same_bytes();
     failures();
     config_variants();
     cli();
