@@ -41,6 +41,7 @@
 #include "package/gguf.h"
 #include "package/types.h"
 #include "testutil.h"
+#include "util/fp16.h"
 
 static char g_tmp[] = "/tmp/el_test_pack_XXXXXX";
 
@@ -489,6 +490,149 @@ static void config_variants(void) {
     rmdir(dir);
 }
 
+/* Inputs in other spellings that mean the same model: F16 and F32 safetensors instead of BF16
+ * (the fixture's values are exact in F32, and in F16 but for a couple of tiny ones), the chat template in chat_template.jinja; and sharded
+ * checkpoints whose index and shards disagree are refused. */
+static void input_variants(void) {
+    char src[512], dir[600], a[700], b[700], out[700];
+    snprintf(src, sizeof src, "%s/tests/data/pack/llama", EL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/variants", g_tmp);
+    mkdir(dir, 0755);
+    const char *files[] = {"config.json", "tokenizer.json", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        copy_file(a, b);
+    }
+    /* tokenizer_config without the template; the template beside it */
+    snprintf(a, sizeof a, "%s/tokenizer_config.json", src);
+    cJSON *tc = load_json(a);
+    const char *tmpl = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}";
+    cJSON_DeleteItemFromObject(tc, "chat_template");
+    char *txt = cJSON_Print(tc);
+    snprintf(b, sizeof b, "%s/tokenizer_config.json", dir);
+    write_text(b, txt);
+    free(txt);
+    cJSON_Delete(tc);
+    snprintf(b, sizeof b, "%s/chat_template.jinja", dir);
+    write_text(b, tmpl);
+    snprintf(a, sizeof a, "%s/expected.json", src);
+    cJSON *ex = load_json(a);
+    snprintf(a, sizeof a, "%s/model.safetensors", src);
+    el_error err = {0};
+    el_st_set *st = el_st_open_file(a, &err);
+    CHECKF(st != NULL, "%s", err.msg);
+    for (int variant = 0; st && variant < 2; variant++) {
+        /* rewrite every tensor as F16 (variant 0) or F32 (variant 1) */
+        size_t es = variant == 0 ? 2 : 4;
+        cJSON *h = cJSON_CreateObject();
+        size_t off = 0;
+        for (int i = 0; i < el_st_count(st); i++) {
+            const el_st_tensor *t = el_st_at(st, i);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "dtype", variant == 0 ? "F16" : "F32");
+            cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+            for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+            cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + (size_t)t->n_elements * es)));
+            off += (size_t)t->n_elements * es;
+            cJSON_AddItemToObject(h, t->name, e);
+        }
+        char *ht = cJSON_PrintUnformatted(h);
+        cJSON_Delete(h);
+        snprintf(b, sizeof b, "%s/model.safetensors", dir);
+        FILE *f = fopen(b, "wb");
+        uint64_t hl = strlen(ht);
+        fwrite(&hl, 8, 1, f);
+        fwrite(ht, 1, hl, f);
+        free(ht);
+        for (int i = 0; i < el_st_count(st); i++) {
+            const el_st_tensor *t = el_st_at(st, i);
+            float *v = malloc(sizeof(float) * (size_t)t->n_elements);
+            CHECK(el_st_to_f32(t, v, &err) == 0);
+            for (int64_t k = 0; k < t->n_elements; k++) {
+                if (variant == 0) {
+                    uint16_t hv = el_fp32_to_fp16(v[k]); /* exact but for a few values near F16's underflow */
+                    fwrite(&hv, 2, 1, f);
+                } else {
+                    fwrite(&v[k], 4, 1, f);
+                }
+            }
+            free(v);
+        }
+        fclose(f);
+        snprintf(out, sizeof out, "%s/variant.gguf", g_tmp);
+        el_pack_params p = el_pack_default_params();
+        p.ftype = EL_FTYPE_F32;
+        CHECKF(el_pack(dir, out, &p, NULL, &err) == 0, "variant %d: %s", variant, err.msg);
+        result r;
+        if (ex && run_logits(out, ex, &r) == 0) {
+            printf("llama from %s safetensors: max|dlogit| %.5f\n", variant == 0 ? "F16" : "F32", r.max_abs);
+            CHECK(r.max_abs <= 0.05 && r.argmax_agree == r.n_pos);
+        }
+        el_model *m = el_model_load(out, &(el_model_params){.vocab_only = true}, &err);
+        CHECK(m && el_model_chat_template(m) && strcmp(el_model_chat_template(m), tmpl) == 0);
+        el_model_free(m);
+        unlink(out);
+    }
+    el_st_close(st);
+    cJSON_Delete(ex);
+    const char *all[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                         "model.safetensors", "chat_template.jinja"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(b, sizeof b, "%s/%s", dir, all[i]);
+        unlink(b);
+    }
+    rmdir(dir);
+
+    /* qwen3's shards with an index that disagrees with them */
+    snprintf(src, sizeof src, "%s/tests/data/pack/qwen3", EL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/shards", g_tmp);
+    mkdir(dir, 0755);
+    const char *qf[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                        "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, qf[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, qf[i]);
+        copy_file(a, b);
+    }
+    snprintf(a, sizeof a, "%s/model.safetensors.index.json", src);
+    snprintf(b, sizeof b, "%s/model.safetensors.index.json", dir);
+    cJSON *idx = load_json(a);
+    cJSON *wm = cJSON_GetObjectItem(idx, "weight_map");
+    /* one tensor indexed in the other shard */
+    cJSON *first = wm->child;
+    const char *was = first->valuestring;
+    char *moved = strdup(strstr(was, "00001") ? "model-00002-of-00002.safetensors" : "model-00001-of-00002.safetensors");
+    cJSON_ReplaceItemInObject(wm, first->string, cJSON_CreateString(moved));
+    free(moved);
+    txt = cJSON_Print(idx);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "index names the wrong shard", "indexed in");
+    /* one tensor missing from the index */
+    cJSON_DeleteItemFromObject(wm, wm->child->string);
+    txt = cJSON_Print(idx);
+    write_text(b, txt);
+    free(txt);
+    expect_fail(dir, "tensor not in the index", "not in the index");
+    /* one tensor indexed that no shard has */
+    cJSON_AddItemToObject(wm, "model.layers.0.mlp.extra.weight", cJSON_CreateString("model-00001-of-00002.safetensors"));
+    txt = cJSON_Print(idx);
+    write_text(b, txt);
+    free(txt);
+    cJSON_Delete(idx);
+    expect_fail(dir, "indexed tensor in no shard", NULL);
+    for (int i = 0; i < 6; i++) {
+        snprintf(b, sizeof b, "%s/%s", dir, qf[i]);
+        unlink(b);
+    }
+    snprintf(b, sizeof b, "%s/model.safetensors.index.json", dir);
+    unlink(b);
+    rmdir(dir);
+}
+
 /* tokenizer.json shapes beyond the fixtures, through el_hf_vocab_from_json */
 static void vocab_shapes(void) {
     const char *bpe_vocab = "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\\u0120\":3},\"merges\":[\"a b\"]}";
@@ -595,6 +739,7 @@ int main(void) {
     threads_same_bytes();
     failures();
     config_variants();
+    input_variants();
     cli();
     rmdir(g_tmp);
     return el_test_finish("test_pack");
