@@ -490,6 +490,122 @@ static void config_variants(void) {
     rmdir(dir);
 }
 
+/* Writes st's tensors to path as F16 (f16) or F32, names with prefix `from` changed to `to`
+ * (when given), plus one F32 "model.vision_tower.probe.weight" tensor when renaming. */
+static void rewrite_safetensors(const el_st_set *st, const char *path, bool f16, const char *from, const char *to) {
+    size_t es = f16 ? 2 : 4;
+    cJSON *h = cJSON_CreateObject();
+    size_t off = 0;
+    char name[512];
+    for (int i = 0; i < el_st_count(st); i++) {
+        const el_st_tensor *t = el_st_at(st, i);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "dtype", f16 ? "F16" : "F32");
+        cJSON *shape = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + (size_t)t->n_elements * es)));
+        off += (size_t)t->n_elements * es;
+        if (from && strncmp(t->name, from, strlen(from)) == 0) snprintf(name, sizeof name, "%s%s", to, t->name + strlen(from));
+        else snprintf(name, sizeof name, "%s", t->name);
+        cJSON_AddItemToObject(h, name, e);
+    }
+    if (from) {
+        cJSON *e = cJSON_Parse("{\"dtype\":\"F32\",\"shape\":[4]}");
+        cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + 16)));
+        cJSON_AddItemToObject(h, "model.vision_tower.probe.weight", e);
+    }
+    char *ht = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    FILE *f = fopen(path, "wb");
+    uint64_t hl = strlen(ht);
+    fwrite(&hl, 8, 1, f);
+    fwrite(ht, 1, hl, f);
+    free(ht);
+    el_error err = {0};
+    for (int i = 0; i < el_st_count(st); i++) {
+        const el_st_tensor *t = el_st_at(st, i);
+        float *v = malloc(sizeof(float) * (size_t)t->n_elements);
+        CHECK(el_st_to_f32(t, v, &err) == 0);
+        for (int64_t k = 0; k < t->n_elements; k++) {
+            if (f16) {
+                uint16_t hv = el_fp32_to_fp16(v[k]); /* exact but for a few values near F16's underflow */
+                fwrite(&hv, 2, 1, f);
+            } else {
+                fwrite(&v[k], 4, 1, f);
+            }
+        }
+        free(v);
+    }
+    if (from) {
+        float probe[4] = {1, 2, 3, 4};
+        fwrite(probe, 4, 4, f);
+    }
+    fclose(f);
+}
+
+/* Gemma3ForConditionalGeneration: the text model inside a multimodal checkpoint (text_config,
+ * model.language_model.* names, vision tensors beside) packs to the same logits as Gemma3ForCausalLM. */
+static void gemma3_multimodal(void) {
+    char src[512], dir[600], a[700], b[700], out[700];
+    snprintf(src, sizeof src, "%s/tests/data/pack/gemma3", EL_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "%s/mm", g_tmp);
+    mkdir(dir, 0755);
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/%s", src, files[i]);
+        snprintf(b, sizeof b, "%s/%s", dir, files[i]);
+        copy_file(a, b);
+    }
+    snprintf(a, sizeof a, "%s/config.json", src);
+    cJSON *text = load_json(a);
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON_AddItemToObject(cfg, "architectures", cJSON_Parse("[\"Gemma3ForConditionalGeneration\"]"));
+    cJSON_AddStringToObject(cfg, "model_type", "gemma3");
+    cJSON_AddItemToObject(cfg, "vision_config", cJSON_Parse("{\"hidden_size\": 4}"));
+    cJSON_DeleteItemFromObject(text, "architectures");
+    cJSON_AddItemToObject(cfg, "text_config", text);
+    char *txt = cJSON_Print(cfg);
+    snprintf(b, sizeof b, "%s/config.json", dir);
+    write_text(b, txt);
+    free(txt);
+    cJSON_Delete(cfg);
+    snprintf(a, sizeof a, "%s/model.safetensors", src);
+    el_error err = {0};
+    el_st_set *st = el_st_open_file(a, &err);
+    CHECKF(st != NULL, "%s", err.msg);
+    if (st) {
+        snprintf(b, sizeof b, "%s/model.safetensors", dir);
+        rewrite_safetensors(st, b, false, "model.", "model.language_model.");
+        el_st_close(st);
+        snprintf(out, sizeof out, "%s/mm.gguf", g_tmp);
+        el_pack_params p = el_pack_default_params();
+        p.ftype = EL_FTYPE_F32;
+        CHECKF(el_pack(dir, out, &p, NULL, &err) == 0, "multimodal gemma3: %s", err.msg);
+        snprintf(a, sizeof a, "%s/expected.json", src);
+        cJSON *ex = load_json(a);
+        result r;
+        if (ex && run_logits(out, ex, &r) == 0) {
+            printf("gemma3 from Gemma3ForConditionalGeneration: max|dlogit| %.5f\n", r.max_abs);
+            CHECK(r.max_abs <= 0.05 && r.argmax_agree == r.n_pos);
+        }
+        cJSON_Delete(ex);
+        el_gguf *g = el_gguf_open(out, &err);
+        CHECK(g && !el_gguf_find_tensor(g, "model.vision_tower.probe.weight") && el_gguf_n_tensors(g) == 80);
+        el_gguf_close(g);
+        unlink(out);
+    }
+    const char *all[] = {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(b, sizeof b, "%s/%s", dir, all[i]);
+        unlink(b);
+    }
+    rmdir(dir);
+}
+
 /* Inputs in other spellings that mean the same model: F16 and F32 safetensors instead of BF16
  * (the fixture's values are exact in F32, and in F16 but for a couple of tiny ones), the chat template in chat_template.jinja; and sharded
  * checkpoints whose index and shards disagree are refused. */
@@ -523,45 +639,8 @@ static void input_variants(void) {
     el_st_set *st = el_st_open_file(a, &err);
     CHECKF(st != NULL, "%s", err.msg);
     for (int variant = 0; st && variant < 2; variant++) {
-        /* rewrite every tensor as F16 (variant 0) or F32 (variant 1) */
-        size_t es = variant == 0 ? 2 : 4;
-        cJSON *h = cJSON_CreateObject();
-        size_t off = 0;
-        for (int i = 0; i < el_st_count(st); i++) {
-            const el_st_tensor *t = el_st_at(st, i);
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "dtype", variant == 0 ? "F16" : "F32");
-            cJSON *shape = cJSON_AddArrayToObject(e, "shape");
-            for (int d = 0; d < t->n_dims; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-            cJSON *offs = cJSON_AddArrayToObject(e, "data_offsets");
-            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(off + (size_t)t->n_elements * es)));
-            off += (size_t)t->n_elements * es;
-            cJSON_AddItemToObject(h, t->name, e);
-        }
-        char *ht = cJSON_PrintUnformatted(h);
-        cJSON_Delete(h);
         snprintf(b, sizeof b, "%s/model.safetensors", dir);
-        FILE *f = fopen(b, "wb");
-        uint64_t hl = strlen(ht);
-        fwrite(&hl, 8, 1, f);
-        fwrite(ht, 1, hl, f);
-        free(ht);
-        for (int i = 0; i < el_st_count(st); i++) {
-            const el_st_tensor *t = el_st_at(st, i);
-            float *v = malloc(sizeof(float) * (size_t)t->n_elements);
-            CHECK(el_st_to_f32(t, v, &err) == 0);
-            for (int64_t k = 0; k < t->n_elements; k++) {
-                if (variant == 0) {
-                    uint16_t hv = el_fp32_to_fp16(v[k]); /* exact but for a few values near F16's underflow */
-                    fwrite(&hv, 2, 1, f);
-                } else {
-                    fwrite(&v[k], 4, 1, f);
-                }
-            }
-            free(v);
-        }
-        fclose(f);
+        rewrite_safetensors(st, b, variant == 0, NULL, NULL);
         snprintf(out, sizeof out, "%s/variant.gguf", g_tmp);
         el_pack_params p = el_pack_default_params();
         p.ftype = EL_FTYPE_F32;
@@ -740,6 +819,7 @@ int main(void) {
     failures();
     config_variants();
     input_variants();
+    gemma3_multimodal();
     cli();
     rmdir(g_tmp);
     return el_test_finish("test_pack");
