@@ -763,6 +763,20 @@ static void vocab_shapes(void) {
         CHECK(v.unk == 0 && v.types[0] == EL_TT_UNKNOWN);
         el_hf_vocab_free(&v);
     }
+    /* added tokens that are not marked special: special-looking ones become CONTROL, others USER_DEFINED
+     * (SentencePiece: with the word marker turned back into a space) */
+    const char *added = "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,\"a\":1}},"
+                        "\"added_tokens\":[{\"id\":2,\"content\":\"<|tool|>\",\"special\":false},"
+                        "{\"id\":3,\"content\":\"<tool_call>\",\"special\":false},"
+                        "{\"id\":4,\"content\":\"\\u2581hi\\u2581there\",\"special\":false},"
+                        "{\"id\":5,\"content\":\"<unused7>\",\"special\":false}]}";
+    rc = el_hf_vocab_from_json(added, NULL, NULL, 0, -1, -1, &v, &err);
+    CHECKF(rc == 0, "added: %s", err.msg);
+    if (rc == 0) {
+        CHECK(v.types[2] == EL_TT_CONTROL && v.types[3] == EL_TT_USER_DEFINED && v.types[5] == EL_TT_CONTROL);
+        CHECK(v.types[4] == EL_TT_USER_DEFINED && !strcmp(v.tok[4], " hi there") && v.len[4] == 9);
+        el_hf_vocab_free(&v);
+    }
     /* broken inputs */
     CHECK(el_hf_vocab_from_json("{", NULL, NULL, 0, -1, -1, &v, &err) != 0);
     CHECK(el_hf_vocab_from_json("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", NULL, NULL, 0, -1, -1, &v, &err) == EL_ERR_UNSUPPORTED);

@@ -186,6 +186,28 @@ static bool is_metaspace_like(const cJSON *n) {
 }
 static bool is_bytelevel(const cJSON *n) { return type_is(n, "ByteLevel"); }
 
+static bool looks_special(const char *t) {
+    size_t n = strlen(t);
+    if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") || !strcmp(t, "[@BOS@]")) return true;
+    if (n >= 4 && !strncmp(t, "<|", 2) && !strcmp(t + n - 2, "|>")) return true;
+    if (n >= 8 && !strncmp(t, "<\xef\xbd\x9c", 4) && !strcmp(t + n - 4, "\xef\xbd\x9c>")) return true; /* <｜...｜> */
+    if (!strncmp(t, "<unused", 7) && t[n - 1] == '>') return true;
+    return false;
+}
+
+/* "▁" → " " in token id (in place: the replacement is shorter) */
+static bool unspace(el_hf_vocab *v, int id) {
+    char *t = v->tok[id];
+    size_t o = 0;
+    for (size_t i = 0; t[i];) {
+        if (!strncmp(t + i, "\xe2\x96\x81", 3)) { t[o++] = ' '; i += 3; }
+        else t[o++] = t[i++];
+    }
+    t[o] = 0;
+    v->len[id] = o;
+    return true;
+}
+
 /* tokenizer_config's "bos_token": a string, {"content": ...} or null */
 static const char *special_text(const cJSON *tc, const char *key) {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(tc, key);
@@ -320,14 +342,16 @@ static int vocab_build(const char *dir, const cJSON *tj, const cJSON *tc, const 
             id++;
         }
     }
+    /* added tokens: their content (raw text) replaces the piece at that id. As llama.cpp's
+     * converter: special ones, and ones that look special (<|...|>, <unused...>, <pad>, <mask>),
+     * are CONTROL; the rest USER_DEFINED, with SentencePiece's "▁" turned back into spaces */
     cJSON_ArrayForEach(e, added) {
         int id = (int)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
         const char *c = cJSON_GetObjectItemCaseSensitive(e, "content")->valuestring;
-        if (v->tok[id] && strcmp(v->tok[id], c) != 0 && bpe) {
-            /* an added token replacing a vocab piece at the same id: the added content wins (as in transformers) */
-        }
+        bool special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) || looks_special(c);
         if (!set_tok(v, id, c)) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
-        v->types[id] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "special")) ? EL_TT_CONTROL : EL_TT_USER_DEFINED;
+        if (!special && spm && !unspace(v, id)) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+        v->types[id] = special ? EL_TT_CONTROL : EL_TT_USER_DEFINED;
     }
     for (int i = 0; i < v->n; i++) {
         if (v->tok[i]) continue;

@@ -9,8 +9,9 @@
  *     -(rank of the first merge that makes the piece) so that llama.cpp's
  *     SPM tokenizer (highest score first) merges in the BPE order; pieces
  *     no merge makes score 0. Token types: <0xXX> BYTE, the unk token
- *     UNKNOWN, added special tokens CONTROL, other added tokens
- *     USER_DEFINED, else NORMAL. add_space_prefix from a Prepend("▁")
+ *     UNKNOWN, added tokens CONTROL when special or special-looking
+ *     (<|...|>, <unused..>, <pad>, <mask>: llama.cpp's rule) else
+ *     USER_DEFINED (with "▁" back to spaces), else NORMAL. add_space_prefix from a Prepend("▁")
  *     normalizer or a Metaspace pre-tokenizer that prepends.
  *   - byte-level BPE ("gpt2"): tokens as stored, merges as "a b", the
  *     pre-tokenizer named by comparing its Split regex with the ones llama.cpp
