@@ -352,6 +352,38 @@ static int cmp_otensor(const void *a, const void *b) {
     return (x->order > y->order) - (x->order < y->order);
 }
 
+/* Every tensor the runtime binds for this architecture is there (a checkpoint missing one would
+ * pack into a file that does not load). */
+static int check_complete(const hparams *hp, const otensor *ot, int n, el_error *err) {
+    static const char *const common[] = {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                                         "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+                                         "ffn_down.weight"};
+    static const char *const bias[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    static const char *const qk[] = {"attn_q_norm.weight", "attn_k_norm.weight"};
+    static const char *const post[] = {"post_attention_norm.weight", "post_ffw_norm.weight"};
+    bool is_qwen2 = !strcmp(hp->arch, "qwen2"), is_qwen3 = !strcmp(hp->arch, "qwen3"), is_gemma = !strcmp(hp->arch, "gemma3");
+    char name[96];
+    for (int il = -1; il < hp->n_layer; il++) {
+        const char *const *lists[4] = {common, is_qwen2 ? bias : NULL, (is_qwen3 || is_gemma) ? qk : NULL, is_gemma ? post : NULL};
+        const int counts[4] = {9, 3, 2, 2};
+        for (int l = 0; l < 4; l++) {
+            if (!lists[l]) continue;
+            for (int k = 0; k < counts[l]; k++) {
+                if (il < 0) {
+                    if (l || k) break;
+                    snprintf(name, sizeof name, "output_norm.weight");
+                } else {
+                    snprintf(name, sizeof name, "blk.%d.%s", il, lists[l][k]);
+                }
+                bool found = false;
+                for (int i = 0; i < n && !found; i++) found = !strcmp(ot[i].name, name);
+                if (!found) return el_set_error(err, EL_ERR_MISSING, "the checkpoint has no tensor for '%s' (%s)", name, hp->arch);
+            }
+        }
+    }
+    return 0;
+}
+
 /* llama3 rope scaling as per-frequency divisors (rope_freqs.weight), computed as
  * convert_hf_to_gguf.py does: frequencies in float32, the rest in double. */
 static float *llama3_rope_freqs(const hparams *hp) {
@@ -593,6 +625,7 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
         }
     }
     if (!have_embd) { rc = el_set_error(err, EL_ERR_MISSING, "%s: no model.embed_tokens.weight", hf_dir); goto done; }
+    if ((rc = check_complete(&hp, ot, n_out, err))) goto done;
     if (!hp.tied && !el_st_find(st, "lm_head.weight")) hp.tied = true; /* no head stored: the runtime ties */
 
     /* types */
