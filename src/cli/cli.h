@@ -76,6 +76,8 @@ int cli_cmd_status(int argc, char **argv);
  * version of --store, which it sets o->model to); prints the fingerprint on
  * stderr. Returns -1 to go on, else the exit code. */
 int cli_verify_before_load(cli_opts *o);
+/* `pack` parses its own arguments (HF_DIR -o OUT --type T): no -m MODEL. */
+int cli_cmd_pack(int argc, char **argv);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

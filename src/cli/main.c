@@ -11,6 +11,7 @@
  *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
+ *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -50,6 +51,8 @@ static void print_usage(FILE *f) {
 "  rollback  --store DIR                   make the previous version active again\n"
 "  gc        --store DIR                   remove interrupted installs\n"
 "  status    --store DIR                   the store's active and previous versions\n"
+"  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
+"                                          --help' for its options)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -584,6 +587,7 @@ int main(int argc, char **argv) {
         printf("edgellm %s\n", EL_VERSION_STRING);
         return CLI_EXIT_OK;
     }
+    if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }
