@@ -1,0 +1,317 @@
+/*
+ * quants_neon_impl.h — the AArch64 Advanced SIMD (NEON) kernels, included by
+ * quants_neon.c (base ARMv8-A) and quants_neon_dotprod.c (+ the dotprod
+ * extension, SDOT), each defining EL_NEON_TABLE, the name of its table.
+ *
+ * Every kernel gives the portable kernel's bits (kernels_portable.c,
+ * kernels_kquants.c are the specification; tests/test_kernels.c checks it):
+ *  - integer partial sums are exact however they are formed: SDOT, or
+ *    SMULL (int8 x int8 -> int16, never saturating: |product| <= 2^14) then
+ *    pairwise widening adds (SADDLP / SADALP) into int32;
+ *  - the float work is lane for lane that of the portable code, i.e. of
+ *    llama.cpp's x86 build: its 8 float lanes are two float32x4_t (lanes 0-3,
+ *    4-7), its 16 lanes four; each fmaf() is one FMLA (fused, one rounding),
+ *    each plain a*b + c stays two roundings; the x86 horizontal sums are
+ *    reproduced add for add (float addition is commutative, so only the
+ *    pairing matters);
+ *  - half-precision values are widened with FCVT, exact like
+ *    el_fp16_to_fp32 (they may differ only in the payload of a NaN);
+ *  - rintf / nearest_int round to nearest even: FCVTNS.
+ * The whole file compiles to nothing except on AArch64.
+ */
+#ifndef EL_NEON_TABLE
+#error "define EL_NEON_TABLE before including quants_neon_impl.h"
+#endif
+
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_internal.h"
+#include "package/quants.h"
+#include "package/quants_blocks.h"
+#include "util/fp16.h"
+
+static inline float h2f(el_fp16 h) {
+    __fp16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v;
+}
+
+/* ---------------------------------------------------------------- integer dot helpers */
+
+/* Lane i = sum over k < 4 of a[4i + k] * b[4i + k] (the layout of one SDOT). */
+static inline int32x4_t dot4(int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(vdupq_n_s32(0), a, b);
+#else
+    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+    const int16x8_t hi = vmull_high_s8(a, b);
+    return vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi));
+#endif
+}
+
+/* acc + the 16 products a[j] * b[j], spread over the 4 lanes (lane layout unspecified). */
+static inline int32x4_t dot_acc(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, a, b);
+#else
+    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    return vpadalq_s16(acc, vmull_high_s8(a, b));
+#endif
+}
+
+/* x86 horizontal sum of 8 lanes (lo = lanes 0-3, hi = 4-7): (l4+l0, l5+l1, l6+l2, l7+l3) = r,
+ * then (r0+r2) + (r1+r3). */
+static inline float hsum8(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t r = vaddq_f32(hi, lo);
+    const float32x2_t t = vadd_f32(vget_low_f32(r), vget_high_f32(r));
+    return vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+}
+
+/* _mm512_reduce_add_ps of 16 lanes v0..v3 (4 lanes each): a = (v2,v3) + (v0,v1); b = a1 + a0; pairs. */
+static inline float hsum16(float32x4_t v0, float32x4_t v1, float32x4_t v2, float32x4_t v3) {
+    return hsum8(vaddq_f32(v2, v0), vaddq_f32(v3, v1));
+}
+
+/* ---------------------------------------------------------------- activation quantizers */
+
+/* el_cpu_quantize_q8_0: d = amax/127, q = rint(x * (127/amax)). */
+static void quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) {
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0.0f); /* fmaxf(0, ...): a NaN is skipped, as by fmaxf */
+        for (int j = 0; j < 8; ++j) {
+            v[j] = vld1q_f32(src + 4 * j);
+            m = vmaxnmq_f32(m, vabsq_f32(v[j]));
+        }
+        const float amax = vmaxnmvq_f32(m);
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        y[i].d = el_fp32_to_fp16(d);
+        const float32x4_t vid = vdupq_n_f32(id);
+        for (int j = 0; j < 8; j += 4) {
+            const int32x4_t q0 = vcvtnq_s32_f32(vmulq_f32(v[j], vid));
+            const int32x4_t q1 = vcvtnq_s32_f32(vmulq_f32(v[j + 1], vid));
+            const int32x4_t q2 = vcvtnq_s32_f32(vmulq_f32(v[j + 2], vid));
+            const int32x4_t q3 = vcvtnq_s32_f32(vmulq_f32(v[j + 3], vid));
+            const int16x8_t h0 = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1));
+            const int16x8_t h1 = vcombine_s16(vmovn_s32(q2), vmovn_s32(q3));
+            vst1q_s8(y[i].qs + 4 * j, vcombine_s8(vmovn_s16(h0), vmovn_s16(h1)));
+        }
+    }
+}
+
+/* el_quant_q8_k (ggml's reference): max = the first value of largest magnitude,
+ * iscale = -127/max, q = min(127, nearest(iscale * x)), d = 1/iscale, bsums per 16. */
+static void quantize_q8_k(const float *restrict src, void *dst, int64_t n) {
+    block_q8_K *y = dst;
+    for (int64_t i = 0; i < n / EL_QK_K; ++i, src += EL_QK_K) {
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int j = 0; j < EL_QK_K; j += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(src + j)));
+        const float amax = vmaxnmvq_f32(m);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        int jm = 0;
+        while (fabsf(src[jm]) != amax) ++jm; /* the first one, as the scalar `ax > amax` scan keeps */
+        const float iscale = -127.0f / src[jm];
+        const float32x4_t vis = vdupq_n_f32(iscale);
+        const int32x4_t cap = vdupq_n_s32(127);
+        for (int j = 0; j < EL_QK_K; j += 16) {
+            int32x4_t q[4];
+            for (int k = 0; k < 4; ++k)
+                q[k] = vminq_s32(vcvtnq_s32_f32(vmulq_f32(vis, vld1q_f32(src + j + 4 * k))), cap);
+            const int16x8_t h0 = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
+            const int16x8_t h1 = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
+            const int8x16_t b = vcombine_s8(vmovn_s16(h0), vmovn_s16(h1));
+            vst1q_s8(y[i].qs + j, b);
+            y[i].bsums[j / 16] = (int16_t)vaddlvq_s8(b);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ---------------------------------------------------------------- Q4_0, Q8_0 */
+
+/* Q4_0: one float accumulator, acc = fma(block sum, d_w * d_a, acc) (repacked 8x8 order). */
+static inline int32_t q4_0_block_sum(const block_q4_0 *restrict x, const block_q8_0 *restrict y) {
+    const uint8x16_t v = vld1q_u8(x->qs);
+    const int8x16_t a0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), vdupq_n_s8(8));
+    const int8x16_t a1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+    int32x4_t s = dot_acc(vdupq_n_s32(0), a0, vld1q_s8(y->qs));
+    s = dot_acc(s, a1, vld1q_s8(y->qs + 16));
+    return vaddvq_s32(s);
+}
+
+static void vec_dot_q4_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib)
+        acc = fmaf((float)q4_0_block_sum(&x[ib], &y[ib]), h2f(x[ib].d) * h2f(y[ib].d), acc);
+    *s = acc;
+}
+
+/* Q8_0: 8 lanes, lane l = integer sum of elements 4l..4l+3 of a block, fma(d, lane, acc). */
+static void vec_dot_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q8_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    for (int ib = 0; ib < nb; ++ib) {
+        const int32x4_t g0 = dot4(vld1q_s8(x[ib].qs), vld1q_s8(y[ib].qs));
+        const int32x4_t g1 = dot4(vld1q_s8(x[ib].qs + 16), vld1q_s8(y[ib].qs + 16));
+        const float32x4_t d = vdupq_n_f32(h2f(x[ib].d) * h2f(y[ib].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(g0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(g1));
+    }
+    *s = hsum8(acc0, acc1);
+}
+
+/* ---------------------------------------------------------------- Q4_K */
+
+/* The 8 sub-block integer dots p[j] = sum over 32 elements of q4 * q8. */
+static inline void q4_k_sub_dots(const block_q4_K *restrict x, const int8_t *restrict q, int32_t *restrict p) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    for (int jj = 0; jj < 4; ++jj) {
+        const uint8x16_t v0 = vld1q_u8(x->qs + 32 * jj), v1 = vld1q_u8(x->qs + 32 * jj + 16);
+        const int8_t *qq = q + 64 * jj;
+        int32x4_t lo = dot_acc(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v0, m4)), vld1q_s8(qq));
+        lo = dot_acc(lo, vreinterpretq_s8_u8(vandq_u8(v1, m4)), vld1q_s8(qq + 16));
+        int32x4_t hi = dot_acc(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vld1q_s8(qq + 32));
+        hi = dot_acc(hi, vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), vld1q_s8(qq + 48));
+        p[2 * jj] = vaddvq_s32(lo);
+        p[2 * jj + 1] = vaddvq_s32(hi);
+    }
+}
+
+static inline void q4_k_scales(const block_q4_K *restrict x, int32_t *restrict sc, int32_t *restrict mn) {
+    for (int j = 0; j < 8; ++j) {
+        uint8_t a, b;
+        el_get_scale_min_k4(j, x->scales, &a, &b);
+        sc[j] = a;
+        mn[j] = b;
+    }
+}
+
+/* gemv order: one fma pair per super-block. */
+static void vec_dot_q4_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int32_t p[8], sc[8], mn[8];
+        q4_k_sub_dots(&x[i], y[i].qs, p);
+        q4_k_scales(&x[i], sc, mn);
+        int32_t isum = 0, summ = 0;
+        for (int j = 0; j < 8; ++j) {
+            isum += sc[j] * p[j];
+            summ += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        const float d = h2f(x[i].d) * y[i].d;
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        acc = fmaf((float)isum, d, acc);
+        accm = fmaf((float)summ, dmin, accm);
+    }
+    *s = acc - accm;
+}
+
+/* gemm order: one fma pair per 64 elements. */
+static void vec_dot_q4_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int32_t p[8], sc[8], mn[8];
+        q4_k_sub_dots(&x[i], y[i].qs, p);
+        q4_k_scales(&x[i], sc, mn);
+        const float d = h2f(x[i].d) * y[i].d;
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        for (int sb = 0; sb < 4; ++sb) {
+            const int j = 2 * sb;
+            const int32_t isum = sc[j] * p[j] + sc[j + 1] * p[j + 1];
+            const int32_t summ = mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) +
+                                 mn[j + 1] * (y[i].bsums[2 * j + 2] + y[i].bsums[2 * j + 3]);
+            acc = fmaf((float)isum, d, acc);
+            accm = fmaf((float)summ, dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}
+
+/* The rows el_select_q4_k sends to the gemm order (see kernels_kquants.c). */
+static el_vec_dot_fn select_q4_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? vec_dot_q4_k_x4 : NULL;
+}
+
+/* ---------------------------------------------------------------- Q6_K */
+
+/* AVX2 vec_dot order: 8 lanes; lane l = sum over the 8 chunks c of 32 of
+ * sc[2c + l/4] * (sum of elements 32c+4l..+3 of (q6+32) * q8), minus
+ * 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]); fma(d, lane, acc). */
+static void vec_dot_q6_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q6_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    for (int i = 0; i < nb; ++i) {
+        const int8_t *restrict sc = x[i].scales;
+        const int8_t *restrict q = y[i].qs;
+        int32x4_t L0 = vdupq_n_s32(0), L1 = vdupq_n_s32(0);
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
+            for (int half = 0; half < 2; ++half) { /* elements l = 16*half .. +15 of each chunk */
+                const uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
+                const uint8x16_t hb = vld1q_u8(qh + 16 * half);
+                uint8x16_t a[4];
+                a[0] = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4));
+                a[1] = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4));
+                a[2] = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4));
+                a[3] = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4));
+                for (int k = 0; k < 4; ++k) {
+                    const int c = 4 * h + k;
+                    const int32x4_t g = dot4(vreinterpretq_s8_u8(a[k]), vld1q_s8(q + 32 * c + 16 * half));
+                    if (half == 0) L0 = vmlaq_n_s32(L0, g, sc[2 * c]);
+                    else L1 = vmlaq_n_s32(L1, g, sc[2 * c + 1]);
+                }
+            }
+        }
+        /* 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) */
+        const int16x8_t sc16a = vmovl_s8(vld1_s8(sc)), sc16b = vmovl_s8(vld1_s8(sc + 8));
+        const int16x8_t bsa = vld1q_s16(y[i].bsums), bsb = vld1q_s16(y[i].bsums + 8);
+        const int32x4_t c0 = vpaddq_s32(vmull_s16(vget_low_s16(bsa), vget_low_s16(sc16a)),
+                                        vmull_high_s16(bsa, sc16a));
+        const int32x4_t c1 = vpaddq_s32(vmull_s16(vget_low_s16(bsb), vget_low_s16(sc16b)),
+                                        vmull_high_s16(bsb, sc16b));
+        L0 = vsubq_s32(L0, vshlq_n_s32(c0, 5));
+        L1 = vsubq_s32(L1, vshlq_n_s32(c1, 5));
+        const float32x4_t d = vdupq_n_f32(y[i].d * h2f(x[i].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(L0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(L1));
+    }
+    *s = hsum8(acc0, acc1);
+}
+
+/* ---------------------------------------------------------------- table */
+
+const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
+    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, NULL, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, NULL, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k, quantize_q8_k, select_q4_k, NULL},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+};
