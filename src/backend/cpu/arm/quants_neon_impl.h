@@ -77,30 +77,43 @@ static inline float hsum16(float32x4_t v0, float32x4_t v1, float32x4_t v2, float
 
 /* ---------------------------------------------------------------- activation quantizers */
 
-/* el_cpu_quantize_q8_0: d = amax/127, q = rint(x * (127/amax)). */
+/* One block of el_cpu_quantize_q8_0: q = rint(x * (127/amax)); returns d = amax/127. */
+static inline float q8_block(const float *restrict src, int8_t *restrict qs) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f); /* fmaxf(0, ...): a NaN is skipped, as by fmaxf */
+    for (int j = 0; j < 8; ++j) {
+        v[j] = vld1q_f32(src + 4 * j);
+        m = vmaxnmq_f32(m, vabsq_f32(v[j]));
+    }
+    const float amax = vmaxnmvq_f32(m);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float32x4_t vid = vdupq_n_f32(id);
+    for (int j = 0; j < 8; j += 4) {
+        const int32x4_t q0 = vcvtnq_s32_f32(vmulq_f32(v[j], vid));
+        const int32x4_t q1 = vcvtnq_s32_f32(vmulq_f32(v[j + 1], vid));
+        const int32x4_t q2 = vcvtnq_s32_f32(vmulq_f32(v[j + 2], vid));
+        const int32x4_t q3 = vcvtnq_s32_f32(vmulq_f32(v[j + 3], vid));
+        const int16x8_t h0 = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1));
+        const int16x8_t h1 = vcombine_s16(vmovn_s32(q2), vmovn_s32(q3));
+        vst1q_s8(qs + 4 * j, vcombine_s8(vmovn_s16(h0), vmovn_s16(h1)));
+    }
+    return amax / 127.0f;
+}
+
+/* el_cpu_quantize_q8_0. */
 static void quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
     block_q8_0 *y = dst;
-    for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) {
-        float32x4_t v[8];
-        float32x4_t m = vdupq_n_f32(0.0f); /* fmaxf(0, ...): a NaN is skipped, as by fmaxf */
-        for (int j = 0; j < 8; ++j) {
-            v[j] = vld1q_f32(src + 4 * j);
-            m = vmaxnmq_f32(m, vabsq_f32(v[j]));
-        }
-        const float amax = vmaxnmvq_f32(m);
-        const float d = amax / 127.0f;
-        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) y[i].d = el_fp32_to_fp16(q8_block(src, y[i].qs));
+}
+
+/* el_cpu_quantize_q8_1: as Q8_0, plus s = d * sum(q). */
+static void quantize_q8_1(const float *restrict src, void *dst, int64_t n) {
+    block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_1; ++i, src += EL_QK8_1) {
+        const float d = q8_block(src, y[i].qs);
         y[i].d = el_fp32_to_fp16(d);
-        const float32x4_t vid = vdupq_n_f32(id);
-        for (int j = 0; j < 8; j += 4) {
-            const int32x4_t q0 = vcvtnq_s32_f32(vmulq_f32(v[j], vid));
-            const int32x4_t q1 = vcvtnq_s32_f32(vmulq_f32(v[j + 1], vid));
-            const int32x4_t q2 = vcvtnq_s32_f32(vmulq_f32(v[j + 2], vid));
-            const int32x4_t q3 = vcvtnq_s32_f32(vmulq_f32(v[j + 3], vid));
-            const int16x8_t h0 = vcombine_s16(vmovn_s32(q0), vmovn_s32(q1));
-            const int16x8_t h1 = vcombine_s16(vmovn_s32(q2), vmovn_s32(q3));
-            vst1q_s8(y[i].qs + 4 * j, vcombine_s8(vmovn_s16(h0), vmovn_s16(h1)));
-        }
+        const int sum = vaddlvq_s8(vld1q_s8(y[i].qs)) + vaddlvq_s8(vld1q_s8(y[i].qs + 16));
+        y[i].s = el_fp32_to_fp16(d * (float)sum);
     }
 }
 
@@ -301,17 +314,302 @@ static void vec_dot_q6_k(int n, float *restrict s, const void *restrict vx, cons
     *s = hsum8(acc0, acc1);
 }
 
+/* ---------------------------------------------------------------- Q5_0, Q4_1, Q5_1, IQ4_NL */
+
+/* 8 bits of qh (bytes b_lo for lanes 0-7, b_hi for 8-15) -> 0x10 where the bit is set. */
+static inline uint8x16_t bits_x10(uint8_t b_lo, uint8_t b_hi) {
+    static const uint8_t k_bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t v = vcombine_u8(vdup_n_u8(b_lo), vdup_n_u8(b_hi));
+    return vandq_u8(vtstq_u8(v, vld1q_u8(k_bit)), vdupq_n_u8(0x10));
+}
+
+/* 16 bytes of nibbles + 32 high bits -> elements 0-15 (a0), 16-31 (a1), values 0..31. */
+static inline void unpack5(const uint8_t *qs, const uint8_t *qh, uint8x16_t *a0, uint8x16_t *a1) {
+    const uint8x16_t v = vld1q_u8(qs);
+    *a0 = vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0F)), bits_x10(qh[0], qh[1]));
+    *a1 = vorrq_u8(vshrq_n_u8(v, 4), bits_x10(qh[2], qh[3]));
+}
+
+/* Q5_0: 8 lanes, fma(d, lane, acc) (the AVX2 vec_dot / tinyBLAS order). */
+static void vec_dot_q5_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    for (int ib = 0; ib < nb; ++ib) {
+        uint8x16_t a0, a1;
+        unpack5(x[ib].qs, x[ib].qh, &a0, &a1);
+        const int8x16_t s0 = vsubq_s8(vreinterpretq_s8_u8(a0), vdupq_n_s8(16));
+        const int8x16_t s1 = vsubq_s8(vreinterpretq_s8_u8(a1), vdupq_n_s8(16));
+        const int32x4_t g0 = dot4(s0, vld1q_s8(y[ib].qs)), g1 = dot4(s1, vld1q_s8(y[ib].qs + 16));
+        const float32x4_t d = vdupq_n_f32(h2f(x[ib].d) * h2f(y[ib].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(g0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(g1));
+    }
+    *s = hsum8(acc0, acc1);
+}
+
+/* Q4_1 / Q5_1: 8 lanes as Q5_0 (quants 0..15 / 0..31), plus summs = fma(m_w, s_a, summs). */
+static void vec_dot_q4_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_1 *restrict x = vx;
+    const block_q8_1 *restrict y = vy;
+    const int nb = n / EL_QK8_1;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    float summs = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        summs = fmaf(h2f(x[ib].m), h2f(y[ib].s), summs);
+        const uint8x16_t v = vld1q_u8(x[ib].qs);
+        const int8x16_t a0 = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F)));
+        const int8x16_t a1 = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        const int32x4_t g0 = dot4(a0, vld1q_s8(y[ib].qs)), g1 = dot4(a1, vld1q_s8(y[ib].qs + 16));
+        const float32x4_t d = vdupq_n_f32(h2f(x[ib].d) * h2f(y[ib].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(g0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(g1));
+    }
+    *s = hsum8(acc0, acc1) + summs;
+}
+
+static void vec_dot_q5_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_1 *restrict x = vx;
+    const block_q8_1 *restrict y = vy;
+    const int nb = n / EL_QK8_1;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    float summs = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        summs = fmaf(h2f(x[ib].m), h2f(y[ib].s), summs);
+        uint8x16_t a0, a1;
+        unpack5(x[ib].qs, x[ib].qh, &a0, &a1);
+        const int32x4_t g0 = dot4(vreinterpretq_s8_u8(a0), vld1q_s8(y[ib].qs));
+        const int32x4_t g1 = dot4(vreinterpretq_s8_u8(a1), vld1q_s8(y[ib].qs + 16));
+        const float32x4_t d = vdupq_n_f32(h2f(x[ib].d) * h2f(y[ib].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(g0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(g1));
+    }
+    *s = hsum8(acc0, acc1) + summs;
+}
+
+/* IQ4_NL: the Q4_0 order (one accumulator), quants looked up in kvalues_iq4nl. */
+static void vec_dot_iq4_nl(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_iq4_nl *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        const uint8x16_t v = vld1q_u8(x[ib].qs);
+        const int8x16_t a0 = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(0x0F)));
+        const int8x16_t a1 = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+        int32x4_t t = dot_acc(vdupq_n_s32(0), a0, vld1q_s8(y[ib].qs));
+        t = dot_acc(t, a1, vld1q_s8(y[ib].qs + 16));
+        acc = fmaf((float)vaddvq_s32(t), h2f(x[ib].d) * h2f(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
+/* ---------------------------------------------------------------- K-quants, AVX2 lane order */
+
+/* The 8 integer lanes of one super-block in the AVX2 layout (kernels_kquants.c, lanes8_x86):
+ * lane l = sum over chunks c of 32 of sc16[2c + l/4] * (sum of a*q over elements 32c+4l..+3).
+ * a: the 256 unpacked quants. */
+static inline void lanes8(const int8_t *restrict a, const int8_t *restrict q, const int32_t *restrict sc16,
+                          int32x4_t *L0, int32x4_t *L1) {
+    int32x4_t l0 = vdupq_n_s32(0), l1 = vdupq_n_s32(0);
+    for (int c = 0; c < EL_QK_K / 32; ++c) {
+        l0 = vmlaq_n_s32(l0, dot4(vld1q_s8(a + 32 * c), vld1q_s8(q + 32 * c)), sc16[2 * c]);
+        l1 = vmlaq_n_s32(l1, dot4(vld1q_s8(a + 32 * c + 16), vld1q_s8(q + 32 * c + 16)), sc16[2 * c + 1]);
+    }
+    *L0 = l0;
+    *L1 = l1;
+}
+
+/* Q2_K/Q3_K low bits: element 128n + 32j + l = bits 2j..2j+1 of qs[32n + l]. */
+static inline void unpack2(const uint8_t *restrict qs, int8_t *restrict a) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int n = 0; n < 2; ++n)
+        for (int h = 0; h < 2; ++h) {
+            const uint8x16_t v = vld1q_u8(qs + 32 * n + 16 * h);
+            int8_t *o = a + 128 * n + 16 * h;
+            vst1q_s8(o + 0, vreinterpretq_s8_u8(vandq_u8(v, m3)));
+            vst1q_s8(o + 32, vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(v, 2), m3)));
+            vst1q_s8(o + 64, vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(v, 4), m3)));
+            vst1q_s8(o + 96, vreinterpretq_s8_u8(vshrq_n_u8(v, 6)));
+        }
+}
+
+/* Q3_K: -4..3; hmask[l] bit 4n+j clear subtracts 4. */
+static inline void unpack_q3_k(const block_q3_K *restrict b, int8_t *restrict a) {
+    unpack2(b->qs, a);
+    static const uint8_t k_bit[8] = {1, 2, 4, 8, 16, 32, 64, 128};
+    for (int bit = 0; bit < 8; ++bit) {
+        const uint8x16_t m = vdupq_n_u8(k_bit[bit]);
+        for (int h = 0; h < 2; ++h) {
+            int8_t *o = a + 32 * bit + 16 * h; /* 128n + 32j with bit = 4n + j */
+            const uint8x16_t set = vtstq_u8(vld1q_u8(b->hmask + 16 * h), m);
+            const int8x16_t sub = vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(4), set));
+            vst1q_s8(o, vsubq_s8(vld1q_s8(o), sub));
+        }
+    }
+}
+
+static void vec_dot_q3_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q3_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        int32_t sc[16];
+        unpack_q3_k(&x[i], a);
+        for (int g = 0; g < 16; ++g) sc[g] = el_q3k_scale(g, x[i].scales) - 32;
+        int32x4_t L0, L1;
+        lanes8(a, y[i].qs, sc, &L0, &L1);
+        const float32x4_t d = vdupq_n_f32(y[i].d * h2f(x[i].d));
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(L0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(L1));
+    }
+    *s = hsum8(acc0, acc1);
+}
+
+/* Q5_K: AVX2 order; the mins go to a scalar fma chain added last. */
+static void vec_dot_q5_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    float summs = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        for (int h = 0; h < 2; ++h) {
+            const uint8x16_t hb = vld1q_u8(x[i].qh + 16 * h);
+            for (int j = 0; j < 4; ++j) {
+                const uint8x16_t v = vld1q_u8(x[i].qs + 32 * j + 16 * h);
+                const uint8x16_t b0 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j))), one), 4);
+                const uint8x16_t b1 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j - 1))), one), 4);
+                vst1q_s8(a + 64 * j + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), b0)));
+                vst1q_s8(a + 64 * j + 32 + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), b1)));
+            }
+        }
+        int32_t sc16[16], summ = 0;
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc, m;
+            el_get_scale_min_k4(j, x[i].scales, &sc, &m);
+            sc16[2 * j] = sc16[2 * j + 1] = sc;
+            summ += (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) * m;
+        }
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        summs = fmaf(dmin, (float)summ, summs);
+        int32x4_t L0, L1;
+        lanes8(a, y[i].qs, sc16, &L0, &L1);
+        const float32x4_t vd = vdupq_n_f32(d);
+        acc0 = vfmaq_f32(acc0, vd, vcvtq_f32_s32(L0));
+        acc1 = vfmaq_f32(acc1, vd, vcvtq_f32_s32(L1));
+    }
+    *s = hsum8(acc0, acc1) + summs;
+}
+
+/* IQ4_XS: AVX2 order. */
+static void vec_dot_iq4_xs(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_iq4_xs *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    const int8x16_t kv = vld1q_s8(kvalues_iq4nl);
+    float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        int32_t sc[16];
+        for (int ib = 0; ib < EL_QK_K / 32; ++ib) {
+            const uint8x16_t v = vld1q_u8(x[i].qs + 16 * ib);
+            vst1q_s8(a + 32 * ib, vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(0x0F))));
+            vst1q_s8(a + 32 * ib + 16, vqtbl1q_s8(kv, vshrq_n_u8(v, 4)));
+            sc[2 * ib] = sc[2 * ib + 1] = el_iq4xs_scale(&x[i], ib) - 32;
+        }
+        int32x4_t L0, L1;
+        lanes8(a, y[i].qs, sc, &L0, &L1);
+        const float32x4_t d = vdupq_n_f32(h2f(x[i].d) * y[i].d);
+        acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(L0));
+        acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(L1));
+    }
+    *s = hsum8(acc0, acc1);
+}
+
+/* ---------------------------------------------------------------- Q2_K */
+
+/* The 16 group dots p[g] = sum over 16 elements of a * q. */
+static inline void group16_dots(const int8_t *restrict a, const int8_t *restrict q, int32_t *restrict p) {
+    for (int g = 0; g < 16; ++g)
+        p[g] = vaddvq_s32(dot_acc(vdupq_n_s32(0), vld1q_s8(a + 16 * g), vld1q_s8(q + 16 * g)));
+}
+
+/* gemv order: one fma pair per super-block. */
+static void vec_dot_q2_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q2_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        int32_t p[16];
+        unpack2(x[i].qs, a);
+        group16_dots(a, y[i].qs, p);
+        int32_t isum = 0, summs = 0;
+        for (int g = 0; g < 16; ++g) {
+            isum += (x[i].scales[g] & 0xF) * p[g];
+            summs += y[i].bsums[g] * (x[i].scales[g] >> 4);
+        }
+        const float dall = h2f(x[i].d) * y[i].d;
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        acc = fmaf((float)isum, dall, acc);
+        accm = fmaf((float)summs, dmin, accm);
+    }
+    *s = acc - accm;
+}
+
+/* gemm order: one fma pair per 128 elements. */
+static void vec_dot_q2_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q2_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        int32_t p[16];
+        unpack2(x[i].qs, a);
+        group16_dots(a, y[i].qs, p);
+        const float dall = h2f(x[i].d) * y[i].d;
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        for (int h = 0; h < 2; ++h) {
+            int32_t isum = 0, summs = 0;
+            for (int g = 8 * h; g < 8 * h + 8; ++g) {
+                isum += (x[i].scales[g] & 0xF) * p[g];
+                summs += y[i].bsums[g] * (x[i].scales[g] >> 4);
+            }
+            acc = fmaf((float)isum, dall, acc);
+            accm = fmaf((float)summs, dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}
+
+static el_vec_dot_fn select_q2_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? vec_dot_q2_k_x4 : NULL;
+}
+
 /* ---------------------------------------------------------------- table */
 
 const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0, quantize_q8_0, NULL, NULL},
-    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, NULL, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1, quantize_q8_1, NULL, NULL},
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1, quantize_q8_1, NULL, NULL},
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0, quantize_q8_0, NULL, NULL},
-    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, NULL, quantize_q8_0, NULL, NULL},
-    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
-    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, vec_dot_q2_k, quantize_q8_k, select_q2_k, NULL},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, vec_dot_q3_k, quantize_q8_k, NULL, NULL},
     [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k, quantize_q8_k, select_q4_k, NULL},
-    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k, quantize_q8_k, NULL, NULL},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, NULL},
-    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, NULL, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs, quantize_q8_k, NULL, NULL},
 };
