@@ -597,9 +597,125 @@ static el_vec_dot_fn select_q2_k(int n_rows, int row, int k) {
     return row < n_rows - n_rows % 4 ? vec_dot_q2_k_x4 : NULL;
 }
 
+/* ---------------------------------------------------------------- F32, F16, BF16 */
+
+/* 4 lanes of F16 (raw binary16 bits) -> float, exactly. */
+static inline float32x4_t ld_f16x4(const el_fp16 *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+/* 4 lanes of BF16 -> float (exact: the bits shifted up). */
+static inline float32x4_t bf16_lo(uint16x8_t v) { return vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16)); }
+static inline float32x4_t bf16_hi(uint16x8_t v) { return vreinterpretq_f32_u32(vshll_high_n_u16(v, 16)); }
+
+/* GGML_F32x16_REDUCE of 4 accumulators of 16 lanes (a[j][q]: lanes 4q..4q+3 of accumulator j):
+ * v = (a0 + a2) + (a1 + a3) per lane, then the 16-lane x86 reduction. */
+static inline float reduce4x16(float32x4_t a[4][4]) {
+    float32x4_t v[4];
+    for (int q = 0; q < 4; ++q) v[q] = vaddq_f32(vaddq_f32(a[0][q], a[2][q]), vaddq_f32(a[1][q], a[3][q]));
+    return hsum16(v[0], v[1], v[2], v[3]);
+}
+
+/* F32 / F16 (one-token path): 4 accumulators of 16 lanes over steps of 64, acc = fma(x, y, acc). */
+static void vec_dot_f32(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const float *restrict x = vx;
+    const float *restrict y = vy;
+    float32x4_t acc[4][4];
+    for (int j = 0; j < 4; ++j)
+        for (int q = 0; q < 4; ++q) acc[j][q] = vdupq_n_f32(0.0f);
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; ++j)
+            for (int q = 0; q < 4; ++q) {
+                const int e = i + 16 * j + 4 * q;
+                acc[j][q] = vfmaq_f32(acc[j][q], vld1q_f32(x + e), vld1q_f32(y + e));
+            }
+    float sumf = reduce4x16(acc);
+    for (int i = np; i < n; ++i) sumf += x[i] * y[i];
+    *s = sumf;
+}
+
+static void vec_dot_f16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_fp16 *restrict x = vx;
+    const el_fp16 *restrict y = vy;
+    float32x4_t acc[4][4];
+    for (int j = 0; j < 4; ++j)
+        for (int q = 0; q < 4; ++q) acc[j][q] = vdupq_n_f32(0.0f);
+    const int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; ++j)
+            for (int q = 0; q < 4; ++q) {
+                const int e = i + 16 * j + 4 * q;
+                acc[j][q] = vfmaq_f32(acc[j][q], ld_f16x4(x + e), ld_f16x4(y + e));
+            }
+    double sumf = (double)reduce4x16(acc);
+    for (int i = np; i < n; ++i) sumf += (double)(h2f(x[i]) * h2f(y[i]));
+    *s = (float)sumf;
+}
+
+/* 16 BF16 lanes l of 32 elements p[0..31]: lane l pairs elements 2l (even) and 2l+1 (odd);
+ * c += odd product, then c += even product (vdpbf16ps), unfused (bf16 products are exact). */
+static inline void bf16_pairs32(const el_bf16 *x, const el_bf16 *y, float32x4_t c[4]) {
+    for (int h = 0; h < 2; ++h) { /* lanes 8h .. 8h+7 */
+        const uint16x8x2_t xv = vld2q_u16(x + 16 * h), yv = vld2q_u16(y + 16 * h);
+        c[2 * h] = vaddq_f32(c[2 * h], vmulq_f32(bf16_lo(xv.val[1]), bf16_lo(yv.val[1])));
+        c[2 * h] = vaddq_f32(c[2 * h], vmulq_f32(bf16_lo(xv.val[0]), bf16_lo(yv.val[0])));
+        c[2 * h + 1] = vaddq_f32(c[2 * h + 1], vmulq_f32(bf16_hi(xv.val[1]), bf16_hi(yv.val[1])));
+        c[2 * h + 1] = vaddq_f32(c[2 * h + 1], vmulq_f32(bf16_hi(xv.val[0]), bf16_hi(yv.val[0])));
+    }
+}
+
+/* BF16 (one-token path): 2 accumulators of 16 lanes over steps of 64. */
+static void vec_dot_bf16(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_bf16 *restrict x = vx;
+    const el_bf16 *restrict y = vy;
+    float32x4_t c[2][4];
+    for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q) c[h][q] = vdupq_n_f32(0.0f);
+    int i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int h = 0; h < 2; ++h) bf16_pairs32(x + i + 32 * h, y + i + 32 * h, c[h]);
+    double sumf = (double)hsum16(c[0][0], c[0][1], c[0][2], c[0][3]);
+    sumf += (double)hsum16(c[1][0], c[1][1], c[1][2], c[1][3]);
+    for (; i < n; ++i) sumf += (double)(el_bf16_to_fp32(x[i]) * el_bf16_to_fp32(y[i]));
+    *s = (float)sumf;
+}
+
+/* tinyBLAS order (batches): one 16-lane accumulator, fma, 16-lane reduction. */
+static void vec_dot_f32_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const float *restrict x = vx;
+    const float *restrict y = vy;
+    float32x4_t c[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int i = 0; i < n; i += 16)
+        for (int q = 0; q < 4; ++q) c[q] = vfmaq_f32(c[q], vld1q_f32(x + i + 4 * q), vld1q_f32(y + i + 4 * q));
+    *s = hsum16(c[0], c[1], c[2], c[3]);
+}
+
+static void vec_dot_f16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_fp16 *restrict x = vx;
+    const el_fp16 *restrict y = vy;
+    float32x4_t c[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int i = 0; i < n; i += 16)
+        for (int q = 0; q < 4; ++q) c[q] = vfmaq_f32(c[q], ld_f16x4(x + i + 4 * q), ld_f16x4(y + i + 4 * q));
+    *s = hsum16(c[0], c[1], c[2], c[3]);
+}
+
+static void vec_dot_bf16_tinyblas(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const el_bf16 *restrict x = vx;
+    const el_bf16 *restrict y = vy;
+    float32x4_t c[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int i = 0; i < n; i += 32) bf16_pairs32(x + i, y + i, c);
+    *s = hsum16(c[0], c[1], c[2], c[3]);
+}
+
+/* The portable selectors' conditions (kernels_portable.c). */
+static el_vec_dot_fn select_f32(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 16 == 0 ? vec_dot_f32_tinyblas : NULL; }
+static el_vec_dot_fn select_f16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 16 == 0 ? vec_dot_f16_tinyblas : NULL; }
+static el_vec_dot_fn select_bf16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 32 == 0 ? vec_dot_bf16_tinyblas : NULL; }
+
 /* ---------------------------------------------------------------- table */
 
 const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
+    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, NULL, select_f32, NULL},
+    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, NULL, select_f16, NULL},
+    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, NULL, select_bf16, NULL},
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0, quantize_q8_0, NULL, NULL},
     [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1, quantize_q8_1, NULL, NULL},
     [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0, quantize_q8_0, NULL, NULL},
