@@ -188,19 +188,29 @@ static void vec_dot_q8_0(int n, float *restrict s, const void *restrict vx, cons
 
 /* ---------------------------------------------------------------- Q4_K */
 
-/* The 8 sub-block integer dots p[j] = sum over 32 elements of q4 * q8. */
-static inline void q4_k_sub_dots(const block_q4_K *restrict x, const int8_t *restrict q, int32_t *restrict p) {
+/* The 256 quants 0..15 of a super-block, 16 per vector in element order. */
+static inline void q4_k_unpack(const block_q4_K *restrict x, int8x16_t *restrict a) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     for (int jj = 0; jj < 4; ++jj) {
         const uint8x16_t v0 = vld1q_u8(x->qs + 32 * jj), v1 = vld1q_u8(x->qs + 32 * jj + 16);
-        const int8_t *qq = q + 64 * jj;
-        int32x4_t lo = dot_acc(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(v0, m4)), vld1q_s8(qq));
-        lo = dot_acc(lo, vreinterpretq_s8_u8(vandq_u8(v1, m4)), vld1q_s8(qq + 16));
-        int32x4_t hi = dot_acc(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vld1q_s8(qq + 32));
-        hi = dot_acc(hi, vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), vld1q_s8(qq + 48));
-        p[2 * jj] = vaddvq_s32(lo);
-        p[2 * jj + 1] = vaddvq_s32(hi);
+        a[4 * jj + 0] = vreinterpretq_s8_u8(vandq_u8(v0, m4));
+        a[4 * jj + 1] = vreinterpretq_s8_u8(vandq_u8(v1, m4));
+        a[4 * jj + 2] = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4));
+        a[4 * jj + 3] = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
     }
+}
+
+/* The 8 sub-block integer dots p[j] = sum over elements 32j..32j+31 of a * q. */
+static inline void sub32_dots(const int8x16_t *restrict a, const int8_t *restrict q, int32_t *restrict p) {
+    for (int j = 0; j < 8; ++j)
+        p[j] = vaddvq_s32(dot_acc(dot_acc(vdupq_n_s32(0), a[2 * j], vld1q_s8(q + 32 * j)), a[2 * j + 1],
+                                  vld1q_s8(q + 32 * j + 16)));
+}
+
+static inline void q4_k_sub_dots(const block_q4_K *restrict x, const int8_t *restrict q, int32_t *restrict p) {
+    int8x16_t a[16];
+    q4_k_unpack(x, a);
+    sub32_dots(a, q, p);
 }
 
 static inline void q4_k_scales(const block_q4_K *restrict x, int32_t *restrict sc, int32_t *restrict mn) {
@@ -267,46 +277,52 @@ static el_vec_dot_fn select_q4_k(int n_rows, int row, int k) {
 
 /* ---------------------------------------------------------------- Q6_K */
 
+/* The 256 quants of a super-block plus 32 (0..63), 16 per vector in element order. */
+static inline void q6_k_unpack(const block_q6_K *restrict x, int8x16_t *restrict a) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        for (int half = 0; half < 2; ++half) { /* elements 16*half .. +15 of each chunk of 32 */
+            const uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
+            const uint8x16_t hb = vld1q_u8(qh + 16 * half);
+            int8x16_t *o = a + 8 * h + half; /* chunk c = 4h + k: vector 2c + half */
+            o[0] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)));
+            o[2] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)));
+            o[4] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)));
+            o[6] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)));
+        }
+    }
+}
+
 /* AVX2 vec_dot order: 8 lanes; lane l = sum over the 8 chunks c of 32 of
  * sc[2c + l/4] * (sum of elements 32c+4l..+3 of (q6+32) * q8), minus
- * 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]); fma(d, lane, acc). */
+ * 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]). */
+static inline void q6_k_lanes(const int8x16_t *restrict a, const int8_t *restrict sc, const block_q8_K *restrict y,
+                              int32x4_t *L0, int32x4_t *L1) {
+    int32x4_t l0 = vdupq_n_s32(0), l1 = vdupq_n_s32(0);
+    for (int c = 0; c < 8; ++c) {
+        l0 = vmlaq_n_s32(l0, dot4(a[2 * c], vld1q_s8(y->qs + 32 * c)), sc[2 * c]);
+        l1 = vmlaq_n_s32(l1, dot4(a[2 * c + 1], vld1q_s8(y->qs + 32 * c + 16)), sc[2 * c + 1]);
+    }
+    const int16x8_t sc16a = vmovl_s8(vld1_s8(sc)), sc16b = vmovl_s8(vld1_s8(sc + 8));
+    const int16x8_t bsa = vld1q_s16(y->bsums), bsb = vld1q_s16(y->bsums + 8);
+    const int32x4_t c0 = vpaddq_s32(vmull_s16(vget_low_s16(bsa), vget_low_s16(sc16a)), vmull_high_s16(bsa, sc16a));
+    const int32x4_t c1 = vpaddq_s32(vmull_s16(vget_low_s16(bsb), vget_low_s16(sc16b)), vmull_high_s16(bsb, sc16b));
+    *L0 = vsubq_s32(l0, vshlq_n_s32(c0, 5));
+    *L1 = vsubq_s32(l1, vshlq_n_s32(c1, 5));
+}
+
+/* acc = fma(d, lane, acc) per lane, d = d_a * d_w. */
 static void vec_dot_q6_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q6_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     for (int i = 0; i < nb; ++i) {
-        const int8_t *restrict sc = x[i].scales;
-        const int8_t *restrict q = y[i].qs;
-        int32x4_t L0 = vdupq_n_s32(0), L1 = vdupq_n_s32(0);
-        for (int h = 0; h < 2; ++h) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
-            for (int half = 0; half < 2; ++half) { /* elements l = 16*half .. +15 of each chunk */
-                const uint8x16_t l0 = vld1q_u8(ql + 16 * half), l1 = vld1q_u8(ql + 32 + 16 * half);
-                const uint8x16_t hb = vld1q_u8(qh + 16 * half);
-                uint8x16_t a[4];
-                a[0] = vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4));
-                a[1] = vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4));
-                a[2] = vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4));
-                a[3] = vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4));
-                for (int k = 0; k < 4; ++k) {
-                    const int c = 4 * h + k;
-                    const int32x4_t g = dot4(vreinterpretq_s8_u8(a[k]), vld1q_s8(q + 32 * c + 16 * half));
-                    if (half == 0) L0 = vmlaq_n_s32(L0, g, sc[2 * c]);
-                    else L1 = vmlaq_n_s32(L1, g, sc[2 * c + 1]);
-                }
-            }
-        }
-        /* 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) */
-        const int16x8_t sc16a = vmovl_s8(vld1_s8(sc)), sc16b = vmovl_s8(vld1_s8(sc + 8));
-        const int16x8_t bsa = vld1q_s16(y[i].bsums), bsb = vld1q_s16(y[i].bsums + 8);
-        const int32x4_t c0 = vpaddq_s32(vmull_s16(vget_low_s16(bsa), vget_low_s16(sc16a)),
-                                        vmull_high_s16(bsa, sc16a));
-        const int32x4_t c1 = vpaddq_s32(vmull_s16(vget_low_s16(bsb), vget_low_s16(sc16b)),
-                                        vmull_high_s16(bsb, sc16b));
-        L0 = vsubq_s32(L0, vshlq_n_s32(c0, 5));
-        L1 = vsubq_s32(L1, vshlq_n_s32(c1, 5));
+        int8x16_t a[16];
+        int32x4_t L0, L1;
+        q6_k_unpack(&x[i], a);
+        q6_k_lanes(a, x[i].scales, &y[i], &L0, &L1);
         const float32x4_t d = vdupq_n_f32(y[i].d * h2f(x[i].d));
         acc0 = vfmaq_f32(acc0, d, vcvtq_f32_s32(L0));
         acc1 = vfmaq_f32(acc1, d, vcvtq_f32_s32(L1));
@@ -710,22 +726,212 @@ static el_vec_dot_fn select_f32(int n_rows, int row, int k) { (void)row; return 
 static el_vec_dot_fn select_f16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 16 == 0 ? vec_dot_f16_tinyblas : NULL; }
 static el_vec_dot_fn select_bf16(int n_rows, int row, int k) { (void)row; return n_rows >= 2 && k % 32 == 0 ? vec_dot_bf16_tinyblas : NULL; }
 
+/* ---------------------------------------------------------------- gemm blocks */
+
+/*
+ * el_gemm_fn (kernels.h): y[t * ldy + r] = dot(weight row r, activation row t)
+ * for r < nr, t < nt, each with exactly the bits of the vec_dot (or selected
+ * kernel) above: every output keeps its own accumulators and takes the same
+ * operations in the same order; only the work is shared — a weight block is
+ * unpacked once for several activation rows, an activation block loaded once
+ * for several weight rows.
+ */
+#define ROW(base, ld, i) ((const void *)((const uint8_t *)(base) + (ld) * (size_t)(i)))
+
+/* Q4_0: tiles of 4 weight rows x up to 4 activation rows; the 4 rows' accumulators
+ * of one activation row share a vector (lane = weight row). */
+static inline __attribute__((always_inline)) void q4_0_tile(int nb, const block_q4_0 *const *wr,
+                                                            const block_q8_0 *const *xt, int tn,
+                                                            float32x4_t *acc) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F);
+    const int8x16_t s8 = vdupq_n_s8(8);
+    for (int u = 0; u < tn; ++u) acc[u] = vdupq_n_f32(0.0f);
+    for (int ib = 0; ib < nb; ++ib) {
+        int8x16_t a[4][2];
+        float dw[4];
+        for (int q = 0; q < 4; ++q) {
+            const uint8x16_t v = vld1q_u8(wr[q][ib].qs);
+            a[q][0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, m4)), s8);
+            a[q][1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), s8);
+            dw[q] = h2f(wr[q][ib].d);
+        }
+        const float32x4_t vdw = vld1q_f32(dw);
+        for (int u = 0; u < tn; ++u) {
+            const int8x16_t y0 = vld1q_s8(xt[u][ib].qs), y1 = vld1q_s8(xt[u][ib].qs + 16);
+            int32x4_t p[4];
+            for (int q = 0; q < 4; ++q) p[q] = dot_acc(dot_acc(vdupq_n_s32(0), a[q][0], y0), a[q][1], y1);
+            const int32x4_t sums = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+            const float32x4_t d = vmulq_n_f32(vdw, h2f(xt[u][ib].d)); /* d_w * d_a per lane */
+            acc[u] = vfmaq_f32(acc[u], vcvtq_f32_s32(sums), d);
+        }
+    }
+}
+
+static void gemm_q4_0(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                      int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    const int nb = k / EL_QK8_0;
+    int r = 0;
+    for (; r + 4 <= nr; r += 4) {
+        const block_q4_0 *wr[4];
+        for (int q = 0; q < 4; ++q) wr[q] = ROW(w, ldw, r + q);
+        int t = 0;
+        for (; t + 4 <= nt; t += 4) {
+            const block_q8_0 *xt[4];
+            float32x4_t acc[4];
+            for (int u = 0; u < 4; ++u) xt[u] = ROW(x, ldx, t + u);
+            q4_0_tile(nb, wr, xt, 4, acc);
+            for (int u = 0; u < 4; ++u) vst1q_f32(y + (size_t)(t + u) * ldy + r, acc[u]);
+        }
+        if (t < nt) {
+            const block_q8_0 *xt[4];
+            float32x4_t acc[4];
+            const int tn = nt - t;
+            for (int u = 0; u < tn; ++u) xt[u] = ROW(x, ldx, t + u);
+            q4_0_tile(nb, wr, xt, tn, acc);
+            for (int u = 0; u < tn; ++u) vst1q_f32(y + (size_t)(t + u) * ldy + r, acc[u]);
+        }
+    }
+    for (; r < nr; ++r)
+        for (int t = 0; t < nt; ++t) vec_dot_q4_0(k, y + (size_t)t * ldy + r, ROW(w, ldw, r), ROW(x, ldx, t));
+}
+
+/* Q8_0: tiles of 2 weight rows x up to 4 activation rows, 8 lanes (two vectors) per output. */
+static void gemm_q8_0(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                      int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    const int nb = k / EL_QK8_0;
+    int r = 0;
+    for (; r + 2 <= nr; r += 2) {
+        const block_q8_0 *w0 = ROW(w, ldw, r), *w1 = ROW(w, ldw, r + 1);
+        for (int t = 0; t < nt; t += 4) {
+            const int tn = nt - t < 4 ? nt - t : 4;
+            const block_q8_0 *xt[4];
+            float32x4_t acc[4][2][2]; /* [act][weight row][lanes 0-3 / 4-7] */
+            for (int u = 0; u < tn; ++u) {
+                xt[u] = ROW(x, ldx, t + u);
+                acc[u][0][0] = acc[u][0][1] = acc[u][1][0] = acc[u][1][1] = vdupq_n_f32(0.0f);
+            }
+            for (int ib = 0; ib < nb; ++ib) {
+                const int8x16_t a00 = vld1q_s8(w0[ib].qs), a01 = vld1q_s8(w0[ib].qs + 16);
+                const int8x16_t a10 = vld1q_s8(w1[ib].qs), a11 = vld1q_s8(w1[ib].qs + 16);
+                const float d0 = h2f(w0[ib].d), d1 = h2f(w1[ib].d);
+                for (int u = 0; u < tn; ++u) {
+                    const int8x16_t y0 = vld1q_s8(xt[u][ib].qs), y1 = vld1q_s8(xt[u][ib].qs + 16);
+                    const float da = h2f(xt[u][ib].d);
+                    const float32x4_t e0 = vdupq_n_f32(d0 * da), e1 = vdupq_n_f32(d1 * da);
+                    acc[u][0][0] = vfmaq_f32(acc[u][0][0], e0, vcvtq_f32_s32(dot4(a00, y0)));
+                    acc[u][0][1] = vfmaq_f32(acc[u][0][1], e0, vcvtq_f32_s32(dot4(a01, y1)));
+                    acc[u][1][0] = vfmaq_f32(acc[u][1][0], e1, vcvtq_f32_s32(dot4(a10, y0)));
+                    acc[u][1][1] = vfmaq_f32(acc[u][1][1], e1, vcvtq_f32_s32(dot4(a11, y1)));
+                }
+            }
+            for (int u = 0; u < tn; ++u) {
+                y[(size_t)(t + u) * ldy + r] = hsum8(acc[u][0][0], acc[u][0][1]);
+                y[(size_t)(t + u) * ldy + r + 1] = hsum8(acc[u][1][0], acc[u][1][1]);
+            }
+        }
+    }
+    for (; r < nr; ++r)
+        for (int t = 0; t < nt; ++t) vec_dot_q8_0(k, y + (size_t)t * ldy + r, ROW(w, ldw, r), ROW(x, ldx, t));
+}
+
+/* Q4_K: one weight row at a time, each super-block unpacked once for up to 8 activation rows;
+ * per activation row the gemv or gemm order that select_q4_k picks for it. */
+static void gemm_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                      int n_act, float *y, size_t ldy) {
+    const int nb = k / EL_QK_K;
+    const int split = n_act - n_act % 4; /* rows below: gemm (x4) order */
+    for (int r = 0; r < nr; ++r) {
+        const block_q4_K *wr = ROW(w, ldw, r);
+        for (int t = 0; t < nt; t += 8) {
+            const int tn = nt - t < 8 ? nt - t : 8;
+            float acc[8] = {0}, accm[8] = {0};
+            for (int i = 0; i < nb; ++i) {
+                int8x16_t a[16];
+                int32_t sc[8], mn[8];
+                q4_k_unpack(&wr[i], a);
+                q4_k_scales(&wr[i], sc, mn);
+                const float wd = h2f(wr[i].d), wdmin = h2f(wr[i].dmin);
+                for (int u = 0; u < tn; ++u) {
+                    const block_q8_K *yb = (const block_q8_K *)ROW(x, ldx, t + u) + i;
+                    int32_t p[8];
+                    sub32_dots(a, yb->qs, p);
+                    const float d = wd * yb->d, dmin = wdmin * yb->d;
+                    if (t0 + t + u < split) {
+                        for (int j = 0; j < 8; j += 2) {
+                            const int32_t isum = sc[j] * p[j] + sc[j + 1] * p[j + 1];
+                            const int32_t summ = mn[j] * (yb->bsums[2 * j] + yb->bsums[2 * j + 1]) +
+                                                 mn[j + 1] * (yb->bsums[2 * j + 2] + yb->bsums[2 * j + 3]);
+                            acc[u] = fmaf((float)isum, d, acc[u]);
+                            accm[u] = fmaf((float)summ, dmin, accm[u]);
+                        }
+                    } else {
+                        int32_t isum = 0, summ = 0;
+                        for (int j = 0; j < 8; ++j) {
+                            isum += sc[j] * p[j];
+                            summ += mn[j] * (yb->bsums[2 * j] + yb->bsums[2 * j + 1]);
+                        }
+                        acc[u] = fmaf((float)isum, d, acc[u]);
+                        accm[u] = fmaf((float)summ, dmin, accm[u]);
+                    }
+                }
+            }
+            for (int u = 0; u < tn; ++u) y[(size_t)(t + u) * ldy + r] = acc[u] - accm[u];
+        }
+    }
+}
+
+/* Q6_K: one weight row at a time, each super-block unpacked once for up to 8 activation rows. */
+static void gemm_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                      int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    const int nb = k / EL_QK_K;
+    for (int r = 0; r < nr; ++r) {
+        const block_q6_K *wr = ROW(w, ldw, r);
+        for (int t = 0; t < nt; t += 8) {
+            const int tn = nt - t < 8 ? nt - t : 8;
+            float32x4_t acc[8][2];
+            for (int u = 0; u < tn; ++u) acc[u][0] = acc[u][1] = vdupq_n_f32(0.0f);
+            for (int i = 0; i < nb; ++i) {
+                int8x16_t a[16];
+                q6_k_unpack(&wr[i], a);
+                const float wd = h2f(wr[i].d);
+                for (int u = 0; u < tn; ++u) {
+                    const block_q8_K *yb = (const block_q8_K *)ROW(x, ldx, t + u) + i;
+                    int32x4_t L0, L1;
+                    q6_k_lanes(a, wr[i].scales, yb, &L0, &L1);
+                    const float32x4_t d = vdupq_n_f32(yb->d * wd);
+                    acc[u][0] = vfmaq_f32(acc[u][0], d, vcvtq_f32_s32(L0));
+                    acc[u][1] = vfmaq_f32(acc[u][1], d, vcvtq_f32_s32(L1));
+                }
+            }
+            for (int u = 0; u < tn; ++u) y[(size_t)(t + u) * ldy + r] = hsum8(acc[u][0], acc[u][1]);
+        }
+    }
+}
+
+#undef ROW
+
 /* ---------------------------------------------------------------- table */
 
 const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, NULL, select_f32, NULL},
     [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, NULL, select_f16, NULL},
     [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, NULL, select_bf16, NULL},
-    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0, quantize_q8_0, NULL, gemm_q4_0},
     [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1, quantize_q8_1, NULL, NULL},
     [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0, quantize_q8_0, NULL, NULL},
     [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1, quantize_q8_1, NULL, NULL},
-    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0, quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0, quantize_q8_0, NULL, gemm_q8_0},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl, quantize_q8_0, NULL, NULL},
     [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, vec_dot_q2_k, quantize_q8_k, select_q2_k, NULL},
     [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, vec_dot_q3_k, quantize_q8_k, NULL, NULL},
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k, quantize_q8_k, select_q4_k, NULL},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k, quantize_q8_k, select_q4_k, gemm_q4_k},
     [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k, quantize_q8_k, NULL, NULL},
-    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, gemm_q6_k},
     [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs, quantize_q8_k, NULL, NULL},
 };
