@@ -33,6 +33,12 @@
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
 
+/* No FMA contraction of the scalar parts (tails, a*b then +): clang honours the
+ * pragma; GCC does not contract in ISO C mode (-std=c17, as the build uses). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 static inline float h2f(el_fp16 h) {
     __fp16 v;
     memcpy(&v, &h, sizeof v);
