@@ -17,7 +17,11 @@
  *  - half-precision values are widened with FCVT, exact like
  *    el_fp16_to_fp32 (they may differ only in the payload of a NaN);
  *  - rintf / nearest_int round to nearest even: FCVTNS.
- * The whole file compiles to nothing except on AArch64.
+ * Kernels: vec_dot of every weight type (with the portable selectors' row
+ * choices: Q2_K/Q4_K gemm order, tinyBLAS order for F32/F16/BF16), the
+ * Q8_0/Q8_1/Q8_K activation quantizers, and gemm blocks for Q4_0, Q8_0,
+ * Q4_K, Q5_K, Q6_K. The .c files including this compile to nothing except
+ * on AArch64.
  */
 #ifndef EL_NEON_TABLE
 #error "define EL_NEON_TABLE before including quants_neon_impl.h"
@@ -492,33 +496,50 @@ static void vec_dot_q3_k(int n, float *restrict s, const void *restrict vx, cons
     *s = hsum8(acc0, acc1);
 }
 
+/* Q5_K: the 256 quants 0..31 of a super-block, in element order. */
+static inline void q5_k_unpack(const block_q5_K *restrict x, int8_t *restrict a) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+    for (int h = 0; h < 2; ++h) {
+        const uint8x16_t hb = vld1q_u8(x->qh + 16 * h);
+        for (int j = 0; j < 4; ++j) {
+            const uint8x16_t v = vld1q_u8(x->qs + 32 * j + 16 * h);
+            const uint8x16_t b0 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j))), one), 4);
+            const uint8x16_t b1 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j - 1))), one), 4);
+            vst1q_s8(a + 64 * j + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), b0)));
+            vst1q_s8(a + 64 * j + 32 + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), b1)));
+        }
+    }
+}
+
+/* Q4_K/Q5_K 6-bit scales per 16 elements (sc16) and the 8 mins. */
+static inline void k4_scales16(const uint8_t *restrict packed, int32_t *restrict sc16, int32_t *restrict mn) {
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        el_get_scale_min_k4(j, packed, &sc, &m);
+        sc16[2 * j] = sc16[2 * j + 1] = sc;
+        mn[j] = m;
+    }
+}
+
+static inline int32_t k4_summ(const int32_t *restrict mn, const int16_t *restrict bsums) {
+    int32_t summ = 0;
+    for (int j = 0; j < 8; ++j) summ += (bsums[2 * j] + bsums[2 * j + 1]) * mn[j];
+    return summ;
+}
+
 /* Q5_K: AVX2 order; the mins go to a scalar fma chain added last. */
 static void vec_dot_q5_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q5_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);
     float summs = 0.0f;
     for (int i = 0; i < nb; ++i) {
         int8_t a[EL_QK_K];
-        for (int h = 0; h < 2; ++h) {
-            const uint8x16_t hb = vld1q_u8(x[i].qh + 16 * h);
-            for (int j = 0; j < 4; ++j) {
-                const uint8x16_t v = vld1q_u8(x[i].qs + 32 * j + 16 * h);
-                const uint8x16_t b0 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j))), one), 4);
-                const uint8x16_t b1 = vshlq_n_u8(vandq_u8(vshlq_u8(hb, vdupq_n_s8((int8_t)(-2 * j - 1))), one), 4);
-                vst1q_s8(a + 64 * j + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), b0)));
-                vst1q_s8(a + 64 * j + 32 + 16 * h, vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), b1)));
-            }
-        }
-        int32_t sc16[16], summ = 0;
-        for (int j = 0; j < 8; ++j) {
-            uint8_t sc, m;
-            el_get_scale_min_k4(j, x[i].scales, &sc, &m);
-            sc16[2 * j] = sc16[2 * j + 1] = sc;
-            summ += (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]) * m;
-        }
+        int32_t sc16[16], mn[8];
+        q5_k_unpack(&x[i], a);
+        k4_scales16(x[i].scales, sc16, mn);
+        const int32_t summ = k4_summ(mn, y[i].bsums);
         const float d = y[i].d * h2f(x[i].d);
         const float dmin = -y[i].d * h2f(x[i].dmin);
         summs = fmaf(dmin, (float)summ, summs);
@@ -920,6 +941,44 @@ static void gemm_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, s
     }
 }
 
+/* Q5_K: one weight row at a time, each super-block unpacked once for up to 8 activation rows. */
+static void gemm_q5_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                      int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    const int nb = k / EL_QK_K;
+    for (int r = 0; r < nr; ++r) {
+        const block_q5_K *wr = ROW(w, ldw, r);
+        for (int t = 0; t < nt; t += 8) {
+            const int tn = nt - t < 8 ? nt - t : 8;
+            float32x4_t acc[8][2];
+            float summs[8];
+            for (int u = 0; u < tn; ++u) {
+                acc[u][0] = acc[u][1] = vdupq_n_f32(0.0f);
+                summs[u] = 0.0f;
+            }
+            for (int i = 0; i < nb; ++i) {
+                int8_t a[EL_QK_K];
+                int32_t sc16[16], mn[8];
+                q5_k_unpack(&wr[i], a);
+                k4_scales16(wr[i].scales, sc16, mn);
+                const float wd = h2f(wr[i].d), wdmin = h2f(wr[i].dmin);
+                for (int u = 0; u < tn; ++u) {
+                    const block_q8_K *yb = (const block_q8_K *)ROW(x, ldx, t + u) + i;
+                    const int32_t summ = k4_summ(mn, yb->bsums);
+                    summs[u] = fmaf(-yb->d * wdmin, (float)summ, summs[u]);
+                    int32x4_t L0, L1;
+                    lanes8(a, yb->qs, sc16, &L0, &L1);
+                    const float32x4_t d = vdupq_n_f32(yb->d * wd);
+                    acc[u][0] = vfmaq_f32(acc[u][0], d, vcvtq_f32_s32(L0));
+                    acc[u][1] = vfmaq_f32(acc[u][1], d, vcvtq_f32_s32(L1));
+                }
+            }
+            for (int u = 0; u < tn; ++u) y[(size_t)(t + u) * ldy + r] = hsum8(acc[u][0], acc[u][1]) + summs[u];
+        }
+    }
+}
+
 #undef ROW
 
 /* ---------------------------------------------------------------- table */
@@ -937,7 +996,7 @@ const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, vec_dot_q2_k, quantize_q8_k, select_q2_k, NULL},
     [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, vec_dot_q3_k, quantize_q8_k, NULL, NULL},
     [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, vec_dot_q4_k, quantize_q8_k, select_q4_k, gemm_q4_k},
-    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k, quantize_q8_k, NULL, gemm_q5_k},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, gemm_q6_k},
     [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs, quantize_q8_k, NULL, NULL},
 };
