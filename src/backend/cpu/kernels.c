@@ -34,6 +34,7 @@ __attribute__((unused)) static int has_avx512(const el_cpu_features *f) {
 #endif
 #if defined(__aarch64__)
 __attribute__((unused)) static int has_neon(const el_cpu_features *f) { return f->neon; }
+__attribute__((unused)) static int has_neon_dotprod(const el_cpu_features *f) { return f->neon && f->dotprod; }
 #endif
 
 /* In order of level: later tables override earlier ones. */
@@ -41,6 +42,8 @@ static const isa_table k_isa[] = {
 #if defined(__x86_64__)
 #endif
 #if defined(__aarch64__)
+    {"neon", EL_CPU_NEON, el_cpu_kernels_quants_neon, has_neon},
+    {"neon+dotprod", EL_CPU_NEON, el_cpu_kernels_quants_neon_dotprod, has_neon_dotprod},
 #endif
     {NULL, EL_CPU_PORTABLE, NULL, NULL},
 };
