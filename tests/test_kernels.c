@@ -58,7 +58,7 @@ static void random_weights(el_type t, uint8_t *w, int64_t nrows, int k) {
     }
 }
 
-static const int k_lengths[] = {256, 512, 2048, 5632};
+static const int k_lengths[] = {256, 512, 2048, 5632, 80, 1000}; /* 80, 1000: float tails */
 #define N_ACT 13
 #define N_W 37
 
