@@ -199,6 +199,8 @@ int main(void) {
         {128, 16, 8, 0, 33, 100, 8.0f}, /* peaked scores: the maximum moves a lot */
         {64, 4, 4, 0, 1, 0, 1.0f},      /* first token */
         {80, 6, 2, 7, 21, 3, 4.0f},     /* head dim with a tail */
+        {72, 4, 2, 0, 19, 11, 2.0f},    /* a tail below the vector width of AVX-512 */
+        {32, 8, 8, 3, 9, 30, 1.0f},     /* head dim below 64: the dot is all tail */
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_case(&fixed[i]);
 

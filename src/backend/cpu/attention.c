@@ -70,6 +70,12 @@ static inline void att_vpass(el_fp16 *acc, const el_fp16 *v, size_t vstride, int
     }
 }
 
+static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v, size_t vstride, int cnt,
+                              const float *ms0, const float *vs0, const float *ms1, const float *vs1, int hd) {
+    att_vpass(acc0, v, vstride, cnt, ms0, vs0, hd);
+    att_vpass(acc1, v, vstride, cnt, ms1, vs1, hd);
+}
+
 static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
     for (int i = 0; i < hd; i++) o[i] = el_fp16_to_fp32(acc[i]) * inv;
 }
@@ -92,8 +98,8 @@ static el_cpu_level attn_level_cap(el_cpu_level level) {
     const el_cpu_features *f = el_cpu_features_get();
     const int avx2 = f->avx2 && f->fma && f->f16c;
     const int avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
-    if (level >= EL_CPU_AVX512 && avx512) return EL_CPU_AVX512;
-    if (level >= EL_CPU_AVX2 && avx2) return EL_CPU_AVX2;
+    if (level == EL_CPU_AVX512 && avx512) return EL_CPU_AVX512;
+    if ((level == EL_CPU_AVX512 || level == EL_CPU_AVX2) && avx2) return EL_CPU_AVX2;
 #else
     (void)level;
 #endif

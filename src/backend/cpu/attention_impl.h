@@ -11,6 +11,8 @@
  *                            for each of cnt cache rows v + jj*vstride, in order:
  *                            if ms[jj] != 1: acc = fp16(acc * ms[jj]);
  *                            acc = fp16(fma(v, vs[jj], acc))
+ *   att_vpass2(acc0, acc1, v, vstride, cnt, ms0, vs0, ms1, vs1, hd)
+ *                            att_vpass for two queries over the same rows
  *   att_out(acc, inv, o, hd) o[i] = (float)acc[i] * inv
  * and the driver below gives every (query, head) pair exactly the arithmetic
  * sequence of the reference kernel (attention.c): Q rounded to F16, for each
@@ -43,7 +45,7 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
     float qf[EL_ATT_MAX_QHD];
     el_fp16 acc[EL_ATT_MAX_QHD];
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
-    float sc[EL_ATT_MAX_KVB], ms[EL_ATT_MAX_KVB], vs[EL_ATT_MAX_KVB];
+    float sc[EL_ATT_MAX_KVB], ms[2][EL_ATT_MAX_KVB], vs[2][EL_ATT_MAX_KVB];
 
     for (int u = ith; u < pl.n_units; u += nth) {
         /* unit → (token block, kv head, head block), token block outermost */
@@ -76,29 +78,39 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                 const int ja = j0 > lo ? j0 : lo, jz = j1 < p ? j1 : p;
                 if (ja > jz) continue;
                 const int cnt = jz - ja + 1;
-                for (int h = h0; h < h1; h++) {
-                    const int qi = (t - t0) * nh + (h - h0);
-                    const float *q = qf + (size_t)qi * hd;
-                    for (int jj = 0; jj < cnt; jj++)
-                        sc[jj] = att_dot(kbase + (size_t)(ja + jj) * kv_row, q, hd) * a->scale;
-                    float Mq = M[qi], Sq = S[qi];
-                    for (int jj = 0; jj < cnt; jj++) {
-                        const float s = sc[jj];
-                        float m = 1.0f, v = 1.0f;
-                        if (s > Mq) {
-                            const float Mold = Mq;
-                            Mq = s;
-                            m = expf(Mold - Mq);
-                        } else {
-                            v = expf(s - Mq);
+                /* heads in pairs: the two share each V row and their accumulator chains interleave */
+                for (int h = h0; h < h1; h += 2) {
+                    const int nq = h + 1 < h1 ? 2 : 1;
+                    for (int e = 0; e < nq; e++) {
+                        const int qi = (t - t0) * nh + (h + e - h0);
+                        const float *q = qf + (size_t)qi * hd;
+                        for (int jj = 0; jj < cnt; jj++)
+                            sc[jj] = att_dot(kbase + (size_t)(ja + jj) * kv_row, q, hd) * a->scale;
+                        float Mq = M[qi], Sq = S[qi];
+                        for (int jj = 0; jj < cnt; jj++) {
+                            const float s = sc[jj];
+                            float m = 1.0f, v = 1.0f;
+                            if (s > Mq) {
+                                const float Mold = Mq;
+                                Mq = s;
+                                m = expf(Mold - Mq);
+                            } else {
+                                v = expf(s - Mq);
+                            }
+                            ms[e][jj] = m;
+                            vs[e][jj] = v;
+                            Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
                         }
-                        ms[jj] = m;
-                        vs[jj] = v;
-                        Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
+                        M[qi] = Mq;
+                        S[qi] = Sq;
                     }
-                    M[qi] = Mq;
-                    S[qi] = Sq;
-                    att_vpass(acc + (size_t)qi * hd, vbase + (size_t)ja * kv_row, (size_t)kv_row, cnt, ms, vs, hd);
+                    const int qi = (t - t0) * nh + (h - h0);
+                    const el_fp16 *v = vbase + (size_t)ja * kv_row;
+                    if (nq == 2)
+                        att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, cnt, ms[0], vs[0],
+                                   ms[1], vs[1], hd);
+                    else
+                        att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, cnt, ms[0], vs[0], hd);
                 }
             }
         }

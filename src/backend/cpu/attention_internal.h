@@ -10,7 +10,7 @@
 #include "backend/cpu/ops.h"
 
 #define EL_ATT_MAX_HD 512     /* head_dim limit */
-#define EL_ATT_MAX_QHD 16384  /* queries per work unit × head_dim (state kept on the stack) */
+#define EL_ATT_MAX_QHD 8192   /* queries per work unit × head_dim (state on the stack: 48 KiB) */
 #define EL_ATT_MAX_Q 64       /* queries per work unit */
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
 
@@ -39,6 +39,7 @@ static inline void el_attn_plan_make(const el_attn_args *a, int nth, el_attn_pla
     const int group = a->n_head / a->n_head_kv;
     int qmax = EL_ATT_MAX_QHD / a->head_dim;
     if (qmax > EL_ATT_MAX_Q) qmax = EL_ATT_MAX_Q;
+    if (qmax < 1) qmax = 1; /* head_dim <= EL_ATT_MAX_HD keeps one query's state in the buffers */
     int hpu = group < qmax ? group : qmax;
     int tb = qmax / hpu;
     if (tb > a->n) tb = a->n;

@@ -88,6 +88,44 @@ static inline void att_vpass(el_fp16 *acc, const el_fp16 *v0, size_t vstride, in
     }
 }
 
+/* Two queries over the same rows: each V vector loaded once, two independent rounding chains. */
+static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v0, size_t vstride, int cnt,
+                              const float *ms0, const float *vs0, const float *ms1, const float *vs1, int hd) {
+    int c = 0;
+    for (; c + 32 <= hd; c += 32) {
+        __m256 x[4], y[4];
+        for (int i = 0; i < 4; i++) {
+            x[i] = ld8h(acc0 + c + 8 * i);
+            y[i] = ld8h(acc1 + c + 8 * i);
+        }
+        const el_fp16 *v = v0 + c;
+        for (int jj = 0; jj < cnt; jj++, v += vstride) {
+            if (ms0[jj] != 1.0f) {
+                const __m256 m = _mm256_set1_ps(ms0[jj]);
+                for (int i = 0; i < 4; i++) x[i] = r8(_mm256_mul_ps(x[i], m));
+            }
+            if (ms1[jj] != 1.0f) {
+                const __m256 m = _mm256_set1_ps(ms1[jj]);
+                for (int i = 0; i < 4; i++) y[i] = r8(_mm256_mul_ps(y[i], m));
+            }
+            const __m256 w0 = _mm256_set1_ps(vs0[jj]), w1 = _mm256_set1_ps(vs1[jj]);
+            for (int i = 0; i < 4; i++) {
+                const __m256 vv = ld8h(v + 8 * i);
+                x[i] = r8(_mm256_fmadd_ps(vv, w0, x[i]));
+                y[i] = r8(_mm256_fmadd_ps(vv, w1, y[i]));
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            st8h(acc0 + c + 8 * i, x[i]);
+            st8h(acc1 + c + 8 * i, y[i]);
+        }
+    }
+    if (c < hd) {
+        att_vpass(acc0 + c, v0 + c, vstride, cnt, ms0, vs0, hd - c);
+        att_vpass(acc1 + c, v0 + c, vstride, cnt, ms1, vs1, hd - c);
+    }
+}
+
 static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
     int i = 0;
     const __m256 s = _mm256_set1_ps(inv);

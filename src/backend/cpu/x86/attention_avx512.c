@@ -91,6 +91,44 @@ static inline void att_vpass(el_fp16 *acc, const el_fp16 *v0, size_t vstride, in
     }
 }
 
+/* Two queries over the same rows: each V vector loaded once, two independent rounding chains. */
+static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v0, size_t vstride, int cnt,
+                              const float *ms0, const float *vs0, const float *ms1, const float *vs1, int hd) {
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) {
+        __m512 x[4], y[4];
+        for (int i = 0; i < 4; i++) {
+            x[i] = ld16h(acc0 + c + 16 * i);
+            y[i] = ld16h(acc1 + c + 16 * i);
+        }
+        const el_fp16 *v = v0 + c;
+        for (int jj = 0; jj < cnt; jj++, v += vstride) {
+            if (ms0[jj] != 1.0f) {
+                const __m512 m = _mm512_set1_ps(ms0[jj]);
+                for (int i = 0; i < 4; i++) x[i] = r16(_mm512_mul_ps(x[i], m));
+            }
+            if (ms1[jj] != 1.0f) {
+                const __m512 m = _mm512_set1_ps(ms1[jj]);
+                for (int i = 0; i < 4; i++) y[i] = r16(_mm512_mul_ps(y[i], m));
+            }
+            const __m512 w0 = _mm512_set1_ps(vs0[jj]), w1 = _mm512_set1_ps(vs1[jj]);
+            for (int i = 0; i < 4; i++) {
+                const __m512 vv = ld16h(v + 16 * i);
+                x[i] = r16(_mm512_fmadd_ps(vv, w0, x[i]));
+                y[i] = r16(_mm512_fmadd_ps(vv, w1, y[i]));
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_si256((__m256i *)(acc0 + c + 16 * i), _mm512_cvtps_ph(x[i], RNE));
+            _mm256_storeu_si256((__m256i *)(acc1 + c + 16 * i), _mm512_cvtps_ph(y[i], RNE));
+        }
+    }
+    if (c < hd) {
+        att_vpass(acc0 + c, v0 + c, vstride, cnt, ms0, vs0, hd - c);
+        att_vpass(acc1 + c, v0 + c, vstride, cnt, ms1, vs1, hd - c);
+    }
+}
+
 static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
     int i = 0;
     const __m512 s = _mm512_set1_ps(inv);
