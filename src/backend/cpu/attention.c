@@ -56,6 +56,11 @@ static inline float att_dot(const el_fp16 *k, const float *qf, int n) {
     return (float)sumf;
 }
 
+static inline void att_scores(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int hd, float scale,
+                              float *sc) {
+    for (int jj = 0; jj < cnt; jj++) sc[jj] = att_dot(k + (size_t)jj * kstride, qf, hd) * scale;
+}
+
 /*
  * The weighted sum of V is accumulated in an F16 vector, as ggml's kernel
  * does for an F16 cache: rescaled in F16 when the running maximum grows

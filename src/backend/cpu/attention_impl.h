@@ -6,7 +6,10 @@
  * The including file defines, before including this one:
  *   ATT_TASK                 name of the el_pool_fn to define
  *   att_round_q(q, qf, hd)   qf[i] = (float)(fp16)q[i]
- *   att_dot(k, qf, hd)       Q·K in the order of dot_f16_ggml_order (attention.c)
+ *   att_scores(k, kstride, cnt, qf, hd, scale, sc)
+ *                            sc[jj] = dot(row jj, qf) * scale for cnt cache rows
+ *                            k + jj*kstride, each dot in the order of att_dot
+ *                            (attention.c: ggml's F16 dot)
  *   att_vpass(acc, v, vstride, cnt, ms, vs, hd)
  *                            for each of cnt cache rows v + jj*vstride, in order:
  *                            if ms[jj] != 1: acc = fp16(acc * ms[jj]);
@@ -84,8 +87,7 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                     for (int e = 0; e < nq; e++) {
                         const int qi = (t - t0) * nh + (h + e - h0);
                         const float *q = qf + (size_t)qi * hd;
-                        for (int jj = 0; jj < cnt; jj++)
-                            sc[jj] = att_dot(kbase + (size_t)(ja + jj) * kv_row, q, hd) * a->scale;
+                        att_scores(kbase + (size_t)ja * kv_row, (size_t)kv_row, cnt, q, hd, a->scale, sc);
                         float Mq = M[qi], Sq = S[qi];
                         for (int jj = 0; jj < cnt; jj++) {
                             const float s = sc[jj];

@@ -43,6 +43,11 @@ static inline float att_dot(const el_fp16 *k, const float *qf, int n) {
     return (float)sumf;
 }
 
+static inline void att_scores(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int hd, float scale,
+                              float *sc) {
+    for (int jj = 0; jj < cnt; jj++) sc[jj] = att_dot(k + (size_t)jj * kstride, qf, hd) * scale;
+}
+
 static inline void att_vpass(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
                              const float *vs, int hd) {
     int c = 0;

@@ -46,6 +46,58 @@ static inline float att_dot(const el_fp16 *k, const float *qf, int n) {
     return (float)sumf;
 }
 
+/* The 16-lane vector (a0+a2)+(a1+a3) of one row's dot (head_dim a multiple of 64). */
+static inline __m512 dot_lanes(const el_fp16 *k, const float *qf, int n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < n; i += 64) {
+        a0 = _mm512_fmadd_ps(ld16h(k + i), _mm512_loadu_ps(qf + i), a0);
+        a1 = _mm512_fmadd_ps(ld16h(k + i + 16), _mm512_loadu_ps(qf + i + 16), a1);
+        a2 = _mm512_fmadd_ps(ld16h(k + i + 32), _mm512_loadu_ps(qf + i + 32), a2);
+        a3 = _mm512_fmadd_ps(ld16h(k + i + 48), _mm512_loadu_ps(qf + i + 48), a3);
+    }
+    return _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+}
+
+/*
+ * Scores of 16 rows at once. Each row's 16 lanes are reduced with exactly
+ * att_dot's adds (lane i+8 onto i, then i+4 onto i, then (0+2)+(1+3)), but
+ * for 16 rows side by side: the vectors are transposed step by step so one
+ * add serves several rows. With head_dim a multiple of 64 there is no tail,
+ * and (float)(double)x is x, so the result is att_dot's.
+ */
+static inline __m512 reduce16x16(const __m512 v[16]) {
+    __m512 t[8], u[4];
+    for (int r = 0; r < 8; r++) /* [A.t3 | B.t3]: A.t3[i] = A[i] + A[i+8] */
+        t[r] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * r], v[2 * r + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * r], v[2 * r + 1], 0xEE));
+    for (int r = 0; r < 4; r++) /* [A.t6 | B.t6 | C.t6 | D.t6]: t6[i] = t3[i] + t3[i+4] */
+        u[r] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * r], t[2 * r + 1], 0xDD));
+    /* 128-bit lane r: [t6[0]+t6[2], t6[1]+t6[3]] of rows r, r+4 (w0) and r+8, r+12 (w1) */
+    const __m512 w0 = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 w1 = _mm512_add_ps(_mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane 4r + c: the sum of row r + 4c */
+    const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), s);
+}
+
+static inline void att_scores(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int hd, float scale,
+                              float *sc) {
+    int jj = 0;
+    if ((hd & 63) == 0) {
+        const __m512 vs = _mm512_set1_ps(scale);
+        for (; jj + 16 <= cnt; jj += 16) {
+            __m512 v[16];
+            for (int r = 0; r < 16; r++) v[r] = dot_lanes(k + (size_t)(jj + r) * kstride, qf, hd);
+            _mm512_storeu_ps(sc + jj, _mm512_mul_ps(reduce16x16(v), vs));
+        }
+    }
+    for (; jj < cnt; jj++) sc[jj] = att_dot(k + (size_t)jj * kstride, qf, hd) * scale;
+}
+
 static inline void att_vpass(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
                              const float *vs, int hd) {
     int c = 0;
