@@ -17,6 +17,10 @@
 #include "backend/cpu/kernels_internal.h"
 #include "backend/cpu/ops.h"
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* ---- the portable kernel ------------------------------------------------- */
 
 static inline void att_round_q(const float *q, float *qf, int hd) {

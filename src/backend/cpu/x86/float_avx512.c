@@ -16,6 +16,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+/* No FMA contraction of the scalar tails (clang; GCC does not contract in ISO C mode). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #include "backend/cpu/isa_tables.h"
 #include "backend/cpu/kernels.h"
 #include "package/quants.h"

@@ -7,6 +7,11 @@
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+/* No FMA contraction of the scalar tails (clang; GCC does not contract in ISO C mode). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 #include <math.h>
 
 #include "backend/cpu/ops_internal.h"
