@@ -59,7 +59,7 @@ static void random_weights(el_type t, uint8_t *w, int64_t nrows, int k) {
     }
 }
 
-static const int k_lengths[] = {80, 256, 512, 2048, 5632}; /* 80: float types only (tails past 64 and 32) */
+static const int k_lengths[] = {80, 256, 512, 1000, 2048, 5632}; /* 80, 1000: float types only (tails past 64 and 32) */
 #define N_ACT 13
 #define N_W 37
 

@@ -1,23 +1,30 @@
 /*
  * attention.c — attention over the F16 KV cache (see ops.h), in the
  * arithmetic of ggml's CPU flash-attention kernel.
+ *
+ * The portable kernel below is the specification; x86/attention_avx2.c and
+ * x86/attention_avx512.c compute the same bits with F16C conversions and
+ * vector FMAs. All three share the blocked driver of attention_impl.h. The
+ * kernel is chosen once, from el_cpu_kernels_level() (so EL_CPU_ISA and
+ * EL_FORCE_PORTABLE select it as they select the matmul kernels).
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "backend/cpu/attention_internal.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernels_internal.h"
 #include "backend/cpu/ops.h"
 
-#define EL_OPS_MAX_HEAD_DIM 512
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
 
-/* ---- attention ------------------------------------------------------------ */
+/* ---- the portable kernel ------------------------------------------------- */
 
-void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len) {
-    for (int t = 0; t < n; t++) {
-        el_fp16 *dst = cache + (size_t)(pos0 + t) * row_len;
-        const float *src = x + (size_t)t * row_len;
-        for (int i = 0; i < row_len; i++) dst[i] = el_fp32_to_fp16(src[i]);
-    }
+static inline void att_round_q(const float *q, float *qf, int hd) {
+    for (int i = 0; i < hd; i++) qf[i] = el_fp16_to_fp32(el_fp32_to_fp16(q[i]));
 }
 
 /*
@@ -29,7 +36,7 @@ void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len
  * distributions are peaked: llama.cpp's own variants of this kernel differ
  * by more than the parity tolerance on such models.
  */
-static float dot_f16_ggml_order(const el_fp16 *k, const float *qf, int n) {
+static inline float att_dot(const el_fp16 *k, const float *qf, int n) {
     const int np = n & ~63;
     double sumf = 0.0;
     if (np > 0) {
@@ -53,53 +60,113 @@ static float dot_f16_ggml_order(const el_fp16 *k, const float *qf, int n) {
     return (float)sumf;
 }
 
+static inline void att_scores(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int hd, float scale,
+                              float *sc) {
+    for (int jj = 0; jj < cnt; jj++) sc[jj] = att_dot(k + (size_t)jj * kstride, qf, hd) * scale;
+}
+
 /*
- * One (token, head) pair per job, computed the way ggml's CPU flash-attention
- * kernel does for an F16 cache (llama.cpp's default on CPU): Q rounded to F16,
- * Q·K in float, an online softmax over positions in order, and the weighted
- * sum of V accumulated in an F16 vector (rescaled in F16 when the running
- * maximum grows), converted to float and divided by the sum at the end.
+ * The weighted sum of V is accumulated in an F16 vector, as ggml's kernel
+ * does for an F16 cache: rescaled in F16 when the running maximum grows
+ * (ms != 1), then acc = fp16(fma(v, vs, acc)) row after row.
  */
-EL_CPU_CLONES static void attention_task(void *vctx, int ith, int nth) {
-    const el_attn_args *a = vctx;
-    const int hd = a->head_dim;
-    const int kv_row = a->n_head_kv * hd;
-    const int group = a->n_head / a->n_head_kv;
-    int lo_job, hi_job;
-    el_split_range(a->n * a->n_head, ith, nth, &lo_job, &hi_job);
-    for (int job = lo_job; job < hi_job; job++) {
-        const int t = job / a->n_head, h = job % a->n_head;
-        const int p = a->pos0 + t;
-        const int kvh = h / group;
-        const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-        const float *q = a->q + (size_t)t * a->n_head * hd + (size_t)h * hd;
-        float qf[EL_OPS_MAX_HEAD_DIM]; /* Q rounded to F16, as the kernel converts it */
-        for (int i = 0; i < hd; i++) qf[i] = el_fp16_to_fp32(el_fp32_to_fp16(q[i]));
-        el_fp16 acc[EL_OPS_MAX_HEAD_DIM];
-        memset(acc, 0, sizeof(el_fp16) * (size_t)hd);
-        float M = -INFINITY, S = 0.0f;
-        for (int j = lo; j <= p; j++) {
-            const el_fp16 *k = a->kcache + (size_t)j * kv_row + (size_t)kvh * hd;
-            const float s = dot_f16_ggml_order(k, qf, hd) * a->scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-                const float Mold = M;
-                M = s;
-                ms = expf(Mold - M);
-                for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(el_fp16_to_fp32(acc[i]) * ms);
-            } else {
-                vs = expf(s - M);
-            }
-            const el_fp16 *v = a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
-            for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
-            S = fmaf(S, ms, vs); /* contracted in llama.cpp's build */
-        }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-        float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;
-        for (int i = 0; i < hd; i++) o[i] = el_fp16_to_fp32(acc[i]) * inv;
+static inline void att_vpass(el_fp16 *acc, const el_fp16 *v, size_t vstride, int cnt, const float *ms,
+                             const float *vs, int hd) {
+    for (int jj = 0; jj < cnt; jj++, v += vstride) {
+        if (ms[jj] != 1.0f)
+            for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(el_fp16_to_fp32(acc[i]) * ms[jj]);
+        for (int i = 0; i < hd; i++) acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs[jj], el_fp16_to_fp32(acc[i])));
     }
 }
 
+static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v, size_t vstride, int cnt,
+                              const float *ms0, const float *vs0, const float *ms1, const float *vs1, int hd) {
+    att_vpass(acc0, v, vstride, cnt, ms0, vs0, hd);
+    att_vpass(acc1, v, vstride, cnt, ms1, vs1, hd);
+}
+
+static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
+    for (int i = 0; i < hd; i++) o[i] = el_fp16_to_fp32(acc[i]) * inv;
+}
+
+/*
+ * One (token, head) pair is computed the way ggml's CPU flash-attention
+ * kernel does for an F16 cache (llama.cpp's default on CPU): Q rounded to
+ * F16, Q·K in float, an online softmax over positions in order, and the
+ * weighted sum of V accumulated in an F16 vector, converted to float and
+ * divided by the sum at the end. attention_impl.h walks the pairs in blocks.
+ */
+#define ATT_TASK el_attn_task_portable
+#define EL_ATT_ATTR EL_CPU_CLONES
+#include "backend/cpu/attention_impl.h"
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+static el_cpu_level attn_level_cap(el_cpu_level level) {
+#if defined(__x86_64__)
+    const el_cpu_features *f = el_cpu_features_get();
+    const int avx2 = f->avx2 && f->fma && f->f16c;
+    const int avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
+    if (level == EL_CPU_AVX512 && avx512) return EL_CPU_AVX512;
+    if ((level == EL_CPU_AVX512 || level == EL_CPU_AVX2) && avx2) return EL_CPU_AVX2;
+#else
+    (void)level;
+#endif
+    return EL_CPU_PORTABLE;
+}
+
+static el_pool_fn attn_task_for(el_cpu_level level) {
+    switch (attn_level_cap(level)) {
+#if defined(__x86_64__)
+    case EL_CPU_AVX512: return el_attn_task_avx512;
+    case EL_CPU_AVX2: return el_attn_task_avx2;
+#endif
+    default: return el_attn_task_portable;
+    }
+}
+
+typedef void (*f32_to_f16_fn)(const float *x, el_fp16 *y, int n);
+
+static void f32_to_f16_portable(const float *x, el_fp16 *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = el_fp32_to_fp16(x[i]);
+}
+
+static f32_to_f16_fn f32_to_f16_for(el_cpu_level level) {
+    switch (attn_level_cap(level)) {
+#if defined(__x86_64__)
+    case EL_CPU_AVX512: return el_fp32_to_fp16_row_avx512;
+    case EL_CPU_AVX2: return el_fp32_to_fp16_row_avx2;
+#endif
+    default: return f32_to_f16_portable;
+    }
+}
+
+static el_pool_fn g_attn;
+static f32_to_f16_fn g_to_f16;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_attn(void) {
+    const el_cpu_level lv = el_cpu_kernels_level();
+    g_attn = attn_task_for(lv);
+    g_to_f16 = f32_to_f16_for(lv);
+}
+
 void el_op_attention(el_pool *pool, const el_attn_args *a) {
-    el_pool_run(pool, attention_task, (void *)a);
+    pthread_once(&g_once, init_attn);
+    el_pool_run(pool, g_attn, (void *)a);
+}
+
+el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level) {
+    el_pool_run(pool, attn_task_for(level), (void *)a);
+    return attn_level_cap(level);
+}
+
+void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len) {
+    pthread_once(&g_once, init_attn);
+    g_to_f16(x, cache + (size_t)pos0 * row_len, n * row_len); /* rows are contiguous */
+}
+
+el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level) {
+    f32_to_f16_for(level)(x, cache + (size_t)pos0 * row_len, n * row_len);
+    return attn_level_cap(level);
 }

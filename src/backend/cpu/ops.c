@@ -4,10 +4,13 @@
 #include "backend/cpu/ops.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/ops_internal.h"
 
 
 /* ---- matrix product ------------------------------------------------------ */
@@ -151,35 +154,27 @@ void el_op_get_row(const el_mat *W, int64_t row, float *out) {
 
 /* ---- elementwise ---------------------------------------------------------- */
 
-void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d, float eps) {
-    for (int r = 0; r < n_rows; r++) {
-        const float *xr = x + (size_t)r * d;
-        float *o = out + (size_t)r * d;
-        double sum = 0.0;
-        for (int i = 0; i < d; i++) sum += (double)(xr[i] * xr[i]);
-        const float mean = (float)(sum / d);
-        const float scale = 1.0f / sqrtf(mean + eps);
-        if (w) for (int i = 0; i < d; i++) o[i] = (xr[i] * scale) * w[i];
-        else for (int i = 0; i < d; i++) o[i] = xr[i] * scale;
-    }
+/*
+ * The portable element-wise kernels (the specification); x86/ops_avx2.c and
+ * x86/ops_avx512.c give the same bits with vectors. The set is chosen once
+ * from el_cpu_kernels_level().
+ */
+
+static void add_portable(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void scale_mul_portable(const float *x, const float *w, float *out, int n, float scale) {
+    if (w) for (int i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
+    else for (int i = 0; i < n; i++) out[i] = x[i] * scale;
 }
 
 /* The rotation contracts one product of each output into a fused multiply-add
  * exactly where llama.cpp's x86 build does, so rotated values match it bit for bit. */
-EL_CPU_CLONES void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
-    const int n_rot = r->n_rot;
-    const float theta_scale = powf(r->freq_base, -2.0f / (float)n_rot);
-    float theta = (float)pos;
-    for (int i0 = 0; i0 < n_rot; i0 += 2) {
-        const float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
-        const float th = r->freq_scale * (theta / ff);
-        cs[i0] = cosf(th);
-        cs[i0 + 1] = sinf(th);
-        theta *= theta_scale;
-    }
+EL_CPU_CLONES static void rope_rotate_portable(float *x, int n_heads, int head_dim, int n_rot, int neox, const float *cs) {
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
-        if (r->mode == EL_ROPE_NEOX) {
+        if (neox) {
             const int half = n_rot / 2;
             for (int i = 0; i < half; i++) {
                 const float c = cs[2 * i], s = cs[2 * i + 1];
@@ -217,7 +212,7 @@ static inline float expf_ggml_poly(float x) {
     return ldexpf(j, (int)n);
 }
 
-EL_CPU_CLONES void el_op_silu_mul(float *gate, const float *up, int n_rows, int d) {
+EL_CPU_CLONES static void silu_mul_portable(float *gate, const float *up, int n_rows, int d) {
     const int dv = d & ~15; /* llama.cpp's vector path covers whole groups of 16 per row */
     for (int r = 0; r < n_rows; r++) {
         float *g = gate + (size_t)r * d;
@@ -227,30 +222,102 @@ EL_CPU_CLONES void el_op_silu_mul(float *gate, const float *up, int n_rows, int 
     }
 }
 
+static const el_ops_kernels k_ops_portable = {
+    .silu_mul = silu_mul_portable,
+    .add = add_portable,
+    .scale_mul = scale_mul_portable,
+    .rope_rotate = rope_rotate_portable,
+};
+
+el_ops_kernels el_ops_kernels_for(el_cpu_level level, el_cpu_level *used) {
+    el_ops_kernels k = k_ops_portable;
+    el_cpu_level u = EL_CPU_PORTABLE;
+#if defined(__x86_64__)
+    const el_cpu_features *f = el_cpu_features_get();
+    const int avx2 = f->avx2 && f->fma && f->f16c;
+    const int avx512 = avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
+    if (level >= EL_CPU_AVX512 && level != EL_CPU_NEON && avx512) {
+        k = el_ops_kernels_avx512;
+        u = EL_CPU_AVX512;
+    } else if (level >= EL_CPU_AVX2 && level != EL_CPU_NEON && avx2) {
+        k = el_ops_kernels_avx2;
+        u = EL_CPU_AVX2;
+    }
+#else
+    (void)level;
+#endif
+    if (used) *used = u;
+    return k;
+}
+
+static el_ops_kernels g_ops;
+static pthread_once_t g_ops_once = PTHREAD_ONCE_INIT;
+static void init_ops(void) { g_ops = el_ops_kernels_for(el_cpu_kernels_level(), NULL); }
+static inline const el_ops_kernels *ops(void) {
+    pthread_once(&g_ops_once, init_ops);
+    return &g_ops;
+}
+
+/* The sum of squares stays sequential in double, as llama.cpp adds it. */
+void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d, float eps) {
+    const el_ops_kernels *k = ops();
+    for (int r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * d;
+        double sum = 0.0;
+        for (int i = 0; i < d; i++) sum += (double)(xr[i] * xr[i]);
+        const float mean = (float)(sum / d);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        k->scale_mul(xr, w, out + (size_t)r * d, d, scale);
+    }
+}
+
+void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
+    const int n_rot = r->n_rot;
+    const float theta_scale = powf(r->freq_base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i0 = 0; i0 < n_rot; i0 += 2) {
+        const float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
+        const float th = r->freq_scale * (theta / ff);
+        cs[i0] = cosf(th);
+        cs[i0 + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+    ops()->rope_rotate(x, n_heads, head_dim, n_rot, r->mode == EL_ROPE_NEOX, cs);
+}
+
+void el_op_silu_mul(float *gate, const float *up, int n_rows, int d) { ops()->silu_mul(gate, up, n_rows, d); }
+
 /* ggml evaluates GELU through a table indexed by the F16 value of x and
- * stores F16 results (for |x| < 10); reproduce those roundings. */
+ * stores F16 results (for |x| < 10); reproduce those roundings. The table
+ * holds, for every F16 value h, fp16(gelu_tanh(h)) as a float: the same
+ * function of h the formula gives, computed once. */
 static inline float gelu_tanh(float x) {
     const float GELU_COEF_A = 0.044715f;
     const float SQRT_2_OVER_PI = 0.79788456080286535587989211986876f;
     return 0.5f * x * (1.0f + tanhf(SQRT_2_OVER_PI * x * fmaf(GELU_COEF_A * x, x, 1.0f)));
 }
 
+static float g_gelu[1 << 16];
+static pthread_once_t g_gelu_once = PTHREAD_ONCE_INIT;
+static void init_gelu(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++)
+        g_gelu[h] = el_fp16_to_fp32(el_fp32_to_fp16(gelu_tanh(el_fp16_to_fp32((el_fp16)h))));
+}
+
 void el_op_gelu_mul(float *gate, const float *up, int n) {
+    pthread_once(&g_gelu_once, init_gelu);
     for (int i = 0; i < n; i++) {
         const float x = gate[i];
         float g;
         if (x <= -10.0f) g = 0.0f;
         else if (x >= 10.0f) g = x;
-        else g = el_fp16_to_fp32(el_fp32_to_fp16(gelu_tanh(el_fp16_to_fp32(el_fp32_to_fp16(x)))));
+        else g = g_gelu[el_fp32_to_fp16(x)];
         gate[i] = g * up[i];
     }
 }
 
-void el_op_add(float *y, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += x[i];
-}
+void el_op_add(float *y, const float *x, int n) { ops()->add(y, x, n); }
 
 void el_op_scale(float *y, float s, int n) {
     for (int i = 0; i < n; i++) y[i] *= s;
 }
-

@@ -1,0 +1,127 @@
+/*
+ * attention_impl.h — the blocked attention driver, included once per
+ * instruction set (attention.c for the portable C, x86/attention_avx2.c,
+ * x86/attention_avx512.c). Not a public header.
+ *
+ * The including file defines, before including this one:
+ *   ATT_TASK                 name of the el_pool_fn to define
+ *   att_round_q(q, qf, hd)   qf[i] = (float)(fp16)q[i]
+ *   att_scores(k, kstride, cnt, qf, hd, scale, sc)
+ *                            sc[jj] = dot(row jj, qf) * scale for cnt cache rows
+ *                            k + jj*kstride, each dot in the order of att_dot
+ *                            (attention.c: ggml's F16 dot)
+ *   att_vpass(acc, v, vstride, cnt, ms, vs, hd)
+ *                            for each of cnt cache rows v + jj*vstride, in order:
+ *                            if ms[jj] != 1: acc = fp16(acc * ms[jj]);
+ *                            acc = fp16(fma(v, vs[jj], acc))
+ *   att_vpass2(acc0, acc1, v, vstride, cnt, ms0, vs0, ms1, vs1, hd)
+ *                            att_vpass for two queries over the same rows
+ *   att_out(acc, inv, o, hd) o[i] = (float)acc[i] * inv
+ * and the driver below gives every (query, head) pair exactly the arithmetic
+ * sequence of the reference kernel (attention.c): Q rounded to F16, for each
+ * visible cache row in ascending order the score, the online-softmax update
+ * (M, S = fmaf(S, ms, vs)) and the F16 accumulator update, then the division.
+ *
+ * What the blocking changes is only the order in which different pairs are
+ * advanced: a work unit holds several query tokens × the query heads sharing
+ * one KV head, and walks the cache in blocks of rows, advancing every query
+ * of the unit over the block before moving to the next, so each block of K/V
+ * is read from memory once per unit instead of once per query. Softmax
+ * factors of a block are computed first (they do not depend on the
+ * accumulator), then the accumulator is updated in registers across the
+ * block's rows.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/attention_internal.h"
+
+EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
+    const el_attn_args *a = vctx;
+    const int hd = a->head_dim;
+    const int kv_row = a->n_head_kv * hd;
+    const int group = a->n_head / a->n_head_kv;
+    el_attn_plan pl;
+    el_attn_plan_make(a, nth, &pl);
+    const int jb = el_attn_kv_block(hd);
+
+    float qf[EL_ATT_MAX_QHD];
+    el_fp16 acc[EL_ATT_MAX_QHD];
+    float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
+    float sc[EL_ATT_MAX_KVB], ms[2][EL_ATT_MAX_KVB], vs[2][EL_ATT_MAX_KVB];
+
+    for (int u = ith; u < pl.n_units; u += nth) {
+        /* unit → (token block, kv head, head block), token block outermost */
+        const int hb = u % pl.n_hb;
+        const int kvh = (u / pl.n_hb) % a->n_head_kv;
+        const int tbi = u / (pl.n_hb * a->n_head_kv);
+        const int t0 = tbi * pl.tb, t1 = t0 + pl.tb < a->n ? t0 + pl.tb : a->n;
+        const int h0 = kvh * group + hb * pl.hpu;
+        const int h1 = h0 + pl.hpu < (kvh + 1) * group ? h0 + pl.hpu : (kvh + 1) * group;
+        const int nh = h1 - h0;
+
+        for (int t = t0; t < t1; t++)
+            for (int h = h0; h < h1; h++) {
+                const int qi = (t - t0) * nh + (h - h0);
+                att_round_q(a->q + (size_t)t * a->n_head * hd + (size_t)h * hd, qf + (size_t)qi * hd, hd);
+                memset(acc + (size_t)qi * hd, 0, sizeof(el_fp16) * (size_t)hd);
+                M[qi] = -INFINITY;
+                S[qi] = 0.0f;
+            }
+
+        const int p_first = a->pos0 + t0, p_last = a->pos0 + t1 - 1;
+        const int jlo = el_attn_lo(p_first, a->window);
+        const el_fp16 *kbase = a->kcache + (size_t)kvh * hd;
+        const el_fp16 *vbase = a->vcache + (size_t)kvh * hd;
+        for (int j0 = jlo; j0 <= p_last; j0 += jb) {
+            const int j1 = j0 + jb - 1 < p_last ? j0 + jb - 1 : p_last; /* inclusive */
+            for (int t = t0; t < t1; t++) {
+                const int p = a->pos0 + t;
+                const int lo = el_attn_lo(p, a->window);
+                const int ja = j0 > lo ? j0 : lo, jz = j1 < p ? j1 : p;
+                if (ja > jz) continue;
+                const int cnt = jz - ja + 1;
+                /* heads in pairs: the two share each V row and their accumulator chains interleave */
+                for (int h = h0; h < h1; h += 2) {
+                    const int nq = h + 1 < h1 ? 2 : 1;
+                    for (int e = 0; e < nq; e++) {
+                        const int qi = (t - t0) * nh + (h + e - h0);
+                        const float *q = qf + (size_t)qi * hd;
+                        att_scores(kbase + (size_t)ja * kv_row, (size_t)kv_row, cnt, q, hd, a->scale, sc);
+                        float Mq = M[qi], Sq = S[qi];
+                        for (int jj = 0; jj < cnt; jj++) {
+                            const float s = sc[jj];
+                            float m = 1.0f, v = 1.0f;
+                            if (s > Mq) {
+                                const float Mold = Mq;
+                                Mq = s;
+                                m = expf(Mold - Mq);
+                            } else {
+                                v = expf(s - Mq);
+                            }
+                            ms[e][jj] = m;
+                            vs[e][jj] = v;
+                            Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
+                        }
+                        M[qi] = Mq;
+                        S[qi] = Sq;
+                    }
+                    const int qi = (t - t0) * nh + (h - h0);
+                    const el_fp16 *v = vbase + (size_t)ja * kv_row;
+                    if (nq == 2)
+                        att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, cnt, ms[0], vs[0],
+                                   ms[1], vs[1], hd);
+                    else
+                        att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, cnt, ms[0], vs[0], hd);
+                }
+            }
+        }
+
+        for (int t = t0; t < t1; t++)
+            for (int h = h0; h < h1; h++) {
+                const int qi = (t - t0) * nh + (h - h0);
+                const float inv = S[qi] == 0.0f ? 0.0f : 1.0f / S[qi];
+                att_out(acc + (size_t)qi * hd, inv, a->out + (size_t)t * a->n_head * hd + (size_t)h * hd, hd);
+            }
+    }
+}

@@ -1,0 +1,78 @@
+/*
+ * attention_internal.h — what attention.c shares with its instruction-set
+ * variants (x86/attention_avx2.c, x86/attention_avx512.c) and the tests:
+ * the work plan of the blocked kernel (attention_impl.h) and the kernels.
+ */
+#ifndef EL_BACKEND_CPU_ATTENTION_INTERNAL_H
+#define EL_BACKEND_CPU_ATTENTION_INTERNAL_H
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/ops.h"
+
+#define EL_ATT_MAX_HD 512     /* head_dim limit */
+#define EL_ATT_MAX_QHD 8192   /* queries per work unit × head_dim (state on the stack: 48 KiB) */
+#define EL_ATT_MAX_Q 64       /* queries per work unit */
+#define EL_ATT_MAX_KVB 64     /* cache rows per block */
+
+/* First cache row a query at position p sees. */
+static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
+
+/* Cache rows per block: K and V of a block take about 16 KiB (half of L1d). */
+static inline int el_attn_kv_block(int hd) {
+    int b = 16384 / (hd * 4);
+    return b < 8 ? 8 : b > EL_ATT_MAX_KVB ? EL_ATT_MAX_KVB : b;
+}
+
+/*
+ * A work unit: tb query tokens × hpu query heads of one KV head. Units are
+ * numbered token block outermost, then KV head, then head block, and thread
+ * ith takes units ith, ith + nth, … (the causal triangle's later rows cost
+ * more; interleaving balances them). Units are made smaller until there are
+ * at least two per thread (decode of a model with one KV head splits heads).
+ */
+typedef struct el_attn_plan {
+    int tb, hpu;        /* tokens and heads per unit */
+    int n_hb, n_units;  /* head blocks per KV head, units in all */
+} el_attn_plan;
+
+static inline void el_attn_plan_make(const el_attn_args *a, int nth, el_attn_plan *pl) {
+    const int group = a->n_head / a->n_head_kv;
+    int qmax = EL_ATT_MAX_QHD / a->head_dim;
+    if (qmax > EL_ATT_MAX_Q) qmax = EL_ATT_MAX_Q;
+    if (qmax < 1) qmax = 1; /* head_dim <= EL_ATT_MAX_HD keeps one query's state in the buffers */
+    int hpu = group < qmax ? group : qmax;
+    int tb = qmax / hpu;
+    if (tb > a->n) tb = a->n;
+    if (tb < 1) tb = 1;
+    for (;;) {
+        pl->tb = tb;
+        pl->hpu = hpu;
+        pl->n_hb = (group + hpu - 1) / hpu;
+        pl->n_units = (a->n + tb - 1) / tb * a->n_head_kv * pl->n_hb;
+        if (pl->n_units >= 2 * nth || (tb == 1 && hpu == 1)) break;
+        if (tb > 1) tb = (tb + 1) / 2;
+        else hpu = (hpu + 1) / 2;
+    }
+}
+
+/* The kernels (el_pool_fn on an el_attn_args); same bits at every level. */
+void el_attn_task_portable(void *a, int ith, int nth);
+#if defined(__x86_64__)
+void el_attn_task_avx2(void *a, int ith, int nth);
+void el_attn_task_avx512(void *a, int ith, int nth);
+/* y[i] = fp16(x[i]) exactly as el_fp32_to_fp16 (NaN included). */
+void el_fp32_to_fp16_row_avx2(const float *x, el_fp16 *y, int n);
+void el_fp32_to_fp16_row_avx512(const float *x, el_fp16 *y, int n);
+#endif
+
+/*
+ * el_op_attention with the kernel of instruction-set level `level` (lowered
+ * to what this CPU has and this build provides); returns the level run. The
+ * process-wide choice (el_op_attention) follows el_cpu_kernels_level(), so
+ * EL_CPU_ISA / EL_FORCE_PORTABLE apply to it as to the matmul kernels.
+ */
+el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level);
+/* el_op_kv_store likewise. */
+el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * ops_avx2.c — the element-wise operators of ops.c with AVX2 and FMA, giving
+ * the portable bits (see x86/ops_avx512.c). SiLU keeps ggml's 16-element
+ * groups (two 8-lane halves); the exp's final j·2^n, which AVX2 has no
+ * instruction for, is (j·2^a)·2^b with a = floor(n/2), b = n - a: the first
+ * product is exact (|a| <= 96 keeps it normal), the second rounds once, so
+ * the result is j·2^n correctly rounded, as ldexpf gives.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* No FMA contraction of the scalar tails (clang; GCC does not contract in ISO C mode). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+#include <math.h>
+
+#include "backend/cpu/ops_internal.h"
+
+static inline __m256 pow2i(__m256i e) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)); }
+
+static inline __m256 expf_poly8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    /* in range, n is an integer in [-192, 192]; out of range (or NaN) the lanes are replaced below or stay NaN */
+    const __m256 nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.0f)), _mm256_set1_ps(192.0f));
+    const __m256i ni = _mm256_cvttps_epi32(nc);
+    const __m256i a = _mm256_srai_epi32(ni, 1);
+    const __m256i bb = _mm256_sub_epi32(ni, a);
+    const __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i(a)), pow2i(bb));
+    if (!_mm256_movemask_ps(big)) return res;
+    const __m256 neg = _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ);
+    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(), neg);
+    return _mm256_blendv_ps(res, alt, big);
+}
+
+static void silu_mul(float *gate, const float *up, int n_rows, int d) {
+    const int dv = d & ~15;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int r = 0; r < n_rows; r++) {
+        float *g = gate + (size_t)r * d;
+        const float *u = up + (size_t)r * d;
+        for (int i = 0; i < dv; i += 8) {
+            const __m256 x = _mm256_loadu_ps(g + i);
+            const __m256 e = expf_poly8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+            _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        }
+        for (int i = dv; i < d; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+    }
+}
+
+static void add(float *y, const float *x, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+static void scale_mul(const float *x, const float *w, float *out, int n, float scale) {
+    const __m256 s = _mm256_set1_ps(scale);
+    int i = 0;
+    if (w)
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+    else
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+    for (; i < n; i++) out[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
+}
+
+/* See x86/ops_avx512.c: fma(A, CS, B·(-s, c)) in normal mode; NEOX on deinterleaved cos and sin. */
+static void rope_rotate(float *x, int n_heads, int head_dim, int n_rot, int neox, const float *cs) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    if (neox) {
+        const int half = n_rot / 2;
+        float cv[256], sv[256];
+        for (int i = 0; i < half; i++) {
+            cv[i] = cs[2 * i];
+            sv[i] = cs[2 * i + 1];
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            int i = 0;
+            for (; i + 8 <= half; i += 8) {
+                const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+                const __m256 c = _mm256_loadu_ps(cv + i), s = _mm256_loadu_ps(sv + i);
+                _mm256_storeu_ps(v + i, _mm256_fmadd_ps(a, c, _mm256_xor_ps(_mm256_mul_ps(b, s), sign)));
+                _mm256_storeu_ps(v + i + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+            }
+            for (; i < half; i++) {
+                const float c = cv[i], s = sv[i], a = v[i], b = v[i + half];
+                v[i] = fmaf(a, c, -(b * s));
+                v[i + half] = fmaf(a, s, b * c);
+            }
+        }
+        return;
+    }
+    const __m256 negeven = _mm256_castsi256_ps(_mm256_set_epi32(0, (int)0x80000000, 0, (int)0x80000000, 0, (int)0x80000000, 0,
+                                                                (int)0x80000000));
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        int i0 = 0;
+        for (; i0 + 8 <= n_rot; i0 += 8) {
+            const __m256 p = _mm256_loadu_ps(v + i0), c = _mm256_loadu_ps(cs + i0);
+            const __m256 a = _mm256_moveldup_ps(p), b = _mm256_movehdup_ps(p);
+            const __m256 cs2 = _mm256_xor_ps(_mm256_permute_ps(c, 0xB1), negeven);
+            _mm256_storeu_ps(v + i0, _mm256_fmadd_ps(a, c, _mm256_mul_ps(b, cs2)));
+        }
+        for (; i0 < n_rot; i0 += 2) {
+            const float c = cs[i0], s = cs[i0 + 1], a = v[i0], b = v[i0 + 1];
+            v[i0] = fmaf(a, c, -(b * s));
+            v[i0 + 1] = fmaf(a, s, b * c);
+        }
+    }
+}
+
+const el_ops_kernels el_ops_kernels_avx2 = {
+    .silu_mul = silu_mul,
+    .add = add,
+    .scale_mul = scale_mul,
+    .rope_rotate = rope_rotate,
+};
+#endif
