@@ -341,21 +341,21 @@ EL_CPU_CLONES void el_cpu_quantize_q8_1(const float *restrict src, void *dst, in
 }
 
 static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
-    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32, select_f32},
-    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16, select_f16},
-    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, el_quant_bf16, select_bf16},
-    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0_q8_0, el_cpu_quantize_q8_0, NULL},
-    [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1_q8_1, el_cpu_quantize_q8_1, NULL},
-    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0, el_cpu_quantize_q8_0, NULL},
-    [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1_q8_1, el_cpu_quantize_q8_1, NULL},
-    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0, el_cpu_quantize_q8_0, NULL},
-    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, el_vec_dot_q2_k_q8_k, el_quant_q8_k, el_select_q2_k},
-    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, el_vec_dot_q3_k_q8_k, el_quant_q8_k, NULL},
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, el_vec_dot_q4_k_q8_k, el_quant_q8_k, el_select_q4_k},
-    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, el_vec_dot_q5_k_q8_k, el_quant_q8_k, NULL},
-    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k, el_quant_q8_k, NULL},
-    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0, el_cpu_quantize_q8_0, NULL},
-    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, el_vec_dot_iq4_xs_q8_k, el_quant_q8_k, NULL},
+    [EL_TYPE_F32] = {EL_TYPE_F32, vec_dot_f32, el_quant_f32, select_f32, NULL},
+    [EL_TYPE_F16] = {EL_TYPE_F16, vec_dot_f16, el_quant_f16, select_f16, NULL},
+    [EL_TYPE_BF16] = {EL_TYPE_BF16, vec_dot_bf16, el_quant_bf16, select_bf16, NULL},
+    [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, vec_dot_q4_0_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q4_1] = {EL_TYPE_Q8_1, vec_dot_q4_1_q8_1, el_cpu_quantize_q8_1, NULL, NULL},
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, vec_dot_q5_1_q8_1, el_cpu_quantize_q8_1, NULL, NULL},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, el_vec_dot_q2_k_q8_k, el_quant_q8_k, el_select_q2_k, NULL},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, el_vec_dot_q3_k_q8_k, el_quant_q8_k, NULL, NULL},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, el_vec_dot_q4_k_q8_k, el_quant_q8_k, el_select_q4_k, NULL},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, el_vec_dot_q5_k_q8_k, el_quant_q8_k, NULL, NULL},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k, el_quant_q8_k, NULL, NULL},
+    [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, el_vec_dot_iq4_xs_q8_k, el_quant_q8_k, NULL, NULL},
 };
 
 const el_cpu_type_kernels *el_cpu_kernels_portable(el_type t) {
