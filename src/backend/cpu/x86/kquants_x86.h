@@ -1,0 +1,455 @@
+/*
+ * kquants_x86.h — the body of the x86 K-quant kernels, shared by
+ * kquants_avx2.c (AVX2 + FMA + F16C) and kquants_avx512.c (the same 256-bit
+ * code with AVX-512 VNNI dot products). The including file defines KQ_VNNI
+ * (0 or 1) and KQ_TABLE (the table's name) and is compiled with its ISA flags.
+ *
+ * Every kernel gives the bits of its portable counterpart in
+ * kernels_kquants.c (read the comments there): integer partial sums are exact
+ * whatever the instruction order (u8 x s8 pair sums stay far below the int16
+ * limit: weights are at most 63, activations at most 127 in magnitude), and
+ * the float operations are the portable ones lane for lane — the same
+ * fma / mul / add sequence per output, the same horizontal-sum order.
+ *
+ * Two layouts are used for the batched product (gemm):
+ *  - Q4_K (one float lane per output in llama.cpp's repacked order): 8 weight
+ *    rows are transposed into "row lanes" (lane r of a vector holds 4
+ *    consecutive quants of row r), so one dot-product instruction with a
+ *    broadcast activation word feeds 8 outputs; per-row scales and the float
+ *    fma then work on 8 outputs at once, and no horizontal sum is needed. The
+ *    transposed block is built once and used for every activation row.
+ *  - Q6_K (8 float lanes per output, x86 vec_dot order): a weight row's block
+ *    is unpacked once into registers and multiplied with each activation row;
+ *    lane l of the accumulator is exactly the portable lane l.
+ */
+#ifndef EL_BACKEND_CPU_X86_KQUANTS_X86_H
+#define EL_BACKEND_CPU_X86_KQUANTS_X86_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdalign.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_internal.h"
+#include "package/quants.h"
+#include "package/quants_blocks.h"
+#include "util/fp16.h"
+
+#define KQ_INLINE static inline __attribute__((always_inline))
+
+/* acc + (u8 x s8 products summed in groups of 4), per int32 lane. */
+#if KQ_VNNI
+#define KQ_DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
+#define KQ_DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#else
+#define KQ_DPBUSD(acc, u, s) \
+    _mm256_add_epi32((acc), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (s)), _mm256_set1_epi16(1)))
+#define KQ_DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#endif
+
+static inline int32_t kq_load_i32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline int32_t kq_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* The x86 float horizontal sum: ((l4+l0)+(l6+l2)) + ((l5+l1)+(l7+l3)). */
+static inline float kq_hsum_f32(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+static inline float kq_f16(el_fp16 h) { return _cvtsh_ss(h); }
+
+/* 8x8 transpose of 32-bit elements: out[k] lane r = a[r] lane k. */
+KQ_INLINE void kq_transpose8(const __m256i a[8], __m256i *out) {
+    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    const __m256i t4 = _mm256_unpacklo_epi32(a[4], a[5]), t5 = _mm256_unpackhi_epi32(a[4], a[5]);
+    const __m256i t6 = _mm256_unpacklo_epi32(a[6], a[7]), t7 = _mm256_unpackhi_epi32(a[6], a[7]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    out[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    out[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    out[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    out[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    out[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    out[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    out[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    out[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* Stores the first n (1..8) lanes of v. */
+static inline void kq_store_n(float *dst, __m256 v, int n) {
+    if (n == 8) {
+        _mm256_storeu_ps(dst, v);
+    } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, v);
+        memcpy(dst, tmp, sizeof(float) * (size_t)n);
+    }
+}
+
+/* Largest number of activation rows a gemm keeps accumulators for at once. */
+#define KQ_TT 64
+
+/* ======================================================================== */
+/* Q4_K                                                                     */
+/* ======================================================================== */
+
+/* The packed 6-bit scales and mins of a Q4_K/Q5_K block as bytes:
+ * out bytes 0..7 = scales of sub-blocks 0..7, bytes 8..15 = mins. */
+static inline void kq_k4_scales(const uint8_t *q, uint32_t out[4]) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, q, 4);
+    memcpy(&a1, q + 4, 4);
+    memcpy(&a2, q + 8, 4);
+    out[0] = a0 & 0x3f3f3f3fu;
+    out[1] = (a2 & 0x0f0f0f0fu) | ((a0 >> 2) & 0x30303030u);
+    out[2] = a1 & 0x3f3f3f3fu;
+    out[3] = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 2) & 0x30303030u);
+}
+
+/* sum over 16 bsums of bsums[g] * m[g/2] as 8 int32 lanes (m: 8 bytes). */
+static inline __m256i kq_mins_dot(const int16_t *bsums, uint64_t m8) {
+    const __m128i m = _mm_cvtsi64_si128((long long)m8);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16);
+}
+
+/* Integer sums of one 64-element chunk c of a Q4_K block: sc0 * dot(sub-block
+ * 2c) + sc1 * dot(sub-block 2c+1), as 8 int32 lanes. */
+KQ_INLINE __m256i q4k_chunk(const uint8_t *qs, const int8_t *y, int c, int sc0, int sc1) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
+    const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
+    __m256i s = KQ_DPWSSD(_mm256_setzero_si256(), p0, _mm256_set1_epi16((int16_t)sc0));
+    return KQ_DPWSSD(s, p1, _mm256_set1_epi16((int16_t)sc1));
+}
+
+/* el_vec_dot_q4_k_q8_k: one fma pair per super-block. */
+static void kq_vec_dot_q4_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        uint32_t sm[4];
+        kq_k4_scales(x[i].scales, sm);
+        const uint8_t *sc = (const uint8_t *)sm;
+        uint64_t m8;
+        memcpy(&m8, sc + 8, 8);
+        __m256i is = q4k_chunk(x[i].qs, y[i].qs, 0, sc[0], sc[1]);
+        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 1, sc[2], sc[3]));
+        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 2, sc[4], sc[5]));
+        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 3, sc[6], sc[7]));
+        const __m256i mm = kq_mins_dot(y[i].bsums, m8);
+        /* both horizontal sums at once */
+        const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
+        const __m128i b = _mm_add_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
+        __m128i h = _mm_hadd_epi32(a, b);
+        h = _mm_hadd_epi32(h, h);
+        const int32_t isum = _mm_cvtsi128_si32(h), summ = _mm_extract_epi32(h, 1);
+        const float d = kq_f16(x[i].d) * y[i].d;
+        const float dmin = kq_f16(x[i].dmin) * y[i].d;
+        acc = fmaf((float)isum, d, acc);
+        accm = fmaf((float)summ, dmin, accm);
+    }
+    *s = acc - accm;
+}
+
+/* el_vec_dot_q4_k_q8_k_x4: one fma pair per 64 elements. */
+static void kq_vec_dot_q4_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        uint32_t sm[4];
+        kq_k4_scales(x[i].scales, sm);
+        const uint8_t *sc = (const uint8_t *)sm, *m = sc + 8;
+        __m128i q[4];
+        for (int c = 0; c < 4; ++c) {
+            const __m256i v = q4k_chunk(x[i].qs, y[i].qs, c, sc[2 * c], sc[2 * c + 1]);
+            q[c] = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        }
+        alignas(16) int32_t isum[4];
+        _mm_store_si128((__m128i *)isum, _mm_hadd_epi32(_mm_hadd_epi32(q[0], q[1]), _mm_hadd_epi32(q[2], q[3])));
+        const float d = kq_f16(x[i].d) * y[i].d;
+        const float dmin = kq_f16(x[i].dmin) * y[i].d;
+        const int16_t *bs = y[i].bsums;
+        for (int c = 0; c < 4; ++c) {
+            const int32_t summ = m[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + m[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+            acc = fmaf((float)isum[c], d, acc);
+            accm = fmaf((float)summ, dmin, accm);
+        }
+    }
+    *s = acc - accm;
+}
+
+static el_vec_dot_fn kq_select_q4_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? kq_vec_dot_q4_k_x4 : NULL;
+}
+
+/* 8 weight rows of one super-block in row lanes. */
+typedef struct {
+    __m256i w[64];  /* w[8j + k] lane r: quants 4k..4k+3 of sub-block j of row r */
+    __m256i sc[8];  /* sub-block j scale of row r: int32 (VNNI) or two int16 copies (AVX2) */
+    __m256i mn[4];  /* chunk c, lane r: int16 pair (min of 2c, min of 2c+1) */
+    __m256 d, dmin; /* lane r: the row's d, dmin */
+} q4k_pack;
+
+KQ_INLINE void q4k_pack8(const block_q4_K *const rows[8], q4k_pack *pk) {
+    alignas(32) uint8_t scb[8][8]; /* [j][r] */
+    alignas(32) int32_t mnv[4][8]; /* [c][r] */
+    alignas(16) uint16_t dh[8], mh[8];
+    for (int r = 0; r < 8; ++r) {
+        uint32_t sm[4];
+        kq_k4_scales(rows[r]->scales, sm);
+        const uint8_t *b = (const uint8_t *)sm;
+        for (int j = 0; j < 8; ++j) scb[j][r] = b[j];
+        for (int c = 0; c < 4; ++c) mnv[c][r] = b[8 + 2 * c] | (b[9 + 2 * c] << 16);
+        dh[r] = rows[r]->d;
+        mh[r] = rows[r]->dmin;
+    }
+    for (int j = 0; j < 8; ++j) {
+        const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)scb[j]));
+#if KQ_VNNI
+        pk->sc[j] = s32;
+#else
+        pk->sc[j] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+#endif
+    }
+    for (int c = 0; c < 4; ++c) pk->mn[c] = _mm256_load_si256((const __m256i *)mnv[c]);
+    pk->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dh));
+    pk->dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)mh));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+        __m256i a[8];
+        for (int r = 0; r < 8; ++r)
+            a[r] = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(rows[r]->qs + 32 * c)), m4);
+        kq_transpose8(a, pk->w + 8 * (2 * c));
+        for (int r = 0; r < 8; ++r)
+            a[r] = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(rows[r]->qs + 32 * c)), 4), m4);
+        kq_transpose8(a, pk->w + 8 * (2 * c + 1));
+    }
+}
+
+/* na (1..4) activation rows against a packed block: updates acc/accm (8 row
+ * lanes each) in the x4 order (one fma pair per chunk) where x4[a], else in
+ * the vec_dot order (one fma pair per block). */
+KQ_INLINE void q4k_acts(const q4k_pack *pk, const block_q8_K *const *yb, const int *x4, __m256 *acc,
+                        __m256 *accm, const int na) {
+    __m256i tot[4], totm[4];
+    __m256 dv[4], dmv[4];
+    for (int a = 0; a < na; ++a) {
+        tot[a] = totm[a] = _mm256_setzero_si256();
+        const __m256 yd = _mm256_set1_ps(yb[a]->d);
+        dv[a] = _mm256_mul_ps(pk->d, yd);
+        dmv[a] = _mm256_mul_ps(pk->dmin, yd);
+    }
+    for (int c = 0; c < 4; ++c) {
+        __m256i is[4];
+        for (int a = 0; a < na; ++a) is[a] = _mm256_setzero_si256();
+        for (int j = 2 * c; j < 2 * c + 2; ++j) {
+#if KQ_VNNI
+            __m256i p[4];
+            for (int a = 0; a < na; ++a) p[a] = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = pk->w[8 * j + k];
+                for (int a = 0; a < na; ++a)
+                    p[a] = _mm256_dpbusd_epi32(p[a], w, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j + 4 * k)));
+            }
+            for (int a = 0; a < na; ++a) is[a] = _mm256_add_epi32(is[a], _mm256_mullo_epi32(p[a], pk->sc[j]));
+#else
+            for (int k = 0; k < 8; ++k) {
+                const __m256i w = pk->w[8 * j + k];
+                for (int a = 0; a < na; ++a) {
+                    const __m256i yv = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j + 4 * k));
+                    is[a] = _mm256_add_epi32(is[a], _mm256_madd_epi16(_mm256_maddubs_epi16(w, yv), pk->sc[j]));
+                }
+            }
+#endif
+        }
+        for (int a = 0; a < na; ++a) {
+            const int16_t *bs = yb[a]->bsums;
+            const uint32_t b0 = (uint16_t)(bs[4 * c] + bs[4 * c + 1]), b1 = (uint16_t)(bs[4 * c + 2] + bs[4 * c + 3]);
+            const __m256i mm = _mm256_madd_epi16(pk->mn[c], _mm256_set1_epi32((int32_t)(b0 | (b1 << 16))));
+            if (x4[a]) {
+                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[a]), dv[a], acc[a]);
+                accm[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), dmv[a], accm[a]);
+            } else {
+                tot[a] = _mm256_add_epi32(tot[a], is[a]);
+                totm[a] = _mm256_add_epi32(totm[a], mm);
+            }
+        }
+    }
+    for (int a = 0; a < na; ++a)
+        if (!x4[a]) {
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[a]), dv[a], acc[a]);
+            accm[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm[a]), dmv[a], accm[a]);
+        }
+}
+
+/* Per output with the row's kernel (few activation rows: a transposed block
+ * would be used too few times to pay for itself). */
+static void kq_gemm_per_output(el_vec_dot_fn vec, el_vec_dot_select_fn sel, int k, const void *w, size_t ldw,
+                               int nr, const void *x, size_t ldx, int t0, int nt, int n_act, float *y, size_t ldy) {
+    for (int a = 0; a < nt; ++a) {
+        el_vec_dot_fn f = sel ? sel(n_act, t0 + a, k) : NULL;
+        if (!f) f = vec;
+        for (int r = 0; r < nr; ++r)
+            f(k, y + (size_t)a * ldy + r, (const uint8_t *)w + ldw * (size_t)r, (const uint8_t *)x + ldx * (size_t)a);
+    }
+}
+
+static void kq_gemm_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                         int n_act, float *y, size_t ldy) {
+    if (nt < 3) {
+        kq_gemm_per_output(kq_vec_dot_q4_k, kq_select_q4_k, k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
+        return;
+    }
+    const int nb = k / EL_QK_K;
+    const int lim = n_act - n_act % 4;
+    q4k_pack pk;
+    __m256 acc[KQ_TT], accm[KQ_TT];
+    int x4[KQ_TT];
+    for (int r0 = 0; r0 < nr; r0 += 8) {
+        const int rn = nr - r0 < 8 ? nr - r0 : 8;
+        for (int ta = 0; ta < nt; ta += KQ_TT) {
+            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
+            for (int a = 0; a < tn; ++a) {
+                acc[a] = accm[a] = _mm256_setzero_ps();
+                x4[a] = t0 + ta + a < lim;
+            }
+            for (int i = 0; i < nb; ++i) {
+                const block_q4_K *rows[8];
+                for (int r = 0; r < 8; ++r)
+                    rows[r] = (const block_q4_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
+                q4k_pack8(rows, &pk);
+                int a = 0;
+                for (; a + 4 <= tn; a += 4) {
+                    const block_q8_K *yb[4];
+                    for (int q = 0; q < 4; ++q)
+                        yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
+                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 4);
+                }
+                for (; a < tn; ++a) {
+                    const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i};
+                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 1);
+                }
+            }
+            for (int a = 0; a < tn; ++a)
+                kq_store_n(y + (size_t)(ta + a) * ldy + r0, _mm256_sub_ps(acc[a], accm[a]), rn);
+        }
+    }
+}
+
+/* ======================================================================== */
+/* Q6_K                                                                     */
+/* ======================================================================== */
+
+/* A Q6_K block unpacked: quants 0..63 (unsigned, the -32 goes through the
+ * bsums), per-chunk scale vectors and the 16 scales as int16. */
+typedef struct {
+    __m256i q[8];   /* chunk c: elements 32c..32c+31 */
+    __m256i sc[8];  /* chunk c: int16 sc[2c] x8 then sc[2c+1] x8 */
+    __m256i sc16;   /* the 16 scales as int16 */
+    float d;
+} q6k_unpacked;
+
+KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        u->q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        u->q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        u->q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+        u->q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    u->sc16 = _mm256_cvtepi8_epi16(s8);
+    for (int c = 0; c < 8; ++c) {
+        const __m128i idx = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * c + 1)),
+                                           (long long)(0x0101010101010101ull * (uint64_t)(2 * c)));
+        u->sc[c] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
+    }
+    u->d = kq_f16(b->d);
+}
+
+/* acc (the 8 x86 lanes) += d * lanes of one block against one activation block. */
+KQ_INLINE __m256 q6k_block(const q6k_unpacked *u, const block_q8_K *y, __m256 acc) {
+    __m256i lane = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c)
+        lane = KQ_DPWSSD(lane, _mm256_maddubs_epi16(u->q[c], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c))),
+                         u->sc[c]);
+    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
+    lane = _mm256_sub_epi32(lane, _mm256_slli_epi32(corr, 5));
+    const float d = y->d * u->d;
+    return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), acc);
+}
+
+static void kq_vec_dot_q6_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q6_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < nb; ++i) {
+        q6k_unpacked u;
+        q6k_unpack(&x[i], &u);
+        acc = q6k_block(&u, &y[i], acc);
+    }
+    *s = kq_hsum_f32(acc);
+}
+
+static void kq_gemm_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                         int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    const int nb = k / EL_QK_K;
+    __m256 acc[KQ_TT];
+    for (int r = 0; r < nr; ++r) {
+        const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);
+        for (int ta = 0; ta < nt; ta += KQ_TT) {
+            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
+            for (int a = 0; a < tn; ++a) acc[a] = _mm256_setzero_ps();
+            for (int i = 0; i < nb; ++i) {
+                q6k_unpacked u;
+                q6k_unpack(&wr[i], &u);
+                for (int a = 0; a < tn; ++a)
+                    acc[a] = q6k_block(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, acc[a]);
+            }
+            for (int a = 0; a < tn; ++a) y[(size_t)(ta + a) * ldy + r] = kq_hsum_f32(acc[a]);
+        }
+    }
+}
+
+/* ======================================================================== */
+/* The table                                                                */
+/* ======================================================================== */
+
+const el_cpu_type_kernels KQ_TABLE[EL_TYPE_COUNT] = {
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, NULL, kq_select_q4_k, kq_gemm_q4_k},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k, NULL, NULL, kq_gemm_q6_k},
+};
+
+#endif
