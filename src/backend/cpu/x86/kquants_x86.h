@@ -251,46 +251,54 @@ KQ_INLINE void q4k_pack8(const block_q4_K *const rows[8], q4k_pack *pk) {
     }
 }
 
-/* na (1..4) activation rows against a packed block: updates acc/accm (8 row
+/* na (1..8) activation rows against a packed block: updates acc/accm (8 row
  * lanes each) in the x4 order (one fma pair per chunk) where x4[a], else in
- * the vec_dot order (one fma pair per block). */
+ * the vec_dot order (one fma pair per block). The two sub-blocks of a chunk
+ * are interleaved so that 2 * na dot-product chains are in flight. */
 KQ_INLINE void q4k_acts(const q4k_pack *pk, const block_q8_K *const *yb, const int *x4, __m256 *acc,
                         __m256 *accm, const int na) {
-    __m256i tot[4], totm[4];
-    __m256 dv[4], dmv[4];
+    __m256i tot[8], totm[8];
+    __m256 dv[8], dmv[8];
+    alignas(16) int32_t bsp[8][4]; /* chunk c: int16 pair (bsums 4c + 4c+1, bsums 4c+2 + 4c+3) */
     for (int a = 0; a < na; ++a) {
         tot[a] = totm[a] = _mm256_setzero_si256();
         const __m256 yd = _mm256_set1_ps(yb[a]->d);
         dv[a] = _mm256_mul_ps(pk->d, yd);
         dmv[a] = _mm256_mul_ps(pk->dmin, yd);
+        const int16_t *bs = yb[a]->bsums;
+        _mm_store_si128((__m128i *)bsp[a], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
+                                                          _mm_loadu_si128((const __m128i *)(bs + 8))));
     }
     for (int c = 0; c < 4; ++c) {
-        __m256i is[4];
-        for (int a = 0; a < na; ++a) is[a] = _mm256_setzero_si256();
-        for (int j = 2 * c; j < 2 * c + 2; ++j) {
+        __m256i is[8];
+        const int j0 = 2 * c, j1 = 2 * c + 1;
 #if KQ_VNNI
-            __m256i p[4];
-            for (int a = 0; a < na; ++a) p[a] = _mm256_setzero_si256();
-            for (int k = 0; k < 8; ++k) {
-                const __m256i w = pk->w[8 * j + k];
-                for (int a = 0; a < na; ++a)
-                    p[a] = _mm256_dpbusd_epi32(p[a], w, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j + 4 * k)));
+        __m256i p0[8], p1[8];
+        for (int a = 0; a < na; ++a) p0[a] = p1[a] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+            const __m256i w0 = pk->w[8 * j0 + k], w1 = pk->w[8 * j1 + k];
+            for (int a = 0; a < na; ++a) {
+                p0[a] = _mm256_dpbusd_epi32(p0[a], w0, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j0 + 4 * k)));
+                p1[a] = _mm256_dpbusd_epi32(p1[a], w1, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j1 + 4 * k)));
             }
-            for (int a = 0; a < na; ++a) is[a] = _mm256_add_epi32(is[a], _mm256_mullo_epi32(p[a], pk->sc[j]));
-#else
-            for (int k = 0; k < 8; ++k) {
-                const __m256i w = pk->w[8 * j + k];
-                for (int a = 0; a < na; ++a) {
-                    const __m256i yv = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j + 4 * k));
-                    is[a] = _mm256_add_epi32(is[a], _mm256_madd_epi16(_mm256_maddubs_epi16(w, yv), pk->sc[j]));
-                }
-            }
-#endif
         }
+        for (int a = 0; a < na; ++a)
+            is[a] = _mm256_add_epi32(_mm256_mullo_epi32(p0[a], pk->sc[j0]), _mm256_mullo_epi32(p1[a], pk->sc[j1]));
+#else
+        for (int a = 0; a < na; ++a) is[a] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+            const __m256i w0 = pk->w[8 * j0 + k], w1 = pk->w[8 * j1 + k];
+            for (int a = 0; a < na; ++a) {
+                const __m256i y0 = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j0 + 4 * k));
+                const __m256i y1 = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j1 + 4 * k));
+                const __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, y0), pk->sc[j0]);
+                const __m256i s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w1, y1), pk->sc[j1]);
+                is[a] = _mm256_add_epi32(is[a], _mm256_add_epi32(s0, s1));
+            }
+        }
+#endif
         for (int a = 0; a < na; ++a) {
-            const int16_t *bs = yb[a]->bsums;
-            const uint32_t b0 = (uint16_t)(bs[4 * c] + bs[4 * c + 1]), b1 = (uint16_t)(bs[4 * c + 2] + bs[4 * c + 3]);
-            const __m256i mm = _mm256_madd_epi16(pk->mn[c], _mm256_set1_epi32((int32_t)(b0 | (b1 << 16))));
+            const __m256i mm = _mm256_madd_epi16(pk->mn[c], _mm256_set1_epi32(bsp[a][c]));
             if (x4[a]) {
                 acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[a]), dv[a], acc[a]);
                 accm[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), dmv[a], accm[a]);
@@ -344,6 +352,14 @@ static void kq_gemm_q4_k(int k, const void *w, size_t ldw, int nr, const void *x
                     rows[r] = (const block_q4_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
                 q4k_pack8(rows, &pk);
                 int a = 0;
+#if KQ_VNNI && KQ_NA8
+                for (; a + 8 <= tn; a += 8) {
+                    const block_q8_K *yb[8];
+                    for (int q = 0; q < 8; ++q)
+                        yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
+                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 8);
+                }
+#endif
                 for (; a + 4 <= tn; a += 4) {
                     const block_q8_K *yb[4];
                     for (int q = 0; q < 4; ++q)
@@ -398,10 +414,14 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
 
 /* acc (the 8 x86 lanes) += d * lanes of one block against one activation block. */
 KQ_INLINE __m256 q6k_block(const q6k_unpacked *u, const block_q8_K *y, __m256 acc) {
-    __m256i lane = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c)
-        lane = KQ_DPWSSD(lane, _mm256_maddubs_epi16(u->q[c], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c))),
-                         u->sc[c]);
+    __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c += 2) {
+        l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c))),
+                       u->sc[c]);
+        l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c + 32))),
+                       u->sc[c + 1]);
+    }
+    __m256i lane = _mm256_add_epi32(l0, l1);
     const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
     lane = _mm256_sub_epi32(lane, _mm256_slli_epi32(corr, 5));
     const float d = y->d * u->d;
