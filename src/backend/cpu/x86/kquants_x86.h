@@ -378,14 +378,35 @@ static void kq_gemm_q4_k(int k, const void *w, size_t ldw, int nr, const void *x
 }
 
 /* ======================================================================== */
-/* Q6_K                                                                     */
+/* The x86 vec_dot order: Q3_K, Q5_K, Q6_K, IQ4_XS                          */
 /* ======================================================================== */
 
-/* A Q6_K block unpacked: quants 0..63 (unsigned, the -32 goes through the
- * bsums), per-chunk scale vectors and the 16 scales as int16. */
+/*
+ * Per output, 8 float lanes: lane l holds the integer sum over elements
+ * 32c + 4l .. 32c + 4l + 3 of every 32-element chunk c (times the scale of
+ * that element's 16-element group), and takes acc = fma(d, lane, acc) per
+ * block; the output is the x86 horizontal sum (plus, for Q5_K, a scalar min
+ * chain). A weight block is unpacked once into registers and used for every
+ * activation row of the gemm.
+ */
+typedef struct {
+    __m256 acc;
+    float s; /* Q5_K: the min chain */
+} kq_state;
+
+/* Chunk c's int16 scale vector from 16 int8 scales: sc[2c] x8 then sc[2c+1] x8. */
+static inline __m256i kq_scale_pair(__m128i s8, int c) {
+    const __m128i idx = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * c + 1)),
+                                       (long long)(0x0101010101010101ull * (uint64_t)(2 * c)));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
+}
+
+static inline __m256i kq_ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* ---- Q6_K: quants used unsigned (0..63); the -32 goes through the bsums ---- */
 typedef struct {
     __m256i q[8];   /* chunk c: elements 32c..32c+31 */
-    __m256i sc[8];  /* chunk c: int16 sc[2c] x8 then sc[2c+1] x8 */
+    __m256i sc[8];  /* chunk c: kq_scale_pair */
     __m256i sc16;   /* the 16 scales as int16 */
     float d;
 } q6k_unpacked;
@@ -393,9 +414,7 @@ typedef struct {
 KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i l0 = kq_ld(b->ql + 64 * h), l1 = kq_ld(b->ql + 64 * h + 32), qh = kq_ld(b->qh + 32 * h);
         u->q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
         u->q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
         u->q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
@@ -404,64 +423,213 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
     }
     const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
     u->sc16 = _mm256_cvtepi8_epi16(s8);
-    for (int c = 0; c < 8; ++c) {
-        const __m128i idx = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * c + 1)),
-                                           (long long)(0x0101010101010101ull * (uint64_t)(2 * c)));
-        u->sc[c] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
+    for (int c = 0; c < 8; ++c) u->sc[c] = kq_scale_pair(s8, c);
+    u->d = kq_f16(b->d);
+}
+
+KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
+    __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c += 2) {
+        l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], kq_ld(y->qs + 32 * c)), u->sc[c]);
+        l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], kq_ld(y->qs + 32 * c + 32)), u->sc[c + 1]);
+    }
+    const __m256i corr = _mm256_madd_epi16(kq_ld(y->bsums), u->sc16);
+    const __m256i lane = _mm256_sub_epi32(_mm256_add_epi32(l0, l1), _mm256_slli_epi32(corr, 5));
+    const float d = y->d * u->d;
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+}
+
+/* ---- Q5_K: quants 0..31, one scale per 32; mins in a scalar fma chain ---- */
+typedef struct {
+    __m256i q[8];
+    __m256i sc[8];  /* chunk c: int16 scale of sub-block c, x16 */
+    __m256i m16;    /* int16 min of sub-block g/2 at position g */
+    float d, dmin;
+} q5k_unpacked;
+
+KQ_INLINE void q5k_unpack(const block_q5_K *b, q5k_unpacked *u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    const __m256i qh = kq_ld(b->qh);
+    for (int j = 0; j < 4; ++j) {
+        const __m256i q = kq_ld(b->qs + 32 * j);
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4);
+        u->q[2 * j] = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+        u->q[2 * j + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+    }
+    uint32_t sm[4];
+    kq_k4_scales(b->scales, sm);
+    const uint8_t *sc = (const uint8_t *)sm;
+    for (int c = 0; c < 8; ++c) u->sc[c] = _mm256_set1_epi16((int16_t)sc[c]);
+    const __m128i m = _mm_cvtsi32_si128((int)sm[2]), m2 = _mm_insert_epi32(m, (int)sm[3], 1);
+    u->m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m2, m2));
+    u->d = kq_f16(b->d);
+    u->dmin = kq_f16(b->dmin);
+}
+
+KQ_INLINE void q5k_block(const q5k_unpacked *u, const block_q8_K *y, kq_state *st) {
+    __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c += 2) {
+        l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], kq_ld(y->qs + 32 * c)), u->sc[c]);
+        l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], kq_ld(y->qs + 32 * c + 32)), u->sc[c + 1]);
+    }
+    const int32_t summ = kq_hsum_i32(_mm256_madd_epi16(kq_ld(y->bsums), u->m16));
+    const float d = y->d * u->d;
+    const float dmin = -y->d * u->dmin;
+    st->s = fmaf(dmin, (float)summ, st->s);
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(l0, l1)), st->acc);
+}
+
+/* ---- Q3_K: quants -4..3 used as 0..7; the 4 * y is taken off in int16 ---- */
+typedef struct {
+    __m256i q[8];   /* quant + 4 */
+    __m256i sc[8];  /* chunk c: kq_scale_pair of the signed scales */
+    float d;
+} q3k_unpacked;
+
+KQ_INLINE void q3k_unpack(const block_q3_K *b, q3k_unpacked *u) {
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = kq_ld(b->hmask);
+    for (int n = 0; n < 2; ++n) {
+        const __m256i q = kq_ld(b->qs + 32 * n);
+        for (int j = 0; j < 4; ++j) {
+            const int bit = 4 * n + j;
+            /* (q >> 2j) & 3, plus 4 where the hmask bit is set */
+            const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+            const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, bit), one), 2);
+            u->q[4 * n + j] = _mm256_or_si256(lo, hb);
+        }
+    }
+    alignas(16) int8_t s[16];
+    for (int g = 0; g < 16; ++g) s[g] = (int8_t)(el_q3k_scale(g, b->scales) - 32);
+    const __m128i s8 = _mm_load_si128((const __m128i *)s);
+    for (int c = 0; c < 8; ++c) u->sc[c] = kq_scale_pair(s8, c);
+    u->d = kq_f16(b->d);
+}
+
+KQ_INLINE void q3k_block(const q3k_unpacked *u, const block_q8_K *y, kq_state *st) {
+    const __m256i four = _mm256_set1_epi8(4);
+    __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c += 2) {
+        const __m256i y0 = kq_ld(y->qs + 32 * c), y1 = kq_ld(y->qs + 32 * c + 32);
+        const __m256i p0 = _mm256_sub_epi16(_mm256_maddubs_epi16(u->q[c], y0), _mm256_maddubs_epi16(four, y0));
+        const __m256i p1 = _mm256_sub_epi16(_mm256_maddubs_epi16(u->q[c + 1], y1), _mm256_maddubs_epi16(four, y1));
+        l0 = KQ_DPWSSD(l0, p0, u->sc[c]);
+        l1 = KQ_DPWSSD(l1, p1, u->sc[c + 1]);
+    }
+    const float d = y->d * u->d;
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(l0, l1)), st->acc);
+}
+
+/* ---- IQ4_XS: code values -127..113, one signed scale per 32 ---- */
+typedef struct {
+#if KQ_VNNI
+    __m256i q[8];   /* code value + 128 (unsigned) */
+#else
+    __m256i q[8];   /* |code value| */
+    __m256i sg[8];  /* code value (for the sign) */
+#endif
+    __m256i sc[8];  /* chunk c: scale - 32, as int32 (VNNI) or int16 x16 (AVX2) */
+    float d;
+} iq4xs_unpacked;
+
+KQ_INLINE void iq4xs_unpack(const block_iq4_xs *b, iq4xs_unpacked *u) {
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i tab = _mm_loadu_si128((const __m128i *)kvalues_iq4nl);
+    for (int ib = 0; ib < 8; ++ib) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)(b->qs + 16 * ib));
+        const __m128i lo = _mm_shuffle_epi8(tab, _mm_and_si128(q, m4));
+        const __m128i hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+        const __m256i v = _mm256_set_m128i(hi, lo);
+        const int sc = el_iq4xs_scale(b, ib) - 32;
+#if KQ_VNNI
+        u->q[ib] = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+        u->sc[ib] = _mm256_set1_epi32(sc);
+#else
+        u->q[ib] = _mm256_abs_epi8(v);
+        u->sg[ib] = v;
+        u->sc[ib] = _mm256_set1_epi16((int16_t)sc);
+#endif
     }
     u->d = kq_f16(b->d);
 }
 
-/* acc (the 8 x86 lanes) += d * lanes of one block against one activation block. */
-KQ_INLINE __m256 q6k_block(const q6k_unpacked *u, const block_q8_K *y, __m256 acc) {
+KQ_INLINE void iq4xs_block(const iq4xs_unpacked *u, const block_q8_K *y, kq_state *st) {
     __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+#if KQ_VNNI
+    /* (v + 128) . y - 128 * sum(y): exact in int32 */
+    const __m256i k80 = _mm256_set1_epi8((char)0x80);
     for (int c = 0; c < 8; c += 2) {
-        l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c))),
-                       u->sc[c]);
-        l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c + 32))),
-                       u->sc[c + 1]);
+        const __m256i y0 = kq_ld(y->qs + 32 * c), y1 = kq_ld(y->qs + 32 * c + 32);
+        const __m256i z = _mm256_setzero_si256();
+        const __m256i p0 = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u->q[c], y0), _mm256_dpbusd_epi32(z, k80, y0));
+        const __m256i p1 = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u->q[c + 1], y1), _mm256_dpbusd_epi32(z, k80, y1));
+        l0 = _mm256_add_epi32(l0, _mm256_mullo_epi32(p0, u->sc[c]));
+        l1 = _mm256_add_epi32(l1, _mm256_mullo_epi32(p1, u->sc[c + 1]));
     }
-    __m256i lane = _mm256_add_epi32(l0, l1);
-    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
-    lane = _mm256_sub_epi32(lane, _mm256_slli_epi32(corr, 5));
-    const float d = y->d * u->d;
-    return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), acc);
+#else
+    /* |v| . (y * sign v): Q8_K activations lie in [-127, 127] (el_quant_q8_k
+     * clamps to 127 and -127/max * x >= -127), so the sign flip cannot wrap
+     * and the int16 pair sums (at most 2 * 127 * 127) cannot saturate. */
+    for (int c = 0; c < 8; c += 2) {
+        const __m256i y0 = _mm256_sign_epi8(kq_ld(y->qs + 32 * c), u->sg[c]);
+        const __m256i y1 = _mm256_sign_epi8(kq_ld(y->qs + 32 * c + 32), u->sg[c + 1]);
+        l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], y0), u->sc[c]);
+        l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], y1), u->sc[c + 1]);
+    }
+#endif
+    const float d = u->d * y->d;
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(l0, l1)), st->acc);
 }
 
-static void kq_vec_dot_q6_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
-    const block_q6_K *restrict x = vx;
-    const block_q8_K *restrict y = vy;
-    const int nb = n / EL_QK_K;
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < nb; ++i) {
-        q6k_unpacked u;
-        q6k_unpack(&x[i], &u);
-        acc = q6k_block(&u, &y[i], acc);
-    }
-    *s = kq_hsum_f32(acc);
+static inline float kq_finish(const kq_state *st, int with_s) {
+    const float h = kq_hsum_f32(st->acc);
+    return with_s ? h + st->s : h;
 }
 
-static void kq_gemm_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
-                         int n_act, float *y, size_t ldy) {
-    (void)t0;
-    (void)n_act;
-    const int nb = k / EL_QK_K;
-    __m256 acc[KQ_TT];
-    for (int r = 0; r < nr; ++r) {
-        const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);
-        for (int ta = 0; ta < nt; ta += KQ_TT) {
-            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
-            for (int a = 0; a < tn; ++a) acc[a] = _mm256_setzero_ps();
-            for (int i = 0; i < nb; ++i) {
-                q6k_unpacked u;
-                q6k_unpack(&wr[i], &u);
-                for (int a = 0; a < tn; ++a)
-                    acc[a] = q6k_block(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, acc[a]);
-            }
-            for (int a = 0; a < tn; ++a) y[(size_t)(ta + a) * ldy + r] = kq_hsum_f32(acc[a]);
-        }
+/* vec_dot and gemm (weight row outer, block, then every activation row). */
+#define KQ_X86_ORDER(NAME, BT, UT, UNPACK, BLOCK, WITH_S)                                                   \
+    static void kq_vec_dot_##NAME(int n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
+        const BT *restrict x = vx;                                                                          \
+        const block_q8_K *restrict y = vy;                                                                  \
+        const int nb = n / EL_QK_K;                                                                         \
+        kq_state st = {_mm256_setzero_ps(), 0.0f};                                                          \
+        for (int i = 0; i < nb; ++i) {                                                                      \
+            UT u;                                                                                           \
+            UNPACK(&x[i], &u);                                                                              \
+            BLOCK(&u, &y[i], &st);                                                                          \
+        }                                                                                                   \
+        *s = kq_finish(&st, WITH_S);                                                                        \
+    }                                                                                                       \
+    static void kq_gemm_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0,  \
+                               int nt, int n_act, float *y, size_t ldy) {                                   \
+        (void)t0;                                                                                           \
+        (void)n_act;                                                                                        \
+        const int nb = k / EL_QK_K;                                                                         \
+        kq_state st[KQ_TT];                                                                                 \
+        for (int r = 0; r < nr; ++r) {                                                                      \
+            const BT *wr = (const BT *)((const uint8_t *)w + ldw * (size_t)r);                              \
+            for (int ta = 0; ta < nt; ta += KQ_TT) {                                                        \
+                const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;                                           \
+                for (int a = 0; a < tn; ++a) {                                                              \
+                    st[a].acc = _mm256_setzero_ps();                                                        \
+                    st[a].s = 0.0f;                                                                         \
+                }                                                                                           \
+                for (int i = 0; i < nb; ++i) {                                                              \
+                    UT u;                                                                                   \
+                    UNPACK(&wr[i], &u);                                                                     \
+                    for (int a = 0; a < tn; ++a)                                                            \
+                        BLOCK(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, &st[a]); \
+                }                                                                                           \
+                for (int a = 0; a < tn; ++a) y[(size_t)(ta + a) * ldy + r] = kq_finish(&st[a], WITH_S);     \
+            }                                                                                               \
+        }                                                                                                   \
     }
-}
+
+KQ_X86_ORDER(q3_k, block_q3_K, q3k_unpacked, q3k_unpack, q3k_block, 0)
+KQ_X86_ORDER(q5_k, block_q5_K, q5k_unpacked, q5k_unpack, q5k_block, 1)
+KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0)
+KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0)
 
 /* ======================================================================== */
 /* The table                                                                */
@@ -469,7 +637,10 @@ static void kq_gemm_q6_k(int k, const void *w, size_t ldw, int nr, const void *x
 
 const el_cpu_type_kernels KQ_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, NULL, kq_select_q4_k, kq_gemm_q4_k},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, kq_vec_dot_q3_k, NULL, NULL, kq_gemm_q3_k},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, kq_vec_dot_q5_k, NULL, NULL, kq_gemm_q5_k},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k, NULL, NULL, kq_gemm_q6_k},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, kq_vec_dot_iq4_xs, NULL, NULL, kq_gemm_iq4_xs},
 };
 
 #endif
