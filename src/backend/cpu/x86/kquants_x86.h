@@ -103,6 +103,15 @@ static inline void kq_store_n(float *dst, __m256 v, int n) {
     }
 }
 
+/* Chunk c's int16 scale vector from 16 int8 scales: sc[2c] x8 then sc[2c+1] x8. */
+static inline __m256i kq_scale_pair(__m128i s8, int c) {
+    const __m128i idx = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * c + 1)),
+                                       (long long)(0x0101010101010101ull * (uint64_t)(2 * c)));
+    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
+}
+
+static inline __m256i kq_ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
 /* Largest number of activation rows a gemm keeps accumulators for at once. */
 #define KQ_TT 64
 
@@ -327,55 +336,234 @@ static void kq_gemm_per_output(el_vec_dot_fn vec, el_vec_dot_select_fn sel, int 
     }
 }
 
-static void kq_gemm_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
-                         int n_act, float *y, size_t ldy) {
-    if (nt < 3) {
-        kq_gemm_per_output(kq_vec_dot_q4_k, kq_select_q4_k, k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
-        return;
+/* gemm over 8-row groups of packed blocks (PT, built by PACK), activation
+ * rows 4 (or 1) at a time through ACTS; the x4 order for activation rows
+ * below n_act - n_act % 4, as the selector. */
+#define KQ_ROW_LANES_GEMM(NAME, BT, PT, PACK, ACTS)                                                         \
+    static void kq_gemm_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0,  \
+                               int nt, int n_act, float *y, size_t ldy) {                                   \
+        if (nt < 3) {                                                                                       \
+            kq_gemm_per_output(kq_vec_dot_##NAME, kq_select_##NAME, k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy); \
+            return;                                                                                         \
+        }                                                                                                   \
+        const int nb = k / EL_QK_K;                                                                         \
+        const int lim = n_act - n_act % 4;                                                                  \
+        PT pk;                                                                                              \
+        __m256 acc[KQ_TT], accm[KQ_TT];                                                                     \
+        int x4[KQ_TT];                                                                                      \
+        for (int r0 = 0; r0 < nr; r0 += 8) {                                                                \
+            const int rn = nr - r0 < 8 ? nr - r0 : 8;                                                       \
+            for (int ta = 0; ta < nt; ta += KQ_TT) {                                                        \
+                const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;                                           \
+                for (int a = 0; a < tn; ++a) {                                                              \
+                    acc[a] = accm[a] = _mm256_setzero_ps();                                                 \
+                    x4[a] = t0 + ta + a < lim;                                                              \
+                }                                                                                           \
+                for (int i = 0; i < nb; ++i) {                                                              \
+                    const BT *rows[8];                                                                      \
+                    for (int r = 0; r < 8; ++r)                                                             \
+                        rows[r] = (const BT *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i; \
+                    PACK(rows, &pk);                                                                        \
+                    int a = 0;                                                                              \
+                    for (; a + 4 <= tn; a += 4) {                                                           \
+                        const block_q8_K *yb[4];                                                            \
+                        for (int q = 0; q < 4; ++q)                                                         \
+                            yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i; \
+                        ACTS(&pk, yb, x4 + a, acc + a, accm + a, 4);                                        \
+                    }                                                                                       \
+                    for (; a < tn; ++a) {                                                                   \
+                        const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i}; \
+                        ACTS(&pk, yb, x4 + a, acc + a, accm + a, 1);                                        \
+                    }                                                                                       \
+                }                                                                                           \
+                for (int a = 0; a < tn; ++a)                                                                \
+                    kq_store_n(y + (size_t)(ta + a) * ldy + r0, _mm256_sub_ps(acc[a], accm[a]), rn);        \
+            }                                                                                               \
+        }                                                                                                   \
     }
-    const int nb = k / EL_QK_K;
-    const int lim = n_act - n_act % 4;
-    q4k_pack pk;
-    __m256 acc[KQ_TT], accm[KQ_TT];
-    int x4[KQ_TT];
-    for (int r0 = 0; r0 < nr; r0 += 8) {
-        const int rn = nr - r0 < 8 ? nr - r0 : 8;
-        for (int ta = 0; ta < nt; ta += KQ_TT) {
-            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
-            for (int a = 0; a < tn; ++a) {
-                acc[a] = accm[a] = _mm256_setzero_ps();
-                x4[a] = t0 + ta + a < lim;
-            }
-            for (int i = 0; i < nb; ++i) {
-                const block_q4_K *rows[8];
-                for (int r = 0; r < 8; ++r)
-                    rows[r] = (const block_q4_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
-                q4k_pack8(rows, &pk);
-                int a = 0;
-#if KQ_VNNI && KQ_NA8
-                for (; a + 8 <= tn; a += 8) {
-                    const block_q8_K *yb[8];
-                    for (int q = 0; q < 8; ++q)
-                        yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
-                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 8);
-                }
-#endif
-                for (; a + 4 <= tn; a += 4) {
-                    const block_q8_K *yb[4];
-                    for (int q = 0; q < 4; ++q)
-                        yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
-                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 4);
-                }
-                for (; a < tn; ++a) {
-                    const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i};
-                    q4k_acts(&pk, yb, x4 + a, acc + a, accm + a, 1);
-                }
-            }
-            for (int a = 0; a < tn; ++a)
-                kq_store_n(y + (size_t)(ta + a) * ldy + r0, _mm256_sub_ps(acc[a], accm[a]), rn);
+
+KQ_ROW_LANES_GEMM(q4_k, block_q4_K, q4k_pack, q4k_pack8, q4k_acts)
+
+/* ======================================================================== */
+/* Q2_K                                                                     */
+/* ======================================================================== */
+
+/* Chunk c (elements 32c..32c+31) of a Q2_K block: quants 0..3. */
+static inline __m256i q2k_chunk_q(const uint8_t *qs, int c) {
+    return _mm256_and_si256(_mm256_srli_epi16(kq_ld(qs + 32 * (c >> 2)), 2 * (c & 3)), _mm256_set1_epi8(3));
+}
+
+/* Integer sums per chunk (scaled per 16) and per-half mins of one block:
+ * is[c] (8 lanes, summed later), mm (lanes 0-3: first half, 4-7: second). */
+KQ_INLINE void q2k_row_block(const block_q2_K *b, const block_q8_K *y, __m256i *is_half, __m256i *mm) {
+    const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m128i sc8 = _mm_and_si128(s8, _mm_set1_epi8(0x0F));
+    const __m128i m8 = _mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F));
+    for (int h = 0; h < 2; ++h) {
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        for (int c = 4 * h; c < 4 * h + 4; c += 2) {
+            a0 = KQ_DPWSSD(a0, _mm256_maddubs_epi16(q2k_chunk_q(b->qs, c), kq_ld(y->qs + 32 * c)), kq_scale_pair(sc8, c));
+            a1 = KQ_DPWSSD(a1, _mm256_maddubs_epi16(q2k_chunk_q(b->qs, c + 1), kq_ld(y->qs + 32 * c + 32)),
+                           kq_scale_pair(sc8, c + 1));
+        }
+        is_half[h] = _mm256_add_epi32(a0, a1);
+    }
+    *mm = _mm256_madd_epi16(kq_ld(y->bsums), _mm256_cvtepu8_epi16(m8));
+}
+
+/* el_vec_dot_q2_k_q8_k: one fma pair per super-block. */
+static void kq_vec_dot_q2_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q2_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        __m256i is[2], mm;
+        q2k_row_block(&x[i], &y[i], is, &mm);
+        const __m256i t = _mm256_add_epi32(is[0], is[1]);
+        const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        const __m128i b = _mm_add_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
+        __m128i h = _mm_hadd_epi32(a, b);
+        h = _mm_hadd_epi32(h, h);
+        const float dall = kq_f16(x[i].d) * y[i].d;
+        const float dmin = kq_f16(x[i].dmin) * y[i].d;
+        acc = fmaf((float)_mm_cvtsi128_si32(h), dall, acc);
+        accm = fmaf((float)_mm_extract_epi32(h, 1), dmin, accm);
+    }
+    *s = acc - accm;
+}
+
+/* el_vec_dot_q2_k_q8_k_x4: one fma pair per 128 elements. */
+static void kq_vec_dot_q2_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q2_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f, accm = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        __m256i is[2], mm;
+        q2k_row_block(&x[i], &y[i], is, &mm);
+        const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(is[0]), _mm256_extracti128_si256(is[0], 1));
+        const __m128i b = _mm_add_epi32(_mm256_castsi256_si128(is[1]), _mm256_extracti128_si256(is[1], 1));
+        /* [is half 0, is half 1, mins half 0, mins half 1] */
+        const __m128i h = _mm_hadd_epi32(_mm_hadd_epi32(a, b), _mm_hadd_epi32(_mm256_castsi256_si128(mm),
+                                                                             _mm256_extracti128_si256(mm, 1)));
+        alignas(16) int32_t v[4];
+        _mm_store_si128((__m128i *)v, h);
+        const float dall = kq_f16(x[i].d) * y[i].d;
+        const float dmin = kq_f16(x[i].dmin) * y[i].d;
+        for (int hh = 0; hh < 2; ++hh) {
+            acc = fmaf((float)v[hh], dall, acc);
+            accm = fmaf((float)v[2 + hh], dmin, accm);
         }
     }
+    *s = acc - accm;
 }
+
+static el_vec_dot_fn kq_select_q2_k(int n_rows, int row, int k) {
+    (void)k;
+    return row < n_rows - n_rows % 4 ? kq_vec_dot_q2_k_x4 : NULL;
+}
+
+/* 8 weight rows of one Q2_K super-block in row lanes. */
+typedef struct {
+    __m256i w[64];  /* w[8c + k] lane r: quants 4k..4k+3 of chunk c of row r */
+    __m256i sc[16]; /* 16-element group G scale of row r: int32 (VNNI) or two int16 copies (AVX2) */
+    __m256i mn[8];  /* pair p, lane r: int16 pair (min of 2p, min of 2p+1) */
+    __m256 d, dmin;
+} q2k_pack;
+
+KQ_INLINE void q2k_pack8(const block_q2_K *const rows[8], q2k_pack *pk) {
+    alignas(32) uint8_t scb[16][8]; /* [G][r] */
+    alignas(32) int32_t mnv[8][8];  /* [p][r] */
+    alignas(16) uint16_t dh[8], mh[8];
+    for (int r = 0; r < 8; ++r) {
+        const uint8_t *s = rows[r]->scales;
+        for (int g = 0; g < 16; ++g) scb[g][r] = s[g] & 0x0F;
+        for (int q = 0; q < 8; ++q) mnv[q][r] = (s[2 * q] >> 4) | ((s[2 * q + 1] >> 4) << 16);
+        dh[r] = rows[r]->d;
+        mh[r] = rows[r]->dmin;
+    }
+    for (int g = 0; g < 16; ++g) {
+        const __m256i s32 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)scb[g]));
+#if KQ_VNNI
+        pk->sc[g] = s32;
+#else
+        pk->sc[g] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+#endif
+    }
+    for (int q = 0; q < 8; ++q) pk->mn[q] = _mm256_load_si256((const __m256i *)mnv[q]);
+    pk->d = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)dh));
+    pk->dmin = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)mh));
+    for (int c = 0; c < 8; ++c) {
+        __m256i a[8];
+        for (int r = 0; r < 8; ++r) a[r] = q2k_chunk_q(rows[r]->qs, c);
+        kq_transpose8(a, pk->w + 8 * c);
+    }
+}
+
+/* As q4k_acts, for Q2_K: x4 order = one fma pair per half block. */
+KQ_INLINE void q2k_acts(const q2k_pack *pk, const block_q8_K *const *yb, const int *x4, __m256 *acc,
+                        __m256 *accm, const int na) {
+    __m256i tot[4], totm[4];
+    __m256 dv[4], dmv[4];
+    for (int a = 0; a < na; ++a) {
+        tot[a] = totm[a] = _mm256_setzero_si256();
+        const __m256 yd = _mm256_set1_ps(yb[a]->d);
+        dv[a] = _mm256_mul_ps(pk->d, yd);
+        dmv[a] = _mm256_mul_ps(pk->dmin, yd);
+    }
+    for (int h = 0; h < 2; ++h) {
+        __m256i is[4];
+        for (int a = 0; a < na; ++a) is[a] = _mm256_setzero_si256();
+        for (int c = 4 * h; c < 4 * h + 4; ++c) {
+#if KQ_VNNI
+            __m256i p0[4], p1[4];
+            for (int a = 0; a < na; ++a) p0[a] = p1[a] = _mm256_setzero_si256();
+            for (int k = 0; k < 4; ++k) {
+                const __m256i w0 = pk->w[8 * c + k], w1 = pk->w[8 * c + 4 + k];
+                for (int a = 0; a < na; ++a) {
+                    p0[a] = _mm256_dpbusd_epi32(p0[a], w0, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * c + 4 * k)));
+                    p1[a] = _mm256_dpbusd_epi32(p1[a], w1, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * c + 16 + 4 * k)));
+                }
+            }
+            for (int a = 0; a < na; ++a)
+                is[a] = _mm256_add_epi32(is[a], _mm256_add_epi32(_mm256_mullo_epi32(p0[a], pk->sc[2 * c]),
+                                                                 _mm256_mullo_epi32(p1[a], pk->sc[2 * c + 1])));
+#else
+            for (int k = 0; k < 4; ++k) {
+                const __m256i w0 = pk->w[8 * c + k], w1 = pk->w[8 * c + 4 + k];
+                for (int a = 0; a < na; ++a) {
+                    const __m256i y0 = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * c + 4 * k));
+                    const __m256i y1 = _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * c + 16 + 4 * k));
+                    const __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(w0, y0), pk->sc[2 * c]);
+                    const __m256i s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(w1, y1), pk->sc[2 * c + 1]);
+                    is[a] = _mm256_add_epi32(is[a], _mm256_add_epi32(s0, s1));
+                }
+            }
+#endif
+        }
+        for (int a = 0; a < na; ++a) {
+            const int16_t *bs = yb[a]->bsums;
+            __m256i mm = _mm256_setzero_si256();
+            for (int q = 4 * h; q < 4 * h + 4; ++q)
+                mm = _mm256_add_epi32(mm, _mm256_madd_epi16(pk->mn[q], _mm256_set1_epi32(kq_load_i32(bs + 2 * q))));
+            if (x4[a]) {
+                acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[a]), dv[a], acc[a]);
+                accm[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm), dmv[a], accm[a]);
+            } else {
+                tot[a] = _mm256_add_epi32(tot[a], is[a]);
+                totm[a] = _mm256_add_epi32(totm[a], mm);
+            }
+        }
+    }
+    for (int a = 0; a < na; ++a)
+        if (!x4[a]) {
+            acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[a]), dv[a], acc[a]);
+            accm[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totm[a]), dmv[a], accm[a]);
+        }
+}
+
+KQ_ROW_LANES_GEMM(q2_k, block_q2_K, q2k_pack, q2k_pack8, q2k_acts)
 
 /* ======================================================================== */
 /* The x86 vec_dot order: Q3_K, Q5_K, Q6_K, IQ4_XS                          */
@@ -393,15 +581,6 @@ typedef struct {
     __m256 acc;
     float s; /* Q5_K: the min chain */
 } kq_state;
-
-/* Chunk c's int16 scale vector from 16 int8 scales: sc[2c] x8 then sc[2c+1] x8. */
-static inline __m256i kq_scale_pair(__m128i s8, int c) {
-    const __m128i idx = _mm_set_epi64x((long long)(0x0101010101010101ull * (uint64_t)(2 * c + 1)),
-                                       (long long)(0x0101010101010101ull * (uint64_t)(2 * c)));
-    return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
-}
-
-static inline __m256i kq_ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* ---- Q6_K: quants used unsigned (0..63); the -32 goes through the bsums ---- */
 typedef struct {
@@ -637,6 +816,7 @@ KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0)
 
 const el_cpu_type_kernels KQ_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, NULL, kq_select_q4_k, kq_gemm_q4_k},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, kq_vec_dot_q2_k, NULL, kq_select_q2_k, kq_gemm_q2_k},
     [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, kq_vec_dot_q3_k, NULL, NULL, kq_gemm_q3_k},
     [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, kq_vec_dot_q5_k, NULL, NULL, kq_gemm_q5_k},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k, NULL, NULL, kq_gemm_q6_k},
