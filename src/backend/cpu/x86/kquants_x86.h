@@ -811,16 +811,83 @@ KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0)
 KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0)
 
 /* ======================================================================== */
+/* Q8_K activations                                                         */
+/* ======================================================================== */
+
+/*
+ * el_quant_q8_k, vectorized: the same operations per element (iscale * x as
+ * a float product, the 1.5 * 2^23 rounding trick, the clamp at 127), the
+ * same scale (the signed value of largest magnitude, first one on ties) and
+ * d = 1 / iscale. A block holding a NaN goes to el_quant_q8_k itself.
+ */
+static void kq_quantize_q8_k(const float *restrict src, void *dst, int64_t n) {
+    block_q8_K *restrict y = dst;
+    const int64_t nb = n / EL_QK_K;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < nb; ++i, src += EL_QK_K) {
+        __m256 vmax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int j = 0; j < EL_QK_K; j += 8) {
+            const __m256 v = _mm256_loadu_ps(src + j);
+            vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, v));
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        if (_mm256_movemask_ps(nan)) {
+            el_quant_q8_k(src, &y[i], EL_QK_K);
+            continue;
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (amax == 0.0f) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int j = 0; j < EL_QK_K; j += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(src + j)), va, _CMP_EQ_OQ));
+            if (hit) {
+                max = src[j + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vis = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.0f);
+        const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+        const __m256i lim = _mm256_set1_epi32(127), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        __m256i gs[16];
+        for (int j = 0; j < EL_QK_K; j += 32) {
+            __m256i q[4];
+            for (int u = 0; u < 4; ++u) {
+                const __m256 f = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * u), vis), magic);
+                q[u] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), lim);
+            }
+            gs[j / 16] = _mm256_add_epi32(q[0], q[1]);
+            gs[j / 16 + 1] = _mm256_add_epi32(q[2], q[3]);
+            const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), _mm256_permutevar8x32_epi32(b, perm));
+        }
+        for (int g = 0; g < 16; g += 4) {
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(gs[g], gs[g + 1]), _mm256_hadd_epi32(gs[g + 2], gs[g + 3]));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storel_epi64((__m128i *)(y[i].bsums + g), _mm_packs_epi32(s4, s4));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ======================================================================== */
 /* The table                                                                */
 /* ======================================================================== */
 
 const el_cpu_type_kernels KQ_TABLE[EL_TYPE_COUNT] = {
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, NULL, kq_select_q4_k, kq_gemm_q4_k},
-    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, kq_vec_dot_q2_k, NULL, kq_select_q2_k, kq_gemm_q2_k},
-    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, kq_vec_dot_q3_k, NULL, NULL, kq_gemm_q3_k},
-    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, kq_vec_dot_q5_k, NULL, NULL, kq_gemm_q5_k},
-    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k, NULL, NULL, kq_gemm_q6_k},
-    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, kq_vec_dot_iq4_xs, NULL, NULL, kq_gemm_iq4_xs},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, kq_quantize_q8_k, kq_select_q4_k, kq_gemm_q4_k},
+    [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, kq_vec_dot_q2_k, kq_quantize_q8_k, kq_select_q2_k, kq_gemm_q2_k},
+    [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, kq_vec_dot_q3_k, kq_quantize_q8_k, NULL, kq_gemm_q3_k},
+    [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, kq_vec_dot_q5_k, kq_quantize_q8_k, NULL, kq_gemm_q5_k},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k, kq_quantize_q8_k, NULL, kq_gemm_q6_k},
+    [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, kq_vec_dot_iq4_xs, kq_quantize_q8_k, NULL, kq_gemm_iq4_xs},
 };
 
 #endif
