@@ -748,8 +748,9 @@ KQ_INLINE void iq4xs_block(const iq4xs_unpacked *u, const block_q8_K *y, kq_stat
     }
 #else
     /* |v| . (y * sign v): Q8_K activations lie in [-127, 127] (el_quant_q8_k
-     * clamps to 127 and -127/max * x >= -127), so the sign flip cannot wrap
-     * and the int16 pair sums (at most 2 * 127 * 127) cannot saturate. */
+     * clamps to 127, -127/max * x >= -127, and an overflowed scale stores 0;
+     * test_kquants_x86 checks), so the sign flip cannot wrap and the int16
+     * pair sums (at most 2 * 127 * 127) cannot saturate. */
     for (int c = 0; c < 8; c += 2) {
         const __m256i y0 = _mm256_sign_epi8(kq_ld(y->qs + 32 * c), u->sg[c]);
         const __m256i y1 = _mm256_sign_epi8(kq_ld(y->qs + 32 * c + 32), u->sg[c + 1]);
@@ -817,8 +818,10 @@ KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0)
 /*
  * el_quant_q8_k, vectorized: the same operations per element (iscale * x as
  * a float product, the 1.5 * 2^23 rounding trick, the clamp at 127), the
- * same scale (the signed value of largest magnitude, first one on ties) and
- * d = 1 / iscale. A block holding a NaN goes to el_quant_q8_k itself.
+ * same scale (the signed value of largest magnitude, first one on ties),
+ * d = 1 / iscale, and the int8 conversion wraps like the C cast (a block of
+ * values so small that -127 / max overflows to -inf gives -2^22, stored as
+ * 0). A block holding a NaN goes to el_quant_q8_k itself.
  */
 static void kq_quantize_q8_k(const float *restrict src, void *dst, int64_t n) {
     block_q8_K *restrict y = dst;
@@ -861,7 +864,9 @@ static void kq_quantize_q8_k(const float *restrict src, void *dst, int64_t n) {
             __m256i q[4];
             for (int u = 0; u < 4; ++u) {
                 const __m256 f = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(src + j + 8 * u), vis), magic);
-                q[u] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), lim);
+                const __m256i v = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), lim);
+                /* the (int8_t) conversion: wraps (only reached when iscale overflows to inf) */
+                q[u] = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
             }
             gs[j / 16] = _mm256_add_epi32(q[0], q[1]);
             gs[j / 16 + 1] = _mm256_add_epi32(q[2], q[3]);
