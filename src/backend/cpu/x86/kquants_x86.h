@@ -72,6 +72,11 @@ static inline float kq_hsum_f32(__m256 v) {
 
 static inline float kq_f16(el_fp16 h) { return _cvtsh_ss(h); }
 
+/* Two consecutive fp16 (d, dmin) as floats in lanes 0 and 1 (lanes 2, 3: 0). */
+static inline __m128 kq_f16x2(const void *p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(kq_load_i32(p)));
+}
+
 /* 8x8 transpose of 32-bit elements: out[k] lane r = a[r] lane k. */
 KQ_INLINE void kq_transpose8(const __m256i a[8], __m256i *out) {
     const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
@@ -110,6 +115,22 @@ static inline __m256i kq_scale_pair(__m128i s8, int c) {
     return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, idx));
 }
 
+/* kq_scale_pair for c = 0..7 (two sign extensions, then one shuffle each). */
+static inline void kq_scale_pairs(__m128i s8, __m256i out[8]) {
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(s8));
+    const __m256i hi = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_unpackhi_epi64(s8, s8)));
+    for (int c = 0; c < 8; ++c) {
+        /* int16 (2c mod 8) in the low half, (2c + 1 mod 8) in the high half */
+        const int e = (2 * c) & 7;
+        const __m256i idx = _mm256_setr_epi8(
+            2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e,
+            2 * e + 1, 2 * e, 2 * e + 1, 2 * e, 2 * e + 1, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2,
+            2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3, 2 * e + 2, 2 * e + 3,
+            2 * e + 2, 2 * e + 3);
+        out[c] = _mm256_shuffle_epi8(c < 4 ? lo : hi, idx);
+    }
+}
+
 static inline __m256i kq_ld(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* Largest number of activation rows a gemm keeps accumulators for at once. */
@@ -139,16 +160,28 @@ static inline __m256i kq_mins_dot(const int16_t *bsums, uint64_t m8) {
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), m16);
 }
 
-/* Integer sums of one 64-element chunk c of a Q4_K block: sc0 * dot(sub-block
- * 2c) + sc1 * dot(sub-block 2c+1), as 8 int32 lanes. */
-KQ_INLINE __m256i q4k_chunk(const uint8_t *qs, const int8_t *y, int c, int sc0, int sc1) {
+/* The 8 sub-block scales (bytes) as int16, the 128-bit half repeated. */
+static inline __m256i kq_scales16(const uint8_t *sc8) {
+    uint64_t v;
+    memcpy(&v, sc8, 8);
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)v)));
+}
+
+/* Scale j (0..7) of kq_scales16 in every int16 lane. */
+static inline __m256i kq_scale_j(__m256i s16, int j) {
+    return _mm256_shuffle_epi8(s16, _mm256_set1_epi16((int16_t)(0x0100 * (2 * j + 1) + 2 * j)));
+}
+
+/* Integer sums of one 64-element chunk c of a Q4_K block: sc[2c] * dot(sub-block
+ * 2c) + sc[2c+1] * dot(sub-block 2c+1), as 8 int32 lanes (s16: kq_scales16). */
+KQ_INLINE __m256i q4k_chunk(const uint8_t *qs, const int8_t *y, int c, __m256i s16) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
     const __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     const __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(y + 64 * c)));
     const __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(y + 64 * c + 32)));
-    __m256i s = KQ_DPWSSD(_mm256_setzero_si256(), p0, _mm256_set1_epi16((int16_t)sc0));
-    return KQ_DPWSSD(s, p1, _mm256_set1_epi16((int16_t)sc1));
+    __m256i s = KQ_DPWSSD(_mm256_setzero_si256(), p0, kq_scale_j(s16, 2 * c));
+    return KQ_DPWSSD(s, p1, kq_scale_j(s16, 2 * c + 1));
 }
 
 /* el_vec_dot_q4_k_q8_k: one fma pair per super-block. */
@@ -156,30 +189,27 @@ static void kq_vec_dot_q4_k(int n, float *restrict s, const void *restrict vx, c
     const block_q4_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float acc = 0.0f, accm = 0.0f;
+    __m128 acc = _mm_setzero_ps();
     for (int i = 0; i < nb; ++i) {
         uint32_t sm[4];
         kq_k4_scales(x[i].scales, sm);
         const uint8_t *sc = (const uint8_t *)sm;
         uint64_t m8;
         memcpy(&m8, sc + 8, 8);
-        __m256i is = q4k_chunk(x[i].qs, y[i].qs, 0, sc[0], sc[1]);
-        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 1, sc[2], sc[3]));
-        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 2, sc[4], sc[5]));
-        is = _mm256_add_epi32(is, q4k_chunk(x[i].qs, y[i].qs, 3, sc[6], sc[7]));
+        const __m256i s16 = kq_scales16(sc);
+        const __m256i is = _mm256_add_epi32(_mm256_add_epi32(q4k_chunk(x[i].qs, y[i].qs, 0, s16), q4k_chunk(x[i].qs, y[i].qs, 1, s16)),
+                                            _mm256_add_epi32(q4k_chunk(x[i].qs, y[i].qs, 2, s16), q4k_chunk(x[i].qs, y[i].qs, 3, s16)));
         const __m256i mm = kq_mins_dot(y[i].bsums, m8);
         /* both horizontal sums at once */
         const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
         const __m128i b = _mm_add_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
         __m128i h = _mm_hadd_epi32(a, b);
-        h = _mm_hadd_epi32(h, h);
-        const int32_t isum = _mm_cvtsi128_si32(h), summ = _mm_extract_epi32(h, 1);
-        const float d = kq_f16(x[i].d) * y[i].d;
-        const float dmin = kq_f16(x[i].dmin) * y[i].d;
-        acc = fmaf((float)isum, d, acc);
-        accm = fmaf((float)summ, dmin, accm);
+        h = _mm_hadd_epi32(h, h); /* [isum, summ, isum, summ] */
+        /* lane 0: acc = fma(isum, d * y.d, acc); lane 1: accm = fma(summ, dmin * y.d, accm) */
+        const __m128 dd = _mm_mul_ps(kq_f16x2(&x[i].d), _mm_set1_ps(y[i].d));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(h), dd, acc);
     }
-    *s = acc - accm;
+    *s = _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)));
 }
 
 /* el_vec_dot_q4_k_q8_k_x4: one fma pair per 64 elements. */
@@ -192,9 +222,10 @@ static void kq_vec_dot_q4_k_x4(int n, float *restrict s, const void *restrict vx
         uint32_t sm[4];
         kq_k4_scales(x[i].scales, sm);
         const uint8_t *sc = (const uint8_t *)sm, *m = sc + 8;
+        const __m256i s16 = kq_scales16(sc);
         __m128i q[4];
         for (int c = 0; c < 4; ++c) {
-            const __m256i v = q4k_chunk(x[i].qs, y[i].qs, c, sc[2 * c], sc[2 * c + 1]);
+            const __m256i v = q4k_chunk(x[i].qs, y[i].qs, c, s16);
             q[c] = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
         }
         alignas(16) int32_t isum[4];
@@ -416,7 +447,7 @@ static void kq_vec_dot_q2_k(int n, float *restrict s, const void *restrict vx, c
     const block_q2_K *restrict x = vx;
     const block_q8_K *restrict y = vy;
     const int nb = n / EL_QK_K;
-    float acc = 0.0f, accm = 0.0f;
+    __m128 acc = _mm_setzero_ps();
     for (int i = 0; i < nb; ++i) {
         __m256i is[2], mm;
         q2k_row_block(&x[i], &y[i], is, &mm);
@@ -424,13 +455,11 @@ static void kq_vec_dot_q2_k(int n, float *restrict s, const void *restrict vx, c
         const __m128i a = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
         const __m128i b = _mm_add_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
         __m128i h = _mm_hadd_epi32(a, b);
-        h = _mm_hadd_epi32(h, h);
-        const float dall = kq_f16(x[i].d) * y[i].d;
-        const float dmin = kq_f16(x[i].dmin) * y[i].d;
-        acc = fmaf((float)_mm_cvtsi128_si32(h), dall, acc);
-        accm = fmaf((float)_mm_extract_epi32(h, 1), dmin, accm);
+        h = _mm_hadd_epi32(h, h); /* [isum, summs, isum, summs] */
+        const __m128 dd = _mm_mul_ps(kq_f16x2(&x[i].d), _mm_set1_ps(y[i].d));
+        acc = _mm_fmadd_ps(_mm_cvtepi32_ps(h), dd, acc);
     }
-    *s = acc - accm;
+    *s = _mm_cvtss_f32(_mm_sub_ss(acc, _mm_movehdup_ps(acc)));
 }
 
 /* el_vec_dot_q2_k_q8_k_x4: one fma pair per 128 elements. */
@@ -602,7 +631,7 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
     }
     const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
     u->sc16 = _mm256_cvtepi8_epi16(s8);
-    for (int c = 0; c < 8; ++c) u->sc[c] = kq_scale_pair(s8, c);
+    kq_scale_pairs(s8, u->sc);
     u->d = kq_f16(b->d);
 }
 
@@ -639,7 +668,8 @@ KQ_INLINE void q5k_unpack(const block_q5_K *b, q5k_unpacked *u) {
     uint32_t sm[4];
     kq_k4_scales(b->scales, sm);
     const uint8_t *sc = (const uint8_t *)sm;
-    for (int c = 0; c < 8; ++c) u->sc[c] = _mm256_set1_epi16((int16_t)sc[c]);
+    const __m256i s16 = kq_scales16(sc);
+    for (int c = 0; c < 8; ++c) u->sc[c] = kq_scale_j(s16, c);
     const __m128i m = _mm_cvtsi32_si128((int)sm[2]), m2 = _mm_insert_epi32(m, (int)sm[3], 1);
     u->m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m2, m2));
     u->d = kq_f16(b->d);
@@ -679,10 +709,18 @@ KQ_INLINE void q3k_unpack(const block_q3_K *b, q3k_unpacked *u) {
             u->q[4 * n + j] = _mm256_or_si256(lo, hb);
         }
     }
-    alignas(16) int8_t s[16];
-    for (int g = 0; g < 16; ++g) s[g] = (int8_t)(el_q3k_scale(g, b->scales) - 32);
-    const __m128i s8 = _mm_load_si128((const __m128i *)s);
-    for (int c = 0; c < 8; ++c) u->sc[c] = kq_scale_pair(s8, c);
+    /* el_q3k_scale for the 16 groups at once: group 4G + b = low nibble
+     * (bytes 0-7, then their high nibbles) | bits 2G..2G+1 of byte 8 + b */
+    uint32_t a0, a1, a2, w[4];
+    memcpy(&a0, b->scales, 4);
+    memcpy(&a1, b->scales + 4, 4);
+    memcpy(&a2, b->scales + 8, 4);
+    w[0] = (a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4);
+    w[1] = (a1 & 0x0f0f0f0fu) | (((a2 >> 2) & 0x03030303u) << 4);
+    w[2] = ((a0 >> 4) & 0x0f0f0f0fu) | (((a2 >> 4) & 0x03030303u) << 4);
+    w[3] = ((a1 >> 4) & 0x0f0f0f0fu) | (((a2 >> 6) & 0x03030303u) << 4);
+    const __m128i s8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)w), _mm_set1_epi8(32));
+    kq_scale_pairs(s8, u->sc);
     u->d = kq_f16(b->d);
 }
 
