@@ -395,6 +395,13 @@ static void kq_gemm_per_output(el_vec_dot_fn vec, el_vec_dot_select_fn sel, int 
                     for (int r = 0; r < 8; ++r)                                                             \
                         rows[r] = (const BT *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i; \
                     PACK(rows, &pk);                                                                        \
+                    /* the next block of these rows (or the first of the next group): its bytes      \
+                     * arrive while this one meets every activation row */                           \
+                    for (int r = 0; r < 8; ++r) {                                                           \
+                        const uint8_t *nx = i + 1 < nb ? (const uint8_t *)(rows[r] + 1)                      \
+                                                       : (const uint8_t *)w + ldw * (size_t)(r0 + 8 + r < nr ? r0 + 8 + r : nr - 1); \
+                        for (size_t o = 0; o < sizeof(BT); o += 64) _mm_prefetch((const char *)nx + o, _MM_HINT_T0); \
+                    }                                                                                       \
                     int a = 0;                                                                              \
                     for (; a + 4 <= tn; a += 4) {                                                           \
                         const block_q8_K *yb[4];                                                            \
