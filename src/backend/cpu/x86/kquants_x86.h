@@ -37,6 +37,12 @@
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
 
+/* No FMA contraction of plain float expressions (explicit fma only), as in
+ * kernels_kquants.c: clang honours the pragma, GCC does not contract in ISO C. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #define KQ_INLINE static inline __attribute__((always_inline))
 
 /* acc + (u8 x s8 products summed in groups of 4), per int32 lane. */
