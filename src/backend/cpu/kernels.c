@@ -27,7 +27,7 @@ typedef struct isa_table {
 } isa_table;
 
 #if defined(__x86_64__)
-__attribute__((unused)) static int has_avx2(const el_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
+__attribute__((unused)) static int has_avx2(const el_cpu_features *f) { return f->avx2 && f->fma && f->f16c && f->bmi2; }
 __attribute__((unused)) static int has_avx512(const el_cpu_features *f) {
     return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
 }
@@ -42,6 +42,8 @@ static const isa_table k_isa[] = {
 #if defined(__x86_64__)
     {"float_avx2", EL_CPU_AVX2, el_cpu_kernels_float_avx2, has_avx2},
     {"float_avx512", EL_CPU_AVX512, el_cpu_kernels_float_avx512, has_avx512},
+    {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2},
+    {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512},
 #endif
 #if defined(__aarch64__)
     {"neon", EL_CPU_NEON, el_cpu_kernels_quants_neon, has_neon},

@@ -1,0 +1,195 @@
+/*
+ * test_kquants_x86.c — the edge cases of the SIMD K-quant kernels that random
+ * data (test_kernels) does not reach, at every ISA level this CPU has:
+ *  - the Q8_K activation quantizer on blocks with ties of opposite sign (the
+ *    first value of largest magnitude sets the scale), zeros and -0, a single
+ *    non-zero value, tiny (subnormal) and huge values, infinities and NaN:
+ *    same bytes as the portable quantizer (el_quant_q8_k);
+ *  - the range the integer kernels rely on: no quantized activation is -128
+ *    (the AVX2 IQ4_XS kernel flips activation signs);
+ *  - extreme quants: weight blocks of all-0xFF / all-0x00 / alternating bytes
+ *    (largest quants and scales, so the largest int16 pair sums) against
+ *    activations of +-127 everywhere: vec_dot, select and gemm give the
+ *    portable kernel's bits.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "package/quants.h"
+#include "package/quants_blocks.h"
+#include "package/types.h"
+#include "testutil.h"
+
+static const el_type k_types[] = {EL_TYPE_Q2_K, EL_TYPE_Q3_K, EL_TYPE_Q4_K,
+                                  EL_TYPE_Q5_K, EL_TYPE_Q6_K, EL_TYPE_IQ4_XS};
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Fills one 256-float block with case c (0..N_QCASES-1). */
+#define N_QCASES 14
+static void q_case(int c, float *x) {
+    for (int j = 0; j < EL_QK_K; j++) x[j] = rndf();
+    switch (c) {
+    case 0: break;                                             /* plain */
+    case 1: x[17] = 5.0f; x[200] = -5.0f; break;               /* tie, + first */
+    case 2: x[3] = -5.0f; x[100] = 5.0f; x[255] = -5.0f; break; /* tie, - first */
+    case 3: memset(x, 0, sizeof(float) * EL_QK_K); break;      /* zeros */
+    case 4: for (int j = 0; j < EL_QK_K; j++) x[j] = -0.0f; break;
+    case 5: memset(x, 0, sizeof(float) * EL_QK_K); x[255] = -3e-3f; break; /* one value */
+    case 6: for (int j = 0; j < EL_QK_K; j++) x[j] *= 1e-41f; break;       /* subnormal */
+    case 7: for (int j = 0; j < EL_QK_K; j++) x[j] *= 3e38f; break;        /* huge */
+    case 8: x[77] = INFINITY; break;
+    case 9: x[5] = -INFINITY; x[6] = INFINITY; break;
+    case 10: x[128] = NAN; break;
+    case 11: for (int j = 0; j < EL_QK_K; j++) x[j] = 1.0f; break;          /* all equal */
+    case 12: for (int j = 0; j < EL_QK_K; j++) x[j] = (j & 1) ? -1.0f : 1.0f; break;
+    case 13: for (int j = 0; j < EL_QK_K; j++) x[j] = (float)(j % 255) - 127.0f; break; /* every level */
+    }
+}
+
+static void check_quantizer(const el_cpu_type_kernels *tab, const char *level) {
+    float x[EL_QK_K * 2];
+    block_q8_K want[2], got[2];
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const el_type t = k_types[ti];
+        for (int c = 0; c < N_QCASES; c++) {
+            q_case(c, x);
+            q_case((c + 5) % N_QCASES, x + EL_QK_K); /* two blocks per row */
+            memset(want, 0x5A, sizeof want);
+            memset(got, 0xA5, sizeof got);
+            el_quant_q8_k(x, want, 2 * EL_QK_K);
+            tab[t].quantize(x, got, 2 * EL_QK_K);
+            CHECKF(memcmp(want, got, sizeof want) == 0, "%s %s quantize case %d: bytes differ", level,
+                   el_type_name(t), c);
+            if (c != 10)
+                for (int b = 0; b < 2; b++)
+                    for (int j = 0; j < EL_QK_K; j++)
+                        if (got[b].qs[j] < -127) {
+                            CHECKF(0, "%s case %d: quantized activation %d", level, c, got[b].qs[j]);
+                            break;
+                        }
+        }
+    }
+}
+
+/* Weight rows of extreme bytes; the fp16 scales set to moderate values. */
+static void extreme_weights(el_type t, uint8_t *w, int nrows, int k, int pattern) {
+    const el_type_info *ti = el_type_get(t);
+    const size_t bb = ti->type_size;
+    const int nb = k / EL_QK_K * nrows;
+    for (int b = 0; b < nb; b++) {
+        uint8_t *blk = w + (size_t)b * bb;
+        for (size_t i = 0; i < bb; i++) {
+            switch ((pattern + b) % 4) {
+            case 0: blk[i] = 0xFF; break;
+            case 1: blk[i] = 0x00; break;
+            case 2: blk[i] = (i & 1) ? 0xFF : 0x00; break;
+            default: blk[i] = (uint8_t)rnd(); break;
+            }
+        }
+        const el_fp16 d = el_fp32_to_fp16(0.01f + 0.001f * (float)(b % 7)), dm = el_fp32_to_fp16(0.02f);
+        switch (t) {
+        case EL_TYPE_Q2_K: memcpy(blk + offsetof(block_q2_K, d), &d, 2); memcpy(blk + offsetof(block_q2_K, dmin), &dm, 2); break;
+        case EL_TYPE_Q3_K: memcpy(blk + offsetof(block_q3_K, d), &d, 2); break;
+        case EL_TYPE_Q4_K: memcpy(blk + offsetof(block_q4_K, d), &d, 2); memcpy(blk + offsetof(block_q4_K, dmin), &dm, 2); break;
+        case EL_TYPE_Q5_K: memcpy(blk + offsetof(block_q5_K, d), &d, 2); memcpy(blk + offsetof(block_q5_K, dmin), &dm, 2); break;
+        case EL_TYPE_Q6_K: memcpy(blk + offsetof(block_q6_K, d), &d, 2); break;
+        case EL_TYPE_IQ4_XS: memcpy(blk + offsetof(block_iq4_xs, d), &d, 2); break;
+        default: break;
+        }
+    }
+}
+
+#define NW 19
+#define NA 9
+static void check_extremes(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
+    const int k = 4 * EL_QK_K;
+    float *x = malloc(sizeof(float) * (size_t)k * NA);
+    /* activation rows of +-127 everywhere (and one mixed row) */
+    for (int a = 0; a < NA; a++)
+        for (int j = 0; j < k; j++) {
+            float v;
+            switch (a % 4) {
+            case 0: v = 1.0f; break;                    /* -> all -127 */
+            case 1: v = -1.0f; break;                   /* -> all +127 */
+            case 2: v = (j & 1) ? 1.0f : -1.0f; break;  /* alternating */
+            default: v = (j % 3) ? 1.0f : -0.5f; break;
+            }
+            x[(size_t)a * k + j] = v;
+        }
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const el_type t = k_types[ti];
+        const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_K, k);
+        uint8_t *w = malloc(wrow * NW), *xq = malloc(xrow * NA);
+        for (int a = 0; a < NA; a++) por[t].quantize(x + (size_t)a * k, xq + xrow * a, k);
+        for (int pattern = 0; pattern < 4; pattern++) {
+            extreme_weights(t, w, NW, k, pattern);
+            int bad = 0;
+            for (int n_act = 1; n_act <= NA && !bad; n_act++) {
+                float want[NA][NW], got[NA][NW + 1];
+                for (int a = 0; a < n_act; a++) {
+                    el_vec_dot_fn dp = por[t].select ? por[t].select(n_act, a, k) : NULL;
+                    el_vec_dot_fn di = tab[t].select ? tab[t].select(n_act, a, k) : NULL;
+                    if (!dp) dp = por[t].vec_dot;
+                    if (!di) di = tab[t].vec_dot;
+                    for (int r = 0; r < NW; r++) {
+                        float s;
+                        dp(k, &want[a][r], w + wrow * r, xq + xrow * a);
+                        di(k, &s, w + wrow * r, xq + xrow * a);
+                        if (!same_bits(s, want[a][r]) && !bad) {
+                            CHECKF(0, "%s %s pattern %d n_act %d act %d row %d: %.9g vs portable %.9g", level,
+                                   el_type_name(t), pattern, n_act, a, r, s, want[a][r]);
+                            bad = 1;
+                        }
+                    }
+                }
+                if (tab[t].gemm && !bad) {
+                    tab[t].gemm(k, w, wrow, NW, xq, xrow, 0, n_act, n_act, &got[0][0], NW + 1);
+                    for (int a = 0; a < n_act && !bad; a++)
+                        for (int r = 0; r < NW; r++)
+                            if (!same_bits(got[a][r], want[a][r])) {
+                                CHECKF(0, "%s %s gemm pattern %d n_act %d act %d row %d: %.9g vs %.9g", level,
+                                       el_type_name(t), pattern, n_act, a, r, got[a][r], want[a][r]);
+                                bad = 1;
+                                break;
+                            }
+                }
+                CHECK(!bad);
+            }
+        }
+        free(w);
+        free(xq);
+    }
+    free(x);
+}
+
+int main(void) {
+    static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
+    el_cpu_kernels_build(por, EL_CPU_PORTABLE);
+    int levels = 0;
+    for (int lv = EL_CPU_PORTABLE; lv <= EL_CPU_NEON; lv++) {
+        if (el_cpu_kernels_build(tab, (el_cpu_level)lv) != (el_cpu_level)lv) continue;
+        const char *name = el_cpu_level_name((el_cpu_level)lv);
+        const int before = el_test_failures;
+        check_quantizer(tab, name);
+        check_extremes(tab, por, name);
+        printf("  %-8s %s\n", name, el_test_failures == before ? "ok" : "FAIL");
+        levels++;
+    }
+    CHECK(levels >= 1);
+    return el_test_finish("test_kquants_x86");
+}
