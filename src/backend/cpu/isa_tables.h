@@ -11,7 +11,9 @@
 
 #if defined(__x86_64__)
 /* x86 files named ..._avx2.c: AVX2 + FMA + F16C (+ BMI2) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_avx2[EL_TYPE_COUNT];
 /* x86 files named ..._avx512.c: the above + AVX-512 F/BW/VL/DQ + VNNI (+ BF16) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT];
 #endif
 
 #if defined(__aarch64__)

@@ -39,6 +39,8 @@ __attribute__((unused)) static int has_neon(const el_cpu_features *f) { return f
 /* In order of level: later tables override earlier ones. */
 static const isa_table k_isa[] = {
 #if defined(__x86_64__)
+    {"quants_avx2", EL_CPU_AVX2, el_cpu_kernels_quants_avx2, has_avx2},
+    {"quants_avx512", EL_CPU_AVX512, el_cpu_kernels_quants_avx512, has_avx512},
 #endif
 #if defined(__aarch64__)
 #endif
