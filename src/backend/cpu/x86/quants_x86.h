@@ -317,61 +317,121 @@ QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
     }
 }
 
+/*
+ * A group of QX_GR weight rows is one vector of int32 lanes: 16 rows in a
+ * 512-bit register with VNNI (two transposed 8-row halves), 8 rows in a
+ * 256-bit register with AVX2.
+ */
 #if defined(QX_VNNI)
+#define QX_GR 16
 #define QX_SUM_TT 8
+typedef __m512i qx_vi;
+typedef __m512 qx_vf;
+#define QX_VI_LOAD(p) _mm512_load_si512(p)
+#define QX_VI_SET1(x) _mm512_set1_epi32(x)
+#define QX_VF_ZERO() _mm512_setzero_ps()
+#define QX_VF_LOAD(p) _mm512_load_ps(p)
+#define QX_VF_STORE(p, v) _mm512_store_ps(p, v)
+#define QX_VF_SET1(x) _mm512_set1_ps(x)
+#define QX_VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define QX_VF_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define QX_VF_CVT(a) _mm512_cvtepi32_ps(a)
 #else
+#define QX_GR 8
 #define QX_SUM_TT 4
+typedef __m256i qx_vi;
+typedef __m256 qx_vf;
+#define QX_VI_LOAD(p) _mm256_load_si256(p)
+#define QX_VI_SET1(x) _mm256_set1_epi32(x)
+#define QX_VF_ZERO() _mm256_setzero_ps()
+#define QX_VF_LOAD(p) _mm256_load_ps(p)
+#define QX_VF_STORE(p, v) _mm256_store_ps(p, v)
+#define QX_VF_SET1(x) _mm256_set1_ps(x)
+#define QX_VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define QX_VF_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define QX_VF_CVT(a) _mm256_cvtepi32_ps(a)
+#endif
+
+typedef int32_t qx_i32u __attribute__((aligned(1), may_alias));
+
+#if defined(QX_VNNI)
+/* acc += dot4(u, broadcast of the 4 signed bytes at p): vpdpbusd with an
+ * embedded {1to16} broadcast, which compilers do not form from the intrinsics. */
+QX_INLINE __m512i qx_dpbusd_bcast(__m512i acc, __m512i u, const uint8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const qx_i32u *)p));
+    return acc;
+}
 #endif
 
 /*
- * TT activation rows against one transposed chunk of 8 weight rows:
+ * TT activation rows against one transposed chunk of QX_GR weight rows:
  * acc[t] (lane r = row r) = fma((float)sumi, d_w[r] * d_a, acc[t]) block by block.
  * sumi = dot(u, a) + corr, corr = -8 * sum(a) (Q4_0) or -128 * sum(a) (IQ4_NL).
  * AVX2 (Q4_0 only): 8 vpmaddubsw summed in int16 (each pair <= 2*15*128, 8 of
  * them <= 30720) before one vpmaddwd.
  */
-QX_INLINE void qx_sum_tile(int TT, const __m256i *wb, const __m256 *dwb, int kc, const uint8_t *x, size_t ldx,
+QX_INLINE void qx_sum_tile(int TT, const qx_vi *wb, const qx_vf *dwb, int kc, const uint8_t *x, size_t ldx,
                            const int32_t *corr, const float *da, float *acc_io, int first) {
-    __m256 acc[QX_SUM_TT];
-    for (int t = 0; t < TT; ++t) acc[t] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc_io + 8 * t);
+    qx_vf acc[QX_SUM_TT];
+    for (int t = 0; t < TT; ++t) acc[t] = first ? QX_VF_ZERO() : QX_VF_LOAD(acc_io + QX_GR * t);
     for (int b = 0; b < kc; ++b) {
-        __m256i s[QX_SUM_TT];
+        qx_vi s[QX_SUM_TT];
+        const uint8_t *xb = x + 34 * b + 2;
 #if defined(QX_VNNI)
-        for (int t = 0; t < TT; ++t) s[t] = _mm256_set1_epi32(corr[t * QX_KC + b]);
+        for (int t = 0; t < TT; ++t) s[t] = QX_VI_SET1(corr[t * QX_KC + b]);
         for (int j = 0; j < 8; ++j) {
-            const __m256i w = _mm256_load_si256(wb + 8 * b + j);
+            const qx_vi w = QX_VI_LOAD(wb + 8 * b + j);
             for (int t = 0; t < TT; ++t)
-                s[t] = _mm256_dpbusd_epi32(s[t], w, _mm256_set1_epi32((int)qx_load32(x + ldx * t + 34 * b + 2 + 4 * j)));
+                s[t] = qx_dpbusd_bcast(s[t], w, xb + ldx * t + 4 * j);
         }
 #else
         for (int t = 0; t < TT; ++t) s[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
-            const __m256i w = _mm256_load_si256(wb + 8 * b + j);
+            const qx_vi w = QX_VI_LOAD(wb + 8 * b + j);
             for (int t = 0; t < TT; ++t)
-                s[t] = _mm256_add_epi16(
-                    s[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32((int)qx_load32(x + ldx * t + 34 * b + 2 + 4 * j))));
+                s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(w, QX_VI_SET1(*(const qx_i32u *)(xb + ldx * t + 4 * j))));
         }
         for (int t = 0; t < TT; ++t)
             s[t] = _mm256_add_epi32(_mm256_madd_epi16(s[t], _mm256_set1_epi16(1)), _mm256_set1_epi32(corr[t * QX_KC + b]));
 #endif
-        const __m256 dw = dwb[b];
+        const qx_vf dw = dwb[b];
         for (int t = 0; t < TT; ++t)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(da[t * QX_KC + b])), acc[t]);
+            acc[t] = QX_VF_FMADD(QX_VF_CVT(s[t]), QX_VF_MUL(dw, QX_VF_SET1(da[t * QX_KC + b])), acc[t]);
     }
-    for (int t = 0; t < TT; ++t) _mm256_store_ps(acc_io + 8 * t, acc[t]);
+    for (int t = 0; t < TT; ++t) QX_VF_STORE(acc_io + QX_GR * t, acc[t]);
+}
+
+/* Transposes block b of the QX_GR rows rp[] into wb[8], their scales into *dw. */
+QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb, qx_vf *dw) {
+    const uint8_t *q[QX_GR];
+    uint16_t d[QX_GR];
+    for (int i = 0; i < QX_GR; ++i) {
+        q[i] = rp[i] + 18 * b + 2;
+        memcpy(&d[i], rp[i] + 18 * b, 2);
+    }
+#if defined(QX_VNNI)
+    __m256i lo[8], hi[8];
+    qx_transpose8(type, q, lo);
+    qx_transpose8(type, q + 8, hi);
+    for (int j = 0; j < 8; ++j) wb[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1);
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
+#else
+    qx_transpose8(type, q, wb);
+    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+#endif
 }
 
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
     const int nb = k / 32;
     const int32_t off = type == QX_Q4_0 ? 8 : 128;
-    _Alignas(32) __m256i wbuf[QX_KC * 8];
-    _Alignas(32) __m256 dwbuf[QX_KC];
-    _Alignas(32) float acc[QX_RMAX / 8][QX_TMAX][8];
+    _Alignas(64) qx_vi wbuf[QX_KC * 8];
+    _Alignas(64) qx_vf dwbuf[QX_KC];
+    _Alignas(64) float acc[QX_RMAX / QX_GR][QX_TMAX][QX_GR];
     int32_t corr[QX_TMAX * QX_KC];
     float da[QX_TMAX * QX_KC];
     static const uint8_t zero_blocks[QX_KC * 18];
-    const int ng = (nr + 7) / 8;
+    const int ng = (nr + QX_GR - 1) / QX_GR;
     for (int c0 = 0; c0 < nb; c0 += QX_KC) {
         const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
         /* activation scales and offset corrections of this chunk */
@@ -384,19 +444,10 @@ QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr
                 da[t * QX_KC + b] = qx_h2f(a->d);
             }
         for (int g = 0; g < ng; ++g) {
-            const uint8_t *rp[8];
-            for (int i = 0; i < 8; ++i)
-                rp[i] = 8 * g + i < nr ? w + ldw * (size_t)(8 * g + i) + 18 * (size_t)c0 : zero_blocks;
-            for (int b = 0; b < kc; ++b) {
-                const uint8_t *q[8];
-                uint16_t d[8];
-                for (int i = 0; i < 8; ++i) {
-                    q[i] = rp[i] + 18 * b + 2;
-                    memcpy(&d[i], rp[i] + 18 * b, 2);
-                }
-                qx_transpose8(type, q, wbuf + 8 * b);
-                dwbuf[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
-            }
+            const uint8_t *rp[QX_GR];
+            for (int i = 0; i < QX_GR; ++i)
+                rp[i] = QX_GR * g + i < nr ? w + ldw * (size_t)(QX_GR * g + i) + 18 * (size_t)c0 : zero_blocks;
+            for (int b = 0; b < kc; ++b) qx_sum_pack(type, rp, b, wbuf + 8 * b, dwbuf + b);
             const uint8_t *xc = x + 34 * (size_t)c0;
             int t = 0;
             for (; t + QX_SUM_TT <= nt; t += QX_SUM_TT)
@@ -408,8 +459,8 @@ QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr
         }
     }
     for (int g = 0; g < ng; ++g) {
-        const int n = nr - 8 * g < 8 ? nr - 8 * g : 8;
-        for (int t = 0; t < nt; ++t) memcpy(y + ldy * (size_t)t + 8 * g, acc[g][t], sizeof(float) * (size_t)n);
+        const int n = nr - QX_GR * g < QX_GR ? nr - QX_GR * g : QX_GR;
+        for (int t = 0; t < nt; ++t) memcpy(y + ldy * (size_t)t + QX_GR * g, acc[g][t], sizeof(float) * (size_t)n);
     }
 }
 
