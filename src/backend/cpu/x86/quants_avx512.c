@@ -11,10 +11,10 @@
 
 QX_GEMM(gemm_q4_0, sum, QX_Q4_0)
 QX_GEMM(gemm_iq4_nl, sum, QX_IQ4_NL)
-QX_GEMM(gemm_q8_0, lanes, QX_Q8_0)
-QX_GEMM(gemm_q5_0, lanes, QX_Q5_0)
-QX_GEMM(gemm_q4_1, lanes, QX_Q4_1)
-QX_GEMM(gemm_q5_1, lanes, QX_Q5_1)
+QX_GEMM(gemm_q8_0, lanes_t, QX_Q8_0)
+QX_GEMM(gemm_q5_0, lanes_t, QX_Q5_0)
+QX_GEMM(gemm_q4_1, lanes_t, QX_Q4_1)
+QX_GEMM(gemm_q5_1, lanes_t, QX_Q5_1)
 
 const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, qx_vec_dot_q4_0, qx_quantize_q8_0, NULL, gemm_q4_0},

@@ -108,6 +108,20 @@ QX_INLINE __m256i qx_dot4(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
+/* 8 halves at p[i] + off, in registers (a store/reload of narrow values stalls store forwarding). */
+QX_INLINE __m128i qx_gather_h8(const uint8_t *const *p, size_t off) {
+    uint16_t h[8];
+    for (int i = 0; i < 8; ++i) memcpy(&h[i], p[i] + off, 2);
+    __m128i v = _mm_cvtsi32_si128(h[0]);
+    v = _mm_insert_epi16(v, h[1], 1);
+    v = _mm_insert_epi16(v, h[2], 2);
+    v = _mm_insert_epi16(v, h[3], 3);
+    v = _mm_insert_epi16(v, h[4], 4);
+    v = _mm_insert_epi16(v, h[5], 5);
+    v = _mm_insert_epi16(v, h[6], 6);
+    return _mm_insert_epi16(v, h[7], 7);
+}
+
 /* ---------------------------------------------------------------- quantizers */
 
 /* One block of 32 floats -> 32 int8 (rint(x * id)) in element order; *sum = their sum. */
@@ -325,6 +339,9 @@ QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
 #if defined(QX_VNNI)
 #define QX_GR 16
 #define QX_SUM_TT 8
+#ifndef QX_SUM_MIN_NT
+#define QX_SUM_MIN_NT 2 /* fewer activation rows: qx_gemm_sum_rows */
+#endif
 typedef __m512i qx_vi;
 typedef __m512 qx_vf;
 #define QX_VI_LOAD(p) _mm512_load_si512(p)
@@ -339,6 +356,9 @@ typedef __m512 qx_vf;
 #else
 #define QX_GR 8
 #define QX_SUM_TT 4
+#ifndef QX_SUM_MIN_NT
+#define QX_SUM_MIN_NT 1 /* AVX2: the transposed path is faster even for one activation row */
+#endif
 typedef __m256i qx_vi;
 typedef __m256 qx_vf;
 #define QX_VI_LOAD(p) _mm256_load_si256(p)
@@ -404,25 +424,84 @@ QX_INLINE void qx_sum_tile(int TT, const qx_vi *wb, const qx_vf *dwb, int kc, co
 /* Transposes block b of the QX_GR rows rp[] into wb[8], their scales into *dw. */
 QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb, qx_vf *dw) {
     const uint8_t *q[QX_GR];
-    uint16_t d[QX_GR];
-    for (int i = 0; i < QX_GR; ++i) {
-        q[i] = rp[i] + 18 * b + 2;
-        memcpy(&d[i], rp[i] + 18 * b, 2);
-    }
+    for (int i = 0; i < QX_GR; ++i) q[i] = rp[i] + 18 * b + 2;
 #if defined(QX_VNNI)
     __m256i lo[8], hi[8];
     qx_transpose8(type, q, lo);
     qx_transpose8(type, q + 8, hi);
     for (int j = 0; j < 8; ++j) wb[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1);
-    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d));
+    *dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(q, (size_t)-2)),
+                                                  qx_gather_h8(q + 8, (size_t)-2), 1));
 #else
     qx_transpose8(type, q, wb);
-    *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+    *dw = _mm256_cvtph_ps(qx_gather_h8(q, (size_t)-2));
 #endif
+}
+
+/*
+ * Few activation rows (decode): no transposed copy. Each weight row's block
+ * is dotted with the activation block into 8 int32 lanes, and 8 rows' lanes
+ * are summed by a vphaddd tree into one register of 8 block sums (lane r =
+ * row r), then updated as in qx_sum_tile.
+ */
+QX_INLINE __m256i qx_hsum8x8(const __m256i *L) {
+    const __m256i h01 = _mm256_hadd_epi32(L[0], L[1]), h23 = _mm256_hadd_epi32(L[2], L[3]);
+    const __m256i h45 = _mm256_hadd_epi32(L[4], L[5]), h67 = _mm256_hadd_epi32(L[6], L[7]);
+    const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                                int nt, float *y, size_t ldy) {
+    const int nb = k / 32;
+    static const uint8_t zero_row[QX_KC * 18];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
+    const __m256i offb = _mm256_set1_epi8(type == QX_Q4_0 ? 8 : (char)0x80);
+    for (int g = 0; g < nr; g += 8) {
+        const uint8_t *rp[8];
+        for (int i = 0; i < 8; ++i) rp[i] = g + i < nr ? w + ldw * (size_t)(g + i) : NULL;
+        for (int t = 0; t < nt; ++t) {
+            const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
+            __m256 acc = _mm256_setzero_ps();
+            for (int b = 0; b < nb; ++b) {
+                const __m256i a = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+                __m256i L[8];
+                const uint8_t *bp[8];
+#if defined(QX_VNNI)
+                const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offb, a));
+#else
+                const __m256i c16 = _mm256_maddubs_epi16(offb, a); /* Q4_0 only */
+#endif
+                for (int i = 0; i < 8; ++i) {
+                    const uint8_t *blk = rp[i] ? rp[i] + 18 * (size_t)b : zero_row;
+                    bp[i] = blk;
+                    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
+                    __m256i u = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4);
+                    if (type == QX_IQ4_NL) u = _mm256_shuffle_epi8(tab, u);
+#if defined(QX_VNNI)
+                    L[i] = _mm256_dpbusd_epi32(c, u, a);
+#else
+                    L[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), c16), _mm256_set1_epi16(1));
+#endif
+                }
+                const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bp, 0));
+                const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(qx_h2f(xa[b].d)));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qx_hsum8x8(L)), dd, acc);
+            }
+            _Alignas(32) float out[8];
+            _mm256_store_ps(out, acc);
+            memcpy(y + ldy * (size_t)t + g, out, sizeof(float) * (size_t)(nr - g < 8 ? nr - g : 8));
+        }
+    }
 }
 
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
+    if (nt < QX_SUM_MIN_NT) {
+        qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
     const int nb = k / 32;
     const int32_t off = type == QX_Q4_0 ? 8 : 128;
     _Alignas(64) qx_vi wbuf[QX_KC * 8];
@@ -528,7 +607,7 @@ QX_INLINE __m256i qx_acorr(int type, __m256i a) {
 /* The 8 exact lanes of a weight block against an activation block. */
 QX_INLINE __m256i qx_lanes(int type, __m256i u, __m256i v, __m256i a, __m256i corr) {
 #if defined(QX_VNNI)
-    (void)v;
+    (void)v, (void)type;
     return _mm256_dpbusd_epi32(corr, u, a); /* u <= 255, exact in int32 */
 #else
     if (type == QX_Q8_0) { (void)corr; return qx_dot4(_mm256_setzero_si256(), u, _mm256_sign_epi8(a, v)); } /* 2*128*127 */
@@ -614,6 +693,148 @@ QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int 
                           ldy);
     }
 }
+
+#if defined(QX_VNNI)
+/*
+ * VNNI "lane" gemm, transposed: a group of 16 weight rows is unpacked to
+ * 32 unsigned bytes per row and block (natural element order) and transposed
+ * so that register l holds elements 4l..4l+3 of the 16 rows. One vpdpbusd
+ * with a broadcast of activation bytes 4l..4l+3 then gives lane l of 16
+ * outputs; each of the 8 lanes has its own accumulator (a vector over the 16
+ * rows), so d_w * d_a is one product per block for 16 outputs, and the final
+ * x86 horizontal sum over the 8 lanes is vector adds over rows.
+ */
+
+/* 8 rows of 32 bytes -> 8 registers, register l = dword l of rows 0..7. */
+QX_INLINE void qx_transpose8x8(const __m256i *U, __m256i *out) {
+    __m256i t[8], v[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_epi32(U[2 * i], U[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(U[2 * i], U[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) { /* rows 4h..4h+3 */
+        v[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]); /* dwords 0 | 4 */
+        v[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]); /* 1 | 5 */
+        v[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]); /* 2 | 6 */
+        v[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]); /* 3 | 7 */
+    }
+    for (int c = 0; c < 4; ++c) {
+        out[c] = _mm256_permute2x128_si256(v[c], v[4 + c], 0x20);
+        out[c + 4] = _mm256_permute2x128_si256(v[c], v[4 + c], 0x31);
+    }
+}
+
+/* Unsigned dot operand of one weight block, natural order (see qx_wprep). */
+QX_INLINE __m256i qx_wunpack(int type, const uint8_t *blk) {
+    switch (type) {
+    case QX_Q8_0: return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)blk)->qs),
+                                          _mm256_set1_epi8((char)0x80));
+    case QX_Q5_0: return qx_unpack5(((const block_q5_0 *)blk)->qs, ((const block_q5_0 *)blk)->qh);
+    case QX_Q4_1: return qx_unpack4(((const block_q4_1 *)blk)->qs);
+    default: return qx_unpack5(((const block_q5_1 *)blk)->qs, ((const block_q5_1 *)blk)->qh);
+    }
+}
+
+#define QX_LT_TT 3
+#ifndef QX_LT_MIN_NT
+#define QX_LT_MIN_NT 4
+#endif
+
+QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw) {
+    const size_t bs = qx_wblock(type);
+    __m256i U[16], lo[8], hi[8];
+    const uint8_t *bp[16];
+    for (int i = 0; i < 16; ++i) {
+        bp[i] = rp[i] + bs * (size_t)b;
+        U[i] = qx_wunpack(type, bp[i]);
+    }
+    qx_transpose8x8(U, lo);
+    qx_transpose8x8(U + 8, hi);
+    for (int l = 0; l < 8; ++l) wb[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[l]), hi[l], 1);
+    *dw = _mm512_cvtph_ps(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(bp, 0)), qx_gather_h8(bp + 8, 0), 1));
+    if (type == QX_Q4_1 || type == QX_Q5_1)
+        *mw = _mm512_cvtph_ps(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(bp, 2)), qx_gather_h8(bp + 8, 2), 1));
+}
+
+/* TT activation rows against one packed chunk; acc_io[t][l][16 rows], sm_io[t][16]. */
+QX_INLINE void qx_lt_tile(int type, int TT, const __m512i *wb, const __m512 *dwb, const __m512 *mwb, int kc,
+                          const uint8_t *x, size_t ldx, float *acc_io, float *sm_io, int first) {
+    const int one = type == QX_Q4_1 || type == QX_Q5_1;
+    const int off = type == QX_Q8_0 ? 128 : type == QX_Q5_0 ? 16 : 0;
+    const size_t ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    __m512 acc[QX_LT_TT][8], sm[QX_LT_TT];
+    for (int t = 0; t < TT; ++t) {
+        for (int l = 0; l < 8; ++l) acc[t][l] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_io + 128 * t + 16 * l);
+        sm[t] = first || !one ? _mm512_setzero_ps() : _mm512_load_ps(sm_io + 16 * t);
+    }
+    for (int b = 0; b < kc; ++b) {
+        for (int t = 0; t < TT; ++t) {
+            const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
+            const uint8_t *qs = ablk + (one ? 4 : 2);
+            el_fp16 h[2];
+            memcpy(h, ablk, 4);
+            const __m512 d = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
+            _Alignas(32) int32_t c[8];
+            if (off) {
+                const __m256i cv = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off),
+                                                       _mm256_loadu_si256((const __m256i *)qs));
+                _mm256_store_si256((__m256i *)c, _mm256_sub_epi32(_mm256_setzero_si256(), cv));
+            }
+            for (int l = 0; l < 8; ++l) {
+                const __m512i s0 = off ? _mm512_set1_epi32(c[l]) : _mm512_setzero_si512();
+                const __m512i s = qx_dpbusd_bcast(s0, wb[8 * b + l], qs + 4 * l);
+                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t][l]);
+            }
+            if (one) sm[t] = _mm512_fmadd_ps(mwb[b], _mm512_set1_ps(qx_h2f(h[1])), sm[t]);
+        }
+    }
+    for (int t = 0; t < TT; ++t) {
+        for (int l = 0; l < 8; ++l) _mm512_store_ps(acc_io + 128 * t + 16 * l, acc[t][l]);
+        if (one) _mm512_store_ps(sm_io + 16 * t, sm[t]);
+    }
+}
+
+QX_INLINE void qx_gemm_lanes_t(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                               int nt, float *y, size_t ldy) {
+    if (nt < QX_LT_MIN_NT) { /* the transposition would not pay: register tiles */
+        qx_gemm_lanes(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int nb = k / 32;
+    const int one = type == QX_Q4_1 || type == QX_Q5_1;
+    const size_t bs = qx_wblock(type), ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    _Alignas(64) __m512i wbuf[QX_KC * 8];
+    _Alignas(64) __m512 dwbuf[QX_KC], mwbuf[QX_KC];
+    _Alignas(64) float acc[QX_TMAX][8][16];
+    _Alignas(64) float sm[QX_TMAX][16];
+    static const uint8_t zero_blocks[QX_KC * sizeof(block_q8_0)]; /* the largest block */
+    for (int g = 0; g < nr; g += 16) {
+        const uint8_t *rp[16];
+        for (int c0 = 0; c0 < nb; c0 += QX_KC) {
+            const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
+            for (int i = 0; i < 16; ++i) rp[i] = g + i < nr ? w + ldw * (size_t)(g + i) + bs * (size_t)c0 : zero_blocks;
+            for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, mwbuf + b);
+            const uint8_t *xc = x + ab * (size_t)c0;
+            int t = 0;
+            for (; t + QX_LT_TT <= nt; t += QX_LT_TT)
+                qx_lt_tile(type, QX_LT_TT, wbuf, dwbuf, mwbuf, kc, xc + ldx * (size_t)t, ldx, acc[t][0], sm[t], c0 == 0);
+            for (; t < nt; ++t)
+                qx_lt_tile(type, 1, wbuf, dwbuf, mwbuf, kc, xc + ldx * (size_t)t, ldx, acc[t][0], sm[t], c0 == 0);
+        }
+        /* x86 horizontal sum of the 8 lanes, for 16 rows at once */
+        const int n = nr - g < 16 ? nr - g : 16;
+        for (int t = 0; t < nt; ++t) {
+            __m512 r[4];
+            for (int i = 0; i < 4; ++i) r[i] = _mm512_add_ps(_mm512_load_ps(acc[t][i + 4]), _mm512_load_ps(acc[t][i]));
+            __m512 v = _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
+            if (one) v = _mm512_add_ps(v, _mm512_load_ps(sm[t]));
+            _mm512_mask_storeu_ps(y + ldy * (size_t)t + g, (__mmask16)((1u << n) - 1), v);
+        }
+    }
+}
+#endif
 
 /* el_gemm_fn entry points (no selector for these types: t0, n_act unused). */
 #define QX_GEMM(NAME, KIND, TYPE)                                                                                  \
