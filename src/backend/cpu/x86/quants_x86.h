@@ -3,8 +3,8 @@
  * Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) and of the Q8_0/Q8_1 activation quantizers,
  * written once for two instruction sets. It is included by exactly two files:
  *   quants_avx2.c    (AVX2 + FMA + F16C): integer dots with vpmaddubsw/vpmaddwd;
- *   quants_avx512.c  (+ AVX-512 VL/BW + VNNI, QX_VNNI defined): vpdpbusd on
- *                    256-bit registers, and 32 vector registers for wider tiles.
+ *   quants_avx512.c  (+ AVX-512 F/BW/VL + VNNI, QX_VNNI defined): vpdpbusd on
+ *                    256- and 512-bit registers, 32 registers for wider tiles.
  * Everything here is static, so each including file gets its own copy compiled
  * for its ISA; nothing is called before kernels.c has checked the CPU.
  *
@@ -21,17 +21,25 @@
  * AVX2 dots (Q8_0, IQ4_NL) relies on.
  *
  * Matrix blocks (el_gemm_fn):
- *   - Q4_0/IQ4_NL ("sum" types): 8 weight rows are transposed so that one
- *     256-bit register holds 4 consecutive weights of each of the 8 rows; a
- *     broadcast of the matching 4 activation bytes and one dot instruction then
- *     advance 8 outputs at once, and lane r ends with row r's block sum with no
- *     horizontal reduction; the float update is one fma over 8 rows. Weights
- *     are transposed once per chunk of blocks into a buffer and reused by every
- *     activation row.
+ *   - Q4_0/IQ4_NL ("sum" types): QX_GR weight rows (8 with AVX2, 16 in a
+ *     512-bit register with VNNI) are transposed so that one register holds 4
+ *     consecutive weights of each row; a broadcast of the matching 4
+ *     activation bytes and one dot instruction advance QX_GR outputs at once,
+ *     and lane r ends with row r's block sum with no horizontal reduction; the
+ *     float update is one fma over the rows. Weights are transposed once per
+ *     chunk of QX_KC blocks and reused by every activation row of the call.
+ *     One activation row (VNNI): per-row dots, 8 rows' lanes summed by a
+ *     vphaddd tree (qx_gemm_sum_rows), which is cheaper than the transposition.
  *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
  *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
- *     TT activation rows keeps RR·TT accumulators in registers; each unpacked
- *     weight block is used TT times, each activation block RR times.
+ *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
+ *     VNNI with 4 or more activation rows: 16 rows transposed, one
+ *     accumulator per lane over 16 rows (qx_gemm_lanes_t).
+ *   Which path runs never changes a result: every path computes the same
+ *   per-output operations in the same order.
+ *
+ * Stack: a gemm call keeps up to ~60 KB of work arrays (transposed chunk,
+ * per-row accumulators); calls larger than QX_RMAX × QX_TMAX are split.
  */
 #ifndef EL_BACKEND_CPU_X86_QUANTS_X86_H
 #define EL_BACKEND_CPU_X86_QUANTS_X86_H
@@ -355,7 +363,9 @@ typedef __m512 qx_vf;
 #define QX_VF_CVT(a) _mm512_cvtepi32_ps(a)
 #else
 #define QX_GR 8
+#ifndef QX_SUM_TT
 #define QX_SUM_TT 4
+#endif
 #ifndef QX_SUM_MIN_NT
 #define QX_SUM_MIN_NT 1 /* AVX2: the transposed path is faster even for one activation row */
 #endif
