@@ -335,6 +335,8 @@ QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
     }
     if (type == QX_IQ4_NL) {
         const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
+    const __m256i tab_s = qx_iq4_table();
+    (void)tab, (void)tab_s;
         for (int j = 0; j < 8; ++j) out[j] = _mm256_shuffle_epi8(tab, out[j]);
     }
 }
@@ -345,6 +347,7 @@ QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
  * 256-bit register with AVX2.
  */
 #if defined(QX_VNNI)
+#define QX_HAS_VNNI 1
 #define QX_GR 16
 #define QX_SUM_TT 8
 #ifndef QX_SUM_MIN_NT
@@ -362,6 +365,7 @@ typedef __m512 qx_vf;
 #define QX_VF_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define QX_VF_CVT(a) _mm512_cvtepi32_ps(a)
 #else
+#define QX_HAS_VNNI 0
 #define QX_GR 8
 #ifndef QX_SUM_TT
 #define QX_SUM_TT 4
@@ -467,6 +471,8 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
     static const uint8_t zero_row[QX_KC * 18];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
+    const __m256i tab_s = qx_iq4_table();
+    (void)tab, (void)tab_s;
     const __m256i offb = _mm256_set1_epi8(type == QX_Q4_0 ? 8 : (char)0x80);
     for (int g = 0; g < nr; g += 8) {
         const uint8_t *rp[8];
@@ -481,18 +487,23 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 #if defined(QX_VNNI)
                 const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offb, a));
 #else
-                const __m256i c16 = _mm256_maddubs_epi16(offb, a); /* Q4_0 only */
+                const __m256i c16 = _mm256_maddubs_epi16(offb, a); /* Q4_0: sum of 8 * a per pair */
 #endif
                 for (int i = 0; i < 8; ++i) {
                     const uint8_t *blk = rp[i] ? rp[i] + 18 * (size_t)b : zero_row;
                     bp[i] = blk;
                     const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
                     __m256i u = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4);
-                    if (type == QX_IQ4_NL) u = _mm256_shuffle_epi8(tab, u);
 #if defined(QX_VNNI)
+                    if (type == QX_IQ4_NL) u = _mm256_shuffle_epi8(tab, u); /* code + 128 */
                     L[i] = _mm256_dpbusd_epi32(c, u, a);
 #else
-                    L[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), c16), _mm256_set1_epi16(1));
+                    if (type == QX_IQ4_NL) { /* signed codes: |v| * sign(a, v), pairs <= 2*127*127 */
+                        const __m256i cv = _mm256_shuffle_epi8(tab_s, u);
+                        L[i] = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(cv), _mm256_sign_epi8(a, cv));
+                    } else {
+                        L[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), c16), _mm256_set1_epi16(1));
+                    }
 #endif
                 }
                 const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bp, 0));
@@ -508,7 +519,7 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
-    if (nt < QX_SUM_MIN_NT) {
+    if (nt < QX_SUM_MIN_NT || (!QX_HAS_VNNI && type == QX_IQ4_NL)) {
         qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
