@@ -132,6 +132,8 @@ QX_INLINE __m128i qx_gather_h8(const uint8_t *const *p, size_t off) {
 
 /* ---------------------------------------------------------------- quantizers */
 
+#define QX_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) /* rintf in the default rounding mode */
+
 /* One block of 32 floats -> 32 int8 (rint(x * id)) in element order; *sum = their sum. */
 QX_INLINE __m256i qx_quant32(const float *src, float *d_out, int32_t *sum) {
     const __m256 v0 = _mm256_loadu_ps(src), v1 = _mm256_loadu_ps(src + 8);
@@ -146,11 +148,10 @@ QX_INLINE __m256i qx_quant32(const float *src, float *d_out, int32_t *sum) {
     *d_out = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
-    const int rm = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), rm));
-    const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), rm));
-    const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), rm));
-    const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), rm));
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), QX_RNE));
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), QX_RNE));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), QX_RNE));
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), QX_RNE));
     if (sum) *sum = qx_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
     const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
     return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
