@@ -336,8 +336,6 @@ QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
     }
     if (type == QX_IQ4_NL) {
         const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
-    const __m256i tab_s = qx_iq4_table();
-    (void)tab, (void)tab_s;
         for (int j = 0; j < 8; ++j) out[j] = _mm256_shuffle_epi8(tab, out[j]);
     }
 }
@@ -469,10 +467,10 @@ QX_INLINE __m256i qx_hsum8x8(const __m256i *L) {
 QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                                 int nt, float *y, size_t ldy) {
     const int nb = k / 32;
-    static const uint8_t zero_row[QX_KC * 18];
+    static const uint8_t zero_row[18]; /* a zero block for the rows past nr */
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
-    const __m256i tab_s = qx_iq4_table();
+    const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80)); /* VNNI: code + 128 */
+    const __m256i tab_s = qx_iq4_table();                                                /* AVX2: signed codes */
     (void)tab, (void)tab_s;
     const __m256i offb = _mm256_set1_epi8(type == QX_Q4_0 ? 8 : (char)0x80);
     for (int g = 0; g < nr; g += 8) {
