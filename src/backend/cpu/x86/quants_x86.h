@@ -452,17 +452,16 @@ QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb,
 }
 
 /*
- * Few activation rows (decode): no transposed copy. Each weight row's block
- * is dotted with the activation block into 8 int32 lanes, and 8 rows' lanes
- * are summed by a vphaddd tree into one register of 8 block sums (lane r =
- * row r), then updated as in qx_sum_tile.
+ * Few activation rows (decode): no transposed copy. Two weight rows share a
+ * 256-bit register (row r in the low 128 bits, row r + 1 in the high ones):
+ * low nibbles against activation bytes 0..15, high nibbles against 16..31,
+ * both halves broadcast, so lanes 0..3 hold row r's partial sums and lanes
+ * 4..7 row r + 1's. Three vphaddd over 4 such registers leave the 8 block
+ * sums in the lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are gathered in
+ * that order, the result permuted once at the end); then acc = fma(sumi,
+ * d_w * d_a, acc) as in qx_sum_tile.
  */
-QX_INLINE __m256i qx_hsum8x8(const __m256i *L) {
-    const __m256i h01 = _mm256_hadd_epi32(L[0], L[1]), h23 = _mm256_hadd_epi32(L[2], L[3]);
-    const __m256i h45 = _mm256_hadd_epi32(L[4], L[5]), h67 = _mm256_hadd_epi32(L[6], L[7]);
-    const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
-}
+static const int qx_rows_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
 QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                                 int nt, float *y, size_t ldy) {
@@ -480,37 +479,50 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
             const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
             __m256 acc = _mm256_setzero_ps();
             for (int b = 0; b < nb; ++b) {
-                const __m256i a = _mm256_loadu_si256((const __m256i *)xa[b].qs);
-                __m256i L[8];
-                const uint8_t *bp[8];
+                const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
+                const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
+                const uint8_t *bp[8], *bo[8];
+                for (int i = 0; i < 8; ++i) bp[i] = rp[i] ? rp[i] + 18 * (size_t)b : zero_row;
+                for (int i = 0; i < 8; ++i) bo[i] = bp[qx_rows_order[i]];
 #if defined(QX_VNNI)
-                const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), offb, a));
+                const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                   _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offb, alo), offb, ahi));
 #else
-                const __m256i c16 = _mm256_maddubs_epi16(offb, a); /* Q4_0: sum of 8 * a per pair */
+                /* Q4_0 pairs: (lo + hi) * a - 8 * (a_lo + a_hi) pairs, each term <= 2*15*128 */
+                const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(offb, alo), _mm256_maddubs_epi16(offb, ahi));
 #endif
-                for (int i = 0; i < 8; ++i) {
-                    const uint8_t *blk = rp[i] ? rp[i] + 18 * (size_t)b : zero_row;
-                    bp[i] = blk;
-                    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
-                    __m256i u = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4);
+                __m256i L[4];
+                for (int i = 0; i < 4; ++i) {
+                    const __m256i v = _mm256_inserti128_si256(
+                        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(bp[2 * i] + 2))),
+                        _mm_loadu_si128((const __m128i *)(bp[2 * i + 1] + 2)), 1);
+                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 #if defined(QX_VNNI)
-                    if (type == QX_IQ4_NL) u = _mm256_shuffle_epi8(tab, u); /* code + 128 */
-                    L[i] = _mm256_dpbusd_epi32(c, u, a);
+                    if (type == QX_IQ4_NL) {
+                        lo = _mm256_shuffle_epi8(tab, lo);
+                        hi = _mm256_shuffle_epi8(tab, hi);
+                    }
+                    L[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(c, lo, alo), hi, ahi);
 #else
                     if (type == QX_IQ4_NL) { /* signed codes: |v| * sign(a, v), pairs <= 2*127*127 */
-                        const __m256i cv = _mm256_shuffle_epi8(tab_s, u);
-                        L[i] = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(cv), _mm256_sign_epi8(a, cv));
+                        lo = _mm256_shuffle_epi8(tab_s, lo);
+                        hi = _mm256_shuffle_epi8(tab_s, hi);
+                        L[i] = qx_dot4(qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(lo), _mm256_sign_epi8(alo, lo)),
+                                       _mm256_abs_epi8(hi), _mm256_sign_epi8(ahi, hi));
                     } else {
-                        L[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, a), c16), _mm256_set1_epi16(1));
+                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+                        L[i] = _mm256_madd_epi16(_mm256_sub_epi16(p, c16), _mm256_set1_epi16(1));
                     }
 #endif
                 }
-                const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bp, 0));
+                const __m256i sumi = _mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3]));
+                const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bo, 0));
                 const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(qx_h2f(xa[b].d)));
-                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qx_hsum8x8(L)), dd, acc);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), dd, acc);
             }
+            /* lanes 0..7 hold rows 0, 2, 4, 6, 1, 3, 5, 7 */
             _Alignas(32) float out[8];
-            _mm256_store_ps(out, acc);
+            _mm256_store_ps(out, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
             memcpy(y + ldy * (size_t)t + g, out, sizeof(float) * (size_t)(nr - g < 8 ? nr - g : 8));
         }
     }
