@@ -452,6 +452,22 @@ QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb,
 }
 
 /*
+ * Decode streams each weight row once, a few rows at a time; rows are short
+ * (a few dozen cache lines), too short for the hardware prefetcher to ramp
+ * up on each. So while a group of rows is computed, the contiguous bytes of
+ * the next group ([next, next + bytes)) are prefetched, spread evenly over the
+ * nb block steps. Past the block's last row this touches the rows the next
+ * call will read (or nothing useful); prefetches never fault.
+ */
+QX_INLINE void qx_prefetch_next(const uint8_t *next, size_t bytes, int b, int nb) {
+    const size_t per = (bytes + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    for (size_t i = 0; i < per; ++i) {
+        const size_t off = 64 * ((size_t)b * per + i);
+        if (off < bytes) _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
+    }
+}
+
+/*
  * Few activation rows (decode): no transposed copy. Two weight rows share a
  * 256-bit register (row r in the low 128 bits, row r + 1 in the high ones):
  * low nibbles against activation bytes 0..15, high nibbles against 16..31,
@@ -479,6 +495,7 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
             const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
             __m256 acc = _mm256_setzero_ps();
             for (int b = 0; b < nb; ++b) {
+                if (t == 0) qx_prefetch_next(w + ldw * (size_t)(g + 8), 8 * ldw, b, nb);
                 const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
                 const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
                 const uint8_t *bp[8], *bo[8];
@@ -659,7 +676,7 @@ QX_INLINE __m256i qx_lanes(int type, __m256i u, __m256i v, __m256i a, __m256i co
 
 /* RR weight rows × TT activation rows, all nb blocks; writes y[t * ldy + r]. */
 QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x,
-                             size_t ldx, float *y, size_t ldy) {
+                             size_t ldx, float *y, size_t ldy, int pf) {
     const int one = type == QX_Q4_1 || type == QX_Q5_1; /* Q8_1 activations, min term */
     const size_t wb = qx_wblock(type), ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
     __m256 acc[QX_LANES_RR][QX_LANES_TT];
@@ -669,6 +686,7 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
         for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; ++b) {
+        if (TT == 1 && pf) qx_prefetch_next(w + ldw * (size_t)RR, RR * ldw, b, nb);
         __m256i u[QX_LANES_RR], v[QX_LANES_RR];
         __m256 dw[QX_LANES_RR];
         float m[QX_LANES_RR];
@@ -710,19 +728,19 @@ QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int 
         int t = 0;
         for (; t + QX_LANES_TT <= nt; t += QX_LANES_TT)
             qx_lanes_tile(type, QX_LANES_RR, QX_LANES_TT, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
-                          y + ldy * (size_t)t + r, ldy);
+                          y + ldy * (size_t)t + r, ldy, 0);
         for (; t < nt; ++t)
             qx_lanes_tile(type, QX_LANES_RR, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
-                          y + ldy * (size_t)t + r, ldy);
+                          y + ldy * (size_t)t + r, ldy, t == 0);
     }
     for (; r < nr; ++r) {
         int t = 0;
         for (; t + QX_LANES_TT <= nt; t += QX_LANES_TT)
             qx_lanes_tile(type, 1, QX_LANES_TT, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
-                          y + ldy * (size_t)t + r, ldy);
+                          y + ldy * (size_t)t + r, ldy, 0);
         for (; t < nt; ++t)
             qx_lanes_tile(type, 1, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx, y + ldy * (size_t)t + r,
-                          ldy);
+                          ldy, t == 0);
     }
 }
 
