@@ -370,7 +370,7 @@ typedef __m512 qx_vf;
 #define QX_SUM_TT 4
 #endif
 #ifndef QX_SUM_MIN_NT
-#define QX_SUM_MIN_NT 1 /* AVX2: the transposed path is faster even for one activation row */
+#define QX_SUM_MIN_NT 2 /* one activation row: qx_gemm_sum_rows (it prefetches) */
 #endif
 typedef __m256i qx_vi;
 typedef __m256 qx_vf;
