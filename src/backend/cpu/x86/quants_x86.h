@@ -28,13 +28,15 @@
  *     and lane r ends with row r's block sum with no horizontal reduction; the
  *     float update is one fma over the rows. Weights are transposed once per
  *     chunk of QX_KC blocks and reused by every activation row of the call.
- *     One activation row (VNNI): per-row dots, 8 rows' lanes summed by a
- *     vphaddd tree (qx_gemm_sum_rows), which is cheaper than the transposition.
+ *     One activation row (decode): per-row dots, two rows per register, the
+ *     lanes of 8 rows summed by three vphaddd (qx_gemm_sum_rows), with the
+ *     next rows prefetched (qx_prefetch_next).
  *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
  *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
  *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
  *     VNNI with 4 or more activation rows: 16 rows transposed, one
- *     accumulator per lane over 16 rows (qx_gemm_lanes_t).
+ *     accumulator per lane over 16 rows (qx_gemm_lanes_t). With one
+ *     activation row the next rows are prefetched.
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
