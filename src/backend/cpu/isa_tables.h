@@ -17,6 +17,9 @@ extern const el_cpu_type_kernels el_cpu_kernels_float_avx512[EL_TYPE_COUNT]; /* 
 extern const el_cpu_type_kernels el_cpu_kernels_kquants_avx2[EL_TYPE_COUNT];
 /* x86 files named ..._avx512.c: the above + AVX-512 F/BW/VL/DQ + VNNI (+ BF16) */
 extern const el_cpu_type_kernels el_cpu_kernels_kquants_avx512[EL_TYPE_COUNT];
+extern const el_cpu_type_kernels el_cpu_kernels_quants_avx2[EL_TYPE_COUNT];
+/* x86 files named ..._avx512.c: the above + AVX-512 F/BW/VL/DQ + VNNI (+ BF16) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT];
 #endif
 
 #if defined(__aarch64__)

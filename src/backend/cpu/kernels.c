@@ -44,6 +44,8 @@ static const isa_table k_isa[] = {
     {"float_avx512", EL_CPU_AVX512, el_cpu_kernels_float_avx512, has_avx512},
     {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2},
     {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512},
+    {"quants_avx2", EL_CPU_AVX2, el_cpu_kernels_quants_avx2, has_avx2},
+    {"quants_avx512", EL_CPU_AVX512, el_cpu_kernels_quants_avx512, has_avx512},
 #endif
 #if defined(__aarch64__)
     {"neon", EL_CPU_NEON, el_cpu_kernels_quants_neon, has_neon},

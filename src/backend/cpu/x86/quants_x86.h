@@ -1,0 +1,903 @@
+/*
+ * quants_x86.h — the x86 SIMD kernels of the 32-element block formats (Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) and of the Q8_0/Q8_1 activation quantizers,
+ * written once for two instruction sets. It is included by exactly two files:
+ *   quants_avx2.c    (AVX2 + FMA + F16C): integer dots with vpmaddubsw/vpmaddwd;
+ *   quants_avx512.c  (+ AVX-512 F/BW/VL + VNNI, QX_VNNI defined): vpdpbusd on
+ *                    256- and 512-bit registers, 32 registers for wider tiles.
+ * Everything here is static, so each including file gets its own copy compiled
+ * for its ISA; nothing is called before kernels.c has checked the CPU.
+ *
+ * Numerics: the portable kernels (kernels_portable.c) are the specification
+ * and every function here gives their bits. Integer block sums are exact in
+ * any order (no int16 saturation: see the bounds at each vpmaddubsw); the
+ * float operations per output are the portable ones, lane for lane:
+ *   Q4_0, IQ4_NL: acc = fma((float)sumi, d_w * d_a, acc), block by block;
+ *   Q8_0, Q5_0, Q4_1, Q5_1: 8 lanes, lane l = integer sum of elements 4l..4l+3,
+ *     acc[l] = fma(d_w * d_a, (float)lane_l, acc[l]); then the x86 horizontal
+ *     sum; Q4_1/Q5_1 add summs = fma(m_w, s_a, summs), block by block.
+ * The activations are the Q8 blocks the quantizers here (or the portable ones,
+ * same bytes) produce: |q| <= 127, which the sign trick of the signed×signed
+ * AVX2 dots (Q8_0, IQ4_NL) relies on.
+ *
+ * Matrix blocks (el_gemm_fn):
+ *   - Q4_0/IQ4_NL ("sum" types): QX_GR weight rows (8 with AVX2, 16 in a
+ *     512-bit register with VNNI) are transposed so that one register holds 4
+ *     consecutive weights of each row; a broadcast of the matching 4
+ *     activation bytes and one dot instruction advance QX_GR outputs at once,
+ *     and lane r ends with row r's block sum with no horizontal reduction; the
+ *     float update is one fma over the rows. Weights are transposed once per
+ *     chunk of QX_KC blocks and reused by every activation row of the call.
+ *     One activation row (decode): per-row dots, two rows per register, the
+ *     lanes of 8 rows summed by three vphaddd (qx_gemm_sum_rows), with the
+ *     next rows prefetched (qx_prefetch_next).
+ *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
+ *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
+ *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
+ *     VNNI with 4 or more activation rows: 16 rows transposed, one
+ *     accumulator per lane over 16 rows (qx_gemm_lanes_t). With one
+ *     activation row the next rows are prefetched.
+ *   Which path runs never changes a result: every path computes the same
+ *   per-output operations in the same order.
+ *
+ * Stack: a gemm call keeps up to ~60 KB of work arrays (transposed chunk,
+ * per-row accumulators); calls larger than QX_RMAX × QX_TMAX are split.
+ */
+#ifndef EL_BACKEND_CPU_X86_QUANTS_X86_H
+#define EL_BACKEND_CPU_X86_QUANTS_X86_H
+
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+#include "package/quants_blocks.h"
+#include "util/fp16.h"
+
+#define QX_INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------- helpers */
+
+QX_INLINE float qx_h2f(el_fp16 h) { return _cvtsh_ss(h); } /* exact, as el_fp16_to_fp32 */
+
+QX_INLINE uint32_t qx_load32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* _mm256 x86 horizontal sum: (hi128 + lo128), then (r0 + r2) + (r1 + r3). */
+QX_INLINE float qx_hsum8(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+QX_INLINE int32_t qx_hsum_i32(__m256i v) {
+    __m128i r = _mm_add_epi32(_mm256_extracti128_si256(v, 1), _mm256_castsi256_si128(v));
+    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* 16 bytes of nibbles -> 32 values 0..15: low nibbles (elements 0..15), then high. */
+QX_INLINE __m256i qx_unpack4(const uint8_t *qs) {
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes, byte j = 0x10 if bit j is set (the 5th bit of Q5_0/Q5_1). */
+QX_INLINE __m256i qx_bits_x10(uint32_t qh) {
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0);
+    const __m256i bm = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bm), bm);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+QX_INLINE __m256i qx_unpack5(const uint8_t *qs, const uint8_t *qh) {
+    return _mm256_or_si256(qx_unpack4(qs), qx_bits_x10(qx_load32(qh)));
+}
+
+QX_INLINE __m256i qx_iq4_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_iq4nl));
+}
+
+/*
+ * 8 int32 lanes, lane l = acc_l + sum_{j<4} u[4l+j] * s[4l+j], u unsigned and
+ * s signed bytes. AVX2: vpmaddubsw then vpmaddwd; exact when every pair
+ * u0*s0 + u1*s1 fits int16, i.e. u <= 127 with |s| <= 128 (callers say why).
+ */
+QX_INLINE __m256i qx_dot4(__m256i acc, __m256i u, __m256i s) {
+#if defined(QX_VNNI)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* 8 halves at p[i] + off, in registers (a store/reload of narrow values stalls store forwarding). */
+QX_INLINE __m128i qx_gather_h8(const uint8_t *const *p, size_t off) {
+    uint16_t h[8];
+    for (int i = 0; i < 8; ++i) memcpy(&h[i], p[i] + off, 2);
+    __m128i v = _mm_cvtsi32_si128(h[0]);
+    v = _mm_insert_epi16(v, h[1], 1);
+    v = _mm_insert_epi16(v, h[2], 2);
+    v = _mm_insert_epi16(v, h[3], 3);
+    v = _mm_insert_epi16(v, h[4], 4);
+    v = _mm_insert_epi16(v, h[5], 5);
+    v = _mm_insert_epi16(v, h[6], 6);
+    return _mm_insert_epi16(v, h[7], 7);
+}
+
+/* ---------------------------------------------------------------- quantizers */
+
+#define QX_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) /* rintf in the default rounding mode */
+
+/* One block of 32 floats -> 32 int8 (rint(x * id)) in element order; *sum = their sum. */
+QX_INLINE __m256i qx_quant32(const float *src, float *d_out, int32_t *sum) {
+    const __m256 v0 = _mm256_loadu_ps(src), v1 = _mm256_loadu_ps(src + 8);
+    const __m256 v2 = _mm256_loadu_ps(src + 16), v3 = _mm256_loadu_ps(src + 24);
+    const __m256 sgn = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sgn, v0), _mm256_andnot_ps(sgn, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sgn, v2), _mm256_andnot_ps(sgn, v3)));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    *d_out = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), QX_RNE));
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), QX_RNE));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), QX_RNE));
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), QX_RNE));
+    if (sum) *sum = qx_hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void qx_quantize_q8_0(const float *restrict src, void *dst, int64_t n) {
+    block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_0; ++i, src += EL_QK8_0) {
+        float d;
+        const __m256i q = qx_quant32(src, &d, NULL);
+        y[i].d = el_fp32_to_fp16(d);
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+    }
+}
+
+static void qx_quantize_q8_1(const float *restrict src, void *dst, int64_t n) {
+    block_q8_1 *y = dst;
+    for (int64_t i = 0; i < n / EL_QK8_1; ++i, src += EL_QK8_1) {
+        float d;
+        int32_t sum;
+        const __m256i q = qx_quant32(src, &d, &sum);
+        y[i].d = el_fp32_to_fp16(d);
+        y[i].s = el_fp32_to_fp16(d * (float)sum);
+        _mm256_storeu_si256((__m256i *)y[i].qs, q);
+    }
+}
+
+/* ---------------------------------------------------------------- vec_dot */
+
+/* Q4_0: sumi = sum (n - 8) * a; pairs (n - 8)a: maddubs(n, a) - maddubs(8, a), each <= 15*128*2. */
+static void qx_vec_dot_q4_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        const __m256i u = qx_unpack4(x[ib].qs);
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+#if defined(QX_VNNI)
+        const __m256i l = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a),
+                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), a));
+#else
+        const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+        const __m256i l = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+        const int32_t sumi = qx_hsum_i32(l);
+        acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)sumi), _mm_set_ss(qx_h2f(x[ib].d) * qx_h2f(y[ib].d)),
+                                         _mm_set_ss(acc)));
+    }
+    *s = acc;
+}
+
+/* IQ4_NL: code values v in [-127, 113]; |v| * sign(a, v) (|a| <= 127): pairs <= 2*127*127. */
+static void qx_vec_dot_iq4_nl(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_iq4_nl *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    const __m256i tab = qx_iq4_table();
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        const __m256i v = _mm256_shuffle_epi8(tab, qx_unpack4(x[ib].qs));
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(v), _mm256_sign_epi8(a, v));
+        const int32_t sumi = qx_hsum_i32(l);
+        acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)sumi), _mm_set_ss(qx_h2f(x[ib].d) * qx_h2f(y[ib].d)),
+                                         _mm_set_ss(acc)));
+    }
+    *s = acc;
+}
+
+/* Q8_0: |w| * sign(a, w): |w| <= 128, |a| <= 127, pairs <= 2*128*127. */
+static void qx_vec_dot_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q8_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    __m256 acc = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ++ib) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)x[ib].qs);
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+        const __m256 d = _mm256_set1_ps(qx_h2f(x[ib].d) * qx_h2f(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc);
+    }
+    *s = qx_hsum8(acc);
+}
+
+/* Q5_0: lanes of (u - 16) * a, u in 0..31: maddubs(u, a) - maddubs(16, a), pairs <= 2*31*128. */
+static void qx_vec_dot_q5_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    __m256 acc = _mm256_setzero_ps();
+    for (int ib = 0; ib < nb; ++ib) {
+        const __m256i u = qx_unpack5(x[ib].qs, x[ib].qh);
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = _mm256_sub_epi32(qx_dot4(_mm256_setzero_si256(), u, a),
+                                           qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(16), a));
+        const __m256 d = _mm256_set1_ps(qx_h2f(x[ib].d) * qx_h2f(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc);
+    }
+    *s = qx_hsum8(acc);
+}
+
+/* Q4_1/Q5_1: lanes of u * a (u <= 31), plus summs = fma(m_w, s_a, summs). */
+static void qx_vec_dot_q4_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q4_1 *restrict x = vx;
+    const block_q8_1 *restrict y = vy;
+    const int nb = n / EL_QK8_1;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 summs = _mm_setzero_ps();
+    for (int ib = 0; ib < nb; ++ib) {
+        summs = _mm_fmadd_ss(_mm_set_ss(qx_h2f(x[ib].m)), _mm_set_ss(qx_h2f(y[ib].s)), summs);
+        const __m256i u = qx_unpack4(x[ib].qs);
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = qx_dot4(_mm256_setzero_si256(), u, a);
+        const __m256 d = _mm256_set1_ps(qx_h2f(x[ib].d) * qx_h2f(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc);
+    }
+    *s = qx_hsum8(acc) + _mm_cvtss_f32(summs);
+}
+
+static void qx_vec_dot_q5_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_1 *restrict x = vx;
+    const block_q8_1 *restrict y = vy;
+    const int nb = n / EL_QK8_1;
+    __m256 acc = _mm256_setzero_ps();
+    __m128 summs = _mm_setzero_ps();
+    for (int ib = 0; ib < nb; ++ib) {
+        summs = _mm_fmadd_ss(_mm_set_ss(qx_h2f(x[ib].m)), _mm_set_ss(qx_h2f(y[ib].s)), summs);
+        const __m256i u = qx_unpack5(x[ib].qs, x[ib].qh);
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = qx_dot4(_mm256_setzero_si256(), u, a);
+        const __m256 d = _mm256_set1_ps(qx_h2f(x[ib].d) * qx_h2f(y[ib].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l), acc);
+    }
+    *s = qx_hsum8(acc) + _mm_cvtss_f32(summs);
+}
+
+/* ---------------------------------------------------------------- gemm */
+
+enum { QX_Q4_0, QX_Q4_1, QX_Q5_0, QX_Q5_1, QX_Q8_0, QX_IQ4_NL };
+
+/* Limits of one call's work arrays; larger blocks are split (results do not depend on it). */
+#define QX_KC 32   /* weight blocks per transposed chunk ("sum" types) */
+#define QX_TMAX 64 /* activation rows */
+#define QX_RMAX 64 /* weight rows */
+
+typedef void (*qx_gemm_body)(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                             float *y, size_t ldy);
+
+/* Splits a gemm call into pieces of at most QX_RMAX rows × QX_TMAX activation rows. */
+static void qx_gemm_split(qx_gemm_body body, int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx,
+                          int nt, float *y, size_t ldy) {
+    for (int t = 0; t < nt; t += QX_TMAX)
+        for (int r = 0; r < nr; r += QX_RMAX)
+            body(k, (const uint8_t *)w + ldw * (size_t)r, ldw, nr - r < QX_RMAX ? nr - r : QX_RMAX,
+                 (const uint8_t *)x + ldx * (size_t)t, ldx, nt - t < QX_TMAX ? nt - t : QX_TMAX,
+                 y + ldy * (size_t)t + r, ldy);
+}
+
+/* ---- "sum" types: Q4_0, IQ4_NL ---- */
+
+/*
+ * One transposed block of 8 rows: register j, dword r = weights 4j..4j+3 of
+ * row r as the dot's unsigned operand (lo nibbles are elements 0..15, hi
+ * nibbles 16..31, so register j pairs with activation bytes 4j..4j+3).
+ * Q4_0: nibbles 0..15 (true weight n - 8). IQ4_NL: code + 128 (VNNI only).
+ */
+QX_INLINE void qx_transpose8(int type, const uint8_t *const *q, __m256i *out) {
+    __m256i A[4];
+    for (int i = 0; i < 4; ++i)
+        A[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q[i])),
+                                       _mm_loadu_si128((const __m128i *)q[i + 4]), 1);
+    const __m256i t0 = _mm256_unpacklo_epi32(A[0], A[1]), t1 = _mm256_unpackhi_epi32(A[0], A[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(A[2], A[3]), t3 = _mm256_unpackhi_epi32(A[2], A[3]);
+    const __m256i Q[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                          _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+        out[c] = _mm256_and_si256(Q[c], m4);
+        out[c + 4] = _mm256_and_si256(_mm256_srli_epi16(Q[c], 4), m4);
+    }
+    if (type == QX_IQ4_NL) {
+        const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80));
+        for (int j = 0; j < 8; ++j) out[j] = _mm256_shuffle_epi8(tab, out[j]);
+    }
+}
+
+/*
+ * A group of QX_GR weight rows is one vector of int32 lanes: 16 rows in a
+ * 512-bit register with VNNI (two transposed 8-row halves), 8 rows in a
+ * 256-bit register with AVX2.
+ */
+#if defined(QX_VNNI)
+#define QX_HAS_VNNI 1
+#define QX_GR 16
+#define QX_SUM_TT 8
+#ifndef QX_SUM_MIN_NT
+#define QX_SUM_MIN_NT 2 /* fewer activation rows: qx_gemm_sum_rows */
+#endif
+typedef __m512i qx_vi;
+typedef __m512 qx_vf;
+#define QX_VI_LOAD(p) _mm512_load_si512(p)
+#define QX_VI_SET1(x) _mm512_set1_epi32(x)
+#define QX_VF_ZERO() _mm512_setzero_ps()
+#define QX_VF_LOAD(p) _mm512_load_ps(p)
+#define QX_VF_STORE(p, v) _mm512_store_ps(p, v)
+#define QX_VF_SET1(x) _mm512_set1_ps(x)
+#define QX_VF_MUL(a, b) _mm512_mul_ps(a, b)
+#define QX_VF_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define QX_VF_CVT(a) _mm512_cvtepi32_ps(a)
+#else
+#define QX_HAS_VNNI 0
+#define QX_GR 8
+#ifndef QX_SUM_TT
+#define QX_SUM_TT 4
+#endif
+#ifndef QX_SUM_MIN_NT
+#define QX_SUM_MIN_NT 2 /* one activation row: qx_gemm_sum_rows (it prefetches) */
+#endif
+typedef __m256i qx_vi;
+typedef __m256 qx_vf;
+#define QX_VI_LOAD(p) _mm256_load_si256(p)
+#define QX_VI_SET1(x) _mm256_set1_epi32(x)
+#define QX_VF_ZERO() _mm256_setzero_ps()
+#define QX_VF_LOAD(p) _mm256_load_ps(p)
+#define QX_VF_STORE(p, v) _mm256_store_ps(p, v)
+#define QX_VF_SET1(x) _mm256_set1_ps(x)
+#define QX_VF_MUL(a, b) _mm256_mul_ps(a, b)
+#define QX_VF_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define QX_VF_CVT(a) _mm256_cvtepi32_ps(a)
+#endif
+
+typedef int32_t qx_i32u __attribute__((aligned(1), may_alias));
+
+#if defined(QX_VNNI)
+/* acc += dot4(u, broadcast of the 4 signed bytes at p): vpdpbusd with an
+ * embedded {1to16} broadcast, which compilers do not form from the intrinsics. */
+QX_INLINE __m512i qx_dpbusd_bcast(__m512i acc, __m512i u, const uint8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const qx_i32u *)p));
+    return acc;
+}
+#endif
+
+/*
+ * TT activation rows against one transposed chunk of QX_GR weight rows:
+ * acc[t] (lane r = row r) = fma((float)sumi, d_w[r] * d_a, acc[t]) block by block.
+ * sumi = dot(u, a) + corr, corr = -8 * sum(a) (Q4_0) or -128 * sum(a) (IQ4_NL).
+ * AVX2 (Q4_0 only): 8 vpmaddubsw summed in int16 (each pair <= 2*15*128, 8 of
+ * them <= 30720) before one vpmaddwd.
+ */
+QX_INLINE void qx_sum_tile(int TT, const qx_vi *wb, const qx_vf *dwb, int kc, const uint8_t *x, size_t ldx,
+                           const int32_t *corr, const float *da, float *acc_io, int first) {
+    qx_vf acc[QX_SUM_TT];
+    for (int t = 0; t < TT; ++t) acc[t] = first ? QX_VF_ZERO() : QX_VF_LOAD(acc_io + QX_GR * t);
+    for (int b = 0; b < kc; ++b) {
+        qx_vi s[QX_SUM_TT];
+        const uint8_t *xb = x + 34 * b + 2;
+#if defined(QX_VNNI)
+        for (int t = 0; t < TT; ++t) s[t] = QX_VI_SET1(corr[t * QX_KC + b]);
+        for (int j = 0; j < 8; ++j) {
+            const qx_vi w = QX_VI_LOAD(wb + 8 * b + j);
+            for (int t = 0; t < TT; ++t)
+                s[t] = qx_dpbusd_bcast(s[t], w, xb + ldx * t + 4 * j);
+        }
+#else
+        for (int t = 0; t < TT; ++t) s[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            const qx_vi w = QX_VI_LOAD(wb + 8 * b + j);
+            for (int t = 0; t < TT; ++t)
+                s[t] = _mm256_add_epi16(s[t], _mm256_maddubs_epi16(w, QX_VI_SET1(*(const qx_i32u *)(xb + ldx * t + 4 * j))));
+        }
+        for (int t = 0; t < TT; ++t)
+            s[t] = _mm256_add_epi32(_mm256_madd_epi16(s[t], _mm256_set1_epi16(1)), _mm256_set1_epi32(corr[t * QX_KC + b]));
+#endif
+        const qx_vf dw = dwb[b];
+        for (int t = 0; t < TT; ++t)
+            acc[t] = QX_VF_FMADD(QX_VF_CVT(s[t]), QX_VF_MUL(dw, QX_VF_SET1(da[t * QX_KC + b])), acc[t]);
+    }
+    for (int t = 0; t < TT; ++t) QX_VF_STORE(acc_io + QX_GR * t, acc[t]);
+}
+
+/* Transposes block b of the QX_GR rows rp[] into wb[8], their scales into *dw. */
+QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb, qx_vf *dw) {
+    const uint8_t *q[QX_GR];
+    for (int i = 0; i < QX_GR; ++i) q[i] = rp[i] + 18 * b + 2;
+#if defined(QX_VNNI)
+    __m256i lo[8], hi[8];
+    qx_transpose8(type, q, lo);
+    qx_transpose8(type, q + 8, hi);
+    for (int j = 0; j < 8; ++j) wb[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1);
+    *dw = _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(q, (size_t)-2)),
+                                                  qx_gather_h8(q + 8, (size_t)-2), 1));
+#else
+    qx_transpose8(type, q, wb);
+    *dw = _mm256_cvtph_ps(qx_gather_h8(q, (size_t)-2));
+#endif
+}
+
+/*
+ * Decode streams each weight row once, a few rows at a time; rows are short
+ * (a few dozen cache lines), too short for the hardware prefetcher to ramp
+ * up on each. So while a group of rows is computed, the contiguous bytes of
+ * the next group ([next, next + bytes)) are prefetched, spread evenly over the
+ * nb block steps. Past the block's last row this touches the rows the next
+ * call will read (or nothing useful); prefetches never fault.
+ */
+QX_INLINE void qx_prefetch_next(const uint8_t *next, size_t bytes, int b, int nb) {
+    const size_t per = (bytes + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    for (size_t i = 0; i < per; ++i) {
+        const size_t off = 64 * ((size_t)b * per + i);
+        if (off < bytes) _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
+    }
+}
+
+/*
+ * Few activation rows (decode): no transposed copy. Two weight rows share a
+ * 256-bit register (row r in the low 128 bits, row r + 1 in the high ones):
+ * low nibbles against activation bytes 0..15, high nibbles against 16..31,
+ * both halves broadcast, so lanes 0..3 hold row r's partial sums and lanes
+ * 4..7 row r + 1's. Three vphaddd over 4 such registers leave the 8 block
+ * sums in the lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are gathered in
+ * that order, the result permuted once at the end); then acc = fma(sumi,
+ * d_w * d_a, acc) as in qx_sum_tile.
+ */
+static const int qx_rows_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                                int nt, float *y, size_t ldy) {
+    const int nb = k / 32;
+    static const uint8_t zero_row[18]; /* a zero block for the rows past nr */
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i tab = _mm256_add_epi8(qx_iq4_table(), _mm256_set1_epi8((char)0x80)); /* VNNI: code + 128 */
+    const __m256i tab_s = qx_iq4_table();                                                /* AVX2: signed codes */
+    (void)tab, (void)tab_s;
+    const __m256i offb = _mm256_set1_epi8(type == QX_Q4_0 ? 8 : (char)0x80);
+    for (int g = 0; g < nr; g += 8) {
+        const uint8_t *rp[8];
+        for (int i = 0; i < 8; ++i) rp[i] = g + i < nr ? w + ldw * (size_t)(g + i) : NULL;
+        for (int t = 0; t < nt; ++t) {
+            const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
+            __m256 acc = _mm256_setzero_ps();
+            for (int b = 0; b < nb; ++b) {
+                if (t == 0) qx_prefetch_next(w + ldw * (size_t)(g + 8), 8 * ldw, b, nb);
+                const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
+                const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
+                const uint8_t *bp[8], *bo[8];
+                for (int i = 0; i < 8; ++i) bp[i] = rp[i] ? rp[i] + 18 * (size_t)b : zero_row;
+                for (int i = 0; i < 8; ++i) bo[i] = bp[qx_rows_order[i]];
+#if defined(QX_VNNI)
+                const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                   _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), offb, alo), offb, ahi));
+#else
+                /* Q4_0 pairs: (lo + hi) * a - 8 * (a_lo + a_hi) pairs, each term <= 2*15*128 */
+                const __m256i c16 = _mm256_add_epi16(_mm256_maddubs_epi16(offb, alo), _mm256_maddubs_epi16(offb, ahi));
+#endif
+                __m256i L[4];
+                for (int i = 0; i < 4; ++i) {
+                    const __m256i v = _mm256_inserti128_si256(
+                        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(bp[2 * i] + 2))),
+                        _mm_loadu_si128((const __m128i *)(bp[2 * i + 1] + 2)), 1);
+                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#if defined(QX_VNNI)
+                    if (type == QX_IQ4_NL) {
+                        lo = _mm256_shuffle_epi8(tab, lo);
+                        hi = _mm256_shuffle_epi8(tab, hi);
+                    }
+                    L[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(c, lo, alo), hi, ahi);
+#else
+                    if (type == QX_IQ4_NL) { /* signed codes: |v| * sign(a, v), pairs <= 2*127*127 */
+                        lo = _mm256_shuffle_epi8(tab_s, lo);
+                        hi = _mm256_shuffle_epi8(tab_s, hi);
+                        L[i] = qx_dot4(qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(lo), _mm256_sign_epi8(alo, lo)),
+                                       _mm256_abs_epi8(hi), _mm256_sign_epi8(ahi, hi));
+                    } else {
+                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+                        L[i] = _mm256_madd_epi16(_mm256_sub_epi16(p, c16), _mm256_set1_epi16(1));
+                    }
+#endif
+                }
+                const __m256i sumi = _mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3]));
+                const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bo, 0));
+                const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(qx_h2f(xa[b].d)));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), dd, acc);
+            }
+            /* lanes 0..7 hold rows 0, 2, 4, 6, 1, 3, 5, 7 */
+            _Alignas(32) float out[8];
+            _mm256_store_ps(out, _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+            memcpy(y + ldy * (size_t)t + g, out, sizeof(float) * (size_t)(nr - g < 8 ? nr - g : 8));
+        }
+    }
+}
+
+QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                           float *y, size_t ldy) {
+    if (nt < QX_SUM_MIN_NT || (!QX_HAS_VNNI && type == QX_IQ4_NL)) {
+        qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int nb = k / 32;
+    const int32_t off = type == QX_Q4_0 ? 8 : 128;
+    _Alignas(64) qx_vi wbuf[QX_KC * 8];
+    _Alignas(64) qx_vf dwbuf[QX_KC];
+    _Alignas(64) float acc[QX_RMAX / QX_GR][QX_TMAX][QX_GR];
+    int32_t corr[QX_TMAX * QX_KC];
+    float da[QX_TMAX * QX_KC];
+    static const uint8_t zero_blocks[QX_KC * 18];
+    const int ng = (nr + QX_GR - 1) / QX_GR;
+    for (int c0 = 0; c0 < nb; c0 += QX_KC) {
+        const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
+        /* activation scales and offset corrections of this chunk */
+        for (int t = 0; t < nt; ++t)
+            for (int b = 0; b < kc; ++b) {
+                const block_q8_0 *a = (const block_q8_0 *)(x + ldx * (size_t)t) + c0 + b;
+                const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
+                const int32_t sa = qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
+                corr[t * QX_KC + b] = -off * sa;
+                da[t * QX_KC + b] = qx_h2f(a->d);
+            }
+        for (int g = 0; g < ng; ++g) {
+            const uint8_t *rp[QX_GR];
+            for (int i = 0; i < QX_GR; ++i)
+                rp[i] = QX_GR * g + i < nr ? w + ldw * (size_t)(QX_GR * g + i) + 18 * (size_t)c0 : zero_blocks;
+            for (int b = 0; b < kc; ++b) qx_sum_pack(type, rp, b, wbuf + 8 * b, dwbuf + b);
+            const uint8_t *xc = x + 34 * (size_t)c0;
+            int t = 0;
+            for (; t + QX_SUM_TT <= nt; t += QX_SUM_TT)
+                qx_sum_tile(QX_SUM_TT, wbuf, dwbuf, kc, xc + ldx * (size_t)t, ldx, corr + t * QX_KC, da + t * QX_KC,
+                            acc[g][t], c0 == 0);
+            for (; t < nt; ++t)
+                qx_sum_tile(1, wbuf, dwbuf, kc, xc + ldx * (size_t)t, ldx, corr + t * QX_KC, da + t * QX_KC, acc[g][t],
+                            c0 == 0);
+        }
+    }
+    for (int g = 0; g < ng; ++g) {
+        const int n = nr - QX_GR * g < QX_GR ? nr - QX_GR * g : QX_GR;
+        for (int t = 0; t < nt; ++t) memcpy(y + ldy * (size_t)t + QX_GR * g, acc[g][t], sizeof(float) * (size_t)n);
+    }
+}
+
+/* ---- "lane" types: Q8_0, Q5_0, Q4_1, Q5_1 ---- */
+
+QX_INLINE size_t qx_wblock(int type) {
+    return type == QX_Q8_0 ? sizeof(block_q8_0) : type == QX_Q5_0 ? sizeof(block_q5_0)
+         : type == QX_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+}
+
+/* Weight block -> unsigned dot operand u (and for AVX2 Q8_0 the signed weights v), scales. */
+QX_INLINE void qx_wprep(int type, const uint8_t *blk, __m256i *u, __m256i *v, float *d, float *m) {
+    switch (type) {
+    case QX_Q8_0: {
+        const block_q8_0 *b = (const block_q8_0 *)blk;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+#if defined(QX_VNNI)
+        *u = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)); /* w + 128 */
+        (void)v;
+#else
+        *u = _mm256_abs_epi8(q);
+        *v = q;
+#endif
+        *d = qx_h2f(b->d);
+        (void)m;
+        break;
+    }
+    case QX_Q5_0: {
+        const block_q5_0 *b = (const block_q5_0 *)blk;
+        *u = qx_unpack5(b->qs, b->qh);
+        *d = qx_h2f(b->d);
+        (void)v, (void)m;
+        break;
+    }
+    case QX_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)blk;
+        *u = qx_unpack4(b->qs);
+        *d = qx_h2f(b->d);
+        *m = qx_h2f(b->m);
+        (void)v;
+        break;
+    }
+    default: {
+        const block_q5_1 *b = (const block_q5_1 *)blk;
+        *u = qx_unpack5(b->qs, b->qh);
+        *d = qx_h2f(b->d);
+        *m = qx_h2f(b->m);
+        (void)v;
+        break;
+    }
+    }
+}
+
+/* Per activation block: the offset correction lanes (-off * lane sums of a), 0 if none. */
+QX_INLINE __m256i qx_acorr(int type, __m256i a) {
+#if defined(QX_VNNI)
+    if (type == QX_Q8_0)
+        return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), a));
+#endif
+    if (type == QX_Q5_0)
+        return _mm256_sub_epi32(_mm256_setzero_si256(), qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(16), a));
+    return _mm256_setzero_si256();
+}
+
+/* The 8 exact lanes of a weight block against an activation block. */
+QX_INLINE __m256i qx_lanes(int type, __m256i u, __m256i v, __m256i a, __m256i corr) {
+#if defined(QX_VNNI)
+    (void)v, (void)type;
+    return _mm256_dpbusd_epi32(corr, u, a); /* u <= 255, exact in int32 */
+#else
+    if (type == QX_Q8_0) { (void)corr; return qx_dot4(_mm256_setzero_si256(), u, _mm256_sign_epi8(a, v)); } /* 2*128*127 */
+    if (type == QX_Q5_0) return qx_dot4(corr, u, a); /* u <= 31 */
+    (void)v;
+    return qx_dot4(_mm256_setzero_si256(), u, a); /* u <= 31 */
+#endif
+}
+
+#if defined(QX_VNNI)
+#define QX_LANES_RR 4
+#define QX_LANES_TT 4
+#else
+#define QX_LANES_RR 2
+#define QX_LANES_TT 4
+#endif
+
+/* RR weight rows × TT activation rows, all nb blocks; writes y[t * ldy + r]. */
+QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x,
+                             size_t ldx, float *y, size_t ldy, int pf) {
+    const int one = type == QX_Q4_1 || type == QX_Q5_1; /* Q8_1 activations, min term */
+    const size_t wb = qx_wblock(type), ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    __m256 acc[QX_LANES_RR][QX_LANES_TT];
+    __m128 summs[QX_LANES_RR];
+    for (int r = 0; r < RR; ++r) {
+        summs[r] = _mm_setzero_ps();
+        for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; ++b) {
+        if (TT == 1 && pf) qx_prefetch_next(w + ldw * (size_t)RR, RR * ldw, b, nb);
+        __m256i u[QX_LANES_RR], v[QX_LANES_RR];
+        __m256 dw[QX_LANES_RR];
+        float m[QX_LANES_RR];
+        for (int r = 0; r < RR; ++r) {
+            float d;
+            qx_wprep(type, w + ldw * (size_t)r + wb * (size_t)b, &u[r], &v[r], &d, &m[r]);
+            dw[r] = _mm256_set1_ps(d);
+        }
+        if (one) {
+            float sa[4] = {0, 0, 0, 0};
+            for (int t = 0; t < TT; ++t) sa[t] = qx_h2f(((const block_q8_1 *)(x + ldx * (size_t)t) + b)->s);
+            const __m128 sv = _mm_loadu_ps(sa);
+            for (int r = 0; r < RR; ++r) summs[r] = _mm_fmadd_ps(_mm_set1_ps(m[r]), sv, summs[r]);
+        }
+        for (int t = 0; t < TT; ++t) {
+            const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(ablk + (one ? 4 : 2)));
+            el_fp16 dah;
+            memcpy(&dah, ablk, 2);
+            const __m256 dat = _mm256_set1_ps(qx_h2f(dah));
+            const __m256i corr = qx_acorr(type, a);
+            for (int r = 0; r < RR; ++r)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dat), _mm256_cvtepi32_ps(qx_lanes(type, u[r], v[r], a, corr)),
+                                            acc[r][t]);
+        }
+    }
+    for (int r = 0; r < RR; ++r) {
+        float sm[4];
+        _mm_storeu_ps(sm, summs[r]);
+        for (int t = 0; t < TT; ++t) y[ldy * (size_t)t + r] = one ? qx_hsum8(acc[r][t]) + sm[t] : qx_hsum8(acc[r][t]);
+    }
+}
+
+QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                             int nt, float *y, size_t ldy) {
+    const int nb = k / 32;
+    int r = 0;
+    for (; r + QX_LANES_RR <= nr; r += QX_LANES_RR) {
+        int t = 0;
+        for (; t + QX_LANES_TT <= nt; t += QX_LANES_TT)
+            qx_lanes_tile(type, QX_LANES_RR, QX_LANES_TT, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
+                          y + ldy * (size_t)t + r, ldy, 0);
+        for (; t < nt; ++t)
+            qx_lanes_tile(type, QX_LANES_RR, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
+                          y + ldy * (size_t)t + r, ldy, t == 0);
+    }
+    for (; r < nr; ++r) {
+        int t = 0;
+        for (; t + QX_LANES_TT <= nt; t += QX_LANES_TT)
+            qx_lanes_tile(type, 1, QX_LANES_TT, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx,
+                          y + ldy * (size_t)t + r, ldy, 0);
+        for (; t < nt; ++t)
+            qx_lanes_tile(type, 1, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx, y + ldy * (size_t)t + r,
+                          ldy, t == 0);
+    }
+}
+
+#if defined(QX_VNNI)
+/*
+ * VNNI "lane" gemm, transposed: a group of 16 weight rows is unpacked to
+ * 32 unsigned bytes per row and block (natural element order) and transposed
+ * so that register l holds elements 4l..4l+3 of the 16 rows. One vpdpbusd
+ * with a broadcast of activation bytes 4l..4l+3 then gives lane l of 16
+ * outputs; each of the 8 lanes has its own accumulator (a vector over the 16
+ * rows), so d_w * d_a is one product per block for 16 outputs, and the final
+ * x86 horizontal sum over the 8 lanes is vector adds over rows.
+ */
+
+/* 8 rows of 32 bytes -> 8 registers, register l = dword l of rows 0..7. */
+QX_INLINE void qx_transpose8x8(const __m256i *U, __m256i *out) {
+    __m256i t[8], v[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_epi32(U[2 * i], U[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(U[2 * i], U[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) { /* rows 4h..4h+3 */
+        v[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]); /* dwords 0 | 4 */
+        v[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]); /* 1 | 5 */
+        v[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]); /* 2 | 6 */
+        v[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]); /* 3 | 7 */
+    }
+    for (int c = 0; c < 4; ++c) {
+        out[c] = _mm256_permute2x128_si256(v[c], v[4 + c], 0x20);
+        out[c + 4] = _mm256_permute2x128_si256(v[c], v[4 + c], 0x31);
+    }
+}
+
+/* Unsigned dot operand of one weight block, natural order (see qx_wprep). */
+QX_INLINE __m256i qx_wunpack(int type, const uint8_t *blk) {
+    switch (type) {
+    case QX_Q8_0: return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const block_q8_0 *)blk)->qs),
+                                          _mm256_set1_epi8((char)0x80));
+    case QX_Q5_0: return qx_unpack5(((const block_q5_0 *)blk)->qs, ((const block_q5_0 *)blk)->qh);
+    case QX_Q4_1: return qx_unpack4(((const block_q4_1 *)blk)->qs);
+    default: return qx_unpack5(((const block_q5_1 *)blk)->qs, ((const block_q5_1 *)blk)->qh);
+    }
+}
+
+#define QX_LT_TT 3
+#ifndef QX_LT_MIN_NT
+#define QX_LT_MIN_NT 4
+#endif
+
+QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw) {
+    const size_t bs = qx_wblock(type);
+    __m256i U[16], lo[8], hi[8];
+    const uint8_t *bp[16];
+    for (int i = 0; i < 16; ++i) {
+        bp[i] = rp[i] + bs * (size_t)b;
+        U[i] = qx_wunpack(type, bp[i]);
+    }
+    qx_transpose8x8(U, lo);
+    qx_transpose8x8(U + 8, hi);
+    for (int l = 0; l < 8; ++l) wb[l] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[l]), hi[l], 1);
+    *dw = _mm512_cvtph_ps(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(bp, 0)), qx_gather_h8(bp + 8, 0), 1));
+    if (type == QX_Q4_1 || type == QX_Q5_1)
+        *mw = _mm512_cvtph_ps(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(qx_gather_h8(bp, 2)), qx_gather_h8(bp + 8, 2), 1));
+}
+
+/* TT activation rows against one packed chunk; acc_io[t][l][16 rows], sm_io[t][16]. */
+QX_INLINE void qx_lt_tile(int type, int TT, const __m512i *wb, const __m512 *dwb, const __m512 *mwb, int kc,
+                          const uint8_t *x, size_t ldx, float *acc_io, float *sm_io, int first) {
+    const int one = type == QX_Q4_1 || type == QX_Q5_1;
+    const int off = type == QX_Q8_0 ? 128 : type == QX_Q5_0 ? 16 : 0;
+    const size_t ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    __m512 acc[QX_LT_TT][8], sm[QX_LT_TT];
+    for (int t = 0; t < TT; ++t) {
+        for (int l = 0; l < 8; ++l) acc[t][l] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_io + 128 * t + 16 * l);
+        sm[t] = first || !one ? _mm512_setzero_ps() : _mm512_load_ps(sm_io + 16 * t);
+    }
+    for (int b = 0; b < kc; ++b) {
+        for (int t = 0; t < TT; ++t) {
+            const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
+            const uint8_t *qs = ablk + (one ? 4 : 2);
+            el_fp16 h[2];
+            memcpy(h, ablk, 4);
+            const __m512 d = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
+            _Alignas(32) int32_t c[8];
+            if (off) {
+                const __m256i cv = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off),
+                                                       _mm256_loadu_si256((const __m256i *)qs));
+                _mm256_store_si256((__m256i *)c, _mm256_sub_epi32(_mm256_setzero_si256(), cv));
+            }
+            for (int l = 0; l < 8; ++l) {
+                const __m512i s0 = off ? _mm512_set1_epi32(c[l]) : _mm512_setzero_si512();
+                const __m512i s = qx_dpbusd_bcast(s0, wb[8 * b + l], qs + 4 * l);
+                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t][l]);
+            }
+            if (one) sm[t] = _mm512_fmadd_ps(mwb[b], _mm512_set1_ps(qx_h2f(h[1])), sm[t]);
+        }
+    }
+    for (int t = 0; t < TT; ++t) {
+        for (int l = 0; l < 8; ++l) _mm512_store_ps(acc_io + 128 * t + 16 * l, acc[t][l]);
+        if (one) _mm512_store_ps(sm_io + 16 * t, sm[t]);
+    }
+}
+
+QX_INLINE void qx_gemm_lanes_t(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                               int nt, float *y, size_t ldy) {
+    if (nt < QX_LT_MIN_NT) { /* the transposition would not pay: register tiles */
+        qx_gemm_lanes(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int nb = k / 32;
+    const int one = type == QX_Q4_1 || type == QX_Q5_1;
+    const size_t bs = qx_wblock(type), ab = one ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    _Alignas(64) __m512i wbuf[QX_KC * 8];
+    _Alignas(64) __m512 dwbuf[QX_KC], mwbuf[QX_KC];
+    _Alignas(64) float acc[QX_TMAX][8][16];
+    _Alignas(64) float sm[QX_TMAX][16];
+    static const uint8_t zero_blocks[QX_KC * sizeof(block_q8_0)]; /* the largest block */
+    for (int g = 0; g < nr; g += 16) {
+        const uint8_t *rp[16];
+        for (int c0 = 0; c0 < nb; c0 += QX_KC) {
+            const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
+            for (int i = 0; i < 16; ++i) rp[i] = g + i < nr ? w + ldw * (size_t)(g + i) + bs * (size_t)c0 : zero_blocks;
+            for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, mwbuf + b);
+            const uint8_t *xc = x + ab * (size_t)c0;
+            int t = 0;
+            for (; t + QX_LT_TT <= nt; t += QX_LT_TT)
+                qx_lt_tile(type, QX_LT_TT, wbuf, dwbuf, mwbuf, kc, xc + ldx * (size_t)t, ldx, acc[t][0], sm[t], c0 == 0);
+            for (; t < nt; ++t)
+                qx_lt_tile(type, 1, wbuf, dwbuf, mwbuf, kc, xc + ldx * (size_t)t, ldx, acc[t][0], sm[t], c0 == 0);
+        }
+        /* x86 horizontal sum of the 8 lanes, for 16 rows at once */
+        const int n = nr - g < 16 ? nr - g : 16;
+        for (int t = 0; t < nt; ++t) {
+            __m512 r[4];
+            for (int i = 0; i < 4; ++i) r[i] = _mm512_add_ps(_mm512_load_ps(acc[t][i + 4]), _mm512_load_ps(acc[t][i]));
+            __m512 v = _mm512_add_ps(_mm512_add_ps(r[0], r[2]), _mm512_add_ps(r[1], r[3]));
+            if (one) v = _mm512_add_ps(v, _mm512_load_ps(sm[t]));
+            _mm512_mask_storeu_ps(y + ldy * (size_t)t + g, (__mmask16)((1u << n) - 1), v);
+        }
+    }
+}
+#endif
+
+/* el_gemm_fn entry points (no selector for these types: t0, n_act unused). */
+#define QX_GEMM(NAME, KIND, TYPE)                                                                                  \
+    static void NAME##_body(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,    \
+                            float *y, size_t ldy) {                                                                \
+        qx_gemm_##KIND(TYPE, k, w, ldw, nr, x, ldx, nt, y, ldy);                                                   \
+    }                                                                                                              \
+    static void NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,          \
+                     int n_act, float *y, size_t ldy) {                                                            \
+        (void)t0, (void)n_act;                                                                                     \
+        qx_gemm_split(NAME##_body, k, w, ldw, nr, x, ldx, nt, y, ldy);                                             \
+    }
+
+#endif
