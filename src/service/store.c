@@ -285,12 +285,17 @@ el_pkg_check el_store_install(const char *dir, const char *model_path, const el_
     for (int i = 0; i <= m.n_artifacts; i++) { /* the artifacts, then the manifest */
         char from[PATH_MAX], to[PATH_MAX];
         const char *name = i < m.n_artifacts ? m.artifacts[i].path : NULL;
+        int fl, tl;
         if (name) {
-            snprintf(from, sizeof from, "%s/%s", src_dir, name);
-            snprintf(to, sizeof to, "%s/%s", sdir, name);
+            fl = snprintf(from, sizeof from, "%s/%s", src_dir, name);
+            tl = snprintf(to, sizeof to, "%s/%s", sdir, name);
         } else {
-            snprintf(from, sizeof from, "%s", mpath);
-            snprintf(to, sizeof to, "%s/%s%s", sdir, m.artifacts[0].path, EL_MANIFEST_SUFFIX);
+            fl = snprintf(from, sizeof from, "%s", mpath);
+            tl = snprintf(to, sizeof to, "%s/%s%s", sdir, m.artifacts[0].path, EL_MANIFEST_SUFFIX);
+        }
+        if (fl < 0 || (size_t)fl >= sizeof from || tl < 0 || (size_t)tl >= sizeof to) {
+            rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: path too long", name ? name : mpath);
+            goto out;
         }
         if (!el_fs_copy(from, to, err)) {
             rc = err ? err->check : EL_PKG_ERR_IO;
@@ -310,7 +315,11 @@ el_pkg_check el_store_install(const char *dir, const char *model_path, const el_
 
     /* 4. verify the copy, smoke test it */
     char copy[PATH_MAX];
-    snprintf(copy, sizeof copy, "%s/%s", sdir, m.artifacts[0].path);
+    const int cl = snprintf(copy, sizeof copy, "%s/%s", sdir, m.artifacts[0].path);
+    if (cl < 0 || (size_t)cl >= sizeof copy) {
+        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: path too long", m.artifacts[0].path);
+        goto out;
+    }
     if ((rc = el_pkg_verify(copy, &vo, &mc, signed_by, err))) goto out;
     if (mc.version != m.version) {
         rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: the copy's manifest changed during the install", copy);
