@@ -834,18 +834,24 @@ QX_INLINE void qx_lt_tile(int type, int TT, const __m512i *wb, const __m512 *dwb
                 _mm256_store_si256((__m256i *)cbuf[t][b], _mm256_sub_epi32(_mm256_setzero_si256(), cv));
             }
     for (int b = 0; b < kc; ++b) {
+        /* each packed weight register is loaded once for the TT rows */
+        __m512 d[QX_LT_TT];
+        const uint8_t *qs[QX_LT_TT];
         for (int t = 0; t < TT; ++t) {
             const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
-            const uint8_t *qs = ablk + (one ? 4 : 2);
+            qs[t] = ablk + (one ? 4 : 2);
             el_fp16 h[2];
             memcpy(h, ablk, 4);
-            const __m512 d = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
-            for (int l = 0; l < 8; ++l) {
-                const __m512i s0 = off ? _mm512_set1_epi32(cbuf[t][b][l]) : _mm512_setzero_si512();
-                const __m512i s = qx_dpbusd_bcast(s0, wb[8 * b + l], qs + 4 * l);
-                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t][l]);
-            }
+            d[t] = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
             if (one) sm[t] = _mm512_fmadd_ps(mwb[b], _mm512_set1_ps(qx_h2f(h[1])), sm[t]);
+        }
+        for (int l = 0; l < 8; ++l) {
+            const __m512i wl = wb[8 * b + l];
+            for (int t = 0; t < TT; ++t) {
+                const __m512i s0 = off ? _mm512_set1_epi32(cbuf[t][b][l]) : _mm512_setzero_si512();
+                const __m512i s = qx_dpbusd_bcast(s0, wl, qs[t] + 4 * l);
+                acc[t][l] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), acc[t][l]);
+            }
         }
     }
     for (int t = 0; t < TT; ++t) {
