@@ -297,17 +297,6 @@ KQ_INLINE void q4k_pack8(const block_q4_K *const rows[8], q4k_pack *pk) {
     }
 }
 
-#if KQ_VNNI
-typedef int32_t kq_i32u __attribute__((aligned(1), may_alias));
-/* acc += dot4(u, broadcast of the 4 signed bytes at p): vpdpbusd with an
- * embedded {1to8} broadcast (one instruction instead of a broadcast load and
- * the dot), which compilers do not form from the intrinsics. */
-KQ_INLINE __m256i kq_dpbusd_bcast(__m256i acc, __m256i u, const int8_t *p) {
-    __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const kq_i32u *)p));
-    return acc;
-}
-#endif
-
 /* na (1..8) activation rows against a packed block: updates acc/accm (8 row
  * lanes each) in the x4 order (one fma pair per chunk) where x4[a], else in
  * the vec_dot order (one fma pair per block). The two sub-blocks of a chunk
@@ -335,8 +324,8 @@ KQ_INLINE void q4k_acts(const q4k_pack *pk, const block_q8_K *const *yb, const i
         for (int k = 0; k < 8; ++k) {
             const __m256i w0 = pk->w[8 * j0 + k], w1 = pk->w[8 * j1 + k];
             for (int a = 0; a < na; ++a) {
-                p0[a] = kq_dpbusd_bcast(p0[a], w0, yb[a]->qs + 32 * j0 + 4 * k);
-                p1[a] = kq_dpbusd_bcast(p1[a], w1, yb[a]->qs + 32 * j1 + 4 * k);
+                p0[a] = _mm256_dpbusd_epi32(p0[a], w0, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j0 + 4 * k)));
+                p1[a] = _mm256_dpbusd_epi32(p1[a], w1, _mm256_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j1 + 4 * k)));
             }
         }
         for (int a = 0; a < na; ++a)
