@@ -40,8 +40,9 @@
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
- * Stack: a gemm call keeps up to ~60 KB of work arrays (transposed chunk,
- * per-row accumulators); calls larger than QX_RMAX × QX_TMAX are split.
+ * Stack: a gemm call keeps up to ~63 KB of work arrays (transposed chunk,
+ * per-row accumulators, a tile's activation corrections); calls larger than
+ * QX_RMAX × QX_TMAX are split.
  */
 #ifndef EL_BACKEND_CPU_X86_QUANTS_X86_H
 #define EL_BACKEND_CPU_X86_QUANTS_X86_H
