@@ -628,7 +628,7 @@ typedef struct {
 typedef struct {
     __m256i q[8];   /* chunk c: elements 32c..32c+31 */
     __m256i sc[8];  /* chunk c: kq_scale_pair */
-    __m256i sc16;   /* the 16 scales as int16 */
+    __m256i sc16;   /* the 16 scales times -32, as int16 */
     float d;
 } q6k_unpacked;
 
@@ -643,19 +643,19 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
     }
     const __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
-    u->sc16 = _mm256_cvtepi8_epi16(s8);
+    u->sc16 = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(s8), _mm256_set1_epi16(-32)); /* |.| <= 4096 */
     kq_scale_pairs(s8, u->sc);
     u->d = kq_f16(b->d);
 }
 
 KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
-    __m256i l0 = _mm256_setzero_si256(), l1 = _mm256_setzero_si256();
+    /* the -32 offset: bsums . (-32 * scales) starts one chain (integers: exact in any order) */
+    __m256i l0 = _mm256_madd_epi16(kq_ld(y->bsums), u->sc16), l1 = _mm256_setzero_si256();
     for (int c = 0; c < 8; c += 2) {
         l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], kq_ld(y->qs + 32 * c)), u->sc[c]);
         l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], kq_ld(y->qs + 32 * c + 32)), u->sc[c + 1]);
     }
-    const __m256i corr = _mm256_madd_epi16(kq_ld(y->bsums), u->sc16);
-    const __m256i lane = _mm256_sub_epi32(_mm256_add_epi32(l0, l1), _mm256_slli_epi32(corr, 5));
+    const __m256i lane = _mm256_add_epi32(l0, l1);
     const float d = y->d * u->d;
     st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
 }

@@ -40,8 +40,9 @@
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
- * Stack: a gemm call keeps up to ~60 KB of work arrays (transposed chunk,
- * per-row accumulators); calls larger than QX_RMAX × QX_TMAX are split.
+ * Stack: a gemm call keeps up to ~63 KB of work arrays (transposed chunk,
+ * per-row accumulators, a tile's activation corrections); calls larger than
+ * QX_RMAX × QX_TMAX are split.
  */
 #ifndef EL_BACKEND_CPU_X86_QUANTS_X86_H
 #define EL_BACKEND_CPU_X86_QUANTS_X86_H
@@ -821,25 +822,37 @@ QX_INLINE void qx_lt_tile(int type, int TT, const __m512i *wb, const __m512 *dwb
         for (int l = 0; l < 8; ++l) acc[t][l] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_io + 128 * t + 16 * l);
         sm[t] = first || !one ? _mm512_setzero_ps() : _mm512_load_ps(sm_io + 16 * t);
     }
-    for (int b = 0; b < kc; ++b) {
-        for (int t = 0; t < TT; ++t) {
-            const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
-            const uint8_t *qs = ablk + (one ? 4 : 2);
-            el_fp16 h[2];
-            memcpy(h, ablk, 4);
-            const __m512 d = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
-            _Alignas(32) int32_t c[8];
-            if (off) {
+    /* The offset corrections of the tile's activation blocks, computed up
+     * front: in the dot loop each is a broadcast from memory (a load, no ALU
+     * work); computed there, the compiler extracted the 8 lanes with shuffles. */
+    _Alignas(32) int32_t cbuf[QX_LT_TT][QX_KC][8];
+    if (off)
+        for (int t = 0; t < TT; ++t)
+            for (int b = 0; b < kc; ++b) {
+                const uint8_t *qs = x + ldx * (size_t)t + ab * (size_t)b + (one ? 4 : 2);
                 const __m256i cv = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off),
                                                        _mm256_loadu_si256((const __m256i *)qs));
-                _mm256_store_si256((__m256i *)c, _mm256_sub_epi32(_mm256_setzero_si256(), cv));
+                _mm256_store_si256((__m256i *)cbuf[t][b], _mm256_sub_epi32(_mm256_setzero_si256(), cv));
             }
-            for (int l = 0; l < 8; ++l) {
-                const __m512i s0 = off ? _mm512_set1_epi32(c[l]) : _mm512_setzero_si512();
-                const __m512i s = qx_dpbusd_bcast(s0, wb[8 * b + l], qs + 4 * l);
-                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc[t][l]);
-            }
+    for (int b = 0; b < kc; ++b) {
+        /* each packed weight register is loaded once for the TT rows */
+        __m512 d[QX_LT_TT];
+        const uint8_t *qs[QX_LT_TT];
+        for (int t = 0; t < TT; ++t) {
+            const uint8_t *ablk = x + ldx * (size_t)t + ab * (size_t)b;
+            qs[t] = ablk + (one ? 4 : 2);
+            el_fp16 h[2];
+            memcpy(h, ablk, 4);
+            d[t] = _mm512_mul_ps(dwb[b], _mm512_set1_ps(qx_h2f(h[0])));
             if (one) sm[t] = _mm512_fmadd_ps(mwb[b], _mm512_set1_ps(qx_h2f(h[1])), sm[t]);
+        }
+        for (int l = 0; l < 8; ++l) {
+            const __m512i wl = wb[8 * b + l];
+            for (int t = 0; t < TT; ++t) {
+                const __m512i s0 = off ? _mm512_set1_epi32(cbuf[t][b][l]) : _mm512_setzero_si512();
+                const __m512i s = qx_dpbusd_bcast(s0, wl, qs[t] + 4 * l);
+                acc[t][l] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(s), acc[t][l]);
+            }
         }
     }
     for (int t = 0; t < TT; ++t) {
