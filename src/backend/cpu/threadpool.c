@@ -1,19 +1,31 @@
 /*
  * threadpool.c — see threadpool.h.
  *
- * Invariants: `gen` increases by one per job; a worker runs the job whose
- * generation it observed and then increments `done`; the caller waits for
- * done == nth - 1. Workers spin for a bounded number of iterations before
- * sleeping on `cv`, so back-to-back jobs (one per matmul) cost no syscalls.
+ * A job is cut into n_chunks = n_threads * EL_POOL_CHUNKS pieces, fn(ctx, c,
+ * n_chunks) for c = 0 .. n_chunks-1, and whichever thread is running claims
+ * the next piece. So a worker the OS has descheduled (other processes on the
+ * cores, a phone's big.LITTLE scheduler) delays a step by at most the piece it
+ * holds: the caller takes the rest instead of waiting for a time slice.
+ *
+ * The claim word packs (generation, next piece, piece count) in 64 bits, so a
+ * thread that looked at an old job can never claim a piece of a newer one
+ * with stale parameters: a claim is one compare-and-swap on the whole word,
+ * and fn/ctx are read only after a successful claim (the caller does not
+ * publish the next job before every piece of this one is done).
+ *
+ * Workers spin on the word for a bounded time between jobs (back-to-back jobs
+ * of a decode step cost no syscalls), then sleep on a condition variable.
  */
 #include "backend/cpu/threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define EL_SPIN_ITERS 4000 /* ~50-100 us of pause before sleeping or yielding */
+#define EL_POOL_CHUNKS 4   /* pieces per thread */
 
 struct el_pool {
     int n;
@@ -21,8 +33,8 @@ struct el_pool {
     pthread_mutex_t run_lock; /* one job at a time */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    _Atomic unsigned gen;
-    _Atomic int done;
+    _Atomic uint64_t word; /* gen:32 | next:16 | count:16 */
+    _Atomic int done;      /* pieces finished of the current job */
     _Atomic int stop;
     _Atomic int sleepers;
     el_pool_fn fn;
@@ -30,6 +42,10 @@ struct el_pool {
 };
 
 typedef struct { el_pool *p; int ith; } worker_arg;
+
+static inline uint32_t w_gen(uint64_t w) { return (uint32_t)(w >> 32); }
+static inline int w_next(uint64_t w) { return (int)((w >> 16) & 0xFFFF); }
+static inline int w_count(uint64_t w) { return (int)(w & 0xFFFF); }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,33 +55,47 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* Claims and runs pieces of job `gen` until none is left. */
+static void run_pieces(el_pool *p, uint32_t gen) {
+    uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+    for (;;) {
+        if (w_gen(w) != gen || w_next(w) >= w_count(w)) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + (1u << 16), memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue; /* w reloaded */
+        p->fn(p->ctx, w_next(w), w_count(w));
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        w = atomic_load_explicit(&p->word, memory_order_acquire);
+    }
+}
+
 static void *worker_main(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
     el_pool *p = wa.p;
-    unsigned seen = 0; /* gen is 0 until the first job, which may start before this thread does */
+    uint32_t seen = 0; /* gen is 0 until the first job, which may start before this thread does */
     for (;;) {
         int spins = 0;
-        while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen) {
-            if (atomic_load(&p->stop)) return NULL;
+        while (w_gen(atomic_load_explicit(&p->word, memory_order_acquire)) == seen) {
+            if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             if (++spins < EL_SPIN_ITERS) { cpu_relax(); continue; }
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+            while (w_gen(atomic_load(&p->word)) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
             spins = 0;
         }
         if (atomic_load(&p->stop)) return NULL;
-        seen = atomic_load(&p->gen);
-        p->fn(p->ctx, wa.ith, p->n);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        seen = w_gen(atomic_load_explicit(&p->word, memory_order_acquire));
+        run_pieces(p, seen);
     }
 }
 
 el_pool *el_pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
+    if (n_threads > 0xFFFF / EL_POOL_CHUNKS) n_threads = 0xFFFF / EL_POOL_CHUNKS;
     el_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
@@ -108,16 +138,21 @@ int el_pool_size(const el_pool *p) { return p->n; }
 void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx) {
     if (p->n == 1) { fn(ctx, 0, 1); return; }
     pthread_mutex_lock(&p->run_lock);
+    const int count = p->n * EL_POOL_CHUNKS;
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store(&p->done, 0);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    if (atomic_load(&p->sleepers) > 0) pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    fn(ctx, 0, p->n);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    const uint32_t gen = w_gen(atomic_load(&p->word)) + 1;
+    /* seq_cst store then load, paired with the worker's sleepers++ then re-check: no lost wake-up */
+    atomic_store(&p->word, ((uint64_t)gen << 32) | (uint64_t)count);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_pieces(p, gen);
     int spins = 0;
-    while (atomic_load_explicit(&p->done, memory_order_acquire) < p->n - 1) {
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < count) {
         if (++spins < EL_SPIN_ITERS) cpu_relax();
         else sched_yield();
     }

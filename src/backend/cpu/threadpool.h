@@ -1,8 +1,11 @@
 /*
  * threadpool.h — a persistent pool of worker threads for millisecond steps.
  *
- * el_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) on nth = n_threads
- * threads (the caller is thread 0) and returns when all have finished.
+ * el_pool_run(pool, fn, ctx) calls fn(ctx, i, nth) once for every piece
+ * i in [0, nth) and returns when all have finished. nth is a few pieces per
+ * thread; the caller and the workers claim pieces as they become free, so a
+ * descheduled worker does not stall the step. fn must not assume which thread
+ * runs a piece, nor that i < n_threads (per-piece state lives on its stack).
  * Workers are created once; between jobs they spin briefly on an atomic
  * generation counter, then sleep on a condition variable. No allocation
  * happens after el_pool_new. A pool serves one caller at a time (calls are
