@@ -799,8 +799,88 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
     }
 }
 
+/*
+ * Q8_0 with 1..3 activation rows (decode): RR weight rows × TT activation
+ * rows, each weight block loaded once for the TT rows (same operations per
+ * output as qx_lanes_tile). The next RR rows are prefetched, a fixed number
+ * of lines per block step computed once per call (no division in the loop).
+ * The weight scale is broadcast as fp16 and converted in the vector unit.
+ */
+#if defined(QX_VNNI)
+#define QX_Q8D_RR 8
+#else
+#define QX_Q8D_RR 4
+#endif
+
+QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
+                                float *y, size_t ldy, const uint8_t *next, size_t per) {
+    __m256 acc[QX_Q8D_RR][3];
+    for (int r = 0; r < RR; ++r)
+        for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        for (size_t i = 0; i < per; ++i) _mm_prefetch((const char *)(next + 64 * ((size_t)b * per + i)), _MM_HINT_T0);
+        __m256i a[3];
+        __m256 da[3];
+#if defined(QX_VNNI)
+        __m256i corr[3];
+#endif
+        for (int t = 0; t < TT; ++t) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
+            a[t] = _mm256_loadu_si256((const __m256i *)xb->qs);
+            da[t] = _mm256_set1_ps(qx_h2f(xb->d));
+#if defined(QX_VNNI)
+            corr[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), a[t]));
+#endif
+        }
+        for (int r = 0; r < RR; ++r) {
+            const block_q8_0 *wb = (const block_q8_0 *)(w + ldw * (size_t)r) + b;
+            const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs);
+            const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16((short)wb->d));
+#if defined(QX_VNNI)
+            const __m256i u = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)); /* w + 128 */
+#else
+            const __m256i u = _mm256_abs_epi8(q);
+#endif
+            for (int t = 0; t < TT; ++t) {
+#if defined(QX_VNNI)
+                const __m256i l = _mm256_dpbusd_epi32(corr[t], u, a[t]);
+#else
+                const __m256i l = qx_dot4(_mm256_setzero_si256(), u, _mm256_sign_epi8(a[t], q)); /* 2*128*127 */
+#endif
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da[t]), _mm256_cvtepi32_ps(l), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < RR; ++r)
+        for (int t = 0; t < TT; ++t) y[ldy * (size_t)t + r] = qx_hsum8(acc[r][t]);
+}
+
+QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                                float *y, size_t ldy) {
+    const int nb = k / 32;
+    const size_t per = (QX_Q8D_RR * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    int r = 0;
+    for (; r + QX_Q8D_RR <= nr; r += QX_Q8D_RR) {
+        const uint8_t *wr = w + ldw * (size_t)r;
+        switch (nt) {
+        case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        }
+    }
+    for (; r < nr; ++r)
+        for (int t = 0; t < nt; ++t)
+            qx_q8_0_dec_tile(1, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx, y + ldy * (size_t)t + r, ldy,
+                             w, 0);
+}
+
 QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
+    if (type == QX_Q8_0 && nt <= 3) { /* decode */
+        qx_gemm_q8_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
     const int nb = k / 32;
     int r = 0;
     for (; r + QX_LANES_RR <= nr; r += QX_LANES_RR) {
