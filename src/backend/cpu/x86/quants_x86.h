@@ -28,15 +28,18 @@
  *     and lane r ends with row r's block sum with no horizontal reduction; the
  *     float update is one fma over the rows. Weights are transposed once per
  *     chunk of QX_KC blocks and reused by every activation row of the call.
- *     One activation row (decode): per-row dots, two rows per register, the
- *     lanes of 8 rows summed by three vphaddd (qx_gemm_sum_rows), with the
- *     next rows prefetched (qx_prefetch_next).
+ *     Q4_0 with 1..3 activation rows (decode): per-row dots, two rows per
+ *     register, the lanes of 8 rows summed by three vphaddd, the activation
+ *     offset and scale precomputed per call, the next rows prefetched into
+ *     L2 (qx_gemm_q4_0_dec); IQ4_NL with one row: qx_gemm_sum_rows, alike.
  *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
  *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
  *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
  *     VNNI with 4 or more activation rows: 16 rows transposed, one
  *     accumulator per lane over 16 rows (qx_gemm_lanes_t). With one
- *     activation row the next rows are prefetched.
+ *     activation row the next rows are prefetched. Q8_0 with 1..3
+ *     activation rows: qx_gemm_q8_0_dec, 4 (AVX2) or 8 (VNNI) weight rows
+ *     per tile, each weight block loaded once for the activation rows.
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
@@ -547,17 +550,6 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
     }
 }
 
-/*
- * Q4_0, 1..3 activation rows, 8 full weight rows (decode; same bits as
- * qx_gemm_sum_rows). The nibbles and scales of a block are unpacked once for
- * the TT activation rows. Per call the activation side is precomputed once per
- * block: corr[b] = -8 * sum(a_b) (the nibble offset, added to the exact
- * integer block sums after the vphaddd tree) and da[b] = d_a. The 8 rows'
- * fp16 scales come from the same two-rows-per-register loads as the nibbles,
- * one 16-byte load earlier (scale at word 0 of each 128-bit lane), packed by
- * two unpacks and a permute into the lane order 0, 2, 4, 6, 1, 3, 5, 7.
- * AVX2 int16 pairs: lo*a + hi*a' <= 2 * 2*15*127 = 7620, no saturation.
- */
 #define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
 /*
  * Decode prefetch: the next group of rows, into L2 (_MM_HINT_T1). Streaming
@@ -570,7 +562,18 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 #define QX_PF_HINT _MM_HINT_T1
 #endif
 
-/* One activation row: the same operations as qx_q4_0_rows8 below, activation loads first. */
+/*
+ * Q4_0 decode, 8 full weight rows (same bits as qx_gemm_sum_rows):
+ * qx_q4_0_row1x8 for one activation row, qx_q4_0_rows8 for TT = 2 or 3, the
+ * nibbles and scales of a block unpacked once for the TT rows. Per call the
+ * activation side is precomputed once per block: corr[b] = -8 * sum(a_b)
+ * (the nibble offset, added to the exact integer block sums after the
+ * vphaddd tree) and da[b] = d_a. The 8 rows'
+ * fp16 scales come from the same two-rows-per-register loads as the nibbles,
+ * one 16-byte load earlier (scale at word 0 of each 128-bit lane), packed by
+ * two unpacks and a permute into the lane order 0, 2, 4, 6, 1, 3, 5, 7.
+ * AVX2 int16 pairs: lo*a + hi*a' <= 2 * 2*15*127 = 7620, no saturation.
+ */
 QX_INLINE __m256 qx_q4_0_row1x8(int nb, const uint8_t *w, size_t ldw, const block_q8_0 *xa, const int32_t *corr,
                                const float *da, const uint8_t *next, size_t per) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -650,7 +653,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
         _mm256_storeu_ps(y + ldy * (size_t)t, _mm256_permutevar8x32_ps(acc[t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
-/* Q4_0, one activation row: full groups of 8 rows through qx_q4_0_rows8, the rest through qx_gemm_sum_rows. */
+/* Q4_0, one activation row: full groups of 8 rows through qx_q4_0_row1x8, the rest through qx_gemm_sum_rows. */
 QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     const int nb = k / 32;
@@ -679,7 +682,7 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-/* Q4_0 with 1..3 activation rows: full groups of 8 rows through qx_q4_0_rows8, the rest through qx_gemm_sum_rows. */
+/* Q4_0 with 1..3 activation rows (2 or 3: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
 QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
