@@ -552,15 +552,32 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 
 #define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
 /*
- * Decode prefetch: the next group of rows, into L2 (_MM_HINT_T1). Streaming
- * Q4_0 rows from memory on one core, T1 ran at 16.6-17.7 GB/s where T0 (into
- * L1) ran at 10.4-12.1 GB/s (3 alternating rounds); prefetching 2 or 4
- * groups ahead or with NTA was not better. Q8_0 rows, k = 2048: T1 19.6-21.0
- * GB/s, T0 9.8-12.1; k = 640: within the noise (T0 11.3-17.1, T1 10.9-16.2).
+ * Decode prefetch: the next group of rows, spread over the block steps, into
+ * L1 when the group is at most 8 KB, else into L2 (_MM_HINT_T1): a larger
+ * group prefetched into L1 beside the one being read evicts it. Streaming
+ * rows from an mmapped file on one core (2 alternating rounds, GB/s):
+ *   Q8_0 k = 640 (8-row group 5.4 KB):  this 23.0, 21.6; before 15.2, 17.3
+ *   Q8_0 k = 2048 (17 KB):               this 22.8, 21.7; before 11.7, 9.5
+ *   Q4_0 k = 2048 (9.2 KB):              this 19.5, 19.4; before 9.2, 16.9
+ * (all-L2 ran Q8_0 k = 640 at 14-16; all-L1 ran Q8_0 k = 2048 at 9-11 and
+ * Q4_0 at 10-12; prefetching 2 or 4 groups ahead or with NTA was not better.)
  */
 #ifndef QX_PF_HINT
 #define QX_PF_HINT _MM_HINT_T1
 #endif
+
+/* Prefetch step b of [next, next + bytes), per lines a step: into L1 when the
+ * group is small (<= 8 KB: it fits beside the group being read), else L2. */
+QX_INLINE void qx_dec_prefetch(const uint8_t *next, size_t bytes, size_t per, int b) {
+    for (size_t i = 0; i < per; ++i) {
+        const size_t off = 64 * ((size_t)b * per + i);
+        if (off >= bytes) break;
+        if (bytes <= 8192)
+            _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
+        else
+            _mm_prefetch((const char *)(next + off), QX_PF_HINT);
+    }
+}
 
 /*
  * Q4_0 decode, 8 full weight rows (same bits as qx_gemm_sum_rows):
@@ -579,7 +596,7 @@ QX_INLINE __m256 qx_q4_0_row1x8(int nb, const uint8_t *w, size_t ldw, const bloc
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        for (size_t i = 0; i < per; ++i) _mm_prefetch((const char *)(next + 64 * ((size_t)b * per + i)), QX_PF_HINT);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
         const uint8_t *p = w + 18 * (size_t)b;
         const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
         const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
@@ -614,7 +631,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
     __m256 acc[3];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        for (size_t i = 0; i < per; ++i) _mm_prefetch((const char *)(next + 64 * ((size_t)b * per + i)), QX_PF_HINT);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
         const uint8_t *p = w + 18 * (size_t)b;
         __m256i lo[4], hi[4], D[4];
         for (int i = 0; i < 4; ++i) {
@@ -905,7 +922,9 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
  * The weight scale is broadcast as fp16 and converted in the vector unit.
  */
 #if defined(QX_VNNI)
+#ifndef QX_Q8D_RR
 #define QX_Q8D_RR 8
+#endif
 #else
 #define QX_Q8D_RR 4
 #endif
@@ -916,7 +935,7 @@ QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t
     for (int r = 0; r < RR; ++r)
         for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        for (size_t i = 0; i < per; ++i) _mm_prefetch((const char *)(next + 64 * ((size_t)b * per + i)), QX_PF_HINT);
+        qx_dec_prefetch(next, per ? (size_t)RR * ldw : 0, per, b);
         __m256i a[3];
         __m256 da[3];
 #if defined(QX_VNNI)
