@@ -28,15 +28,18 @@
  *     and lane r ends with row r's block sum with no horizontal reduction; the
  *     float update is one fma over the rows. Weights are transposed once per
  *     chunk of QX_KC blocks and reused by every activation row of the call.
- *     One activation row (decode): per-row dots, two rows per register, the
- *     lanes of 8 rows summed by three vphaddd (qx_gemm_sum_rows), with the
- *     next rows prefetched (qx_prefetch_next).
+ *     Q4_0 with 1..3 activation rows (decode): per-row dots, two rows per
+ *     register, the lanes of 8 rows summed by three vphaddd, the activation
+ *     offset and scale precomputed per call, the next rows prefetched into
+ *     L2 (qx_gemm_q4_0_dec); IQ4_NL with one row: qx_gemm_sum_rows, alike.
  *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
  *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
  *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
  *     VNNI with 4 or more activation rows: 16 rows transposed, one
  *     accumulator per lane over 16 rows (qx_gemm_lanes_t). With one
- *     activation row the next rows are prefetched.
+ *     activation row the next rows are prefetched. Q8_0 with 1..3
+ *     activation rows: qx_gemm_q8_0_dec, 4 (AVX2) or 8 (VNNI) weight rows
+ *     per tile, each weight block loaded once for the activation rows.
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
@@ -548,8 +551,197 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
     }
 }
 
+#define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
+/*
+ * Decode prefetch: the next group of rows, spread over the block steps, into
+ * L1 when the group is at most 8 KB, else into L2 (_MM_HINT_T1): a larger
+ * group prefetched into L1 beside the one being read evicts it. Streaming
+ * rows from an mmapped file on one core (2 alternating rounds, GB/s):
+ *   Q8_0 k = 640 (8-row group 5.4 KB):  this 23.0, 21.6; before 15.2, 17.3
+ *   Q8_0 k = 2048 (17 KB):               this 22.8, 21.7; before 11.7, 9.5
+ *   Q4_0 k = 2048 (9.2 KB):              this 19.5, 19.4; before 9.2, 16.9
+ * (all-L2 ran Q8_0 k = 640 at 14-16; all-L1 ran Q8_0 k = 2048 at 9-11 and
+ * Q4_0 at 10-12; prefetching 2 or 4 groups ahead or with NTA was not better.)
+ */
+#ifndef QX_PF_HINT
+#define QX_PF_HINT _MM_HINT_T1
+#endif
+
+/* Prefetch step b of [next, next + bytes), per lines a step: into L1 when the
+ * group is small (<= 8 KB: it fits beside the group being read), else L2. */
+QX_INLINE void qx_dec_prefetch(const uint8_t *next, size_t bytes, size_t per, int b) {
+    for (size_t i = 0; i < per; ++i) {
+        const size_t off = 64 * ((size_t)b * per + i);
+        if (off >= bytes) break;
+        if (bytes <= 8192)
+            _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
+        else
+            _mm_prefetch((const char *)(next + off), QX_PF_HINT);
+    }
+}
+
+/*
+ * Q4_0 decode, 8 full weight rows (same bits as qx_gemm_sum_rows):
+ * qx_q4_0_row1x8 for one activation row, qx_q4_0_rows8 for TT = 2 or 3, the
+ * nibbles and scales of a block unpacked once for the TT rows. Per call the
+ * activation side is precomputed once per block: corr[b] = -8 * sum(a_b)
+ * (the nibble offset, added to the exact integer block sums after the
+ * vphaddd tree) and da[b] = d_a. The 8 rows'
+ * fp16 scales come from the same two-rows-per-register loads as the nibbles,
+ * one 16-byte load earlier (scale at word 0 of each 128-bit lane), packed by
+ * two unpacks and a permute into the lane order 0, 2, 4, 6, 1, 3, 5, 7.
+ * AVX2 int16 pairs: lo*a + hi*a' <= 2 * 2*15*127 = 7620, no saturation.
+ */
+QX_INLINE __m256 qx_q4_0_row1x8(int nb, const uint8_t *w, size_t ldw, const block_q8_0 *xa, const int32_t *corr,
+                               const float *da, const uint8_t *next, size_t per) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
+        const uint8_t *p = w + 18 * (size_t)b;
+        const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
+        const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
+        __m256i L[4], D[4];
+        for (int i = 0; i < 4; ++i) {
+            const uint8_t *r0 = p + ldw * (size_t)(2 * i), *r1 = r0 + ldw;
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r0 + 2))),
+                                                      _mm_loadu_si128((const __m128i *)(r1 + 2)), 1);
+            D[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)r0)),
+                                           _mm_loadu_si128((const __m128i *)r1), 1);
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#if defined(QX_VNNI)
+            L[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, alo), hi, ahi);
+#else
+            L[i] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi)),
+                                     _mm256_set1_epi16(1));
+#endif
+        }
+        const __m256i sumi = _mm256_add_epi32(
+            _mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3])), _mm256_set1_epi32(corr[b]));
+        const __m256i dh = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(D[0], D[1]), _mm256_unpacklo_epi16(D[2], D[3]));
+        const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(dh, 0x08)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, _mm256_set1_ps(da[b])), acc);
+    }
+    return _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
+                             const int32_t *corr, const float *da, const uint8_t *next, size_t per, float *y,
+                             size_t ldy) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[3];
+    for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
+        const uint8_t *p = w + 18 * (size_t)b;
+        __m256i lo[4], hi[4], D[4];
+        for (int i = 0; i < 4; ++i) {
+            const uint8_t *r0 = p + ldw * (size_t)(2 * i), *r1 = r0 + ldw;
+            const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(r0 + 2))),
+                                                      _mm_loadu_si128((const __m128i *)(r1 + 2)), 1);
+            D[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)r0)),
+                                           _mm_loadu_si128((const __m128i *)r1), 1);
+            lo[i] = _mm256_and_si256(v, m4);
+            hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        const __m256i dh = _mm256_unpacklo_epi32(_mm256_unpacklo_epi16(D[0], D[1]), _mm256_unpacklo_epi16(D[2], D[3]));
+        const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(dh, 0x08)));
+        for (int t = 0; t < TT; ++t) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
+            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xb->qs));
+            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xb->qs + 16)));
+            __m256i L[4];
+            for (int i = 0; i < 4; ++i) {
+#if defined(QX_VNNI)
+                L[i] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo[i], alo), hi[i], ahi);
+#else
+                L[i] = _mm256_madd_epi16(
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo[i], alo), _mm256_maddubs_epi16(hi[i], ahi)),
+                    _mm256_set1_epi16(1));
+#endif
+            }
+            const __m256i sumi =
+                _mm256_add_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3])),
+                                 _mm256_set1_epi32(corr[QX_DEC_NBMAX * t + b]));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw, _mm256_set1_ps(da[QX_DEC_NBMAX * t + b])),
+                                     acc[t]);
+        }
+    }
+    for (int t = 0; t < TT; ++t)
+        _mm256_storeu_ps(y + ldy * (size_t)t, _mm256_permutevar8x32_ps(acc[t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* Q4_0, one activation row: full groups of 8 rows through qx_q4_0_row1x8, the rest through qx_gemm_sum_rows. */
+QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                                float *y, size_t ldy) {
+    const int nb = k / 32;
+    if (nb > QX_DEC_NBMAX) {
+        qx_gemm_sum_rows(QX_Q4_0, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int ng = nr / 8;
+    const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    int32_t corr[QX_DEC_NBMAX];
+    float da[QX_DEC_NBMAX];
+    for (int t = 0; t < nt; ++t) {
+        const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
+        for (int b = 0; b < nb; ++b) {
+            const __m256i av = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+            corr[b] = -8 * qx_hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), _mm256_set1_epi16(1)));
+            da[b] = qx_h2f(xa[b].d);
+        }
+        for (int g = 0; g < ng; ++g) {
+            const uint8_t *wg = w + ldw * (size_t)(8 * g);
+            _mm256_storeu_ps(y + ldy * (size_t)t + 8 * g,
+                             qx_q4_0_row1x8(nb, wg, ldw, xa, corr, da, wg + 8 * ldw, t == 0 ? per : 0));
+        }
+    }
+    if (8 * ng < nr)
+        qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
+}
+
+/* Q4_0 with 1..3 activation rows (2 or 3: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
+QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                                float *y, size_t ldy) {
+    if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
+        qx_gemm_q4_0_dec1(k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int nb = k / 32;
+    if (nb > QX_DEC_NBMAX || nt > 3) {
+        qx_gemm_sum_rows(QX_Q4_0, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    const int ng = nr / 8;
+    const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    int32_t corr[3 * QX_DEC_NBMAX];
+    float da[3 * QX_DEC_NBMAX];
+    for (int t = 0; t < nt; ++t) {
+        const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
+        for (int b = 0; b < nb; ++b) {
+            const __m256i av = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+            corr[QX_DEC_NBMAX * t + b] =
+                -8 * qx_hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), _mm256_set1_epi16(1)));
+            da[QX_DEC_NBMAX * t + b] = qx_h2f(xa[b].d);
+        }
+    }
+    for (int g = 0; g < ng; ++g) {
+        const uint8_t *wg = w + ldw * (size_t)(8 * g);
+        switch (nt) { /* 2 or 3 */
+        case 2: qx_q4_0_rows8(2, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        default: qx_q4_0_rows8(3, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        }
+    }
+    if (8 * ng < nr)
+        qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
+}
+
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
+    if (type == QX_Q4_0 && nt <= 3) {
+        qx_gemm_q4_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
     if (nt < QX_SUM_MIN_NT || (!QX_HAS_VNNI && type == QX_IQ4_NL)) {
         qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
@@ -723,8 +915,90 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
     }
 }
 
+/*
+ * Q8_0 with 1..3 activation rows (decode): RR weight rows × TT activation
+ * rows, each weight block loaded once for the TT rows (same operations per
+ * output as qx_lanes_tile). The next RR rows are prefetched, a fixed number
+ * of lines per block step computed once per call (no division in the loop).
+ * The weight scale is broadcast as fp16 and converted in the vector unit.
+ */
+#if defined(QX_VNNI)
+#ifndef QX_Q8D_RR
+#define QX_Q8D_RR 8
+#endif
+#else
+#define QX_Q8D_RR 4
+#endif
+
+QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
+                                float *y, size_t ldy, const uint8_t *next, size_t per) {
+    __m256 acc[QX_Q8D_RR][3];
+    for (int r = 0; r < RR; ++r)
+        for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? (size_t)RR * ldw : 0, per, b);
+        __m256i a[3];
+        __m256 da[3];
+#if defined(QX_VNNI)
+        __m256i corr[3];
+#endif
+        for (int t = 0; t < TT; ++t) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
+            a[t] = _mm256_loadu_si256((const __m256i *)xb->qs);
+            da[t] = _mm256_set1_ps(qx_h2f(xb->d));
+#if defined(QX_VNNI)
+            corr[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), a[t]));
+#endif
+        }
+        for (int r = 0; r < RR; ++r) {
+            const block_q8_0 *wb = (const block_q8_0 *)(w + ldw * (size_t)r) + b;
+            const __m256i q = _mm256_loadu_si256((const __m256i *)wb->qs);
+            const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16((short)wb->d));
+#if defined(QX_VNNI)
+            const __m256i u = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)); /* w + 128 */
+#else
+            const __m256i u = _mm256_abs_epi8(q);
+#endif
+            for (int t = 0; t < TT; ++t) {
+#if defined(QX_VNNI)
+                const __m256i l = _mm256_dpbusd_epi32(corr[t], u, a[t]);
+#else
+                const __m256i l = qx_dot4(_mm256_setzero_si256(), u, _mm256_sign_epi8(a[t], q)); /* 2*128*127 */
+#endif
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da[t]), _mm256_cvtepi32_ps(l), acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < RR; ++r)
+        for (int t = 0; t < TT; ++t) y[ldy * (size_t)t + r] = qx_hsum8(acc[r][t]);
+}
+
+QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                                float *y, size_t ldy) {
+    const int nb = k / 32;
+    const size_t per = (QX_Q8D_RR * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    int r = 0;
+    for (; r + QX_Q8D_RR <= nr; r += QX_Q8D_RR) {
+        const uint8_t *wr = w + ldw * (size_t)r;
+        switch (nt) {
+        case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        }
+    }
+    for (; r < nr; ++r)
+        for (int t = 0; t < nt; ++t)
+            qx_q8_0_dec_tile(1, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx, y + ldy * (size_t)t + r, ldy,
+                             w, 0);
+}
+
 QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
+    if (type == QX_Q8_0 && nt <= 3) { /* decode */
+        qx_gemm_q8_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
     const int nb = k / 32;
     int r = 0;
     for (; r + QX_LANES_RR <= nr; r += QX_LANES_RR) {
