@@ -1,8 +1,9 @@
 /*
  * pkgtest.h — helpers shared by the package and store tests (test_manifest,
- * test_store, test_store_fault, test_store_fs): run the CLI, temporary
- * folders, file copies, and re-signing a manifest after editing its signed
- * object (to make validly signed manifests with chosen contents).
+ * test_store, test_store_fault, test_store_fs): temporary folders, file
+ * copies, and re-signing a manifest after editing its signed object (to make
+ * validly signed manifests with chosen contents). They run the CLI with
+ * testutil's el_test_run_cli.
  */
 #ifndef EL_PKGTEST_H
 #define EL_PKGTEST_H
@@ -27,51 +28,6 @@
 #error "EL_CLI_PATH must name the built edgellm binary"
 #endif
 
-typedef struct proc_result {
-    int status;
-    char *out, *err;
-} proc_result;
-
-static inline void proc_free(proc_result *r) {
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof *r);
-}
-
-/* Runs EL_CLI_PATH with args (NULL-terminated, argv[0] excluded); stdout via
- * a pipe, stderr via a temporary file. */
-static inline bool run_cli(const char *const *args, proc_result *r) {
-    memset(r, 0, sizeof *r);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = EL_CLI_PATH;
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    FILE *errf = tmpfile();
-    int pfd[2];
-    if (!errf || pipe(pfd) != 0) return false;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(fileno(errf), 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execv(EL_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    r->out = el_test_read_fd(pfd[0], NULL);
-    close(pfd[0]);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    rewind(errf);
-    r->err = el_test_read_fd(fileno(errf), NULL);
-    fclose(errf);
-    return r->out && r->err;
-}
 
 /* mkdtemp under $TMPDIR or /tmp; static buffer per call site is the caller's. */
 static inline bool make_tmpdir(char *out, size_t cap, const char *tag) {

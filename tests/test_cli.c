@@ -23,55 +23,6 @@
 #error "EL_CLI_PATH must name the built edgellm binary"
 #endif
 
-typedef struct proc_result {
-    char *out;  /* stdout (NUL-terminated) */
-    size_t out_len;
-    char *err;  /* stderr (NUL-terminated) */
-    int status; /* exit code, or 128 + signal */
-} proc_result;
-
-static void proc_free(proc_result *r) {
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof *r);
-}
-
-/* Runs EL_CLI_PATH with argv (NULL-terminated, argv[0] excluded). stdout comes
- * through a pipe, stderr through a temporary file (no deadlock on either). */
-static bool run_cli(const char *const *args, proc_result *r) {
-    memset(r, 0, sizeof *r);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = EL_CLI_PATH;
-    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-
-    FILE *errf = tmpfile();
-    int pfd[2];
-    if (!errf || pipe(pfd) != 0) return false;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        dup2(fileno(errf), 2);
-        close(pfd[0]);
-        close(pfd[1]);
-        execv(EL_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    r->out = el_test_read_fd(pfd[0], &r->out_len);
-    close(pfd[0]);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    rewind(errf);
-    r->err = el_test_read_fd(fileno(errf), NULL);
-    fclose(errf);
-    return r->out && r->err;
-}
-
 static char g_tmp_path[64];
 
 /* Writes text to a temporary file; returns its path (valid until the next call). */
@@ -148,15 +99,15 @@ static void test_tokenize_gpt2(void) {
 
         const char *path = write_tmp(p, (size_t)(end - p));
         const char *args[] = {"tokenize", "-m", vocab, "-f", path, "--no-bos", "--no-parse-special", NULL};
-        proc_result r;
-        CHECK(path && run_cli(args, &r));
+        el_test_proc r;
+        CHECK(path && el_test_run_cli(args, &r));
         n_cases++;
         int ng = r.out ? parse_id_array(r.out, got, 512) : -1;
         CHECKF(r.status == 0 && same_ids(got, ng, want, nw),
                "gpt-2 case %d (%.*s): exit %d, got %s%s", n_cases, (int)(end - p > 40 ? 40 : end - p), p,
                r.status, r.out ? r.out : "(null)", r.err ? r.err : "");
         if (r.status == 0 && same_ids(got, ng, want, nw)) n_ok++;
-        proc_free(&r);
+        el_test_proc_free(&r);
         p = end + strlen(SEP);
         o = *oe ? oe + 1 : oe;
     }
@@ -200,26 +151,26 @@ static void test_tokenize_llama(const golden *g, const char *model) {
     /* -f, special-token parsing off: exactly how the golden was made. */
     const char *path = write_tmp(g->prompt, strlen(g->prompt));
     const char *a1[] = {"tokenize", "-m", model, "-f", path, "--no-parse-special", NULL};
-    proc_result r;
-    CHECK(run_cli(a1, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(a1, &r));
     int n = parse_id_array(r.out ? r.out : "", got, 512);
     CHECKF(r.status == 0 && same_ids(got, n, g->ptoks, g->n_ptoks), "tiny-llama -f: exit %d, out %s err %s",
            r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     /* -p with the defaults (escapes and special parsing on: the prompt has neither). */
     const char *a2[] = {"tokenize", "-m", model, "-p", g->prompt, NULL};
-    CHECK(run_cli(a2, &r));
+    CHECK(el_test_run_cli(a2, &r));
     n = parse_id_array(r.out ? r.out : "", got, 512);
     CHECKF(r.status == 0 && same_ids(got, n, g->ptoks, g->n_ptoks), "tiny-llama -p: exit %d, out %s err %s",
            r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     /* --no-bos drops the leading BOS. */
     const char *a3[] = {"tokenize", "-m", model, "-p", g->prompt, "--no-bos", NULL};
-    CHECK(run_cli(a3, &r));
+    CHECK(el_test_run_cli(a3, &r));
     n = parse_id_array(r.out ? r.out : "", got, 512);
     CHECKF(r.status == 0 && g->n_ptoks > 1 && same_ids(got, n, g->ptoks + 1, g->n_ptoks - 1),
            "tiny-llama --no-bos: exit %d, out %s", r.status, r.out);
-    proc_free(&r);
+    el_test_proc_free(&r);
 }
 
 static double margin_at(cJSON *step) {
@@ -233,8 +184,8 @@ static void test_run_json(const golden *g, const char *model) {
     const char *path = write_tmp(g->prompt, strlen(g->prompt));
     const char *args[] = {"run", "-m", model, "--allow-unsigned", "-f", path, "--json", "--temp", "0", "-n", "8",
                           "--top-logprobs", "3", "--no-parse-special", "--seed", "1", NULL};
-    proc_result r;
-    CHECK(run_cli(args, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(args, &r));
     CHECKF(r.status == 0, "run --json exit %d: %s", r.status, r.err ? r.err : "");
     if (!r.out) return;
 
@@ -301,77 +252,77 @@ static void test_run_json(const golden *g, const char *model) {
         cJSON_Delete(j);
     }
     CHECKF(n_tok == 8 && saw_done && n_lines == 9, "lines: %d tokens, done %d, %d lines", n_tok, saw_done, n_lines);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     /* Plain run: the streamed text equals the concatenated pieces. */
     const char *a2[] = {"run", "-m", model, "--allow-unsigned", "-f", path, "--temp", "0", "-n", "8",
                           "--no-parse-special", NULL};
-    CHECK(run_cli(a2, &r));
+    CHECK(el_test_run_cli(a2, &r));
     CHECKF(r.status == 0 && r.out && r.out_len == tlen && memcmp(r.out, text, tlen) == 0,
            "plain run: exit %d, text '%s' vs json pieces '%s'", r.status, r.out ? r.out : "", text);
     CHECKF(r.err && strstr(r.err, "eval"), "no timings on stderr: %s", r.err ? r.err : "");
-    proc_free(&r);
+    el_test_proc_free(&r);
 }
 
 static void test_info(const char *model) {
     const char *args[] = {"info", "-m", model, NULL};
-    proc_result r;
-    CHECK(run_cli(args, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(args, &r));
     CHECKF(r.status == 0, "info exit %d: %s", r.status, r.err ? r.err : "");
     CHECKF(r.out && strstr(r.out, "token_embd.weight"), "info lacks token_embd.weight");
     CHECK(r.out && strstr(r.out, "general.architecture = \"llama\""));
     CHECK(r.out && strstr(r.out, "parameters:"));
-    proc_free(&r);
+    el_test_proc_free(&r);
 }
 
 static void test_errors(const char *model) {
-    proc_result r;
+    el_test_proc r;
     const char *bad_flag[] = {"run", "-m", model, "-p", "hi", "--no-such-flag", NULL};
-    CHECK(run_cli(bad_flag, &r));
+    CHECK(el_test_run_cli(bad_flag, &r));
     CHECKF(r.status == 2, "bad flag: exit %d", r.status);
     CHECK(r.err && strstr(r.err, "--no-such-flag"));
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *bad_num[] = {"run", "-m", model, "-p", "hi", "-n", "lots", NULL};
-    CHECK(run_cli(bad_num, &r));
+    CHECK(el_test_run_cli(bad_num, &r));
     CHECKF(r.status == 2, "bad number: exit %d", r.status);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *no_prompt[] = {"run", "-m", model, NULL};
-    CHECK(run_cli(no_prompt, &r));
+    CHECK(el_test_run_cli(no_prompt, &r));
     CHECKF(r.status == 2, "no prompt: exit %d", r.status);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *bad_cmd[] = {"frobnicate", NULL};
-    CHECK(run_cli(bad_cmd, &r));
+    CHECK(el_test_run_cli(bad_cmd, &r));
     CHECKF(r.status == 2, "bad command: exit %d", r.status);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *none[] = {NULL};
-    CHECK(run_cli(none, &r));
+    CHECK(el_test_run_cli(none, &r));
     CHECKF(r.status == 2 && r.err && strstr(r.err, "usage"), "no args: exit %d", r.status);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *missing[] = {"tokenize", "-m", "/nonexistent/dir/model.gguf", "-p", "hi", NULL};
-    CHECK(run_cli(missing, &r));
+    CHECK(el_test_run_cli(missing, &r));
     CHECKF(r.status == 1 && r.err && strstr(r.err, "error:"), "missing model: exit %d, stderr %s", r.status,
            r.err ? r.err : "");
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *missing_run[] = {"run", "-m", "/nonexistent/dir/model.gguf", "--allow-unsigned", "-p", "hi", NULL};
-    CHECK(run_cli(missing_run, &r));
+    CHECK(el_test_run_cli(missing_run, &r));
     CHECKF(r.status == 1 && r.err && strstr(r.err, "error:"), "missing model (run): exit %d", r.status);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *version[] = {"--version", NULL};
-    CHECK(run_cli(version, &r));
+    CHECK(el_test_run_cli(version, &r));
     CHECK(r.status == 0 && r.out && strstr(r.out, EL_VERSION_STRING));
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *help[] = {"help", NULL};
-    CHECK(run_cli(help, &r));
+    CHECK(el_test_run_cli(help, &r));
     CHECK(r.status == 0 && r.out && strstr(r.out, "tokenize"));
-    proc_free(&r);
+    el_test_proc_free(&r);
 }
 
 int main(void) {

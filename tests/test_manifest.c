@@ -227,20 +227,20 @@ static void test_gguf_flips(void) {
     char pub[PATH_MAX + 8];
     snprintf(pub, sizeof pub, "%s.pub", g_key);
     const char *run[] = {"run", "-m", g_model, "--pub", pub, "-p", "hi", "-n", "2", "--temp", "0", NULL};
-    proc_result r;
-    CHECK(run_cli(run, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(run, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH) && strstr(r.err, "hash check failed") && !strstr(r.err, "magic") &&
            r.out[0] == 0, "run on flipped header: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *chat[] = {"chat", "-m", g_model, "--pub", pub, NULL};
-    CHECK(run_cli(chat, &r));
+    CHECK(el_test_run_cli(chat, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH) && strstr(r.err, "hash check failed"), "chat: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *serve[] = {"serve", "-m", g_model, "--pub", pub, "--port", "0", NULL};
-    CHECK(run_cli(serve, &r));
+    CHECK(el_test_run_cli(serve, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH) && strstr(r.err, "hash check failed") && !strstr(r.err, "listening"),
            "serve: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     CHECK(flip_at(g_model, 0, 0x01));
 }
 
@@ -270,11 +270,11 @@ static void test_truncation(void) {
     char pub[PATH_MAX + 8];
     snprintf(pub, sizeof pub, "%s.pub", g_key);
     const char *run[] = {"run", "-m", g_model, "--pub", pub, "-p", "hi", "-n", "2", NULL};
-    proc_result r;
-    CHECK(run_cli(run, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(run, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_SIZE) && strstr(r.err, "size check failed"), "run truncated: %d %s",
            r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     CHECK(copy_file(saved, g_model));
     unlink(saved);
     CHECK(verify_now(&e) == EL_PKG_OK);
@@ -361,11 +361,11 @@ static int cli_verify_status(const char *pubkey, const char *extra, char **err_o
     char pub[PATH_MAX + 8];
     snprintf(pub, sizeof pub, "%s.pub", pubkey);
     const char *args[] = {"verify", "--pub", pub, g_model, extra ? "--min-version" : NULL, extra, NULL};
-    proc_result r;
-    if (!run_cli(args, &r)) return -1;
+    el_test_proc r;
+    if (!el_test_run_cli(args, &r)) return -1;
     int s = r.status;
     if (err_out) *err_out = strdup(r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     return s;
 }
 
@@ -458,54 +458,54 @@ static void test_cli_load(void) {
     snprintf(pub, sizeof pub, "%s.pub", g_key);
     snprintf(plain, sizeof plain, "%s/plain.gguf", g_dir);
     CHECK(copy_file(pkg_ref_model(), plain));
-    proc_result r;
+    el_test_proc r;
 
     const char *refuse[] = {"run", "-m", plain, "-p", "hi", "-n", "2", "--temp", "0", NULL};
-    CHECK(run_cli(refuse, &r));
+    CHECK(el_test_run_cli(refuse, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_NO_MANIFEST) && strstr(r.err, "--allow-unsigned") && r.out[0] == 0,
            "unsigned without the flag: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *allow[] = {"run", "-m", plain, "-p", "hi", "-n", "2", "--temp", "0", "--allow-unsigned", NULL};
-    CHECK(run_cli(allow, &r));
+    CHECK(el_test_run_cli(allow, &r));
     CHECKF(r.status == 0 && strstr(r.err, "UNSIGNED") && strstr(r.err, "quant Q8_0") && strstr(r.err, "sha256 "),
            "unsigned with the flag: %d %s", r.status, r.err);
     char *unsigned_out = strdup(r.out);
-    proc_free(&r);
+    el_test_proc_free(&r);
 
     const char *signed_run[] = {"run", "-m", g_model, "--pub", pub, "-p", "hi", "-n", "2", "--temp", "0", NULL};
-    CHECK(run_cli(signed_run, &r));
+    CHECK(el_test_run_cli(signed_run, &r));
     CHECKF(r.status == 0 && strstr(r.err, "signature verified") && strstr(r.err, "v5") && strstr(r.err, g_pub.keyid),
            "signed: %d %s", r.status, r.err);
     CHECKF(!strcmp(r.out, unsigned_out), "same model, same greedy text: '%s' vs '%s'", r.out, unsigned_out);
-    proc_free(&r);
+    el_test_proc_free(&r);
     free(unsigned_out);
 
     /* the key from the environment */
     setenv("EL_TRUSTED_KEY", pub, 1);
     const char *env_run[] = {"run", "-m", g_model, "-p", "hi", "-n", "1", "--temp", "0", NULL};
-    CHECK(run_cli(env_run, &r));
+    CHECK(el_test_run_cli(env_run, &r));
     CHECKF(r.status == 0 && strstr(r.err, "signature verified"), "EL_TRUSTED_KEY: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     unsetenv("EL_TRUSTED_KEY");
     /* signed, but no key given: refused, unless --allow-unsigned (then said so) */
-    CHECK(run_cli(env_run, &r));
+    CHECK(el_test_run_cli(env_run, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_KEY) && strstr(r.err, "--pub"), "no key: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *nokey_allow[] = {"run", "-m", g_model, "-p", "hi", "-n", "1", "--temp", "0", "--allow-unsigned", NULL};
-    CHECK(run_cli(nokey_allow, &r));
+    CHECK(el_test_run_cli(nokey_allow, &r));
     CHECKF(r.status == 0 && strstr(r.err, "SIGNATURE NOT CHECKED"), "no key, allowed: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     /* --allow-unsigned never excuses a failing check */
     CHECK(flip_at(g_model, 100, 0x01));
-    CHECK(run_cli(nokey_allow, &r));
+    CHECK(el_test_run_cli(nokey_allow, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH), "allow-unsigned + corrupt: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     CHECK(flip_at(g_model, 100, 0x01));
     /* --min-version on run */
     const char *minv[] = {"run", "-m", g_model, "--pub", pub, "--min-version", "6", "-p", "hi", "-n", "1", NULL};
-    CHECK(run_cli(minv, &r));
+    CHECK(el_test_run_cli(minv, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_VERSION), "run --min-version: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     unlink(plain);
 }
 
@@ -518,21 +518,21 @@ static void test_cli_sign(void) {
     snprintf(pub, sizeof pub, "%s.pub", base);
     snprintf(model, sizeof model, "%s/cli.gguf", g_dir);
     CHECK(copy_file(pkg_ref_model(), model));
-    proc_result r;
+    el_test_proc r;
     const char *kg[] = {"keygen", "--out", base, NULL};
-    CHECK(run_cli(kg, &r));
+    CHECK(el_test_run_cli(kg, &r));
     CHECKF(r.status == 0 && strstr(r.out, "key id"), "keygen: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *sg[] = {"sign", "--key", sec, model, "--version", "7", "--expires", "2099-12-31", "--source", "hf/x",
                         "--revision", "deadbeef", "--device-class", "cpu-x86_64", "--device-class", "cpu-aarch64", NULL};
-    CHECK(run_cli(sg, &r));
+    CHECK(el_test_run_cli(sg, &r));
     CHECKF(r.status == 0 && strstr(r.out, "v7") && strstr(r.out, "smoke expectation"), "sign: %d %s %s", r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *vf[] = {"verify", "--pub", pub, model, "--smoke", NULL};
-    CHECK(run_cli(vf, &r));
+    CHECK(el_test_run_cli(vf, &r));
     CHECKF(r.status == 0 && strstr(r.out, "ok:") && strstr(r.out, "expires 2099-12-31T00:00:00Z") &&
            strstr(r.out, "hf/x@deadbeef") && strstr(r.out, "smoke test passed"), "verify: %d %s %s", r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     /* a second artifact beside the model: listed, sized, hashed */
     char notes[PATH_MAX];
     snprintf(notes, sizeof notes, "%s/notes.txt", g_dir);
@@ -540,29 +540,29 @@ static void test_cli_sign(void) {
     fputs("release notes\n", f);
     fclose(f);
     const char *sg2[] = {"sign", "--key", sec, model, "--version", "8", "--no-smoke", "--artifact", "notes.txt", NULL};
-    CHECK(run_cli(sg2, &r));
+    CHECK(el_test_run_cli(sg2, &r));
     CHECKF(r.status == 0, "sign --artifact: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *vf2[] = {"verify", "--pub", pub, model, NULL};
-    CHECK(run_cli(vf2, &r));
+    CHECK(el_test_run_cli(vf2, &r));
     CHECKF(r.status == 0, "verify with two artifacts: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     f = fopen(notes, "w");
     fputs("release notez\n", f);
     fclose(f);
-    CHECK(run_cli(vf2, &r));
+    CHECK(el_test_run_cli(vf2, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_HASH) && strstr(r.err, "notes.txt"), "changed artifact: %d %s", r.status,
            r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     unlink(notes);
-    CHECK(run_cli(vf2, &r));
+    CHECK(el_test_run_cli(vf2, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_SIZE) && strstr(r.err, "missing"), "missing artifact: %d %s", r.status,
            r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *bad[] = {"sign", "--key", sec, model, "--expires", "tomorrow", NULL};
-    CHECK(run_cli(bad, &r));
+    CHECK(el_test_run_cli(bad, &r));
     CHECK(r.status == 2);
-    proc_free(&r);
+    el_test_proc_free(&r);
 }
 
 int main(void) {

@@ -229,34 +229,34 @@ int main(void) {
     }
 
     /* CLI */
-    proc_result r;
+    el_test_proc r;
     const char *status[] = {"status", "--store", g_store, NULL};
-    CHECK(run_cli(status, &r));
+    CHECK(el_test_run_cli(status, &r));
     CHECKF(r.status == 0 && strstr(r.out, "active:   v2") && strstr(r.out, "previous: v3") && strstr(r.out, "active verifies"),
            "status: %d %s %s", r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *rb[] = {"rollback", "--store", g_store, NULL};
-    CHECK(run_cli(rb, &r));
+    CHECK(el_test_run_cli(rb, &r));
     CHECKF(r.status == 0 && strstr(r.out, "rolled back to v3"), "cli rollback: %d %s %s", r.status, r.out, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *down[] = {"install", v2, "--store", g_store, NULL};
-    CHECK(run_cli(down, &r));
+    CHECK(el_test_run_cli(down, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_VERSION) && strstr(r.err, "version check failed"), "cli downgrade: %d %s",
            r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *run[] = {"run", "--store", g_store, "-p", "Once upon a time", "-n", "4", "--temp", "0", NULL};
-    CHECK(run_cli(run, &r));
+    CHECK(el_test_run_cli(run, &r));
     CHECKF(r.status == 0 && strstr(r.err, "v3") && strstr(r.err, "signature verified") && strstr(r.err, "quant Q4_0"),
            "run --store: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *both[] = {"run", "--store", g_store, "-m", v1, "-p", "x", NULL};
-    CHECK(run_cli(both, &r));
+    CHECK(el_test_run_cli(both, &r));
     CHECK(r.status == 2);
-    proc_free(&r);
+    el_test_proc_free(&r);
     const char *gc[] = {"gc", "--store", g_store, NULL};
-    CHECK(run_cli(gc, &r));
+    CHECK(el_test_run_cli(gc, &r));
     CHECKF(r.status == 0 && strstr(r.out, "removed 0"), "cli gc: %d %s", r.status, r.out);
-    proc_free(&r);
+    el_test_proc_free(&r);
     /* a damaged state file: every command says so, gc removes nothing */
     char sp[700];
     snprintf(sp, sizeof sp, "%s/state.json", g_store);
@@ -267,9 +267,9 @@ int main(void) {
     fclose(f);
     CHECK(el_store_gc(g_store, &freed, &removed, &e) == EL_PKG_ERR_STORE && removed == 0);
     CHECK(slot_entries('a') == 2 && slot_entries('b') == 2);
-    CHECK(run_cli(run, &r));
+    CHECK(el_test_run_cli(run, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_STORE), "run on a damaged store: %d %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     f = fopen(sp, "w");
     fwrite(saved, 1, slen, f);
     fclose(f);

@@ -99,13 +99,13 @@ int main(void) {
 
     /* the copy itself runs out of space (the CLI, with the check bypassed) */
     const char *args[] = {"install", v2, "--store", g_store, "--no-space-check", NULL};
-    proc_result r;
-    CHECK(run_cli(args, &r));
+    el_test_proc r;
+    CHECK(el_test_run_cli(args, &r));
     CHECKF(r.status == el_pkg_exit_code(EL_PKG_ERR_NOSPACE) && strstr(r.err, "space check failed") &&
            strstr(r.err, "No space left") && strstr(r.err, "active version is untouched"),
            "mid-install ENOSPC: %d %s", r.status, r.err);
     printf("v2, copy ran out of space: exit %d: %s", r.status, r.err);
-    proc_free(&r);
+    el_test_proc_free(&r);
     CHECKF(free_bytes() == after_v1, "free after the failed copy: %" PRIu64 " vs %" PRIu64, free_bytes(), after_v1);
     active_ok(1);
     el_store_state st;

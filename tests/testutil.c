@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 int el_test_failures = 0;
 int el_test_checks = 0;
@@ -64,4 +65,43 @@ char *el_test_read_file(const char *path, size_t *len) {
 int el_test_finish(const char *name) {
     printf("%s: %d checks, %d failed\n", name, el_test_checks, el_test_failures);
     return el_test_failures ? 1 : 0;
+}
+
+bool el_test_run(const char *exe, const char *const *args, el_test_proc *r) {
+    memset(r, 0, sizeof *r);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = exe;
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    FILE *errf = tmpfile();
+    int pfd[2];
+    if (!errf || pipe(pfd) != 0) return false;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        dup2(fileno(errf), 2);
+        close(pfd[0]);
+        close(pfd[1]);
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    r->out = el_test_read_fd(pfd[0], &r->out_len);
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    rewind(errf);
+    r->err = el_test_read_fd(fileno(errf), NULL);
+    fclose(errf);
+    return r->out && r->err;
+}
+
+void el_test_proc_free(el_test_proc *r) {
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
 }

@@ -1,6 +1,8 @@
 /* testutil.h — tiny test harness: CHECK macros, shared-data lookup, skip. */
 #ifndef EL_TESTUTIL_H
 #define EL_TESTUTIL_H
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,6 +25,24 @@ void el_test_skip(const char *why);
 char *el_test_read_fd(int fd, size_t *len);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *el_test_read_file(const char *path, size_t *len);
+/* A finished child process: exit code (or 128 + signal), stdout and stderr
+ * (malloc'd, NUL-terminated). */
+typedef struct el_test_proc {
+    int status;
+    char *out;
+    size_t out_len;
+    char *err;
+} el_test_proc;
+/* Runs exe with args (NULL-terminated, argv[0] excluded); stdout through a
+ * pipe, stderr through a temporary file (no deadlock on either). False if the
+ * process could not be run or its output not read. */
+bool el_test_run(const char *exe, const char *const *args, el_test_proc *r);
+void el_test_proc_free(el_test_proc *r);
+#ifdef EL_CLI_PATH
+/* el_test_run of the built `edgellm` binary. */
+static inline bool el_test_run_cli(const char *const *args, el_test_proc *r) { return el_test_run(EL_CLI_PATH, args, r); }
+#endif
+
 /* Prints "N passed, N failed"-style summary and returns the exit code. */
 int el_test_finish(const char *name);
 
