@@ -3,10 +3,8 @@
  * small reference model and checks the one JSON object it prints: every key
  * present, with sane values. Exit 77 (skipped) without ../shared/reference.
  */
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -18,31 +16,15 @@
 #endif
 
 /* Runs the CLI with argv (NULL-terminated, argv[0] excluded); stdout is
- * returned (malloc'd), stderr passes through to the test's stderr. */
+ * returned (malloc'd), stderr is copied to the test's stderr. */
 static char *run_cli(const char *const *args, int *status) {
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = EL_CLI_PATH;
-    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    int pfd[2];
-    if (pipe(pfd) != 0) return NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return NULL;
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        execv(EL_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char *out = el_test_read_fd(pfd[0], NULL);
-    close(pfd[0]);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    el_test_proc r;
+    const bool ok = el_test_run_cli(args, &r);
+    if (r.err) fputs(r.err, stderr);
+    *status = r.status;
+    char *out = ok ? r.out : NULL;
+    if (!ok) free(r.out);
+    free(r.err);
     return out;
 }
 
