@@ -16,6 +16,7 @@
 enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELLED = 130 };
 
 #define CLI_MAX_STOPS 16
+#define CLI_MAX_HOSTS 16
 
 /* Every option of every sub-command; each command states which it accepts. */
 typedef struct cli_opts {
@@ -46,6 +47,9 @@ typedef struct cli_opts {
     int n_parallel;            /* -np, --parallel: slots (default 1) */
     int queue_cap;             /* --queue: waiting requests (default 16) */
     const char *api_key;       /* --api-key */
+    const char *allow_hosts[CLI_MAX_HOSTS]; /* --allow-host NAME (repeatable) */
+    int n_allow_hosts;
+    const char *cors;          /* --cors ORIGIN */
     /* bench */
     int bench_n_prompt;        /* -p, --n-prompt (default 512) */
     int bench_n_gen;           /* -n, --n-gen (default 128) */

@@ -61,6 +61,9 @@ int cli_cmd_serve(cli_opts *o) {
     p.api_key = o->api_key;
     p.chat_template = o->chat_template;
     p.verbose = o->verbose;
+    p.allow_hosts = o->allow_hosts;
+    p.n_allow_hosts = o->n_allow_hosts;
+    p.cors_origin = o->cors;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

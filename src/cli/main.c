@@ -111,6 +111,14 @@ static void print_usage(FILE *f) {
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
 "      --queue Q               requests that may wait for a slot (default 16; more: 503)\n"
 "      --api-key KEY           require 'Authorization: Bearer KEY'\n"
+"      --allow-host NAME       also answer requests whose Host is NAME (repeatable; the\n"
+"                              default is localhost, 127.0.0.1, [::1] and --host;\n"
+"                              '*' answers any Host, which allows DNS rebinding)\n"
+"      --cors ORIGIN           let pages from ORIGIN (e.g. http://localhost:3000) call\n"
+"                              the API; default: same-origin only, other Origins get 403\n"
+"  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
+"  body within 20 s more; bodies up to 1 MiB; POST bodies need Content-Type:\n"
+"  application/json (README: Serving)\n"
 "\n"
 "info only:\n"
 "  -v, --verbose               print long strings (the chat template) in full\n"
@@ -387,7 +395,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS
 };
 
 typedef struct flag_def {
@@ -430,6 +438,8 @@ static const flag_def FLAGS[] = {
     {"-np", "--parallel", F_PARALLEL, true, C_SERVE},
     {NULL, "--queue", F_QUEUE, true, C_SERVE},
     {NULL, "--api-key", F_APIKEY, true, C_SERVE},
+    {NULL, "--allow-host", F_ALLOWHOST, true, C_SERVE},
+    {NULL, "--cors", F_CORS, true, C_SERVE},
     /* bench: -p and -n are counts here (the lookup prefers the entry that
      * applies to the command when a spelling is shared) */
     {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
@@ -552,6 +562,17 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_PARALLEL: NEED_INT(1, 256); o->n_parallel = (int)lv; break;
         case F_QUEUE: NEED_INT(0, 4096); o->queue_cap = (int)lv; break;
         case F_APIKEY: o->api_key = val; break;
+        case F_ALLOWHOST:
+            if (!*val) return cli_usage_error(cmd, "--allow-host: empty name");
+            if (o->n_allow_hosts >= CLI_MAX_HOSTS)
+                return cli_usage_error(cmd, "--allow-host: at most %d names", CLI_MAX_HOSTS);
+            o->allow_hosts[o->n_allow_hosts++] = val;
+            break;
+        case F_CORS:
+            if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+                return cli_usage_error(cmd, "--cors: expected an origin like http://host:port, got '%s'", val);
+            o->cors = val;
+            break;
         case F_NPROMPT: NEED_INT(0, 1 << 20); o->bench_n_prompt = (int)lv; break;
         case F_NGEN: NEED_INT(0, 1 << 20); o->bench_n_gen = (int)lv; break;
         case F_REPS: NEED_INT(1, 10000); o->bench_reps = (int)lv; break;

@@ -36,20 +36,42 @@
  * non-streamed result is ready, and the streaming content-reader callback may
  * block on the request's condition variable until the slot produced the next
  * SSE frame. This keeps streaming and cancellation on one control path
- * without suspend/resume bookkeeping: the reader waits in 50 ms steps and,
- * between steps, peeks at the socket (recv MSG_PEEK|MSG_DONTWAIT == 0 means
- * the client closed it), so a client that goes away while its request is
- * queued, prefilling or decoding is cancelled within a step; a failed write
- * makes MHD destroy the response, whose free callback cancels as well. The
- * handler of a non-streamed request polls the same way while it waits.
- * Connections are bounded (MHD_OPTION_CONNECTION_LIMIT), and the work itself
+ * without suspend/resume bookkeeping.
+ *
+ * Clients that go away. A client is gone when its socket shows a reset
+ * (POLLHUP/POLLERR: peer_check); a FIN alone is not enough, because a client
+ * that half-closes (`nc -N`) still waits for its answer and, before the
+ * server writes, looks exactly like one that closed. So a FIN is answered
+ * with one probe write that a half-closed client accepts and a closed one
+ * answers with a reset: an SSE comment on a stream, an interim "100
+ * Continue" on a non-streamed HTTP/1.1 request (client_gone). The streaming
+ * reader and the non-streamed handler check in 50/100 ms steps while they
+ * wait; a full queue first drops the requests whose clients are gone
+ * (queue_drop_gone_locked), and a slot skips such a request when it pops
+ * it, so hit-and-run clients do not hold queue places; a failed write makes
+ * MHD destroy a stream's response, whose free callback cancels as well.
+ *
+ * Connections (the "connection guard" section). Every TCP connection is
+ * tracked with the phase of its request (headers, body, answering) from
+ * MHD's connection notifications. MHD refuses connections beyond
+ * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP per address; near the limit a
+ * new connection evicts an incomplete one (of the address holding the most);
+ * a reaper thread closes connections whose headers or body take longer than
+ * their deadline, which MHD's idle timeout cannot do against a client that
+ * sends a byte a second. The request prelude (on_request, before on_access)
+ * refuses control bytes in the URL, conflicting Content-Length /
+ * Transfer-Encoding, a Host outside the allow-list, an Origin other than the
+ * server's own or --cors, and POST bodies not declared application/json; it
+ * answers CORS preflights for the --cors origin. The work itself is bounded
  * by the slots and the bounded queue, so threads stay few on a device.
  *
  * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
- * requests are cancelled and running ones told to cancel (they stop at the
- * next decode step); slot threads are joined; MHD_stop_daemon joins the
- * connection threads (their waits end because every request is terminal);
- * then sessions and the model are freed.
+ * requests are cancelled (a queued stream gets its error event and [DONE],
+ * as a running one does) and running ones told to cancel (they stop at the
+ * next decode step); slot threads are joined; the server waits (bounded)
+ * until every connection has sent its answer; the reaper is stopped;
+ * MHD_stop_daemon joins the connection threads; then sessions and the model
+ * are freed.
  */
 #include "service/server.h"
 
@@ -58,6 +80,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -82,7 +105,13 @@
 extern const char el_ui_page_html[];
 extern const size_t el_ui_page_html_len;
 
-#define SRV_CONN_LIMIT 256u
+#define SRV_CONN_LIMIT 256u        /* connections in total (MHD refuses beyond) */
+#define SRV_CONN_SOFT 224          /* from here on, a new connection evicts the oldest incomplete one */
+#define SRV_CONN_PER_IP 64u        /* connections per client address (MHD refuses beyond) */
+#define SRV_HEADER_DEADLINE_S 10.0 /* connection open / kept alive -> request headers complete */
+#define SRV_BODY_DEADLINE_S 20.0   /* headers complete -> body complete */
+#define SRV_REAP_MS 200            /* how often the reaper looks for connections past a deadline */
+#define SRV_DRAIN_WAIT_MS 3000     /* shutdown: how long responses may take to finish sending */
 #define SRV_CONN_TIMEOUT_S 60u
 #define SRV_POLL_MS 50
 #define SRV_KEEPALIVE_MS 10000
@@ -107,14 +136,23 @@ static void deadline_in_ms(struct timespec *ts, int ms) {
     }
 }
 
-/* The client closed its end (or the socket failed): a peek reads EOF. */
-static bool peer_closed(int fd) {
-    if (fd < 0) return false;
-    char b;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return false;
-    if (n == 0) return true;
-    return !(errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+/* What the client's end of a socket looks like, without reading from it.
+ * Measured on Linux (loopback and otherwise): a client that half-closes
+ * (shutdown(SHUT_WR), `nc -N`) and one that close()s with nothing unread
+ * both send just a FIN, so until the server writes they look the same:
+ * POLLIN|POLLRDHUP, TCP state CLOSE_WAIT. Once the server writes, a closed
+ * client's kernel answers with a reset (POLLHUP|POLLERR, state CLOSE); a
+ * half-closed one takes the bytes. A client that resets (SO_LINGER 0, or
+ * closes with unread data) shows POLLHUP|POLLERR at once. So: HUP/ERR means
+ * gone; RDHUP alone means "half-closed, or closed: write to find out". */
+typedef enum { PEER_OPEN, PEER_HALF, PEER_GONE } peer_state;
+
+static peer_state peer_check(int fd) {
+    if (fd < 0) return PEER_OPEN;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP, .revents = 0};
+    if (poll(&p, 1, 0) <= 0) return PEER_OPEN;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return PEER_GONE;
+    return (p.revents & POLLRDHUP) ? PEER_HALF : PEER_OPEN;
 }
 
 /* Copy of s with invalid UTF-8 replaced by U+FFFD (JSON must be UTF-8). */
@@ -172,6 +210,8 @@ struct el_req {
     long created;
     double t_arrival;
     int conn_fd;
+    bool http11;              /* the request was HTTP/1.1: an interim 100 may be sent as a probe */
+    atomic_bool probed;       /* a probe write went to a half-closed client (once per request) */
     /* owned by the slot while it runs; read by others after the terminal state */
     bool got_first, sent_first, oom;
     double t_last;
@@ -212,6 +252,19 @@ struct el_server {
     int busy;
     bool stopping;
     el_metrics metrics;
+    /* connection guard (see its section): every open TCP connection */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conn_cv;          /* wakes the reaper (stop) */
+    struct conn_track *conns;        /* newest first */
+    int n_live;                      /* tracked and not evicted */
+    long n_evicted;                  /* connections closed by eviction or a deadline */
+    pthread_t reaper;
+    bool reaper_started, reaper_stop;
+    /* Host/CORS policy */
+    char **hosts;                    /* allowed Host names (lower case as given; IPv6 in brackets) */
+    int n_hosts;
+    bool any_host;                   /* --allow-host '*' */
+    char *cors_origin;
 };
 
 static el_req *req_new(el_server *s) {
@@ -281,6 +334,55 @@ static void req_cancel(el_req *r) {
     }
     pthread_mutex_unlock(&s->mu);
     if (drop_queue_ref) req_unref(r);
+}
+
+/* ---- clients that went away ------------------------------------------- */
+
+static const char SRV_PROBE_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/* Whether r's client is gone (reset, or closed: see peer_check). A FIN
+ * alone may be a half-close, whose client still waits for its answer; when
+ * may_probe, a non-streamed HTTP/1.1 request is probed once with an interim
+ * "100 Continue" (HTTP/1.1 clients must accept an unexpected 1xx before the
+ * final response): a closed client's kernel resets the connection, which is
+ * seen at once on loopback and within a round trip elsewhere (by the next
+ * check). The caller must know the connection is still open: r is queued,
+ * or the caller is the connection's own thread. */
+static bool client_gone(el_req *r, bool may_probe) {
+    peer_state ps = peer_check(r->conn_fd);
+    if (ps == PEER_HALF && may_probe && !r->api.stream && r->http11 && !atomic_exchange(&r->probed, true)) {
+        (void)!send(r->conn_fd, SRV_PROBE_100, sizeof SRV_PROBE_100 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ps = peer_check(r->conn_fd);
+    }
+    return ps == PEER_GONE;
+}
+
+/* Drops the queued requests whose clients are gone (srv->mu held); they go
+ * onto *dropped, whose queue references the caller releases after
+ * unlocking (req_unref_list). Returns how many. Only the queue is scanned,
+ * and only when it is full, so the cost is a poll per queued request. */
+static int queue_drop_gone_locked(el_server *s, el_req **dropped) {
+    int n = 0;
+    for (el_req *r = s->q_head, *next; r; r = next) {
+        next = r->next;
+        if (!client_gone(r, true)) continue;
+        queue_unlink_locked(s, r);
+        atomic_store(&r->cancel, true);
+        finish_locked(s, r, RS_CANCELLED);
+        r->next = *dropped;
+        *dropped = r;
+        n++;
+    }
+    return n;
+}
+
+static void req_unref_list(el_req *r) {
+    while (r) {
+        el_req *next = r->next;
+        r->next = NULL;
+        req_unref(r);
+        r = next;
+    }
 }
 
 /* ---- slots ------------------------------------------------------------- */
@@ -404,6 +506,13 @@ static void *slot_main(void *arg) {
             break;
         }
         queue_unlink_locked(s, r);
+        if (client_gone(r, true)) { /* its client reset or closed while it waited */
+            atomic_store(&r->cancel, true);
+            finish_locked(s, r, RS_CANCELLED);
+            pthread_mutex_unlock(&s->mu);
+            req_unref(r);
+            continue;
+        }
         r->state = RS_PREFILL;
         r->session = sl->sess;
         s->busy++;
@@ -435,6 +544,277 @@ struct route {
     route_fn fn;
 };
 
+/* ---- connection guard -------------------------------------------------- */
+/*
+ * Every TCP connection is tracked from MHD's "started" to its "closed"
+ * notification (MHD_OPTION_NOTIFY_CONNECTION) in a conn_track: its socket,
+ * the phase of its current request and when that phase began.
+ *
+ *   HEADERS  open or kept alive, the request's headers not complete yet
+ *   BODY     headers complete (on_request's first call), body not complete
+ *   ACTIVE   the request is complete and being answered (not limited here)
+ *
+ * Limits (the README's "Limits"): MHD refuses a connection beyond
+ * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP from one address. From
+ * SRV_CONN_SOFT live connections on, each new connection evicts one still in
+ * HEADERS or BODY: the one waiting longest among those of the address that
+ * holds the most such connections. So connections that send nothing or
+ * dribble cannot keep out clients that have a request to make, and an
+ * attacker who reconnects at once only displaces its own. The reaper thread
+ * evicts a connection whose headers took longer than SRV_HEADER_DEADLINE_S
+ * (counted from the accept, or from the end of the previous request on a
+ * kept-alive connection) or whose body took longer than SRV_BODY_DEADLINE_S.
+ * MHD's own timeout only measures idleness: a client sending one byte a
+ * second resets it forever.
+ *
+ * Eviction is shutdown(fd, SHUT_RDWR): the connection's own thread then sees
+ * EOF and MHD closes and frees it as usual. It is done under conn_mu, on a
+ * tracked entry only; MHD calls the "closed" notification (which unlinks the
+ * entry under conn_mu) before it close()s the socket, so an evicted fd can
+ * never be a reused number belonging to a newer connection.
+ */
+typedef enum { CP_HEADERS, CP_BODY, CP_ACTIVE } conn_phase;
+
+typedef struct conn_track {
+    el_server *srv;
+    int fd;
+    conn_phase phase;   /* guarded by srv->conn_mu */
+    double t_phase;
+    bool evicted;
+    bool bad_escape;    /* the URL had a %-escape of a control byte (set by unescape_url) */
+    bool http11;        /* the current request is HTTP/1.1 */
+    unsigned char addr[17]; /* the client's address: family byte + up to 16 address bytes */
+    struct conn_track *prev, *next;
+} conn_track;
+
+static conn_track *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_track *)ci->socket_context : NULL;
+}
+
+static void conn_set_phase(struct MHD_Connection *c, conn_phase ph) {
+    conn_track *ct = conn_of(c);
+    if (!ct) return;
+    el_server *s = ct->srv;
+    pthread_mutex_lock(&s->conn_mu);
+    ct->phase = ph;
+    ct->t_phase = now_s();
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void conn_evict_locked(el_server *s, conn_track *ct, const char *why) {
+    shutdown(ct->fd, SHUT_RDWR);
+    ct->evicted = true;
+    s->n_live--;
+    s->n_evicted++;
+    if (s->p.verbose) fprintf(stderr, "edgellm serve: connection closed: %s\n", why);
+}
+
+static int conn_cmp_addr_age(const void *a, const void *b) {
+    const conn_track *x = *(const conn_track *const *)a, *y = *(const conn_track *const *)b;
+    int c = memcmp(x->addr, y->addr, sizeof x->addr);
+    if (c) return c;
+    return x->t_phase < y->t_phase ? -1 : x->t_phase > y->t_phase;
+}
+
+/* The connection to evict to admit a new one (conn_mu held), or NULL. */
+static conn_track *conn_victim_locked(el_server *s) {
+    conn_track *cand[2 * SRV_CONN_LIMIT];
+    size_t n = 0;
+    for (conn_track *o = s->conns; o && n < sizeof cand / sizeof cand[0]; o = o->next)
+        if (!o->evicted && o->phase != CP_ACTIVE && o->fd >= 0) cand[n++] = o;
+    if (!n) return NULL;
+    qsort(cand, n, sizeof cand[0], conn_cmp_addr_age); /* by address, then longest waiting first */
+    conn_track *best = NULL;
+    size_t best_n = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && !memcmp(cand[j]->addr, cand[i]->addr, sizeof cand[i]->addr); j++) {}
+        if (j - i > best_n || (j - i == best_n && cand[i]->t_phase < best->t_phase)) {
+            best = cand[i];
+            best_n = j - i;
+        }
+    }
+    return best;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    el_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *ct = calloc(1, sizeof *ct);
+        *socket_context = ct;
+        if (!ct) return; /* untracked: still served, just not guarded */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        ct->srv = s;
+        ct->fd = ci ? (int)ci->connect_fd : -1;
+        ct->phase = CP_HEADERS;
+        ct->t_phase = now_s();
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET) {
+            ct->addr[0] = 4;
+            memcpy(ct->addr + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        } else if (sa && sa->sa_family == AF_INET6) {
+            ct->addr[0] = 6;
+            memcpy(ct->addr + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+        }
+        pthread_mutex_lock(&s->conn_mu);
+        if (ct->fd >= 0 && s->n_live >= SRV_CONN_SOFT) {
+            conn_track *victim = conn_victim_locked(s);
+            if (victim) conn_evict_locked(s, victim, "connection limit near: an incomplete request makes room");
+        }
+        ct->next = s->conns;
+        if (s->conns) s->conns->prev = ct;
+        s->conns = ct;
+        s->n_live++;
+        pthread_mutex_unlock(&s->conn_mu);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_track *ct = *socket_context;
+        *socket_context = NULL;
+        if (!ct) return;
+        pthread_mutex_lock(&s->conn_mu);
+        if (ct->prev) ct->prev->next = ct->next;
+        else s->conns = ct->next;
+        if (ct->next) ct->next->prev = ct->prev;
+        if (!ct->evicted) s->n_live--;
+        pthread_mutex_unlock(&s->conn_mu);
+        free(ct);
+    }
+}
+
+/* Evicts connections past their header or body deadline, every SRV_REAP_MS. */
+static void *reaper_main(void *arg) {
+    el_server *s = arg;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->reaper_stop) {
+        double now = now_s();
+        for (conn_track *ct = s->conns; ct; ct = ct->next) {
+            if (ct->evicted || ct->fd < 0) continue;
+            if (ct->phase == CP_HEADERS && now - ct->t_phase > SRV_HEADER_DEADLINE_S)
+                conn_evict_locked(s, ct, "request headers not complete within the deadline");
+            else if (ct->phase == CP_BODY && now - ct->t_phase > SRV_BODY_DEADLINE_S)
+                conn_evict_locked(s, ct, "request body not complete within the deadline");
+        }
+        struct timespec dl;
+        deadline_in_ms(&dl, SRV_REAP_MS);
+        pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &dl);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
+/* Shutdown: waits (bounded) until no connection is answering a request, so
+ * the last frames of cancelled streams reach their clients before
+ * MHD_stop_daemon shuts every socket. */
+static void conn_wait_idle(el_server *s, int max_ms) {
+    for (int waited = 0; waited < max_ms; waited += 20) {
+        int active = 0;
+        pthread_mutex_lock(&s->conn_mu);
+        for (conn_track *ct = s->conns; ct; ct = ct->next) active += !ct->evicted && ct->phase == CP_ACTIVE;
+        pthread_mutex_unlock(&s->conn_mu);
+        if (!active) return;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static bool is_ctl(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
+
+static int hexval(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* MHD_OPTION_UNESCAPE_CALLBACK (path and query): MHD's own %-decoding,
+ * except that a string with an escaped control byte (%00, %0A, %7F, ...) is
+ * left undecoded and marked, so "/health%00" can neither be cut short at the
+ * NUL nor route anywhere; on_request answers it 400. */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *str) {
+    (void)cls;
+    for (const char *p = str; *p; p++) {
+        if (p[0] != '%') continue;
+        int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+        if (hi >= 0 && lo >= 0 && is_ctl((unsigned char)(hi * 16 + lo))) {
+            conn_track *ct = conn_of(c);
+            if (ct) ct->bad_escape = true; /* this connection's own thread: no lock needed */
+            return strlen(str);
+        }
+    }
+    return MHD_http_unescape(str);
+}
+
+/* Host: a name (or [IPv6]) from the allow-list, with or without a port. */
+static bool host_allowed(const el_server *s, const char *h) {
+    if (s->any_host) return true;
+    size_t n;
+    if (h[0] == '[') {
+        const char *e = strchr(h, ']');
+        if (!e) return false;
+        n = (size_t)(e - h) + 1;
+    } else {
+        n = strcspn(h, ":");
+    }
+    if (n == 0) return false;
+    const char *port = h + n;
+    if (*port == ':')
+        for (port++; *port; port++)
+            if (*port < '0' || *port > '9') return false;
+    if (*port) return false;
+    for (int i = 0; i < s->n_hosts; i++)
+        if (strlen(s->hosts[i]) == n && !strncasecmp(s->hosts[i], h, n)) return true;
+    return false;
+}
+
+/* Origin: the --cors origin, or the server's own origin as the client
+ * addressed it ("http://" + the Host header, as a same-origin page sends). */
+static bool origin_allowed(const el_server *s, const char *origin, const char *host) {
+    if (s->cors_origin && !strcmp(origin, s->cors_origin)) return true;
+    return host && !strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host);
+}
+
+/* application/json, any case, with or without parameters (charset=...). */
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    if (strncasecmp(ct, "application/json", 16)) return false;
+    ct += 16;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    return *ct == 0 || *ct == ';';
+}
+
+/* Adds the CORS headers to a response when the request came from the
+ * --cors origin (and Vary: Origin whenever CORS is on). */
+static void cors_decorate(struct MHD_Connection *c, struct MHD_Response *resp) {
+    conn_track *ct = conn_of(c);
+    const el_server *s = ct ? ct->srv : NULL;
+    if (!s || !s->cors_origin) return;
+    MHD_add_response_header(resp, "Vary", "Origin");
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin && !strcmp(origin, s->cors_origin)) MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+}
+
+typedef struct framing {
+    int n_cl;            /* Content-Length headers */
+    bool cl_conflict;    /* two that differ, or one that is not a plain number */
+    bool te;             /* a Transfer-Encoding header */
+    const char *cl;
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        const char *v = value ? value : "";
+        bool digits = *v != 0;
+        for (const char *p = v; *p; p++) digits = digits && *p >= '0' && *p <= '9';
+        if (!digits || (f->cl && strcmp(f->cl, v))) f->cl_conflict = true;
+        f->cl = v;
+        f->n_cl++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->te = true;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
                                 bool must_free, const char *h1, const char *v1) {
     struct MHD_Response *resp =
@@ -445,6 +825,7 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (h1) MHD_add_response_header(resp, h1, v1);
+    cors_decorate(c, resp);
     enum MHD_Result ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -560,9 +941,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && r->out_off == r->out.len &&
             !rs_terminal(r->state)) {
             pthread_mutex_unlock(&s->mu);
-            if (peer_closed(r->conn_fd)) {
+            peer_state ps = peer_check(r->conn_fd);
+            if (ps == PEER_GONE) {
                 req_cancel(r);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            /* FIN: half-closed (the client still reads) or closed. An SSE
+             * comment tells which: a closed client answers it with a reset,
+             * which the next step sees as PEER_GONE. */
+            if (ps == PEER_HALF && !atomic_exchange(&r->probed, true) && max >= sizeof SRV_KEEPALIVE - 1) {
+                memcpy(buf, SRV_KEEPALIVE, sizeof SRV_KEEPALIVE - 1);
+                return (ssize_t)(sizeof SRV_KEEPALIVE - 1);
             }
             /* Nothing to send for a while (queued behind other requests, or a
              * long prefill): an SSE comment keeps the connection active, so
@@ -681,11 +1070,16 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
 
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
+    conn_track *ct = conn_of(c);
+    r->http11 = ct && ct->http11;
 
     /* enqueue */
     pthread_mutex_lock(&s->mu);
     /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
     bool stopping = s->stopping, full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
+    el_req *dropped = NULL; /* full: first make room by dropping requests whose clients are gone */
+    if (!stopping && full && queue_drop_gone_locked(s, &dropped))
+        full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
     if (!stopping && !full) {
         r->state = RS_QUEUED;
         req_ref(r); /* the queue's reference */
@@ -696,6 +1090,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         pthread_cond_signal(&s->queue_cv);
     }
     pthread_mutex_unlock(&s->mu);
+    req_unref_list(dropped);
     if (stopping) {
         el_api_set_error(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         return reject(s, c, r, &e, NULL, NULL);
@@ -718,6 +1113,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        cors_decorate(c, resp);
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp); /* stream_free runs when MHD lets go of it */
         return ret;
@@ -731,7 +1127,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         deadline_in_ms(&dl, SRV_POLL_MS * 2);
         if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && !gone && !rs_terminal(r->state)) {
             pthread_mutex_unlock(&s->mu);
-            if (peer_closed(r->conn_fd)) {
+            if (client_gone(r, true)) { /* reset or closed; a half-closed client still gets its answer */
                 gone = true;
                 req_cancel(r);
             }
@@ -740,6 +1136,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     }
     req_state st = r->state;
     pthread_mutex_unlock(&s->mu);
+    if (st == RS_CANCELLED && !gone && peer_check(r->conn_fd) == PEER_GONE) gone = true; /* dropped from the queue */
 
     enum MHD_Result ret;
     if (gone) {
@@ -1006,9 +1403,143 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+/* ---- the request prelude ------------------------------------------------ */
+
+/* Checks every request's headers before on_access sees them: URL bytes,
+ * message framing, Host, Origin, a CORS preflight, the POST body's type.
+ * Returns true with *ret set when it answered the request itself. */
+static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                             const char *version, enum MHD_Result *ret) {
+    conn_track *ct = conn_of(c);
+    bool bad_url = ct && ct->bad_escape;
+    if (ct) {
+        ct->bad_escape = false;
+        ct->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
+    }
+    for (const char *p = url; *p && !bad_url; p++) bad_url = is_ctl((unsigned char)*p);
+    if (bad_url) {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_url", "the URL contains a control character");
+        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+    }
+    /* Request smuggling: two Content-Lengths that differ (MHD takes the
+     * first, and the rest of the body would run as a second request), or
+     * Content-Length with Transfer-Encoding. 400, and the connection closes. */
+    framing f;
+    memset(&f, 0, sizeof f);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &f);
+    if (f.cl_conflict || (f.te && f.n_cl)) {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_framing", "%s",
+                         f.cl_conflict ? "conflicting or malformed Content-Length headers"
+                                       : "both Content-Length and Transfer-Encoding are set");
+        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+    }
+    /* DNS rebinding: a page from another site that resolves its own name to
+     * this address still sends its own name as Host. */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!host && version && !strcmp(version, MHD_HTTP_VERSION_1_1)) {
+        *ret = send_error(c, 400, "invalid_request_error", NULL, "missing_host", "an HTTP/1.1 request needs a Host header");
+        return true;
+    }
+    if (host && !host_allowed(s, host)) {
+        *ret = send_error(c, 403, "invalid_request_error", NULL, "host_not_allowed",
+                          "Host '%.200s' is not allowed (the server answers to localhost, 127.0.0.1, [::1], its --host "
+                          "and each --allow-host)", host);
+        return true;
+    }
+    /* Cross-origin pages: a browser names the page's origin in Origin. */
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin && !origin_allowed(s, origin, host)) {
+        *ret = send_error(c, 403, "invalid_request_error", NULL, "origin_not_allowed",
+                          "Origin '%.200s' is not allowed (same-origin only%s)", origin,
+                          s->cors_origin ? ", and the --cors origin" : "; see --cors");
+        return true;
+    }
+    if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && s->cors_origin && origin && !strcmp(origin, s->cors_origin)) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+            *ret = MHD_NO;
+            return true;
+        }
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+        MHD_add_response_header(resp, "Vary", "Origin");
+        *ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
+        MHD_destroy_response(resp);
+        return true;
+    }
+    /* A POST must say its body is JSON: a form or text/plain POST is what a
+     * page can send cross-site without a preflight. */
+    if (!strcmp(method, MHD_HTTP_METHOD_POST) &&
+        !is_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = send_error(c, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                          "POST bodies must be sent as 'Content-Type: application/json'");
+        return true;
+    }
+    return false;
+}
+
+/* MHD's access handler: the prelude and the connection's phase around on_access. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    el_server *s = cls;
+    if (!*con_cls) {
+        enum MHD_Result ret;
+        if (prelude_answered(s, c, url, method, version, &ret)) {
+            conn_set_phase(c, CP_ACTIVE);
+            return ret;
+        }
+        conn_set_phase(c, CP_BODY);
+    } else if (*upload_data_size == 0) {
+        conn_set_phase(c, CP_ACTIVE);
+    }
+    return on_access(cls, c, url, method, version, upload_data, upload_data_size, con_cls);
+}
+
+static void on_request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    on_completed(cls, c, con_cls, toe);
+    conn_set_phase(c, CP_HEADERS); /* kept alive: the next request's header deadline starts now */
+}
+
 /* ---- lifecycle --------------------------------------------------------- */
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The Host allow-list: loopback names, the bound host (unless a wildcard),
+ * each allow_hosts entry ("*": any). IPv6 literals are kept in brackets, as
+ * a Host header carries them. Returns -1 when out of memory. */
+static int host_policy_init(el_server *s, const el_server_params *p) {
+    int cap = 4 + (p->n_allow_hosts > 0 ? p->n_allow_hosts : 0);
+    s->hosts = calloc((size_t)cap, sizeof *s->hosts);
+    if (!s->hosts) return -1;
+    const char *names[4] = {"localhost", "127.0.0.1", "[::1]", NULL};
+    const char *h = s->host;
+    if (strcmp(h, "0.0.0.0") && strcmp(h, "::") && strcmp(h, "[::]")) names[3] = h;
+    for (int i = 0; i < cap; i++) {
+        const char *n = i < 4 ? names[i] : p->allow_hosts[i - 4];
+        if (!n || !*n) continue;
+        if (!strcmp(n, "*")) {
+            s->any_host = true;
+            continue;
+        }
+        bool v6 = strchr(n, ':') && n[0] != '[';
+        size_t len = strlen(n) + (v6 ? 3 : 1);
+        char *copy = malloc(len);
+        if (!copy) return -1;
+        snprintf(copy, len, v6 ? "[%s]" : "%s", n);
+        s->hosts[s->n_hosts++] = copy;
+    }
+    if (p->cors_origin && *p->cors_origin && !(s->cors_origin = strdup(p->cors_origin))) return -1;
+    return 0;
+}
 
 el_server *el_server_start(const el_server_params *p, el_error *err) {
     if (err) { err->code = EL_OK; err->msg[0] = 0; }
@@ -1021,6 +1552,8 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     if (!s) FAIL(EL_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->queue_cv, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conn_cv, NULL);
     el_metrics_init(&s->metrics);
     atomic_init(&s->ready, false);
     s->p = *p;
@@ -1038,6 +1571,9 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
     if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
     s->t_start = (long)time(NULL);
+    if (host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
+    if (pthread_create(&s->reaper, NULL, reaper_main, s)) FAIL(EL_ERR_INTERNAL, "cannot start the connection reaper thread");
+    s->reaper_started = true;
 
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
@@ -1056,10 +1592,13 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
     if (v6) flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_access, s,
+    s->mhd = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_request_done, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, s,
                               MHD_OPTION_CONNECTION_LIMIT, SRV_CONN_LIMIT,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, SRV_CONN_PER_IP,
                               MHD_OPTION_CONNECTION_TIMEOUT, SRV_CONN_TIMEOUT_S,
                               MHD_OPTION_END);
     if (!s->mhd) FAIL(EL_ERR_IO, "cannot listen on %s:%d (address in use, or not allowed?)", s->host, p->port);
@@ -1199,6 +1738,12 @@ void el_server_free(el_server *s) {
         el_req *r = s->q_head;
         queue_unlink_locked(s, r);
         atomic_store(&r->cancel, true);
+        if (r->api.stream) { /* a queued stream ends like a running one: an error event, then [DONE] */
+            el_buf tail = {0};
+            stream_tail(r, RS_CANCELLED, &tail);
+            if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
+            el_buf_free(&tail);
+        }
         finish_locked(s, r, RS_CANCELLED);
         r->next = dropped;
         dropped = r;
@@ -1206,14 +1751,19 @@ void el_server_free(el_server *s) {
     for (int i = 0; i < s->n_slots; i++) el_session_cancel(s->slots[i].sess);
     pthread_cond_broadcast(&s->queue_cv);
     pthread_mutex_unlock(&s->mu);
-    while (dropped) {
-        el_req *r = dropped;
-        dropped = r->next;
-        r->next = NULL;
-        req_unref(r);
-    }
+    req_unref_list(dropped);
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].started) pthread_join(s->slots[i].th, NULL);
+    /* every request is terminal now: let their last bytes go out before
+     * MHD_stop_daemon shuts the sockets */
+    if (s->mhd) conn_wait_idle(s, SRV_DRAIN_WAIT_MS);
+    if (s->reaper_started) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->reaper_stop = true;
+        pthread_cond_broadcast(&s->conn_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->reaper, NULL);
+    }
     if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads */
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
     for (int i = 0; i < s->n_slots; i++) el_session_free(s->slots[i].sess);
@@ -1222,6 +1772,11 @@ void el_server_free(el_server *s) {
     el_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->queue_cv);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->conn_cv);
+    pthread_mutex_destroy(&s->conn_mu);
+    for (int i = 0; i < s->n_hosts; i++) free(s->hosts[i]);
+    free(s->hosts);
+    free(s->cors_origin);
     free(s->model_path);
     free(s->host);
     free(s->api_key);

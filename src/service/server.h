@@ -29,6 +29,14 @@ typedef struct el_server_params {
     const char *api_key;       /* NULL or "": no authentication */
     const char *chat_template; /* family name, or NULL: detect / fall back by architecture */
     bool verbose;              /* one log line per request on stderr */
+    /* Host/CORS policy (see server.c, "connection guard"): requests whose Host
+     * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
+     * refused (403); "*" in allow_hosts accepts any Host. cors_origin: NULL,
+     * CORS off (only same-origin Origin headers pass); else the one other
+     * origin ("http://app.example:3000") that may call the server. */
+    const char *const *allow_hosts;
+    int n_allow_hosts;
+    const char *cors_origin;
 } el_server_params;
 
 typedef struct el_server el_server;
