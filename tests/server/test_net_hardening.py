@@ -295,6 +295,7 @@ def t_half_close(ctx):
     [t.start() for t in ts]
     [t.join(90) for t in ts]
     blockers.stop()
+    wait_metric_eq(p, "edgellm_slots_busy", 0)  # the next check starts from idle slots and a settled count
     for stream in (False, True):
         raw, waited = res[stream]
         kind = "streamed" if stream else "plain"
