@@ -120,7 +120,7 @@ def get_h(port, path, headers, method="GET", body=None):
 
 def t_control_bytes(ctx):
     for path in ("/health%00", "/metrics%00x", "/health%0a", "/health%7F", "/v1/models%00"):
-        raw = raw_exchange(ctx.s_port, b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % path.encode())
+        raw = raw_exchange(ctx.s_port, b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path.encode())
         st, _, body = split_response(raw)
         expect_error(st, body, 400, path)
     st, _, _ = request(ctx.s_port, "GET", "/health")
