@@ -718,6 +718,31 @@ static void conn_wait_idle(el_server *s, int max_ms) {
     }
 }
 
+/* txt (malloc'd /metrics text, or NULL) with the connection gauges appended. */
+static char *conn_metrics_append(el_server *s, char *txt) {
+    if (!txt) return NULL;
+    pthread_mutex_lock(&s->conn_mu);
+    int open = s->n_live;
+    long evicted = s->n_evicted;
+    pthread_mutex_unlock(&s->conn_mu);
+    el_buf b = {0};
+    char line[512];
+    snprintf(line, sizeof line,
+             "# HELP edgellm_connections_open TCP connections open (not counting those being closed).\n"
+             "# TYPE edgellm_connections_open gauge\nedgellm_connections_open %d\n"
+             "# HELP edgellm_connections_evicted_total Connections closed before their request was complete "
+             "(header/body deadline, or to admit another near the limit).\n"
+             "# TYPE edgellm_connections_evicted_total counter\nedgellm_connections_evicted_total %ld\n",
+             open, evicted);
+    bool ok = el_buf_str(&b, txt) && el_buf_str(&b, line);
+    free(txt);
+    if (!ok) {
+        el_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
 static bool is_ctl(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
 
 static int hexval(char ch) {
@@ -1294,7 +1319,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     int busy = s->busy, depth = s->q_len;
     pthread_mutex_unlock(&s->mu);
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
-    char *txt = el_metrics_render(&s->metrics, busy, total, depth);
+    char *txt = conn_metrics_append(s, el_metrics_render(&s->metrics, busy, total, depth));
     if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
