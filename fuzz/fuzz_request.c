@@ -7,8 +7,14 @@
  * On success the request must satisfy every promise of api.h (ranges, roles,
  * stop list, valid UTF-8 strings), and responses and chunks built from the
  * parsed strings must parse back as JSON with the same strings. Finally the
- * raw input (possibly invalid UTF-8) is fed to the builders as generated
- * text: their output must still be valid UTF-8 JSON.
+ * raw input (possibly invalid UTF-8, possibly with NUL bytes) is fed to the
+ * builders as generated text, by length: their output must still be valid
+ * UTF-8 JSON, one line, and keep every NUL as \u0000.
+ *
+ * The same input is parsed as /tokenize and /detokenize bodies (the same
+ * pipeline): on success the content is valid UTF-8 without NUL and its length
+ * is right, token ids are >= 0, and the response bodies built from them parse
+ * back; on failure the error is a 400/413 and nothing is left allocated.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -96,26 +102,66 @@ static void round_trip(const el_api_request *r) {
     el_api_usage u = {r->max_tokens, r->n_msgs};
     cJSON *p;
 
-    p = reparse(el_api_chat_response(model, model, (long)r->seed, fp, text, "stop", u));
+    p = reparse(el_api_chat_response(model, model, (long)r->seed, fp, text, strlen(text), "stop", u, NULL));
     REQUIRE(!strcmp(first_text(p, "message", "content"), text));
     REQUIRE(!strcmp(cJSON_GetObjectItemCaseSensitive(p, "model")->valuestring, model));
     cJSON_Delete(p);
-    p = reparse(el_api_completion_response("cmpl-x", model, 0, fp, text, "length", u));
+    p = reparse(el_api_completion_response("cmpl-x", model, 0, fp, text, strlen(text), "length", u, NULL));
     REQUIRE(!strcmp(first_text(p, NULL, "text"), text));
     cJSON_Delete(p);
-    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, text, r->stream, NULL, NULL));
+    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, text, strlen(text), r->stream, NULL, NULL, NULL));
     REQUIRE(!strcmp(first_text(p, "delta", "content"), text));
     cJSON_Delete(p);
-    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, NULL, false, "length", NULL));
+    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, NULL, 0, false, "length", NULL, NULL));
     cJSON_Delete(p);
-    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, NULL, false, NULL, &u));
+    p = reparse(el_api_chat_chunk("chatcmpl-x", model, 1, fp, NULL, 0, false, NULL, &u, NULL));
     REQUIRE(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p, "choices")) == 0);
     cJSON_Delete(p);
-    p = reparse(el_api_completion_chunk("cmpl-x", model, 1, fp, text, NULL, NULL));
+    p = reparse(el_api_completion_chunk("cmpl-x", model, 1, fp, text, strlen(text), NULL, NULL, NULL));
     REQUIRE(!strcmp(first_text(p, NULL, "text"), text));
     cJSON_Delete(p);
-    p = reparse(el_api_completion_chunk("cmpl-x", model, 1, fp, NULL, NULL, &u));
+    p = reparse(el_api_completion_chunk("cmpl-x", model, 1, fp, NULL, 0, NULL, &u, NULL));
     cJSON_Delete(p);
+}
+
+static size_t count_sub(const char *s, const char *sub) {
+    size_t n = 0, l = strlen(sub);
+    for (const char *p = strstr(s, sub); p; p = strstr(p + l, sub)) n++;
+    return n;
+}
+
+/* /tokenize and /detokenize bodies through the shared pipeline. */
+static void check_tok_bodies(const uint8_t *data, size_t size) {
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_tokenize((const char *)data, size, &q, &e) == 0) {
+        REQUIRE(q.content && strlen(q.content) == q.content_len && utf8_ok((const unsigned char *)q.content, q.content_len));
+        char *s = el_api_detokenize_response(q.content, q.content_len);
+        cJSON *p = reparse(s);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "content");
+        REQUIRE(cJSON_IsString(c) && !strcmp(c->valuestring, q.content));
+        cJSON_Delete(p);
+    } else {
+        REQUIRE((e.status == 400 || e.status == 413) && e.type && e.message[0]);
+        REQUIRE(q.content == NULL && q.tokens == NULL);
+        cJSON_Delete(reparse(el_api_error_json(&e)));
+    }
+    el_api_tok_request_free(&q);
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_detokenize((const char *)data, size, &q, &e) == 0) {
+        REQUIRE(q.n_tokens >= 0 && (q.n_tokens == 0 || q.tokens));
+        for (int i = 0; i < q.n_tokens; i++) REQUIRE(q.tokens[i] >= 0);
+        cJSON *p = reparse(el_api_tokenize_response(q.tokens, q.n_tokens));
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(p, "tokens");
+        REQUIRE(cJSON_GetArraySize(a) == q.n_tokens);
+        for (int i = 0; i < q.n_tokens; i++) REQUIRE(cJSON_GetArrayItem(a, i)->valuedouble == (double)q.tokens[i]);
+        cJSON_Delete(p);
+    } else {
+        REQUIRE((e.status == 400 || e.status == 413) && e.type && e.message[0]);
+        REQUIRE(q.content == NULL && q.tokens == NULL);
+    }
+    el_api_tok_request_free(&q);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -137,14 +183,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         el_api_request_free(&r);
         el_api_request_free(&r);
     }
-    /* raw bytes as generated text: output must still be valid UTF-8 JSON */
+    check_tok_bodies(data, size);
+    /* raw bytes as generated text, by length: output must still be valid UTF-8 JSON */
     char *raw = malloc(size + 1);
     if (!raw) return 0;
     memcpy(raw, data, size);
     raw[size] = 0;
+    size_t nuls = 0;
+    for (size_t i = 0; i < size; i++) nuls += data[i] == 0;
     el_api_usage u = {1, 2};
-    cJSON_Delete(reparse(el_api_chat_chunk(raw, raw, 1, raw, raw, true, NULL, NULL)));
-    cJSON_Delete(reparse(el_api_completion_response(raw, raw, 1, raw, raw, raw, u)));
+    cJSON_Delete(reparse(el_api_chat_chunk(raw, raw, 1, raw, raw, size, true, NULL, NULL, NULL)));
+    char *s = el_api_completion_response(raw, raw, 1, raw, raw, size, raw, u, NULL);
+    REQUIRE(s && count_sub(s, "\\u0000") >= nuls); /* every NUL of the text is there, escaped */
+    cJSON_Delete(reparse(s));
+    s = el_api_detokenize_response(raw, size);
+    REQUIRE(s && count_sub(s, "\\u0000") >= nuls);
+    cJSON_Delete(reparse(s));
+    /* the raw bytes as token texts in both logprobs shapes */
+    size_t half = size / 2, off = 0;
+    el_api_top_lp top = {raw + half, size - half, -1.0f};
+    el_api_token_lp t[2] = {{raw, half, -0.5f, 1, &top}, {raw + half, size - half, -2.0f, 0, NULL}};
+    s = el_api_logprobs_json(EL_API_CHAT, t, 2, NULL);
+    cJSON_Delete(reparse(s));
+    s = el_api_logprobs_json(EL_API_COMPLETION, t, 2, &off);
+    cJSON_Delete(reparse(s));
+    REQUIRE(off <= size + 2);
     free(raw);
     return 0;
 }

@@ -116,6 +116,14 @@ typedef struct el_sampling {
     float presence_penalty; /* 0: off */
     int   penalty_last_n;   /* tokens of history the penalties see; -1 = context */
     uint64_t seed;
+    /* logit bias (added after 0.1.0; zero = none): logit_bias[i] is added to
+     * the logit of token logit_bias_id[i] before the penalties and every other
+     * step, as llama.cpp's logit-bias sampler (OpenAI's logit_bias). The
+     * arrays are copied when the sampler is created; ids outside the
+     * vocabulary are ignored. Reported log-probabilities are not biased. */
+    int   n_logit_bias;
+    const int32_t *logit_bias_id;
+    const float *logit_bias;
 } el_sampling;
 
 el_sampling el_sampling_default(void); /* llama.cpp's defaults: temp .8, top_k 40, top_p .95, min_p .05 */
@@ -127,8 +135,9 @@ typedef struct el_token_info {
     int32_t id;
     const char *piece;   /* the token's text; complete UTF-8 only (held back bytes come later) */
     int piece_len;
-    float logprob;       /* log-probability of `id` in the full distribution before sampling */
-    int n_top;           /* entries in top[] (as many as requested) */
+    float logprob;       /* log-probability of `id`: log-softmax of the model's raw logits (before
+                            logit bias, penalties, temperature and truncation) */
+    int n_top;           /* entries in top[] (as many as requested), best first, same log-softmax */
     const int32_t *top_id;
     const float *top_logprob;
 } el_token_info;

@@ -13,6 +13,8 @@
 
 /* ---- helpers ---- */
 
+#define SL(lit) (sizeof(lit) - 1)
+
 static int parse_n(el_api_kind kind, const char *body, size_t len, el_api_request *r, el_api_error *e) {
     memset(e, 0, sizeof *e);
     return el_api_parse(kind, body, len, r, e);
@@ -349,7 +351,7 @@ static void test_stream_n_user_model(void) {
 
 static void test_unknown_and_duplicates(void) {
     el_api_request r;
-    if (!OK(CHAT, chat_with("\"logprobs\":\"weird\",\"top_logprobs\":[],\"Temperature\":\"x\",\"\":null"), &r))
+    if (!OK(CHAT, chat_with("\"tool_choice_x\":\"weird\",\"Logprobs\":[],\"Temperature\":\"x\",\"\":null"), &r))
         el_api_request_free(&r);
     BAD(CHAT, chat_with("\"temperature\":0.5,\"temperature\":1"), 400, "temperature", "duplicate key 'temperature'");
     BAD(CHAT, "{" MSG "," MSG "}", 400, "messages", "duplicate key 'messages'");
@@ -604,7 +606,7 @@ static void check_usage(const cJSON *p, int pt, int ct) {
 static void test_chat_response(void) {
     el_api_usage u = {12, 5};
     cJSON *p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, "fp_el", "Hi \"there\"\n\xF0\x9F\x98\x80",
-                                               "stop", u));
+                                               SL("Hi \"there\"\n\xF0\x9F\x98\x80"), "stop", u, NULL));
     if (!p) return;
     check_head(p, "chat.completion", "fp_el");
     CHECK(n_keys(p) == 7);
@@ -618,18 +620,19 @@ static void test_chat_response(void) {
     cJSON_Delete(p);
 
     /* NULL fingerprint -> null; invalid UTF-8 in generated text -> U+FFFD */
-    p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, NULL, "ab\xF0\x9F", "length", u));
+    p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, NULL, "ab\xF0\x9F", 4, "length", u, NULL));
     if (!p) return;
     check_head(p, "chat.completion", NULL);
     c = cJSON_GetArrayItem(get(p, "choices"), 0);
     CHECK(str_is(c, "finish_reason", "length"));
-    CHECK(str_is(get(c, "message"), "content", "ab\xEF\xBF\xBD\xEF\xBF\xBD"));
+    /* an incomplete character is one maximal ill-formed subpart: one U+FFFD */
+    CHECK(str_is(get(c, "message"), "content", "ab\xEF\xBF\xBD"));
     cJSON_Delete(p);
 }
 
 static void test_completion_response(void) {
     el_api_usage u = {3, 16};
-    cJSON *p = parse_free(el_api_completion_response("chatcmpl-1", "gemma", 1700000000L, "fp", " there was", "length", u));
+    cJSON *p = parse_free(el_api_completion_response("chatcmpl-1", "gemma", 1700000000L, "fp", " there was", 10, "length", u, NULL));
     if (!p) return;
     check_head(p, "text_completion", "fp");
     const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
@@ -642,7 +645,7 @@ static void test_completion_response(void) {
 
 static void test_chat_chunks(void) {
     /* first chunk: role + content */
-    cJSON *p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "Hel", true, NULL, NULL));
+    cJSON *p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "Hel", 3, true, NULL, NULL, NULL));
     if (!p) return;
     check_head(p, "chat.completion.chunk", "fp");
     CHECK(get(p, "usage") == NULL && n_keys(p) == 6);
@@ -652,57 +655,57 @@ static void test_chat_chunks(void) {
     CHECK(n_keys(d) == 2 && str_is(d, "role", "assistant") && str_is(d, "content", "Hel"));
     cJSON_Delete(p);
     /* first chunk without text: content "" */
-    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, true, NULL, NULL));
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, 0, true, NULL, NULL, NULL));
     d = get(cJSON_GetArrayItem(get(p, "choices"), 0), "delta");
     CHECK(n_keys(d) == 2 && str_is(d, "role", "assistant") && str_is(d, "content", ""));
     cJSON_Delete(p);
     /* middle chunk: content only */
-    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "lo", false, NULL, NULL));
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "lo", 2, false, NULL, NULL, NULL));
     d = get(cJSON_GetArrayItem(get(p, "choices"), 0), "delta");
     CHECK(n_keys(d) == 1 && str_is(d, "content", "lo"));
     cJSON_Delete(p);
     /* last chunk: empty delta, finish_reason */
-    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, false, "stop", NULL));
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, 0, false, "stop", NULL, NULL));
     c = cJSON_GetArrayItem(get(p, "choices"), 0);
     CHECK(cJSON_IsObject(get(c, "delta")) && n_keys(get(c, "delta")) == 0 && str_is(c, "finish_reason", "stop"));
     cJSON_Delete(p);
     /* usage chunk: choices [] and usage */
     el_api_usage u = {7, 9};
-    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, false, NULL, &u));
+    p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, 0, false, NULL, &u, NULL));
     check_head(p, "chat.completion.chunk", "fp");
     CHECK(cJSON_IsArray(get(p, "choices")) && cJSON_GetArraySize(get(p, "choices")) == 0);
     check_usage(p, 7, 9);
     cJSON_Delete(p);
     /* a piece ending mid-character never yields invalid JSON text */
-    char *s = el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "\xE2\x82", false, NULL, NULL);
-    CHECK(s && strstr(s, "\xEF\xBF\xBD\xEF\xBF\xBD") && !strstr(s, "\xE2\x82\""));
+    char *s = el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", "\xE2\x82", 2, false, NULL, NULL, NULL);
+    CHECK(s && strstr(s, "\xEF\xBF\xBD\"") && !strstr(s, "\xEF\xBF\xBD\xEF\xBF\xBD") && !strstr(s, "\xE2\x82\""));
     free(s);
     /* NULL id/model become "" */
-    p = parse_free(el_api_chat_chunk(NULL, NULL, 0, NULL, "x", false, NULL, NULL));
+    p = parse_free(el_api_chat_chunk(NULL, NULL, 0, NULL, "x", 1, false, NULL, NULL, NULL));
     CHECK(str_is(p, "id", "") && str_is(p, "model", "") && num_is(p, "created", 0));
     cJSON_Delete(p);
 }
 
 static void test_completion_chunks(void) {
-    cJSON *p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, " the", NULL, NULL));
+    cJSON *p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, " the", 4, NULL, NULL, NULL));
     if (!p) return;
     check_head(p, "text_completion", NULL);
     const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
     CHECK(n_keys(c) == 4 && str_is(c, "text", " the") && num_is(c, "index", 0) && is_null(c, "finish_reason") &&
           is_null(c, "logprobs"));
     cJSON_Delete(p);
-    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, "length", NULL));
+    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, 0, "length", NULL, NULL));
     c = cJSON_GetArrayItem(get(p, "choices"), 0);
     CHECK(str_is(c, "text", "") && str_is(c, "finish_reason", "length"));
     cJSON_Delete(p);
     el_api_usage u = {1, 2};
-    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, NULL, &u));
+    p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, 0, NULL, &u, NULL));
     check_head(p, "text_completion", NULL);
     CHECK(cJSON_GetArraySize(get(p, "choices")) == 0);
     check_usage(p, 1, 2);
     cJSON_Delete(p);
     /* control characters and quotes are escaped: one line, SSE-safe */
-    char *s = el_api_completion_chunk("a\"b", "m\n", 5, "f", "x\r\ny\x01\"\\", NULL, NULL);
+    char *s = el_api_completion_chunk("a\"b", "m\n", 5, "f", "x\r\ny\x01\"\\", 7, NULL, NULL, NULL);
     CHECK(s && !strchr(s, '\n') && !strchr(s, '\r'));
     p = parse_free(s);
     CHECK(str_is(p, "id", "a\"b") && str_is(p, "model", "m\n") &&
@@ -710,7 +713,7 @@ static void test_completion_chunks(void) {
     cJSON_Delete(p);
     /* large created values and token counts survive */
     el_api_usage big = {1 << 30, 1 << 30};
-    p = parse_free(el_api_completion_response("i", "m", 4102444800L, "f", "t", "stop", big));
+    p = parse_free(el_api_completion_response("i", "m", 4102444800L, "f", "t", 1, "stop", big, NULL));
     CHECK(num_is(p, "created", 4102444800.0) && num_is(get(p, "usage"), "total_tokens", 2147483648.0));
     cJSON_Delete(p);
 }
@@ -719,14 +722,232 @@ static void test_completion_chunks(void) {
 static void test_round_trip(void) {
     el_api_request r;
     if (OK(CHAT, "{\"model\":\"m\\u00e9\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"\\u2028q\\t\"}]}", &r)) return;
-    cJSON *p = parse_free(el_api_chat_response("id", r.model, 1, "fp", r.msgs[0].content, "stop", (el_api_usage){1, 1}));
+    cJSON *p = parse_free(el_api_chat_response("id", r.model, 1, "fp", r.msgs[0].content, strlen(r.msgs[0].content), "stop", (el_api_usage){1, 1}, NULL));
     CHECK(str_is(p, "model", "m\xC3\xA9\"x"));
     CHECK(str_is(get(cJSON_GetArrayItem(get(p, "choices"), 0), "message"), "content", "\xE2\x80\xA8q\t"));
     cJSON_Delete(p);
     el_api_request_free(&r);
 }
 
+/* ---- /tokenize and /detokenize bodies go through the same pipeline ---- */
+
+static void tok_bad_(int line, bool detok, const char *body, size_t len, int status, const char *param, const char *sub) {
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    int rc = detok ? el_api_parse_detokenize(body, len, &q, &e) : el_api_parse_tokenize(body, len, &q, &e);
+    CHECKF(rc == -1, "line %d: expected failure for %.80s", line, body);
+    if (rc == 0) { el_api_tok_request_free(&q); return; }
+    CHECKF(q.content == NULL && q.tokens == NULL, "line %d: output not cleared", line);
+    CHECKF(e.status == status, "line %d: status %d, want %d (%s)", line, e.status, status, e.message);
+    CHECKF(param ? (e.param && !strcmp(e.param, param)) : e.param == NULL, "line %d: param %s", line,
+           e.param ? e.param : "(null)");
+    CHECKF(!sub || strstr(e.message, sub), "line %d: message '%s' lacks '%s'", line, e.message, sub);
+}
+#define TOK_BAD(body, status, param, sub) tok_bad_(__LINE__, false, body, strlen(body), status, param, sub)
+#define DETOK_BAD(body, status, param, sub) tok_bad_(__LINE__, true, body, strlen(body), status, param, sub)
+
+static void test_tokenize_bodies(void) {
+    el_api_tok_request q;
+    el_api_error e;
+    /* the strict steps el_api_parse has: NUL escapes, bad UTF-8, trailing garbage, size */
+    TOK_BAD("{\"content\":\"ab\\u0000cd\"}", 400, NULL, "NUL");
+    TOK_BAD("{\"content\":\"ab\xC3\"}", 400, NULL, "UTF-8");
+    TOK_BAD("{\"content\":\"ab\"} x", 400, NULL, "not valid JSON");
+    TOK_BAD("{\"content\":\"ab\"}{}", 400, NULL, "not valid JSON");
+    TOK_BAD("{\"content\":\"a\tb\"}", 400, NULL, "control character");
+    tok_bad_(__LINE__, false, "{\"content\":\"a\0\"}", 15, 400, NULL, "NUL byte");
+    TOK_BAD("[1]", 400, NULL, "JSON object");
+    TOK_BAD("{}", 400, "content", "missing");
+    TOK_BAD("{\"content\":5}", 400, "content", "expected a string");
+    TOK_BAD("{\"content\":\"a\",\"content\":\"b\"}", 400, "content", "duplicate");
+    TOK_BAD("{\"content\":\"a\",\"add_special\":1}", 400, "add_special", "boolean");
+    TOK_BAD("{\"content\":\"a\",\"parse_special\":\"no\"}", 400, "parse_special", "boolean");
+    size_t big = EL_API_MAX_BODY + 1;
+    char *huge = malloc(big);
+    if (huge) {
+        memset(huge, ' ', big);
+        memset(&e, 0, sizeof e);
+        CHECK(el_api_parse_tokenize(huge, big, &q, &e) == -1 && e.status == 413);
+        CHECK(el_api_parse_detokenize(huge, big, &q, &e) == -1 && e.status == 413);
+        free(huge);
+    }
+    /* accepted: a BOM, null as "not given", the flags */
+    const char *ok = "\xEF\xBB\xBF{\"content\":\"h\\u00e9llo\",\"add_special\":true,\"parse_special\":false,\"x\":null}";
+    memset(&e, 0, sizeof e);
+    CHECK(el_api_parse_tokenize(ok, strlen(ok), &q, &e) == 0);
+    CHECK(q.content && q.content_len == 6 && !memcmp(q.content, "h\xC3\xA9llo", 6) && q.add_special && !q.parse_special);
+    el_api_tok_request_free(&q);
+    CHECK(el_api_parse_tokenize("{\"content\":\"\",\"add_special\":null}", 33, &q, &e) == 0);
+    CHECK(q.content && q.content_len == 0 && !q.add_special && q.parse_special);
+    el_api_tok_request_free(&q);
+
+    DETOK_BAD("{\"tokens\":[1,2]} x", 400, NULL, "not valid JSON");
+    DETOK_BAD("{\"tokens\":[1,2],\"s\":\"\\u0000\"}", 400, NULL, "NUL");
+    DETOK_BAD("{\"tokens\":\"1\"}", 400, "tokens", "expected an array");
+    DETOK_BAD("{}", 400, "tokens", "missing");
+    DETOK_BAD("{\"tokens\":[1,-1]}", 400, "tokens", "tokens[1]");
+    DETOK_BAD("{\"tokens\":[1.5]}", 400, "tokens", "tokens[0]");
+    DETOK_BAD("{\"tokens\":[\"1\"]}", 400, "tokens", "tokens[0]");
+    DETOK_BAD("{\"tokens\":[2147483648]}", 400, "tokens", "tokens[0]");
+    CHECK(el_api_parse_detokenize("{\"tokens\":[300,3,2147483647]}", 29, &q, &e) == 0);
+    CHECK(q.n_tokens == 3 && q.tokens[0] == 300 && q.tokens[1] == 3 && q.tokens[2] == 2147483647);
+    el_api_tok_request_free(&q);
+    CHECK(el_api_parse_detokenize("{\"tokens\":[]}", 13, &q, &e) == 0 && q.n_tokens == 0);
+    el_api_tok_request_free(&q);
+}
+
+/* ---- text goes by length: NUL bytes survive as \u0000 ---- */
+
+static void test_nul_in_text(void) {
+    el_api_usage u = {1, 3};
+    char *s = el_api_completion_response("i", "m", 1, "f", "et\0ab", 5, "length", u, NULL);
+    CHECK(s && strstr(s, "\"text\":\"et\\u0000ab\""));
+    free(s);
+    s = el_api_chat_response("i", "m", 1, "f", "\0x", 2, "stop", u, NULL);
+    CHECK(s && strstr(s, "\"content\":\"\\u0000x\""));
+    free(s);
+    s = el_api_chat_chunk("i", "m", 1, "f", "a\0", 2, false, NULL, NULL, NULL);
+    CHECK(s && strstr(s, "\"content\":\"a\\u0000\""));
+    free(s);
+    s = el_api_completion_chunk("i", "m", 1, "f", "\0\0", 2, NULL, NULL, NULL);
+    CHECK(s && strstr(s, "\"text\":\"\\u0000\\u0000\""));
+    free(s);
+    s = el_api_detokenize_response("et\0\xE2\x82", 5);
+    CHECK(s && !strcmp(s, "{\"content\":\"et\\u0000\xEF\xBF\xBD\"}"));
+    free(s);
+    s = el_api_tokenize_response((const int32_t[]){1, 300, 0}, 3);
+    CHECK(s && !strcmp(s, "{\"tokens\":[1,300,0]}"));
+    free(s);
+    s = el_api_tokenize_response(NULL, 0);
+    CHECK(s && !strcmp(s, "{\"tokens\":[]}"));
+    free(s);
+    /* every byte value through the escaper parses back (except NUL, which cJSON cannot hold) */
+    char all[256];
+    for (int i = 0; i < 256; i++) all[i] = (char)(i == 0 ? 1 : i);
+    s = el_api_completion_response("i", "m", 1, "f", all, 128, "stop", u, NULL);
+    cJSON *p = parse_free(s);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(get(p, "choices"), 0), "text");
+    CHECK(cJSON_IsString(t) && strlen(t->valuestring) == 128 && !memcmp(t->valuestring, all, 128));
+    cJSON_Delete(p);
+}
+
+/* ---- UTF-8: maximal subparts, the incomplete tail ---- */
+
+static void test_utf8_tail(void) {
+    el_buf b = {0};
+    CHECK(el_api_utf8_sanitize("ab\xF0\x9F\x98", 5, &b) && b.len == 5 && !memcmp(b.p, "ab\xEF\xBF\xBD", 5));
+    el_buf_free(&b);
+    /* C0 80 (overlong) is two subparts; E0 80 too (80 is not allowed after E0); ED A0 (surrogate) too */
+    CHECK(el_api_utf8_sanitize("\xC0\x80|\xE0\x80|\xED\xA0|\xF4\x90", 11, &b));
+    CHECK(b.len == 8 * 3 + 3);
+    el_buf_free(&b);
+    CHECK(el_api_utf8_sanitize("\xE2\x82" "A\xE2\x82\xAC", 6, &b) && b.len == 7 &&
+          !memcmp(b.p, "\xEF\xBF\xBD" "A\xE2\x82\xAC", 7));
+    el_buf_free(&b);
+    CHECK(el_api_utf8_sanitize("a\0b", 3, &b) && b.len == 3 && b.p[1] == 0);
+    el_buf_free(&b);
+    CHECK(el_api_utf8_incomplete_tail("ab\xE2\x82", 4) == 2);
+    CHECK(el_api_utf8_incomplete_tail("ab\xF0\x9F\x98", 5) == 3);
+    CHECK(el_api_utf8_incomplete_tail("ab\xF0", 3) == 1);
+    CHECK(el_api_utf8_incomplete_tail("ab\xE2\x82\xAC", 5) == 0);
+    CHECK(el_api_utf8_incomplete_tail("ab\x82", 3) == 0);       /* a stray continuation: not a prefix */
+    CHECK(el_api_utf8_incomplete_tail("ab\xE0\x80", 4) == 0);   /* can never complete */
+    CHECK(el_api_utf8_incomplete_tail("ab\xC0", 3) == 0);
+    CHECK(el_api_utf8_incomplete_tail("", 0) == 0);
+}
+
+/* ---- logprobs, logit_bias, echo, best_of, suffix, default max_tokens ---- */
+
+static void test_sampling_fields(void) {
+    el_api_request r;
+    if (!OK(COMP, "{\"prompt\":\"a\"}", &r)) { CHECK(r.max_tokens == 16); el_api_request_free(&r); }
+    if (!OK(CHAT, chat_with("\"logprobs\":true,\"top_logprobs\":3"), &r)) {
+        CHECK(r.logprobs && r.top_logprobs == 3);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"logprobs\":false"), &r)) { CHECK(!r.logprobs); el_api_request_free(&r); }
+    BAD(CHAT, chat_with("\"top_logprobs\":2"), 400, "top_logprobs", "needs 'logprobs'");
+    BAD(CHAT, chat_with("\"logprobs\":true,\"top_logprobs\":21"), 400, "top_logprobs", NULL);
+    BAD(CHAT, chat_with("\"logprobs\":1"), 400, "logprobs", "boolean");
+    if (!OK(COMP, "{\"prompt\":\"a\",\"logprobs\":0}", &r)) {
+        CHECK(r.logprobs && r.top_logprobs == 0);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\",\"logprobs\":5,\"max_tokens\":3}", &r)) {
+        CHECK(r.logprobs && r.top_logprobs == 5 && r.max_tokens == 3);
+        el_api_request_free(&r);
+    }
+    BAD(COMP, "{\"prompt\":\"a\",\"logprobs\":6}", 400, "logprobs", NULL);
+    BAD(COMP, "{\"prompt\":\"a\",\"logprobs\":true}", 400, "logprobs", NULL);
+    if (!OK(COMP, "{\"prompt\":\"a\",\"top_logprobs\":2}", &r)) { /* a chat field: unknown here, ignored */
+        CHECK(!r.logprobs);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\",\"echo\":true}", &r)) { CHECK(r.echo); el_api_request_free(&r); }
+    BAD(COMP, "{\"prompt\":\"a\",\"echo\":true,\"logprobs\":1}", 400, "echo", "not supported");
+    BAD(COMP, "{\"prompt\":\"a\",\"echo\":1}", 400, "echo", NULL);
+    BAD(COMP, "{\"prompt\":\"a\",\"best_of\":2}", 400, "best_of", NULL);
+    if (!OK(COMP, "{\"prompt\":\"a\",\"best_of\":1,\"suffix\":\"\"}", &r)) el_api_request_free(&r);
+    BAD(COMP, "{\"prompt\":\"a\",\"suffix\":\"x\"}", 400, "suffix", "not supported");
+    BAD(CHAT, chat_with("\"n\":2"), 400, "n", NULL);
+    if (!OK(CHAT, chat_with("\"logit_bias\":{\"12\":5,\"0\":-100,\"7\":100.0}"), &r)) {
+        CHECK(r.n_logit_bias == 3 && r.logit_bias_id[0] == 12 && r.logit_bias[0] == 5.0f && r.logit_bias_id[1] == 0 &&
+              r.logit_bias[1] == -100.0f && r.logit_bias[2] == 100.0f);
+        el_api_request_free(&r);
+    }
+    BAD(CHAT, chat_with("\"logit_bias\":{\"x\":1}"), 400, "logit_bias", "not a token id");
+    BAD(CHAT, chat_with("\"logit_bias\":{\"-1\":1}"), 400, "logit_bias", NULL);
+    BAD(CHAT, chat_with("\"logit_bias\":{\"1\":101}"), 400, "logit_bias", NULL);
+    BAD(CHAT, chat_with("\"logit_bias\":{\"1\":\"5\"}"), 400, "logit_bias", NULL);
+    BAD(CHAT, chat_with("\"logit_bias\":{\"1\":1,\"01\":2}"), 400, "logit_bias", "twice");
+    BAD(CHAT, chat_with("\"logit_bias\":[1]"), 400, "logit_bias", NULL);
+}
+
+static void test_logprobs_json(void) {
+    const el_api_top_lp top[2] = {{"\xE2\x96\x81the", 6, -0.5f}, {"\xE2", 1, -1.25f}};
+    const el_api_token_lp t[2] = {{"\xE2\x96\x81the", 6, -0.5f, 2, top}, {"\0", 1, -2.0f, 0, NULL}};
+    char *s = el_api_logprobs_json(EL_API_CHAT, t, 2, NULL);
+    cJSON *p = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    const cJSON *c = get(p, "content");
+    CHECK(cJSON_IsArray(c) && cJSON_GetArraySize(c) == 2 && is_null(p, "refusal"));
+    const cJSON *e0 = cJSON_GetArrayItem(c, 0);
+    CHECK(str_is(e0, "token", "\xE2\x96\x81the") && num_is(e0, "logprob", -0.5));
+    CHECK(cJSON_GetArraySize(get(e0, "bytes")) == 6 && cJSON_GetArrayItem(get(e0, "bytes"), 0)->valueint == 0xE2);
+    const cJSON *tl = get(e0, "top_logprobs");
+    CHECK(cJSON_GetArraySize(tl) == 2 && str_is(cJSON_GetArrayItem(tl, 1), "token", "\xEF\xBF\xBD") &&
+          num_is(cJSON_GetArrayItem(tl, 1), "logprob", -1.25));
+    CHECK(cJSON_GetArraySize(get(cJSON_GetArrayItem(c, 1), "top_logprobs")) == 0);
+    cJSON_Delete(p);
+
+    size_t off = 3;
+    s = el_api_logprobs_json(EL_API_COMPLETION, t, 2, &off);
+    p = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    CHECK(cJSON_GetArraySize(get(p, "tokens")) == 2 &&
+          cJSON_IsString(cJSON_GetArrayItem(get(p, "tokens"), 1)));
+    CHECK(cJSON_GetArrayItem(get(p, "token_logprobs"), 1)->valuedouble == -2.0);
+    const cJSON *tops = get(p, "top_logprobs");
+    CHECK(cJSON_GetArraySize(tops) == 2 && num_is(cJSON_GetArrayItem(tops, 0), "\xE2\x96\x81the", -0.5) &&
+          cJSON_GetArraySize(cJSON_GetArrayItem(tops, 1)) == 0);
+    const cJSON *to = get(p, "text_offset");
+    CHECK(cJSON_GetArraySize(to) == 2 && cJSON_GetArrayItem(to, 0)->valuedouble == 3 &&
+          cJSON_GetArrayItem(to, 1)->valuedouble == 7 && off == 8); /* "▁the" is 4 code points, NUL 1 */
+    cJSON_Delete(p);
+    /* chunks with logprobs carry them in place of null */
+    s = el_api_chat_chunk("i", "m", 1, "f", "x", 1, false, NULL, NULL, "{\"content\":[],\"refusal\":null}");
+    p = parse_free(s);
+    CHECK(cJSON_IsObject(get(cJSON_GetArrayItem(get(p, "choices"), 0), "logprobs")));
+    cJSON_Delete(p);
+}
+
 int main(void) {
+    test_tokenize_bodies();
+    test_nul_in_text();
+    test_utf8_tail();
+    test_sampling_fields();
+    test_logprobs_json();
     test_chat_minimal_defaults();
     test_chat_full();
     test_chat_messages_errors();

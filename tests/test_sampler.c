@@ -409,6 +409,46 @@ static void test_top_p_min_p(void) {
     el_sampler_free(sb);
 }
 
+/* logit_bias: added before everything else (greedy sees it), copied at
+ * creation, ids outside the vocabulary dropped, repeated ids add up. */
+static void test_logit_bias(void) {
+    enum { N = 8 };
+    const float l[N] = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, -1.0f, 0.3f, 1.5f};
+    el_sampling sp = base(0.0f);
+    CHECK(sample_once(sp, l, N, NULL, 0) == 4);
+    int32_t ids[4] = {1, 4, 99, -3};
+    float b[4] = {3.0f, -100.0f, 50.0f, 50.0f};
+    sp.n_logit_bias = 4;
+    sp.logit_bias_id = ids;
+    sp.logit_bias = b;
+    el_sampler *s = el_sampler_new(&sp, N);
+    ids[0] = 2; /* the sampler holds its own copy */
+    b[0] = 0.0f;
+    CHECK(s && el_sampler_sample(s, l) == 1); /* 0.5 + 3 beats 4's 2 - 100 and 7's 1.5 */
+    el_sampler_free(s);
+    /* repeated ids add up: 6 gets 0.3 + 1 + 1 = 2.3 > 2.0 */
+    int32_t rep[2] = {6, 6};
+    float rb[2] = {1.0f, 1.0f};
+    sp.n_logit_bias = 2;
+    sp.logit_bias_id = rep;
+    sp.logit_bias = rb;
+    CHECK(sample_once(sp, l, N, NULL, 0) == 6);
+    /* -100 bans a token from sampling: the others keep their softmax shares */
+    int32_t ban[1] = {4};
+    float bb[1] = {-100.0f};
+    el_sampling st = base(1.0f);
+    st.seed = 7;
+    st.n_logit_bias = 1;
+    st.logit_bias_id = ban;
+    st.logit_bias = bb;
+    float lb[N];
+    memcpy(lb, l, sizeof lb);
+    lb[4] -= 100.0f;
+    double p[N];
+    softmax_ref(lb, N, 1.0, p);
+    check_distribution(st, l, N, p, "logit_bias -100");
+}
+
 static void test_logprobs(void) {
     enum { N = 5000, K = 16 };
     static float l[N];
@@ -513,6 +553,7 @@ int main(void) {
     test_distribution();
     test_top_p_min_p();
     test_logprobs();
+    test_logit_bias();
     test_no_alloc_and_speed();
     return el_test_finish("test_sampler");
 }

@@ -2,7 +2,12 @@
  * sampler.c — llama.cpp-style token sampling.
  *
  * Order (llama.cpp common sampler chain, minus DRY/XTC/typical):
- *   penalties → top-k → top-p → min-p → temperature → softmax → draw.
+ *   logit bias → penalties → top-k → top-p → min-p → temperature → softmax → draw.
+ *
+ * Logit bias: el_sampling's (id, bias) pairs are copied at el_sampler_new
+ * (ids outside [0, n_vocab) dropped, a repeated id's biases add up) and each
+ * bias is added to its token's logit first, as llama.cpp's logit-bias
+ * sampler; greedy sampling sees it too.
  *
  * Penalties (llama.cpp's llama_sampler_penalties), for every distinct token t
  * among the last penalty_last_n accepted tokens, with c = its count there:
@@ -62,6 +67,9 @@ struct el_sampler {
     int32_t *count; /* occurrences of each id in the history window */
     uint8_t *mark;  /* scratch: id already penalised in this call */
     int32_t *hist;  /* ring buffer of the last hist_cap accepted tokens */
+    int32_t *bias_id; /* logit bias, owned copies (the caller's arrays may go) */
+    float *bias;
+    int n_bias;
     int hist_cap, hist_len, hist_head;
     uint64_t rng[4];
 };
@@ -177,10 +185,24 @@ el_sampler *el_sampler_new(const el_sampling *sp, int n_vocab) {
     s->count = calloc(n, sizeof *s->count);
     s->mark = calloc(n, sizeof *s->mark);
     s->hist = last_n > 0 ? malloc((size_t)last_n * sizeof *s->hist) : NULL;
-    if (!s->cand || !s->work || !s->w || !s->count || !s->mark || (last_n > 0 && !s->hist)) {
+    int nb = s->p.n_logit_bias > 0 && s->p.logit_bias_id && s->p.logit_bias ? s->p.n_logit_bias : 0;
+    s->bias_id = nb ? malloc((size_t)nb * sizeof *s->bias_id) : NULL;
+    s->bias = nb ? malloc((size_t)nb * sizeof *s->bias) : NULL;
+    if (!s->cand || !s->work || !s->w || !s->count || !s->mark || (last_n > 0 && !s->hist) ||
+        (nb && (!s->bias_id || !s->bias))) {
         el_sampler_free(s);
         return NULL;
     }
+    for (int i = 0; i < nb; i++) {
+        int32_t id = s->p.logit_bias_id[i];
+        float b = s->p.logit_bias[i];
+        if (id < 0 || id >= n_vocab || !isfinite(b)) continue;
+        s->bias_id[s->n_bias] = id;
+        s->bias[s->n_bias++] = b;
+    }
+    s->p.n_logit_bias = 0; /* the copies above are the sampler's own */
+    s->p.logit_bias_id = NULL;
+    s->p.logit_bias = NULL;
     rng_seed(s->rng, s->p.seed);
     return s;
 }
@@ -193,6 +215,8 @@ void el_sampler_free(el_sampler *s) {
     free(s->count);
     free(s->mark);
     free(s->hist);
+    free(s->bias_id);
+    free(s->bias);
     free(s);
 }
 
@@ -253,6 +277,7 @@ int32_t el_sampler_sample(el_sampler *s, const float *logits) {
     int32_t *c = s->cand;
 
     for (int i = 0; i < nv; i++) v[i] = san(logits[i]);
+    for (int i = 0; i < s->n_bias; i++) v[s->bias_id[i]] = san(v[s->bias_id[i]] + s->bias[i]);
     apply_penalties(s);
 
     if (!(p->temp > 0.0f) || p->top_k == 1) return argmax(v, nv);

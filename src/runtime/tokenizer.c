@@ -1021,8 +1021,10 @@ static bool partition(const el_vocab *v, const char *text, size_t len, bool pars
 }
 
 /* ---- SPM ---------------------------------------------------------------- */
-typedef struct { int prev, next; size_t off, n; } sym;
-typedef struct { int left, right; float score; size_t size; } spm_bigram;
+/* 16 bytes each: SPM needs one symbol per character and up to one heap entry
+ * per adjacent pair, so these set the tokenizer's scratch per prompt byte. */
+typedef struct { int32_t prev, next; uint32_t off, n; } sym;
+typedef struct { int32_t left, right; float score; uint32_t size; } spm_bigram;
 
 static bool spm_less(const spm_bigram *a, const spm_bigram *b) { /* a has lower priority than b */
     return a->score < b->score || (a->score == b->score && a->left > b->left);
@@ -1069,11 +1071,12 @@ static void spm_try_add(const el_vocab *v, const char *text, sym *s, int left, i
     size_t n = s[left].n + s[right].n;
     int32_t id = find_token(v, text + s[left].off, n);
     if (id < 0) return;
-    spm_push(h, (spm_bigram){ left, right, v->score[id], n });
+    spm_push(h, (spm_bigram){ left, right, v->score[id], (uint32_t)n });
 }
 
 static bool spm_tokenize(const el_vocab *v, const char *text, size_t len, ivec *out) {
     if (len == 0) return true;
+    if (len > (size_t)INT32_MAX) return false; /* 32-bit symbol offsets */
     sym *s = malloc(len * sizeof *s);
     if (!s) return false;
     int ns = 0;
@@ -1081,8 +1084,8 @@ static bool spm_tokenize(const el_vocab *v, const char *text, size_t len, ivec *
     while (off < len) {
         size_t l = utf8_len((uint8_t)text[off]);
         if (l > len - off) l = len - off;
-        s[ns].off = off;
-        s[ns].n = l;
+        s[ns].off = (uint32_t)off;
+        s[ns].n = (uint32_t)l;
         off += l;
         s[ns].prev = ns - 1;
         s[ns].next = off == len ? -1 : ns + 1;
@@ -1176,6 +1179,7 @@ typedef struct {
 /* One pre-tokenized, byte-encoded word. */
 static bool bpe_word(const el_vocab *v, bpe_work *wk, const char *w, size_t n, ivec *out) {
     if (n == 0) return true;
+    if (n > (size_t)INT32_MAX) return false; /* 32-bit symbol offsets */
     if (v->ignore_merges) {
         int32_t id = find_token(v, w, n);
         if (id >= 0) { iv_push(out, id); return !out->oom; }
@@ -1192,8 +1196,8 @@ static bool bpe_word(const el_vocab *v, bpe_work *wk, const char *w, size_t n, i
     while (off < n) {
         size_t l = utf8_len((uint8_t)w[off]);
         if (l > n - off) l = n - off;
-        s[cnt].off = off;
-        s[cnt].n = l;
+        s[cnt].off = (uint32_t)off;
+        s[cnt].n = (uint32_t)l;
         off += l;
         s[cnt].prev = cnt - 1;
         s[cnt].next = off == n ? -1 : cnt + 1;

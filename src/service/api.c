@@ -20,12 +20,23 @@
  *                unknown fields are ignored, like OpenAI does.
  * After step 4 every string is valid UTF-8 without NULs (cJSON rejects lone
  * surrogate escapes), so everything copied into el_api_request is too.
+ * /tokenize and /detokenize bodies (el_api_parse_tokenize/_detokenize) go
+ * through the same steps 1-4 (parse_root) and the same error shapes; their
+ * fields are checked like the others.
  *
- * Builders sanitise every string they embed (invalid UTF-8 -> U+FFFD), so the
- * bodies they return are always valid UTF-8 JSON even if a generated piece
- * ends in the middle of a multi-byte character. (For streaming the server
- * should still hold back an incomplete trailing sequence until the next
- * token completes it, or the client sees U+FFFD.)
+ * Unsupported values are a 400 that names the field, never ignored: n and
+ * best_of other than 1, a non-empty suffix, echo together with logprobs.
+ * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
+ * chat leaves it unset (the server fills the context).
+ *
+ * Builders take generated text by length: it may hold NUL bytes (a <0x00>
+ * byte token), which are escaped as \u0000, and ill-formed UTF-8, of which
+ * each maximal ill-formed subpart becomes one U+FFFD (Unicode's recommended
+ * practice, so a character cut short is one U+FFFD, not one per byte). Such
+ * strings are escaped here (el_api_json_string) and embedded into the cJSON
+ * tree as raw JSON, since cJSON holds strings as C strings. The bodies are
+ * always one line of valid UTF-8 JSON. The server also holds back an
+ * incomplete trailing character until the next piece completes it.
  *
  * Known cJSON limits: numbers are doubles, so "max_tokens": 16.0 is accepted
  * as 16, and seeds beyond 2^53 lose their low bits.
@@ -33,6 +44,7 @@
 #include "service/api.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,27 +55,42 @@
 
 /* ------------------------------------------------------------------ utf-8 */
 
-/* Length (1..4) of the well-formed UTF-8 sequence at p, 0 if ill-formed or
- * truncated (Unicode Table 3-7). */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-    unsigned c = p[0];
+/* The lead byte c: sequence length (1..4) and the allowed range of the second
+ * byte (Unicode Table 3-7); 0 for a byte that cannot start a sequence. */
+static size_t utf8_lead(unsigned c, unsigned *lo, unsigned *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
     if (c < 0x80) return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }          /* no surrogates */
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }          /* <= U+10FFFF */
-    else return 0;                                      /* 80..C1, F5..FF */
-    if (n < len) return 0;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((p[i] & 0xC0) != 0x80) return 0;
-    return len;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c == 0xE0) { *lo = 0xA0; return 3; }
+    if (c >= 0xE1 && c <= 0xEC) return 3;
+    if (c == 0xED) { *hi = 0x9F; return 3; }            /* no surrogates */
+    if (c >= 0xEE && c <= 0xEF) return 3;
+    if (c == 0xF0) { *lo = 0x90; return 4; }
+    if (c >= 0xF1 && c <= 0xF3) return 4;
+    if (c == 0xF4) { *hi = 0x8F; return 4; }            /* <= U+10FFFF */
+    return 0;                                           /* 80..C1, F5..FF */
+}
+
+/* Bytes at p that match the start of a well-formed sequence (at least 1):
+ * the whole sequence when it is well-formed, else its maximal subpart. */
+static size_t utf8_prefix(const unsigned char *p, size_t n, size_t *want) {
+    unsigned lo, hi;
+    size_t len = utf8_lead(p[0], &lo, &hi);
+    *want = len;
+    if (len <= 1) return 1;
+    size_t k = 1;
+    if (k < n && p[1] >= lo && p[1] <= hi) k++;
+    else return 1;
+    while (k < len && k < n && (p[k] & 0xC0) == 0x80) k++;
+    return k;
+}
+
+/* Length (1..4) of the well-formed UTF-8 sequence at p, 0 if ill-formed or
+ * truncated. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+    size_t want, k = utf8_prefix(p, n, &want);
+    return want >= 1 && k == want ? k : 0;
 }
 
 /* Offset of the first ill-formed byte, or n if all of s[0..n) is valid. */
@@ -78,26 +105,76 @@ static size_t utf8_check(const unsigned char *s, size_t n) {
     return n;
 }
 
+bool el_api_utf8_sanitize(const char *s, size_t n, el_buf *out) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i; /* copy well-formed runs in one append */
+        while (run < n) {
+            if (p[run] < 0x80) { run++; continue; }
+            size_t l = utf8_seq(p + run, n - run);
+            if (!l) break;
+            run += l;
+        }
+        if (run > i && !el_buf_append(out, s + i, run - i)) return false;
+        i = run;
+        if (i < n) {
+            size_t want;
+            i += utf8_prefix(p + i, n - i, &want);
+            if (!el_buf_append(out, "\xEF\xBF\xBD", 3)) return false;
+        }
+    }
+    return el_buf_append(out, "", 0);
+}
+
+size_t el_api_utf8_incomplete_tail(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        size_t want, got = utf8_prefix(p + n - k, k, &want);
+        if (want > 1 && got == k && k < want) return k;  /* a proper prefix of a character */
+        if ((p[n - k] & 0xC0) != 0x80) break;              /* a lead (or ASCII): look no further */
+    }
+    return 0;
+}
+
+bool el_api_json_string(el_buf *out, const char *s, size_t n) {
+    el_buf clean = {0};
+    if (!el_api_utf8_sanitize(s ? s : "", s ? n : 0, &clean)) return false;
+    bool ok = el_buf_append(out, "\"", 1);
+    size_t i = 0, run = 0;
+    for (; ok && i < clean.len; i++) {
+        unsigned char c = (unsigned char)clean.p[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        ok = el_buf_append(out, clean.p + run, i - run);
+        char esc[8];
+        switch (c) {
+        case '"': memcpy(esc, "\\\"", 3); break;
+        case '\\': memcpy(esc, "\\\\", 3); break;
+        case '\n': memcpy(esc, "\\n", 3); break;
+        case '\r': memcpy(esc, "\\r", 3); break;
+        case '\t': memcpy(esc, "\\t", 3); break;
+        default: snprintf(esc, sizeof esc, "\\u%04x", c); break;
+        }
+        if (ok) ok = el_buf_str(out, esc);
+        run = i + 1;
+    }
+    if (ok) ok = el_buf_append(out, clean.p ? clean.p + run : "", clean.len - run) && el_buf_append(out, "\"", 1);
+    el_buf_free(&clean);
+    return ok;
+}
+
 /* Returns s itself when valid UTF-8; otherwise a malloc'd copy (*owned set)
- * with every ill-formed byte replaced by U+FFFD. NULL s -> NULL. NULL on OOM. */
+ * with every maximal ill-formed subpart replaced by U+FFFD. NULL s -> NULL.
+ * NULL on OOM. */
 static const char *utf8_clean(const char *s, char **owned) {
     *owned = NULL;
     if (!s) return NULL;
     size_t n = strlen(s);
-    size_t bad = utf8_check((const unsigned char *)s, n);
-    if (bad == n) return s;
-    char *o = malloc(n * 3 + 1);
-    if (!o) return NULL;
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, j = 0;
-    while (i < n) {
-        size_t l = p[i] < 0x80 ? 1 : utf8_seq(p + i, n - i);
-        if (l) { memcpy(o + j, p + i, l); i += l; j += l; }
-        else { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; i++; }
-    }
-    o[j] = 0;
-    *owned = o;
-    return o;
+    if (utf8_check((const unsigned char *)s, n) == n) return s;
+    el_buf b = {0};
+    if (!el_api_utf8_sanitize(s, n, &b)) { el_buf_free(&b); return NULL; }
+    *owned = b.p;
+    return b.p;
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -236,7 +313,8 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
-    F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER, F_COUNT
+    F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -256,7 +334,52 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_STREAM_OPTIONS] = {"stream_options", K_CHAT | K_COMP},
     [F_N] = {"n", K_CHAT | K_COMP},
     [F_USER] = {"user", K_CHAT | K_COMP},
+    [F_LOGPROBS] = {"logprobs", K_CHAT | K_COMP},
+    [F_TOP_LOGPROBS] = {"top_logprobs", K_CHAT},
+    [F_ECHO] = {"echo", K_COMP},
+    [F_BEST_OF] = {"best_of", K_COMP},
+    [F_SUFFIX] = {"suffix", K_COMP},
+    [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
 };
+
+/* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
+static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return type_error(err, "logit_bias", "an object", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_API_MAX_LOGIT_BIAS) {
+        BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+            EL_API_MAX_LOGIT_BIAS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
+    out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
+    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        char q[52];
+        const char *k = e->string ? e->string : "";
+        char *end = NULL;
+        long long id = -1;
+        if (*k >= '0' && *k <= '9' && strlen(k) <= 10) id = strtoll(k, &end, 10);
+        if (id < 0 || id > INT32_MAX || !end || *end) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", quote(k, q, sizeof q));
+            return -1;
+        }
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
+            return -1;
+        }
+        for (int i = 0; i < out->n_logit_bias; i++)
+            if (out->logit_bias_id[i] == (int32_t)id) {
+                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %lld given twice", id);
+                return -1;
+            }
+        out->logit_bias_id[out->n_logit_bias] = (int32_t)id;
+        out->logit_bias[out->n_logit_bias++] = (float)e->valuedouble;
+    }
+    return 0;
+}
 
 /* Looks up a key that must appear at most once in obj. 0 (item or NULL), -1 on duplicate. */
 static int get_unique(const cJSON *obj, const char *key, const char *param, const cJSON **out,
@@ -524,6 +647,49 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         }
     }
     if ((it = f[F_USER]) && !cJSON_IsString(it)) return type_error(err, "user", "a string", it);
+    if ((it = f[F_LOGPROBS])) {
+        if (kind == EL_API_CHAT) {
+            if (!cJSON_IsBool(it)) return type_error(err, "logprobs", "a boolean", it);
+            out->logprobs = cJSON_IsTrue(it);
+        } else {
+            if (get_int(it, "logprobs", 0, 5, &v, err)) return -1;
+            out->logprobs = true;
+            out->top_logprobs = (int)v;
+        }
+    }
+    if ((it = f[F_TOP_LOGPROBS])) {
+        if (get_int(it, "top_logprobs", 0, EL_API_MAX_TOP_LOGPROBS, &v, err)) return -1;
+        if (!out->logprobs) {
+            BAD(err, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+            return -1;
+        }
+        out->top_logprobs = (int)v;
+    }
+    if ((it = f[F_ECHO])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "echo", "a boolean", it);
+        out->echo = cJSON_IsTrue(it);
+        if (out->echo && out->logprobs) {
+            BAD(err, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported "
+                "(the prompt's log-probabilities are not computed)");
+            return -1;
+        }
+    }
+    if ((it = f[F_BEST_OF])) {
+        if (get_int(it, "best_of", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        if (v != 1) {
+            BAD(err, "best_of", "unsupported_value", "best_of must be 1 (one completion per request)");
+            return -1;
+        }
+    }
+    if ((it = f[F_SUFFIX])) {
+        if (!cJSON_IsString(it)) return type_error(err, "suffix", "a string", it);
+        if (it->valuestring[0]) {
+            BAD(err, "suffix", "unsupported_value", "'suffix' (insertion) is not supported");
+            return -1;
+        }
+    }
+    if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
+    if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
     return 0;
 }
 
@@ -565,6 +731,42 @@ static int lex_check(const unsigned char *s, size_t n, el_api_error *err) {
     return 0;
 }
 
+/* Steps 1-4 of the pipeline: the body as a cJSON object (caller deletes), or
+ * NULL with err filled. */
+static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
+    if (len > EL_API_MAX_BODY) {
+        el_api_set_error(err, 413, "invalid_request_error", NULL, "request_too_large",
+                         "request body too large (%zu bytes; the limit is %u)", len, (unsigned)EL_API_MAX_BODY);
+        return NULL;
+    }
+    if (!body) len = 0;
+    const unsigned char *s = (const unsigned char *)body;
+    if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) { s += 3; len -= 3; } /* BOM */
+    if (utf8_check(s, len) != len) {
+        BAD(err, NULL, "invalid_utf8", "invalid UTF-8 in request body");
+        return NULL;
+    }
+    if (lex_check(s, len, err)) return NULL;
+
+    char *copy = malloc(len + 1);
+    if (!copy) { oom(err); return NULL; }
+    if (len) memcpy(copy, s, len);
+    copy[len] = 0;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+    free(copy);
+    if (!root) {
+        BAD(err, NULL, "invalid_json", "request body is not valid JSON");
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        BAD(err, NULL, "invalid_json", "request body must be a JSON object");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err) {
     el_api_error dummy;
     if (!err) err = &dummy;
@@ -577,41 +779,103 @@ int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request 
         el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: bad kind");
         return -1;
     }
-    if (len > EL_API_MAX_BODY) {
-        el_api_set_error(err, 413, "invalid_request_error", NULL, "request_too_large",
-                         "request body too large (%zu bytes; the limit is %u)", len, (unsigned)EL_API_MAX_BODY);
-        return -1;
-    }
-    if (!body) len = 0;
-    const unsigned char *s = (const unsigned char *)body;
-    if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) { s += 3; len -= 3; } /* BOM */
-    if (utf8_check(s, len) != len) {
-        BAD(err, NULL, "invalid_utf8", "invalid UTF-8 in request body");
-        return -1;
-    }
-    if (lex_check(s, len, err)) return -1;
-
-    char *copy = malloc(len + 1);
-    if (!copy) return oom(err);
-    if (len) memcpy(copy, s, len);
-    copy[len] = 0;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
-    free(copy);
-    if (!root) {
-        BAD(err, NULL, "invalid_json", "request body is not valid JSON");
-        return -1;
-    }
-    int rc = 0;
-    if (!cJSON_IsObject(root)) {
-        BAD(err, NULL, "invalid_json", "request body must be a JSON object");
-        rc = -1;
-    } else {
-        rc = parse_fields(kind, root, out, err);
-    }
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = parse_fields(kind, root, out, err);
     cJSON_Delete(root);
     if (rc) el_api_request_free(out);
     return rc;
+}
+
+/* Looks up an optional top-level field that may appear at most once; JSON null is "not given". */
+static int tok_field(const cJSON *root, const char *key, const cJSON **out, el_api_error *err) {
+    if (get_unique(root, key, key, out, err)) {
+        BAD(err, key, "duplicate_key", "duplicate key '%s' in request body", key);
+        return -1;
+    }
+    if (*out && cJSON_IsNull(*out)) *out = NULL;
+    return 0;
+}
+
+int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_tokenize: no output struct");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->parse_special = true;
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    const cJSON *content, *add, *parse;
+    int rc = -1;
+    if (tok_field(root, "content", &content, err) || tok_field(root, "add_special", &add, err) ||
+        tok_field(root, "parse_special", &parse, err))
+        goto done;
+    if (!content) {
+        BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
+        goto done;
+    }
+    if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
+    if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
+    if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
+    out->add_special = cJSON_IsTrue(add);
+    out->parse_special = !cJSON_IsFalse(parse);
+    /* the cJSON tree is freed below: the content moves out instead of being copied */
+    out->content_len = strlen(content->valuestring);
+    out->content = content->valuestring;
+    ((cJSON *)content)->valuestring = NULL;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    if (rc) el_api_tok_request_free(out);
+    return rc;
+}
+
+int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_detokenize: no output struct");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    const cJSON *toks, *t;
+    int rc = -1;
+    if (tok_field(root, "tokens", &toks, err)) goto done;
+    if (!toks) {
+        BAD(err, "tokens", "missing_required_parameter", "missing required parameter: 'tokens'");
+        goto done;
+    }
+    if (!cJSON_IsArray(toks)) { type_error(err, "tokens", "an array of token ids", toks); goto done; }
+    int n = cJSON_GetArraySize(toks), i = 0;
+    out->tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->tokens);
+    if (!out->tokens) { oom(err); goto done; }
+    cJSON_ArrayForEach(t, toks) {
+        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!cJSON_IsNumber(t) || !(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            BAD(err, "tokens", "invalid_value", "tokens[%d] is not a token id (an integer >= 0)", i);
+            goto done;
+        }
+        out->tokens[i++] = (int32_t)v;
+    }
+    out->n_tokens = i;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    if (rc) el_api_tok_request_free(out);
+    return rc;
+}
+
+void el_api_tok_request_free(el_api_tok_request *r) {
+    if (!r) return;
+    cJSON_free(r->content);
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+    r->parse_special = true;
 }
 
 void el_api_request_free(el_api_request *r) {
@@ -627,6 +891,8 @@ void el_api_request_free(el_api_request *r) {
     free(r->prompt);
     free(r->model);
     for (int i = 0; i < EL_API_MAX_STOP; i++) free(r->stop[i]);
+    free(r->logit_bias_id);
+    free(r->logit_bias);
     request_init(r, kind);
 }
 
@@ -655,51 +921,68 @@ static int add_usage(cJSON *root, el_api_usage u) {
                : -1;
 }
 
-/* Appends {index:0, <body...>, finish_reason, logprobs:null} to the choices array;
- * returns the choice object (body filled by the caller before finish/logprobs
- * would be nicer for key order, so the caller passes a filler). */
+/* Adds key: the JSON string of text[0..len) (any bytes; see el_api_json_string). */
+static int add_text(cJSON *obj, const char *key, const char *text, size_t len) {
+    el_buf b = {0};
+    bool ok = el_api_json_string(&b, text ? text : "", text ? len : 0);
+    cJSON *it = ok ? cJSON_CreateRaw(b.p) : NULL;
+    el_buf_free(&b);
+    if (!it) return -1;
+    cJSON_AddItemToObject(obj, key, it);
+    return 0;
+}
+
+/* Adds key: raw JSON, or null when raw is NULL. */
+static int add_raw_or_null(cJSON *obj, const char *key, const char *raw) {
+    if (!raw) return cJSON_AddNullToObject(obj, key) ? 0 : -1;
+    return cJSON_AddRawToObject(obj, key, raw) ? 0 : -1;
+}
+
+/* Appends {index:0, <body...>, finish_reason, logprobs} to the choices array;
+ * the caller's filler writes the body. */
 typedef int (*fill_fn)(cJSON *choice, const void *ctx);
 
-static int add_choice(cJSON *root, fill_fn fill, const void *ctx, const char *finish) {
+static int add_choice(cJSON *root, fill_fn fill, const void *ctx, const char *finish, const char *logprobs) {
     cJSON *arr = cJSON_AddArrayToObject(root, "choices");
     cJSON *c = cJSON_CreateObject();
     if (!arr || !c) { cJSON_Delete(c); return -1; }
     cJSON_AddItemToArray(arr, c);
     if (!cJSON_AddNumberToObject(c, "index", 0) || fill(c, ctx) || add_str_or_null(c, "finish_reason", finish) ||
-        !cJSON_AddNullToObject(c, "logprobs"))
+        add_raw_or_null(c, "logprobs", logprobs))
         return -1;
     return 0;
 }
 
+struct text_ctx { const char *text; size_t len; bool first; };
+
 static int fill_message(cJSON *c, const void *ctx) {
+    const struct text_ctx *t = ctx;
     cJSON *m = cJSON_AddObjectToObject(c, "message");
-    return m && cJSON_AddStringToObject(m, "role", "assistant") &&
-                   !add_str_or_null(m, "content", ctx ? (const char *)ctx : "")
-               ? 0
-               : -1;
+    return m && cJSON_AddStringToObject(m, "role", "assistant") && !add_text(m, "content", t->text, t->len) ? 0 : -1;
 }
 
 static int fill_text(cJSON *c, const void *ctx) {
-    return add_str_or_null(c, "text", ctx ? (const char *)ctx : "");
+    const struct text_ctx *t = ctx;
+    return add_text(c, "text", t->text, t->len);
 }
 
-struct delta_ctx { const char *text; bool first; };
-
 static int fill_delta(cJSON *c, const void *ctx) {
-    const struct delta_ctx *d = ctx;
+    const struct text_ctx *d = ctx;
     cJSON *o = cJSON_AddObjectToObject(c, "delta");
     if (!o) return -1;
     if (d->first && !cJSON_AddStringToObject(o, "role", "assistant")) return -1;
     if (d->text || d->first) /* the first delta always carries content, "" if none yet */
-        return add_str_or_null(o, "content", d->text ? d->text : "");
+        return add_text(o, "content", d->text, d->len);
     return 0;
 }
 
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
-                           const char *content, const char *finish, el_api_usage usage) {
+                           const char *content, size_t len, const char *finish, el_api_usage usage,
+                           const char *logprobs) {
     cJSON *root = head("chat.completion", id, model, created, fingerprint);
     if (!root) return NULL;
-    if (add_choice(root, fill_message, content, finish) || add_usage(root, usage)) {
+    struct text_ctx t = {content, len, false};
+    if (add_choice(root, fill_message, &t, finish, logprobs) || add_usage(root, usage)) {
         cJSON_Delete(root);
         return NULL;
     }
@@ -707,10 +990,12 @@ char *el_api_chat_response(const char *id, const char *model, long created, cons
 }
 
 char *el_api_completion_response(const char *id, const char *model, long created, const char *fingerprint,
-                                 const char *text, const char *finish, el_api_usage usage) {
+                                 const char *text, size_t len, const char *finish, el_api_usage usage,
+                                 const char *logprobs) {
     cJSON *root = head("text_completion", id, model, created, fingerprint);
     if (!root) return NULL;
-    if (add_choice(root, fill_text, text, finish) || add_usage(root, usage)) {
+    struct text_ctx t = {text, len, false};
+    if (add_choice(root, fill_text, &t, finish, logprobs) || add_usage(root, usage)) {
         cJSON_Delete(root);
         return NULL;
     }
@@ -730,12 +1015,13 @@ static char *usage_chunk(const char *object, const char *id, const char *model, 
 }
 
 char *el_api_chat_chunk(const char *id, const char *model, long created, const char *fingerprint,
-                        const char *delta, bool first, const char *finish, const el_api_usage *usage) {
+                        const char *delta, size_t len, bool first, const char *finish, const el_api_usage *usage,
+                        const char *logprobs) {
     if (usage) return usage_chunk("chat.completion.chunk", id, model, created, fingerprint, usage);
     cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
     if (!root) return NULL;
-    struct delta_ctx d = {delta, first};
-    if (add_choice(root, fill_delta, &d, finish)) {
+    struct text_ctx d = {delta, len, first};
+    if (add_choice(root, fill_delta, &d, finish, logprobs)) {
         cJSON_Delete(root);
         return NULL;
     }
@@ -743,13 +1029,112 @@ char *el_api_chat_chunk(const char *id, const char *model, long created, const c
 }
 
 char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
-                              const char *text, const char *finish, const el_api_usage *usage) {
+                              const char *text, size_t len, const char *finish, const el_api_usage *usage,
+                              const char *logprobs) {
     if (usage) return usage_chunk("text_completion", id, model, created, fingerprint, usage);
     cJSON *root = head("text_completion", id, model, created, fingerprint);
     if (!root) return NULL;
-    if (add_choice(root, fill_text, text, finish)) {
+    struct text_ctx t = {text, len, false};
+    if (add_choice(root, fill_text, &t, finish, logprobs)) {
         cJSON_Delete(root);
         return NULL;
     }
     return print_and_delete(root);
+}
+
+/* ------------------------------------------------------------ tokens, logprobs */
+
+char *el_api_tokenize_response(const int32_t *toks, int n) {
+    /* built by hand: a cJSON node per token would cost ~64 bytes each */
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_detokenize_response(const char *text, size_t len) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"content\":") && el_api_json_string(&b, text, len) && el_buf_str(&b, "}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+/* A log-probability as JSON: finite, or -9999 for -inf (JSON has no infinity). */
+static bool put_lp(el_buf *b, float lp) {
+    char num[32];
+    int k = snprintf(num, sizeof num, "%.9g", isfinite(lp) ? (double)lp : -9999.0);
+    return el_buf_append(b, num, (size_t)k);
+}
+
+static bool put_bytes(el_buf *b, const char *s, size_t n) {
+    bool ok = el_buf_str(b, "[");
+    for (size_t i = 0; ok && i < n; i++) {
+        char num[8];
+        int k = snprintf(num, sizeof num, i ? ",%u" : "%u", (unsigned)(unsigned char)s[i]);
+        ok = el_buf_append(b, num, (size_t)k);
+    }
+    return ok && el_buf_str(b, "]");
+}
+
+/* Unicode code points of text once sanitised (as the client sees it). */
+static size_t n_code_points(const char *s, size_t n) {
+    el_buf c = {0};
+    size_t cps = 0;
+    if (el_api_utf8_sanitize(s, n, &c))
+        for (size_t i = 0; i < c.len; i++) cps += ((unsigned char)c.p[i] & 0xC0) != 0x80;
+    el_buf_free(&c);
+    return cps;
+}
+
+char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, size_t *offset) {
+    el_buf b = {0};
+    bool ok = true;
+    if (kind == EL_API_CHAT) {
+        ok = el_buf_str(&b, "{\"content\":[");
+        for (int i = 0; ok && i < n; i++) {
+            ok = el_buf_str(&b, i ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, t[i].text, t[i].len) &&
+                 el_buf_str(&b, ",\"logprob\":") && put_lp(&b, t[i].logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                 put_bytes(&b, t[i].text, t[i].len) && el_buf_str(&b, ",\"top_logprobs\":[");
+            for (int k = 0; ok && k < t[i].n_top; k++) {
+                const el_api_top_lp *e = &t[i].top[k];
+                ok = el_buf_str(&b, k ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, e->text, e->len) &&
+                     el_buf_str(&b, ",\"logprob\":") && put_lp(&b, e->logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                     put_bytes(&b, e->text, e->len) && el_buf_str(&b, "}");
+            }
+            if (ok) ok = el_buf_str(&b, "]}");
+        }
+        if (ok) ok = el_buf_str(&b, "],\"refusal\":null}");
+    } else {
+        size_t off = offset ? *offset : 0;
+        ok = el_buf_str(&b, "{\"tokens\":[");
+        for (int i = 0; ok && i < n; i++)
+            ok = (!i || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].text, t[i].len);
+        if (ok) ok = el_buf_str(&b, "],\"token_logprobs\":[");
+        for (int i = 0; ok && i < n; i++) ok = (!i || el_buf_str(&b, ",")) && put_lp(&b, t[i].logprob);
+        if (ok) ok = el_buf_str(&b, "],\"top_logprobs\":[");
+        for (int i = 0; ok && i < n; i++) {
+            ok = el_buf_str(&b, i ? ",{" : "{");
+            for (int k = 0; ok && k < t[i].n_top; k++)
+                ok = (!k || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].top[k].text, t[i].top[k].len) &&
+                     el_buf_str(&b, ":") && put_lp(&b, t[i].top[k].logprob);
+            if (ok) ok = el_buf_str(&b, "}");
+        }
+        if (ok) ok = el_buf_str(&b, "],\"text_offset\":[");
+        for (int i = 0; ok && i < n; i++) {
+            char num[24];
+            int k = snprintf(num, sizeof num, i ? ",%zu" : "%zu", off);
+            ok = el_buf_append(&b, num, (size_t)k);
+            off += n_code_points(t[i].text, t[i].len);
+        }
+        if (ok) ok = el_buf_str(&b, "]}");
+        if (offset) *offset = off;
+    }
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
 }

@@ -4,7 +4,11 @@
  * Parsing validates every field of a request body (outside bytes) and turns
  * any problem into an OpenAI-style error with an HTTP status, never a crash.
  * Builders produce the JSON bodies and server-sent-event chunks the server
- * sends. Uses cJSON; no I/O, no global state.
+ * sends. Generated text is passed with its length, never as a C string: it
+ * may hold NUL bytes (a <0x00> byte token), which come out as \u0000, and
+ * ill-formed UTF-8, which comes out as U+FFFD (one per maximal ill-formed
+ * subpart, Unicode's recommended practice). Uses cJSON (strings that may hold
+ * NUL are escaped here and embedded as raw JSON); no I/O, no global state.
  */
 #ifndef EL_SERVICE_API_H
 #define EL_SERVICE_API_H
@@ -13,9 +17,12 @@
 #include <stdint.h>
 
 #include "runtime/chat.h"
+#include "util/buf.h"
 
 #define EL_API_MAX_BODY (1u << 20)   /* request bodies above this: 413 */
 #define EL_API_MAX_STOP 8
+#define EL_API_MAX_TOP_LOGPROBS 20   /* chat top_logprobs 0..20; completions logprobs 0..5 */
+#define EL_API_MAX_LOGIT_BIAS 1024   /* entries in logit_bias */
 
 typedef enum { EL_API_CHAT = 0, EL_API_COMPLETION = 1 } el_api_kind;
 
@@ -25,7 +32,7 @@ typedef struct el_api_request {
     int n_msgs;
     char *prompt;            /* completion: the prompt text */
     char *model;             /* as sent (may be NULL) */
-    int max_tokens;          /* -1: not given */
+    int max_tokens;          /* chat: -1 when not given; completion: 16 when not given (OpenAI) */
     float temperature;       /* default 1.0 (OpenAI) */
     float top_p;             /* default 1.0 */
     float presence_penalty;  /* default 0 */
@@ -36,7 +43,24 @@ typedef struct el_api_request {
     int n_stop;
     bool stream;
     bool include_usage;      /* stream_options.include_usage */
+    bool logprobs;           /* chat: "logprobs": true; completion: "logprobs" given (an integer) */
+    int top_logprobs;        /* chat: "top_logprobs" 0..20; completion: the "logprobs" value 0..5 */
+    bool echo;               /* completion: the prompt is prepended to the text */
+    int n_logit_bias;        /* "logit_bias": {"token id": -100..100}; ids checked < 2^31 here, */
+    int32_t *logit_bias_id;  /* against the vocabulary by the server */
+    float *logit_bias;
 } el_api_request;
+
+/* /tokenize {"content": str, "add_special": bool, "parse_special": bool} and
+ * /detokenize {"tokens": [int, ...]} bodies, parsed by the same pipeline. */
+typedef struct el_api_tok_request {
+    char *content;           /* tokenize: valid UTF-8 without NUL */
+    size_t content_len;
+    bool add_special;        /* default false */
+    bool parse_special;      /* default true */
+    int32_t *tokens;         /* detokenize: ids in [0, 2^31) (the server checks the vocabulary) */
+    int n_tokens;
+} el_api_tok_request;
 
 typedef struct el_api_error {
     int status;              /* HTTP status: 400, 401, 404, 405, 413, 429, 503, 500 */
@@ -49,10 +73,52 @@ typedef struct el_api_error {
 /* Parse a /v1/chat/completions or /v1/completions body. Returns 0, or -1 with err filled.
  * Checks: valid UTF-8 and JSON object; types of every known field; messages
  * non-empty with known roles (system/user/assistant) and string content;
- * n absent or 1; max_tokens 1..(1<<20); temperature 0..2; top_p (0,1];
- * penalties -2..2; stop a string or array of <= EL_API_MAX_STOP strings. */
+ * n and best_of absent, null or 1; suffix absent, null or ""; max_tokens
+ * 1..(1<<20); temperature 0..2; top_p (0,1]; penalties -2..2; stop a string
+ * or array of <= EL_API_MAX_STOP strings; logprobs (chat: boolean;
+ * completion: integer 0..5) and top_logprobs (chat: 0..20, needs logprobs);
+ * echo (completion: boolean; not together with logprobs); logit_bias an
+ * object of "token id": -100..100. A field that is not supported with a
+ * given value is a 400 naming it (param), never silently ignored. */
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err);
 void el_api_request_free(el_api_request *r);
+
+/* /tokenize and /detokenize bodies: the same size, UTF-8, lexical and cJSON
+ * steps as el_api_parse, the same errors. 0, or -1 with err filled. */
+int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err);
+int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err);
+void el_api_tok_request_free(el_api_tok_request *r);
+
+/* Appends s[0..n) to out with every maximal ill-formed UTF-8 subpart replaced
+ * by one U+FFFD (so an incomplete trailing character becomes exactly one).
+ * NUL bytes are kept. false on OOM. */
+bool el_api_utf8_sanitize(const char *s, size_t n, el_buf *out);
+/* Bytes at the end of s[0..n) that are a proper prefix of a well-formed
+ * UTF-8 character (0..3): what a stream holds back until the next piece. */
+size_t el_api_utf8_incomplete_tail(const char *s, size_t n);
+/* Appends s[0..n) as a JSON string literal (quotes included): sanitised as
+ * above, NUL as \u0000, control characters escaped. false on OOM. */
+bool el_api_json_string(el_buf *out, const char *s, size_t n);
+
+/* /tokenize and /detokenize response bodies, malloc'd. */
+char *el_api_tokenize_response(const int32_t *toks, int n);
+char *el_api_detokenize_response(const char *text, size_t len);
+
+/* Log-probabilities of generated tokens, for the response's "logprobs". */
+typedef struct el_api_top_lp { const char *text; size_t len; float logprob; } el_api_top_lp;
+typedef struct el_api_token_lp {
+    const char *text;        /* the token's own bytes (may be part of a character) */
+    size_t len;
+    float logprob;
+    int n_top;
+    const el_api_top_lp *top;
+} el_api_token_lp;
+/* The "logprobs" value as raw JSON, malloc'd. Chat: {"content":[{token,
+ * logprob, bytes, top_logprobs:[{token, logprob, bytes}]}], "refusal": null}.
+ * Completion (legacy): {tokens, token_logprobs, top_logprobs: [{tok: lp}],
+ * text_offset}; *offset is the text offset (in Unicode code points of the
+ * returned text) of the first token and is advanced past the last one. */
+char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, size_t *offset);
 
 /* Fill err (printf-style message). */
 void el_api_set_error(el_api_error *err, int status, const char *type, const char *param, const char *code,
@@ -62,18 +128,25 @@ char *el_api_error_json(const el_api_error *err);
 
 typedef struct el_api_usage { int prompt_tokens, completion_tokens; } el_api_usage;
 
-/* Whole (non-streamed) response bodies, malloc'd. finish: "stop" | "length". */
+/* Whole (non-streamed) response bodies, malloc'd. finish: "stop" | "length".
+ * Text is content[0..len) (NULL: ""). logprobs: raw JSON from
+ * el_api_logprobs_json, or NULL for null. */
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
-                           const char *content, const char *finish, el_api_usage usage);
+                           const char *content, size_t len, const char *finish, el_api_usage usage,
+                           const char *logprobs);
 char *el_api_completion_response(const char *id, const char *model, long created, const char *fingerprint,
-                                 const char *text, const char *finish, el_api_usage usage);
+                                 const char *text, size_t len, const char *finish, el_api_usage usage,
+                                 const char *logprobs);
 /* One streamed chunk's JSON (without "data: " framing), malloc'd.
- * delta: text piece or NULL; finish: NULL until the last chunk; usage: only
- * in the usage chunk (choices empty) when include_usage. first: chat chunks
- * carry role "assistant" in the first delta. */
+ * delta: text piece delta[0..len) or NULL; finish: NULL until the last chunk;
+ * usage: only in the usage chunk (choices empty) when include_usage. first:
+ * chat chunks carry role "assistant" in the first delta. logprobs: the raw
+ * JSON of this chunk's tokens, or NULL. */
 char *el_api_chat_chunk(const char *id, const char *model, long created, const char *fingerprint,
-                        const char *delta, bool first, const char *finish, const el_api_usage *usage);
+                        const char *delta, size_t len, bool first, const char *finish, const el_api_usage *usage,
+                        const char *logprobs);
 char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
-                              const char *text, const char *finish, const el_api_usage *usage);
+                              const char *text, size_t len, const char *finish, const el_api_usage *usage,
+                              const char *logprobs);
 
 #endif

@@ -65,6 +65,26 @@
  * answers CORS preflights for the --cors origin. The work itself is bounded
  * by the slots and the bounded queue, so threads stay few on a device.
  *
+ * Memory. Request bodies are capped at EL_API_MAX_BODY (1 MiB) each and, all
+ * connections together, at SRV_INFLIGHT_BYTES (4 MiB) of bodies being
+ * received, parsed or tokenized (body_chunk/budget_take): a body that does not
+ * fit is drained unstored and answered 503 + Retry-After. A generation
+ * request gives its bytes back once its prompt is tokenized (prompt_done drops
+ * the body and the message texts, so a queued request holds only its tokens),
+ * /tokenize and /detokenize when the connection completes. Per body byte the
+ * tokenizer's scratch dominates (~32 bytes), so the HTTP side's peak is about
+ * 32 x 4 MiB above the model and sessions.
+ *
+ * Text. Generated text travels with its length, never as a C string: a
+ * <0x00> byte token is a NUL byte in the text and \u0000 in the JSON. Each
+ * piece is sanitised once (take_text: an incomplete UTF-8 tail is held back
+ * for the next piece; at the end it becomes one U+FFFD, as every maximal
+ * ill-formed subpart does) and then either framed (stream) or appended to the
+ * reply (non-stream), so the non-streamed text is the concatenation of the
+ * stream's deltas. With logprobs each token's log-probabilities (the model's
+ * log-softmax, el_token_info) are recorded (lp_rec) and rendered in OpenAI's
+ * chat or legacy-completions shape, per chunk when streaming.
+ *
  * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
  * requests are cancelled (a queued stream gets its error event and [DONE],
  * as a running one does) and running ones told to cancel (they stop at the
@@ -118,6 +138,13 @@ extern const size_t el_ui_page_html_len;
 #define SRV_KEEPALIVE ": keep-alive\n\n"
 #define SRV_STREAM_BLOCK (16u * 1024u)
 #define SRV_DRAIN_MAX (16u * EL_API_MAX_BODY) /* an oversized body is drained unstored up to this */
+/* In-flight byte budget: request bodies being received, parsed and tokenized,
+ * all connections together. Tokenizing costs a few tens of bytes of scratch
+ * per body byte (SPM symbols and bigram heap), so this bounds the memory the
+ * HTTP side can take at once; a body that does not fit is drained unstored and
+ * answered 503 + Retry-After. A request's bytes are released once its prompt
+ * is tokenized (queued requests hold only their tokens) or its reply is built. */
+#define SRV_INFLIGHT_BYTES (4u * EL_API_MAX_BODY)
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -155,30 +182,9 @@ static peer_state peer_check(int fd) {
     return (p.revents & POLLRDHUP) ? PEER_HALF : PEER_OPEN;
 }
 
-/* Copy of s with invalid UTF-8 replaced by U+FFFD (JSON must be UTF-8). */
-static bool utf8_sanitize(const char *s, size_t n, el_buf *out) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        bool ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-        if (ok && len > 1) {
-            uint32_t cp = len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
-            for (size_t k = 1; k < len; k++) cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3Fu);
-            static const uint32_t MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
-            ok = cp >= MIN[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-        }
-        if (ok) {
-            if (!el_buf_append(out, s + i, len)) return false;
-            i += len;
-        } else {
-            if (!el_buf_append(out, "\xEF\xBF\xBD", 3)) return false;
-            i++;
-        }
-    }
-    return el_buf_append(out, "", 0);
-}
+/* Copy of s with each maximal ill-formed UTF-8 subpart replaced by one
+ * U+FFFD (JSON must be UTF-8); NUL bytes are kept (the builders escape them). */
+static bool utf8_sanitize(const char *s, size_t n, el_buf *out) { return el_api_utf8_sanitize(s, n, out); }
 
 /* ---- server and request state ------------------------------------------ */
 
@@ -188,6 +194,15 @@ static bool rs_terminal(req_state s) { return s >= RS_DONE; }
 
 typedef struct el_req el_req;
 typedef struct el_server el_server;
+
+/* One generated token's log-probabilities (the model's log-softmax). */
+typedef struct lp_rec {
+    int32_t id;
+    float lp;
+    int n_top;
+    int32_t top_id[EL_API_MAX_TOP_LOGPROBS];
+    float top_lp[EL_API_MAX_TOP_LOGPROBS];
+} lp_rec;
 
 struct el_req {
     atomic_int refs;
@@ -215,7 +230,12 @@ struct el_req {
     /* owned by the slot while it runs; read by others after the terminal state */
     bool got_first, sent_first, oom;
     double t_last;
-    el_buf text;                /* non-stream: the whole completion */
+    el_buf text;                /* non-stream: the whole completion (sanitised pieces) */
+    char hold[4];               /* an incomplete UTF-8 tail waiting for the next piece */
+    int n_hold;
+    struct lp_rec *lps;         /* logprobs: one record per generated token */
+    int n_lps, cap_lps, lps_sent;
+    size_t lp_offset;           /* completions: text_offset of the next token */
     el_generate_stats stats;
     el_error err;
 };
@@ -251,6 +271,7 @@ struct el_server {
     int q_len;
     int busy;
     bool stopping;
+    size_t inflight;            /* body bytes held against SRV_INFLIGHT_BYTES */
     el_metrics metrics;
     /* connection guard (see its section): every open TCP connection */
     pthread_mutex_t conn_mu;
@@ -286,6 +307,7 @@ static void req_unref(el_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     if (r->api_parsed) el_api_request_free(&r->api);
     free(r->prompt);
+    free(r->lps);
     el_buf_free(&r->out);
     el_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
@@ -389,17 +411,140 @@ static void req_unref_list(el_req *r) {
 
 static const char *finish_name(el_finish f) { return f == EL_DONE_LENGTH ? "length" : "stop"; }
 
-static char *make_chunk(const el_req *r, const char *delta, bool first, const char *finish, const el_api_usage *usage) {
+static char *make_chunk(const el_req *r, const char *delta, size_t len, bool first, const char *finish,
+                        const el_api_usage *usage, const char *logprobs) {
     const el_server *s = r->srv;
     if (r->api.kind == EL_API_CHAT)
-        return el_api_chat_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, first, finish, usage);
-    return el_api_completion_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, finish, usage);
+        return el_api_chat_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, len, first, finish, usage,
+                                 logprobs);
+    return el_api_completion_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, len, finish, usage, logprobs);
 }
 
 static bool frame_json(el_buf *b, char *json) {
     if (!json) return false;
     bool ok = el_buf_str(b, "data: ") && el_buf_str(b, json) && el_buf_str(b, "\n\n");
     free(json);
+    return ok;
+}
+
+/* The "logprobs" JSON of records [from, to) (token texts from the vocabulary),
+ * advancing r->lp_offset; malloc'd, NULL on OOM. */
+static char *lps_json(el_req *r, int from, int to) {
+    const el_model *m = r->srv->model;
+    const int n = to - from, w = r->api.top_logprobs + 1; /* slots per token: itself + its top */
+    const size_t cells = (size_t)(n > 0 ? n : 1) * (size_t)w;
+    el_api_token_lp *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    el_api_top_lp *top = calloc(cells, sizeof *top);
+    size_t *off = calloc(cells, sizeof *off), *len = calloc(cells, sizeof *len);
+    el_buf txt = {0};
+    char *json = NULL;
+    bool ok = t && top && off && len;
+    /* pass 1: every piece into one buffer (offsets); pass 2: pointers into it */
+    for (int i = 0; ok && i < n; i++) {
+        const lp_rec *rec = &r->lps[from + i];
+        int nt = rec->n_top < w - 1 ? rec->n_top : w - 1;
+        for (int k = -1; ok && k < nt; k++) {
+            char piece[256];
+            int l = el_token_to_piece(m, k < 0 ? rec->id : rec->top_id[k], piece, (int)sizeof piece, false);
+            if (l < 0 || l > (int)sizeof piece) l = 0;
+            size_t c = (size_t)i * (size_t)w + (size_t)(k + 1);
+            off[c] = txt.len;
+            len[c] = (size_t)l;
+            ok = el_buf_append(&txt, piece, (size_t)l);
+        }
+    }
+    if (ok) ok = el_buf_append(&txt, "", 0);
+    for (int i = 0; ok && i < n; i++) {
+        const lp_rec *rec = &r->lps[from + i];
+        int nt = rec->n_top < w - 1 ? rec->n_top : w - 1;
+        size_t c = (size_t)i * (size_t)w;
+        t[i].text = txt.p + off[c];
+        t[i].len = len[c];
+        t[i].logprob = rec->lp;
+        t[i].n_top = nt;
+        t[i].top = top + c;
+        for (int k = 0; k < nt; k++) {
+            top[c + (size_t)k].text = txt.p + off[c + 1 + (size_t)k];
+            top[c + (size_t)k].len = len[c + 1 + (size_t)k];
+            top[c + (size_t)k].logprob = rec->top_lp[k];
+        }
+    }
+    if (ok) json = el_api_logprobs_json(r->api.kind, t, n, &r->lp_offset);
+    free(t);
+    free(top);
+    free(off);
+    free(len);
+    el_buf_free(&txt);
+    return json;
+}
+
+/* Records the token's log-probabilities (logprobs requested). */
+static bool lp_record(el_req *r, const el_token_info *t) {
+    if (r->n_lps == r->cap_lps) {
+        int cap = r->cap_lps ? r->cap_lps * 2 : 32;
+        lp_rec *p = realloc(r->lps, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        r->lps = p;
+        r->cap_lps = cap;
+    }
+    lp_rec *rec = &r->lps[r->n_lps++];
+    rec->id = t->id;
+    rec->lp = t->logprob;
+    rec->n_top = t->n_top < EL_API_MAX_TOP_LOGPROBS ? t->n_top : EL_API_MAX_TOP_LOGPROBS;
+    for (int k = 0; k < rec->n_top; k++) {
+        rec->top_id[k] = t->top_id[k];
+        rec->top_lp[k] = t->top_logprob[k];
+    }
+    return true;
+}
+
+/* Sanitised text of the piece, holding back an incomplete UTF-8 tail for the
+ * next piece (final: nothing is held; an incomplete tail becomes one U+FFFD). */
+static bool take_text(el_req *r, const char *piece, size_t len, bool final, el_buf *out) {
+    el_buf raw = {0};
+    bool ok = el_buf_append(&raw, r->hold, (size_t)r->n_hold) && el_buf_append(&raw, piece ? piece : "", len);
+    r->n_hold = 0;
+    if (ok) {
+        size_t keep = final ? 0 : el_api_utf8_incomplete_tail(raw.p, raw.len);
+        memcpy(r->hold, raw.p + raw.len - keep, keep);
+        r->n_hold = (int)keep;
+        ok = utf8_sanitize(raw.p, raw.len - keep, out);
+    }
+    el_buf_free(&raw);
+    return ok;
+}
+
+/* Appends one stream frame (srv->mu taken here). */
+static bool push_frame(el_req *r, const el_buf *frame) {
+    el_server *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    bool ok = el_buf_append(&r->out, frame->p, frame->len);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* A piece of text (and, streaming with logprobs, the tokens since the last
+ * frame) goes to the client or to the non-stream text. */
+static bool emit(el_req *r, const char *piece, size_t len, bool final, bool token) {
+    el_buf text = {0}, frame = {0};
+    bool ok = take_text(r, piece, len, final, &text);
+    if (ok && r->api.stream) {
+        bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
+        if (text.len > 0 || lp) {
+            char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
+            ok = (!lp || lj) &&
+                 frame_json(&frame, make_chunk(r, text.p ? text.p : "", text.len, !r->sent_first, NULL, NULL, lj));
+            free(lj);
+            if (lp) r->lps_sent = r->n_lps;
+            r->sent_first = true;
+            if (ok) ok = push_frame(r, &frame);
+        }
+    } else if (ok && text.len) {
+        ok = el_buf_append(&r->text, text.p, text.len);
+    }
+    el_buf_free(&text);
+    el_buf_free(&frame);
     return ok;
 }
 
@@ -419,23 +564,10 @@ static bool on_token(const el_token_info *t, void *user) {
         }
         r->t_last = now;
         el_metrics_tokens(&s->metrics, 0, 1);
+        if (r->api.logprobs && !lp_record(r, t)) { r->oom = true; return false; }
     }
-    if (t->piece && t->piece_len > 0) {
-        if (r->api.stream) {
-            el_buf piece = {0}, frame = {0};
-            bool ok = utf8_sanitize(t->piece, (size_t)t->piece_len, &piece) &&
-                      frame_json(&frame, make_chunk(r, piece.p, !r->sent_first, NULL, NULL));
-            el_buf_free(&piece);
-            r->sent_first = true;
-            if (ok) {
-                pthread_mutex_lock(&s->mu);
-                ok = el_buf_append(&r->out, frame.p, frame.len);
-                pthread_cond_broadcast(&r->cv);
-                pthread_mutex_unlock(&s->mu);
-            }
-            el_buf_free(&frame);
-            if (!ok) { r->oom = true; return false; }
-        } else if (!el_buf_append(&r->text, t->piece, (size_t)t->piece_len)) {
+    if ((t->piece && t->piece_len > 0) || (t->id >= 0 && r->api.logprobs)) {
+        if (!emit(r, t->piece, t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0, false, t->id >= 0)) {
             r->oom = true;
             return false;
         }
@@ -447,10 +579,10 @@ static bool on_token(const el_token_info *t, void *user) {
 static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
     if (st == RS_DONE) {
-        ok = frame_json(tail, make_chunk(r, NULL, !r->sent_first, finish_name(r->stats.finish), NULL));
+        ok = frame_json(tail, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, NULL));
         if (ok && r->api.include_usage) {
             el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
-            ok = frame_json(tail, make_chunk(r, NULL, false, NULL, &u));
+            ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
         }
     } else {
         el_api_error e;
@@ -473,6 +605,8 @@ static void run_request(slot *sl, el_req *r) {
     el_finish fin = el_generate(sl->sess, r->prompt, r->n_prompt, &r->gp, on_token, r, &r->stats, &r->err);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
     if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
+    /* an incomplete UTF-8 tail left at the end becomes one U+FFFD */
+    if (r->n_hold > 0 && !r->oom && fin != EL_DONE_FAILED && !emit(r, NULL, 0, true, false)) r->oom = true;
     req_state st = atomic_load(&r->cancel) ? RS_CANCELLED
                  : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
                  : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
@@ -531,6 +665,8 @@ typedef struct conn_ctx {
     const route *rt;
     el_buf body;
     bool too_big;
+    bool over_budget;           /* the in-flight budget refused the body: 503 at its end */
+    size_t held;                /* bytes of the in-flight budget this connection holds */
     size_t discarded;
 } conn_ctx;
 
@@ -909,7 +1045,9 @@ static bool auth_ok(struct MHD_Connection *c, const char *key) {
 
 /* ---- tokens ------------------------------------------------------------ */
 
-/* malloc'd tokens; count, or -1 (tokenizer refused the text) / -2 (no memory). */
+/* malloc'd tokens (exactly n of them, one tokenizer pass when the first
+ * guess of one token per byte holds, which it does for SPM and BPE
+ * vocabularies); count, or -1 (tokenizer refused the text) / -2 (no memory). */
 static int tokenize_alloc(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
     *out = NULL;
     if (len > (size_t)INT_MAX / 2 - 16) return -1;
@@ -923,7 +1061,9 @@ static int tokenize_alloc(const el_model *m, const char *text, size_t len, int f
             return -1;
         }
         if (n <= cap) {
-            *out = t;
+            /* the first guess is sized by bytes: give back what the tokens do not use */
+            int32_t *fit = n > 0 && n < cap ? realloc(t, (size_t)n * sizeof *t) : NULL;
+            *out = fit ? fit : t;
             return n;
         }
         free(t);
@@ -998,6 +1138,113 @@ static void stream_free(void *cls) {
     req_unref(r);
 }
 
+/* ---- the in-flight byte budget ------------------------------------------ */
+
+/* Reserves body bytes for cc: at its first body bytes the whole declared
+ * Content-Length (so a request is admitted or refused at once, never half),
+ * then whatever arrives beyond what was reserved. false: over budget. */
+static bool budget_take(el_server *s, struct MHD_Connection *c, conn_ctx *cc, size_t n) {
+    size_t want = cc->body.len + n;
+    if (cc->held == 0) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long v = cl ? strtoull(cl, NULL, 10) : 0;
+        if (v > want && v <= EL_API_MAX_BODY) want = (size_t)v;
+    }
+    if (want <= cc->held) return true;
+    size_t extra = want - cc->held;
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->inflight + extra <= SRV_INFLIGHT_BYTES;
+    if (ok) s->inflight += extra;
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) return false;
+    cc->held = want;
+    if (cc->body.cap < want + 1) { /* one allocation of the declared size, not doubling */
+        char *p = realloc(cc->body.p, want + 1);
+        if (p) {
+            cc->body.p = p;
+            cc->body.cap = want + 1;
+        }
+    }
+    return true;
+}
+
+/* Gives cc's bytes back (idempotent) and drops its body. */
+static void budget_release(el_server *s, conn_ctx *cc) {
+    el_buf_free(&cc->body);
+    if (!cc->held) return;
+    pthread_mutex_lock(&s->mu);
+    s->inflight -= cc->held;
+    pthread_mutex_unlock(&s->mu);
+    cc->held = 0;
+}
+
+/* Stores one piece of a request body, within EL_API_MAX_BODY and the budget;
+ * beyond either, the rest is drained unstored (answered 413 / 503 at its end).
+ * MHD_NO gives up on a client that will not stop. */
+static enum MHD_Result body_chunk(el_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *data, size_t n) {
+    if (!cc->too_big && !cc->over_budget && cc->body.len + n > EL_API_MAX_BODY) {
+        cc->too_big = true;
+        budget_release(s, cc);
+    }
+    if (!cc->too_big && !cc->over_budget && !budget_take(s, c, cc, n)) {
+        cc->over_budget = true;
+        budget_release(s, cc);
+    }
+    if (cc->too_big || cc->over_budget) {
+        cc->discarded += n;
+        return cc->discarded > SRV_DRAIN_MAX ? MHD_NO : MHD_YES;
+    }
+    return el_buf_append(&cc->body, data, n) ? MHD_YES : MHD_NO;
+}
+
+/* The prompt is tokenized: the body, the message texts and the prompt (unless
+ * echo needs it) are dropped and the body's bytes go back to the budget, so a
+ * queued request holds only its tokens. Token ids in logit_bias are checked
+ * against the vocabulary. 0, or -1 with e filled. */
+static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
+    budget_release(s, cc);
+    el_api_request *a = &r->api;
+    for (int i = 0; a->msgs && i < a->n_msgs; i++) {
+        free((char *)a->msgs[i].content);
+        a->msgs[i].content = NULL;
+    }
+    const int nv = el_model_n_vocab(s->model);
+    for (int i = 0; i < a->n_logit_bias; i++)
+        if (a->logit_bias_id[i] >= nv) {
+            el_api_set_error(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                             "logit_bias: token id %d is not in the vocabulary [0, %d)", (int)a->logit_bias_id[i], nv);
+            return -1;
+        }
+    if (!a->echo) {
+        free(a->prompt);
+        a->prompt = NULL;
+    }
+    return 0;
+}
+
+/* echo: the prompt becomes the start of the reply (the first stream frame, or
+ * the head of the text); called once r->id is set, before r is enqueued. */
+static int echo_prompt(el_req *r, el_api_error *e) {
+    el_api_request *a = &r->api;
+    bool ok = true;
+    if (a->echo && a->prompt) {
+        size_t len = strlen(a->prompt);
+        if (a->stream) { /* no one else sees r yet */
+            el_buf frame = {0};
+            ok = frame_json(&frame, make_chunk(r, a->prompt, len, true, NULL, NULL, NULL)) &&
+                 el_buf_append(&r->out, frame.p, frame.len);
+            el_buf_free(&frame);
+            r->sent_first = true;
+        } else {
+            ok = el_buf_append(&r->text, a->prompt, len);
+        }
+    }
+    free(a->prompt);
+    a->prompt = NULL;
+    if (!ok) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    return ok ? 0 : -1;
+}
+
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
     el_api_error e;
     memset(&e, 0, sizeof e);
@@ -1051,6 +1298,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         return reject(s, c, r, &e, NULL, NULL);
     }
     r->n_prompt = n;
+    if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
 
     /* context */
     int max_tokens = r->api.max_tokens;
@@ -1075,7 +1323,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->max_tokens = max_tokens;
     gp->ignore_eos = false;
     gp->stop = r->api.n_stop > 0 ? (const char *const *)r->api.stop : NULL;
-    gp->n_top_logprobs = 0;
+    gp->n_top_logprobs = r->api.logprobs ? r->api.top_logprobs : 0;
     gp->sampling = el_sampling_default();
     gp->sampling.temp = r->api.temperature;
     gp->sampling.top_k = 0;
@@ -1085,6 +1333,9 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->sampling.presence_penalty = r->api.presence_penalty;
     gp->sampling.freq_penalty = r->api.frequency_penalty;
     gp->sampling.penalty_last_n = -1;
+    gp->sampling.n_logit_bias = r->api.n_logit_bias;
+    gp->sampling.logit_bias_id = r->api.logit_bias_id;
+    gp->sampling.logit_bias = r->api.logit_bias;
     if (r->api.has_seed) gp->sampling.seed = r->api.seed;
     else randombytes_buf(&gp->sampling.seed, sizeof gp->sampling.seed);
 
@@ -1092,6 +1343,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     randombytes_buf(rnd, sizeof rnd);
     int off = snprintf(r->id, sizeof r->id, "%s", kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
+    if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
 
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
@@ -1168,15 +1420,16 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         ret = MHD_NO;
     } else if (st == RS_DONE) {
         el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
-        el_buf clean = {0};
+        const char *fin = finish_name(r->stats.finish);
+        char *lj = r->api.logprobs ? lps_json(r, 0, r->n_lps) : NULL;
         char *json = NULL;
-        if (utf8_sanitize(r->text.p ? r->text.p : "", r->text.len, &clean)) {
-            const char *fin = finish_name(r->stats.finish);
-            json = kind == EL_API_CHAT
-                       ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, clean.p, fin, u)
-                       : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint, clean.p, fin, u);
-        }
-        el_buf_free(&clean);
+        /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
+        if (!r->api.logprobs || lj)
+            json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, r->text.p,
+                                                              r->text.len, fin, u, lj)
+                                       : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
+                                                                    r->text.p, r->text.len, fin, u, lj);
+        free(lj);
         ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
         ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
@@ -1216,92 +1469,56 @@ static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx
     return send_cjson(c, MHD_HTTP_OK, root);
 }
 
-/* Parses the body as a JSON object (cJSON); NULL with a 400 sent. */
-static cJSON *parse_object(struct MHD_Connection *c, conn_ctx *cc, enum MHD_Result *ret) {
-    cJSON *j = cc->body.len ? cJSON_ParseWithLength(cc->body.p, cc->body.len) : NULL;
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        *ret = send_error(c, 400, "invalid_request_error", NULL, "invalid_json", "the body must be a JSON object");
-        return NULL;
-    }
-    return j;
-}
-
 static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    enum MHD_Result ret = MHD_NO;
-    cJSON *j = parse_object(c, cc, &ret);
-    if (!j) return ret;
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
-    const cJSON *add = cJSON_GetObjectItemCaseSensitive(j, "add_special");
-    const cJSON *parse = cJSON_GetObjectItemCaseSensitive(j, "parse_special");
-    if (!cJSON_IsString(content)) {
-        cJSON_Delete(j);
-        return send_error(c, 400, "invalid_request_error", "content", NULL, "'content' must be a string");
-    }
-    if ((add && !cJSON_IsBool(add)) || (parse && !cJSON_IsBool(parse))) {
-        cJSON_Delete(j);
-        return send_error(c, 400, "invalid_request_error", add && !cJSON_IsBool(add) ? "add_special" : "parse_special",
-                          NULL, "'%s' must be a boolean", add && !cJSON_IsBool(add) ? "add_special" : "parse_special");
-    }
-    int flags = (cJSON_IsTrue(add) ? EL_TOK_ADD_SPECIAL : 0) | (parse && cJSON_IsFalse(parse) ? 0 : EL_TOK_PARSE_SPECIAL);
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_tokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body); /* its bytes stay reserved until the reply is built */
+    int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
     int32_t *toks = NULL;
-    int n = tokenize_alloc(s->model, content->valuestring, strlen(content->valuestring), flags, &toks);
-    cJSON_Delete(j);
+    int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    el_api_tok_request_free(&q);
     if (n < 0)
         return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
                        : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
-    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "tokens");
-    for (int i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(toks[i]));
+    char *json = el_api_tokenize_response(toks, n);
     free(toks);
-    return send_cjson(c, MHD_HTTP_OK, root);
+    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
 
 static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    enum MHD_Result ret = MHD_NO;
-    cJSON *j = parse_object(c, cc, &ret);
-    if (!j) return ret;
-    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(j, "tokens");
-    if (!cJSON_IsArray(toks)) {
-        cJSON_Delete(j);
-        return send_error(c, 400, "invalid_request_error", "tokens", NULL, "'tokens' must be an array of token ids");
-    }
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_detokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body);
     const int nv = el_model_n_vocab(s->model);
     el_buf raw = {0};
     char piece[256];
-    int i = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, toks) {
-        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || v != (double)(int32_t)v || v < 0 || v >= nv) {
-            cJSON_Delete(j);
+    bool ok = true;
+    for (int i = 0; ok && i < q.n_tokens; i++) {
+        if (q.tokens[i] >= nv) {
             el_buf_free(&raw);
-            return send_error(c, 400, "invalid_request_error", "tokens", NULL,
+            el_api_tok_request_free(&q);
+            return send_error(c, 400, "invalid_request_error", "tokens", "invalid_value",
                               "tokens[%d] is not a token id in [0, %d)", i, nv);
         }
-        int len = el_token_to_piece(s->model, (int32_t)v, piece, (int)sizeof piece, true);
-        bool ok = true;
+        int len = el_token_to_piece(s->model, q.tokens[i], piece, (int)sizeof piece, true);
         if (len > (int)sizeof piece) {
             char *big = malloc((size_t)len);
-            ok = big && el_token_to_piece(s->model, (int32_t)v, big, len, true) == len && el_buf_append(&raw, big, (size_t)len);
+            ok = big && el_token_to_piece(s->model, q.tokens[i], big, len, true) == len &&
+                 el_buf_append(&raw, big, (size_t)len);
             free(big);
         } else if (len > 0) {
             ok = el_buf_append(&raw, piece, (size_t)len);
         }
-        if (!ok) {
-            cJSON_Delete(j);
-            el_buf_free(&raw);
-            return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-        }
-        i++;
     }
-    cJSON_Delete(j);
-    el_buf clean = {0};
-    bool ok = utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean);
+    el_api_tok_request_free(&q);
+    /* the pieces go by length: a <0x00> byte token is a NUL byte, sent as \u0000 */
+    char *json = ok ? el_api_detokenize_response(raw.p ? raw.p : "", raw.len) : NULL;
     el_buf_free(&raw);
-    cJSON *root = ok ? cJSON_CreateObject() : NULL;
-    if (root) cJSON_AddStringToObject(root, "content", clean.p);
-    el_buf_free(&clean);
-    return send_cjson(c, MHD_HTTP_OK, root);
+    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
 
 static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -1397,17 +1614,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (!cc->too_big && cc->body.len + n > EL_API_MAX_BODY) {
-            cc->too_big = true;
-            el_buf_free(&cc->body);
-        }
-        if (cc->too_big) {
-            /* over the limit: drop the rest, answer 413 at its end, or give
-             * up on a client that will not stop */
-            cc->discarded += n;
-            return cc->discarded > SRV_DRAIN_MAX ? MHD_NO : MHD_YES;
-        }
-        return el_buf_append(&cc->body, upload_data, n) ? MHD_YES : MHD_NO;
+        return body_chunk(s, c, cc, upload_data, n);
+    }
+    if (cc->over_budget) {
+        el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 503, "server_error", NULL, "server_busy",
+                         "the server is holding %u bytes of request bodies already; retry later",
+                         (unsigned)SRV_INFLIGHT_BYTES);
+        return send_api_error_h(c, &e, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     }
     if (cc->too_big)
         return send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
@@ -1418,12 +1634,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls;
     (void)c;
     (void)toe;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
-    el_buf_free(&cc->body);
+    budget_release(cls, cc);
     free(cc);
     *con_cls = NULL;
 }
