@@ -125,7 +125,9 @@ typedef enum { EL_DONE_EOS, EL_DONE_STOP, EL_DONE_LENGTH, EL_DONE_CANCELLED, EL_
 
 typedef struct el_token_info {
     int32_t id;
-    const char *piece;   /* the token's text; complete UTF-8 only (held back bytes come later) */
+    const char *piece;   /* the token's text bytes; an incomplete UTF-8 tail is held back (comes later), but
+                            bytes that can never form a character (a stray continuation byte) pass as they are,
+                            and the last call (id = -1) may end in an incomplete sequence: not always valid UTF-8 */
     int piece_len;
     float logprob;       /* log-probability of `id` in the full distribution before sampling */
     int n_top;           /* entries in top[] (as many as requested) */

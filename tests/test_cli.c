@@ -1,8 +1,9 @@
 /*
  * test_cli.c — runs the built `edgellm` binary (EL_CLI_PATH) and checks its
  * observable behaviour: tokenize against llama.cpp's vectors, run --json
- * against llama.cpp's greedy goldens, info, exit codes of bad usage and
- * library errors.
+ * against llama.cpp's greedy goldens, run --json lines valid UTF-8 when
+ * tokens split characters, info, exit codes of bad usage and library
+ * errors.
  */
 #include <errno.h>
 #include <math.h>
@@ -264,6 +265,97 @@ static void test_run_json(const golden *g, const char *model) {
     el_test_proc_free(&r);
 }
 
+/* Strict UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above
+ * U+10FFFF), written apart from the CLI's own check. */
+static bool utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i], len, cp;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (unsigned k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* run --json at a high temperature with a fixed seed, where the tiny llama
+ * samples byte tokens that split or break characters (seed 21: a stray
+ * continuation byte 0x91 as a token; seed 9: the run ends on the lead byte
+ * 0xEF, released by the final flush line). Every line must be valid JSON in
+ * valid UTF-8 (json.loads strictness: the bytes are checked before cJSON,
+ * which does not check UTF-8), "bytes" must hold each piece's exact bytes,
+ * their concatenation must equal the plain run's output, and "piece" must be
+ * the bytes themselves when they are valid UTF-8. */
+static int run_json_utf8_case(const char *model, const char *seed) {
+    const char *args[] = {"run", "-m", model, "--allow-unsigned", "-p", "你好世界", "--json", "--temp", "1.5",
+                          "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed, "-n", "17", NULL};
+    el_test_proc r;
+    CHECK(el_test_run_cli(args, &r));
+    CHECKF(r.status == 0, "seed %s: run --json exit %d: %s", seed, r.status, r.err ? r.err : "");
+    if (!r.out) return 0;
+    unsigned char *cat = malloc(r.out_len + 1);
+    size_t ncat = 0;
+    int n_broken = 0, n_lines = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r.out, "\n", &save); line && cat; line = strtok_r(NULL, "\n", &save)) {
+        n_lines++;
+        CHECKF(utf8_valid((const unsigned char *)line, strlen(line)), "seed %s line %d is not valid UTF-8: %s", seed,
+               n_lines, line);
+        cJSON *j = cJSON_Parse(line);
+        CHECKF(j != NULL, "seed %s line %d is not JSON: %s", seed, n_lines, line);
+        if (!j) continue;
+        if (!cJSON_GetObjectItem(j, "done")) {
+            cJSON *piece = cJSON_GetObjectItem(j, "piece"), *bytes = cJSON_GetObjectItem(j, "bytes");
+            CHECKF(cJSON_IsString(piece) && cJSON_IsArray(bytes), "seed %s: piece/bytes missing: %s", seed, line);
+            unsigned char b[512];
+            size_t nb = 0;
+            cJSON *e;
+            cJSON_ArrayForEach(e, bytes) {
+                CHECKF(cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 255 && nb < sizeof b,
+                       "seed %s: bad bytes: %s", seed, line);
+                if (nb < sizeof b) b[nb++] = (unsigned char)e->valuedouble;
+            }
+            memcpy(cat + ncat, b, nb);
+            ncat += nb;
+            if (utf8_valid(b, nb)) {
+                CHECKF(cJSON_IsString(piece) && strlen(piece->valuestring) == nb && !memcmp(piece->valuestring, b, nb),
+                       "seed %s: piece differs from its valid bytes: %s", seed, line);
+            } else {
+                n_broken++;
+                CHECKF(cJSON_IsString(piece) && strstr(piece->valuestring, "\xEF\xBF\xBD"),
+                       "seed %s: no U+FFFD for broken bytes: %s", seed, line);
+            }
+        }
+        cJSON_Delete(j);
+    }
+    el_test_proc_free(&r);
+
+    const char *plain[] = {"run", "-m", model, "--allow-unsigned", "-p", "你好世界", "--temp", "1.5", "--top-k", "0",
+                           "--top-p", "1", "--min-p", "0", "--seed", seed, "-n", "17", NULL};
+    CHECK(el_test_run_cli(plain, &r));
+    CHECKF(r.status == 0 && cat && r.out && r.out_len == ncat && !memcmp(r.out, cat, ncat),
+           "seed %s: plain output (%zu bytes) differs from the concatenated bytes (%zu)", seed, r.out_len, ncat);
+    el_test_proc_free(&r);
+    free(cat);
+    return n_broken;
+}
+
+static void test_run_json_utf8(const char *model) {
+    int b21 = run_json_utf8_case(model, "21"), b9 = run_json_utf8_case(model, "9");
+    /* both cases must still break a character, or they test nothing */
+    CHECKF(b21 >= 1 && b9 >= 1, "no line with broken UTF-8 bytes (seed 21: %d, seed 9: %d)", b21, b9);
+}
+
 static void test_info(const char *model) {
     const char *args[] = {"info", "-m", model, NULL};
     el_test_proc r;
@@ -342,6 +434,7 @@ int main(void) {
         test_tokenize_llama(&g, model);
         test_run_json(&g, model);
     }
+    test_run_json_utf8(model);
     cJSON_Delete(g.root);
     test_info(model);
     if (g_tmp_path[0]) unlink(g_tmp_path);

@@ -159,10 +159,39 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1..4), or 0 if it is
+ * ill-formed; then *bad is the length of its maximal subpart (the bytes that
+ * could still begin a character, at least 1), which becomes one U+FFFD — the
+ * rule of Unicode §3.9 that Python's errors="replace" and WHATWG follow. */
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad) {
+    unsigned char c = s[0];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    else if (c >= 0xE0 && c <= 0xEF) { need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else { *bad = 1; return 0; }
+    for (size_t k = 1; k < need; k++) {
+        unsigned char b = k < n ? s[k] : 0;
+        bool ok = k < n && (k == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80);
+        if (!ok) { *bad = k; return 0; }
+    }
+    return need;
+}
+
 void cli_json_str(FILE *f, const char *s, size_t len) {
+    const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < len;) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t bad = 1, L = utf8_seq(u + i, len - i, &bad);
+            if (L) fwrite(u + i, 1, L, f);
+            else fputs("\xEF\xBF\xBD", f); /* U+FFFD REPLACEMENT CHARACTER */
+            i += L ? L : bad;
+            continue;
+        }
         switch (c) {
         case '"':  fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -175,8 +204,15 @@ void cli_json_str(FILE *f, const char *s, size_t len) {
             if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
             else fputc((int)c, f);
         }
+        i++;
     }
     fputc('"', f);
+}
+
+void cli_json_bytes(FILE *f, const char *s, size_t len) {
+    fputc('[', f);
+    for (size_t i = 0; i < len; i++) fprintf(f, i ? ",%u" : "%u", (unsigned)(unsigned char)s[i]);
+    fputc(']', f);
 }
 
 void cli_json_num(FILE *f, double v) {
