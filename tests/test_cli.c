@@ -3,14 +3,17 @@
  * observable behaviour: tokenize against llama.cpp's vectors, run --json
  * against llama.cpp's greedy goldens, run --json lines valid UTF-8 when
  * tokens split characters, info, exit codes of bad usage and library
- * errors.
+ * errors, special files (device, FIFO, directory, socket) refused at once.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -356,6 +359,81 @@ static void test_run_json_utf8(const char *model) {
     CHECKF(b21 >= 1 && b9 >= 1, "no line with broken UTF-8 bytes (seed 21: %d, seed 9: %d)", b21, b9);
 }
 
+/* Runs the CLI with a 10 s limit and checks it refused promptly: exit status
+ * `want` (or any failure if want < 0), stderr naming `path` and `kind`. */
+static void expect_refused(const char *const *args, int want, const char *path, const char *kind) {
+    el_test_proc r;
+    CHECK(el_test_run_cli_timeout(args, 10.0, &r));
+    char cmd[512] = "";
+    for (int i = 0; args[i] && strlen(cmd) < 400; i++) { strcat(cmd, args[i]); strcat(cmd, " "); }
+    CHECKF(!r.timed_out, "'%s' hung (killed after 10 s)", cmd);
+    CHECKF(!r.timed_out && (want < 0 ? r.status != 0 : r.status == want), "'%s': exit %d, want %d", cmd, r.status, want);
+    CHECKF(r.err && strstr(r.err, path) && strstr(r.err, kind), "'%s': stderr does not name %s as %s: %s", cmd, path,
+           kind, r.err ? r.err : "");
+    el_test_proc_free(&r);
+}
+
+/* Special files in place of a model, manifest, key or HF checkpoint file:
+ * /dev/zero (endless: hashing it never ended), a FIFO (open() blocked), a
+ * symlink to /dev/zero, a directory, a socket. Each is refused at once with
+ * the path and what it is; a hang is killed after 10 s and fails. */
+static void test_special_files(const char *model) {
+    char dir[] = "/tmp/el_test_special_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    char fifo[128], zlink[128], sub[128], sock[128], mlink[128], mfest[128], hf[128], hfcfg[128], out[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(zlink, sizeof zlink, "%s/zero-link", dir);
+    snprintf(sub, sizeof sub, "%s/dir", dir);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    snprintf(mlink, sizeof mlink, "%s/m.gguf", dir);
+    snprintf(mfest, sizeof mfest, "%s/m.gguf.manifest.json", dir);
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    snprintf(hfcfg, sizeof hfcfg, "%s/hf/config.json", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(symlink("/dev/zero", zlink) == 0);
+    CHECK(mkdir(sub, 0700) == 0);
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(sock) < sizeof sa.sun_path) memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    CHECK(sfd >= 0 && bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+
+    const struct { const char *path, *kind; } cases[] = {
+        {"/dev/zero", "character device"}, {fifo, "FIFO"}, {zlink, "character device"},
+        {sub, "directory"}, {sock, "socket"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *p = cases[i].path, *k = cases[i].kind;
+        const char *info[] = {"info", "-m", p, NULL};
+        const char *run[] = {"run", "-m", p, "--allow-unsigned", "-p", "hi", "-n", "1", NULL};
+        const char *serve[] = {"serve", "-m", p, "--allow-unsigned", "--port", "0", NULL};
+        const char *tok[] = {"tokenize", "-m", p, "-p", "hi", NULL};
+        expect_refused(info, 1, p, k);
+        expect_refused(run, 1, p, k);
+        expect_refused(serve, 1, p, k);
+        expect_refused(tok, 1, p, k);
+    }
+
+    /* a FIFO as the manifest beside a model, and as the public key */
+    CHECK(symlink(model, mlink) == 0);
+    CHECK(mkfifo(mfest, 0600) == 0);
+    const char *run_m[] = {"run", "-m", mlink, "--allow-unsigned", "-p", "hi", "-n", "1", NULL};
+    expect_refused(run_m, -1, mfest, "FIFO");
+    const char *verify_k[] = {"verify", "--pub", fifo, model, NULL};
+    expect_refused(verify_k, -1, fifo, "FIFO");
+    /* a FIFO as an HF checkpoint's config.json */
+    CHECK(mkdir(hf, 0700) == 0 && mkfifo(hfcfg, 0600) == 0);
+    const char *pack[] = {"pack", hf, "-o", out, "-q", NULL};
+    expect_refused(pack, -1, hfcfg, "FIFO");
+
+    if (sfd >= 0) close(sfd);
+    const char *rm[] = {fifo, zlink, sock, mlink, mfest, hfcfg, out};
+    for (size_t i = 0; i < sizeof rm / sizeof rm[0]; i++) unlink(rm[i]);
+    rmdir(hf);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 static void test_info(const char *model) {
     const char *args[] = {"info", "-m", model, NULL};
     el_test_proc r;
@@ -427,6 +505,7 @@ int main(void) {
     snprintf(model, sizeof model, "%s", el_test_ref_path("models/tiny-llama-F16.gguf"));
 
     test_errors(model);
+    test_special_files(model);
     test_tokenize_gpt2();
     golden g;
     CHECK(load_golden(&g));

@@ -78,6 +78,7 @@
 #include "service/api.h"
 #include "service/metrics.h"
 #include "util/buf.h"
+#include "util/file.h"
 
 extern const char el_ui_page_html[];
 extern const size_t el_ui_page_html_len;
@@ -1100,10 +1101,11 @@ static int pick_family(el_server *s, el_error *err) {
 
 /* SHA-256 of the model file, read in 1 MiB blocks. */
 static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTES], el_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[sizeof err->msg - 32];
+    int fd = el_open_regular(path, NULL, why, sizeof why); /* never an endless or blocking file */
     if (fd < 0) {
         err->code = EL_ERR_IO;
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open for hashing: %s", path, strerror(errno));
+        snprintf(err->msg, sizeof err->msg, "cannot open for hashing: %s", why);
         return -1;
     }
     crypto_hash_sha256_state st;
