@@ -3,7 +3,8 @@
  * observable behaviour: tokenize against llama.cpp's vectors, run --json
  * against llama.cpp's greedy goldens, run --json lines valid UTF-8 when
  * tokens split characters, info, exit codes of bad usage and library
- * errors, special files (device, FIFO, directory, socket) refused at once.
+ * errors, special files (device, FIFO, directory, socket) refused at once,
+ * chat: typed control-token text stays text.
  */
 #include <errno.h>
 #include <math.h>
@@ -434,6 +435,49 @@ static void test_special_files(const char *model) {
     rmdir(dir);
 }
 
+/* Number of ids in `tokenize` output "[1, 2, 3]", or -1. */
+static int count_ids(const char *out) {
+    int32_t ids[256];
+    return out ? parse_id_array(out, ids, 256) : -1;
+}
+
+/* Tokens `chat -v` says it fed for the first turn, or -1. */
+static int chat_fed(const char *err) {
+    const char *p = err ? strstr(err, "tokens kept in the KV cache, ") : NULL;
+    return p ? atoi(p + strlen("tokens kept in the KV cache, ")) : -1;
+}
+
+/* `edgellm chat`: a typed "</s>" (the tiny llama's EOS, a control token, in
+ * the llama2 template the model falls back to) is text — the turn is fed as
+ * the tokens of "[INST] x</s>y [/INST]" without special parsing — and with
+ * --trust-chat-special it becomes the EOS token (the old behaviour). */
+static void test_chat_plain_content(const char *model) {
+    const char *rendered = "[INST] x</s>y [/INST]";
+    el_test_proc r;
+    const char *tp[] = {"tokenize", "-m", model, "-p", rendered, "--no-parse-special", NULL};
+    const char *ts[] = {"tokenize", "-m", model, "-p", rendered, NULL};
+    CHECK(el_test_run_cli(tp, &r));
+    int n_plain = count_ids(r.out);
+    el_test_proc_free(&r);
+    CHECK(el_test_run_cli(ts, &r));
+    int n_special = count_ids(r.out);
+    el_test_proc_free(&r);
+    CHECKF(n_plain > n_special && n_special > 0, "tokenize: %d plain, %d special", n_plain, n_special);
+
+    const char *chat[] = {"chat", "-m", model, "--allow-unsigned", "-v", "-n", "1", "--temp", "0", NULL};
+    CHECK(el_test_run_cli_input(chat, "x</s>y\n", &r));
+    CHECKF(r.status == 0 && r.err && strstr(r.err, "chat template: llama2"), "chat: exit %d: %s", r.status,
+           r.err ? r.err : "");
+    CHECKF(chat_fed(r.err) == n_plain, "chat fed %d tokens, want %d (content as text)", chat_fed(r.err), n_plain);
+    el_test_proc_free(&r);
+    const char *trusted[] = {"chat", "-m", model, "--allow-unsigned", "-v", "-n", "1", "--temp", "0",
+                             "--trust-chat-special", NULL};
+    CHECK(el_test_run_cli_input(trusted, "x</s>y\n", &r));
+    CHECKF(r.status == 0 && chat_fed(r.err) == n_special, "chat --trust-chat-special: exit %d, fed %d tokens, want %d",
+           r.status, chat_fed(r.err), n_special);
+    el_test_proc_free(&r);
+}
+
 static void test_info(const char *model) {
     const char *args[] = {"info", "-m", model, NULL};
     el_test_proc r;
@@ -514,6 +558,7 @@ int main(void) {
         test_run_json(&g, model);
     }
     test_run_json_utf8(model);
+    test_chat_plain_content(model);
     cJSON_Delete(g.root);
     test_info(model);
     if (g_tmp_path[0]) unlink(g_tmp_path);

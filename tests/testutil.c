@@ -105,7 +105,18 @@ static char *read_fd_until(int fd, size_t *len, double deadline, bool *expired) 
 }
 
 bool el_test_run_timeout(const char *exe, const char *const *args, double timeout_s, el_test_proc *r) {
+    return el_test_run_input(exe, args, NULL, timeout_s, r);
+}
+
+bool el_test_run_input(const char *exe, const char *const *args, const char *input, double timeout_s,
+                       el_test_proc *r) {
     memset(r, 0, sizeof *r);
+    FILE *inf = NULL;
+    if (input) {
+        inf = tmpfile();
+        if (!inf || fputs(input, inf) < 0 || fflush(inf) != 0) { if (inf) fclose(inf); return false; }
+        rewind(inf);
+    }
     const char *argv[64];
     int n = 0;
     argv[n++] = exe;
@@ -113,11 +124,12 @@ bool el_test_run_timeout(const char *exe, const char *const *args, double timeou
     argv[n] = NULL;
     FILE *errf = tmpfile();
     int pfd[2];
-    if (!errf || pipe(pfd) != 0) return false;
+    if (!errf || pipe(pfd) != 0) { if (inf) fclose(inf); if (errf) fclose(errf); return false; }
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return false;
+    if (pid < 0) { if (inf) fclose(inf); fclose(errf); return false; }
     if (pid == 0) {
+        if (inf) dup2(fileno(inf), 0);
         dup2(pfd[1], 1);
         dup2(fileno(errf), 2);
         close(pfd[0]);
@@ -126,6 +138,7 @@ bool el_test_run_timeout(const char *exe, const char *const *args, double timeou
         _exit(127);
     }
     close(pfd[1]);
+    if (inf) fclose(inf);
     double deadline = 0;
     if (timeout_s > 0) {
         struct timespec ts;

@@ -41,12 +41,19 @@ bool el_test_run(const char *exe, const char *const *args, el_test_proc *r);
 /* el_test_run, but the process is killed (SIGKILL) once it has run timeout_s
  * seconds (0: no limit): a hang fails the test instead of blocking it. */
 bool el_test_run_timeout(const char *exe, const char *const *args, double timeout_s, el_test_proc *r);
+/* el_test_run_timeout with `input` (NUL-terminated; NULL: the test's own
+ * stdin) as the process's stdin. */
+bool el_test_run_input(const char *exe, const char *const *args, const char *input, double timeout_s,
+                       el_test_proc *r);
 void el_test_proc_free(el_test_proc *r);
 #ifdef EL_CLI_PATH
 /* el_test_run of the built `edgellm` binary. */
 static inline bool el_test_run_cli(const char *const *args, el_test_proc *r) { return el_test_run(EL_CLI_PATH, args, r); }
 static inline bool el_test_run_cli_timeout(const char *const *args, double timeout_s, el_test_proc *r) {
     return el_test_run_timeout(EL_CLI_PATH, args, timeout_s, r);
+}
+static inline bool el_test_run_cli_input(const char *const *args, const char *input, el_test_proc *r) {
+    return el_test_run_input(EL_CLI_PATH, args, input, 0, r);
 }
 #endif
 

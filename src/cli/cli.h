@@ -39,6 +39,7 @@ typedef struct cli_opts {
     bool no_escape;
     const char *chat_template; /* --chat-template NAME */
     const char *system;        /* -sys */
+    bool trust_chat_special;   /* --trust-chat-special (chat, serve): message content parsed for control tokens */
     bool verbose;
     /* serve */
     const char *host;          /* --host (default 127.0.0.1) */

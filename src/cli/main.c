@@ -102,10 +102,13 @@ static void print_usage(FILE *f) {
 "      --chat-template NAME    gemma, llama3, llama2, chatml, mistral, phi3\n"
 "                              (default: detected from the model)\n"
 "  -sys, --system-prompt TEXT  system message\n"
+"      --trust-chat-special    (chat, serve) message text may hold control tokens: a\n"
+"                              typed \"<end_of_turn>\" becomes that token (default: only\n"
+"                              the template's own markers are special, text stays text)\n"
 "  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
 "\n"
 "serve only (also -c: context per slot, default min(2048, train ctx); -t; -b;\n"
-"  --chat-template):\n"
+"  --chat-template, --trust-chat-special):\n"
 "      --host HOST             address to bind (default 127.0.0.1)\n"
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
@@ -423,7 +426,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_TRUST_CHAT
 };
 
 typedef struct flag_def {
@@ -459,6 +462,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
     {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
+    {NULL, "--trust-chat-special", F_TRUST_CHAT, false, C_CHAT | C_SERVE},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
     {"-h", "--help", F_HELP, false, C_ALL},
     {NULL, "--host", F_HOST, true, C_SERVE},
@@ -580,6 +584,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NOPARSE: o->no_parse_special = true; break;
         case F_NOESC: o->no_escape = true; break;
         case F_TMPL: o->chat_template = val; break;
+        case F_TRUST_CHAT: o->trust_chat_special = true; break;
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;
         case F_HELP: print_usage(stdout); return CLI_EXIT_OK;

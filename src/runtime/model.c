@@ -10,6 +10,7 @@
 #include "runtime/model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,51 @@ int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool s
 int32_t el_token_bos(const el_model *m) { return el_vocab_bos(m->vocab); }
 int32_t el_token_eos(const el_model *m) { return el_vocab_eos(m->vocab); }
 bool el_token_is_eog(const el_model *m, int32_t tok) { return el_vocab_is_eog(m->vocab, tok); }
+
+int el_chat_tokenize_text(const el_model *m, const el_chat_text *t, size_t from, int flags, int32_t *out, int cap) {
+    if (!m || !t || (!t->text && t->len) || from > t->len || t->n_tmpl < 0) return -1;
+    const bool bos = (flags & EL_TOK_ADD_SPECIAL) != 0;
+    if (flags & EL_CHAT_TRUST_CONTENT) return el_vocab_tokenize(m->vocab, t->text + from, t->len - from, bos, true, out, cap);
+    /* the template ranges that reach past `from`, clipped and shifted to it */
+    int first = 0;
+    while (first < t->n_tmpl && t->tmpl[first][1] <= from) first++;
+    int n = t->n_tmpl - first;
+    size_t(*rg)[2] = n > 0 ? malloc((size_t)n * sizeof *rg) : NULL;
+    if (n > 0 && !rg) return -2;
+    for (int i = 0; i < n; i++) {
+        size_t a = t->tmpl[first + i][0], b = t->tmpl[first + i][1];
+        rg[i][0] = (a > from ? a : from) - from;
+        rg[i][1] = b - from;
+    }
+    int r = el_vocab_tokenize_ranges(m->vocab, t->text + from, t->len - from, bos, (const size_t(*)[2])rg, n, out, cap);
+    free(rg);
+    return r;
+}
+
+int el_chat_tokenize(const el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                     bool add_generation_prompt, int flags, int32_t **out) {
+    *out = NULL;
+    el_chat_text t;
+    int rc = el_chat_render(f, msgs, n_msgs, add_generation_prompt, &t);
+    if (rc) return rc;
+    if (t.len > (size_t)INT32_MAX / 2 - 16) { el_chat_text_free(&t); return -3; }
+    int cap = (int)t.len + 16, n = -1;
+    int32_t *ids = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) { /* a second pass only if the first guess was short */
+        free(ids);
+        ids = malloc((size_t)cap * sizeof *ids);
+        n = ids ? el_chat_tokenize_text(m, &t, 0, flags, ids, cap) : -2;
+        if (n <= cap) break;
+        cap = n;
+    }
+    el_chat_text_free(&t);
+    if (n < 0 || n > cap) {
+        free(ids);
+        return n == -2 ? -2 : -3;
+    }
+    *out = ids;
+    return n;
+}
 
 el_chat_family el_chat_family_for_model(const el_model *m, el_chat_source *src) {
     el_chat_family f = el_chat_detect(m->chat_template);
