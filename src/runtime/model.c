@@ -73,6 +73,13 @@ int el_hp_f32(el_model *m, const char *suffix, bool required, float dflt, float 
     return 0;
 }
 
+int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *rule, el_error *err) {
+    if (ok) return 0;
+    char key[256];
+    el_arch_key(m, suffix, key, sizeof key);
+    return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %g is out of range (%s)", key, v, rule);
+}
+
 static int own(el_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 16;
@@ -152,8 +159,17 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     if (hp->head_dim_k != hp->head_dim_v || hp->head_dim_k <= 0 || hp->head_dim_k > EL_MAX_HEAD_DIM || hp->head_dim_k % 2)
         return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: head dims k=%d v=%d unsupported (equal, even, <= %d)", m->arch_name,
                             hp->head_dim_k, hp->head_dim_v, EL_MAX_HEAD_DIM);
+    if (hp->n_ctx_train <= 0) return el_hp_check(m, "context_length", hp->n_ctx_train, false, "> 0", err);
     if ((rc = el_hp_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->norm_eps, err))) return rc;
+    /* a NaN, zero or huge epsilon loads fine and computes garbage (NaN logits): refuse it here */
+    if ((rc = el_hp_check(m, "attention.layer_norm_rms_epsilon", hp->norm_eps,
+                          isfinite(hp->norm_eps) && hp->norm_eps > 0.0f && hp->norm_eps <= 1e-2f, "finite, 0 < eps <= 0.01",
+                          err)))
+        return rc;
     if ((rc = el_hp_f32(m, "rope.freq_base", false, 10000.0f, &hp->rope_base, err))) return rc;
+    if ((rc = el_hp_check(m, "rope.freq_base", hp->rope_base, isfinite(hp->rope_base) && hp->rope_base > 0.0f,
+                          "finite, > 0", err)))
+        return rc;
     if ((rc = el_hp_u32(m, "rope.dimension_count", false, hp->head_dim_k, &hp->n_rot, err))) return rc;
     if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim_k || hp->n_rot % 2)
         return el_set_error(err, EL_ERR_BAD_VALUE, "%s: rope.dimension_count %d invalid for head dim %d", m->arch_name, hp->n_rot,
@@ -162,6 +178,9 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     float factor = 0.0f;
     if ((rc = el_hp_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err))) return rc;
     char key[256];
+    if (el_gguf_find(m->gguf, el_arch_key(m, "rope.scaling.factor", key, sizeof key)) &&
+        (rc = el_hp_check(m, "rope.scaling.factor", factor, isfinite(factor) && factor > 0.0f, "finite, > 0", err)))
+        return rc;
     el_str stype = {0};
     bool has_type = el_gguf_get_str(m->gguf, el_arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
     hp->rope_scale = 1.0f;
