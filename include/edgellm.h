@@ -43,7 +43,8 @@ typedef enum {
     EL_ERR_CONTEXT,       /* prompt (+ generation) does not fit the context */
     EL_ERR_TEMPLATE,      /* chat template unknown or failed */
     EL_ERR_CANCELLED,     /* the request was cancelled */
-    EL_ERR_INTERNAL
+    EL_ERR_INTERNAL,
+    EL_ERR_NUMERIC        /* the model computed a NaN or infinity (logits): broken weights or metadata */
 } el_status;
 
 typedef struct el_error {
@@ -133,7 +134,9 @@ typedef enum { EL_DONE_EOS, EL_DONE_STOP, EL_DONE_LENGTH, EL_DONE_CANCELLED, EL_
 
 typedef struct el_token_info {
     int32_t id;
-    const char *piece;   /* the token's text; complete UTF-8 only (held back bytes come later) */
+    const char *piece;   /* the token's text bytes; an incomplete UTF-8 tail is held back (comes later), but
+                            bytes that can never form a character (a stray continuation byte) pass as they are,
+                            and the last call (id = -1) may end in an incomplete sequence: not always valid UTF-8 */
     int piece_len;
     float logprob;       /* log-probability of `id`: log-softmax of the model's raw logits (before
                             logit bias, penalties, temperature and truncation) */
@@ -164,12 +167,14 @@ typedef struct el_generate_stats {
 
 /* Appends prompt tokens after the session's history, prefills, then decodes
  * until EOS/stop/max_tokens/cancel. Returns the finish reason (EL_DONE_FAILED
- * with err filled on error). */
+ * with err filled on error; EL_ERR_NUMERIC, naming the step, when a logits
+ * row holds a NaN or infinity — no token is sampled from it). */
 el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt,
                       const el_generate_params *gp, el_token_cb cb, void *user,
                       el_generate_stats *stats, el_error *err);
 
-/* Lower level: evaluate tokens, leaving the last token's logits readable. */
+/* Lower level: evaluate tokens, leaving the last token's logits readable.
+ * 0, or an el_status (EL_ERR_NUMERIC if that row holds a NaN or infinity). */
 int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err);
 const float *el_session_logits(const el_session *s);
 

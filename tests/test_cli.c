@@ -1,15 +1,20 @@
 /*
  * test_cli.c — runs the built `edgellm` binary (EL_CLI_PATH) and checks its
  * observable behaviour: tokenize against llama.cpp's vectors, run --json
- * against llama.cpp's greedy goldens, info, exit codes of bad usage and
- * library errors.
+ * against llama.cpp's greedy goldens, run --json lines valid UTF-8 when
+ * tokens split characters, info, exit codes of bad usage and library
+ * errors, special files (device, FIFO, directory, socket) refused at once,
+ * chat: typed control-token text stays text.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -264,6 +269,215 @@ static void test_run_json(const golden *g, const char *model) {
     el_test_proc_free(&r);
 }
 
+/* Strict UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above
+ * U+10FFFF), written apart from the CLI's own check. */
+static bool utf8_valid(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i], len, cp;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (unsigned k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
+/* run --json at a high temperature with a fixed seed, where the tiny llama
+ * samples byte tokens that split or break characters (seed 21: a stray
+ * continuation byte 0x91 as a token; seed 9: the run ends on the lead byte
+ * 0xEF, released by the final flush line). Every line must be valid JSON in
+ * valid UTF-8 (json.loads strictness: the bytes are checked before cJSON,
+ * which does not check UTF-8), "bytes" must hold each piece's exact bytes,
+ * their concatenation must equal the plain run's output, and "piece" must be
+ * the bytes themselves when they are valid UTF-8. */
+static int run_json_utf8_case(const char *model, const char *seed) {
+    const char *args[] = {"run", "-m", model, "--allow-unsigned", "-p", "你好世界", "--json", "--temp", "1.5",
+                          "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed, "-n", "17", NULL};
+    el_test_proc r;
+    CHECK(el_test_run_cli(args, &r));
+    CHECKF(r.status == 0, "seed %s: run --json exit %d: %s", seed, r.status, r.err ? r.err : "");
+    if (!r.out) return 0;
+    unsigned char *cat = malloc(r.out_len + 1);
+    size_t ncat = 0;
+    int n_broken = 0, n_lines = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r.out, "\n", &save); line && cat; line = strtok_r(NULL, "\n", &save)) {
+        n_lines++;
+        CHECKF(utf8_valid((const unsigned char *)line, strlen(line)), "seed %s line %d is not valid UTF-8: %s", seed,
+               n_lines, line);
+        cJSON *j = cJSON_Parse(line);
+        CHECKF(j != NULL, "seed %s line %d is not JSON: %s", seed, n_lines, line);
+        if (!j) continue;
+        if (!cJSON_GetObjectItem(j, "done")) {
+            cJSON *piece = cJSON_GetObjectItem(j, "piece"), *bytes = cJSON_GetObjectItem(j, "bytes");
+            CHECKF(cJSON_IsString(piece) && cJSON_IsArray(bytes), "seed %s: piece/bytes missing: %s", seed, line);
+            unsigned char b[512];
+            size_t nb = 0;
+            cJSON *e;
+            cJSON_ArrayForEach(e, bytes) {
+                CHECKF(cJSON_IsNumber(e) && e->valuedouble >= 0 && e->valuedouble <= 255 && nb < sizeof b,
+                       "seed %s: bad bytes: %s", seed, line);
+                if (nb < sizeof b) b[nb++] = (unsigned char)e->valuedouble;
+            }
+            memcpy(cat + ncat, b, nb);
+            ncat += nb;
+            if (utf8_valid(b, nb)) {
+                CHECKF(cJSON_IsString(piece) && strlen(piece->valuestring) == nb && !memcmp(piece->valuestring, b, nb),
+                       "seed %s: piece differs from its valid bytes: %s", seed, line);
+            } else {
+                n_broken++;
+                CHECKF(cJSON_IsString(piece) && strstr(piece->valuestring, "\xEF\xBF\xBD"),
+                       "seed %s: no U+FFFD for broken bytes: %s", seed, line);
+            }
+        }
+        cJSON_Delete(j);
+    }
+    el_test_proc_free(&r);
+
+    const char *plain[] = {"run", "-m", model, "--allow-unsigned", "-p", "你好世界", "--temp", "1.5", "--top-k", "0",
+                           "--top-p", "1", "--min-p", "0", "--seed", seed, "-n", "17", NULL};
+    CHECK(el_test_run_cli(plain, &r));
+    CHECKF(r.status == 0 && cat && r.out && r.out_len == ncat && !memcmp(r.out, cat, ncat),
+           "seed %s: plain output (%zu bytes) differs from the concatenated bytes (%zu)", seed, r.out_len, ncat);
+    el_test_proc_free(&r);
+    free(cat);
+    return n_broken;
+}
+
+static void test_run_json_utf8(const char *model) {
+    int b21 = run_json_utf8_case(model, "21"), b9 = run_json_utf8_case(model, "9");
+    /* both cases must still break a character, or they test nothing */
+    CHECKF(b21 >= 1 && b9 >= 1, "no line with broken UTF-8 bytes (seed 21: %d, seed 9: %d)", b21, b9);
+}
+
+/* Runs the CLI with a 10 s limit and checks it refused promptly: exit status
+ * `want` (or any failure if want < 0), stderr naming `path` and `kind`. */
+static void expect_refused(const char *const *args, int want, const char *path, const char *kind) {
+    el_test_proc r;
+    CHECK(el_test_run_cli_timeout(args, 10.0, &r));
+    char cmd[512] = "";
+    for (int i = 0; args[i] && strlen(cmd) < 400; i++) { strcat(cmd, args[i]); strcat(cmd, " "); }
+    CHECKF(!r.timed_out, "'%s' hung (killed after 10 s)", cmd);
+    CHECKF(!r.timed_out && (want < 0 ? r.status != 0 : r.status == want), "'%s': exit %d, want %d", cmd, r.status, want);
+    CHECKF(r.err && strstr(r.err, path) && strstr(r.err, kind), "'%s': stderr does not name %s as %s: %s", cmd, path,
+           kind, r.err ? r.err : "");
+    el_test_proc_free(&r);
+}
+
+/* Special files in place of a model, manifest, key or HF checkpoint file:
+ * /dev/zero (endless: hashing it never ended), a FIFO (open() blocked), a
+ * symlink to /dev/zero, a directory, a socket. Each is refused at once with
+ * the path and what it is; a hang is killed after 10 s and fails. */
+static void test_special_files(const char *model) {
+    char dir[] = "/tmp/el_test_special_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    char fifo[128], zlink[128], sub[128], sock[128], mlink[128], mfest[128], hf[128], hfcfg[128], out[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(zlink, sizeof zlink, "%s/zero-link", dir);
+    snprintf(sub, sizeof sub, "%s/dir", dir);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    snprintf(mlink, sizeof mlink, "%s/m.gguf", dir);
+    snprintf(mfest, sizeof mfest, "%s/m.gguf.manifest.json", dir);
+    snprintf(hf, sizeof hf, "%s/hf", dir);
+    snprintf(hfcfg, sizeof hfcfg, "%s/hf/config.json", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(symlink("/dev/zero", zlink) == 0);
+    CHECK(mkdir(sub, 0700) == 0);
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(sock) < sizeof sa.sun_path) memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    CHECK(sfd >= 0 && bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0);
+
+    const struct { const char *path, *kind; } cases[] = {
+        {"/dev/zero", "character device"}, {fifo, "FIFO"}, {zlink, "character device"},
+        {sub, "directory"}, {sock, "socket"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *p = cases[i].path, *k = cases[i].kind;
+        const char *info[] = {"info", "-m", p, NULL};
+        const char *run[] = {"run", "-m", p, "--allow-unsigned", "-p", "hi", "-n", "1", NULL};
+        const char *serve[] = {"serve", "-m", p, "--allow-unsigned", "--port", "0", NULL};
+        const char *tok[] = {"tokenize", "-m", p, "-p", "hi", NULL};
+        expect_refused(info, 1, p, k);
+        expect_refused(run, 1, p, k);
+        expect_refused(serve, 1, p, k);
+        expect_refused(tok, 1, p, k);
+    }
+
+    /* a FIFO as the manifest beside a model, and as the public key */
+    CHECK(symlink(model, mlink) == 0);
+    CHECK(mkfifo(mfest, 0600) == 0);
+    const char *run_m[] = {"run", "-m", mlink, "--allow-unsigned", "-p", "hi", "-n", "1", NULL};
+    expect_refused(run_m, -1, mfest, "FIFO");
+    const char *verify_k[] = {"verify", "--pub", fifo, model, NULL};
+    expect_refused(verify_k, -1, fifo, "FIFO");
+    /* a FIFO as an HF checkpoint's config.json */
+    CHECK(mkdir(hf, 0700) == 0 && mkfifo(hfcfg, 0600) == 0);
+    const char *pack[] = {"pack", hf, "-o", out, "-q", NULL};
+    expect_refused(pack, -1, hfcfg, "FIFO");
+
+    if (sfd >= 0) close(sfd);
+    const char *rm[] = {fifo, zlink, sock, mlink, mfest, hfcfg, out};
+    for (size_t i = 0; i < sizeof rm / sizeof rm[0]; i++) unlink(rm[i]);
+    rmdir(hf);
+    rmdir(sub);
+    rmdir(dir);
+}
+
+/* Number of ids in `tokenize` output "[1, 2, 3]", or -1. */
+static int count_ids(const char *out) {
+    int32_t ids[256];
+    return out ? parse_id_array(out, ids, 256) : -1;
+}
+
+/* Tokens `chat -v` says it fed for the first turn, or -1. */
+static int chat_fed(const char *err) {
+    const char *p = err ? strstr(err, "tokens kept in the KV cache, ") : NULL;
+    return p ? atoi(p + strlen("tokens kept in the KV cache, ")) : -1;
+}
+
+/* `edgellm chat`: a typed "</s>" (the tiny llama's EOS, a control token, in
+ * the llama2 template the model falls back to) is text — the turn is fed as
+ * the tokens of "[INST] x</s>y [/INST]" without special parsing — and with
+ * --trust-chat-special it becomes the EOS token (the old behaviour). */
+static void test_chat_plain_content(const char *model) {
+    const char *rendered = "[INST] x</s>y [/INST]";
+    el_test_proc r;
+    const char *tp[] = {"tokenize", "-m", model, "-p", rendered, "--no-parse-special", NULL};
+    const char *ts[] = {"tokenize", "-m", model, "-p", rendered, NULL};
+    CHECK(el_test_run_cli(tp, &r));
+    int n_plain = count_ids(r.out);
+    el_test_proc_free(&r);
+    CHECK(el_test_run_cli(ts, &r));
+    int n_special = count_ids(r.out);
+    el_test_proc_free(&r);
+    CHECKF(n_plain > n_special && n_special > 0, "tokenize: %d plain, %d special", n_plain, n_special);
+
+    const char *chat[] = {"chat", "-m", model, "--allow-unsigned", "-v", "-n", "1", "--temp", "0", NULL};
+    CHECK(el_test_run_cli_input(chat, "x</s>y\n", &r));
+    CHECKF(r.status == 0 && r.err && strstr(r.err, "chat template: llama2"), "chat: exit %d: %s", r.status,
+           r.err ? r.err : "");
+    CHECKF(chat_fed(r.err) == n_plain, "chat fed %d tokens, want %d (content as text)", chat_fed(r.err), n_plain);
+    el_test_proc_free(&r);
+    const char *trusted[] = {"chat", "-m", model, "--allow-unsigned", "-v", "-n", "1", "--temp", "0",
+                             "--trust-chat-special", NULL};
+    CHECK(el_test_run_cli_input(trusted, "x</s>y\n", &r));
+    CHECKF(r.status == 0 && chat_fed(r.err) == n_special, "chat --trust-chat-special: exit %d, fed %d tokens, want %d",
+           r.status, chat_fed(r.err), n_special);
+    el_test_proc_free(&r);
+}
+
 static void test_info(const char *model) {
     const char *args[] = {"info", "-m", model, NULL};
     el_test_proc r;
@@ -335,6 +549,7 @@ int main(void) {
     snprintf(model, sizeof model, "%s", el_test_ref_path("models/tiny-llama-F16.gguf"));
 
     test_errors(model);
+    test_special_files(model);
     test_tokenize_gpt2();
     golden g;
     CHECK(load_golden(&g));
@@ -342,6 +557,8 @@ int main(void) {
         test_tokenize_llama(&g, model);
         test_run_json(&g, model);
     }
+    test_run_json_utf8(model);
+    test_chat_plain_content(model);
     cJSON_Delete(g.root);
     test_info(model);
     if (g_tmp_path[0]) unlink(g_tmp_path);

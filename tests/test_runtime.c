@@ -12,7 +12,10 @@
  *  5. determinism: seeded sampling across sessions and thread counts,
  *     greedy == argmax over el_session_logits;
  *  6. session memory plan and isolation of two sessions on one model;
- *  7. bad model files (truncated, missing, vocab-only).
+ *  7. bad model files (truncated, missing, vocab-only);
+ *  8. non-finite numbers: NaN / inf / out-of-range metadata refused at load
+ *     naming key and value; NaN weights give EL_ERR_NUMERIC naming the step
+ *     from el_generate, el_session_eval and `edgellm run`, never a token.
  */
 #include <errno.h>
 #include <math.h>
@@ -816,6 +819,121 @@ static void test_bad_files(void) {
     }
 }
 
+/* ---- 8. non-finite numbers: metadata refused at load, NaN logits a typed error ---- */
+
+/* A copy of a reference model with `nbytes` bytes at the value of metadata
+ * key `key` (or, if tensor, at element `elem` of that tensor) replaced by
+ * `val`; written to path. */
+static bool write_patched(const char *model, const char *path, const char *key, bool tensor, size_t elem,
+                          const void *val, size_t nbytes) {
+    size_t len = 0;
+    char *buf = el_test_read_file(el_test_ref_path(model), &len);
+    el_error err;
+    el_gguf *g = el_gguf_open(el_test_ref_path(model), &err);
+    bool ok = buf && g;
+    size_t off = 0;
+    if (ok && tensor) {
+        const el_gguf_tensor *t = el_gguf_find_tensor(g, key);
+        ok = t && (elem + 1) * nbytes <= t->nbytes;
+        if (ok) off = (size_t)((const uint8_t *)t->data - el_gguf_base(g)) + elem * nbytes;
+    } else if (ok) {
+        const el_gguf_kv *kv = el_gguf_find(g, key);
+        ok = kv && kv->type == EL_GGUF_FLOAT32 && nbytes == 4;
+        if (ok) off = (size_t)(kv->data - el_gguf_base(g));
+    }
+    CHECKF(ok, "cannot patch %s in %s", key, model);
+    if (ok) {
+        memcpy(buf + off, val, nbytes);
+        FILE *f = fopen(path, "wb");
+        ok = f && fwrite(buf, 1, len, f) == len;
+        if (f) fclose(f);
+    }
+    el_gguf_close(g);
+    free(buf);
+    return ok;
+}
+
+static void test_nonfinite(void) {
+    printf("[8] non-finite metadata and weights\n");
+    char path[] = "/tmp/el_test_nan_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 1;
+    el_error err;
+
+    /* metadata: each bad value is refused at load, naming the key and the value */
+    const struct { const char *model, *key; float v; const char *shown; } meta[] = {
+        {"models/tiny-llama-F16.gguf", "llama.attention.layer_norm_rms_epsilon", NAN, "nan"},
+        {"models/tiny-llama-F16.gguf", "llama.attention.layer_norm_rms_epsilon", INFINITY, "inf"},
+        {"models/tiny-llama-F16.gguf", "llama.attention.layer_norm_rms_epsilon", 0.0f, "= 0 "},
+        {"models/tiny-llama-F16.gguf", "llama.attention.layer_norm_rms_epsilon", -1e-5f, "-1e-05"},
+        {"models/tiny-llama-F16.gguf", "llama.attention.layer_norm_rms_epsilon", 0.5f, "0.5"},
+        {"models/tiny-llama-F16.gguf", "llama.rope.freq_base", NAN, "nan"},
+        {"models/tiny-llama-F16.gguf", "llama.rope.freq_base", 0.0f, "= 0 "},
+        {"models/tiny-gemma3-F16.gguf", "gemma3.attention.layer_norm_rms_epsilon", NAN, "nan"},
+        {"models/tiny-gemma3-F16.gguf", "gemma3.rope.freq_base_swa", -INFINITY, "-inf"},
+        {"models/tiny-qwen2-F16.gguf", "qwen2.attention.layer_norm_rms_epsilon", NAN, "nan"},
+        {"models/tiny-qwen3-F16.gguf", "qwen3.rope.freq_base", NAN, "nan"},
+    };
+    for (size_t i = 0; i < sizeof meta / sizeof *meta; i++) {
+        if (!write_patched(meta[i].model, path, meta[i].key, false, 0, &meta[i].v, 4)) continue;
+        err = (el_error){EL_OK, ""};
+        el_model *m = el_model_load(path, &mp, &err);
+        printf("  %s = %g: %s \"%s\"\n", meta[i].key, meta[i].v, el_status_name(err.code), err.msg);
+        CHECKF(m == NULL && err.code == EL_ERR_BAD_VALUE && strstr(err.msg, meta[i].key) && strstr(err.msg, meta[i].shown),
+               "%s = %g: loaded or wrong error: %s", meta[i].key, meta[i].v, err.msg);
+        el_model_free(m);
+    }
+
+    /* weights: one NaN in an F32 norm vector, one in an F16 matrix — loads, then every
+     * run is a typed error naming the step, never a token */
+    const float fnan = NAN;
+    const uint16_t hnan = 0x7e00; /* F16 quiet NaN */
+    const struct { const char *tensor; const void *val; size_t nb; } w[] = {
+        {"blk.1.attn_norm.weight", &fnan, 4}, {"blk.0.attn_q.weight", &hnan, 2}};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+        if (!write_patched("models/tiny-llama-F16.gguf", path, w[i].tensor, true, 7, w[i].val, w[i].nb)) continue;
+        el_model *m = el_model_load(path, &mp, &err);
+        CHECKF(m != NULL, "NaN weight in %s: load failed: %s", w[i].tensor, err.msg);
+        if (!m) continue;
+        el_session *s = new_session(m, 64, 0);
+        int32_t p[16];
+        int np = tokenize(m, "Once upon a time", p, 16);
+        static collect c;
+        memset(&c, 0, sizeof c);
+        el_generate_params gp = greedy_params(4);
+        err = (el_error){EL_OK, ""};
+        el_generate_stats st;
+        el_finish fin = el_generate(s, p, np, &gp, collect_cb, &c, &st, &err);
+        printf("  NaN in %s: finish %d, %s \"%s\"\n", w[i].tensor, (int)fin, el_status_name(err.code), err.msg);
+        CHECKF(fin == EL_DONE_FAILED && err.code == EL_ERR_NUMERIC && strstr(err.msg, "after the prompt") &&
+                   strstr(err.msg, "NaN"),
+               "NaN in %s: finish %d, %s: %s", w[i].tensor, (int)fin, el_status_name(err.code), err.msg);
+        CHECKF(c.n_ids == 0 && c.n_calls == 0 && st.n_generated == 0, "NaN in %s: %d tokens delivered", w[i].tensor,
+               c.n_ids);
+        el_session_reset(s);
+        err = (el_error){EL_OK, ""};
+        int rc = el_session_eval(s, p, np, &err);
+        CHECKF(rc == EL_ERR_NUMERIC && err.code == EL_ERR_NUMERIC && strstr(err.msg, "el_session_eval"),
+               "el_session_eval on NaN weights: %d %s", rc, err.msg);
+        el_session_free(s);
+        el_model_free(m);
+    }
+    /* what the CLI prints: the typed error, exit 1, no token */
+    if (write_patched("models/tiny-llama-F16.gguf", path, "blk.1.attn_norm.weight", true, 7, &fnan, 4)) {
+        const char *args[] = {"run", "-m", path, "--allow-unsigned", "-p", "Once upon a time", "-n", "4", "--temp", "0", NULL};
+        el_test_proc r;
+        CHECK(el_test_run_cli(args, &r));
+        CHECKF(r.status == 1 && r.err && strstr(r.err, "error: numeric:") && r.out && r.out_len == 0,
+               "run on NaN weights: exit %d, stdout '%s', stderr %s", r.status, r.out ? r.out : "", r.err ? r.err : "");
+        el_test_proc_free(&r);
+    }
+    unlink(path);
+}
+
 int main(void) {
     if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
     const double t0 = now_ms();
@@ -836,6 +954,7 @@ int main(void) {
     STEP(test_sessions(g_llama, "llama-F16"));
     STEP(test_sessions(g_gemma, "gemma3-Q8_0"));
     STEP(test_bad_files());
+    STEP(test_nonfinite());
 
     el_model_free(g_llama);
     el_model_free(g_gemma);

@@ -1,7 +1,10 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -68,7 +71,52 @@ int el_test_finish(const char *name) {
 }
 
 bool el_test_run(const char *exe, const char *const *args, el_test_proc *r) {
+    return el_test_run_timeout(exe, args, 0, r);
+}
+
+/* Reads fd to EOF like el_test_read_fd, giving up (NULL, *expired) at the deadline. */
+static char *read_fd_until(int fd, size_t *len, double deadline, bool *expired) {
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *p = realloc(b, cap *= 2);
+            if (!p) { free(b); return NULL; }
+            b = p;
+        }
+        if (deadline > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            double left = deadline - ((double)ts.tv_sec + ts.tv_nsec / 1e9);
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
+            if (pr < 0 && errno == EINTR) continue;
+            if (pr == 0) { *expired = true; break; }
+        }
+        ssize_t r = read(fd, b + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
+bool el_test_run_timeout(const char *exe, const char *const *args, double timeout_s, el_test_proc *r) {
+    return el_test_run_input(exe, args, NULL, timeout_s, r);
+}
+
+bool el_test_run_input(const char *exe, const char *const *args, const char *input, double timeout_s,
+                       el_test_proc *r) {
     memset(r, 0, sizeof *r);
+    FILE *inf = NULL;
+    if (input) {
+        inf = tmpfile();
+        if (!inf || fputs(input, inf) < 0 || fflush(inf) != 0) { if (inf) fclose(inf); return false; }
+        rewind(inf);
+    }
     const char *argv[64];
     int n = 0;
     argv[n++] = exe;
@@ -76,11 +124,12 @@ bool el_test_run(const char *exe, const char *const *args, el_test_proc *r) {
     argv[n] = NULL;
     FILE *errf = tmpfile();
     int pfd[2];
-    if (!errf || pipe(pfd) != 0) return false;
+    if (!errf || pipe(pfd) != 0) { if (inf) fclose(inf); if (errf) fclose(errf); return false; }
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return false;
+    if (pid < 0) { if (inf) fclose(inf); fclose(errf); return false; }
     if (pid == 0) {
+        if (inf) dup2(fileno(inf), 0);
         dup2(pfd[1], 1);
         dup2(fileno(errf), 2);
         close(pfd[0]);
@@ -89,10 +138,28 @@ bool el_test_run(const char *exe, const char *const *args, el_test_proc *r) {
         _exit(127);
     }
     close(pfd[1]);
-    r->out = el_test_read_fd(pfd[0], &r->out_len);
+    if (inf) fclose(inf);
+    double deadline = 0;
+    if (timeout_s > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        deadline = (double)ts.tv_sec + ts.tv_nsec / 1e9 + timeout_s;
+    }
+    r->out = read_fd_until(pfd[0], &r->out_len, deadline, &r->timed_out);
     close(pfd[0]);
     int st = 0;
+    while (deadline > 0 && !r->timed_out) { /* stdout closed: the process may still run */
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) goto reaped;
+        if (w < 0 && errno != EINTR) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if ((double)ts.tv_sec + ts.tv_nsec / 1e9 > deadline) r->timed_out = true;
+        else nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    }
+    if (r->timed_out) kill(pid, SIGKILL);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+reaped:
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     rewind(errf);
     r->err = el_test_read_fd(fileno(errf), NULL);

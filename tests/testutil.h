@@ -29,6 +29,7 @@ char *el_test_read_file(const char *path, size_t *len);
  * (malloc'd, NUL-terminated). */
 typedef struct el_test_proc {
     int status;
+    bool timed_out; /* el_test_run_timeout killed it (status 128 + SIGKILL) */
     char *out;
     size_t out_len;
     char *err;
@@ -37,10 +38,23 @@ typedef struct el_test_proc {
  * pipe, stderr through a temporary file (no deadlock on either). False if the
  * process could not be run or its output not read. */
 bool el_test_run(const char *exe, const char *const *args, el_test_proc *r);
+/* el_test_run, but the process is killed (SIGKILL) once it has run timeout_s
+ * seconds (0: no limit): a hang fails the test instead of blocking it. */
+bool el_test_run_timeout(const char *exe, const char *const *args, double timeout_s, el_test_proc *r);
+/* el_test_run_timeout with `input` (NUL-terminated; NULL: the test's own
+ * stdin) as the process's stdin. */
+bool el_test_run_input(const char *exe, const char *const *args, const char *input, double timeout_s,
+                       el_test_proc *r);
 void el_test_proc_free(el_test_proc *r);
 #ifdef EL_CLI_PATH
 /* el_test_run of the built `edgellm` binary. */
 static inline bool el_test_run_cli(const char *const *args, el_test_proc *r) { return el_test_run(EL_CLI_PATH, args, r); }
+static inline bool el_test_run_cli_timeout(const char *const *args, double timeout_s, el_test_proc *r) {
+    return el_test_run_timeout(EL_CLI_PATH, args, timeout_s, r);
+}
+static inline bool el_test_run_cli_input(const char *const *args, const char *input, el_test_proc *r) {
+    return el_test_run_input(EL_CLI_PATH, args, input, 0, r);
+}
 #endif
 
 /* Prints "N passed, N failed"-style summary and returns the exit code. */

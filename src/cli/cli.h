@@ -40,6 +40,7 @@ typedef struct cli_opts {
     bool no_escape;
     const char *chat_template; /* --chat-template NAME */
     const char *system;        /* -sys */
+    bool trust_chat_special;   /* --trust-chat-special (chat, serve): message content parsed for control tokens */
     bool verbose;
     /* serve */
     const char *host;          /* --host (default 127.0.0.1) */
@@ -110,9 +111,15 @@ el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err);
 /* n_ctx to use for a session of model m given -c. */
 int cli_ctx_for(const cli_opts *o, const el_model *m);
 
-/* JSON string literal (with the quotes) of s[0..len): ", \ and control
- * characters escaped (\uXXXX, or \n \t ... short forms); other bytes as-is. */
+/* JSON string literal (with the quotes) of s[0..len), always valid UTF-8:
+ * ", \ and control characters escaped (\uXXXX, or \n \t ... short forms),
+ * well-formed UTF-8 as-is, each ill-formed part (a stray or incomplete
+ * sequence) as one U+FFFD (Unicode's "maximal subpart" rule, as Python's
+ * errors="replace"). */
 void cli_json_str(FILE *f, const char *s, size_t len);
+/* The raw bytes s[0..len) as a JSON array of numbers 0..255 ("bytes" of
+ * OpenAI's logprobs): exact where the string above had to replace. */
+void cli_json_bytes(FILE *f, const char *s, size_t len);
 /* A float as a JSON number, or null if not finite. */
 void cli_json_num(FILE *f, double v);
 

@@ -5,11 +5,14 @@
  * is rendered in full with the chat template; if the rendering extends the
  * text already in the KV cache (the previous rendering plus the reply), only
  * the new suffix is tokenized (no BOS) and fed; otherwise the session is reset
- * and everything is fed again. Tokens the library has not evaluated yet (the
+ * and everything is fed again. Only the template's markers are tokenized as
+ * special tokens: a typed "<end_of_turn>" stays text (--trust-chat-special:
+ * it becomes the token, the old behaviour). Tokens the library has not evaluated yet (the
  * last generated one, say) are tracked by count (el_session_n_past) and fed
  * again in front of the suffix.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,23 +104,31 @@ static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exi
     return EL_CHAT_UNKNOWN;
 }
 
-/* Renders the conversation into *out. */
-static bool render(el_chat_family fam, const chat_hist *h, el_buf *out) {
+/* Renders the conversation into *out (template text told apart from content). */
+static bool render(el_chat_family fam, const chat_hist *h, el_chat_text *out) {
+    el_chat_text_free(out);
+    return el_chat_render(fam, h->msgs, h->n, true, out) == 0;
+}
+
+/* Tokens of t->text[from..) (el_chat_tokenize_text) in a malloc'd array; count or -1 (error printed). */
+static int chat_tokenize(const el_model *m, const el_chat_text *t, size_t from, int flags, int32_t **out) {
+    size_t len = t->len - from;
+    int cap = (int)(len < (size_t)INT_MAX / 2 - 16 ? len + 16 : (size_t)INT_MAX / 2);
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!out->p && !el_buf_append(out, "", 0)) return false;
-        size_t need = el_chat_apply(fam, h->msgs, h->n, true, out->p, out->cap);
-        if (need == (size_t)-1) return false;
-        if (need < out->cap) {
-            out->len = need;
-            out->p[need] = 0;
-            return true;
+        int32_t *toks = malloc((size_t)cap * sizeof *toks);
+        if (!toks) { cli_failf("out of memory tokenizing %zu bytes", len); return -1; }
+        int n = el_chat_tokenize_text(m, t, from, flags, toks, cap);
+        if (n < 0) {
+            free(toks);
+            cli_failf("tokenization failed (%d)", n);
+            return -1;
         }
-        char *p = realloc(out->p, need + 1);
-        if (!p) return false;
-        out->p = p;
-        out->cap = need + 1;
+        if (n <= cap) { *out = toks; return n; }
+        free(toks);
+        cap = n;
     }
-    return false;
+    cli_failf("tokenization did not settle on a token count");
+    return -1;
 }
 
 typedef struct chat_ctx {
@@ -166,7 +177,7 @@ int cli_cmd_chat(cli_opts *o) {
     int n_keep = 0; /* messages kept by /reset (the system prompt) */
     el_buf fed = {0};       /* text whose tokens are in `kv` */
     tok_list kv = {0};       /* tokens fed or generated so far, in order */
-    el_buf rendered = {0};
+    el_chat_text rendered = {0};
     chat_ctx cc = {0};
     tok_list feed = {0};
     char *line = NULL;
@@ -210,26 +221,24 @@ int cli_cmd_chat(cli_opts *o) {
         /* What to feed: the un-evaluated tail of kv plus the new text, or everything. */
         int n_past = el_session_n_past(s);
         bool extend = !force_reset && n_past > 0 && n_past <= kv.n && fed.len <= rendered.len &&
-                      memcmp(fed.p ? fed.p : "", rendered.p, fed.len) == 0;
-        const char *new_text;
-        size_t new_len;
-        int flags = EL_TOK_PARSE_SPECIAL;
+                      memcmp(fed.p ? fed.p : "", rendered.text, fed.len) == 0;
+        size_t from;
+        /* template markers are special tokens; what was typed is text (unless --trust-chat-special) */
+        int flags = o->trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0;
         feed.n = 0;
         if (extend) {
             if (!toks_append(&feed, kv.p + n_past, kv.n - n_past)) { code = cli_failf("out of memory"); break; }
             kv.n = n_past;
-            new_text = rendered.p + fed.len;
-            new_len = rendered.len - fed.len;
+            from = fed.len;
         } else {
             el_session_reset(s);
             kv.n = 0;
             fed.len = 0;
-            new_text = rendered.p;
-            new_len = rendered.len;
+            from = 0;
             flags |= EL_TOK_ADD_SPECIAL;
         }
         int32_t *nt = NULL;
-        int nn = cli_tokenize(m, new_text, new_len, flags, &nt);
+        int nn = chat_tokenize(m, &rendered, from, flags, &nt);
         if (nn < 0) { code = CLI_EXIT_ERROR; break; }
         bool ok = toks_append(&feed, nt, nn);
         free(nt);
@@ -271,7 +280,7 @@ int cli_cmd_chat(cli_opts *o) {
             break;
         }
         fed.len = 0;
-        if (!el_buf_append(&fed, rendered.p, rendered.len) || !el_buf_append(&fed, cc.reply.p ? cc.reply.p : "", cc.reply.len) ||
+        if (!el_buf_append(&fed, rendered.text, rendered.len) || !el_buf_append(&fed, cc.reply.p ? cc.reply.p : "", cc.reply.len) ||
             !hist_push(&hist, "assistant", cc.reply.p ? cc.reply.p : "", cc.reply.len)) {
             code = cli_failf("out of memory");
             break;
@@ -284,7 +293,7 @@ done:
     hist_truncate(&hist, 0);
     free(hist.msgs);
     el_buf_free(&fed);
-    el_buf_free(&rendered);
+    el_chat_text_free(&rendered);
     el_buf_free(&cc.reply);
     free(cc.gen.p);
     free(kv.p);

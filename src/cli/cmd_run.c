@@ -1,6 +1,9 @@
 /*
  * cmd_run.c — `edgellm run`: tokenize a prompt, generate, stream the text
  * (or, with --json, one JSON object per token and a final statistics line).
+ * Every --json line is valid JSON in valid UTF-8: "piece" is the text with
+ * U+FFFD where bytes are not (yet) a whole character, "bytes" the exact bytes;
+ * the "bytes" of all lines, concatenated, are the plain run's output.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +17,24 @@ typedef struct run_ctx {
 
 static bool on_token(const el_token_info *t, void *user) {
     run_ctx *rc = user;
+    /* A piece may hold part of a character (the library releases bytes that
+     * can never complete one, and an incomplete tail at the end): JSON gets
+     * "piece" as valid UTF-8 (U+FFFD for such parts) and the exact bytes. */
+    const char *p = t->piece ? t->piece : "";
+    size_t plen = t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0;
     if (rc->json && t->id < 0) {
         /* Text the library held back (an incomplete UTF-8 sequence or a
          * possible stop-string prefix), released at the end: not a token. */
         fputs("{\"flush\":true,\"piece\":", stdout);
-        cli_json_str(stdout, t->piece ? t->piece : "", t->piece ? (size_t)t->piece_len : 0);
+        cli_json_str(stdout, p, plen);
+        fputs(",\"bytes\":", stdout);
+        cli_json_bytes(stdout, p, plen);
         fputs("}\n", stdout);
     } else if (rc->json) {
         printf("{\"id\":%d,\"piece\":", (int)t->id);
-        cli_json_str(stdout, t->piece ? t->piece : "", t->piece ? (size_t)t->piece_len : 0);
+        cli_json_str(stdout, p, plen);
+        fputs(",\"bytes\":", stdout);
+        cli_json_bytes(stdout, p, plen);
         fputs(",\"logprob\":", stdout);
         cli_json_num(stdout, t->logprob);
         fputs(",\"top\":[", stdout);

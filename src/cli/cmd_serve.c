@@ -60,6 +60,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.queue_cap = o->queue_cap;
     p.api_key = o->api_key;
     p.chat_template = o->chat_template;
+    p.trust_chat_special = o->trust_chat_special;
     p.verbose = o->verbose;
     p.allow_hosts = o->allow_hosts;
     p.n_allow_hosts = o->n_allow_hosts;

@@ -102,10 +102,13 @@ static void print_usage(FILE *f) {
 "      --chat-template NAME    gemma, llama3, llama2, chatml, mistral, phi3\n"
 "                              (default: detected from the model)\n"
 "  -sys, --system-prompt TEXT  system message\n"
+"      --trust-chat-special    (chat, serve) message text may hold control tokens: a\n"
+"                              typed \"<end_of_turn>\" becomes that token (default: only\n"
+"                              the template's own markers are special, text stays text)\n"
 "  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
 "\n"
 "serve only (also -c: context per slot, default min(2048, train ctx); -t; -b;\n"
-"  --chat-template):\n"
+"  --chat-template, --trust-chat-special):\n"
 "      --host HOST             address to bind (default 127.0.0.1)\n"
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
@@ -167,10 +170,39 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1..4), or 0 if it is
+ * ill-formed; then *bad is the length of its maximal subpart (the bytes that
+ * could still begin a character, at least 1), which becomes one U+FFFD — the
+ * rule of Unicode §3.9 that Python's errors="replace" and WHATWG follow. */
+static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad) {
+    unsigned char c = s[0];
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 2;
+    else if (c >= 0xE0 && c <= 0xEF) { need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else { *bad = 1; return 0; }
+    for (size_t k = 1; k < need; k++) {
+        unsigned char b = k < n ? s[k] : 0;
+        bool ok = k < n && (k == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80);
+        if (!ok) { *bad = k; return 0; }
+    }
+    return need;
+}
+
 void cli_json_str(FILE *f, const char *s, size_t len) {
+    const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < len;) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t bad = 1, L = utf8_seq(u + i, len - i, &bad);
+            if (L) fwrite(u + i, 1, L, f);
+            else fputs("\xEF\xBF\xBD", f); /* U+FFFD REPLACEMENT CHARACTER */
+            i += L ? L : bad;
+            continue;
+        }
         switch (c) {
         case '"':  fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
@@ -183,8 +215,15 @@ void cli_json_str(FILE *f, const char *s, size_t len) {
             if (c < 0x20 || c == 0x7f) fprintf(f, "\\u%04x", c);
             else fputc((int)c, f);
         }
+        i++;
     }
     fputc('"', f);
+}
+
+void cli_json_bytes(FILE *f, const char *s, size_t len) {
+    fputc('[', f);
+    for (size_t i = 0; i < len; i++) fprintf(f, i ? ",%u" : "%u", (unsigned)(unsigned char)s[i]);
+    fputc(']', f);
 }
 
 void cli_json_num(FILE *f, double v) {
@@ -395,7 +434,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT
 };
 
 typedef struct flag_def {
@@ -431,6 +470,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
     {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
+    {NULL, "--trust-chat-special", F_TRUST_CHAT, false, C_CHAT | C_SERVE},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
     {"-h", "--help", F_HELP, false, C_ALL},
     {NULL, "--host", F_HOST, true, C_SERVE},
@@ -554,6 +594,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NOPARSE: o->no_parse_special = true; break;
         case F_NOESC: o->no_escape = true; break;
         case F_TMPL: o->chat_template = val; break;
+        case F_TRUST_CHAT: o->trust_chat_special = true; break;
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;
         case F_HELP: print_usage(stdout); return CLI_EXIT_OK;

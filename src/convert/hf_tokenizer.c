@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "util/error.h"
+#include "util/file.h"
 
 /* The pre-tokenizer regexes of tokenizer.json that llama.cpp's converter maps to a
  * tokenizer.ggml.pre name (and edgellm's tokenizer implements). */
@@ -24,15 +25,16 @@ static const struct { const char *re; const char *name; } k_pre_regex[] = {
 };
 
 char *el_conv_read_file(const char *path, size_t max_bytes, el_error *err) {
-    FILE *f = fopen(path, "rb");
+    char why[256];
+    FILE *f = el_fopen_regular(path, why, sizeof why);
     if (!f) {
-        el_set_error(err, errno == ENOENT ? EL_ERR_MISSING : EL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        el_set_error(err, errno == ENOENT ? EL_ERR_MISSING : EL_ERR_IO, "cannot open: %s", why);
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        el_set_error(err, EL_ERR_IO, "%s: not a regular file", path);
+        el_set_error(err, EL_ERR_IO, "%s: stat: %s", path, strerror(errno));
         return NULL;
     }
     if ((uint64_t)st.st_size > max_bytes) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/fp16.h"
 
 #define ST_MAX_HEADER (UINT64_C(100) << 20) /* the format's own limit is 100 MB */
@@ -224,13 +225,10 @@ static el_st_set *new_set(int n_files) {
 static int map_file(st_file *f, const char *path, el_error *err) {
     f->path = strdup(path);
     if (!f->path) return el_set_error(err, EL_ERR_NOMEM, "out of memory");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return el_set_error(err, EL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return el_set_error(err, EL_ERR_IO, "%s: not a regular file", path);
-    }
+    char why[256];
+    int fd = el_open_regular(path, &st, why, sizeof why);
+    if (fd < 0) return el_set_error(err, EL_ERR_IO, "cannot open: %s", why);
     f->size = (size_t)st.st_size;
     if (f->size == 0) {
         close(fd);
@@ -262,8 +260,9 @@ el_st_set *el_st_open_file(const char *path, el_error *err) {
 }
 
 static char *read_text(const char *path, el_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { el_set_error(err, EL_ERR_IO, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    char why[256];
+    FILE *f = el_fopen_regular(path, why, sizeof why);
+    if (!f) { el_set_error(err, EL_ERR_IO, "cannot open: %s", why); return NULL; }
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
     for (;;) {

@@ -3,7 +3,8 @@
  *
  * Contract
  *   el_gguf_open() maps a file read-only (MAP_PRIVATE, PROT_READ) and owns
- *   the mapping until el_gguf_close(); el_gguf_open_buffer() parses memory
+ *   the mapping until el_gguf_close() — only a regular file, opened without
+ *   blocking (util/file.h: a FIFO, device or directory is refused by name); el_gguf_open_buffer() parses memory
  *   the caller owns and never copies it. Either way, parsing either succeeds
  *   completely or fails with a typed el_status whose message names the field
  *   (kv[i] 'key', tensor 'name', header field) and the offending value. A
@@ -56,6 +57,7 @@
 
 #include "package/types.h"
 #include "util/error.h"
+#include "util/file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian fields with memcpy; a big-endian host needs byte swapping"
@@ -603,20 +605,11 @@ el_gguf *el_gguf_open(const char *path, el_error *err) {
         el_set_error(err, EL_ERR_INVALID_ARG, "el_gguf_open: NULL path");
         return NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        el_set_error(err, EL_ERR_IO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        el_set_error(err, EL_ERR_IO, "%s: stat: %s", path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        el_set_error(err, EL_ERR_IO, "%s: %s", path, S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
-        close(fd);
+    char why[sizeof err->msg];
+    int fd = el_open_regular(path, &st, why, sizeof why); /* regular files only; a FIFO cannot block */
+    if (fd < 0) {
+        el_set_error(err, EL_ERR_IO, "%s", why);
         return NULL;
     }
     if (st.st_size == 0) {

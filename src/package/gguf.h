@@ -1,7 +1,8 @@
 /*
  * gguf.h — a validating reader of GGUF v2/v3 files over mmap.
  *
- * Contract: el_gguf_open() maps the file read-only and checks, before anything
+ * Contract: el_gguf_open() maps the file read-only (a regular file only: a
+ * FIFO, device, socket or directory is refused without blocking) and checks, before anything
  * is used, that every count, string length, array length, dimension and
  * offset lies inside the file, that tensor data is aligned, in the file and
  * not overlapping, and that every tensor type is a known ggml type. A bad file

@@ -33,6 +33,12 @@
  *           add_generation_prompt the template appends eos_token
  *           ("<|endoftext|>"), and so do we.
  *
+ * Template text vs message content: every byte of a rendering is one or the
+ * other. el_chat_render records which (the byte ranges of template text:
+ * markers, role names, separators, BOS/EOS text), so that a caller tokenizes
+ * only those with special-token parsing (el_chat_tokenize, model.c) and a
+ * message that contains "<end_of_turn>" cannot forge a turn.
+ *
  * BOS: the tokenizer adds the BOS token, so a bos_token the template renders
  * at the very start of the output ("<s>", "<bos>", "<|begin_of_text|>") is
  * dropped. BOS/EOS text inside the conversation (Llama 2's "</s><s>[INST]")
@@ -49,6 +55,7 @@
  */
 #include "runtime/chat.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- output buffer ------------------------------------------------------ */
@@ -57,17 +64,42 @@ typedef struct {
     char *buf;
     size_t cap;
     size_t len; /* bytes needed so far (may exceed cap) */
+    /* byte ranges of template text (everything else is message content),
+     * recorded only when track is set; oom if the list could not grow */
+    bool track, oom;
+    size_t (*rg)[2];
+    int n_rg, cap_rg;
 } wbuf;
 
-static void put_n(wbuf *w, const char *s, size_t n) {
+/* Appends n bytes; tmpl: template text (markers, roles, separators) rather
+ * than message content. */
+static void put_k(wbuf *w, const char *s, size_t n, bool tmpl) {
     if (w->buf && w->cap > 0 && w->len < w->cap - 1) {
         size_t room = w->cap - 1 - w->len;
         memcpy(w->buf + w->len, s, n < room ? n : room);
     }
+    if (tmpl && n > 0 && w->track && !w->oom) {
+        if (w->n_rg > 0 && w->rg[w->n_rg - 1][1] == w->len) {
+            w->rg[w->n_rg - 1][1] += n;
+        } else {
+            if (w->n_rg == w->cap_rg) {
+                int nc = w->cap_rg ? w->cap_rg * 2 : 16;
+                size_t(*p)[2] = realloc(w->rg, (size_t)nc * sizeof *p);
+                if (!p) { w->oom = true; w->len += n; return; }
+                w->rg = p;
+                w->cap_rg = nc;
+            }
+            w->rg[w->n_rg][0] = w->len;
+            w->rg[w->n_rg][1] = w->len + n;
+            w->n_rg++;
+        }
+    }
     w->len += n;
 }
 
-static void put(wbuf *w, const char *s) { put_n(w, s, strlen(s)); }
+static void put_n(wbuf *w, const char *s, size_t n) { put_k(w, s, n, true); }
+static void put(wbuf *w, const char *s) { put_n(w, s, strlen(s)); }          /* template text */
+static void put_c(wbuf *w, const char *s) { put_k(w, s, strlen(s), false); } /* message content */
 
 /* ---- Python-compatible whitespace strip ---------------------------------- */
 
@@ -99,8 +131,9 @@ static size_t char_len(const unsigned char *s, size_t n) {
 
 /* Emits the concatenation of segs[0..n) with leading/trailing whitespace
  * removed (as Python's (a+b+...).strip()). No whitespace code point spans two
- * segments since each segment is UTF-8 on its own. */
-static void put_stripped(wbuf *w, const char *const *segs, int n) {
+ * segments since each segment is UTF-8 on its own. tmpl[i]: segs[i] is
+ * template text (else message content). */
+static void put_stripped(wbuf *w, const char *const *segs, const bool *tmpl, int n) {
     int b_seg = n, e_seg = -1;
     size_t b_off = 0, e_off = 0;
     for (int i = 0; i < n; i++) {
@@ -119,11 +152,14 @@ static void put_stripped(wbuf *w, const char *const *segs, int n) {
     for (int i = b_seg; i <= e_seg; i++) {
         size_t from = i == b_seg ? b_off : 0;
         size_t to = i == e_seg ? e_off : strlen(segs[i]);
-        put_n(w, segs[i] + from, to - from);
+        put_k(w, segs[i] + from, to - from, tmpl[i]);
     }
 }
 
-static void put_trim(wbuf *w, const char *s) { put_stripped(w, &s, 1); }
+static void put_trim_c(wbuf *w, const char *s) { /* message content, trimmed */
+    const bool content = false;
+    put_stripped(w, &s, &content, 1);
+}
 
 /* ---- roles / families ---------------------------------------------------- */
 
@@ -185,7 +221,7 @@ static void render_chatml(wbuf *w, const el_chat_msg *m, int n, bool gen) {
         put(w, "<|im_start|>");
         put(w, m[i].role);
         put(w, "\n");
-        put(w, content_of(&m[i]));
+        put_c(w, content_of(&m[i]));
         put(w, "<|im_end|>\n");
     }
     if (gen) put(w, "<|im_start|>assistant\n");
@@ -196,7 +232,7 @@ static void render_llama3(wbuf *w, const el_chat_msg *m, int n, bool gen) {
         put(w, "<|start_header_id|>");
         put(w, m[i].role);
         put(w, "<|end_header_id|>\n\n");
-        put_trim(w, content_of(&m[i]));
+        put_trim_c(w, content_of(&m[i]));
         put(w, "<|eot_id|>");
     }
     if (gen) put(w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -208,22 +244,23 @@ static void render_llama2(wbuf *w, const el_chat_msg *m, int n) {
         const char *c = content_of(&m[i]);
         if (ROLE(i) == R_SYSTEM) { sys = c; continue; }
         const char *segs[4];
+        bool tmpl[4];
         int ns = 0;
         if (sys) {
-            segs[ns++] = "<<SYS>>\n";
-            segs[ns++] = sys;
-            segs[ns++] = "\n<</SYS>>\n\n";
+            tmpl[ns] = true, segs[ns++] = "<<SYS>>\n";
+            tmpl[ns] = false, segs[ns++] = sys;
+            tmpl[ns] = true, segs[ns++] = "\n<</SYS>>\n\n";
             sys = NULL;
         }
-        segs[ns++] = c;
+        tmpl[ns] = false, segs[ns++] = c;
         if (ROLE(i) == R_USER) {
             if (w->len > 0) put(w, "<s>"); /* bos_token; the leading one is the tokenizer's */
             put(w, "[INST] ");
-            put_stripped(w, segs, ns);
+            put_stripped(w, segs, tmpl, ns);
             put(w, " [/INST]");
         } else {
             put(w, " ");
-            put_stripped(w, segs, ns);
+            put_stripped(w, segs, tmpl, ns);
             put(w, " </s>");
         }
     }
@@ -237,15 +274,15 @@ static void render_mistral(wbuf *w, const el_chat_msg *m, int n) {
         if (ROLE(i) == R_USER) {
             put(w, " [INST] ");
             if (sys) {
-                put(w, sys);
+                put_c(w, sys);
                 put(w, "\n\n");
                 sys = NULL;
             }
-            put(w, c);
+            put_c(w, c);
             put(w, " [/INST]");
         } else {
             put(w, " ");
-            put(w, c);
+            put_c(w, c);
             put(w, "</s>");
         }
     }
@@ -258,11 +295,11 @@ static void render_gemma(wbuf *w, const el_chat_msg *m, int n, bool gen) {
         if (ROLE(i) == R_SYSTEM) { sys = c; continue; }
         put(w, ROLE(i) == R_USER ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
         if (sys) {
-            put(w, sys);
+            put_c(w, sys);
             put(w, "\n\n");
             sys = NULL;
         }
-        put_trim(w, c);
+        put_trim_c(w, c);
         put(w, "<end_of_turn>\n");
     }
     if (gen) put(w, "<start_of_turn>model\n");
@@ -274,30 +311,63 @@ static void render_phi3(wbuf *w, const el_chat_msg *m, int n, bool gen) {
         const char *c = content_of(&m[i]);
         if (ROLE(i) == R_SYSTEM && !*c) continue;
         put(w, tag[ROLE(i)]);
-        put(w, c);
+        put_c(w, c);
         put(w, "<|end|>\n");
     }
     put(w, gen ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
-size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
-                     bool add_generation_prompt, char *buf, size_t cap) {
-    if (f <= EL_CHAT_UNKNOWN || f >= EL_CHAT_COUNT) return (size_t)-1;
-    if (n_msgs < 0 || (n_msgs > 0 && !msgs)) return (size_t)-1;
+static bool render(wbuf *w, el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt) {
+    if (f <= EL_CHAT_UNKNOWN || f >= EL_CHAT_COUNT) return false;
+    if (n_msgs < 0 || (n_msgs > 0 && !msgs)) return false;
     /* Roles are validated up front so nothing is written for a bad message list. */
     for (int i = 0; i < n_msgs; i++)
-        if (parse_role(msgs[i].role) < 0) return (size_t)-1;
-
-    wbuf w = {buf, buf ? cap : 0, 0};
+        if (parse_role(msgs[i].role) < 0) return false;
     switch (f) {
-    case EL_CHAT_CHATML: render_chatml(&w, msgs, n_msgs, add_generation_prompt); break;
-    case EL_CHAT_LLAMA3: render_llama3(&w, msgs, n_msgs, add_generation_prompt); break;
-    case EL_CHAT_LLAMA2: render_llama2(&w, msgs, n_msgs); break;
-    case EL_CHAT_MISTRAL: render_mistral(&w, msgs, n_msgs); break;
-    case EL_CHAT_GEMMA: render_gemma(&w, msgs, n_msgs, add_generation_prompt); break;
-    case EL_CHAT_PHI3: render_phi3(&w, msgs, n_msgs, add_generation_prompt); break;
-    default: return (size_t)-1;
+    case EL_CHAT_CHATML: render_chatml(w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_LLAMA3: render_llama3(w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_LLAMA2: render_llama2(w, msgs, n_msgs); break;
+    case EL_CHAT_MISTRAL: render_mistral(w, msgs, n_msgs); break;
+    case EL_CHAT_GEMMA: render_gemma(w, msgs, n_msgs, add_generation_prompt); break;
+    case EL_CHAT_PHI3: render_phi3(w, msgs, n_msgs, add_generation_prompt); break;
+    default: return false;
     }
+    return true;
+}
+
+size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                     bool add_generation_prompt, char *buf, size_t cap) {
+    wbuf w = {.buf = buf, .cap = buf ? cap : 0};
+    if (!render(&w, f, msgs, n_msgs, add_generation_prompt)) return (size_t)-1;
     if (buf && cap > 0) buf[w.len < cap ? w.len : cap - 1] = '\0';
     return w.len;
+}
+
+int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt,
+                   el_chat_text *out) {
+    memset(out, 0, sizeof *out);
+    wbuf w = {0};
+    if (!render(&w, f, msgs, n_msgs, add_generation_prompt)) return -1; /* sizing pass: nothing allocated */
+    size_t need = w.len;
+    w = (wbuf){.buf = malloc(need + 1), .cap = need + 1, .track = true};
+    if (!w.buf) return -2;
+    render(&w, f, msgs, n_msgs, add_generation_prompt);
+    if (w.oom || w.len != need) {
+        free(w.buf);
+        free(w.rg);
+        return -2;
+    }
+    w.buf[need] = '\0';
+    out->text = w.buf;
+    out->len = need;
+    out->tmpl = w.rg;
+    out->n_tmpl = w.n_rg;
+    return 0;
+}
+
+void el_chat_text_free(el_chat_text *t) {
+    if (!t) return;
+    free(t->text);
+    free(t->tmpl);
+    memset(t, 0, sizeof *t);
 }

@@ -1,12 +1,15 @@
 /*
  * chat.h — chat templates. edgellm does not run Jinja: it recognises the
  * common template families from the text of tokenizer.chat_template and
- * formats messages the way that family's template would render them.
+ * formats messages the way that family's template would render them, and
+ * tokenizes a chat so that only the template's own markers become special
+ * tokens (message content is plain text).
  */
 #ifndef EL_RUNTIME_CHAT_H
 #define EL_RUNTIME_CHAT_H
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     EL_CHAT_UNKNOWN = 0,
@@ -46,5 +49,39 @@ el_chat_family el_chat_family_for_model(const struct el_model *m, el_chat_source
  * Returns (size_t)-1 for an unknown role or family. */
 size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
                      bool add_generation_prompt, char *buf, size_t cap);
+
+/* A rendering split into template text and message content: the bytes of
+ * text[tmpl[i][0], tmpl[i][1]) (sorted, not overlapping, not adjacent) are the
+ * template's own (markers, roles, separators); every other byte comes from a
+ * message's content. text is what el_chat_apply writes, NUL-terminated. */
+typedef struct el_chat_text {
+    char *text;
+    size_t len;
+    size_t (*tmpl)[2];
+    int n_tmpl;
+} el_chat_text;
+
+/* Renders into *out (malloc'd; el_chat_text_free). 0, or -1 for an unknown
+ * role or family, -2 out of memory (*out is then empty). */
+int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt,
+                   el_chat_text *out);
+void el_chat_text_free(el_chat_text *t);
+
+/* Flags of el_chat_tokenize*: EL_TOK_ADD_SPECIAL (BOS per the vocab), and */
+enum { EL_CHAT_TRUST_CONTENT = 1 << 8 }; /* message content is parsed for special tokens too (the old,
+                                           trusted behaviour: content can then forge turns) */
+
+/* Tokens of t->text[from, t->len): template text with special-token parsing,
+ * message content as plain text (a control token's text in it stays text),
+ * unless EL_CHAT_TRUST_CONTENT. Where the content holds no control-token text
+ * the ids equal el_tokenize(whole text, EL_TOK_PARSE_SPECIAL). Returns the
+ * count (if > cap only cap were written), negative on error. */
+int el_chat_tokenize_text(const struct el_model *m, const el_chat_text *t, size_t from, int flags, int32_t *out,
+                          int cap);
+/* el_chat_render + el_chat_tokenize_text from 0, into a malloc'd array (*out).
+ * Returns the count; -1 for an unknown role or family (nothing rendered), -2
+ * out of memory, -3 text the tokenizer refuses. */
+int el_chat_tokenize(const struct el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                     bool add_generation_prompt, int flags, int32_t **out);
 
 #endif

@@ -10,6 +10,7 @@
 #include "runtime/model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,13 @@ int el_hp_f32(el_model *m, const char *suffix, bool required, float dflt, float 
     if (!el_gguf_get_f32(m->gguf, key, out))
         return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' is not a float", key);
     return 0;
+}
+
+int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *rule, el_error *err) {
+    if (ok) return 0;
+    char key[256];
+    el_arch_key(m, suffix, key, sizeof key);
+    return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %g is out of range (%s)", key, v, rule);
 }
 
 static int own(el_model *m, void *p) {
@@ -151,8 +159,17 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     if (hp->head_dim_k != hp->head_dim_v || hp->head_dim_k <= 0 || hp->head_dim_k > EL_MAX_HEAD_DIM || hp->head_dim_k % 2)
         return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: head dims k=%d v=%d unsupported (equal, even, <= %d)", m->arch_name,
                             hp->head_dim_k, hp->head_dim_v, EL_MAX_HEAD_DIM);
+    if (hp->n_ctx_train <= 0) return el_hp_check(m, "context_length", hp->n_ctx_train, false, "> 0", err);
     if ((rc = el_hp_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->norm_eps, err))) return rc;
+    /* a NaN, zero or huge epsilon loads fine and computes garbage (NaN logits): refuse it here */
+    if ((rc = el_hp_check(m, "attention.layer_norm_rms_epsilon", hp->norm_eps,
+                          isfinite(hp->norm_eps) && hp->norm_eps > 0.0f && hp->norm_eps <= 1e-2f, "finite, 0 < eps <= 0.01",
+                          err)))
+        return rc;
     if ((rc = el_hp_f32(m, "rope.freq_base", false, 10000.0f, &hp->rope_base, err))) return rc;
+    if ((rc = el_hp_check(m, "rope.freq_base", hp->rope_base, isfinite(hp->rope_base) && hp->rope_base > 0.0f,
+                          "finite, > 0", err)))
+        return rc;
     if ((rc = el_hp_u32(m, "rope.dimension_count", false, hp->head_dim_k, &hp->n_rot, err))) return rc;
     if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim_k || hp->n_rot % 2)
         return el_set_error(err, EL_ERR_BAD_VALUE, "%s: rope.dimension_count %d invalid for head dim %d", m->arch_name, hp->n_rot,
@@ -161,6 +178,9 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     float factor = 0.0f;
     if ((rc = el_hp_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err))) return rc;
     char key[256];
+    if (el_gguf_find(m->gguf, el_arch_key(m, "rope.scaling.factor", key, sizeof key)) &&
+        (rc = el_hp_check(m, "rope.scaling.factor", factor, isfinite(factor) && factor > 0.0f, "finite, > 0", err)))
+        return rc;
     el_str stype = {0};
     bool has_type = el_gguf_get_str(m->gguf, el_arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
     hp->rope_scale = 1.0f;
@@ -315,6 +335,51 @@ int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool s
 int32_t el_token_bos(const el_model *m) { return el_vocab_bos(m->vocab); }
 int32_t el_token_eos(const el_model *m) { return el_vocab_eos(m->vocab); }
 bool el_token_is_eog(const el_model *m, int32_t tok) { return el_vocab_is_eog(m->vocab, tok); }
+
+int el_chat_tokenize_text(const el_model *m, const el_chat_text *t, size_t from, int flags, int32_t *out, int cap) {
+    if (!m || !t || (!t->text && t->len) || from > t->len || t->n_tmpl < 0) return -1;
+    const bool bos = (flags & EL_TOK_ADD_SPECIAL) != 0;
+    if (flags & EL_CHAT_TRUST_CONTENT) return el_vocab_tokenize(m->vocab, t->text + from, t->len - from, bos, true, out, cap);
+    /* the template ranges that reach past `from`, clipped and shifted to it */
+    int first = 0;
+    while (first < t->n_tmpl && t->tmpl[first][1] <= from) first++;
+    int n = t->n_tmpl - first;
+    size_t(*rg)[2] = n > 0 ? malloc((size_t)n * sizeof *rg) : NULL;
+    if (n > 0 && !rg) return -2;
+    for (int i = 0; i < n; i++) {
+        size_t a = t->tmpl[first + i][0], b = t->tmpl[first + i][1];
+        rg[i][0] = (a > from ? a : from) - from;
+        rg[i][1] = b - from;
+    }
+    int r = el_vocab_tokenize_ranges(m->vocab, t->text + from, t->len - from, bos, (const size_t(*)[2])rg, n, out, cap);
+    free(rg);
+    return r;
+}
+
+int el_chat_tokenize(const el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                     bool add_generation_prompt, int flags, int32_t **out) {
+    *out = NULL;
+    el_chat_text t;
+    int rc = el_chat_render(f, msgs, n_msgs, add_generation_prompt, &t);
+    if (rc) return rc;
+    if (t.len > (size_t)INT32_MAX / 2 - 16) { el_chat_text_free(&t); return -3; }
+    int cap = (int)t.len + 16, n = -1;
+    int32_t *ids = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) { /* a second pass only if the first guess was short */
+        free(ids);
+        ids = malloc((size_t)cap * sizeof *ids);
+        n = ids ? el_chat_tokenize_text(m, &t, 0, flags, ids, cap) : -2;
+        if (n <= cap) break;
+        cap = n;
+    }
+    el_chat_text_free(&t);
+    if (n < 0 || n > cap) {
+        free(ids);
+        return n == -2 ? -2 : -3;
+    }
+    *out = ids;
+    return n;
+}
 
 el_chat_family el_chat_family_for_model(const el_model *m, el_chat_source *src) {
     el_chat_family f = el_chat_detect(m->chat_template);

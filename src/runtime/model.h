@@ -98,6 +98,8 @@ struct el_session {
 const char *el_arch_key(const el_model *m, const char *suffix, char *buf, size_t cap);
 int el_hp_u32(el_model *m, const char *suffix, bool required, int dflt, int *out, el_error *err);
 int el_hp_f32(el_model *m, const char *suffix, bool required, float dflt, float *out, el_error *err);
+/* 0 if ok, else EL_ERR_BAD_VALUE "metadata '<arch>.<suffix>' = <v> is out of range (<rule>)". */
+int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *rule, el_error *err);
 /* Bind a 2-D weight "name" with rows of ne0 and ne1 rows (checks shape and type support). */
 int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, el_mat *out, el_error *err);
 /* Bind a 1-D F32 vector of n (converting F16/BF16 at load). */

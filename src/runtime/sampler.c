@@ -42,6 +42,9 @@
  *
  * Allocation: el_sampler_new allocates every buffer (candidate ids, working
  * logits, weights, counts, marks — n_vocab each — and the history ring).
+ * Non-finite logits: el_sampler_sample counts them (el_sampler_nonfinite) in
+ * the pass that copies the row, for the caller to fail the step.
+ *
  * el_sampler_sample / el_sampler_accept / el_logprob_of / el_top_logprobs
  * never allocate: top-k is a size-k heap built in the candidate array,
  * top-p without top-k heapifies the candidates in place and pops only as many
@@ -72,7 +75,10 @@ struct el_sampler {
     int n_bias;
     int hist_cap, hist_len, hist_head;
     uint64_t rng[4];
+    int n_nonfinite; /* NaN / inf logits in the row of the last sample */
 };
+
+int el_sampler_nonfinite(const el_sampler *s) { return s ? s->n_nonfinite : 0; }
 
 /* Weak so that a public-API translation unit may define it instead. */
 el_sampling el_sampling_default(void) {
@@ -276,7 +282,14 @@ int32_t el_sampler_sample(el_sampler *s, const float *logits) {
     float *v = s->work;
     int32_t *c = s->cand;
 
-    for (int i = 0; i < nv; i++) v[i] = san(logits[i]);
+    int bad = 0; /* NaN / ±inf in the row, counted in the copy pass (vectorises: no branch) */
+    for (int i = 0; i < nv; i++) {
+        uint32_t b;
+        memcpy(&b, &logits[i], sizeof b);
+        bad += (b & 0x7f800000u) == 0x7f800000u;
+        v[i] = san(logits[i]);
+    }
+    s->n_nonfinite = bad;
     for (int i = 0; i < s->n_bias; i++) v[s->bias_id[i]] = san(v[s->bias_id[i]] + s->bias[i]);
     apply_penalties(s);
 

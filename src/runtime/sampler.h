@@ -16,8 +16,12 @@ typedef struct el_sampler el_sampler;
 el_sampler *el_sampler_new(const el_sampling *sp, int n_vocab);
 void el_sampler_free(el_sampler *s);
 void el_sampler_reset(el_sampler *s); /* clears penalty history, reseeds RNG */
-/* Picks a token from logits[n_vocab] (not modified). */
+/* Picks a token from logits[n_vocab] (not modified). A NaN logit never wins
+ * (it counts as -inf), +inf counts as FLT_MAX. */
 int32_t el_sampler_sample(el_sampler *s, const float *logits);
+/* How many logits of the row the last el_sampler_sample read were NaN or
+ * ±inf (counted in the pass that copies the row: costs nothing extra). */
+int el_sampler_nonfinite(const el_sampler *s);
 /* Records a token in the penalty history (prompt tokens and generated ones). */
 void el_sampler_accept(el_sampler *s, int32_t tok);
 

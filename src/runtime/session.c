@@ -7,10 +7,13 @@
  * PREFILL (prompt in n_batch chunks) → DECODE (one token per step) → a
  * terminal state (EOS / stop / length / cancelled / failed). The decode loop
  * checks the cancel flag once per step (the safe point) and between prefill
- * batches. The per-request sampler is created before prefill and released
+ * batches. A logits row with a NaN or infinity fails the request with
+ * EL_ERR_NUMERIC naming the step (counted in the sampler's pass over the
+ * row, so it costs nothing); el_session_eval checks its last row the same way. The per-request sampler is created before prefill and released
  * exactly once on the single exit path.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,6 +109,28 @@ int el_session_n_past(const el_session *s) { return s->n_past; }
 const float *el_session_logits(const el_session *s) { return s->logits; }
 void el_session_cancel(el_session *s) { atomic_store(&s->cancel, true); }
 
+/* NaN / ±inf values in a logits row (exponent bits all ones). */
+static int count_nonfinite(const float *v, int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &v[i], sizeof b);
+        bad += (b & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad;
+}
+
+/* The typed error for a logits row with n_bad NaN / inf values. */
+static int numeric_error(const el_session *s, const float *row, int n_bad, const char *step, el_error *err) {
+    const int nv = s->m->hp.n_vocab;
+    int first = 0;
+    while (first < nv && isfinite(row[first])) first++;
+    return el_set_error(err, EL_ERR_NUMERIC,
+                        "%s (position %d): %d of %d logits are NaN or infinite (first: token %d = %g); the model's "
+                        "weights or metadata produce non-finite numbers", step, s->n_past, n_bad, nv, first,
+                        first < nv ? (double)row[first] : 0.0);
+}
+
 static int check_tokens(const el_session *s, const int32_t *toks, int n, el_error *err) {
     const int nv = s->m->hp.n_vocab;
     for (int i = 0; i < n; i++)
@@ -130,7 +155,10 @@ int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err) {
     if (check_tokens(s, toks, n, err)) return err ? err->code : EL_ERR_INVALID_ARG;
     if (s->n_past + n > s->n_ctx)
         return el_set_error(err, EL_ERR_CONTEXT, "%d tokens + %d already in context exceed the context of %d", n, s->n_past, s->n_ctx);
-    return eval_tokens(s, toks, n, false, err);
+    if (eval_tokens(s, toks, n, false, err)) return err ? err->code : EL_ERR_INTERNAL;
+    int bad = count_nonfinite(s->logits, s->m->hp.n_vocab); /* one pass over the row the caller will read */
+    if (bad) return numeric_error(s, s->logits, bad, "el_session_eval", err);
+    return 0;
 }
 
 static double now_ms(void) {
@@ -239,6 +267,15 @@ el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const 
         if (gp->max_tokens > 0 && st.n_generated >= gp->max_tokens) { fin = EL_DONE_LENGTH; break; }
         const float *logits = s->logits;
         int32_t tok = el_sampler_sample(smp, logits);
+        int bad = el_sampler_nonfinite(smp); /* counted in the sampler's copy of the row */
+        if (bad) {
+            char step[64];
+            if (st.n_generated == 0) snprintf(step, sizeof step, "the logits after the prompt (%d tokens)", n_prompt);
+            else snprintf(step, sizeof step, "decode step %d", st.n_generated);
+            numeric_error(s, logits, bad, step, err);
+            fin = EL_DONE_FAILED;
+            break;
+        }
         el_token_info ti = {.id = tok};
         ti.logprob = el_logprob_of(logits, nv, tok);
         if (n_top > 0) {
@@ -267,7 +304,7 @@ el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const 
         s->n_past++;
     }
     /* release text still held back (not when a stop string cut it) */
-    if (fin != EL_DONE_STOP && cb) {
+    if (fin != EL_DONE_STOP && fin != EL_DONE_FAILED && cb) {
         int n = 0;
         memcpy(out, ts.held, (size_t)ts.n_held);
         n = ts.n_held;

@@ -950,7 +950,30 @@ static size_t find_sub(const char *s, size_t from, size_t to, const char *t, siz
     return (size_t)-1;
 }
 
-static bool partition(const el_vocab *v, const char *text, size_t len, bool parse_special, fvec *out) {
+/* Byte ranges [r[i][0], r[i][1]) of the text in which control tokens may be
+ * recognised (sorted, not overlapping); NULL: everywhere. */
+typedef struct { const size_t (*r)[2]; int n; } ranges;
+
+/* Whether [m, m + n) lies inside one of the ranges. */
+static bool in_ranges(const ranges *rg, size_t m, size_t n) {
+    int lo = 0, hi = rg->n - 1;
+    while (lo <= hi) { /* last range starting at or before m */
+        int mid = lo + (hi - lo) / 2;
+        if (rg->r[mid][0] <= m) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return hi >= 0 && m + n <= rg->r[hi][1];
+}
+
+/* First match of t in text[from, to) that may be taken: anywhere, or for a
+ * control token (ctrl) with ranges given, only inside one of them. */
+static size_t find_match(const char *s, size_t from, size_t to, const char *t, size_t tn, bool ctrl, const ranges *rg) {
+    size_t m = find_sub(s, from, to, t, tn);
+    while (m != (size_t)-1 && ctrl && rg && !in_ranges(rg, m, tn)) m = find_sub(s, m + 1, to, t, tn);
+    return m;
+}
+
+static bool partition(const el_vocab *v, const char *text, size_t len, bool parse_special, const ranges *rg, fvec *out) {
     fvec cur = { 0 }, nxt = { 0 };
     fv_push(&cur, -1, 0, len);
     /* byte-pair presence filter: a token whose first two bytes never occur
@@ -986,7 +1009,8 @@ static bool partition(const el_vocab *v, const char *text, size_t len, bool pars
             frag f = cur.d[fi];
             if (f.tok >= 0) { fv_push(&nxt, f.tok, 0, 0); continue; }
             size_t base = f.off, blen = f.len;
-            size_t m = find_sub(text, base, base + blen, t, tn);
+            const bool ctrl = (a & (ATTR_CONTROL | ATTR_UNKNOWN)) != 0;
+            size_t m = find_match(text, base, base + blen, t, tn, ctrl, rg);
             if (m == (size_t)-1) { fv_push(&nxt, -1, base, blen); continue; }
             any = true;
             while (m != (size_t)-1) {
@@ -1003,7 +1027,7 @@ static bool partition(const el_vocab *v, const char *text, size_t len, bool pars
                         while (rl > 0 && is_c_space(text[ro])) { ro++; rl--; }
                     base = ro;
                     blen = rl;
-                    m = find_sub(text, base, base + blen, t, tn);
+                    m = find_match(text, base, base + blen, t, tn, ctrl, rg);
                     if (m == (size_t)-1 && blen > 0) fv_push(&nxt, -1, base, blen);
                 } else {
                     break;
@@ -1350,13 +1374,13 @@ done:
 }
 
 /* ---- tokenize ----------------------------------------------------------- */
-int el_vocab_tokenize(const el_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
-                      int32_t *out, int cap) {
+static int tokenize_impl(const el_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+                         const ranges *rg, int32_t *out, int cap) {
     if (!v || (!text && len) || cap < 0 || (cap > 0 && !out)) return -1;
     ivec res = { 0 };
     fvec fr = { 0 };
     bool ok = true, invalid = false;
-    if (len > 0 && !partition(v, text, len, parse_special, &fr)) { free(fr.d); return -1; }
+    if (len > 0 && !partition(v, text, len, parse_special, rg, &fr)) { free(fr.d); return -1; }
 
     if (v->type == VOCAB_SPM) {
         bool prev_special = true;
@@ -1399,6 +1423,22 @@ int el_vocab_tokenize(const el_vocab *v, const char *text, size_t len, bool add_
     int r = (int)res.n;
     free(res.d);
     return r;
+}
+
+int el_vocab_tokenize(const el_vocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+                      int32_t *out, int cap) {
+    return tokenize_impl(v, text, len, add_special, parse_special, NULL, out, cap);
+}
+
+int el_vocab_tokenize_ranges(const el_vocab *v, const char *text, size_t len, bool add_special,
+                             const size_t (*special_ranges)[2], int n_ranges, int32_t *out, int cap) {
+    if (n_ranges < 0 || (n_ranges > 0 && !special_ranges)) return -1;
+    for (int i = 0; i < n_ranges; i++)
+        if (special_ranges[i][0] > special_ranges[i][1] || special_ranges[i][1] > len ||
+            (i > 0 && special_ranges[i][0] < special_ranges[i - 1][1]))
+            return -1;
+    ranges rg = { special_ranges, n_ranges };
+    return tokenize_impl(v, text, len, add_special, true, &rg, out, cap);
 }
 
 /* ---- token → piece ------------------------------------------------------ */

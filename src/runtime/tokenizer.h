@@ -46,6 +46,18 @@ int32_t el_vocab_find(const el_vocab *v, const char *text, size_t len);
 int el_vocab_tokenize(const el_vocab *v, const char *text, size_t len,
                       bool add_special, bool parse_special, int32_t *out, int cap);
 
+/* As el_vocab_tokenize with parse_special on, except that control (and
+ * unknown) tokens are recognised only where their whole text lies inside one
+ * of the byte ranges [special_ranges[i][0], special_ranges[i][1]) (sorted,
+ * not overlapping, inside the text); elsewhere the text is tokenized as with
+ * parse_special off (user-defined tokens still match, as llama.cpp's). So
+ * text outside the ranges can never become a control token, and where it
+ * holds no control-token text the ids equal el_vocab_tokenize(parse_special)
+ * of the whole text — the same fragments, the same SPM space prefix after a
+ * special token, the same lstrip/rstrip. -1 for bad ranges. */
+int el_vocab_tokenize_ranges(const el_vocab *v, const char *text, size_t len, bool add_special,
+                             const size_t (*special_ranges)[2], int n_ranges, int32_t *out, int cap);
+
 /* llama_token_to_piece semantics: ▁ → space (SPM), <0xXX> → that byte, BPE
  * byte-unicode chars → bytes; control tokens render only when `special`.
  * Returns the piece length (may exceed cap; then nothing useful written). */

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.h"
+
 bool el_fs_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n) {
@@ -77,9 +79,10 @@ bool el_fs_write_atomic(const char *path, const void *data, size_t n, unsigned m
 }
 
 bool el_fs_copy(const char *src, const char *dst, el_pkg_error *err) {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    char why[256];
+    int in = el_open_regular(src, NULL, why, sizeof why);
     if (in < 0) {
-        el_pkg_fail(err, EL_PKG_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+        el_pkg_fail(err, EL_PKG_ERR_IO, "cannot open: %s", why);
         return false;
     }
     int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

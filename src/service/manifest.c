@@ -31,6 +31,7 @@
 #include "package/types.h"
 #include "service/fsutil.h"
 #include "util/buf.h"
+#include "util/file.h"
 
 #define SIGN_PREFIX "edgellm-manifest-v1\n"
 #define MAX_INT_JSON 9007199254740992.0 /* 2^53 */
@@ -151,8 +152,9 @@ el_pkg_check el_pkg_keygen(const char *base, bool force, el_pubkey *out, el_pkg_
 /* Reads a one-line key file "TAG<hex>\n" of nbytes bytes into out. */
 static el_pkg_check read_key_file(const char *path, const char *tag, uint8_t *out, size_t nbytes,
                                   el_pkg_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: cannot open key: %s", path, strerror(errno));
+    char why[256];
+    FILE *f = el_fopen_regular(path, why, sizeof why);
+    if (!f) return el_pkg_fail(err, EL_PKG_ERR_IO, "cannot open key: %s", why);
     char line[512];
     size_t r = fread(line, 1, sizeof line - 1, f);
     fclose(f);
@@ -575,16 +577,14 @@ done:
 
 el_pkg_check el_manifest_read(const char *path, el_manifest *m, el_pkg_error *err) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    char why[256];
+    int fd = el_open_regular(path, &st, why, sizeof why);
     if (fd < 0) {
         if (errno == ENOENT)
             return el_pkg_fail(err, EL_PKG_ERR_NO_MANIFEST, "%s: no manifest (the model is not a signed package)", path);
-        return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return el_pkg_fail(err, EL_PKG_ERR_MALFORMED, "%s: not a regular file", path);
+        if (errno == EINVAL || errno == EISDIR) return el_pkg_fail(err, EL_PKG_ERR_MALFORMED, "%s", why);
+        return el_pkg_fail(err, EL_PKG_ERR_IO, "cannot open: %s", why);
     }
     if ((uint64_t)st.st_size > EL_MANIFEST_MAX_BYTES) {
         close(fd);
@@ -808,8 +808,9 @@ out:
 /* ---- hashing ----------------------------------------------------------- */
 
 el_pkg_check el_pkg_hash_file(const char *path, uint8_t out[32], uint64_t *size, el_pkg_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char why[256];
+    int fd = el_open_regular(path, NULL, why, sizeof why); /* a device would hash forever, a FIFO block */
+    if (fd < 0) return el_pkg_fail(err, EL_PKG_ERR_IO, "cannot open: %s", why);
     crypto_hash_sha256_state st;
     crypto_hash_sha256_init(&st);
     size_t cap = 1u << 20;

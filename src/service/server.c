@@ -121,6 +121,7 @@
 #include "service/api.h"
 #include "service/metrics.h"
 #include "util/buf.h"
+#include "util/file.h"
 
 extern const char el_ui_page_html[];
 extern const size_t el_ui_page_html_len;
@@ -1265,23 +1266,15 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                              "--chat-template NAME, or use /v1/completions");
             return reject(s, c, r, &e, NULL, NULL);
         }
-        el_buf txt = {0};
-        size_t need = el_chat_apply(s->fam, r->api.msgs, r->api.n_msgs, true, NULL, 0);
-        if (need == (size_t)-1) {
+        /* only the template's markers become special tokens; message content is plain text */
+        n = el_chat_tokenize(s->model, s->fam, r->api.msgs, r->api.n_msgs, true,
+                             EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &r->prompt);
+        if (n == -1) {
             el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
             return reject(s, c, r, &e, NULL, NULL);
         }
-        txt.p = malloc(need + 1);
-        if (!txt.p) {
-            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
-            return reject(s, c, r, &e, NULL, NULL);
-        }
-        txt.cap = need + 1;
-        txt.len = el_chat_apply(s->fam, r->api.msgs, r->api.n_msgs, true, txt.p, txt.cap);
-        n = txt.len <= need ? tokenize_alloc(s->model, txt.p, txt.len, EL_TOK_ADD_SPECIAL | EL_TOK_PARSE_SPECIAL, &r->prompt)
-                            : -1;
-        el_buf_free(&txt);
+        if (n == -3) n = -1;
     } else {
         const char *p = r->api.prompt ? r->api.prompt : "";
         n = tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
@@ -1879,10 +1872,11 @@ static int pick_family(el_server *s, el_error *err) {
 
 /* SHA-256 of the model file, read in 1 MiB blocks. */
 static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTES], el_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char why[sizeof err->msg - 32];
+    int fd = el_open_regular(path, NULL, why, sizeof why); /* never an endless or blocking file */
     if (fd < 0) {
         err->code = EL_ERR_IO;
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open for hashing: %s", path, strerror(errno));
+        snprintf(err->msg, sizeof err->msg, "cannot open for hashing: %s", why);
         return -1;
     }
     crypto_hash_sha256_state st;

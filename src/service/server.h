@@ -28,6 +28,8 @@ typedef struct el_server_params {
     int queue_cap;             /* requests that may wait for a slot; < 0: 16 */
     const char *api_key;       /* NULL or "": no authentication */
     const char *chat_template; /* family name, or NULL: detect / fall back by architecture */
+    bool trust_chat_special;   /* chat message content may contain control tokens (<end_of_turn>, ...): off =
+                                  content is tokenized as plain text, only the template's markers are special */
     bool verbose;              /* one log line per request on stderr */
     /* Host/CORS policy (see server.c, "connection guard"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "service/fsutil.h"
+#include "util/file.h"
 
 #define STORE_FORMAT "edgellm-store/1"
 #define SPACE_MARGIN (256u * 1024u) /* bytes kept free beyond the package */
@@ -133,10 +134,11 @@ el_pkg_check el_store_read_state(const char *dir, el_store_state *st, el_pkg_err
     memset(st, 0, sizeof *st);
     char p[PATH_MAX];
     if (!path_join(p, sizeof p, dir, "state.json")) return el_pkg_fail(err, EL_PKG_ERR_USAGE, "%s: path too long", dir);
-    FILE *f = fopen(p, "rb");
+    char why[256];
+    FILE *f = el_fopen_regular(p, why, sizeof why);
     if (!f) {
         if (errno == ENOENT) return EL_PKG_OK;
-        return el_pkg_fail(err, EL_PKG_ERR_IO, "%s: %s", p, strerror(errno));
+        return el_pkg_fail(err, EL_PKG_ERR_IO, "%s", why);
     }
     char buf[8192];
     size_t len = fread(buf, 1, sizeof buf, f);

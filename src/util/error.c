@@ -33,6 +33,7 @@ const char *el_status_name(el_status s) {
     case EL_ERR_TEMPLATE: return "template";
     case EL_ERR_CANCELLED: return "cancelled";
     case EL_ERR_INTERNAL: return "internal";
+    case EL_ERR_NUMERIC: return "numeric";
     }
     return "unknown";
 }

@@ -380,6 +380,24 @@ def t_tokenize_roundtrip(ctx):
     assert content.strip() == "Hello world", repr(content)
 
 
+def t_chat_content_is_text(ctx):
+    # A user who types the EOS text "</s>" (a control token of the tiny llama,
+    # whose chat template is llama2) must not get the EOS token into the
+    # prompt: the prompt is "[INST] x</s>y [/INST]" tokenized with only the
+    # template's markers special, i.e. here without special parsing at all.
+    assert "chat template: llama2" in ctx.main_srv.stderr(), ctx.main_srv.stderr()[-2000:]
+    rendered = "[INST] x</s>y [/INST]"
+    counts = {}
+    for parse in (False, True):
+        st, _, b = post(ctx.port, "/tokenize", {"content": rendered, "add_special": True, "parse_special": parse})
+        assert st == 200, (st, b)
+        counts[parse] = len(json.loads(b)["tokens"])
+    assert counts[False] > counts[True], counts
+    r = ctx.client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x</s>y"}],
+                                           max_tokens=1, temperature=0)
+    assert r.usage.prompt_tokens == counts[False], (r.usage.prompt_tokens, counts)
+
+
 def t_page(ctx):
     st, h, b = request(ctx.port, "GET", "/")
     assert st == 200, st
@@ -716,6 +734,7 @@ def main():
             print("%d passed, %d failed" % (R.passed, R.failed + 1))
             return 1
         ctx.port = main_srv.port
+        ctx.main_srv = main_srv
         ctx.client = openai.OpenAI(base_url=main_srv.base() + "/v1", api_key="x", max_retries=0, timeout=120)
 
         # 1. the openai client and basic behaviour
@@ -724,7 +743,8 @@ def main():
                          ("completion stream", t_completion_stream), ("raw SSE framing", t_sse_raw),
                          ("seeded sampling repeats", t_seeded_sampling),
                          ("concurrent greedy == solo", t_concurrent_greedy),
-                         ("tokenize/detokenize round trip", t_tokenize_roundtrip), ("GET / chat page", t_page),
+                         ("tokenize/detokenize round trip", t_tokenize_roundtrip),
+                         ("chat content is text, not control tokens", t_chat_content_is_text), ("GET / chat page", t_page),
                          ("metrics names", t_metrics_names)]:
             R.run(name, fn, ctx)
         # 2. parity with the CLI

@@ -27,6 +27,9 @@ static int gemma3_load(el_model *m, el_error *err) {
     hp->rope_mode = EL_ROPE_NEOX;
     if ((rc = el_hp_u32(m, "attention.sliding_window", false, 0, &hp->n_swa, err))) return rc;
     if ((rc = el_hp_f32(m, "rope.freq_base_swa", false, 10000.0f, &hp->rope_base_swa, err))) return rc;
+    if ((rc = el_hp_check(m, "rope.freq_base_swa", hp->rope_base_swa, isfinite(hp->rope_base_swa) && hp->rope_base_swa > 0.0f,
+                          "finite, > 0", err)))
+        return rc;
     hp->rope_scale_swa = 1.0f;
     hp->swa_pattern = hp->n_swa > 0 ? GEMMA3_SWA_PATTERN : 0;
     hp->q_prescale = true; /* llama.cpp scales Q after RoPE and runs attention with scale 1 */
