@@ -30,25 +30,9 @@ void el_test_skip(const char *why) {
     exit(77);
 }
 
-char *el_test_read_fd(int fd, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    for (;;) {
-        if (n + 1 >= cap) {
-            char *p = realloc(b, cap *= 2);
-            if (!p) { free(b); return NULL; }
-            b = p;
-        }
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
+static char *read_fd_until(int fd, size_t *len, double deadline, bool *expired);
+
+char *el_test_read_fd(int fd, size_t *len) { return read_fd_until(fd, len, 0, NULL); }
 
 char *el_test_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -74,7 +58,8 @@ bool el_test_run(const char *exe, const char *const *args, el_test_proc *r) {
     return el_test_run_timeout(exe, args, 0, r);
 }
 
-/* Reads fd to EOF like el_test_read_fd, giving up (NULL, *expired) at the deadline. */
+/* Reads fd to EOF into a NUL-terminated malloc'd buffer; with a deadline > 0
+ * it gives up there (*expired set, what was read so far returned). */
 static char *read_fd_until(int fd, size_t *len, double deadline, bool *expired) {
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);

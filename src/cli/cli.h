@@ -104,6 +104,11 @@ char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *le
 
 /* Tokenizes text into a malloc'd array; returns count or -1 (error printed). */
 int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int32_t **out);
+/* The retry loop behind cli_tokenize for any tokenizer: fn(ctx, out, cap)
+ * returns the token count (possibly > cap: then it is called again with that
+ * capacity) or < 0; len (bytes of input) sizes the first try. */
+typedef int (*cli_tokenize_fn)(const void *ctx, int32_t *out, int cap);
+int cli_tokenize_with(cli_tokenize_fn fn, const void *ctx, size_t len, int32_t **out);
 
 /* Loads the model named by -m (error printed, NULL on failure). */
 el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err);

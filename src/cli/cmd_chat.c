@@ -110,25 +110,17 @@ static bool render(el_chat_family fam, const chat_hist *h, el_chat_text *out) {
     return el_chat_render(fam, h->msgs, h->n, true, out) == 0;
 }
 
+typedef struct chat_tok { const el_model *m; const el_chat_text *t; size_t from; int flags; } chat_tok;
+
+static int chat_tokenize_fn(const void *ctx, int32_t *out, int cap) {
+    const chat_tok *c = ctx;
+    return el_chat_tokenize_text(c->m, c->t, c->from, c->flags, out, cap);
+}
+
 /* Tokens of t->text[from..) (el_chat_tokenize_text) in a malloc'd array; count or -1 (error printed). */
 static int chat_tokenize(const el_model *m, const el_chat_text *t, size_t from, int flags, int32_t **out) {
-    size_t len = t->len - from;
-    int cap = (int)(len < (size_t)INT_MAX / 2 - 16 ? len + 16 : (size_t)INT_MAX / 2);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int32_t *toks = malloc((size_t)cap * sizeof *toks);
-        if (!toks) { cli_failf("out of memory tokenizing %zu bytes", len); return -1; }
-        int n = el_chat_tokenize_text(m, t, from, flags, toks, cap);
-        if (n < 0) {
-            free(toks);
-            cli_failf("tokenization failed (%d)", n);
-            return -1;
-        }
-        if (n <= cap) { *out = toks; return n; }
-        free(toks);
-        cap = n;
-    }
-    cli_failf("tokenization did not settle on a token count");
-    return -1;
+    chat_tok c = {m, t, from, flags};
+    return cli_tokenize_with(chat_tokenize_fn, &c, t->len - from, out);
 }
 
 typedef struct chat_ctx {

@@ -369,12 +369,12 @@ char *cli_read_prompt(const cli_opts *o, bool strip_trailing_newline, size_t *le
     return b.p;
 }
 
-int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
+int cli_tokenize_with(cli_tokenize_fn fn, const void *ctx, size_t len, int32_t **out) {
     int cap = (int)(len < (size_t)INT_MAX / 2 - 16 ? len + 16 : (size_t)INT_MAX / 2);
     for (int attempt = 0; attempt < 3; attempt++) {
         int32_t *toks = malloc((size_t)cap * sizeof *toks);
         if (!toks) { cli_failf("out of memory tokenizing %zu bytes", len); return -1; }
-        int n = el_tokenize(m, text, len, toks, cap, flags);
+        int n = fn(ctx, toks, cap);
         if (n < 0) {
             free(toks);
             cli_failf("tokenization failed (%d)", n);
@@ -386,6 +386,18 @@ int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int
     }
     cli_failf("tokenization did not settle on a token count");
     return -1;
+}
+
+typedef struct plain_tok { const el_model *m; const char *text; size_t len; int flags; } plain_tok;
+
+static int plain_tokenize(const void *ctx, int32_t *out, int cap) {
+    const plain_tok *t = ctx;
+    return el_tokenize(t->m, t->text, t->len, out, cap, t->flags);
+}
+
+int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
+    plain_tok t = {m, text, len, flags};
+    return cli_tokenize_with(plain_tokenize, &t, len, out);
 }
 
 el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {

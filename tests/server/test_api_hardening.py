@@ -402,10 +402,7 @@ def main():
         R.run("SIGINT: exit 0, no sanitizer report", shutdown)
     finally:
         srv.kill()
-    if R.failed:
-        print("failed: " + "; ".join(R.names))
-    print("%d passed, %d failed" % (R.passed, R.failed))
-    return 1 if R.failed else 0
+    return R.finish()
 
 
 if __name__ == "__main__":

@@ -678,10 +678,7 @@ def main():
     finally:
         for s in servers:
             s.kill()
-    if R.failed:
-        print("failed: " + "; ".join(R.names))
-    print("%d passed, %d failed" % (R.passed, R.failed))
-    return 1 if R.failed else 0
+    return R.finish()
 
 
 if __name__ == "__main__":

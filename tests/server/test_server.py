@@ -235,6 +235,13 @@ class Runner:
         print("ok   %-44s (%.2f s)" % (name, time.time() - t0), flush=True)
         return True
 
+    def finish(self):
+        """Prints the summary lines; the script's exit status."""
+        if self.failed:
+            print("failed: " + "; ".join(self.names))
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        return 1 if self.failed else 0
+
 
 # ---------------------------------------------------------------- 1. openai client
 
@@ -779,10 +786,7 @@ def main():
     finally:
         for s in servers:
             s.kill()
-    if R.failed:
-        print("failed: " + "; ".join(R.names))
-    print("%d passed, %d failed" % (R.passed, R.failed))
-    return 1 if R.failed else 0
+    return R.finish()
 
 
 if __name__ == "__main__":
