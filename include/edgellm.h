@@ -96,6 +96,8 @@ typedef struct el_session el_session;
 typedef struct el_session_params {
     int n_ctx;    /* tokens of context (KV cache length); 0 = min(train ctx, 4096) */
     int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
+    int swa_full; /* 1: sliding-window layers keep the whole context instead of a ring of
+                     window + n_batch positions (llama.cpp's --swa-full); same tokens either way */
 } el_session_params;
 
 el_session_params el_session_default_params(void);

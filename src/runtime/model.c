@@ -126,6 +126,7 @@ int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const f
         return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, unsupported for a vector", name, el_type_name(t->type));
     float *buf = malloc(sizeof(float) * (size_t)n);
     if (!buf || own(m, buf)) { free(buf); return el_set_error(err, EL_ERR_NOMEM, "out of memory converting '%s'", name); }
+    m->owned_bytes += sizeof(float) * (size_t)n;
     ti->to_float(t->data, buf, n);
     *out = buf;
     return 0;
