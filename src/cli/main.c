@@ -12,6 +12,7 @@
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
+ *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -53,6 +54,12 @@ static void print_usage(FILE *f) {
 "  status    --store DIR                   the store's active and previous versions\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
+"  plan      -m MODEL | --shape SHAPE --weights SIZE\n"
+"                                          capacity plan: largest context and number of sessions\n"
+"                                          per KV type for a memory budget (--device-mem SIZE,\n"
+"                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
+"                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
+"                                          window=W,ctx=C]\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -588,6 +595,7 @@ int main(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
+    if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }
