@@ -18,9 +18,19 @@
  *   - Size and shape parsers: what they accept, what they refuse; saturating
  *     arithmetic on absurd shapes.
  *   - `edgellm plan`: the seed's 8 GiB phone figures, JSON output, errors.
+ *   - Admission: `run`/`chat`/`serve --parallel N` with --mem-budget refuse
+ *     what does not fit (exit 1, the numbers, the largest context that
+ *     fits), bad budgets and -c beyond the model; `serve` reports the
+ *     budget, plan, watermark and headroom in /health and /metrics.
  */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +393,110 @@ static void cli_plan(void) {
     }
 }
 
+/* ---- admission in run / chat / serve --------------------------------------- */
+
+static void cli_admission(void) {
+    const char *model = el_test_ref_path("models/tiny-gemma3-Q8_0.gguf");
+    struct { const char *a[16]; int status; const char *want; } cases[] = {
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "14MiB", NULL}, 1,
+         "the largest context that fits is"},
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "3MiB", NULL}, 1,
+         "smaller than the model's weights"},
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "2x", NULL}, 2, "'2x'"},
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "0", NULL}, 2, "'0' is zero"},
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "-c", "5000", NULL}, 2,
+         "-c 5000 is beyond the model's context of 1024"},
+        {{"chat", "-m", model, "--allow-unsigned", "--mem-budget", "14MiB", NULL}, 1, "the largest context that fits is"},
+        {{"serve", "-m", model, "--allow-unsigned", "--port", "0", "--parallel", "4", "--mem-budget", "40MiB", NULL}, 1,
+         "--parallel 4 refused: 4 sessions of 1024 tokens need"},
+        {{"serve", "-m", model, "--allow-unsigned", "--port", "0", "-c", "4096", NULL}, 1, "beyond the model's context"},
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--temp", "0", "--mem-budget", "64MiB", NULL}, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        el_test_proc pr;
+        CHECK(el_test_run_cli(cases[i].a, &pr));
+        CHECKF(pr.status == cases[i].status && strstr(pr.err, cases[i].want), "case %zu (%s): status %d, stderr: %s", i, cases[i].a[0],
+               pr.status, pr.err);
+        el_test_proc_free(&pr);
+    }
+}
+
+/* GET path from 127.0.0.1:port; the body (malloc'd) or NULL. */
+static char *http_get(int port, const char *path) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return NULL;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) { close(fd); return NULL; }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) { close(fd); return NULL; }
+    char *all = el_test_read_fd(fd, NULL);
+    close(fd);
+    if (!all) return NULL;
+    char *body = strstr(all, "\r\n\r\n");
+    char *out = body ? strdup(body + 4) : NULL;
+    free(all);
+    return out;
+}
+
+static void serve_memory_fields(void) {
+    const char *model = el_test_ref_path("models/tiny-gemma3-Q8_0.gguf");
+    int errp[2];
+    if (pipe(errp)) { CHECK(0); return; }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(errp[1], 2);
+        close(errp[0]);
+        execl(EL_CLI_PATH, EL_CLI_PATH, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--parallel", "2", "--mem-budget",
+              "64MiB", (char *)NULL);
+        _exit(127);
+    }
+    close(errp[1]);
+    FILE *ef = fdopen(errp[0], "r");
+    char line[512];
+    int port = 0;
+    while (ef && fgets(line, sizeof line, ef)) {
+        const char *l = strstr(line, "listening on http://127.0.0.1:");
+        if (l) { port = atoi(l + strlen("listening on http://127.0.0.1:")); break; }
+    }
+    CHECKF(port > 0, "serve did not start");
+    if (port > 0) {
+        char *h = http_get(port, "/health");
+        cJSON *j = h ? cJSON_Parse(h) : NULL;
+        cJSON *mem = j ? cJSON_GetObjectItem(j, "memory") : NULL;
+        CHECKF(mem != NULL, "/health: %s", h ? h : "(none)");
+        if (mem) {
+            const double budget = cJSON_GetObjectItem(mem, "budget_bytes")->valuedouble;
+            const double planned = cJSON_GetObjectItem(mem, "planned_bytes")->valuedouble;
+            const double head = cJSON_GetObjectItem(mem, "kv_headroom_bytes")->valuedouble;
+            const double peak = cJSON_GetObjectItem(mem, "peak_rss_bytes")->valuedouble;
+            CHECK(budget == 64.0 * 1048576);
+            el_model *m = load("models/tiny-gemma3-Q8_0.gguf");
+            if (m) { /* weights + runtime + 2 sessions of 1024: the runtime is what the server measured */
+                const double sessions = 2.0 * (double)el_session_bytes(m, 1024, 0);
+                const double rt = planned - (double)el_mem_weights_bytes(m) - sessions;
+                CHECKF(rt > 1e6 && rt < 64e6, "planned %.0f: runtime %.0f", planned, rt);
+                el_model_free(m);
+            }
+            CHECK(head == budget - planned);
+            CHECK(peak > 1e6 && peak < budget);
+        }
+        cJSON_Delete(j);
+        free(h);
+        char *mt = http_get(port, "/metrics");
+        CHECKF(mt && strstr(mt, "edgellm_memory_budget_bytes 67108864") && strstr(mt, "edgellm_kv_headroom_bytes ") &&
+                   strstr(mt, "edgellm_memory_peak_rss_bytes "),
+               "/metrics lacks the memory gauges");
+        free(mt);
+    }
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (ef) fclose(ef);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void gemma_32k_kv(const char *path) {
     el_error err;
     el_model_params mp = el_model_default_params();
@@ -410,6 +524,8 @@ int main(int argc, char **argv) {
     plan_equals_allocation("models/tiny-llama-Q4_0.gguf");
     admission("models/tiny-gemma3-Q4_K_M.gguf");
     cli_plan();
+    cli_admission();
+    serve_memory_fields();
     peak_rss(argv[0], el_test_ref_path("models/tiny-gemma3-F16.gguf"), 1024);
     char gemma[1024];
     const char *env = getenv("EL_GEMMA_MODEL"), *home = getenv("HOME");

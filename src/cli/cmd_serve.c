@@ -61,6 +61,9 @@ int cli_cmd_serve(cli_opts *o) {
     p.api_key = o->api_key;
     p.chat_template = o->chat_template;
     p.verbose = o->verbose;
+    p.mem_budget = o->mem_budget;
+    cli_measure_runtime(o);
+    p.mem_runtime = o->mem_runtime;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

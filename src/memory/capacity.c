@@ -118,13 +118,16 @@ int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, 
         best = el_mem_max_ctx(&q, EL_KV_F16);
     }
     const double M = 1024.0 * 1024.0;
-    if (msg && cap)
+    if (msg && cap) {
+        char tail[96];
+        if (best > 0) snprintf(tail, sizeof tail, "the largest context that fits is %d tokens", best);
+        else snprintf(tail, sizeof tail, "not even a context of 1 token fits");
         snprintf(msg, cap,
                  "%d session%s of %d tokens need %.1f MiB (weights %.1f + runtime %.1f + %d x %.1f MiB per session) "
-                 "but the memory budget is %.1f MiB; %s%d tokens",
+                 "but the memory budget is %.1f MiB; %s",
                  n_sessions, n_sessions == 1 ? "" : "s", n_ctx, need == SAT ? INFINITY : need / M, r->weights / M,
-                 r->runtime / M, n_sessions, one == SAT ? INFINITY : one / M, r->budget / M,
-                 best > 0 ? "the largest context that fits is " : "not even a context of 1 token fits: ", best > 0 ? best : 1);
+                 r->runtime / M, n_sessions, one == SAT ? INFINITY : one / M, r->budget / M, tail);
+    }
     return -1;
 }
 

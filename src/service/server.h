@@ -14,6 +14,7 @@
 #ifndef EL_SERVICE_SERVER_H
 #define EL_SERVICE_SERVER_H
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "edgellm.h"
 
@@ -29,6 +30,10 @@ typedef struct el_server_params {
     const char *api_key;       /* NULL or "": no authentication */
     const char *chat_template; /* family name, or NULL: detect / fall back by architecture */
     bool verbose;              /* one log line per request on stderr */
+    uint64_t mem_budget;       /* bytes the model + slots may use; 0: the device's available memory
+                                  (memory/capacity.h). The slots that would not fit are refused by
+                                  el_server_load before any is allocated. */
+    uint64_t mem_runtime;      /* M_runtime measured before the load (el_mem_runtime_bytes); 0: none */
 } el_server_params;
 
 typedef struct el_server el_server;
