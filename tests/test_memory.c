@@ -440,7 +440,8 @@ static char *http_get(int port, const char *path) {
     return out;
 }
 
-static void serve_memory_fields(void) {
+/* pressure: --mem-floor above MemAvailable, so every new request is refused */
+static void serve_memory_fields(const char *floor, bool pressure) {
     const char *model = el_test_ref_path("models/tiny-gemma3-Q8_0.gguf");
     int errp[2];
     if (pipe(errp)) { CHECK(0); return; }
@@ -449,7 +450,7 @@ static void serve_memory_fields(void) {
         dup2(errp[1], 2);
         close(errp[0]);
         execl(EL_CLI_PATH, EL_CLI_PATH, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--parallel", "2", "--mem-budget",
-              "64MiB", (char *)NULL);
+              "64MiB", "--mem-floor", floor, (char *)NULL);
         _exit(127);
     }
     close(errp[1]);
@@ -481,6 +482,7 @@ static void serve_memory_fields(void) {
             }
             CHECK(head == budget - planned);
             CHECK(peak > 1e6 && peak < budget);
+            CHECK(cJSON_IsBool(cJSON_GetObjectItem(mem, "pressure")) && cJSON_IsTrue(cJSON_GetObjectItem(mem, "pressure")) == pressure);
         }
         cJSON_Delete(j);
         free(h);
@@ -489,6 +491,30 @@ static void serve_memory_fields(void) {
                    strstr(mt, "edgellm_memory_peak_rss_bytes "),
                "/metrics lacks the memory gauges");
         free(mt);
+        /* a completion: served, or under pressure 503 with Retry-After before anything is queued */
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            const char body[] = "{\"prompt\":\"Hello\",\"max_tokens\":2,\"temperature\":0}";
+            char req[512];
+            int n = snprintf(req, sizeof req,
+                             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                             "Connection: close\r\n\r\n%s",
+                             sizeof body - 1, body);
+            CHECK(write(fd, req, (size_t)n) == n);
+            char *resp = el_test_read_fd(fd, NULL);
+            if (pressure)
+                CHECKF(resp && strstr(resp, "HTTP/1.1 503") && strstr(resp, "Retry-After: 5") && strstr(resp, "memory_pressure") &&
+                           strstr(resp, "below the floor"),
+                       "pressure: %s", resp ? resp : "(none)");
+            else
+                CHECKF(resp && strstr(resp, "HTTP/1.1 200"), "completion: %s", resp ? resp : "(none)");
+            free(resp);
+        } else {
+            CHECK(0);
+        }
+        if (fd >= 0) close(fd);
     }
     kill(pid, SIGTERM);
     int st = 0;
@@ -525,7 +551,8 @@ int main(int argc, char **argv) {
     admission("models/tiny-gemma3-Q4_K_M.gguf");
     cli_plan();
     cli_admission();
-    serve_memory_fields();
+    serve_memory_fields("0", false);
+    serve_memory_fields("1TiB", true);
     peak_rss(argv[0], el_test_ref_path("models/tiny-gemma3-F16.gguf"), 1024);
     char gemma[1024];
     const char *env = getenv("EL_GEMMA_MODEL"), *home = getenv("HOME");

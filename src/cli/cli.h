@@ -58,6 +58,7 @@ typedef struct cli_opts {
     /* memory (run, chat, serve) */
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
+    uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */

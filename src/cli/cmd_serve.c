@@ -62,6 +62,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.chat_template = o->chat_template;
     p.verbose = o->verbose;
     p.mem_budget = o->mem_budget;
+    p.mem_floor = o->mem_floor;
     cli_measure_runtime(o);
     p.mem_runtime = o->mem_runtime;
 

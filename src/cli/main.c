@@ -104,6 +104,8 @@ static void print_usage(FILE *f) {
 "  anything is allocated, with the numbers ('edgellm plan' shows the plan)\n"
 "      --mem-budget SIZE       e.g. 2GiB, 512MiB (default: the device's available memory:\n"
 "                              MemAvailable or the cgroup's room, whichever is lower)\n"
+"      --mem-floor SIZE        serve: answer new requests 503 + Retry-After while MemAvailable\n"
+"                              is below SIZE (also while PSI memory 'full avg10' >= 10 %)\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -431,7 +433,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_MEMBUDGET
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_MEMBUDGET, F_MEMFLOOR
 };
 
 typedef struct flag_def {
@@ -486,6 +488,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--min-version", F_MINVER, true, C_GEN | C_SERVE},
     /* memory: admission against a budget (memory/capacity.h) */
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
+    {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -609,6 +612,11 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             char e[256];
             if (el_parse_size(val, &o->mem_budget, e, sizeof e)) return cli_usage_error(cmd, "--mem-budget: %s", e);
             if (o->mem_budget == 0) return cli_usage_error(cmd, "--mem-budget: '%s' is zero", val);
+            break;
+        }
+        case F_MEMFLOOR: {
+            char e[256];
+            if (el_parse_size(val, &o->mem_floor, e, sizeof e)) return cli_usage_error(cmd, "--mem-floor: %s", e);
             break;
         }
         }

@@ -157,6 +157,32 @@ static uint64_t proc_kb(const char *path, const char *key) {
 uint64_t el_mem_peak_rss(void) { return proc_kb("/proc/self/status", "VmHWM"); }
 uint64_t el_mem_current_rss(void) { return proc_kb("/proc/self/status", "VmRSS"); }
 
+int el_mem_pressure(uint64_t floor, char *why, size_t cap) {
+    if (floor > 0) {
+        const uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
+        if (avail > 0 && avail < floor) {
+            if (why && cap)
+                snprintf(why, cap, "MemAvailable %.1f MiB is below the floor of %.1f MiB", avail / 1048576.0, floor / 1048576.0);
+            return 1;
+        }
+    }
+    FILE *f = fopen("/proc/pressure/memory", "r");
+    if (!f) return 0;
+    char line[256];
+    int hit = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "full ", 5) == 0) {
+            const char *a = strstr(line, "avg10=");
+            const double v = a ? strtod(a + 6, NULL) : 0.0;
+            if (v >= 10.0) {
+                hit = 1;
+                if (why && cap) snprintf(why, cap, "PSI memory full avg10 = %.2f %%", v);
+            }
+        }
+    fclose(f);
+    return hit;
+}
+
 static void touch_task(void *ctx, int ith, int nth) {
     (void)ctx; (void)ith; (void)nth;
 }

@@ -99,6 +99,13 @@ uint64_t el_mem_runtime_bytes(int n_threads);
  * memory.current), whichever is lower. *src names which ("MemAvailable" or
  * "cgroup memory.max"). Returns 0 if neither could be read. */
 uint64_t el_mem_device_available(const char **src);
+/* Memory pressure: 1 if MemAvailable is below floor (floor > 0), or the
+ * kernel's PSI for memory (/proc/pressure/memory) reports "full avg10" >=
+ * 10 % (all non-idle tasks stalled on memory a tenth of the last 10 s);
+ * why (if not NULL) says which, with the figures. 0 otherwise, and where
+ * neither file can be read. */
+int el_mem_pressure(uint64_t floor, char *why, size_t cap);
+
 /* Peak and current resident set of this process (VmHWM, VmRSS), bytes; 0 if unknown. */
 uint64_t el_mem_peak_rss(void);
 uint64_t el_mem_current_rss(void);

@@ -684,6 +684,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
 
+    /* memory pressure: admit no new session (memory/capacity.h el_mem_pressure) */
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+    }
+
     /* enqueue */
     pthread_mutex_lock(&s->mu);
     /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
@@ -902,10 +909,11 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
                         NULL, NULL);
     const mem_view mv = mem_now(s);
     char body[400];
+    const bool pressure = el_mem_pressure(s->p.mem_floor, NULL, 0);
     int n = snprintf(body, sizeof body,
                      "{\"status\":\"ok\",\"memory\":{\"budget_bytes\":%llu,\"planned_bytes\":%llu,\"kv_headroom_bytes\":%lld,"
-                     "\"peak_rss_bytes\":%llu,\"rss_bytes\":%llu}}",
-                     mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss);
+                     "\"peak_rss_bytes\":%llu,\"rss_bytes\":%llu,\"pressure\":%s}}",
+                     mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss, pressure ? "true" : "false");
     char *copy = strdup(body); /* send_buf frees it */
     if (!copy) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     return send_buf(c, MHD_HTTP_OK, "application/json", copy, (size_t)n, true, NULL, NULL);
