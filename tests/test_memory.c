@@ -227,8 +227,12 @@ static int rss_child(const char *path, int ctx) {
     el_error err;
     el_model_params mp = el_model_default_params();
     mp.n_threads = 2;
+    g_alloc_bytes = 0;
+    g_counting = 1;
     el_model *m = el_model_load(path, &mp, &err);
+    g_counting = 0;
     if (!m) { fprintf(stderr, "load: %s\n", err.msg); return 1; }
+    fprintf(stderr, "heap allocated by el_model_load: %zu bytes\n", g_alloc_bytes);
     el_mem_request r = {.model = m, .runtime = runtime};
     el_mem_shape_of(m, &r.shape);
     r.weights = el_mem_weights_bytes(m);
