@@ -397,12 +397,80 @@ static void cli_plan(void) {
     }
 }
 
+/* ---- a hostile GGUF: absurd counts are refused before anything is sized by them ---- */
+
+static void hostile_counts(void) {
+    size_t len = 0;
+    char *buf = el_test_read_file(el_test_ref_path("models/tiny-llama-Q4_0.gguf"), &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    const char *keys[] = {"llama.block_count", "llama.attention.head_count_kv", "llama.context_length"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char *copy = malloc(len);
+        memcpy(copy, buf, len);
+        char *hit = memmem(copy, len, keys[k], strlen(keys[k]));
+        CHECK(hit != NULL);
+        if (!hit) { free(copy); continue; }
+        uint32_t type, v = 1u << 30; /* the largest value el_hp_u32 accepts */
+        memcpy(&type, hit + strlen(keys[k]), 4);
+        CHECK(type == 4); /* UINT32 */
+        memcpy(hit + strlen(keys[k]) + 4, &v, 4);
+        char path[] = "/tmp/el-hostile-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0 && write(fd, copy, len) == (ssize_t)len);
+        close(fd);
+        el_error err;
+        el_model_params mp = el_model_default_params();
+        mp.n_threads = 1;
+        g_alloc_bytes = 0;
+        g_counting = 1;
+        el_model *m = el_model_load(path, &mp, &err);
+        g_counting = 0;
+        CHECKF(g_alloc_bytes < (64u << 20), "%s = 2^30: the load asked for %zu bytes", keys[k], g_alloc_bytes);
+        if (k < 2) {
+            CHECKF(m == NULL && err.msg[0], "%s = 2^30 loaded", keys[k]);
+            printf("  %s = 2^30: %s (%zu bytes asked for)\n", keys[k], err.msg, g_alloc_bytes);
+        } else if (m) { /* a huge context is only a limit: the default session stays 4096, the planner caps at 2^24 */
+            el_mem_request r = {.model = m, .budget = 64u << 20};
+            el_mem_shape_of(m, &r.shape);
+            r.weights = el_mem_weights_bytes(m);
+            const int mc = el_mem_max_ctx(&r, EL_KV_F16);
+            CHECK(mc > 0 && mc < (1 << 24) && el_mem_session_bytes(&r, EL_KV_F16, mc) + r.weights <= r.budget);
+            el_session_params sp = {.n_ctx = 0};
+            el_session *s = el_session_new(m, &sp, &err);
+            CHECK(s && el_session_n_ctx(s) == 4096);
+            el_session_free(s);
+        }
+        el_model_free(m);
+        unlink(path);
+        free(copy);
+    }
+    free(buf);
+}
+
 /* ---- admission in run / chat / serve --------------------------------------- */
 
 static void cli_admission(void) {
     const char *model = el_test_ref_path("models/tiny-gemma3-Q8_0.gguf");
+    /* a budget where about 128 of the 1024 default tokens fit: weights + the runtime as this build's
+     * binary measures it (sanitizers make it larger) + a 128-token session (2.2 MiB; 1024 tokens
+     * need 9.1 MiB, 1 token 37 KiB, so run's own measure of its runtime may differ a little) */
+    char budget[32] = "14MiB";
+    {
+        const char *args[] = {"plan", "-m", model, "--json", NULL};
+        int st = -1;
+        cJSON *j = plan_json(args, &st, NULL);
+        el_model *m = load("models/tiny-gemma3-Q8_0.gguf");
+        CHECK(j && m);
+        if (j && m)
+            snprintf(budget, sizeof budget, "%.0f",
+                     cJSON_GetObjectItem(j, "weights_bytes")->valuedouble + cJSON_GetObjectItem(j, "runtime_bytes")->valuedouble +
+                         (double)el_session_bytes(m, 128, 0));
+        cJSON_Delete(j);
+        el_model_free(m);
+    }
     struct { const char *a[16]; int status; const char *want; } cases[] = {
-        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "14MiB", NULL}, 1,
+        {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", budget, NULL}, 1,
          "the largest context that fits is"},
         {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "3MiB", NULL}, 1,
          "smaller than the model's weights"},
@@ -410,8 +478,8 @@ static void cli_admission(void) {
         {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--mem-budget", "0", NULL}, 2, "'0' is zero"},
         {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "-c", "5000", NULL}, 2,
          "-c 5000 is beyond the model's context of 1024"},
-        {{"chat", "-m", model, "--allow-unsigned", "--mem-budget", "14MiB", NULL}, 1, "the largest context that fits is"},
-        {{"serve", "-m", model, "--allow-unsigned", "--port", "0", "--parallel", "4", "--mem-budget", "40MiB", NULL}, 1,
+        {{"chat", "-m", model, "--allow-unsigned", "--mem-budget", budget, NULL}, 1, "the largest context that fits is"},
+        {{"serve", "-m", model, "--allow-unsigned", "--port", "0", "--parallel", "4", "--mem-budget", budget, NULL}, 1,
          "--parallel 4 refused: 4 sessions of 1024 tokens need"},
         {{"serve", "-m", model, "--allow-unsigned", "--port", "0", "-c", "4096", NULL}, 1, "beyond the model's context"},
         {{"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "2", "--temp", "0", "--mem-budget", "64MiB", NULL}, 0, ""},
@@ -554,6 +622,7 @@ int main(int argc, char **argv) {
     plan_equals_allocation("models/tiny-llama-Q4_0.gguf");
     admission("models/tiny-gemma3-Q4_K_M.gguf");
     cli_plan();
+    hostile_counts();
     cli_admission();
     serve_memory_fields("0", false);
     serve_memory_fields("1TiB", true);
