@@ -73,7 +73,10 @@ const char *el_model_chat_template(const el_model *m); /* NULL if none */
 /* Read a metadata string (NULL if absent / not a string). Copy lives as long as the model. */
 const char *el_model_meta_str(const el_model *m, const char *key);
 
-/* Bytes a session of n_ctx tokens needs (KV + scratch + logits), before creating it. */
+/* Bytes a session of n_ctx tokens needs, before creating it: exactly what
+ * el_session_new allocates (KV — sliding-window layers as rings, see
+ * memory/plan.h — scratch, logits, the session struct) when swa_full is 0;
+ * n_ctx/n_batch 0 = the defaults; 0 if the size overflows. */
 size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch);
 
 /* ---- tokens ------------------------------------------------------------ */
@@ -97,6 +100,8 @@ typedef struct el_session el_session;
 typedef struct el_session_params {
     int n_ctx;    /* tokens of context (KV cache length); 0 = min(train ctx, 4096) */
     int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
+    int swa_full; /* 1: sliding-window layers keep the whole context instead of a ring of
+                     window + n_batch positions (llama.cpp's --swa-full); same tokens either way */
 } el_session_params;
 
 el_session_params el_session_default_params(void);

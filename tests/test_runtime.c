@@ -692,8 +692,12 @@ static void test_determinism(el_model *m, const char *file, const char *name) {
 static void test_sessions(el_model *m, const char *name) {
     printf("[6] session memory plan + isolation (%s)\n", name);
     const el_hparams *hp = &m->hp;
-    size_t kv = (size_t)hp->n_layer * (size_t)256 * (size_t)hp->n_head_kv *
-                (size_t)(hp->head_dim_k + hp->head_dim_v) * 2;
+    /* sliding-window layers keep window + n_batch rows (memory/plan.h) */
+    size_t kv = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const size_t rows = m->layers[il].swa && hp->n_swa + 16 < 256 ? (size_t)hp->n_swa + 16 : 256;
+        kv += rows * (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k + hp->head_dim_v) * 2;
+    }
     size_t need = el_session_bytes(m, 256, 16);
     printf("  el_session_bytes(256,16) = %zu, KV = %zu\n", need, kv);
     CHECKF(need > kv, "%s: session bytes %zu <= KV bytes %zu", name, need, kv);

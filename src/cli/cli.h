@@ -60,6 +60,10 @@ typedef struct cli_opts {
     const char *pub;           /* --pub KEY.pub (else $EL_TRUSTED_KEY) */
     const char *store;         /* --store DIR: load the store's active version */
     long long min_version;     /* --min-version N: refuse lower package versions */
+    /* memory (run, chat, serve) */
+    uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
+    uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
+    uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */
@@ -83,6 +87,8 @@ int cli_cmd_status(int argc, char **argv);
 int cli_verify_before_load(cli_opts *o);
 /* `pack` parses its own arguments (HF_DIR -o OUT --type T): no -m MODEL. */
 int cli_cmd_pack(int argc, char **argv);
+/* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
+int cli_cmd_plan(int argc, char **argv);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);
@@ -115,6 +121,16 @@ el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err);
 
 /* n_ctx to use for a session of model m given -c. */
 int cli_ctx_for(const cli_opts *o, const el_model *m);
+
+/* Measures M_runtime (memory/capacity.h) into o->mem_runtime; call before
+ * the model is loaded. */
+void cli_measure_runtime(cli_opts *o);
+/* Admission before any session is allocated: n_sessions sessions of n_ctx
+ * tokens (batch n_batch, 0 = default) of model m must fit --mem-budget
+ * (default: the device's available memory), and n_ctx must not exceed the
+ * model's context. Returns -1 to go on, else the exit code (the numbers
+ * printed). *budget_out (if not NULL) gets the budget used. */
+int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out);
 
 /* JSON string literal (with the quotes) of s[0..len), always valid UTF-8:
  * ", \ and control characters escaped (\uXXXX, or \n \t ... short forms),

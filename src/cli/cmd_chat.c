@@ -145,6 +145,7 @@ int cli_cmd_chat(cli_opts *o) {
     int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
     if (vr >= 0) return vr;
     el_error err = {0};
+    cli_measure_runtime(o);
     el_model *m = cli_load_model(o, false, &err);
     if (!m) return cli_fail(&err);
 
@@ -155,6 +156,8 @@ int cli_cmd_chat(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = cli_ctx_for(o, m);
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */
+    if (ar >= 0) { el_model_free(m); return ar; }
     el_session *s = el_session_new(m, &sp, &err);
     if (!s) { el_model_free(m); return cli_fail(&err); }
 

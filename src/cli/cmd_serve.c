@@ -65,6 +65,10 @@ int cli_cmd_serve(cli_opts *o) {
     p.allow_hosts = o->allow_hosts;
     p.n_allow_hosts = o->n_allow_hosts;
     p.cors_origin = o->cors;
+    p.mem_budget = o->mem_budget;
+    p.mem_floor = o->mem_floor;
+    cli_measure_runtime(o);
+    p.mem_runtime = o->mem_runtime;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

@@ -12,6 +12,7 @@
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
+ *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "memory/capacity.h"
 
 /* ---- usage ------------------------------------------------------------- */
 
@@ -53,6 +55,12 @@ static void print_usage(FILE *f) {
 "  status    --store DIR                   the store's active and previous versions\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
+"  plan      -m MODEL | --shape SHAPE --weights SIZE\n"
+"                                          capacity plan: largest context and number of sessions\n"
+"                                          per KV type for a memory budget (--device-mem SIZE,\n"
+"                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
+"                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
+"                                          window=W,ctx=C]\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -91,6 +99,13 @@ static void print_usage(FILE *f) {
 "      --allow-unsigned        load a plain GGUF without a manifest\n"
 "      --store DIR             load the active version of a model store (instead of -m)\n"
 "      --min-version N         refuse a package with a lower version\n"
+"\n"
+"memory (run, chat, serve): sessions that would not fit are refused before\n"
+"  anything is allocated, with the numbers ('edgellm plan' shows the plan)\n"
+"      --mem-budget SIZE       e.g. 2GiB, 512MiB (default: the device's available memory:\n"
+"                              MemAvailable or the cgroup's room, whichever is lower)\n"
+"      --mem-floor SIZE        serve: answer new requests 503 + Retry-After while MemAvailable\n"
+"                              is below SIZE (also while PSI memory 'full avg10' >= 10 %)\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -414,6 +429,37 @@ int cli_ctx_for(const cli_opts *o, const el_model *m) {
     return (train > 0 && train < 4096) ? train : 4096;
 }
 
+void cli_measure_runtime(cli_opts *o) {
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o->mem_runtime = el_mem_runtime_bytes(o->n_threads > 0 ? o->n_threads : ncpu > 0 ? (int)ncpu : 1);
+}
+
+int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out) {
+    const int train = el_model_n_ctx_train(m);
+    if (train > 0 && n_ctx > train)
+        return cli_usage_error(o->cmd, "-c %d is beyond the model's context of %d tokens", n_ctx, train);
+    const double M = 1024.0 * 1024.0;
+    const char *src = "--mem-budget";
+    uint64_t budget = o->mem_budget;
+    if (!budget) {
+        budget = el_mem_device_available(&src);
+        if (!budget) return -1; /* no /proc: nothing to check against */
+    }
+    if (budget_out) *budget_out = budget;
+    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch};
+    el_mem_shape_of(m, &r.shape);
+    r.weights = el_mem_weights_bytes(m);
+    if (r.weights >= budget)
+        return cli_failf("the memory budget of %.1f MiB (%s) is smaller than the model's weights (%.1f MiB)", budget / M, src,
+                         r.weights / M);
+    char msg[512];
+    if (el_mem_admit(&r, n_ctx, n_sessions, msg, sizeof msg)) return cli_failf("refused: %s (%s)", msg, src);
+    if (o->verbose)
+        fprintf(stderr, "memory: %d x %d-token session%s fit the budget of %.1f MiB (%s)\n", n_sessions, n_ctx,
+                n_sessions == 1 ? "" : "s", budget / M, src);
+    return -1;
+}
+
 /* ---- tokenize ---------------------------------------------------------- */
 
 int cli_cmd_tokenize(cli_opts *o) {
@@ -446,7 +492,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR
 };
 
 typedef struct flag_def {
@@ -502,6 +548,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--pub", F_PUB, true, C_GEN | C_SERVE},
     {NULL, "--store", F_STORE, true, C_GEN | C_SERVE},
     {NULL, "--min-version", F_MINVER, true, C_GEN | C_SERVE},
+    /* memory: admission against a budget (memory/capacity.h) */
+    {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
+    {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -633,6 +682,17 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_PUB: o->pub = val; break;
         case F_STORE: o->store = val; break;
         case F_MINVER: NEED_INT(0, LONG_MAX); o->min_version = lv; break;
+        case F_MEMBUDGET: {
+            char e[256];
+            if (el_parse_size(val, &o->mem_budget, e, sizeof e)) return cli_usage_error(cmd, "--mem-budget: %s", e);
+            if (o->mem_budget == 0) return cli_usage_error(cmd, "--mem-budget: '%s' is zero", val);
+            break;
+        }
+        case F_MEMFLOOR: {
+            char e[256];
+            if (el_parse_size(val, &o->mem_floor, e, sizeof e)) return cli_usage_error(cmd, "--mem-floor: %s", e);
+            break;
+        }
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -662,6 +722,7 @@ int main(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
+    if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

@@ -18,13 +18,34 @@ static size_t take(size_t *cur, size_t bytes) {
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, el_session_plan *p) {
+/* a * b, or SIZE_MAX if it overflows (then the sum checks below fail too) */
+static size_t mul_sz(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+
+size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il) {
+    size_t off = 0;
+    for (int i = 0; i < il; i++) off += 2 * (p->kv_ring > 0 && m->layers[i].swa ? p->kv_layer_swa : p->kv_layer);
+    return off;
+}
+
+int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p) {
     const el_hparams *hp = &m->hp;
     if (n_ctx <= 0 || n_batch <= 0) return -1;
     const size_t B = (size_t)n_batch;
     const size_t kv_row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v);
-    p->kv_layer = align64((size_t)n_ctx * kv_row * sizeof(el_fp16));
-    p->kv_bytes = 2 * p->kv_layer * (size_t)hp->n_layer;
+    p->kv_layer = align64(mul_sz(mul_sz((size_t)n_ctx, kv_row), sizeof(el_fp16)));
+    p->n_layer_swa = 0;
+    p->kv_ring = 0;
+    if (!swa_full && hp->n_swa > 0 && (long long)hp->n_swa + n_batch < n_ctx) {
+        p->kv_ring = hp->n_swa + n_batch;
+        for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += m->layers[il].swa ? 1 : 0;
+        if (p->n_layer_swa == 0) p->kv_ring = 0;
+    }
+    p->kv_layer_swa = p->kv_ring > 0 ? align64((size_t)p->kv_ring * kv_row * sizeof(el_fp16)) : p->kv_layer;
+    const size_t n_full = (size_t)(hp->n_layer - p->n_layer_swa);
+    p->kv_bytes = mul_sz(2, mul_sz(p->kv_layer, n_full));
+    const size_t swa_bytes = mul_sz(2, mul_sz(p->kv_layer_swa, (size_t)p->n_layer_swa));
+    if (p->kv_bytes > SIZE_MAX / 2 || swa_bytes > SIZE_MAX / 2) return -1;
+    p->kv_bytes += swa_bytes;
     const size_t q_row = (size_t)hp->n_head * (size_t)hp->head_dim_k;
     const size_t att_row = (size_t)hp->n_head * (size_t)hp->head_dim_v;
     const size_t wide = max_sz(max_sz((size_t)hp->n_embd, q_row), max_sz(att_row, (size_t)hp->n_ff));

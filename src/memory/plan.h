@@ -6,6 +6,12 @@
  * out in one block whose size is known before any work starts. el_session_new allocates exactly this block (and nothing
  * later); el_session_bytes reports it so a caller can refuse a request that
  * does not fit its budget.
+ *
+ * KV layout: layer il's K then V, layer after layer. A full layer holds
+ * n_ctx rows; a sliding-window layer (Gemma 3's local layers) holds a ring
+ * of kv_ring = min(n_ctx, window + n_batch) rows (position j in row
+ * j % kv_ring), as llama.cpp's SWA cache keeps window + one ubatch, unless
+ * swa_full asks for n_ctx rows there too. kv_ring = 0 when no layer rings.
  */
 #ifndef EL_MEMORY_PLAN_H
 #define EL_MEMORY_PLAN_H
@@ -15,14 +21,21 @@ struct el_model;
 
 typedef struct el_session_plan {
     size_t kv_bytes;      /* K + V for all layers */
-    size_t kv_layer;      /* bytes of K (= of V) per layer */
+    size_t kv_layer;      /* bytes of K (= of V) of a full layer (n_ctx rows) */
+    size_t kv_layer_swa;  /* bytes of K (= of V) of a sliding-window layer (kv_ring rows; = kv_layer if none) */
+    int kv_ring;          /* rows of a sliding-window layer's ring; 0: no layer rings */
+    int n_layer_swa;      /* layers whose cache is a ring */
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_gate, off_up, off_tmp;
     size_t off_logits, off_wq8, off_rope, off_top_ids, off_top_lps;
     size_t scratch_bytes;
     size_t total;         /* kv_bytes + scratch_bytes */
 } el_session_plan;
 
-/* Fills the plan; returns 0, or -1 if the sizes overflow. */
-int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, el_session_plan *p);
+/* Fills the plan; returns 0, or -1 if the sizes overflow. swa_full: give
+ * sliding-window layers the whole context (no ring). */
+int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p);
+
+/* Byte offset of layer il's K cache in the block (V follows K). */
+size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il);
 
 #endif

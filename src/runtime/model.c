@@ -134,6 +134,7 @@ int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const f
         return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, unsupported for a vector", name, el_type_name(t->type));
     float *buf = malloc(sizeof(float) * (size_t)n);
     if (!buf || own(m, buf)) { free(buf); return el_set_error(err, EL_ERR_NOMEM, "out of memory converting '%s'", name); }
+    m->owned_bytes += sizeof(float) * (size_t)n;
     ti->to_float(t->data, buf, n);
     *out = buf;
     return 0;
@@ -150,6 +151,11 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     if ((rc = el_hp_u32(m, "context_length", false, 2048, &hp->n_ctx_train, err))) return rc;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
         return el_set_error(err, EL_ERR_BAD_VALUE, "%s: zero embedding/layers/heads/ffn in metadata", m->arch_name);
+    /* every layer has its own tensors: with fewer tensors than layers some are missing (checked
+     * before the block count sizes per-layer arrays) */
+    if ((int64_t)hp->n_layer > el_gguf_n_tensors(m->gguf))
+        return el_set_error(err, EL_ERR_MISSING, "%s: block_count %d but the file has only %lld tensors: layer tensors are missing",
+                            m->arch_name, hp->n_layer, (long long)el_gguf_n_tensors(m->gguf));
     if (hp->n_head % hp->n_head_kv)
         return el_set_error(err, EL_ERR_BAD_VALUE, "%s: head_count %d is not a multiple of head_count_kv %d", m->arch_name,
                             hp->n_head, hp->n_head_kv);

@@ -75,14 +75,18 @@ struct el_model {
     char *chat_template;
     int n_threads;
     void **owned; int n_owned, cap_owned; /* buffers converted at load (non-F32 norms) */
+    size_t owned_bytes;                   /* their bytes (the capacity plan counts them as weights) */
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
 };
 
 struct el_session {
     el_model *m;
     int n_ctx, n_batch, n_past;
-    /* KV cache, F16: per layer [n_ctx][n_head_kv*head_dim] */
+    /* KV cache, F16: per layer [n_ctx][n_head_kv*head_dim], or for a
+     * sliding-window layer when kv_ring > 0 a ring [kv_ring][...] holding
+     * position j in row j % kv_ring (memory/plan.h) */
     el_fp16 **kc, **vc;
+    int kv_ring;
     /* scratch, sized for n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
     float *logits;

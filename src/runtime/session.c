@@ -39,7 +39,7 @@ size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
     int c, b;
     resolve_params(m, &p, &c, &b);
     el_session_plan plan;
-    if (el_plan_session(m, c, b, &plan)) return 0;
+    if (el_plan_session(m, c, b, 0, &plan)) return 0;
     return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
 }
 
@@ -50,7 +50,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     resolve_params(m, p, &n_ctx, &n_batch);
     if (n_ctx > (1 << 24)) { el_set_error(err, EL_ERR_INVALID_ARG, "context of %d tokens is absurd", n_ctx); return NULL; }
     el_session_plan plan;
-    if (el_plan_session(m, n_ctx, n_batch, &plan)) {
+    if (el_plan_session(m, n_ctx, n_batch, p ? p->swa_full : 0, &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -62,6 +62,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->kc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
     s->vc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
     s->block_bytes = plan.total;
+    s->kv_ring = plan.kv_ring;
     if (!s->kc || !s->vc || posix_memalign(&s->block, 64, plan.total)) {
         s->block = NULL;
         el_set_error(err, EL_ERR_NOMEM, "session needs %zu bytes (KV %zu + scratch %zu) for %d tokens: allocation failed",
@@ -71,8 +72,10 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     }
     uint8_t *b = s->block;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        s->kc[il] = (el_fp16 *)(b + plan.kv_layer * (size_t)(2 * il));
-        s->vc[il] = (el_fp16 *)(b + plan.kv_layer * (size_t)(2 * il + 1));
+        const size_t off = el_plan_kv_offset(m, &plan, il);
+        const size_t kl = plan.kv_ring > 0 && m->layers[il].swa ? plan.kv_layer_swa : plan.kv_layer;
+        s->kc[il] = (el_fp16 *)(b + off);
+        s->vc[il] = (el_fp16 *)(b + off + kl);
     }
     uint8_t *sc = b + plan.kv_bytes;
     s->x = (float *)(sc + plan.off_x);

@@ -117,6 +117,7 @@
 #include <microhttpd.h>
 #include <sodium.h>
 
+#include "memory/capacity.h"
 #include "runtime/chat.h"
 #include "service/api.h"
 #include "service/metrics.h"
@@ -265,6 +266,7 @@ struct el_server {
     long t_start;
     slot *slots;
     int n_slots;
+    uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
     /* scheduler state */
     pthread_mutex_t mu;
     pthread_cond_t queue_cv;
@@ -1343,6 +1345,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     conn_track *ct = conn_of(c);
     r->http11 = ct && ct->http11;
 
+    /* memory pressure: admit no new session (memory/capacity.h el_mem_pressure) */
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+    }
+
     /* enqueue */
     pthread_mutex_lock(&s->mu);
     /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
@@ -1514,13 +1523,32 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
     return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
 
+/* Memory figures for /health and /metrics (memory/capacity.h): the budget, the
+ * plan (weights + runtime + every slot's session), the resident watermark and
+ * now, and the headroom = budget - plan (room for more KV). */
+typedef struct mem_view { unsigned long long budget, planned, peak, rss; long long headroom; } mem_view;
+static mem_view mem_now(const el_server *s) {
+    mem_view v = {s->mem_budget, s->mem_planned, el_mem_peak_rss(), el_mem_current_rss(), 0};
+    v.headroom = (long long)v.budget - (long long)v.planned;
+    return v;
+}
+
 static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
-    static const char LOADING[] = "{\"status\":\"loading\"}", OK[] = "{\"status\":\"ok\"}";
+    static const char LOADING[] = "{\"status\":\"loading\"}";
     if (!atomic_load(&s->ready))
         return send_buf(c, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", (char *)LOADING, sizeof LOADING - 1, false,
                         NULL, NULL);
-    return send_buf(c, MHD_HTTP_OK, "application/json", (char *)OK, sizeof OK - 1, false, NULL, NULL);
+    const mem_view mv = mem_now(s);
+    char body[400];
+    const bool pressure = el_mem_pressure(s->p.mem_floor, NULL, 0);
+    int n = snprintf(body, sizeof body,
+                     "{\"status\":\"ok\",\"memory\":{\"budget_bytes\":%llu,\"planned_bytes\":%llu,\"kv_headroom_bytes\":%lld,"
+                     "\"peak_rss_bytes\":%llu,\"rss_bytes\":%llu,\"pressure\":%s}}",
+                     mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss, pressure ? "true" : "false");
+    char *copy = strdup(body); /* send_buf frees it */
+    if (!copy) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_buf(c, MHD_HTTP_OK, "application/json", copy, (size_t)n, true, NULL, NULL);
 }
 
 static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -1531,6 +1559,27 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
     char *txt = conn_metrics_append(s, el_metrics_render(&s->metrics, busy, total, depth));
     if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
+        const mem_view mv = mem_now(s);
+        char extra[1024];
+        const int n = snprintf(extra, sizeof extra,
+                               "# HELP edgellm_memory_budget_bytes Memory budget of the model and its slots.\n"
+                               "# TYPE edgellm_memory_budget_bytes gauge\nedgellm_memory_budget_bytes %llu\n"
+                               "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session.\n"
+                               "# TYPE edgellm_memory_planned_bytes gauge\nedgellm_memory_planned_bytes %llu\n"
+                               "# HELP edgellm_kv_headroom_bytes Budget left over the plan (room for more KV).\n"
+                               "# TYPE edgellm_kv_headroom_bytes gauge\nedgellm_kv_headroom_bytes %lld\n"
+                               "# HELP edgellm_memory_peak_rss_bytes Resident set watermark (VmHWM).\n"
+                               "# TYPE edgellm_memory_peak_rss_bytes gauge\nedgellm_memory_peak_rss_bytes %llu\n"
+                               "# HELP edgellm_memory_rss_bytes Resident set now (VmRSS).\n"
+                               "# TYPE edgellm_memory_rss_bytes gauge\nedgellm_memory_rss_bytes %llu\n",
+                               mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, extra, (size_t)n + 1);
+        txt = both;
+    }
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
@@ -1926,6 +1975,27 @@ int el_server_load(el_server *s, el_error *err) {
     else if (s->p.n_ctx == 0) s->n_ctx = train > 0 ? train : 2048;
     else s->n_ctx = (train > 0 && train < 2048) ? train : 2048;
 
+    /* admission: every slot's session must fit the memory budget, checked before any is allocated */
+    if (train > 0 && s->n_ctx > train) {
+        err->code = EL_ERR_INVALID_ARG;
+        snprintf(err->msg, sizeof err->msg, "-c %d is beyond the model's context of %d tokens", s->n_ctx, train);
+        return -1;
+    }
+    {
+        const char *src = "--mem-budget";
+        el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch};
+        mr.budget = s->p.mem_budget ? s->p.mem_budget : el_mem_device_available(&src);
+        el_mem_shape_of(m, &mr.shape);
+        mr.weights = el_mem_weights_bytes(m);
+        s->mem_budget = mr.budget;
+        s->mem_planned = mr.weights + mr.runtime + el_mem_session_bytes(&mr, EL_KV_F16, s->n_ctx) * (uint64_t)s->p.n_parallel;
+        char msg[400];
+        if (mr.budget && el_mem_admit(&mr, s->n_ctx, s->p.n_parallel, msg, sizeof msg)) {
+            err->code = EL_ERR_NOMEM;
+            snprintf(err->msg, sizeof err->msg, "--parallel %d refused: %.300s (%.30s)", s->p.n_parallel, msg, src);
+            return -1;
+        }
+    }
     s->slots = calloc((size_t)s->p.n_parallel, sizeof *s->slots);
     if (!s->slots) {
         err->code = EL_ERR_NOMEM;

@@ -14,6 +14,7 @@
 #ifndef EL_SERVICE_SERVER_H
 #define EL_SERVICE_SERVER_H
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "edgellm.h"
 
@@ -39,6 +40,13 @@ typedef struct el_server_params {
     const char *const *allow_hosts;
     int n_allow_hosts;
     const char *cors_origin;
+    uint64_t mem_budget;       /* bytes the model + slots may use; 0: the device's available memory
+                                  (memory/capacity.h). The slots that would not fit are refused by
+                                  el_server_load before any is allocated. */
+    uint64_t mem_runtime;      /* M_runtime measured before the load (el_mem_runtime_bytes); 0: none */
+    uint64_t mem_floor;        /* memory pressure: while MemAvailable is below this (0: not checked), or
+                                  the PSI "full avg10" of /proc/pressure/memory is >= 10 %, new
+                                  requests get 503 + Retry-After (el_mem_pressure) */
 } el_server_params;
 
 typedef struct el_server el_server;

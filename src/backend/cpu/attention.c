@@ -161,9 +161,15 @@ el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_lev
     return attn_level_cap(level);
 }
 
-void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len) {
+void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len, int ring) {
     pthread_once(&g_once, init_attn);
-    g_to_f16(x, cache + (size_t)pos0 * row_len, n * row_len); /* rows are contiguous */
+    if (ring <= 0) {
+        g_to_f16(x, cache + (size_t)pos0 * row_len, n * row_len); /* rows are contiguous */
+        return;
+    }
+    const int r0 = pos0 % ring, n1 = r0 + n > ring ? ring - r0 : n; /* rows before the wrap */
+    g_to_f16(x, cache + (size_t)r0 * row_len, n1 * row_len);
+    if (n1 < n) g_to_f16(x + (size_t)n1 * row_len, cache, (n - n1) * row_len);
 }
 
 el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level) {

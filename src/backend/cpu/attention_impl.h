@@ -30,6 +30,12 @@
  * factors of a block are computed first (they do not depend on the
  * accumulator), then the accumulator is updated in registers across the
  * block's rows.
+ *
+ * A ring cache (a->ring > 0, sliding-window layers) holds position j in row
+ * j % ring. The positions of a block are still visited in ascending order;
+ * where they wrap past the last row the block is handed to att_scores and
+ * att_vpass in two pieces, which changes no arithmetic (both work row by
+ * row, in order).
  */
 #include <math.h>
 #include <string.h>
@@ -81,13 +87,16 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                 const int ja = j0 > lo ? j0 : lo, jz = j1 < p ? j1 : p;
                 if (ja > jz) continue;
                 const int cnt = jz - ja + 1;
+                const int r0 = a->ring > 0 ? ja % a->ring : ja;                 /* row of position ja */
+                const int c1 = a->ring > 0 && r0 + cnt > a->ring ? a->ring - r0 : cnt; /* rows before the wrap */
                 /* heads in pairs: the two share each V row and their accumulator chains interleave */
                 for (int h = h0; h < h1; h += 2) {
                     const int nq = h + 1 < h1 ? 2 : 1;
                     for (int e = 0; e < nq; e++) {
                         const int qi = (t - t0) * nh + (h + e - h0);
                         const float *q = qf + (size_t)qi * hd;
-                        att_scores(kbase + (size_t)ja * kv_row, (size_t)kv_row, cnt, q, hd, a->scale, sc);
+                        att_scores(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, hd, a->scale, sc);
+                        if (c1 < cnt) att_scores(kbase, (size_t)kv_row, cnt - c1, q, hd, a->scale, sc + c1);
                         float Mq = M[qi], Sq = S[qi];
                         for (int jj = 0; jj < cnt; jj++) {
                             const float s = sc[jj];
@@ -107,12 +116,16 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                         S[qi] = Sq;
                     }
                     const int qi = (t - t0) * nh + (h - h0);
-                    const el_fp16 *v = vbase + (size_t)ja * kv_row;
-                    if (nq == 2)
-                        att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, cnt, ms[0], vs[0],
-                                   ms[1], vs[1], hd);
-                    else
-                        att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, cnt, ms[0], vs[0], hd);
+                    for (int seg = 0; seg < 2; seg++) {
+                        const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
+                        if (c == 0) break;
+                        const el_fp16 *v = vbase + (size_t)(seg ? 0 : r0) * kv_row;
+                        if (nq == 2)
+                            att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, c,
+                                       ms[0] + off, vs[0] + off, ms[1] + off, vs[1] + off, hd);
+                        else
+                            att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, c, ms[0] + off, vs[0] + off, hd);
+                    }
                 }
             }
         }

@@ -69,17 +69,23 @@ void el_op_scale(float *y, float s, int n);
  * (the cache already holds their K/V). q: [n][n_head*hd]; out: [n][n_head*hd].
  * kcache/vcache: [n_ctx][n_head_kv*hd]. Each query at position p sees cache
  * rows j with lo(p) <= j <= p, lo = window > 0 ? max(0, p - window + 1) : 0.
- * Needs no scratch: the online softmax keeps its state per (token, head). */
+ * Needs no scratch: the online softmax keeps its state per (token, head).
+ * ring > 0: the cache is a ring of `ring` rows holding position j in row
+ * j % ring (a sliding-window layer's cache; ring >= window + n - 1, so every
+ * visible position is still there); positions are visited in the same
+ * ascending order as with a flat cache, so the result is bit-identical.
+ * ring = 0: row j holds position j. */
 typedef struct el_attn_args {
     const float *q;
     float *out;
     const el_fp16 *kcache, *vcache;
-    int n, pos0, n_head, n_head_kv, head_dim, window;
+    int n, pos0, n_head, n_head_kv, head_dim, window, ring;
     float scale;
 } el_attn_args;
 void el_op_attention(el_pool *pool, const el_attn_args *a);
 
-/* Store n rows of K and V (float) into the F16 cache at rows pos0.. */
-void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len);
+/* Store n rows of K and V (float) into the F16 cache for positions pos0..;
+ * ring > 0: position j goes to row j % ring (n <= ring), else to row j. */
+void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len, int ring);
 
 #endif

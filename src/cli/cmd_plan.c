@@ -1,0 +1,204 @@
+/*
+ * cmd_plan.c — `edgellm plan`: the capacity plan (memory/capacity.h) of a
+ * model file (-m) or of a model shape that is not on disk (--shape,
+ * --weights) against a device budget (--device-mem, --reserve; default this
+ * machine's MemAvailable or cgroup room, whichever is lower): for each KV
+ * cache type the largest context one session can have and how many
+ * sessions of -c tokens fit, as a table or with --json one JSON object.
+ * Every size and shape is parsed strictly; a bad value, a budget below the
+ * weights, or -c 0 / beyond the model's context is a usage error naming
+ * the value, printed before the model is loaded or anything allocated.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "memory/capacity.h"
+#include "package/gguf.h"
+#include "runtime/model.h"
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static int parse_int(const char *val, int lo, int hi, int *out) {
+    if (!val || !*val) return -1;
+    char *end;
+    long long v = strtoll(val, &end, 10);
+    if (*end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+typedef struct plan_args {
+    const char *model, *shape;
+    uint64_t weights, device, reserve, overhead;
+    bool have_weights, have_device, have_reserve, have_overhead, json;
+    int n_ctx, n_batch, n_threads;
+} plan_args;
+
+static int parse_plan_args(int argc, char **argv, plan_args *a) {
+    char e[256];
+    for (int i = 2; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VAL() do { if (!v) return cli_usage_error("plan", "option '%s' needs a value", o); i++; } while (0)
+#define SIZE_OPT(field, have) do { NEED_VAL(); if (el_parse_size(v, &a->field, e, sizeof e)) return cli_usage_error("plan", "%s: %s", o, e); a->have = true; } while (0)
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) { NEED_VAL(); a->model = v; }
+        else if (!strcmp(o, "--shape")) { NEED_VAL(); a->shape = v; }
+        else if (!strcmp(o, "--weights")) SIZE_OPT(weights, have_weights);
+        else if (!strcmp(o, "--device-mem")) SIZE_OPT(device, have_device);
+        else if (!strcmp(o, "--reserve")) SIZE_OPT(reserve, have_reserve);
+        else if (!strcmp(o, "--overhead")) SIZE_OPT(overhead, have_overhead);
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) {
+            NEED_VAL();
+            if (parse_int(v, 1, 1 << 24, &a->n_ctx)) return cli_usage_error("plan", "%s: expected a context in [1, 16777216], got '%s'", o, v);
+        } else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) {
+            NEED_VAL();
+            if (parse_int(v, 1, 1 << 24, &a->n_batch)) return cli_usage_error("plan", "%s: expected a batch in [1, 16777216], got '%s'", o, v);
+        } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
+            NEED_VAL();
+            if (parse_int(v, 1, 1024, &a->n_threads)) return cli_usage_error("plan", "%s: expected threads in [1, 1024], got '%s'", o, v);
+        } else if (!strcmp(o, "--json")) a->json = true;
+        else return cli_usage_error("plan", "unknown option '%s'", o);
+#undef NEED_VAL
+#undef SIZE_OPT
+    }
+    if (!a->model == !a->shape) return cli_usage_error("plan", "give -m MODEL or --shape SHAPE --weights SIZE");
+    if (a->shape && !a->have_weights) return cli_usage_error("plan", "--shape needs --weights SIZE");
+    if (a->model && a->have_weights) return cli_usage_error("plan", "--weights is for --shape (a model file's weights are read from it)");
+    return -1;
+}
+
+static const el_kv_type file_types[] = {EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0};
+static const el_kv_type shape_types[] = {EL_KV_F16, EL_KV_INT8, EL_KV_INT4, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0};
+
+static const char *status_of(el_kv_type t) {
+    if (el_kv_type_implemented(t)) return "runtime";
+    if (t == EL_KV_INT8 || t == EL_KV_INT4) return "seed ideal (no scales)";
+    return "planned only";
+}
+
+int cli_cmd_plan(int argc, char **argv) {
+    plan_args a = {.n_batch = 512};
+    int rc = parse_plan_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+
+    /* the budget, before anything is loaded */
+    const char *src = "--device-mem";
+    uint64_t device = a.device;
+    if (!a.have_device) {
+        device = el_mem_device_available(&src);
+        if (!device) return cli_failf("cannot read the device memory (/proc/meminfo, cgroup); give --device-mem SIZE");
+    }
+    if (a.reserve >= device)
+        return cli_usage_error("plan", "--reserve %.1f MiB is not below the device memory %.1f MiB", mib(a.reserve), mib(device));
+    el_mem_request r = {.budget = device - a.reserve, .n_batch = a.n_batch};
+    const uint64_t runtime_rss = a.model ? el_mem_runtime_bytes(1) : 0;
+    uint64_t runtime_threads = 0;
+
+    el_model *m = NULL;
+    uint64_t tensor_bytes = 0, meta_bytes = 0, pad_bytes = 0, owned = 0;
+    if (a.shape) {
+        char e[256];
+        if (el_parse_shape(a.shape, &r.shape, e, sizeof e)) return cli_usage_error("plan", "--shape: %s", e);
+        r.weights = a.weights;
+        r.runtime = a.overhead;
+        if (a.n_ctx == 0) a.n_ctx = r.shape.n_ctx_max > 0 && r.shape.n_ctx_max < 4096 ? r.shape.n_ctx_max : 4096;
+    } else {
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        const int nt = a.n_threads > 0 ? a.n_threads : ncpu > 0 ? (int)ncpu : 1;
+        const uint64_t with_threads = el_mem_runtime_bytes(nt);
+        runtime_threads = with_threads > runtime_rss ? with_threads - runtime_rss : 0;
+        el_error err = {0};
+        el_model_params mp = el_model_default_params();
+        mp.n_threads = 1; /* planning runs nothing */
+        m = el_model_load(a.model, &mp, &err);
+        if (!m) return cli_fail(&err);
+        r.model = m;
+        el_mem_shape_of(m, &r.shape);
+        r.weights = el_mem_weights_bytes(m);
+        r.runtime = runtime_rss + runtime_threads + a.overhead;
+        const int64_t nt_t = el_gguf_n_tensors(m->gguf);
+        const uint8_t *base = el_gguf_base(m->gguf), *first = NULL;
+        for (int64_t i = 0; i < nt_t; i++) {
+            const el_gguf_tensor *t = el_gguf_tensor_at(m->gguf, i);
+            tensor_bytes += t->nbytes;
+            if (!first || (const uint8_t *)t->data < first) first = t->data;
+        }
+        meta_bytes = first ? (uint64_t)(first - base) : el_gguf_file_size(m->gguf);
+        pad_bytes = el_gguf_file_size(m->gguf) - meta_bytes - tensor_bytes;
+        owned = m->owned_bytes;
+        const int def = r.shape.n_ctx_max > 0 && r.shape.n_ctx_max < 4096 ? r.shape.n_ctx_max : 4096;
+        if (a.n_ctx == 0) a.n_ctx = def;
+        if (r.shape.n_ctx_max > 0 && a.n_ctx > r.shape.n_ctx_max) {
+            el_model_free(m);
+            return cli_usage_error("plan", "-c %d is beyond the model's context of %d tokens", a.n_ctx, r.shape.n_ctx_max);
+        }
+    }
+    if (r.shape.n_ctx_max > 0 && a.n_ctx > r.shape.n_ctx_max) {
+        el_model_free(m);
+        return cli_usage_error("plan", "-c %d is beyond the model's context of %d tokens", a.n_ctx, r.shape.n_ctx_max);
+    }
+    if (r.weights >= r.budget) {
+        el_model_free(m);
+        return cli_failf("the weights (%.1f MiB) do not fit the budget of %.1f MiB (device %.1f MiB - reserve %.1f MiB)",
+                         mib(r.weights), mib(r.budget), mib(device), mib(a.reserve));
+    }
+
+    const el_kv_type *types = a.shape ? shape_types : file_types;
+    const int n_types = a.shape ? (int)(sizeof shape_types / sizeof shape_types[0]) : (int)(sizeof file_types / sizeof file_types[0]);
+    const uint64_t kv_row_f16 = el_kv_row_bytes(EL_KV_F16, (uint64_t)r.shape.n_head_kv * (uint64_t)r.shape.head_dim);
+    if (a.json) {
+        printf("{\"source\":");
+        cli_json_str(stdout, a.model ? a.model : a.shape, strlen(a.model ? a.model : a.shape));
+        printf(",\"shape\":{\"layers\":%d,\"swa_layers\":%d,\"window\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"ctx_max\":%d}",
+               r.shape.n_layer, r.shape.n_layer_swa, r.shape.n_swa, r.shape.n_head_kv, r.shape.head_dim, r.shape.n_ctx_max);
+        printf(",\"weights_bytes\":%" PRIu64, r.weights);
+        if (m)
+            printf(",\"weights\":{\"tensors\":%" PRIu64 ",\"metadata\":%" PRIu64 ",\"alignment\":%" PRIu64 ",\"converted\":%" PRIu64 "}",
+                   tensor_bytes, meta_bytes, pad_bytes, owned);
+        printf(",\"runtime_bytes\":%" PRIu64 ",\"runtime\":{\"rss_at_start\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"overhead\":%" PRIu64 "}",
+               r.runtime, runtime_rss, runtime_threads, a.overhead);
+        printf(",\"device_bytes\":%" PRIu64 ",\"device_source\":", device);
+        cli_json_str(stdout, src, strlen(src));
+        printf(",\"reserve_bytes\":%" PRIu64 ",\"budget_bytes\":%" PRIu64 ",\"n_batch\":%d,\"ctx\":%d", a.reserve, r.budget, a.n_batch,
+               a.n_ctx);
+        printf(",\"rows\":[");
+        for (int i = 0; i < n_types; i++) {
+            const el_kv_type t = types[i];
+            const uint64_t kv_tok = el_kv_row_bytes(t, (uint64_t)r.shape.n_head_kv * (uint64_t)r.shape.head_dim) * 2 * (uint64_t)r.shape.n_layer;
+            const int mc = el_mem_max_ctx(&r, t);
+            printf("%s{\"kv_type\":\"%s\",\"status\":\"%s\",\"kv_bytes_per_token\":%" PRIu64 ",\"max_ctx\":%d,\"kv_bytes_at_max_ctx\":%" PRIu64
+                   ",\"session_bytes_at_ctx\":%" PRIu64 ",\"max_sessions_at_ctx\":%" PRIu64 "}",
+                   i ? "," : "", el_kv_type_name(t), status_of(t), kv_tok, mc, mc > 0 ? el_kv_bytes(&r.shape, t, mc, a.n_batch) : 0,
+                   el_mem_session_bytes(&r, t, a.n_ctx), el_mem_max_sessions(&r, t, a.n_ctx));
+        }
+        printf("]}\n");
+    } else {
+        printf("plan for %s\n", a.model ? a.model : a.shape);
+        printf("  shape      %d layers (%d sliding-window, window %d), %d KV heads x %d, context %d\n", r.shape.n_layer,
+               r.shape.n_layer_swa, r.shape.n_swa, r.shape.n_head_kv, r.shape.head_dim, r.shape.n_ctx_max);
+        if (m)
+            printf("  weights    %10.1f MiB  (tensors %.1f + metadata %.3f + alignment %.3f, converted at load %.3f)\n", mib(r.weights),
+                   mib(tensor_bytes), mib(meta_bytes), mib(pad_bytes), mib(owned));
+        else
+            printf("  weights    %10.1f MiB  (--weights, %" PRIu64 " bytes)\n", mib(r.weights), r.weights);
+        printf("  runtime    %10.1f MiB  (RSS at start %.1f + thread stacks %.2f + --overhead %.1f)\n", mib(r.runtime), mib(runtime_rss),
+               mib(runtime_threads), mib(a.overhead));
+        printf("  budget     %10.1f MiB  (device %.1f MiB [%s] - reserve %.1f MiB)\n", mib(r.budget), mib(device), src, mib(a.reserve));
+        printf("  KV F16     %" PRIu64 " bytes per token of a full layer set (2 x %d layers x %" PRIu64 ")\n",
+               kv_row_f16 * 2 * (uint64_t)r.shape.n_layer, r.shape.n_layer, kv_row_f16);
+        printf("\n  %-6s %-22s %12s %14s %16s %14s\n", "KV", "status", "max context", "KV at max MiB", "session@ctx MiB", "sessions@ctx");
+        for (int i = 0; i < n_types; i++) {
+            const el_kv_type t = types[i];
+            const int mc = el_mem_max_ctx(&r, t);
+            printf("  %-6s %-22s %12d %14.1f %16.2f %14" PRIu64 "\n", el_kv_type_name(t), status_of(t), mc,
+                   mc > 0 ? mib(el_kv_bytes(&r.shape, t, mc, a.n_batch)) : 0.0, mib(el_mem_session_bytes(&r, t, a.n_ctx)),
+                   el_mem_max_sessions(&r, t, a.n_ctx));
+        }
+        printf("  (ctx = %d tokens, prefill batch %d; max context is capped at the model's)\n", a.n_ctx, a.n_batch);
+    }
+    el_model_free(m);
+    return fflush(stdout) == 0 ? CLI_EXIT_OK : cli_failf("writing to stdout failed");
+}
