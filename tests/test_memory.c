@@ -507,7 +507,7 @@ static char *http_get(int port, const char *path) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a)) { close(fd); return NULL; }
     char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path);
     if (write(fd, req, (size_t)n) != n) { close(fd); return NULL; }
     char *all = el_test_read_fd(fd, NULL);
     close(fd);
@@ -577,7 +577,7 @@ static void serve_memory_fields(const char *floor, bool pressure) {
             const char body[] = "{\"prompt\":\"Hello\",\"max_tokens\":2,\"temperature\":0}";
             char req[512];
             int n = snprintf(req, sizeof req,
-                             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                             "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                              "Connection: close\r\n\r\n%s",
                              sizeof body - 1, body);
             CHECK(write(fd, req, (size_t)n) == n);
