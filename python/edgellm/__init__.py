@@ -5,9 +5,9 @@ Contract:
     ``Session`` (its own KV cache, sized once). ``session.generate(prompt)``
     and ``session.chat(messages)`` return a ``Generation``: an iterator of
     ``Token`` (id, text, bytes, logprob) streamed as the model produces them.
-    Leaving the loop early (``break``, ``gen.close()``, ``gen.cancel()`` or
-    ``session.cancel()`` from any thread) cancels the generation at the next
-    decode step; ``gen.finish`` then says how it ended ("eos", "stop",
+    ``gen.close()``, ``gen.cancel()`` or ``session.cancel()`` (any thread)
+    cancel the generation at the next decode step (after a ``break``, the
+    session's next generate/chat/reset/close does); ``gen.finish`` then says how it ended ("eos", "stop",
     "length", "cancelled").
   * Greedy decoding (``temperature=0``) gives the same tokens as
     ``edgellm run --temp 0`` for the same prompt.
@@ -19,8 +19,8 @@ Contract:
   * A session keeps its model alive: ``model.close()`` while sessions are open
     frees the model only when the last of them closes. A closed model or
     session raises ``EdgeLLMError`` instead of touching freed memory. One
-    generation at a time per session: starting another (generate/chat) or
-    closing the session cancels an unfinished one first (its iterator then
+    generation at a time per session: starting another (generate/chat),
+    reset() or closing the session cancels an unfinished one first (its iterator then
     ends, ``finish == "cancelled"``). ``with session.generate(...) as gen:``
     closes it on leaving the block.
 """
@@ -296,8 +296,17 @@ class Session:
         return lib.el_session_n_past(self._handle())
 
     def reset(self) -> None:
-        """Forget the history (ignored by the library while a generation runs)."""
-        lib.el_session_reset(self._handle())
+        """Forget the history (an unfinished generation is cancelled first)."""
+        h = self._handle()
+        self._end_active()
+        lib.el_session_reset(h)
+
+    def _end_active(self) -> None:
+        if self._active is not None and threading.current_thread() is self._active._thread:
+            raise EdgeLLMError("session is busy (called from inside its own generation)")
+        if self._active is not None:
+            self._active.close()  # cancels it if unfinished, waits for its worker
+            self._active = None
 
     def cancel(self) -> None:
         """Cancel the running generation (any thread); it ends at the next decode step."""
@@ -307,8 +316,7 @@ class Session:
     def close(self) -> None:
         if self._ptr is None:
             return
-        if self._active is not None:
-            self._active.close()
+        self._end_active()
         lib.el_session_free(self._ptr)
         self._ptr = None
         self._model._release()
@@ -334,6 +342,7 @@ class Session:
         when the session is empty; or token ids) and stream the reply. Unset sampling options take
         llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05); temperature=0 is greedy."""
         h = self._handle()
+        self._end_active()
         if isinstance(prompt, str):
             ids = self._model.tokenize(prompt, add_special=self.n_past == 0, _for_session=True)
         else:
@@ -353,6 +362,7 @@ class Session:
         """One chat turn: the session's history becomes the conversation (messages: dicts with "role" and
         "content"), and the assistant's reply streams until the model ends its turn."""
         h = self._handle()
+        self._end_active()
         arr, keep = _messages(messages)
         gp = _gen_params(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty, seed, stop, False, 0)
         tname = template.encode() if template else None
@@ -363,10 +373,6 @@ class Session:
         return self._start(call, (gp, arr, keep))
 
     def _start(self, call, keep) -> "Generation":
-        if self._active is not None and threading.current_thread() is self._active._thread:
-            raise EdgeLLMError("session is busy (generate/chat called from inside its own generation)")
-        if self._active is not None:
-            self._active.close()  # an unfinished generation is cancelled by the next one
         g = Generation(self, call, keep)
         self._active = g
         return g
@@ -406,8 +412,9 @@ _END = object()
 class Generation:
     """An iterator of Token. The library generates on a worker thread and hands
     tokens over one at a time (it waits for you: nothing piles up). close() or
-    cancel() (or leaving a for loop early) cancels it; the worker ends at the
-    next decode step and close() waits for it."""
+    cancel() cancels it (so does the session's next generate/chat/reset/close
+    after a loop left early); the worker ends at the next decode step and
+    close() waits for it."""
 
     def __init__(self, session: Session, call, keep):
         self._session = session  # keeps session (and model) alive while streaming

@@ -284,3 +284,14 @@ def test_session_keeps_model_alive():
     del m2
     assert [t.id for t in s2.generate("Hello", max_tokens=4, temperature=0)] == ref
     del s2
+
+
+def test_exception_in_loop_body_leaves_session_usable(llama):
+    with llama.session(n_ctx=256) as s:
+        ref = [t.id for t in s.generate("Hello", max_tokens=4, temperature=0)]
+        s.reset()
+        with pytest.raises(ZeroDivisionError):
+            for t in s.generate("Hello", max_tokens=100, temperature=0, ignore_eos=True):
+                1 / 0
+        s.reset()  # the unfinished generation is cancelled by the next one
+        assert [t.id for t in s.generate("Hello", max_tokens=4, temperature=0)] == ref
