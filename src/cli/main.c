@@ -718,7 +718,7 @@ int main(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("edgellm %s\n", EL_VERSION_STRING);
+        printf("edgellm %s\n", el_version());
         return CLI_EXIT_OK;
     }
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);

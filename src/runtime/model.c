@@ -252,8 +252,11 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     el_model_params dp = el_model_default_params();
     if (!p) p = &dp;
     if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (!path) { el_set_error(err, EL_ERR_INVALID_ARG, "model path is NULL"); return NULL; }
     el_model *m = calloc(1, sizeof *m);
     if (!m) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return NULL; }
+    m->log_cb = p->log_cb;
+    m->log_user = p->log_user;
     m->gguf = el_gguf_open(path, err);
     if (!m->gguf) {
         if (err && err->code != EL_ERR_IO && strstr(err->msg, path) == NULL) { /* name the file */
@@ -275,7 +278,10 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     if (el_gguf_get_str(m->gguf, "tokenizer.chat_template", &s)) m->chat_template = el_str_dup(s);
     m->vocab = el_vocab_load(m->gguf, err);
     if (!m->vocab) goto fail;
-    if (p->vocab_only) return m;
+    if (p->vocab_only) {
+        el_logf(m, EL_LOG_INFO, "loaded vocabulary (%d tokens) from %s", el_vocab_n_tokens(m->vocab), path);
+        return m;
+    }
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
     if (!m->arch) {
@@ -293,8 +299,16 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     m->n_threads = nt;
     m->pool = el_pool_new(nt);
     if (!m->pool) { el_set_error(err, EL_ERR_NOMEM, "cannot start %d threads", nt); goto fail; }
+    el_logf(m, EL_LOG_INFO, "loaded %s model from %s: %d layers, %d embd, vocab %d, trained context %d, %d threads",
+            m->arch_name, path, m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, m->hp.n_ctx_train, nt);
     return m;
 fail:
+    if (m->log_cb) {
+        el_error tmp;
+        const el_error *e = err ? err : &tmp;
+        if (!err) tmp.msg[0] = 0;
+        el_logf(m, EL_LOG_ERROR, "loading %s failed: %s", path, e->msg);
+    }
     el_model_free(m);
     return NULL;
 }
@@ -314,12 +328,13 @@ void el_model_free(el_model *m) {
     free(m);
 }
 
-const char *el_model_arch(const el_model *m) { return m->arch_name; }
-int el_model_n_vocab(const el_model *m) { return el_vocab_n_tokens(m->vocab); }
-int el_model_n_ctx_train(const el_model *m) { return m->hp.n_ctx_train; }
-const char *el_model_chat_template(const el_model *m) { return m->chat_template; }
+const char *el_model_arch(const el_model *m) { return m ? m->arch_name : NULL; }
+int el_model_n_vocab(const el_model *m) { return m ? el_vocab_n_tokens(m->vocab) : 0; }
+int el_model_n_ctx_train(const el_model *m) { return m ? m->hp.n_ctx_train : 0; }
+const char *el_model_chat_template(const el_model *m) { return m ? m->chat_template : NULL; }
 
 const char *el_model_meta_str(const el_model *m, const char *key) {
+    if (!m || !key) return NULL;
     el_str s;
     if (!el_gguf_get_str(m->gguf, key, &s)) return NULL;
     el_model *mm = (el_model *)m; /* the cache of copies is logically const */
@@ -333,14 +348,17 @@ const char *el_model_meta_str(const el_model *m, const char *key) {
 }
 
 int el_tokenize(const el_model *m, const char *text, size_t len, int32_t *out, int cap, int flags) {
+    if (!m || (!text && len) || cap < 0 || (!out && cap > 0)) return -1;
+    if (!text) text = "";
     return el_vocab_tokenize(m->vocab, text, len, (flags & EL_TOK_ADD_SPECIAL) != 0, (flags & EL_TOK_PARSE_SPECIAL) != 0, out, cap);
 }
 int el_token_to_piece(const el_model *m, int32_t tok, char *buf, int cap, bool special) {
+    if (!m || cap < 0 || (!buf && cap > 0)) return -1;
     return el_vocab_token_to_piece(m->vocab, tok, buf, cap, special);
 }
-int32_t el_token_bos(const el_model *m) { return el_vocab_bos(m->vocab); }
-int32_t el_token_eos(const el_model *m) { return el_vocab_eos(m->vocab); }
-bool el_token_is_eog(const el_model *m, int32_t tok) { return el_vocab_is_eog(m->vocab, tok); }
+int32_t el_token_bos(const el_model *m) { return m ? el_vocab_bos(m->vocab) : -1; }
+int32_t el_token_eos(const el_model *m) { return m ? el_vocab_eos(m->vocab) : -1; }
+bool el_token_is_eog(const el_model *m, int32_t tok) { return m ? el_vocab_is_eog(m->vocab, tok) : false; }
 
 int el_chat_tokenize_text(const el_model *m, const el_chat_text *t, size_t from, int flags, int32_t *out, int cap) {
     if (!m || !t || (!t->text && t->len) || from > t->len || t->n_tmpl < 0) return -1;

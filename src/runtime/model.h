@@ -77,6 +77,7 @@ struct el_model {
     void **owned; int n_owned, cap_owned; /* buffers converted at load (non-F32 norms) */
     size_t owned_bytes;                   /* their bytes (the capacity plan counts them as weights) */
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
+    el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
 };
 
 struct el_session {
@@ -95,8 +96,15 @@ struct el_session {
     void *block;        /* one allocation for everything above */
     size_t block_bytes;
     atomic_bool cancel;
+    atomic_bool busy;   /* a generation/eval runs (re-entry from its callback or another thread is refused) */
     int32_t *top_ids; float *top_lps; /* 64 each */
 };
+
+/* Sends a formatted message to the model's log callback, if any (api.c). m may be NULL. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
 
 /* Helpers for arch loaders (model.c). */
 const char *el_arch_key(const el_model *m, const char *suffix, char *buf, size_t cap);

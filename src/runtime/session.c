@@ -35,6 +35,7 @@ static void resolve_params(const el_model *m, const el_session_params *p, int *n
 }
 
 size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
+    if (!m || !m->arch) return 0;
     el_session_params p = {.n_ctx = n_ctx, .n_batch = n_batch};
     int c, b;
     resolve_params(m, &p, &c, &b);
@@ -95,6 +96,9 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     /* touch every page now, so the memory is really there before work starts */
     memset(s->block, 0, plan.total);
     atomic_init(&s->cancel, false);
+    atomic_init(&s->busy, false);
+    el_logf(m, EL_LOG_INFO, "session: %d tokens of context, batch %d, %zu bytes (KV %zu + scratch %zu)", n_ctx,
+            n_batch, plan.total, plan.kv_bytes, plan.scratch_bytes);
     return s;
 }
 
@@ -106,11 +110,27 @@ void el_session_free(el_session *s) {
     free(s);
 }
 
-void el_session_reset(el_session *s) { s->n_past = 0; atomic_store(&s->cancel, false); }
-int el_session_n_ctx(const el_session *s) { return s->n_ctx; }
-int el_session_n_past(const el_session *s) { return s->n_past; }
-const float *el_session_logits(const el_session *s) { return s->logits; }
-void el_session_cancel(el_session *s) { atomic_store(&s->cancel, true); }
+void el_session_reset(el_session *s) {
+    if (!s || atomic_load(&s->busy)) return; /* ignored while a generation runs (its callback, another thread) */
+    s->n_past = 0;
+    atomic_store(&s->cancel, false);
+}
+int el_session_n_ctx(const el_session *s) { return s ? s->n_ctx : 0; }
+int el_session_n_past(const el_session *s) { return s ? s->n_past : 0; }
+const float *el_session_logits(const el_session *s) { return s ? s->logits : NULL; }
+void el_session_cancel(el_session *s) { if (s) atomic_store(&s->cancel, true); }
+
+/* Claims the session for one eval/generation; false (err filled) if NULL or already claimed. */
+static bool session_claim(el_session *s, el_error *err) {
+    if (!s) { el_set_error(err, EL_ERR_INVALID_ARG, "session is NULL"); return false; }
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&s->busy, &expected, true)) {
+        el_set_error(err, EL_ERR_INVALID_ARG,
+                     "session is busy (a generation on it is running: called from its own callback or another thread)");
+        return false;
+    }
+    return true;
+}
 
 /* NaN / ±inf values in a logits row (exponent bits all ones). */
 static int count_nonfinite(const float *v, int n) {
@@ -153,7 +173,7 @@ static int eval_tokens(el_session *s, const int32_t *toks, int n, bool check_can
     return 0;
 }
 
-int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err) {
+static int eval_claimed(el_session *s, const int32_t *toks, int n, el_error *err) {
     if (n <= 0) return el_set_error(err, EL_ERR_INVALID_ARG, "nothing to evaluate");
     if (check_tokens(s, toks, n, err)) return err ? err->code : EL_ERR_INVALID_ARG;
     if (s->n_past + n > s->n_ctx)
@@ -230,8 +250,39 @@ static int text_push(text_state *ts, const char *piece, int len, char *out, int 
     return 0;
 }
 
+int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (!session_claim(s, err)) return EL_ERR_INVALID_ARG;
+    int rc = !toks && n > 0 ? (int)el_set_error(err, EL_ERR_INVALID_ARG, "tokens are NULL") : eval_claimed(s, toks, n, err);
+    atomic_store(&s->busy, false);
+    return rc;
+}
+
+static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
+                                  el_token_cb cb, void *user, el_generate_stats *stats, el_error *err);
+
 el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
                       el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (stats) stats->finish = EL_DONE_FAILED;
+    if (!session_claim(s, err)) return EL_DONE_FAILED;
+    el_generate_params greedy;
+    if (!gp) {
+        memset(&greedy, 0, sizeof greedy);
+        greedy.sampling.repeat_penalty = 1.0f;
+        greedy.sampling.top_p = 1.0f;
+        gp = &greedy;
+    }
+    el_finish fin = !prompt && n_prompt > 0
+                        ? (el_set_error(err, EL_ERR_INVALID_ARG, "prompt tokens are NULL"), EL_DONE_FAILED)
+                        : generate_claimed(s, prompt, n_prompt, gp, cb, user, stats, err);
+    atomic_store(&s->busy, false);
+    return fin;
+}
+
+static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
+                                  el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
     el_generate_stats st = {0};
     el_finish fin = EL_DONE_FAILED;
     el_sampler *smp = NULL;
