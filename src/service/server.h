@@ -14,6 +14,7 @@
 #ifndef EL_SERVICE_SERVER_H
 #define EL_SERVICE_SERVER_H
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "edgellm.h"
 
@@ -39,6 +40,14 @@ typedef struct el_server_params {
     const char *const *allow_hosts;
     int n_allow_hosts;
     const char *cors_origin;
+    /* llama-server compatibility */
+    const char *alias;         /* the model id in replies, /v1/models and /props; NULL: the file name */
+    bool no_slots;             /* GET /slots answers 501 */
+    bool has_temp;             /* temp: the temperature of requests that give none */
+    float temp;
+    bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
+    uint64_t seed;
+    int n_predict;             /* 0: unset; -1 or N: max_tokens / n_predict of requests that give none */
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -418,7 +418,10 @@ def t_sigterm_queued_streams(ctx):
             assert ev and ev[-1] == "[DONE]", "stream %d: no [DONE] at shutdown: %r" % (i, res[i][-300:])
             errors = [e for e in ev[:-1] if '"error"' in e]
             assert errors, "stream %d: no error event before [DONE]: %r" % (i, ev[-3:])
-            assert json.loads(errors[-1])["error"]["code"] == "cancelled", errors[-1]
+            # in-stream errors have llama-server's shape: code is the HTTP status (a number)
+            err_obj = json.loads(errors[-1])["error"]
+            assert err_obj["code"] == 503 and err_obj["type"] == "unavailable_error", errors[-1]
+            assert "cancelled" in err_obj["message"], errors[-1]
     finally:
         srv.kill()
 
