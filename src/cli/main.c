@@ -113,7 +113,7 @@ static void print_usage(FILE *f) {
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
 "      --queue Q               requests that may wait for a slot (default 16; more: 503)\n"
-"      --api-key KEY           require 'Authorization: Bearer KEY'\n"
+"      --api-key KEY           require 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY')\n"
 "      --allow-host NAME       also answer requests whose Host is NAME (repeatable; the\n"
 "                              default is localhost, 127.0.0.1, [::1] and --host;\n"
 "                              '*' answers any Host, which allows DNS rebinding)\n"

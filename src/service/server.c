@@ -2131,7 +2131,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             el_api_error e;
             memset(&e, 0, sizeof e);
             el_api_set_error(&e, 401, "authentication_error", NULL, "invalid_api_key",
-                             "missing or invalid API key (send 'Authorization: Bearer KEY')");
+                             "missing or invalid API key (send 'Authorization: Bearer KEY' or 'X-Api-Key: KEY')");
             return send_api_error_h(c, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         }
         /* A declared body over the limit is never stored. If the client waits
@@ -2251,7 +2251,7 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
         }
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
         MHD_add_response_header(resp, "Vary", "Origin");
         *ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);

@@ -192,7 +192,7 @@ def t_origin_and_cors(ctx):
     assert h.get("access-control-allow-origin") == ctx.cors, h
     assert "POST" in h.get("access-control-allow-methods", ""), h
     allow_h = h.get("access-control-allow-headers", "").lower()
-    assert "content-type" in allow_h and "authorization" in allow_h, h
+    assert "content-type" in allow_h and "authorization" in allow_h and "x-api-key" in allow_h, h
     st, h, b = post(p, "/tokenize", {"content": "hi"}, headers={"Origin": ctx.cors})
     assert st == 200, (st, b[:200])
     assert h.get("access-control-allow-origin") == ctx.cors, h
