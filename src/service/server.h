@@ -52,8 +52,8 @@ typedef struct el_server_params {
 
 typedef struct el_server el_server;
 
-/* Binds host:port and starts answering (everything but /health, /metrics and
- * / is 503 until el_server_load succeeds). NULL with err filled on failure. */
+/* Binds host:port and starts answering (everything but /health, /v1/health,
+ * /metrics and / is 503 until el_server_load succeeds). NULL with err filled on failure. */
 el_server *el_server_start(const el_server_params *p, el_error *err);
 /* Loads the model, hashes its file, creates the slots' sessions and threads.
  * Returns 0, or -1 with err filled. Call once, from any one thread. */

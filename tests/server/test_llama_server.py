@@ -130,6 +130,13 @@ def t_x_api_key(ctx):
     assert st == 200, st
     st, _, b = request(p, "GET", "/slots")
     expect_error(st, b, 401, "/slots without a key")
+    # (spaces around a header value are not part of it, in HTTP: " secret" is "secret")
+    for v in ("", "secre", "secretsecret", "Bearer secret", "SECRET", "s" * 8000):
+        st, _, b = post(p, "/completion", body, headers={"X-Api-Key": v})
+        assert st in (401, 431), (v[:20], st)  # an 8000-byte header may be refused as too large
+    st, _, b = post(p, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+                    headers={"X-Api-Key": "secret"})
+    assert st == 200, (st, b[:200])
 
 
 # ---------------------------------------------------------------- 2. /completion
@@ -380,8 +387,10 @@ def t_slots(ctx):
     assert last["id_slot"] == 1, last
     st, _, b = post(ctx.port, "/slots/9?action=save", {"filename": "x"})
     expect_error(st, b, 404, "/slots/9")
-    st, _, b = post(ctx.port, "/slots/abc?action=save", {"filename": "x"})
-    expect_error(st, b, 404, "/slots/abc")
+    for bad in ("abc", "-1", "99999999999", "1x", "", "0%201", "%32"):  # %32 is "2": no such slot
+        st, _, b = post(ctx.port, "/slots/%s?action=save" % bad, {"filename": "x"})
+        assert st in (400, 404), (bad, st, b[:200])  # %00-style escapes are the prelude's 400
+        expect_error(st, b, st, "/slots/" + bad)
     st, _, b = post(ctx.port, "/slots/1?action=save", {"filename": "x"})
     expect_error(st, b, 501, "/slots/1 save (not implemented)")
 
@@ -406,9 +415,21 @@ def t_apply_template_input_tokens(ctx):
     assert r["tokens_evaluated"] == n["input_tokens"], r
     for path in ("/apply-template", "/v1/chat/completions/input_tokens"):
         for body in ({}, {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "wizard", "content": "x"}]},
-                     {"messages": [{"role": "user"}]}):
+                     {"messages": [{"role": "user"}]}, {"messages": [{"role": "user", "content": 5}]},
+                     {"messages": [{"role": "user", "content": "a"}], "messages": None}, [1]):
             st, _, b = post(ctx.port, path, body)
             expect_error(st, b, 400, "%s %r" % (path, body))
+        for raw in (b"{", b"\xff\xfe", b'{"messages":[{"role":"user","content":"\\u0000"}]}'):
+            st, _, b = post(ctx.port, path, raw)
+            expect_error(st, b, 400, "%s %r" % (path, raw))
+        # huge: a message near the 1 MiB body limit renders (and counts) whole; beyond it, 413
+        big = "word " * 190000
+        st, _, b = post(ctx.port, path, {"messages": [{"role": "user", "content": big}]})
+        assert st == 200 and (big in json.loads(b).get("prompt", big)), (path, st, b[:200])
+        st, _, b = post(ctx.port, path, {"messages": [{"role": "user", "content": "x" * (1 << 20)}]})
+        expect_error(st, b, 413, path + " over 1 MiB")
+        st, _, b = request(ctx.port, "GET", path)
+        expect_error(st, b, 405, "GET " + path)
 
 
 # ---------------------------------------------------------------- 6. stream shape, errors
