@@ -260,6 +260,9 @@ def t_sampler_fields(ctx):
     g = a["generation_settings"]
     assert g["top_k"] == 5 and abs(g["min_p"] - 0.1) < 1e-6 and abs(g["repeat_penalty"] - 1.2) < 1e-6, g
     assert g["repeat_last_n"] == 16 and g["seed"] == 123, g
+    # -1 is the whole context, as llama-server's
+    g = native(ctx, n_predict=1, repeat_last_n=-1)["generation_settings"]
+    assert g["repeat_last_n"] == ctx.n_ctx, g
     # neutral values of samplers edgellm lacks are accepted (llama-server's defaults)
     native(ctx, n_predict=1, mirostat=0, typical_p=1.0, dry_multiplier=0, xtc_probability=0, grammar="",
            n_keep=0, cache_prompt=False, post_sampling_probs=False, lora=[], samplers=None)
