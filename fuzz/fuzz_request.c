@@ -15,6 +15,16 @@
  * pipeline): on success the content is valid UTF-8 without NUL and its length
  * is right, token ids are >= 0, and the response bodies built from them parse
  * back; on failure the error is a 400/413 and nothing is left allocated.
+ *
+ * And as a llama-server /completion body (el_api_parse_native): on success
+ * every promise of api.h holds (prompt parts: text valid UTF-8 or an id >= 0,
+ * ranges of n_predict, temperature, top_k, top_p, min_p, repeat_*, n_probs,
+ * id_slot, response_fields), and a /completion response built from the
+ * request (its prompt text as content, its response_fields, its ids as
+ * tokens) parses back with the content intact when not filtered away; on
+ * failure a 400/413 whose error JSON (OpenAI's and the stream's llama-server
+ * shape) parses, and nothing is left allocated. The raw bytes also go
+ * through the /completion builders as content, prompt and token texts.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -124,6 +134,66 @@ static void round_trip(const el_api_request *r) {
     cJSON_Delete(p);
 }
 
+/* The /completion body: the parser's promises and the builders on what it parsed. */
+static void check_native(const uint8_t *data, size_t size) {
+    el_api_request r;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_native((const char *)data, size, &r, &e) == 0) {
+        REQUIRE(r.kind == EL_API_NATIVE && r.n_parts >= 1 && r.n_parts <= EL_API_MAX_PROMPT_PARTS && r.parts);
+        REQUIRE(!r.msgs && !r.prompt);
+        for (int i = 0; i < r.n_parts; i++) REQUIRE(r.parts[i].text ? str_ok(r.parts[i].text) : r.parts[i].tok >= 0);
+        REQUIRE(r.max_tokens == -1 || (r.max_tokens >= 1 && r.max_tokens <= (1 << 20)));
+        REQUIRE(r.temperature >= 0 && r.temperature <= 2 && r.top_k >= 0);
+        REQUIRE(r.top_p > 0 && r.top_p <= 1 && r.min_p >= 0 && r.min_p <= 1);
+        REQUIRE(r.repeat_penalty > 0 && r.repeat_penalty <= 10 && r.repeat_last_n >= -1);
+        REQUIRE(r.presence_penalty >= -2 && r.presence_penalty <= 2);
+        REQUIRE(r.frequency_penalty >= -2 && r.frequency_penalty <= 2);
+        REQUIRE(r.n_probs >= 0 && r.id_slot >= -1);
+        REQUIRE(r.n_stop >= 0 && r.n_stop <= EL_API_MAX_STOP && r.stop[r.n_stop] == NULL);
+        REQUIRE(r.n_logit_bias >= 0 && r.n_logit_bias <= EL_API_MAX_LOGIT_BIAS);
+        for (int i = 0; i < r.n_logit_bias; i++) REQUIRE(r.logit_bias_id[i] >= 0);
+        REQUIRE(r.n_resp_fields >= 0 && r.n_resp_fields <= EL_API_MAX_RESP_FIELDS);
+        for (int i = 0; i < r.n_resp_fields; i++) REQUIRE(str_ok(r.resp_fields[i]));
+        const char *text = r.parts[0].text ? r.parts[0].text : "";
+        int32_t ids[4] = {0};
+        int nid = 0;
+        for (int i = 0; i < r.n_parts && nid < 4; i++)
+            if (!r.parts[i].text) ids[nid++] = r.parts[i].tok;
+        el_api_native_result res;
+        memset(&res, 0, sizeof res);
+        res.content = text;
+        res.len = strlen(text);
+        res.tokens = ids;
+        res.n_tokens = nid;
+        res.stop = r.stream;
+        res.model = r.model;
+        res.stop_type = "word";
+        res.stopping_word = r.n_stop ? r.stop[0] : "";
+        res.prompt = text;
+        res.prompt_len = strlen(text);
+        res.settings = "{\"n_predict\":3}";
+        res.predicted_ms = r.temperature;
+        res.n_predicted = r.max_tokens;
+        cJSON *p = reparse(el_api_native_response(&res, r.resp_fields, r.n_resp_fields));
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "content");
+        bool kept = r.n_resp_fields == 0;
+        for (int i = 0; i < r.n_resp_fields; i++) kept = kept || !strcmp(r.resp_fields[i], "content");
+        if (kept) REQUIRE(cJSON_IsString(c) && !strcmp(c->valuestring, text));
+        else REQUIRE(c == NULL);
+        REQUIRE(cJSON_GetArraySize(p) <= (r.n_resp_fields ? r.n_resp_fields : 64));
+        cJSON_Delete(p);
+    } else {
+        REQUIRE(e.status == 400 || e.status == 413);
+        REQUIRE(e.type && e.message[0]);
+        REQUIRE(r.parts == NULL && r.n_parts == 0 && r.model == NULL && r.stop[0] == NULL && r.resp_fields[0] == NULL);
+        cJSON_Delete(reparse(el_api_error_json(&e)));
+        cJSON_Delete(reparse(el_api_stream_error_json(&e)));
+    }
+    el_api_request_free(&r);
+    el_api_request_free(&r);
+}
+
 static size_t count_sub(const char *s, const char *sub) {
     size_t n = 0, l = strlen(sub);
     for (const char *p = strstr(s, sub); p; p = strstr(p + l, sub)) n++;
@@ -184,6 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         el_api_request_free(&r);
     }
     check_tok_bodies(data, size);
+    check_native(data, size);
     /* raw bytes as generated text, by length: output must still be valid UTF-8 JSON */
     char *raw = malloc(size + 1);
     if (!raw) return 0;
@@ -201,13 +272,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cJSON_Delete(reparse(s));
     /* the raw bytes as token texts in both logprobs shapes */
     size_t half = size / 2, off = 0;
-    el_api_top_lp top = {raw + half, size - half, -1.0f};
-    el_api_token_lp t[2] = {{raw, half, -0.5f, 1, &top}, {raw + half, size - half, -2.0f, 0, NULL}};
+    el_api_top_lp top = {raw + half, size - half, -1.0f, 7};
+    el_api_token_lp t[2] = {{raw, half, -0.5f, 1, &top, 3}, {raw + half, size - half, -2.0f, 0, NULL, 4}};
     s = el_api_logprobs_json(EL_API_CHAT, t, 2, NULL);
     cJSON_Delete(reparse(s));
     s = el_api_logprobs_json(EL_API_COMPLETION, t, 2, &off);
     cJSON_Delete(reparse(s));
     REQUIRE(off <= size + 2);
+    /* the raw bytes through the /completion builders */
+    s = el_api_native_probs_json(t, 2);
+    cJSON_Delete(reparse(s));
+    int32_t tk[2] = {1, 2};
+    el_api_native_result res = {.content = raw, .len = size, .tokens = tk, .n_tokens = 2, .stop = true,
+                                .model = raw, .stop_type = "eos", .stopping_word = raw, .prompt = raw,
+                                .prompt_len = half};
+    s = el_api_native_response(&res, NULL, 0);
+    REQUIRE(s && count_sub(s, "\\u0000") >= nuls);
+    cJSON_Delete(reparse(s));
+    cJSON_Delete(reparse(el_api_chat_role_chunk(raw, raw, 1, raw)));
     free(raw);
     return 0;
 }

@@ -17,6 +17,7 @@
 
 static int parse_n(el_api_kind kind, const char *body, size_t len, el_api_request *r, el_api_error *e) {
     memset(e, 0, sizeof *e);
+    if (kind == EL_API_NATIVE) return el_api_parse_native(body, len, r, e);
     return el_api_parse(kind, body, len, r, e);
 }
 
@@ -52,6 +53,7 @@ static void bad_(int line, el_api_kind kind, const char *body, size_t len, int s
 #define BADN(kind, body, len, status, param, sub) bad_(__LINE__, kind, body, len, status, param, sub)
 #define CHAT EL_API_CHAT
 #define COMP EL_API_COMPLETION
+#define NAT EL_API_NATIVE
 
 #define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 
@@ -905,8 +907,8 @@ static void test_sampling_fields(void) {
 }
 
 static void test_logprobs_json(void) {
-    const el_api_top_lp top[2] = {{"\xE2\x96\x81the", 6, -0.5f}, {"\xE2", 1, -1.25f}};
-    const el_api_token_lp t[2] = {{"\xE2\x96\x81the", 6, -0.5f, 2, top}, {"\0", 1, -2.0f, 0, NULL}};
+    const el_api_top_lp top[2] = {{"\xE2\x96\x81the", 6, -0.5f, 0}, {"\xE2", 1, -1.25f, 0}};
+    const el_api_token_lp t[2] = {{"\xE2\x96\x81the", 6, -0.5f, 2, top, 0}, {"\0", 1, -2.0f, 0, NULL, 0}};
     char *s = el_api_logprobs_json(EL_API_CHAT, t, 2, NULL);
     cJSON *p = s ? cJSON_Parse(s) : NULL;
     free(s);
@@ -942,7 +944,236 @@ static void test_logprobs_json(void) {
     cJSON_Delete(p);
 }
 
+/* ---- llama-server /completion ---- */
+
+static void test_native_defaults_and_prompts(void) {
+    el_api_request r;
+    if (!OK(NAT, "{\"prompt\":\"Once\"}", &r)) {
+        CHECK(r.kind == NAT && r.n_parts == 1 && !strcmp(r.parts[0].text, "Once"));
+        /* llama-server's defaults */
+        CHECK(r.max_tokens == -1 && !r.has_max_tokens && fabsf(r.temperature - 0.8f) < 1e-6f && !r.has_temperature);
+        CHECK(r.top_k == 40 && fabsf(r.top_p - 0.95f) < 1e-6f && fabsf(r.min_p - 0.05f) < 1e-6f);
+        CHECK(r.repeat_penalty == 1.0f && r.repeat_last_n == 64 && r.cache_prompt && !r.ignore_eos);
+        CHECK(r.n_probs == 0 && r.id_slot == -1 && !r.return_tokens && !r.has_seed && r.n_resp_fields == 0);
+        el_api_request_free(&r);
+    }
+    if (!OK(NAT, "{\"prompt\":[1, \"a b\", 2, 0]}", &r)) {
+        CHECK(r.n_parts == 4 && !r.parts[0].text && r.parts[0].tok == 1 && !strcmp(r.parts[1].text, "a b"));
+        CHECK(!r.parts[2].text && r.parts[2].tok == 2 && !r.parts[3].text && r.parts[3].tok == 0);
+        el_api_request_free(&r);
+    }
+    if (!OK(NAT, "{\"prompt\":[[5, 6]]}", &r)) { /* one prompt given as a list of one */
+        CHECK(r.n_parts == 2 && r.parts[1].tok == 6);
+        el_api_request_free(&r);
+    }
+    if (!OK(NAT, "{\"prompt\":[\"only\"]}", &r)) {
+        CHECK(r.n_parts == 1 && !strcmp(r.parts[0].text, "only"));
+        el_api_request_free(&r);
+    }
+    BAD(NAT, "{}", 400, "prompt", "missing");
+    BAD(NAT, "{\"prompt\":null}", 400, "prompt", "missing");
+    BAD(NAT, "{\"prompt\":[]}", 400, "prompt", "empty");
+    BAD(NAT, "{\"prompt\":[-1]}", 400, "prompt", "token id");
+    BAD(NAT, "{\"prompt\":[2147483648]}", 400, "prompt", "token id");
+    BAD(NAT, "{\"prompt\":[1.5]}", 400, "prompt", "token id");
+    BAD(NAT, "{\"prompt\":[true]}", 400, "prompt", "prompt[0]");
+    BAD(NAT, "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "several prompts");
+    BAD(NAT, "{\"prompt\":[[1],[2]]}", 400, "prompt", "several prompts");
+    BAD(NAT, "{\"prompt\":[{\"prompt_string\":\"x\"}]}", 400, "prompt", "several prompts");
+    BAD(NAT, "{\"prompt\":{}}", 400, "prompt", NULL);
+    BAD(NAT, "{\"prompt\":5}", 400, "prompt", NULL);
+    BAD(NAT, "{\"prompt\":\"a\",\"prompt\":\"b\"}", 400, "prompt", "duplicate");
+    /* too many parts */
+    size_t cap = 16 + 2 * (size_t)(EL_API_MAX_PROMPT_PARTS + 1);
+    char *big = malloc(cap);
+    if (big) {
+        size_t o = (size_t)snprintf(big, cap, "{\"prompt\":[");
+        for (int i = 0; i <= EL_API_MAX_PROMPT_PARTS; i++) { big[o++] = '1'; big[o++] = ','; }
+        big[o - 1] = ']';
+        big[o++] = '}';
+        big[o] = 0;
+        BAD(NAT, big, 400, "prompt", "at most");
+        free(big);
+    }
+}
+
+static void test_native_fields(void) {
+    el_api_request r;
+    const char *full = "{\"prompt\":\"x\",\"n_predict\":7,\"temperature\":0.3,\"top_k\":5,\"top_p\":0.5,"
+                       "\"min_p\":0.2,\"repeat_penalty\":1.3,\"repeat_last_n\":-1,\"presence_penalty\":1,"
+                       "\"frequency_penalty\":-1,\"seed\":42,\"stop\":[\"\\n\",\"END\"],\"n_probs\":3,"
+                       "\"ignore_eos\":true,\"cache_prompt\":false,\"return_tokens\":true,\"stream\":true,"
+                       "\"id_slot\":1,\"model\":\"m\",\"response_fields\":[\"content\",\"generation_settings/n_predict\"],"
+                       "\"logit_bias\":[[15,false],[16,-2.5]],\"mirostat\":0,\"typical_p\":1,\"grammar\":\"\","
+                       "\"samplers\":null,\"lora\":[],\"unknown_field\":{\"x\":1}}";
+    if (!OK(NAT, full, &r)) {
+        CHECK(r.max_tokens == 7 && r.has_max_tokens && fabsf(r.temperature - 0.3f) < 1e-6f && r.has_temperature);
+        CHECK(r.top_k == 5 && fabsf(r.top_p - 0.5f) < 1e-6f && fabsf(r.min_p - 0.2f) < 1e-6f);
+        CHECK(fabsf(r.repeat_penalty - 1.3f) < 1e-6f && r.repeat_last_n == -1);
+        CHECK(r.presence_penalty == 1 && r.frequency_penalty == -1 && r.has_seed && r.seed == 42);
+        CHECK(r.n_stop == 2 && !strcmp(r.stop[1], "END") && r.n_probs == 3 && r.ignore_eos && !r.cache_prompt);
+        CHECK(r.return_tokens && r.stream && r.id_slot == 1 && !strcmp(r.model, "m"));
+        CHECK(r.n_resp_fields == 2 && !strcmp(r.resp_fields[1], "generation_settings/n_predict"));
+        CHECK(r.n_logit_bias == 2 && r.logit_bias_id[0] == 15 && r.logit_bias[0] < -1e29f &&
+              r.logit_bias_id[1] == 16 && r.logit_bias[1] == -2.5f);
+        el_api_request_free(&r);
+    }
+    /* max_tokens is n_predict's other name; n_predict wins */
+    if (!OK(NAT, "{\"prompt\":\"x\",\"max_tokens\":4}", &r)) { CHECK(r.max_tokens == 4); el_api_request_free(&r); }
+    if (!OK(NAT, "{\"prompt\":\"x\",\"max_tokens\":4,\"n_predict\":9}", &r)) {
+        CHECK(r.max_tokens == 9);
+        el_api_request_free(&r);
+    }
+    /* llama-server's conventions: negative temperature is greedy, seed -1 / 0xFFFFFFFF random, top_k < 0 off */
+    if (!OK(NAT, "{\"prompt\":\"x\",\"temperature\":-1,\"seed\":-1,\"top_k\":-1,\"n_predict\":-1}", &r)) {
+        CHECK(r.temperature == 0 && !r.has_seed && r.top_k == 0 && r.max_tokens == -1);
+        el_api_request_free(&r);
+    }
+    if (!OK(NAT, "{\"prompt\":\"x\",\"seed\":4294967295}", &r)) { CHECK(!r.has_seed); el_api_request_free(&r); }
+    if (!OK(NAT, "{\"prompt\":\"x\",\"stop\":\"###\",\"logit_bias\":{\"3\":-5}}", &r)) {
+        CHECK(r.n_stop == 1 && r.n_logit_bias == 1 && r.logit_bias_id[0] == 3 && r.logit_bias[0] == -5);
+        el_api_request_free(&r);
+    }
+    BAD(NAT, "{\"prompt\":\"x\",\"n_predict\":0}", 400, "n_predict", "not supported");
+    BAD(NAT, "{\"prompt\":\"x\",\"n_predict\":-2}", 400, "n_predict", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"max_tokens\":0}", 400, "max_tokens", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"n_predict\":1.5}", 400, "n_predict", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"temperature\":3}", 400, "temperature", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"top_k\":\"5\"}", 400, "top_k", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"top_p\":1.5}", 400, "top_p", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"min_p\":-0.5}", 400, "min_p", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"repeat_penalty\":11}", 400, "repeat_penalty", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"repeat_last_n\":-2}", 400, "repeat_last_n", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"seed\":-2}", 400, "seed", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"n_probs\":-1}", 400, "n_probs", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"n_probs\":true}", 400, "n_probs", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"id_slot\":-2}", 400, "id_slot", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"ignore_eos\":1}", 400, "ignore_eos", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"cache_prompt\":\"yes\"}", 400, "cache_prompt", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"return_tokens\":null,\"stream\":0}", 400, "stream", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"stop\":[1]}", 400, "stop", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1]]}", 400, "logit_bias", "pair");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[\"Hello\",1]]}", 400, "logit_bias", "text keys");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[-1,1]]}", 400, "logit_bias", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,true]]}", 400, "logit_bias", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,1e7]]}", 400, "logit_bias", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,1],[1,2]]}", 400, "logit_bias", "twice");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":\"x\"}", 400, "logit_bias", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"response_fields\":\"content\"}", 400, "response_fields", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"response_fields\":[null]}", 400, "response_fields", NULL);
+    /* samplers edgellm lacks: 400 naming them, unless off */
+    BAD(NAT, "{\"prompt\":\"x\",\"mirostat\":2}", 400, "mirostat", "not supported");
+    BAD(NAT, "{\"prompt\":\"x\",\"typical_p\":0.5}", 400, "typical_p", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"dry_multiplier\":0.8}", 400, "dry_multiplier", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"xtc_probability\":0.2}", 400, "xtc_probability", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"grammar\":\"root ::= x\"}", 400, "grammar", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"json_schema\":{}}", 400, "json_schema", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"samplers\":[\"top_k\"]}", 400, "samplers", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", 400, "lora", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"n_keep\":-1}", 400, "n_keep", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"post_sampling_probs\":true}", 400, "post_sampling_probs", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"mirostat\":\"0\"}", 400, "mirostat", NULL);
+    /* the shared pipeline */
+    BAD(NAT, "{\"prompt\":\"x\",}", 400, NULL, "not valid JSON");
+    BAD(NAT, "[\"prompt\"]", 400, NULL, "object");
+    BADN(NAT, "{\"prompt\":\"\xC0\xAF\"}", SL("{\"prompt\":\"\xC0\xAF\"}"), 400, NULL, "UTF-8");
+    /* the OpenAI parsers do not take the native kind */
+    el_api_error e;
+    CHECK(el_api_parse(NAT, "{\"prompt\":\"x\"}", 14, &r, &e) == -1 && e.status == 500);
+}
+
+static void test_native_builders(void) {
+    const el_api_top_lp top[1] = {{"ab", 2, -0.25f, 9}};
+    const el_api_token_lp t[1] = {{"a\0b", 3, -0.5f, 1, top, 8}};
+    cJSON *p = parse_free(el_api_native_probs_json(t, 1));
+    const cJSON *e0 = cJSON_GetArrayItem(p, 0);
+    CHECK(cJSON_GetArraySize(p) == 1 && num_is(e0, "id", 8) && num_is(e0, "logprob", -0.5));
+    CHECK(cJSON_GetArraySize(get(e0, "bytes")) == 3 && cJSON_GetArrayItem(get(e0, "bytes"), 1)->valueint == 0);
+    CHECK(num_is(cJSON_GetArrayItem(get(e0, "top_logprobs"), 0), "id", 9) &&
+          str_is(cJSON_GetArrayItem(get(e0, "top_logprobs"), 0), "token", "ab"));
+    cJSON_Delete(p);
+
+    const int32_t ids[3] = {5, 6, 7};
+    el_api_native_result r;
+    memset(&r, 0, sizeof r);
+    r.content = "Hi\nthere";
+    r.len = 8;
+    r.tokens = ids;
+    r.n_tokens = 3;
+    r.stop = true;
+    r.model = "alias";
+    r.id_slot = 1;
+    r.n_prompt = 4;
+    r.n_predicted = 3;
+    r.stop_type = "word";
+    r.stopping_word = "END";
+    r.prompt = "<s> x";
+    r.prompt_len = 5;
+    r.prompt_ms = 20;
+    r.predicted_ms = 30;
+    r.settings = "{\"n_predict\":3,\"temperature\":0}";
+    p = parse_free(el_api_native_response(&r, NULL, 0));
+    CHECK(str_is(p, "content", "Hi\nthere") && cJSON_GetArraySize(get(p, "tokens")) == 3 && num_is(p, "id_slot", 1));
+    CHECK(cJSON_IsTrue(get(p, "stop")) && str_is(p, "model", "alias") && num_is(p, "tokens_predicted", 3));
+    CHECK(num_is(p, "tokens_evaluated", 4) && str_is(p, "stop_type", "word") && str_is(p, "stopping_word", "END"));
+    CHECK(cJSON_IsTrue(get(p, "has_new_line")) && cJSON_IsFalse(get(p, "truncated")) && str_is(p, "prompt", "<s> x"));
+    const cJSON *tm = get(p, "timings");
+    CHECK(num_is(tm, "prompt_n", 4) && num_is(tm, "prompt_ms", 20) && num_is(tm, "prompt_per_token_ms", 5) &&
+          num_is(tm, "prompt_per_second", 200) && num_is(tm, "predicted_n", 3) && num_is(tm, "predicted_per_token_ms", 10) &&
+          num_is(tm, "predicted_per_second", 100) && num_is(tm, "cache_n", 0));
+    CHECK(num_is(get(p, "generation_settings"), "n_predict", 3) && get(p, "completion_probabilities") == NULL);
+    cJSON_Delete(p);
+    /* response_fields: a subset, "a/b" lifted to the top level, unknown names left out */
+    char *f[4] = {"content", "generation_settings/n_predict", "no_such", "timings/no_such"};
+    p = parse_free(el_api_native_response(&r, f, 4));
+    CHECK(n_keys(p) == 2 && str_is(p, "content", "Hi\nthere") && num_is(p, "generation_settings/n_predict", 3));
+    cJSON_Delete(p);
+    /* a stream chunk: no final-only fields */
+    r.stop = false;
+    r.content = "a\0b";
+    r.len = 3;
+    p = parse_free(el_api_native_response(&r, NULL, 0));
+    CHECK(cJSON_IsFalse(get(p, "stop")) && get(p, "timings") == NULL && get(p, "stop_type") == NULL);
+    CHECK(cJSON_IsString(get(p, "content")) && get(p, "content")->valuestring[0] == 'a');
+    cJSON_Delete(p);
+}
+
+static void test_role_chunk_and_errors(void) {
+    cJSON *p = parse_free(el_api_chat_role_chunk("id", "m", 1, "fp"));
+    const cJSON *c = cJSON_GetArrayItem(get(p, "choices"), 0);
+    const cJSON *d = get(c, "delta");
+    CHECK(n_keys(d) == 2 && str_is(d, "role", "assistant") && is_null(d, "content") && is_null(c, "finish_reason"));
+    cJSON_Delete(p);
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_api_set_error(&e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded", "too long");
+    e.n_prompt_tokens = 900;
+    e.n_ctx = 512;
+    p = parse_free(el_api_error_json(&e));
+    const cJSON *o = get(p, "error");
+    CHECK(str_is(o, "code", "context_length_exceeded") && num_is(o, "n_prompt_tokens", 900) && num_is(o, "n_ctx", 512));
+    cJSON_Delete(p);
+    p = parse_free(el_api_stream_error_json(&e));
+    o = get(p, "error");
+    CHECK(num_is(o, "code", 400) && str_is(o, "message", "too long") && str_is(o, "type", "invalid_request_error") &&
+          num_is(o, "n_ctx", 512));
+    cJSON_Delete(p);
+    el_api_set_error(&e, 503, "server_error", NULL, "cancelled", "stopping");
+    e.n_ctx = 0;
+    p = parse_free(el_api_stream_error_json(&e));
+    o = get(p, "error");
+    CHECK(num_is(o, "code", 503) && str_is(o, "type", "unavailable_error") && get(o, "n_ctx") == NULL);
+    cJSON_Delete(p);
+    p = parse_free(el_api_error_json(&e));
+    CHECK(get(get(p, "error"), "n_ctx") == NULL);
+    cJSON_Delete(p);
+}
+
 int main(void) {
+    test_native_defaults_and_prompts();
+    test_native_fields();
+    test_native_builders();
+    test_role_chunk_and_errors();
     test_tokenize_bodies();
     test_nul_in_text();
     test_utf8_tail();

@@ -27,6 +27,8 @@ typedef struct cli_opts {
     int n_predict;            /* -n; -1 = until EOS or context full */
     el_sampling sampling;
     bool seed_set;
+    bool temp_set;            /* --temp given (serve: the default for requests without one) */
+    bool n_predict_set;       /* -n given */
     int n_threads;            /* -t; 0 = all CPUs */
     int n_ctx;                /* -c; -1 = not given (min(train, 4096)), 0 = train ctx */
     int n_batch;              /* -b; 0 = library default */
@@ -51,6 +53,8 @@ typedef struct cli_opts {
     const char *allow_hosts[CLI_MAX_HOSTS]; /* --allow-host NAME (repeatable) */
     int n_allow_hosts;
     const char *cors;          /* --cors ORIGIN */
+    const char *alias;         /* --alias NAME: the model id */
+    bool no_slots;             /* --no-slots: /slots answers 501 */
     /* bench */
     int bench_n_prompt;        /* -p, --n-prompt (default 512) */
     int bench_n_gen;           /* -n, --n-gen (default 128) */

@@ -69,6 +69,13 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_floor = o->mem_floor;
     cli_measure_runtime(o);
     p.mem_runtime = o->mem_runtime;
+    p.alias = o->alias;
+    p.no_slots = o->no_slots;
+    p.has_temp = o->temp_set;
+    p.temp = o->sampling.temp;
+    p.has_seed = o->seed_set;
+    p.seed = o->sampling.seed;
+    p.n_predict = o->n_predict_set ? o->n_predict : 0;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

@@ -128,12 +128,16 @@ static void print_usage(FILE *f) {
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
 "      --queue Q               requests that may wait for a slot (default 16; more: 503)\n"
-"      --api-key KEY           require 'Authorization: Bearer KEY'\n"
+"      --api-key KEY           require 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY')\n"
 "      --allow-host NAME       also answer requests whose Host is NAME (repeatable; the\n"
 "                              default is localhost, 127.0.0.1, [::1] and --host;\n"
 "                              '*' answers any Host, which allows DNS rebinding)\n"
 "      --cors ORIGIN           let pages from ORIGIN (e.g. http://localhost:3000) call\n"
 "                              the API; default: same-origin only, other Origins get 403\n"
+"  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
+"      --no-slots              GET /slots answers 501\n"
+"      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
+"                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
 "  body within 20 s more; bodies up to 1 MiB; POST bodies need Content-Type:\n"
 "  application/json (README: Serving)\n"
@@ -492,7 +496,8 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
+    F_ALIAS, F_NOSLOTS
 };
 
 typedef struct flag_def {
@@ -506,8 +511,8 @@ static const flag_def FLAGS[] = {
     {"-m", "--model", F_MODEL, true, C_ALL},
     {"-p", "--prompt", F_PROMPT, true, C_RUN | C_TOK},
     {"-f", "--file", F_FILE, true, C_RUN | C_TOK},
-    {"-n", "--n-predict", F_NPRED, true, C_GEN},
-    {NULL, "--temp", F_TEMP, true, C_GEN},
+    {"-n", "--n-predict", F_NPRED, true, C_GEN | C_SERVE},
+    {NULL, "--temp", F_TEMP, true, C_GEN | C_SERVE},
     {NULL, "--top-k", F_TOPK, true, C_GEN},
     {NULL, "--top-p", F_TOPP, true, C_GEN},
     {NULL, "--min-p", F_MINP, true, C_GEN},
@@ -515,7 +520,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--repeat-last-n", F_REPLAST, true, C_GEN},
     {NULL, "--presence-penalty", F_PRESPEN, true, C_GEN},
     {NULL, "--frequency-penalty", F_FREQPEN, true, C_GEN},
-    {"-s", "--seed", F_SEED, true, C_GEN},
+    {"-s", "--seed", F_SEED, true, C_GEN | C_SERVE},
     {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE | C_BENCH},
     {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO | C_SERVE},
     {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO | C_SERVE},
@@ -538,6 +543,8 @@ static const flag_def FLAGS[] = {
     {NULL, "--api-key", F_APIKEY, true, C_SERVE},
     {NULL, "--allow-host", F_ALLOWHOST, true, C_SERVE},
     {NULL, "--cors", F_CORS, true, C_SERVE},
+    {"-a", "--alias", F_ALIAS, true, C_SERVE},
+    {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
     /* bench: -p and -n are counts here (the lookup prefers the entry that
      * applies to the command when a spelling is shared) */
     {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
@@ -619,8 +626,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_MODEL: o->model = val; break;
         case F_PROMPT: o->prompt = val; break;
         case F_FILE: o->prompt_file = val; break;
-        case F_NPRED: NEED_INT(-1, INT_MAX); o->n_predict = (int)lv; break;
-        case F_TEMP: NEED_FLOAT(); o->sampling.temp = fv; break;
+        case F_NPRED: NEED_INT(-1, INT_MAX); o->n_predict = (int)lv; o->n_predict_set = true; break;
+        case F_TEMP: NEED_FLOAT(); o->sampling.temp = fv; o->temp_set = true; break;
         case F_TOPK: NEED_INT(INT_MIN, INT_MAX); o->sampling.top_k = (int)lv; break;
         case F_TOPP: NEED_FLOAT(); o->sampling.top_p = fv; break;
         case F_MINP: NEED_FLOAT(); o->sampling.min_p = fv; break;
@@ -664,6 +671,11 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_PARALLEL: NEED_INT(1, 256); o->n_parallel = (int)lv; break;
         case F_QUEUE: NEED_INT(0, 4096); o->queue_cap = (int)lv; break;
         case F_APIKEY: o->api_key = val; break;
+        case F_ALIAS:
+            if (!*val || strlen(val) > 200) return cli_usage_error(cmd, "--alias: expected 1..200 bytes");
+            o->alias = val;
+            break;
+        case F_NOSLOTS: o->no_slots = true; break;
         case F_ALLOWHOST:
             if (!*val) return cli_usage_error(cmd, "--allow-host: empty name");
             if (o->n_allow_hosts >= CLI_MAX_HOSTS)

@@ -38,6 +38,14 @@
  * always one line of valid UTF-8 JSON. The server also holds back an
  * incomplete trailing character until the next piece completes it.
  *
+ * llama-server's /completion body (el_api_parse_native) goes through steps
+ * 1-4 too; its fields are llama-server's (native_fields), the samplers
+ * edgellm lacks are accepted only when off (g_neutral), and its reply is
+ * built by el_api_native_response (response_fields pick from the whole
+ * object). Errors keep OpenAI's shape; inside a stream they take
+ * llama-server's (el_api_stream_error_json), and a context overflow carries
+ * n_prompt_tokens and n_ctx in both.
+ *
  * Known cJSON limits: numbers are doubles, so "max_tokens": 16.0 is accepted
  * as 16, and seeds beyond 2^53 lose their low bits.
  */
@@ -187,6 +195,8 @@ void el_api_set_error(el_api_error *err, int status, const char *type, const cha
     err->param = param;
     err->code = code;
     err->message[0] = 0;
+    err->n_prompt_tokens = 0; /* the caller sets these after, for a context overflow */
+    err->n_ctx = 0;
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
@@ -221,7 +231,28 @@ char *el_api_error_json(const el_api_error *err) {
     memcpy(msg, err->message, sizeof msg);
     msg[sizeof msg - 1] = 0;
     if (add_str_or_null(e, "message", msg) || add_str_or_null(e, "type", err->type) ||
-        add_str_or_null(e, "param", err->param) || add_str_or_null(e, "code", err->code)) {
+        add_str_or_null(e, "param", err->param) || add_str_or_null(e, "code", err->code) ||
+        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
+                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_stream_error_json(const el_api_error *err) {
+    if (!err) return NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    if (!e) { cJSON_Delete(root); return NULL; }
+    char msg[sizeof err->message];
+    memcpy(msg, err->message, sizeof msg);
+    msg[sizeof msg - 1] = 0;
+    const char *type = err->status == 503 ? "unavailable_error" : err->type;
+    if (!cJSON_AddNumberToObject(e, "code", err->status) || add_str_or_null(e, "message", msg) ||
+        add_str_or_null(e, "type", type) ||
+        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
+                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
         cJSON_Delete(root);
         return NULL;
     }
@@ -594,14 +625,17 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     if ((it = f[F_MAX_TOKENS])) {
         if (get_int(it, "max_tokens", 1, (double)(1 << 20), &v, err)) return -1;
         out->max_tokens = (int)v;
+        out->has_max_tokens = true;
     }
     if ((it = f[F_MAX_COMPLETION_TOKENS])) { /* the newer name wins when both are given */
         if (get_int(it, "max_completion_tokens", 1, (double)(1 << 20), &v, err)) return -1;
         out->max_tokens = (int)v;
+        out->has_max_tokens = true;
     }
     if ((it = f[F_TEMPERATURE])) {
         if (get_num(it, "temperature", 0, false, 2, false, &v, err)) return -1;
         out->temperature = (float)v;
+        out->has_temperature = true;
     }
     if ((it = f[F_TOP_P])) {
         if (get_num(it, "top_p", 0, true, 1, false, &v, err)) return -1;
@@ -699,6 +733,17 @@ static void request_init(el_api_request *r, el_api_kind kind) {
     r->max_tokens = -1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
+    r->repeat_penalty = 1.0f;
+    r->repeat_last_n = -1;
+    r->id_slot = -1;
+    if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
+        r->temperature = 0.8f;
+        r->top_p = 0.95f;
+        r->top_k = 40;
+        r->min_p = 0.05f;
+        r->repeat_last_n = 64;
+        r->cache_prompt = true;
+    }
 }
 
 /* Lexical checks cJSON does not do (see the file comment). 0 or -1. */
@@ -782,6 +827,305 @@ int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request 
     cJSON *root = parse_root(body, len, err);
     if (!root) return -1;
     int rc = parse_fields(kind, root, out, err);
+    cJSON_Delete(root);
+    if (rc) el_api_request_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------ llama-server /completion */
+
+/* Fields of llama-server's /completion. SUPPORTED are parsed into the request;
+ * NEUTRAL name samplers and features edgellm does not implement: accepted
+ * only with the value that turns them off (a 400 naming the field otherwise);
+ * IGNORED are parameters of features that are off (mirostat_tau without
+ * mirostat, ...), which llama-server itself ignores then. Anything else is
+ * ignored, like llama-server does. */
+enum {
+    N_PROMPT, N_N_PREDICT, N_MAX_TOKENS, N_TEMPERATURE, N_TOP_K, N_TOP_P, N_MIN_P, N_REPEAT_PENALTY,
+    N_REPEAT_LAST_N, N_PRESENCE, N_FREQUENCY, N_SEED, N_STOP, N_LOGIT_BIAS, N_N_PROBS, N_IGNORE_EOS,
+    N_CACHE_PROMPT, N_RETURN_TOKENS, N_RESPONSE_FIELDS, N_STREAM, N_ID_SLOT, N_MODEL, N_COUNT
+};
+static const char *const g_native[N_COUNT] = {
+    "prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty",
+    "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "stop", "logit_bias", "n_probs",
+    "ignore_eos", "cache_prompt", "return_tokens", "response_fields", "stream", "id_slot", "model",
+};
+/* kind: 'n' number equal to num, 'b' false, 's' "" , 'a' [] , 'z' absent (null only) */
+static const struct { const char *name; char kind; double num; } g_neutral[] = {
+    {"mirostat", 'n', 0},        {"typical_p", 'n', 1},          {"dynatemp_range", 'n', 0},
+    {"dry_multiplier", 'n', 0},  {"xtc_probability", 'n', 0},    {"top_n_sigma", 'n', -1},
+    {"n_keep", 'n', 0},          {"n_discard", 'n', 0},          {"n_indent", 'n', 0},
+    {"n_cmpl", 'n', 1},          {"n", 'n', 1},                  {"min_keep", 'n', 0},
+    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"grammar", 's', 0},
+    {"json_schema", 'z', 0},     {"samplers", 'z', 0},           {"lora", 'a', 0},
+    {"image_data", 'a', 0},      {"multimodal_data", 'a', 0},    {"post_sampling_probs", 'b', 0},
+    {"timings_per_token", 'b', 0}, {"return_progress", 'b', 0},  {"echo", 'b', 0},
+};
+
+static int native_neutral(const cJSON *it, const char *name, char kind, double num, el_api_error *err) {
+    if (cJSON_IsNull(it)) return 0;
+    bool ok = kind == 'n' ? cJSON_IsNumber(it) && it->valuedouble == num
+            : kind == 'b' ? cJSON_IsFalse(it)
+            : kind == 's' ? cJSON_IsString(it) && !it->valuestring[0]
+            : kind == 'a' ? cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0
+            : false;
+    if (ok) return 0;
+    if (kind == 'n')
+        BAD(err, name, "unsupported_value", "'%s' is not supported by edgellm (only %g, which turns it off)", name, num);
+    else
+        BAD(err, name, "unsupported_value", "'%s' is not supported by edgellm", name);
+    return -1;
+}
+
+static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!it || cJSON_IsNull(it)) {
+        BAD(err, "prompt", "missing_required_parameter", "missing required parameter: 'prompt'");
+        return -1;
+    }
+    if (cJSON_IsString(it)) {
+        out->parts = calloc(1, sizeof *out->parts);
+        if (!out->parts) return oom(err);
+        out->n_parts = 1;
+        return (out->parts[0].text = dupstr(it->valuestring, err)) ? 0 : -1;
+    }
+    if (!cJSON_IsArray(it)) return type_error(err, "prompt", "a string or an array of token ids and strings", it);
+    int n = cJSON_GetArraySize(it);
+    if (n == 1 && cJSON_IsArray(cJSON_GetArrayItem(it, 0))) it = cJSON_GetArrayItem(it, 0); /* [[ids]]: one prompt */
+    n = cJSON_GetArraySize(it);
+    if (n == 0) {
+        BAD(err, "prompt", "invalid_value", "'prompt' is empty");
+        return -1;
+    }
+    if (n > EL_API_MAX_PROMPT_PARTS) {
+        BAD(err, "prompt", "invalid_value", "'prompt' has %d parts; at most %d are allowed", n, EL_API_MAX_PROMPT_PARTS);
+        return -1;
+    }
+    out->parts = calloc((size_t)n, sizeof *out->parts);
+    if (!out->parts) return oom(err);
+    out->n_parts = n;
+    int i = 0, n_str = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (cJSON_IsString(e)) {
+            if (!(out->parts[i].text = dupstr(e->valuestring, err))) return -1;
+            n_str++;
+        } else if (cJSON_IsNumber(e)) {
+            double v = e->valuedouble;
+            if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+                BAD(err, "prompt", "invalid_value", "prompt[%d] is not a token id (an integer >= 0)", i);
+                return -1;
+            }
+            out->parts[i].tok = (int32_t)v;
+        } else if (cJSON_IsArray(e) || cJSON_IsObject(e)) {
+            BAD(err, "prompt", "unsupported_value",
+                "several prompts in one request (or multimodal prompt objects) are not supported; send one prompt");
+            return -1;
+        } else {
+            BAD(err, "prompt", "invalid_type", "prompt[%d]: expected a token id or a string, got %s", i, jtype(e));
+            return -1;
+        }
+        i++;
+    }
+    if (n_str > 1 && n_str == n) { /* ["a", "b"]: llama-server reads this as two prompts */
+        BAD(err, "prompt", "unsupported_value", "several prompts in one request are not supported; send one prompt");
+        return -1;
+    }
+    return 0;
+}
+
+/* [[id, bias | false], ...] (llama-server) or {"id": bias} (OpenAI). */
+static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (cJSON_IsObject(it)) {
+        /* OpenAI's object form, but llama-server takes any finite bias: checked below */
+        int n = cJSON_GetArraySize(it);
+        if (n > EL_API_MAX_LOGIT_BIAS) {
+            BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+                EL_API_MAX_LOGIT_BIAS, n);
+            return -1;
+        }
+        return parse_logit_bias(it, out, err);
+    }
+    if (!cJSON_IsArray(it)) return type_error(err, "logit_bias", "an array of [token id, bias] pairs", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_API_MAX_LOGIT_BIAS) {
+        BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+            EL_API_MAX_LOGIT_BIAS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
+    out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
+    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        const cJSON *id = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d]: expected a [token id, bias] pair", i);
+            return -1;
+        }
+        if (cJSON_IsString(id)) {
+            BAD(err, "logit_bias", "unsupported_value",
+                "logit_bias[%d]: text keys are not supported; give token ids (see /tokenize)", i);
+            return -1;
+        }
+        double v = cJSON_IsNumber(id) ? id->valuedouble : -1;
+        if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][0] is not a token id (an integer >= 0)", i);
+            return -1;
+        }
+        float bias;
+        if (cJSON_IsFalse(b)) bias = -1e30f; /* never produced (a finite stand-in for -inf) */
+        else if (cJSON_IsNumber(b) && isfinite(b->valuedouble) && fabs(b->valuedouble) <= 1e6) bias = (float)b->valuedouble;
+        else {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][1]: expected a number in [-1e6, 1e6] or false", i);
+            return -1;
+        }
+        for (int k = 0; k < out->n_logit_bias; k++)
+            if (out->logit_bias_id[k] == (int32_t)v) {
+                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %d given twice", (int)v);
+                return -1;
+            }
+        out->logit_bias_id[out->n_logit_bias] = (int32_t)v;
+        out->logit_bias[out->n_logit_bias++] = bias;
+        i++;
+    }
+    return 0;
+}
+
+static int native_bool(const cJSON *it, const char *name, bool *dst, el_api_error *err) {
+    if (!cJSON_IsBool(it)) return type_error(err, name, "a boolean", it);
+    *dst = cJSON_IsTrue(it);
+    return 0;
+}
+
+static int native_fields(const cJSON *root, el_api_request *out, el_api_error *err) {
+    const cJSON *f[N_COUNT] = {0};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        if (!it->string) continue;
+        for (int k = 0; k < N_COUNT; k++) {
+            if (strcmp(it->string, g_native[k])) continue;
+            if (f[k]) {
+                BAD(err, g_native[k], "duplicate_key", "duplicate key '%s' in request body", g_native[k]);
+                return -1;
+            }
+            f[k] = it;
+        }
+        for (size_t k = 0; k < sizeof g_neutral / sizeof *g_neutral; k++)
+            if (!strcmp(it->string, g_neutral[k].name) &&
+                native_neutral(it, g_neutral[k].name, g_neutral[k].kind, g_neutral[k].num, err))
+                return -1;
+    }
+    if (native_prompt(f[N_PROMPT], out, err)) return -1;
+    for (int k = 0; k < N_COUNT; k++)
+        if (f[k] && cJSON_IsNull(f[k])) f[k] = NULL;
+    double v;
+    const cJSON *np = f[N_N_PREDICT] ? f[N_N_PREDICT] : f[N_MAX_TOKENS];
+    if (np) {
+        const char *name = f[N_N_PREDICT] ? "n_predict" : "max_tokens";
+        if (get_int(np, name, -1, (double)(1 << 20), &v, err)) return -1;
+        if (v == 0) {
+            BAD(err, name, "unsupported_value", "'%s': 0 (evaluate the prompt only) is not supported", name);
+            return -1;
+        }
+        out->max_tokens = (int)v; /* -1: until the context is full */
+        out->has_max_tokens = true;
+    }
+    if ((it = f[N_TEMPERATURE])) {
+        if (get_num(it, "temperature", -1e9, false, 2, false, &v, err)) return -1;
+        out->temperature = v < 0 ? 0.0f : (float)v; /* negative: greedy, as llama-server */
+        out->has_temperature = true;
+    }
+    if ((it = f[N_TOP_K])) {
+        if (get_int(it, "top_k", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        out->top_k = v < 0 ? 0 : (int)v; /* <= 0: off */
+    }
+    if ((it = f[N_TOP_P])) {
+        if (get_num(it, "top_p", 0, false, 1, false, &v, err)) return -1;
+        out->top_p = v <= 0 ? 1.0f : (float)v; /* llama-server: 0 and 1 both leave top-p off */
+    }
+    if ((it = f[N_MIN_P])) {
+        if (get_num(it, "min_p", 0, false, 1, false, &v, err)) return -1;
+        out->min_p = (float)v;
+    }
+    if ((it = f[N_REPEAT_PENALTY])) {
+        if (get_num(it, "repeat_penalty", 0, false, 10, false, &v, err)) return -1;
+        out->repeat_penalty = v == 0 ? 1.0f : (float)v;
+    }
+    if ((it = f[N_REPEAT_LAST_N])) {
+        if (get_int(it, "repeat_last_n", -1, (double)(1 << 20), &v, err)) return -1;
+        out->repeat_last_n = (int)v;
+    }
+    if ((it = f[N_PRESENCE])) {
+        if (get_num(it, "presence_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->presence_penalty = (float)v;
+    }
+    if ((it = f[N_FREQUENCY])) {
+        if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->frequency_penalty = (float)v;
+    }
+    if ((it = f[N_SEED])) {
+        if (get_int(it, "seed", -1, 18446744073709551615.0, &v, err)) return -1;
+        if (v >= 18446744073709551616.0) {
+            BAD(err, "seed", "invalid_value", "'seed' is out of range");
+            return -1;
+        }
+        if (v >= 0 && v != 4294967295.0) { /* -1 and 0xFFFFFFFF (LLAMA_DEFAULT_SEED): random */
+            out->has_seed = true;
+            out->seed = (uint64_t)v;
+        }
+    }
+    if ((it = f[N_STOP]) && parse_stop(it, out, err)) return -1;
+    if ((it = f[N_LOGIT_BIAS]) && native_logit_bias(it, out, err)) return -1;
+    if ((it = f[N_N_PROBS])) {
+        if (get_int(it, "n_probs", 0, 2147483647.0, &v, err)) return -1;
+        out->n_probs = (int)v;
+    }
+    if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
+    if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
+    if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
+    if ((it = f[N_STREAM]) && native_bool(it, "stream", &out->stream, err)) return -1;
+    if ((it = f[N_ID_SLOT])) {
+        if (get_int(it, "id_slot", -1, 2147483647.0, &v, err)) return -1;
+        out->id_slot = (int)v;
+    }
+    if ((it = f[N_MODEL])) {
+        if (!cJSON_IsString(it)) return type_error(err, "model", "a string", it);
+        if (!(out->model = dupstr(it->valuestring, err))) return -1;
+    }
+    if ((it = f[N_RESPONSE_FIELDS])) {
+        if (!cJSON_IsArray(it)) return type_error(err, "response_fields", "an array of strings", it);
+        int n = cJSON_GetArraySize(it), i = 0;
+        if (n > EL_API_MAX_RESP_FIELDS) {
+            BAD(err, "response_fields", "invalid_value", "at most %d response_fields are allowed (got %d)",
+                EL_API_MAX_RESP_FIELDS, n);
+            return -1;
+        }
+        const cJSON *e;
+        cJSON_ArrayForEach(e, it) {
+            if (!cJSON_IsString(e) || strlen(e->valuestring) > 256) {
+                BAD(err, "response_fields", "invalid_value", "response_fields[%d]: expected a string of <= 256 bytes", i);
+                return -1;
+            }
+            if (!(out->resp_fields[out->n_resp_fields++] = dupstr(e->valuestring, err))) return -1;
+            i++;
+        }
+    }
+    return 0;
+}
+
+int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_native: no output struct");
+        return -1;
+    }
+    request_init(out, EL_API_NATIVE);
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = native_fields(root, out, err);
     cJSON_Delete(root);
     if (rc) el_api_request_free(out);
     return rc;
@@ -893,6 +1237,9 @@ void el_api_request_free(el_api_request *r) {
     for (int i = 0; i < EL_API_MAX_STOP; i++) free(r->stop[i]);
     free(r->logit_bias_id);
     free(r->logit_bias);
+    for (int i = 0; r->parts && i < r->n_parts; i++) free(r->parts[i].text);
+    free(r->parts);
+    for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);
     request_init(r, kind);
 }
 
@@ -1028,6 +1375,22 @@ char *el_api_chat_chunk(const char *id, const char *model, long created, const c
     return print_and_delete(root);
 }
 
+char *el_api_chat_role_chunk(const char *id, const char *model, long created, const char *fingerprint) {
+    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
+    cJSON *arr = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    cJSON *c = arr ? cJSON_CreateObject() : NULL;
+    if (!c) { cJSON_Delete(root); return NULL; }
+    cJSON_AddItemToArray(arr, c);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    if (!cJSON_AddNumberToObject(c, "index", 0) || !d || !cJSON_AddStringToObject(d, "role", "assistant") ||
+        !cJSON_AddNullToObject(d, "content") || !cJSON_AddNullToObject(c, "finish_reason") ||
+        !cJSON_AddNullToObject(c, "logprobs")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
 char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
                               const char *text, size_t len, const char *finish, const el_api_usage *usage,
                               const char *logprobs) {
@@ -1137,4 +1500,110 @@ char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, si
     }
     if (!ok) { el_buf_free(&b); return NULL; }
     return b.p;
+}
+
+/* ------------------------------------------------------ llama-server /completion */
+
+static bool put_native_tok(el_buf *b, int32_t id, const char *text, size_t len, float lp) {
+    char num[24];
+    int k = snprintf(num, sizeof num, "{\"id\":%d", (int)id);
+    return el_buf_append(b, num, (size_t)k) && el_buf_str(b, ",\"token\":") && el_api_json_string(b, text, len) &&
+           el_buf_str(b, ",\"bytes\":") && put_bytes(b, text, len) && el_buf_str(b, ",\"logprob\":") && put_lp(b, lp);
+}
+
+char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "[");
+    for (int i = 0; ok && i < n; i++) {
+        ok = (!i || el_buf_str(&b, ",")) && put_native_tok(&b, t[i].id, t[i].text, t[i].len, t[i].logprob) &&
+             el_buf_str(&b, ",\"top_logprobs\":[");
+        for (int k = 0; ok && k < t[i].n_top; k++)
+            ok = (!k || el_buf_str(&b, ",")) &&
+                 put_native_tok(&b, t[i].top[k].id, t[i].top[k].text, t[i].top[k].len, t[i].top[k].logprob) &&
+                 el_buf_str(&b, "}");
+        if (ok) ok = el_buf_str(&b, "]}");
+    }
+    if (ok) ok = el_buf_str(&b, "]");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+static int add_timings(cJSON *root, const el_api_native_result *r) {
+    cJSON *t = cJSON_AddObjectToObject(root, "timings");
+    if (!t) return -1;
+    double pn = r->n_prompt, gn = r->n_predicted;
+    return cJSON_AddNumberToObject(t, "cache_n", 0) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
+                   cJSON_AddNumberToObject(t, "prompt_ms", r->prompt_ms) &&
+                   cJSON_AddNumberToObject(t, "prompt_per_token_ms", pn > 0 ? r->prompt_ms / pn : 0) &&
+                   cJSON_AddNumberToObject(t, "prompt_per_second", r->prompt_ms > 0 ? 1e3 * pn / r->prompt_ms : 0) &&
+                   cJSON_AddNumberToObject(t, "predicted_n", gn) &&
+                   cJSON_AddNumberToObject(t, "predicted_ms", r->predicted_ms) &&
+                   cJSON_AddNumberToObject(t, "predicted_per_token_ms", gn > 0 ? r->predicted_ms / gn : 0) &&
+                   cJSON_AddNumberToObject(t, "predicted_per_second",
+                                           r->predicted_ms > 0 ? 1e3 * gn / r->predicted_ms : 0)
+               ? 0
+               : -1;
+}
+
+/* Keeps only the response_fields of root (see el_api_native_response). */
+static cJSON *pick_fields(cJSON *root, char *const *fields, int n) {
+    cJSON *out = cJSON_CreateObject();
+    if (!out) return NULL;
+    for (int i = 0; i < n; i++) {
+        const char *f = fields[i];
+        if (cJSON_GetObjectItemCaseSensitive(out, f)) continue; /* named twice */
+        const char *slash = strchr(f, '/');
+        cJSON *it;
+        if (slash) {
+            char obj[260];
+            size_t l = (size_t)(slash - f);
+            if (l >= sizeof obj) continue;
+            memcpy(obj, f, l);
+            obj[l] = 0;
+            cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
+            it = cJSON_IsObject(o) ? cJSON_DetachItemFromObjectCaseSensitive(o, slash + 1) : NULL;
+        } else {
+            it = cJSON_DetachItemFromObjectCaseSensitive(root, f);
+        }
+        if (it) cJSON_AddItemToObject(out, f, it);
+    }
+    cJSON_Delete(root);
+    return out;
+}
+
+char *el_api_native_response(const el_api_native_result *r, char *const *fields, int n_fields) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    el_buf toks = {0};
+    bool ok = el_buf_str(&toks, "[");
+    for (int i = 0; ok && i < r->n_tokens; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)r->tokens[i]);
+        ok = el_buf_append(&toks, num, (size_t)k);
+    }
+    ok = ok && el_buf_str(&toks, "]");
+    ok = ok && cJSON_AddNumberToObject(root, "index", 0) && !add_text(root, "content", r->content, r->len) &&
+         cJSON_AddRawToObject(root, "tokens", toks.p) && cJSON_AddNumberToObject(root, "id_slot", r->id_slot) &&
+         cJSON_AddBoolToObject(root, "stop", r->stop) && !add_str_or_null(root, "model", r->model ? r->model : "") &&
+         cJSON_AddNumberToObject(root, "tokens_predicted", r->n_predicted) &&
+         cJSON_AddNumberToObject(root, "tokens_evaluated", r->n_prompt);
+    el_buf_free(&toks);
+    if (ok && r->stop) {
+        bool nl = r->content && memchr(r->content, '\n', r->len) != NULL;
+        cJSON *gs = r->settings ? cJSON_Parse(r->settings) : NULL; /* an object, so "generation_settings/x" can pick */
+        if (gs) cJSON_AddItemToObject(root, "generation_settings", gs);
+        ok = (!r->settings || gs) &&
+             (!r->prompt || !add_text(root, "prompt", r->prompt, r->prompt_len)) &&
+             cJSON_AddBoolToObject(root, "has_new_line", nl) && cJSON_AddBoolToObject(root, "truncated", r->truncated) &&
+             !add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
+             !add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
+             cJSON_AddNumberToObject(root, "tokens_cached", 0) && !add_timings(root, r);
+    }
+    if (ok && r->probs) ok = cJSON_AddRawToObject(root, "completion_probabilities", r->probs) != NULL;
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    if (n_fields > 0 && !(root = pick_fields(root, fields, n_fields))) return NULL;
+    return print_and_delete(root);
 }

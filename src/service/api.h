@@ -1,6 +1,9 @@
 /*
  * api.h — the OpenAI-compatible request/response formats (layer L6).
  *
+ * The same for llama-server's native /completion (el_api_parse_native,
+ * el_api_native_response): one parser and builder pair per wire shape.
+ *
  * Parsing validates every field of a request body (outside bytes) and turns
  * any problem into an OpenAI-style error with an HTTP status, never a crash.
  * Builders produce the JSON bodies and server-sent-event chunks the server
@@ -23,8 +26,19 @@
 #define EL_API_MAX_STOP 8
 #define EL_API_MAX_TOP_LOGPROBS 20   /* chat top_logprobs 0..20; completions logprobs 0..5 */
 #define EL_API_MAX_LOGIT_BIAS 1024   /* entries in logit_bias */
+#define EL_API_MAX_N_PROBS 64        /* /completion n_probs (el_generate's top-k limit) */
+#define EL_API_MAX_PROMPT_PARTS 65536 /* /completion prompt: text pieces + token ids */
+#define EL_API_MAX_RESP_FIELDS 32    /* /completion response_fields entries */
 
-typedef enum { EL_API_CHAT = 0, EL_API_COMPLETION = 1 } el_api_kind;
+/* CHAT: /v1/chat/completions; COMPLETION: /v1/completions (OpenAI's legacy
+ * shape); NATIVE: llama-server's own /completion. */
+typedef enum { EL_API_CHAT = 0, EL_API_COMPLETION = 1, EL_API_NATIVE = 2 } el_api_kind;
+
+/* One piece of a /completion prompt: text (tokenized by the server) or one token id. */
+typedef struct el_api_prompt_part {
+    char *text;              /* NULL: a token id */
+    int32_t tok;             /* checked >= 0 here, against the vocabulary by the server */
+} el_api_prompt_part;
 
 typedef struct el_api_request {
     el_api_kind kind;
@@ -49,6 +63,20 @@ typedef struct el_api_request {
     int n_logit_bias;        /* "logit_bias": {"token id": -100..100}; ids checked < 2^31 here, */
     int32_t *logit_bias_id;  /* against the vocabulary by the server */
     float *logit_bias;
+    /* given explicitly (else the server's --temp / --n-predict apply) */
+    bool has_temperature, has_max_tokens;
+    /* llama-server's /completion (EL_API_NATIVE) only; its defaults otherwise */
+    el_api_prompt_part *parts; /* prompt pieces, in order (a plain string is one text part) */
+    int n_parts;
+    int top_k;               /* native default 40; OpenAI kinds: 0 (off) */
+    float min_p;             /* native default 0.05; OpenAI kinds: 0 */
+    float repeat_penalty;    /* default 1 (off) */
+    int repeat_last_n;       /* native default 64; -1: the whole context */
+    int n_probs;             /* 0..2^31-1 here; the server checks it against the vocabulary and EL_API_MAX_N_PROBS */
+    bool ignore_eos, cache_prompt, return_tokens;
+    int id_slot;             /* -1: any */
+    char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
+    int n_resp_fields;
 } el_api_request;
 
 /* /tokenize {"content": str, "add_special": bool, "parse_special": bool} and
@@ -68,6 +96,8 @@ typedef struct el_api_error {
     const char *param;       /* offending field or NULL */
     const char *code;        /* short code or NULL */
     char message[320];
+    int n_prompt_tokens;     /* context overflow (code "context_length_exceeded"): the prompt's */
+    int n_ctx;               /* tokens and the context, as llama-server reports them; 0: absent */
 } el_api_error;
 
 /* Parse a /v1/chat/completions or /v1/completions body. Returns 0, or -1 with err filled.
@@ -81,6 +111,21 @@ typedef struct el_api_error {
  * object of "token id": -100..100. A field that is not supported with a
  * given value is a 400 naming it (param), never silently ignored. */
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err);
+/* Parse llama-server's /completion body (kind EL_API_NATIVE), same pipeline
+ * and error shapes. prompt: a string, or an array of token ids (>= 0) and
+ * strings (<= EL_API_MAX_PROMPT_PARTS), or an array holding one string;
+ * several prompts are a 400. n_predict -1 (unlimited) or 1..(1<<20) (0,
+ * prompt evaluation only, is a 400); temperature 0..2 (negative: greedy, as
+ * llama-server); top_k >= 0; top_p and min_p 0..1; repeat_penalty 0..10;
+ * repeat_last_n >= -1; penalties -2..2; seed -1 (random) or an integer;
+ * stop an array of <= EL_API_MAX_STOP strings (a lone string too); logit_bias
+ * [[id, bias | false], ...] or {"id": bias}; n_probs >= 0; ignore_eos,
+ * cache_prompt, return_tokens, stream booleans; id_slot -1 or >= 0;
+ * response_fields an array of <= EL_API_MAX_RESP_FIELDS strings. Sampler
+ * fields edgellm does not implement are a 400 naming them unless they hold
+ * their neutral value (mirostat 0, typical_p 1, dry_multiplier 0,
+ * xtc_probability 0, dynatemp_range 0, grammar "", n_keep 0, ...). */
+int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_api_error *err);
 void el_api_request_free(el_api_request *r);
 
 /* /tokenize and /detokenize bodies: the same size, UTF-8, lexical and cJSON
@@ -105,13 +150,14 @@ char *el_api_tokenize_response(const int32_t *toks, int n);
 char *el_api_detokenize_response(const char *text, size_t len);
 
 /* Log-probabilities of generated tokens, for the response's "logprobs". */
-typedef struct el_api_top_lp { const char *text; size_t len; float logprob; } el_api_top_lp;
+typedef struct el_api_top_lp { const char *text; size_t len; float logprob; int32_t id; } el_api_top_lp;
 typedef struct el_api_token_lp {
     const char *text;        /* the token's own bytes (may be part of a character) */
     size_t len;
     float logprob;
     int n_top;
     const el_api_top_lp *top;
+    int32_t id;              /* the token id (native /completion only) */
 } el_api_token_lp;
 /* The "logprobs" value as raw JSON, malloc'd. Chat: {"content":[{token,
  * logprob, bytes, top_logprobs:[{token, logprob, bytes}]}], "refusal": null}.
@@ -119,6 +165,37 @@ typedef struct el_api_token_lp {
  * text_offset}; *offset is the text offset (in Unicode code points of the
  * returned text) of the first token and is advanced past the last one. */
 char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, size_t *offset);
+
+/* /completion's "completion_probabilities" array as raw JSON, malloc'd:
+ * [{id, token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}]}]. */
+char *el_api_native_probs_json(const el_api_token_lp *t, int n);
+
+/* One /completion result (a whole response, or one stream chunk). */
+typedef struct el_api_native_result {
+    const char *content;     /* text by length (any bytes; sanitised as above) */
+    size_t len;
+    const int32_t *tokens;   /* generated ids for "tokens" (NULL with n_tokens 0: []) */
+    int n_tokens;
+    bool stop;               /* false: a stream chunk; true: the final object */
+    const char *model;
+    int id_slot;
+    int n_prompt, n_predicted;
+    const char *stop_type;   /* final only: "eos", "limit", "word" (else "none") */
+    const char *stopping_word;
+    bool truncated;
+    double prompt_ms, predicted_ms;
+    const char *prompt;      /* final only: the prompt as text (NULL: omitted) */
+    size_t prompt_len;
+    const char *settings;    /* final only: generation_settings raw JSON (NULL: omitted) */
+    const char *probs;       /* completion_probabilities raw JSON (NULL: omitted) */
+} el_api_native_result;
+/* The JSON object, malloc'd. fields (n_fields > 0): only those keys; "a/b"
+ * takes key b of object a, named "a/b" at the top level; a missing field is
+ * left out (llama-server's response_fields). NULL on OOM. */
+char *el_api_native_response(const el_api_native_result *r, char *const *fields, int n_fields);
+/* {"timings": ...} member values: prompt_n, prompt_ms, prompt_per_token_ms,
+ * prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
+ * predicted_per_second, cache_n (0: no prompt cache yet). */
 
 /* Fill err (printf-style message). */
 void el_api_set_error(el_api_error *err, int status, const char *type, const char *param, const char *code,
@@ -145,6 +222,13 @@ char *el_api_completion_response(const char *id, const char *model, long created
 char *el_api_chat_chunk(const char *id, const char *model, long created, const char *fingerprint,
                         const char *delta, size_t len, bool first, const char *finish, const el_api_usage *usage,
                         const char *logprobs);
+/* Chat streams open with one chunk that carries the role only:
+ * {"delta":{"role":"assistant","content":null}} (llama-server's and OpenAI's
+ * shape); the chunks after it carry non-empty content (or logprobs). */
+char *el_api_chat_role_chunk(const char *id, const char *model, long created, const char *fingerprint);
+/* An error inside a stream, llama-server's shape: {"error":{"code": HTTP
+ * status (a number), "message", "type"}} (+ n_prompt_tokens, n_ctx). */
+char *el_api_stream_error_json(const el_api_error *err);
 char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
                               const char *text, size_t len, const char *finish, const el_api_usage *usage,
                               const char *logprobs);

@@ -85,6 +85,24 @@
  * log-softmax, el_token_info) are recorded (lp_rec) and rendered in OpenAI's
  * chat or legacy-completions shape, per chunk when streaming.
  *
+ * Routes (ROUTES). The OpenAI routes answer with and without /v1, as
+ * llama-server's do; llama-server's own routes sit beside them: /completion
+ * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
+ * and reply shape, built by native_json), /props and /slots (read under
+ * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
+ * terminal transition), /apply-template, the chat token count, and 501 for
+ * embeddings and slot actions. A request may name its slot (id_slot): slots
+ * skip queued requests meant for another slot, and enqueueing wakes every
+ * slot. The API key may come as "Authorization: Bearer" or "X-Api-Key".
+ * --temp/--seed/--n-predict fill what a request leaves out (apply_defaults).
+ *
+ * Stream shape. A chat stream opens with the role alone (content null, put
+ * in r->out before the request is queued); after it every chunk carries
+ * text (a token whose text is still held back waits, its logprobs with it;
+ * what remains rides on the finish chunk). Errors inside a stream take
+ * llama-server's shape ({"error":{"code": status, "message", "type"}});
+ * /v1 streams end in [DONE], /completion streams with their final object.
+ *
  * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
  * requests are cancelled (a queued stream gets its error event and [DONE],
  * as a running one does) and running ones told to cancel (they stop at the
@@ -202,8 +220,8 @@ typedef struct lp_rec {
     int32_t id;
     float lp;
     int n_top;
-    int32_t top_id[EL_API_MAX_TOP_LOGPROBS];
-    float top_lp[EL_API_MAX_TOP_LOGPROBS];
+    int32_t top_id[EL_API_MAX_N_PROBS];
+    float top_lp[EL_API_MAX_N_PROBS];
 } lp_rec;
 
 struct el_req {
@@ -237,6 +255,10 @@ struct el_req {
     int n_hold;
     struct lp_rec *lps;         /* logprobs: one record per generated token */
     int n_lps, cap_lps, lps_sent;
+    int32_t *ids;               /* native /completion: every generated id ("tokens", stopping_word) */
+    int n_ids, cap_ids, ids_sent;
+    int slot_idx;               /* the slot that runs it (set when popped) */
+    atomic_int n_decoded;       /* tokens generated so far (/slots) */
     size_t lp_offset;           /* completions: text_offset of the next token */
     el_generate_stats stats;
     el_error err;
@@ -245,6 +267,8 @@ struct el_req {
 typedef struct slot {
     el_server *srv;
     int idx;
+    el_req *cur;                /* the request it runs (srv->mu), for /slots */
+    long n_tasks;               /* requests it has taken (srv->mu) */
     el_session *sess;
     pthread_t th;
     bool started;
@@ -252,7 +276,7 @@ typedef struct slot {
 
 struct el_server {
     el_server_params p;
-    char *model_path, *host, *api_key, *chat_template;
+    char *model_path, *host, *api_key, *chat_template, *alias;
     struct MHD_Daemon *mhd;
     int port;
     atomic_bool ready;
@@ -296,6 +320,8 @@ static el_req *req_new(el_server *s) {
     if (!r) return NULL;
     atomic_init(&r->refs, 1);
     atomic_init(&r->cancel, false);
+    atomic_init(&r->n_decoded, 0);
+    r->slot_idx = -1;
     r->srv = s;
     r->conn_fd = -1;
     r->t_arrival = now_s();
@@ -311,6 +337,7 @@ static void req_unref(el_req *r) {
     if (r->api_parsed) el_api_request_free(&r->api);
     free(r->prompt);
     free(r->lps);
+    free(r->ids);
     el_buf_free(&r->out);
     el_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
@@ -466,13 +493,16 @@ static char *lps_json(el_req *r, int from, int to) {
         t[i].logprob = rec->lp;
         t[i].n_top = nt;
         t[i].top = top + c;
+        t[i].id = rec->id;
         for (int k = 0; k < nt; k++) {
+            top[c + (size_t)k].id = rec->top_id[k];
             top[c + (size_t)k].text = txt.p + off[c + 1 + (size_t)k];
             top[c + (size_t)k].len = len[c + 1 + (size_t)k];
             top[c + (size_t)k].logprob = rec->top_lp[k];
         }
     }
-    if (ok) json = el_api_logprobs_json(r->api.kind, t, n, &r->lp_offset);
+    if (ok) json = r->api.kind == EL_API_NATIVE ? el_api_native_probs_json(t, n)
+                                                : el_api_logprobs_json(r->api.kind, t, n, &r->lp_offset);
     free(t);
     free(top);
     free(off);
@@ -493,12 +523,140 @@ static bool lp_record(el_req *r, const el_token_info *t) {
     lp_rec *rec = &r->lps[r->n_lps++];
     rec->id = t->id;
     rec->lp = t->logprob;
-    rec->n_top = t->n_top < EL_API_MAX_TOP_LOGPROBS ? t->n_top : EL_API_MAX_TOP_LOGPROBS;
+    rec->n_top = t->n_top < EL_API_MAX_N_PROBS ? t->n_top : EL_API_MAX_N_PROBS;
     for (int k = 0; k < rec->n_top; k++) {
         rec->top_id[k] = t->top_id[k];
         rec->top_lp[k] = t->top_logprob[k];
     }
     return true;
+}
+
+/* llama-server's sampler fields of a request as a cJSON object (its
+ * "generation_settings"; /props and /slots "params"). NULL on OOM. */
+static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const el_generate_params *gp) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    const el_sampling *sp = &gp->sampling;
+    cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(o, "n_predict", a->has_max_tokens || a->kind != EL_API_CHAT ? a->max_tokens : -1);
+    cJSON_AddStringToObject(o, "model", s->model_id);
+    cJSON_AddNumberToObject(o, "seed", a->has_seed ? (double)a->seed : 4294967295.0);
+    cJSON_AddNumberToObject(o, "temperature", sp->temp);
+    cJSON_AddNumberToObject(o, "dynatemp_range", 0);
+    cJSON_AddNumberToObject(o, "dynatemp_exponent", 1);
+    cJSON_AddNumberToObject(o, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(o, "top_p", sp->top_p);
+    cJSON_AddNumberToObject(o, "min_p", sp->min_p);
+    cJSON_AddNumberToObject(o, "xtc_probability", 0);
+    cJSON_AddNumberToObject(o, "xtc_threshold", 0.1);
+    cJSON_AddNumberToObject(o, "typical_p", 1);
+    cJSON_AddNumberToObject(o, "repeat_last_n", sp->penalty_last_n);
+    cJSON_AddNumberToObject(o, "repeat_penalty", sp->repeat_penalty);
+    cJSON_AddNumberToObject(o, "presence_penalty", sp->presence_penalty);
+    cJSON_AddNumberToObject(o, "frequency_penalty", sp->freq_penalty);
+    cJSON_AddNumberToObject(o, "dry_multiplier", 0);
+    cJSON_AddNumberToObject(o, "mirostat", 0);
+    cJSON *stop = cJSON_AddArrayToObject(o, "stop");
+    for (int i = 0; stop && i < a->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(a->stop[i]));
+    cJSON_AddNumberToObject(o, "max_tokens", a->has_max_tokens || a->kind != EL_API_CHAT ? a->max_tokens : -1);
+    cJSON_AddNumberToObject(o, "n_keep", 0);
+    cJSON_AddNumberToObject(o, "n_discard", 0);
+    cJSON_AddBoolToObject(o, "ignore_eos", gp->ignore_eos);
+    cJSON_AddBoolToObject(o, "stream", a->stream);
+    cJSON_AddNumberToObject(o, "n_probs", a->kind == EL_API_NATIVE ? a->n_probs : 0);
+    cJSON_AddNumberToObject(o, "min_keep", 0);
+    cJSON_AddBoolToObject(o, "cache_prompt", a->cache_prompt);
+    cJSON *lb = cJSON_AddArrayToObject(o, "logit_bias");
+    for (int i = 0; lb && i < a->n_logit_bias; i++) {
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias_id[i]));
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias[i]));
+        cJSON_AddItemToArray(lb, pair);
+    }
+    static const char *const samplers[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
+    cJSON *sm = cJSON_CreateStringArray(samplers, 5);
+    if (sm) cJSON_AddItemToObject(o, "samplers", sm);
+    return o;
+}
+
+/* The stop string that ended generation: the earliest one in the generated
+ * pieces ("" when none is found). */
+static void stopping_word(const el_req *r, char *out, size_t cap) {
+    out[0] = 0;
+    if (r->stats.finish != EL_DONE_STOP || r->api.n_stop == 0) return;
+    el_buf raw = {0};
+    char piece[256];
+    for (int i = 0; i < r->n_ids; i++) {
+        int l = el_token_to_piece(r->srv->model, r->ids[i], piece, (int)sizeof piece, false);
+        if (l > 0 && l <= (int)sizeof piece && !el_buf_append(&raw, piece, (size_t)l)) break;
+    }
+    if (!el_buf_append(&raw, "", 0)) { el_buf_free(&raw); return; }
+    const char *best = NULL, *at = NULL;
+    for (int k = 0; k < r->api.n_stop; k++) {
+        const char *p = strstr(raw.p, r->api.stop[k]);
+        if (p && (!at || p < at)) { at = p; best = r->api.stop[k]; }
+    }
+    if (best) snprintf(out, cap, "%s", best);
+    el_buf_free(&raw);
+}
+
+/* One /completion JSON: a stream chunk (text, the ids and probabilities since
+ * the last chunk) or, final, the whole result (non-stream: all the text, ids
+ * when return_tokens, every probability). malloc'd, NULL on OOM. */
+static char *native_json(el_req *r, const char *text, size_t len, bool final) {
+    el_server *s = r->srv;
+    const el_api_request *a = &r->api;
+    el_api_native_result res;
+    memset(&res, 0, sizeof res);
+    res.content = text;
+    res.len = len;
+    res.stop = final;
+    res.model = s->model_id;
+    res.id_slot = r->slot_idx;
+    res.n_prompt = r->n_prompt;
+    res.n_predicted = final ? r->stats.n_generated : r->n_ids;
+    int from = a->stream ? r->ids_sent : 0;
+    if (a->stream || a->return_tokens) {
+        res.tokens = r->ids + from;
+        res.n_tokens = r->n_ids - from;
+    }
+    r->ids_sent = r->n_ids;
+    char *probs = NULL, *settings = NULL, word[300];
+    el_buf prompt = {0};
+    bool ok = true;
+    if (a->n_probs > 0) {
+        int lf = a->stream ? r->lps_sent : 0;
+        ok = (probs = lps_json(r, lf, r->n_lps)) != NULL;
+        r->lps_sent = r->n_lps;
+        res.probs = probs;
+    }
+    if (ok && final) {
+        el_finish f = r->stats.finish;
+        res.stop_type = f == EL_DONE_EOS ? "eos" : f == EL_DONE_LENGTH ? "limit" : f == EL_DONE_STOP ? "word" : "none";
+        stopping_word(r, word, sizeof word);
+        res.stopping_word = word;
+        res.truncated = f == EL_DONE_LENGTH && r->stats.n_prompt + r->stats.n_generated >= s->n_ctx;
+        res.prompt_ms = r->stats.prefill_ms;
+        res.predicted_ms = r->stats.decode_ms;
+        res.n_prompt = r->stats.n_prompt ? r->stats.n_prompt : r->n_prompt;
+        cJSON *sj = settings_cjson(s, a, &r->gp);
+        settings = sj ? cJSON_PrintUnformatted(sj) : NULL;
+        cJSON_Delete(sj);
+        ok = settings != NULL;
+        res.settings = settings;
+        char piece[256];
+        for (int i = 0; ok && i < r->n_prompt; i++) {
+            int l = el_token_to_piece(s->model, r->prompt[i], piece, (int)sizeof piece, true);
+            if (l > 0 && l <= (int)sizeof piece) ok = el_buf_append(&prompt, piece, (size_t)l);
+        }
+        res.prompt = prompt.p ? prompt.p : "";
+        res.prompt_len = prompt.len;
+    }
+    char *json = ok ? el_api_native_response(&res, a->resp_fields, a->n_resp_fields) : NULL;
+    free(probs);
+    free(settings);
+    el_buf_free(&prompt);
+    return json;
 }
 
 /* Sanitised text of the piece, holding back an incomplete UTF-8 tail for the
@@ -534,7 +692,14 @@ static bool emit(el_req *r, const char *piece, size_t len, bool final, bool toke
     bool ok = take_text(r, piece, len, final, &text);
     if (ok && r->api.stream) {
         bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
-        if (text.len > 0 || lp) {
+        /* chat and /completion: no chunk without text (their tokens' logprobs
+         * wait for the next text, or the last chunk); legacy completions keep
+         * OpenAI's chunk per token with logprobs */
+        bool send = text.len > 0 || (lp && r->api.kind == EL_API_COMPLETION);
+        if (send && r->api.kind == EL_API_NATIVE) {
+            ok = frame_json(&frame, native_json(r, text.p ? text.p : "", text.len, false));
+            if (ok) ok = push_frame(r, &frame);
+        } else if (send) {
             char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
             ok = (!lp || lj) &&
                  frame_json(&frame, make_chunk(r, text.p ? text.p : "", text.len, !r->sent_first, NULL, NULL, lj));
@@ -567,7 +732,18 @@ static bool on_token(const el_token_info *t, void *user) {
         }
         r->t_last = now;
         el_metrics_tokens(&s->metrics, 0, 1);
+        atomic_fetch_add(&r->n_decoded, 1);
         if (r->api.logprobs && !lp_record(r, t)) { r->oom = true; return false; }
+        if (r->api.kind == EL_API_NATIVE) {
+            if (r->n_ids == r->cap_ids) {
+                int cap = r->cap_ids ? r->cap_ids * 2 : 64;
+                int32_t *p = realloc(r->ids, (size_t)cap * sizeof *p);
+                if (!p) { r->oom = true; return false; }
+                r->ids = p;
+                r->cap_ids = cap;
+            }
+            r->ids[r->n_ids++] = t->id;
+        }
     }
     if ((t->piece && t->piece_len > 0) || (t->id >= 0 && r->api.logprobs)) {
         if (!emit(r, t->piece, t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0, false, t->id >= 0)) {
@@ -581,8 +757,15 @@ static bool on_token(const el_token_info *t, void *user) {
 /* The frames that end a stream (built outside the lock). */
 static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
-    if (st == RS_DONE) {
-        ok = frame_json(tail, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, NULL));
+    const bool native = r->api.kind == EL_API_NATIVE;
+    if (st == RS_DONE && native) {
+        ok = frame_json(tail, native_json(r, "", 0, true));
+    } else if (st == RS_DONE) {
+        bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
+        char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
+        ok = (!lp || lj) &&
+             frame_json(tail, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj));
+        free(lj);
         if (ok && r->api.include_usage) {
             el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
             ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
@@ -595,9 +778,9 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
         else
             el_api_set_error(&e, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
                              el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
-        ok = frame_json(tail, el_api_error_json(&e));
+        ok = frame_json(tail, el_api_stream_error_json(&e)); /* llama-server's shape */
     }
-    if (ok) el_buf_str(tail, "data: [DONE]\n\n");
+    if (ok && !native) el_buf_str(tail, "data: [DONE]\n\n"); /* /completion streams end without it */
 }
 
 static void run_request(slot *sl, el_req *r) {
@@ -619,6 +802,7 @@ static void run_request(slot *sl, el_req *r) {
     else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
     pthread_mutex_lock(&s->mu);
     r->session = NULL;
+    sl->cur = NULL; /* with the terminal state: /slots never shows a slot busy with an answered request */
     if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
     finish_locked(s, r, st);
     s->busy--;
@@ -638,7 +822,13 @@ static void *slot_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && !s->q_head) pthread_cond_wait(&s->queue_cv, &s->mu);
         el_req *r = s->q_head;
-        if (!r) { /* stopping and nothing queued */
+        while (r && r->api.id_slot >= 0 && r->api.id_slot != sl->idx) r = r->next; /* id_slot: another's */
+        if (!r && !s->stopping) { /* only requests for other slots: wait for a change */
+            pthread_cond_wait(&s->queue_cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        if (!r) { /* stopping and nothing queued (for this slot) */
             pthread_mutex_unlock(&s->mu);
             break;
         }
@@ -652,9 +842,15 @@ static void *slot_main(void *arg) {
         }
         r->state = RS_PREFILL;
         r->session = sl->sess;
+        r->slot_idx = sl->idx;
+        sl->cur = r;
+        sl->n_tasks++;
         s->busy++;
         pthread_mutex_unlock(&s->mu);
         run_request(sl, r);
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->queue_cv); /* a request for this slot may be waiting behind others */
+        pthread_mutex_unlock(&s->mu);
         req_unref(r); /* the queue's reference */
     }
     return NULL;
@@ -1027,14 +1223,17 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     return send_api_error(c, &e);
 }
 
-/* Bearer token check in constant time for a given key length: one pass over
- * max(len) bytes, XOR-accumulated, no early exit. */
+/* API key check ('Authorization: Bearer KEY', or 'X-Api-Key: KEY' as
+ * llama-server accepts) in constant time for a given key length: one pass
+ * over max(len) bytes, XOR-accumulated, no early exit. */
 static bool auth_ok(struct MHD_Connection *c, const char *key) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     const char *tok = "";
     if (h && strncasecmp(h, "Bearer ", 7) == 0) {
         tok = h + 7;
         while (*tok == ' ') tok++;
+    } else if (!h && (h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"))) {
+        tok = h;
     }
     size_t a = strlen(tok), b = strlen(key), n = a > b ? a : b;
     volatile unsigned char acc = 0;
@@ -1248,16 +1447,125 @@ static int echo_prompt(el_req *r, el_api_error *e) {
     return ok ? 0 : -1;
 }
 
+/* The server-wide defaults (--temp, --seed, --n-predict) for what a request left out. */
+static void apply_defaults(const el_server *s, el_api_request *a) {
+    if (!a->has_temperature && s->p.has_temp) a->temperature = s->p.temp > 0 ? (s->p.temp > 2 ? 2 : s->p.temp) : 0;
+    if (!a->has_seed && s->p.has_seed) {
+        a->has_seed = true;
+        a->seed = s->p.seed;
+    }
+    if (!a->has_max_tokens && s->p.n_predict != 0) a->max_tokens = s->p.n_predict;
+}
+
+/* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
+ * starts with text; control-token text is parsed, as llama-server does), ids
+ * checked against the vocabulary. Count, or -1 with e filled. */
+static int native_tokens(el_server *s, el_api_request *a, int32_t **out, el_api_error *e) {
+    const int nv = el_model_n_vocab(s->model);
+    int32_t *toks = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < a->n_parts; i++) {
+        int32_t *piece = NULL;
+        int k = 1;
+        if (a->parts[i].text) {
+            const char *t = a->parts[i].text;
+            k = tokenize_alloc(s->model, t, strlen(t), (i == 0 ? EL_TOK_ADD_SPECIAL : 0) | EL_TOK_PARSE_SPECIAL, &piece);
+            if (k < 0) {
+                free(toks);
+                if (k == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
+                else el_api_set_error(e, 400, "invalid_request_error", "prompt", NULL, "prompt[%d] could not be tokenized", i);
+                return -1;
+            }
+        } else if (a->parts[i].tok >= nv) {
+            free(toks);
+            el_api_set_error(e, 400, "invalid_request_error", "prompt", "invalid_value",
+                             "prompt: token id %d is not in the vocabulary [0, %d)", (int)a->parts[i].tok, nv);
+            return -1;
+        }
+        if (n + (size_t)k > (size_t)INT_MAX / 2) {
+            free(piece);
+            free(toks);
+            el_api_set_error(e, 400, "invalid_request_error", "prompt", NULL, "the prompt is too long");
+            return -1;
+        }
+        if (n + (size_t)k > cap) {
+            size_t nc = (n + (size_t)k) * 2;
+            int32_t *g = realloc(toks, nc * sizeof *g);
+            if (!g) {
+                free(piece);
+                free(toks);
+                el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+                return -1;
+            }
+            toks = g;
+            cap = nc;
+        }
+        if (a->parts[i].text) {
+            if (k > 0) memcpy(toks + n, piece, (size_t)k * sizeof *piece);
+        } else {
+            toks[n] = a->parts[i].tok;
+        }
+        n += (size_t)k;
+        free(piece);
+        free(a->parts[i].text);
+        a->parts[i].text = NULL;
+    }
+    *out = toks;
+    return (int)n;
+}
+
+/* ignore_eos as llama-server means it: end-of-generation tokens are never
+ * sampled (a logit bias of -1e30 each, over any bias the request gave them),
+ * rather than sampled and passed over. 0, or -1 when out of memory. */
+static int ban_eog(el_server *s, el_api_request *a) {
+    const int nv = el_model_n_vocab(s->model);
+    for (int32_t t = 0; t < nv; t++) {
+        if (!el_token_is_eog(s->model, t)) continue;
+        int k = 0;
+        while (k < a->n_logit_bias && a->logit_bias_id[k] != t) k++;
+        if (k == a->n_logit_bias) {
+            int32_t *ids = realloc(a->logit_bias_id, (size_t)(k + 1) * sizeof *ids);
+            if (ids) a->logit_bias_id = ids;
+            float *b = realloc(a->logit_bias, (size_t)(k + 1) * sizeof *b);
+            if (b) a->logit_bias = b;
+            if (!ids || !b) return -1;
+            a->logit_bias_id[k] = t;
+            a->n_logit_bias++;
+        }
+        a->logit_bias[k] = -1e30f;
+    }
+    return 0;
+}
+
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
     el_api_error e;
     memset(&e, 0, sizeof e);
     el_req *r = req_new(s);
     if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)) {
+    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
+                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)) {
         r->api_parsed = false;
         return reject(s, c, r, &e, NULL, NULL);
     }
     r->api_parsed = true;
+    apply_defaults(s, &r->api);
+    if (kind == EL_API_NATIVE) {
+        const int nv = el_model_n_vocab(s->model);
+        if (r->api.id_slot >= s->n_slots) {
+            el_api_set_error(&e, 400, "invalid_request_error", "id_slot", "invalid_value",
+                             "id_slot %d does not exist (the server has slots 0..%d)", r->api.id_slot, s->n_slots - 1);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        if (r->api.n_probs > nv || r->api.n_probs > EL_API_MAX_N_PROBS) {
+            el_api_set_error(&e, 400, "invalid_request_error", "n_probs", "invalid_value",
+                             "n_probs %d is beyond %s (%d)", r->api.n_probs,
+                             r->api.n_probs > nv ? "the vocabulary" : "what edgellm reports per token",
+                             r->api.n_probs > nv ? nv : EL_API_MAX_N_PROBS);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        r->api.logprobs = r->api.n_probs > 0;
+        r->api.top_logprobs = r->api.n_probs;
+    }
 
     /* prompt tokens */
     int n = 0;
@@ -1277,6 +1585,9 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             return reject(s, c, r, &e, NULL, NULL);
         }
         if (n == -3) n = -1;
+    } else if (kind == EL_API_NATIVE) {
+        n = native_tokens(s, &r->api, &r->prompt, &e);
+        if (n < 0) return reject(s, c, r, &e, NULL, NULL);
     } else {
         const char *p = r->api.prompt ? r->api.prompt : "";
         n = tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
@@ -1294,13 +1605,20 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    if (r->api.ignore_eos && ban_eog(s, &r->api)) {
+        el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return reject(s, c, r, &e, NULL, NULL);
+    }
 
     /* context */
     int max_tokens = r->api.max_tokens;
     if (max_tokens > 0 && (long long)n + max_tokens > s->n_ctx) {
-        el_api_set_error(&e, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
+        el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_NATIVE ? "n_predict" : "max_tokens",
+                         "context_length_exceeded",
                          "prompt (%d tokens) + max_tokens (%d) = %lld exceeds the context of %d tokens", n, max_tokens,
                          (long long)n + max_tokens, s->n_ctx);
+        e.n_prompt_tokens = n;
+        e.n_ctx = s->n_ctx;
         return reject(s, c, r, &e, NULL, NULL);
     }
     if (max_tokens <= 0) {
@@ -1308,26 +1626,31 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt",
                              "context_length_exceeded",
                              "prompt (%d tokens) leaves no room to generate in the context of %d tokens", n, s->n_ctx);
+            e.n_prompt_tokens = n;
+            e.n_ctx = s->n_ctx;
             return reject(s, c, r, &e, NULL, NULL);
         }
         max_tokens = s->n_ctx - n;
     }
 
-    /* generation parameters: OpenAI semantics (no top-k / min-p) */
+    /* generation parameters: OpenAI semantics (no top-k / min-p) for the
+     * OpenAI routes, llama-server's sampler fields for /completion */
     el_generate_params *gp = &r->gp;
     gp->max_tokens = max_tokens;
-    gp->ignore_eos = false;
+    gp->ignore_eos = r->api.ignore_eos;
     gp->stop = r->api.n_stop > 0 ? (const char *const *)r->api.stop : NULL;
     gp->n_top_logprobs = r->api.logprobs ? r->api.top_logprobs : 0;
     gp->sampling = el_sampling_default();
     gp->sampling.temp = r->api.temperature;
-    gp->sampling.top_k = 0;
+    gp->sampling.top_k = r->api.top_k;
     gp->sampling.top_p = r->api.top_p;
-    gp->sampling.min_p = 0.0f;
-    gp->sampling.repeat_penalty = 1.0f;
+    gp->sampling.min_p = r->api.min_p;
+    gp->sampling.repeat_penalty = r->api.repeat_penalty;
     gp->sampling.presence_penalty = r->api.presence_penalty;
     gp->sampling.freq_penalty = r->api.frequency_penalty;
-    gp->sampling.penalty_last_n = -1;
+    gp->sampling.penalty_last_n = r->api.repeat_last_n;
+    /* llama-server: repeat_last_n -1 is the context size (the sampler itself would read it as 64) */
+    if (kind == EL_API_NATIVE && r->api.repeat_last_n < 0) gp->sampling.penalty_last_n = s->n_ctx;
     gp->sampling.n_logit_bias = r->api.n_logit_bias;
     gp->sampling.logit_bias_id = r->api.logit_bias_id;
     gp->sampling.logit_bias = r->api.logit_bias;
@@ -1339,6 +1662,17 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     int off = snprintf(r->id, sizeof r->id, "%s", kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
     if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    if (kind == EL_API_CHAT && r->api.stream) { /* the first chunk carries the role only (no one else sees r yet) */
+        el_buf frame = {0};
+        bool ok = frame_json(&frame, el_api_chat_role_chunk(r->id, s->model_id, r->created, s->fingerprint)) &&
+                  el_buf_append(&r->out, frame.p, frame.len);
+        el_buf_free(&frame);
+        r->sent_first = true;
+        if (!ok) {
+            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+    }
 
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
@@ -1366,7 +1700,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         else s->q_head = r;
         s->q_tail = r;
         s->q_len++;
-        pthread_cond_signal(&s->queue_cv);
+        pthread_cond_broadcast(&s->queue_cv); /* every slot: it may be for one in particular (id_slot) */
     }
     pthread_mutex_unlock(&s->mu);
     req_unref_list(dropped);
@@ -1423,10 +1757,12 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_DONE) {
         el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
         const char *fin = finish_name(r->stats.finish);
-        char *lj = r->api.logprobs ? lps_json(r, 0, r->n_lps) : NULL;
+        char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
         char *json = NULL;
         /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
-        if (!r->api.logprobs || lj)
+        if (kind == EL_API_NATIVE)
+            json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
+        else if (!r->api.logprobs || lj)
             json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, r->text.p,
                                                               r->text.len, fin, u, lj)
                                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
@@ -1456,6 +1792,196 @@ static enum MHD_Result send_cjson(struct MHD_Connection *c, unsigned status, cJS
     cJSON_Delete(j);
     if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     return send_json(c, status, txt);
+}
+
+static enum MHD_Result h_native(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    return h_generate(s, c, cc, EL_API_NATIVE);
+}
+
+/* The defaults /completion applies (llama-server's, then --temp/--seed/--n-predict) as a
+ * slot-shaped object: {id, id_task, n_ctx, speculative, is_processing, params, next_token}. */
+static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el_api_request *a, int n_decoded) {
+    el_api_request def;
+    el_api_error e;
+    bool own = !a;
+    if (own) {
+        static const char body[] = "{\"prompt\":\"\"}";
+        if (el_api_parse_native(body, sizeof body - 1, &def, &e)) return NULL;
+        apply_defaults(s, &def);
+        a = &def;
+    }
+    el_generate_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.ignore_eos = a->ignore_eos;
+    gp.sampling = el_sampling_default();
+    gp.sampling.temp = a->temperature;
+    gp.sampling.top_k = a->top_k;
+    gp.sampling.top_p = a->top_p;
+    gp.sampling.min_p = a->min_p;
+    gp.sampling.repeat_penalty = a->repeat_penalty;
+    gp.sampling.presence_penalty = a->presence_penalty;
+    gp.sampling.freq_penalty = a->frequency_penalty;
+    gp.sampling.penalty_last_n = a->repeat_last_n;
+    cJSON *o = cJSON_CreateObject(), *params = settings_cjson(s, a, &gp), *nt = cJSON_CreateObject();
+    if (own) el_api_request_free(&def);
+    if (!o || !params || !nt) {
+        cJSON_Delete(o);
+        cJSON_Delete(params);
+        cJSON_Delete(nt);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(o, "id", id);
+    cJSON_AddNumberToObject(o, "id_task", (double)id_task);
+    cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+    cJSON_AddBoolToObject(o, "speculative", false);
+    cJSON_AddBoolToObject(o, "is_processing", busy);
+    cJSON_AddItemToObject(o, "params", params);
+    cJSON_AddBoolToObject(nt, "has_next_token", busy);
+    cJSON_AddNumberToObject(nt, "n_remain", busy && a->max_tokens > 0 ? a->max_tokens - n_decoded : -1);
+    cJSON_AddNumberToObject(nt, "n_decoded", n_decoded);
+    cJSON_AddItemToObject(o, "next_token", nt);
+    return o;
+}
+
+/* GET /props: llama-server's server properties. */
+static enum MHD_Result h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    cJSON *root = cJSON_CreateObject(), *def = slot_cjson(s, 0, -1, false, NULL, 0);
+    if (!root || !def) {
+        cJSON_Delete(root);
+        cJSON_Delete(def);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    const char *tmpl = el_model_chat_template(s->model);
+    cJSON_AddItemToObject(root, "default_generation_settings", def);
+    cJSON_AddNumberToObject(root, "total_slots", s->n_slots);
+    cJSON_AddStringToObject(root, "model_path", s->model_path);
+    cJSON_AddStringToObject(root, "model_alias", s->model_id);
+    cJSON_AddNumberToObject(root, "n_ctx", s->n_ctx);
+    /* the model's own template (not used as Jinja: edgellm renders by family) */
+    el_buf t = {0};
+    if (tmpl && el_api_json_string(&t, tmpl, strlen(tmpl))) cJSON_AddRawToObject(root, "chat_template", t.p);
+    else cJSON_AddStringToObject(root, "chat_template", "");
+    el_buf_free(&t);
+    cJSON_AddStringToObject(root, "chat_template_family", el_chat_family_name(s->fam));
+    cJSON_AddStringToObject(root, "chat_template_source", s->fam_desc);
+    cJSON *mod = cJSON_AddObjectToObject(root, "modalities");
+    if (mod) {
+        cJSON_AddBoolToObject(mod, "vision", false);
+        cJSON_AddBoolToObject(mod, "audio", false);
+    }
+    cJSON_AddStringToObject(root, "build_info", "edgellm " EL_VERSION_STRING);
+    cJSON_AddStringToObject(root, "system_fingerprint", s->fingerprint);
+    cJSON_AddBoolToObject(root, "is_sleeping", false);
+    return send_cjson(c, MHD_HTTP_OK, root);
+}
+
+/* GET /slots: each slot's state (501 with --no-slots). */
+static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    if (s->p.no_slots)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "this server has the slots endpoint disabled (--no-slots)");
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    /* under the lock: a running request and its fields stay alive while read */
+    pthread_mutex_lock(&s->mu);
+    bool ok = true;
+    for (int i = 0; ok && i < s->n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        el_req *r = sl->cur;
+        cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
+                              r ? atomic_load(&r->n_decoded) : 0);
+        if (o) cJSON_AddItemToArray(arr, o);
+        else ok = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) {
+        cJSON_Delete(arr);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_cjson(c, MHD_HTTP_OK, arr);
+}
+
+/* /slots/{id}: the slot must exist (404); its actions are not implemented yet (501). */
+static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                      "slot save/restore/erase is not implemented (this server has slots 0..%d)", s->n_slots - 1);
+}
+
+/* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
+static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
+    if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, a, e)) return -1;
+    el_buf_free(&cc->body);
+    if (s->fam == EL_CHAT_UNKNOWN) {
+        el_api_request_free(a);
+        el_api_set_error(e, 500, "server_error", NULL, "no_chat_template",
+                         "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
+        return -1;
+    }
+    int rc = el_chat_render(s->fam, a->msgs, a->n_msgs, true, t);
+    if (rc) {
+        el_api_request_free(a);
+        if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        else el_api_set_error(e, 400, "invalid_request_error", "messages", NULL,
+                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+        return -1;
+    }
+    return 0;
+}
+
+/* POST /apply-template: {"prompt": the rendered chat prompt}. */
+static enum MHD_Result h_apply_template(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_request a;
+    el_api_error e;
+    el_chat_text t;
+    memset(&e, 0, sizeof e);
+    memset(&t, 0, sizeof t);
+    if (render_chat(s, cc, &a, &t, &e)) return send_api_error(c, &e);
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"prompt\":") && el_api_json_string(&b, t.text, t.len) && el_buf_str(&b, "}");
+    el_chat_text_free(&t);
+    el_api_request_free(&a);
+    if (!ok) {
+        el_buf_free(&b);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_json(c, MHD_HTTP_OK, b.p);
+}
+
+/* POST /v1/chat/completions/input_tokens: the prompt tokens a chat request would take. */
+static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_request a;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, &a, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body);
+    if (s->fam == EL_CHAT_UNKNOWN) {
+        el_api_request_free(&a);
+        return send_error(c, 500, "server_error", NULL, "no_chat_template",
+                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
+    }
+    int32_t *toks = NULL;
+    int n = el_chat_tokenize(s->model, s->fam, a.msgs, a.n_msgs, true,
+                             EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
+    el_api_request_free(&a);
+    free(toks);
+    if (n < 0)
+        return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
+                       : send_error(c, 400, "invalid_request_error", "messages", NULL,
+                                    "the messages cannot be rendered with the %s chat template",
+                                    el_chat_family_name(s->fam));
+    char buf[96];
+    snprintf(buf, sizeof buf, "{\"object\":\"response.input_tokens\",\"input_tokens\":%d}", n);
+    return send_json(c, MHD_HTTP_OK, strdup(buf));
+}
+
+/* Embeddings are not implemented: an honest 501 on every spelling llama-server answers. */
+static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)s;
+    (void)cc;
+    return send_error(c, 501, "not_supported_error", NULL, "not_supported", "embeddings are not implemented by edgellm yet");
 }
 
 static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -1590,16 +2116,32 @@ static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *
                     NULL, NULL);
 }
 
+/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table. */
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", true, true, h_chat},
+    {"/chat/completions", "POST", true, true, h_chat},
     {"/v1/completions", "POST", true, true, h_completions},
+    {"/completions", "POST", true, true, h_completions},
+    {"/completion", "POST", true, true, h_native},
     {"/v1/models", "GET", true, true, h_models},
+    {"/models", "GET", true, true, h_models},
+    {"/v1/embeddings", "POST", true, true, h_embeddings},
+    {"/embeddings", "POST", true, true, h_embeddings},
+    {"/embedding", "POST", true, true, h_embeddings},
+    {"/v1/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
+    {"/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
+    {"/apply-template", "POST", true, true, h_apply_template},
+    {"/props", "GET", true, true, h_props},
+    {"/slots", "GET", true, true, h_slots},
     {"/tokenize", "POST", true, true, h_tokenize},
     {"/detokenize", "POST", true, true, h_detokenize},
     {"/health", "GET", false, false, h_health},
+    {"/v1/health", "GET", false, false, h_health},
     {"/metrics", "GET", true, false, h_metrics},
     {"/", "GET", false, false, h_page},
 };
+/* /slots/{id}?action=...: 404 for a slot that does not exist, else 501 (not implemented yet) */
+static const route SLOT_ACTION = {"/slots/{id}", "POST", true, true, h_slot_action};
 
 /* ---- the MHD access handler --------------------------------------------- */
 
@@ -1617,6 +2159,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         *con_cls = cc;
         for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
             if (!strcmp(url, ROUTES[i].path)) cc->rt = &ROUTES[i];
+        if (!cc->rt && !strncmp(url, "/slots/", 7)) {
+            const char *d = url + 7;
+            char *end = NULL;
+            long id = (*d >= '0' && *d <= '9' && strlen(d) <= 9) ? strtol(d, &end, 10) : -1;
+            int n_slots = atomic_load(&s->ready) ? s->n_slots : 0;
+            if (id < 0 || !end || *end || id >= n_slots)
+                return send_error(c, 404, "invalid_request_error", "id_slot", "not_found",
+                                  "no such slot: '%.40s' (the server has slots 0..%d)", d, n_slots - 1);
+            cc->rt = &SLOT_ACTION;
+        }
         if (!cc->rt) return send_error(c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint: %s", url);
         bool get = !strcmp(cc->rt->method, "GET");
         if (strcmp(method, cc->rt->method) && !(get && !strcmp(method, "HEAD"))) {
@@ -1630,7 +2182,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             el_api_error e;
             memset(&e, 0, sizeof e);
             el_api_set_error(&e, 401, "authentication_error", NULL, "invalid_api_key",
-                             "missing or invalid API key (send 'Authorization: Bearer KEY')");
+                             "missing or invalid API key (send 'Authorization: Bearer KEY' or 'X-Api-Key: KEY')");
             return send_api_error_h(c, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         }
         /* A declared body over the limit is never stored. If the client waits
@@ -1750,7 +2302,7 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
         }
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
         MHD_add_response_header(resp, "Vary", "Origin");
         *ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
@@ -1843,12 +2395,15 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->host = strdup(p->host && *p->host ? p->host : "127.0.0.1");
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->chat_template = dup_or_null(p->chat_template);
+    s->alias = p->alias && *p->alias ? strdup(p->alias) : NULL;
+    if (p->alias && *p->alias && !s->alias) FAIL(EL_ERR_NOMEM, "out of memory");
     if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template))
         FAIL(EL_ERR_NOMEM, "out of memory");
     s->p.model_path = s->model_path;
     s->p.host = s->host;
     s->p.api_key = s->api_key;
     s->p.chat_template = s->chat_template;
+    s->p.alias = s->alias;
     if (s->p.n_parallel <= 0) s->p.n_parallel = 1;
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
     if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
@@ -1967,7 +2522,7 @@ int el_server_load(el_server *s, el_error *err) {
     int off = snprintf(s->fingerprint, sizeof s->fingerprint, "edgellm-%s-", EL_VERSION_STRING);
     for (int i = 0; i < 8; i++) off += snprintf(s->fingerprint + off, sizeof s->fingerprint - (size_t)off, "%02x", h[i]);
     const char *base = strrchr(s->model_path, '/');
-    snprintf(s->model_id, sizeof s->model_id, "%s", base ? base + 1 : s->model_path);
+    snprintf(s->model_id, sizeof s->model_id, "%s", s->alias ? s->alias : base ? base + 1 : s->model_path);
     if (pick_family(s, err)) return -1;
 
     int train = el_model_n_ctx_train(m);
@@ -2085,5 +2640,6 @@ void el_server_free(el_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->chat_template);
+    free(s->alias);
     free(s);
 }

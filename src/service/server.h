@@ -47,12 +47,20 @@ typedef struct el_server_params {
     uint64_t mem_floor;        /* memory pressure: while MemAvailable is below this (0: not checked), or
                                   the PSI "full avg10" of /proc/pressure/memory is >= 10 %, new
                                   requests get 503 + Retry-After (el_mem_pressure) */
+    /* llama-server compatibility */
+    const char *alias;         /* the model id in replies, /v1/models and /props; NULL: the file name */
+    bool no_slots;             /* GET /slots answers 501 */
+    bool has_temp;             /* temp: the temperature of requests that give none */
+    float temp;
+    bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
+    uint64_t seed;
+    int n_predict;             /* 0: unset; -1 or N: max_tokens / n_predict of requests that give none */
 } el_server_params;
 
 typedef struct el_server el_server;
 
-/* Binds host:port and starts answering (everything but /health, /metrics and
- * / is 503 until el_server_load succeeds). NULL with err filled on failure. */
+/* Binds host:port and starts answering (everything but /health, /v1/health,
+ * /metrics and / is 503 until el_server_load succeeds). NULL with err filled on failure. */
 el_server *el_server_start(const el_server_params *p, el_error *err);
 /* Loads the model, hashes its file, creates the slots' sessions and threads.
  * Returns 0, or -1 with err filled. Call once, from any one thread. */

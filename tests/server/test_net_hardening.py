@@ -192,7 +192,7 @@ def t_origin_and_cors(ctx):
     assert h.get("access-control-allow-origin") == ctx.cors, h
     assert "POST" in h.get("access-control-allow-methods", ""), h
     allow_h = h.get("access-control-allow-headers", "").lower()
-    assert "content-type" in allow_h and "authorization" in allow_h, h
+    assert "content-type" in allow_h and "authorization" in allow_h and "x-api-key" in allow_h, h
     st, h, b = post(p, "/tokenize", {"content": "hi"}, headers={"Origin": ctx.cors})
     assert st == 200, (st, b[:200])
     assert h.get("access-control-allow-origin") == ctx.cors, h
@@ -418,7 +418,10 @@ def t_sigterm_queued_streams(ctx):
             assert ev and ev[-1] == "[DONE]", "stream %d: no [DONE] at shutdown: %r" % (i, res[i][-300:])
             errors = [e for e in ev[:-1] if '"error"' in e]
             assert errors, "stream %d: no error event before [DONE]: %r" % (i, ev[-3:])
-            assert json.loads(errors[-1])["error"]["code"] == "cancelled", errors[-1]
+            # in-stream errors have llama-server's shape: code is the HTTP status (a number)
+            err_obj = json.loads(errors[-1])["error"]
+            assert err_obj["code"] == 503 and err_obj["type"] == "unavailable_error", errors[-1]
+            assert "cancelled" in err_obj["message"], errors[-1]
     finally:
         srv.kill()
 
