@@ -938,6 +938,34 @@ static void test_nonfinite(void) {
     unlink(path);
 }
 
+/* penalty_last_n = -1 means the whole context (edgellm.h), not the sampler's
+ * own default window of 64: greedy with a presence penalty over 300 tokens
+ * gives the same ids as passing the context size, and other ids than a
+ * 64-token window (a token last seen > 64 tokens back is penalised only
+ * with the whole context). */
+static void test_penalty_window(el_model *m) {
+    el_session *s = new_session(m, 512, 64);
+    if (!s) return;
+    int32_t p[64];
+    int np = tokenize(m, "Here is a short story about a cat named", p, 64);
+    static collect c[3];
+    const int last_n[3] = {-1, 512, 64};
+    for (int k = 0; k < 3; k++) {
+        el_generate_params gp = greedy_params(300);
+        gp.sampling.presence_penalty = 1.5f;
+        gp.sampling.penalty_last_n = last_n[k];
+        el_generate_stats st;
+        el_error err = {0};
+        el_session_reset(s);
+        el_finish f = run_collect(s, p, np, &gp, &c[k], &st, &err);
+        CHECKF(f == EL_DONE_LENGTH && c[k].n_ids == 300, "last_n %d: finish %d, %d ids (%s)", last_n[k], (int)f,
+               c[k].n_ids, err.msg);
+    }
+    CHECKF(memcmp(c[0].ids, c[1].ids, sizeof c[0].ids) == 0, "penalty_last_n -1 differs from the context size");
+    CHECKF(memcmp(c[0].ids, c[2].ids, sizeof c[0].ids) != 0, "penalty_last_n -1 acts like a 64-token window");
+    el_session_free(s);
+}
+
 int main(void) {
     if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
     const double t0 = now_ms();
@@ -959,6 +987,7 @@ int main(void) {
     STEP(test_sessions(g_gemma, "gemma3-Q8_0"));
     STEP(test_bad_files());
     STEP(test_nonfinite());
+    STEP(test_penalty_window(g_llama));
 
     el_model_free(g_llama);
     el_model_free(g_gemma);

@@ -16,7 +16,7 @@
  * They are skipped when repeat_penalty == 1, freq == 0 and presence == 0.
  * penalty_last_n: 0 disables the history; < 0 ("context") means
  * EL_SAMPLER_DEFAULT_LAST_N (64) here, since the sampler does not know the
- * context size — a caller that wants the whole context passes it explicitly.
+ * context size — el_generate passes the session's context for < 0.
  * The history is capped at EL_SAMPLER_MAX_LAST_N tokens.
  *
  * temp <= 0: greedy — argmax of the penalised logits, ties → lowest id (the

@@ -300,7 +300,9 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         goto done;
     }
     const int n_top = gp->n_top_logprobs < 0 ? 0 : gp->n_top_logprobs > 64 ? 64 : gp->n_top_logprobs;
-    smp = el_sampler_new(&gp->sampling, nv);
+    el_sampling sp = gp->sampling;
+    if (sp.penalty_last_n < 0) sp.penalty_last_n = s->n_ctx; /* -1 = the context (edgellm.h, as llama.cpp) */
+    smp = el_sampler_new(&sp, nv);
     if (!smp) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the sampler"); goto done; }
     for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
 

@@ -1649,7 +1649,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->sampling.presence_penalty = r->api.presence_penalty;
     gp->sampling.freq_penalty = r->api.frequency_penalty;
     gp->sampling.penalty_last_n = r->api.repeat_last_n;
-    /* llama-server: repeat_last_n -1 is the context size (the sampler itself would read it as 64) */
+    /* -1 is the context size (el_generate does the same; set here so generation_settings shows it) */
     if (kind == EL_API_NATIVE && r->api.repeat_last_n < 0) gp->sampling.penalty_last_n = s->n_ctx;
     gp->sampling.n_logit_bias = r->api.n_logit_bias;
     gp->sampling.logit_bias_id = r->api.logit_bias_id;
