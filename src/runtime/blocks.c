@@ -15,7 +15,10 @@
 /*
  * Parity debugging: built with -DEL_DEBUG_DUMP, every block writes its
  * intermediate activations to $EL_DUMP_DIR/<name>-<layer>.bin (raw float32,
- * all rows of the batch), to compare op by op with llama.cpp's tensors.
+ * all rows of the batch), to compare op by op with llama.cpp's tensors
+ * (tests/tools/llama_dump.py, tests/tools/cmp_dump.py). A file that exists is
+ * not overwritten: an empty directory ends up with the first batch of the
+ * prompt, not the decode steps after it.
  */
 #ifdef EL_DEBUG_DUMP
 #include <stdio.h>
@@ -25,7 +28,7 @@ static void dbg_dump(const char *name, int il, const float *x, size_t n) {
     if (!d) return;
     char p[512];
     snprintf(p, sizeof p, "%s/%s-%d.bin", d, name, il);
-    FILE *f = fopen(p, "wb");
+    FILE *f = fopen(p, "wbx");
     if (!f) return;
     fwrite(x, sizeof(float), n, f);
     fclose(f);
