@@ -4,16 +4,17 @@
 # goldens of tests/data with the build recorded in them.
 #
 #   EL_LLAMA_CPP_PYTHON   version (default 0.3.36)
-#   EL_LLAMA_CMAKE_ARGS   CMAKE_ARGS for the build (default -DGGML_NATIVE=OFF:
-#                         ggml's x86-64 baseline, AVX2 + FMA + F16C + BMI2).
-#                         Set it to "" for llama-cpp-python's own default
-#                         (-march=native); see README "Parity with llama.cpp"
-#                         for why that is not the default here.
+#   EL_LLAMA_CMAKE_ARGS   CMAKE_ARGS for the build (default: -DGGML_NATIVE=OFF
+#                         with AVX-512 F/BW/DQ/VL/VBMI/VNNI/BF16, Zen 4's set:
+#                         the arithmetic edgellm follows; needs an AVX-512 CPU
+#                         to run). -DGGML_NATIVE=OFF alone: ggml's AVX2
+#                         baseline; "" : llama-cpp-python's own -march=native.
+#                         README "Parity with llama.cpp" says why it is pinned.
 #   EL_GOLDENS_VENV       the virtual environment (default build-goldens/venv)
 #   EL_GOLDENS_SET        fidelity (default: Gemma fidelity + tiny long-prompt
-#                         goldens) or bitlevel (the Gemma goldens edgellm
-#                         matches bit for bit; needs the build recorded in
-#                         tests/data/gemma3-270m-q4km-goldens.json)
+#                         goldens) or bitlevel (the 3-prompt Gemma goldens edgellm
+#                         matches bit for bit; the default CMAKE_ARGS rebuild
+#                         them identically)
 #   JOBS                  compile jobs (default 2)
 #
 # The build takes ~10 minutes on 2 cores; it is reused while the version and
