@@ -5,7 +5,7 @@ PROMPT ?= Once upon a time, there was a little girl named
 BUILD := build
 ASAN := build-asan
 
-.PHONY: all deps build cli asan run chat test test-release test-asan fuzz clean
+.PHONY: all deps build cli asan run chat test test-release test-asan fuzz clean goldens
 
 all: build
 
@@ -38,6 +38,11 @@ test-release:
 
 test-asan:
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure
+
+# Not part of `make test`: builds llama-cpp-python from its source package (minutes)
+# and rewrites the fidelity goldens in tests/data (scripts/make-goldens.sh).
+goldens:
+	@JOBS=$(JOBS) bash scripts/make-goldens.sh
 
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_FUZZ=ON >/dev/null

@@ -15,7 +15,10 @@
 /*
  * Parity debugging: built with -DEL_DEBUG_DUMP, every block writes its
  * intermediate activations to $EL_DUMP_DIR/<name>-<layer>.bin (raw float32,
- * all rows of the batch), to compare op by op with llama.cpp's tensors.
+ * all rows of the batch), to compare op by op with llama.cpp's tensors
+ * (tests/tools/llama_dump.py, tests/tools/cmp_dump.py). A file that exists is
+ * not overwritten: an empty directory ends up with the first batch of the
+ * prompt, not the decode steps after it.
  */
 #ifdef EL_DEBUG_DUMP
 #include <stdio.h>
@@ -25,7 +28,7 @@ static void dbg_dump(const char *name, int il, const float *x, size_t n) {
     if (!d) return;
     char p[512];
     snprintf(p, sizeof p, "%s/%s-%d.bin", d, name, il);
-    FILE *f = fopen(p, "wb");
+    FILE *f = fopen(p, "wbx");
     if (!f) return;
     fwrite(x, sizeof(float), n, f);
     fclose(f);
@@ -33,6 +36,11 @@ static void dbg_dump(const char *name, int il, const float *x, size_t n) {
 #else
 #define dbg_dump(name, il, x, n) ((void)0)
 #endif
+
+void el_fwd_dump(const char *name, int il, const float *x, size_t n) {
+    dbg_dump(name, il, x, n);
+    (void)name, (void)il, (void)x, (void)n;
+}
 
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale) {
     const el_model *m = s->m;
@@ -53,9 +61,14 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     const el_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const qkv_out[3] = {s->q, s->k, s->v};
     const float *const qkv_bias[3] = {L->bq, L->bk, L->bv};
+    dbg_dump("attn_norm", il, s->xb, (size_t)n * hp->n_embd);
     el_op_matmul_n(m->pool, 3, qkv, s->xb, n, qkv_out, qkv_bias, s->wq8);
+    dbg_dump("Q", il, s->q, (size_t)n * q_row);
+    dbg_dump("K", il, s->k, (size_t)n * kv_row);
     if (L->q_norm) el_op_rmsnorm(s->q, L->q_norm, s->q, n * hp->n_head, hd, hp->norm_eps);
     if (L->k_norm) el_op_rmsnorm(s->k, L->k_norm, s->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    if (L->q_norm) dbg_dump("Qnorm", il, s->q, (size_t)n * q_row);
+    if (L->k_norm) dbg_dump("Knorm", il, s->k, (size_t)n * kv_row);
     for (int t = 0; t < n; t++) {
         const int pos = s->n_past + t;
         el_op_rope(s->q + (size_t)t * q_row, hp->n_head, hd, pos, rope, s->rope_cs);

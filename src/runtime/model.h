@@ -131,6 +131,8 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
  * the others so the FFN runs on one row (as llama.cpp does, which also
  * decides the kernel order its batched products use). */
 void el_fwd_keep_last_row(el_session *s, int *n);
+/* Parity debugging (-DEL_DEBUG_DUMP): write n floats to $EL_DUMP_DIR/<name>-<il>.bin; a no-op otherwise. */
+void el_fwd_dump(const char *name, int il, const float *x, size_t n);
 /* final norm of the last token + output projection into s->logits. */
 void el_fwd_output(el_session *s, int n);
 

@@ -50,18 +50,22 @@ static void gemma3_forward(el_session *s, const int32_t *toks, int n) {
     const el_rope rope_local = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base_swa,
                                 .freq_scale = hp->rope_scale_swa, .freq_factors = NULL};
     el_fwd_embed(s, toks, n, sqrtf((float)E));
+    el_fwd_dump("inp_scaled", -1, s->x, (size_t)n * E);
     for (int il = 0; il < hp->n_layer; il++) {
         const el_layer *L = &m->layers[il];
         el_op_rmsnorm(s->x, L->attn_norm, s->xb, n, E, hp->norm_eps);
         if (L->swa) el_fwd_attention(s, il, n, &rope_local, hp->n_swa);
         else el_fwd_attention(s, il, n, &rope_global, 0);
         el_op_rmsnorm(s->tmp, L->post_attn_norm, s->tmp, n, E, hp->norm_eps);
+        el_fwd_dump("attn_post_norm", il, s->tmp, (size_t)n * E);
         el_op_add(s->x, s->tmp, n * E);
         if (il == hp->n_layer - 1) el_fwd_keep_last_row(s, &n);
         el_op_rmsnorm(s->x, L->ffn_norm, s->xb, n, E, hp->norm_eps);
         el_fwd_ffn(s, il, n, true);
         el_op_rmsnorm(s->tmp, L->post_ffn_norm, s->tmp, n, E, hp->norm_eps);
+        el_fwd_dump("ffn_post_norm", il, s->tmp, (size_t)n * E);
         el_op_add(s->x, s->tmp, n * E);
+        el_fwd_dump("l_out", il, s->x, (size_t)n * E);
     }
     el_fwd_output(s, n);
 }
