@@ -12,7 +12,6 @@
  * EL_PARITY_FILTER=substring limits the models (for debugging).
  */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,6 @@
 #include "edgellm.h"
 #include "testutil.h"
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static double tolerance_for(const char *model) {
     const char *tight[] = {"-F32.", "-F16.", "-BF16.", "-Q8_0."};
@@ -137,19 +135,10 @@ int main(void) {
     const char *filter = getenv("EL_PARITY_FILTER");
     char dirp[4096];
     snprintf(dirp, sizeof dirp, "%s", el_test_ref_path("goldens"));
-    DIR *d = opendir(dirp);
-    CHECK(d != NULL);
-    if (!d) return el_test_finish("test_parity");
     char *names[256];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 256) {
-        size_t L = strlen(de->d_name);
-        if (L > 5 && strcmp(de->d_name + L - 5, ".json") == 0 && (!filter || strstr(de->d_name, filter)))
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    int n = el_test_list_json(dirp, filter, names, 256);
+    CHECK(n >= 0);
+    if (n < 0) return el_test_finish("test_parity");
     printf("| model | tol | cases matched | steps compared | tie-divergences | max |Δlogprob| |\n|---|---|---|---|---|---|\n");
     int total_cases = 0, total_ok = 0;
     for (int i = 0; i < n; i++) {

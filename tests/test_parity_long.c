@@ -17,7 +17,6 @@
  * EL_PARITY_FILTER=substring limits the models.
  */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +27,6 @@
 #define MARGIN_OK 0.05
 #define MAX_TOKS 1024
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static double logprob_of(const float *x, int n, int id, int *best) {
     int b = 0;
@@ -122,19 +120,10 @@ int main(void) {
     if (!el_test_have_ref()) el_test_skip("../shared/reference not found");
     const char *filter = getenv("EL_PARITY_FILTER");
     const char *dirp = EL_SOURCE_DIR "/tests/data/tiny-long";
-    DIR *d = opendir(dirp);
-    CHECKF(d != NULL, "no goldens in %s", dirp);
-    if (!d) return el_test_finish("test_parity_long");
     char *names[256];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 256) {
-        size_t L = strlen(de->d_name);
-        if (L > 5 && strcmp(de->d_name + L - 5, ".json") == 0 && (!filter || strstr(de->d_name, filter)))
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    int n = el_test_list_json(dirp, filter, names, 256);
+    CHECKF(n >= 0, "no goldens in %s", dirp);
+    if (n < 0) return el_test_finish("test_parity_long");
     printf("| model | prompt | tokens | steps matched | max |Δlogprob| | llama.cpp spread | tolerance |\n"
            "|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++) {

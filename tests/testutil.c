@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -47,6 +48,23 @@ char *el_test_read_file(const char *path, size_t *len) {
     b[r] = 0;
     if (len) *len = r;
     return b;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int el_test_list_json(const char *dir, const char *filter, char **names, int cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < cap) {
+        size_t L = strlen(de->d_name);
+        if (L > 5 && strcmp(de->d_name + L - 5, ".json") == 0 && (!filter || strstr(de->d_name, filter)))
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_name);
+    return n;
 }
 
 int el_test_finish(const char *name) {

@@ -25,6 +25,9 @@ void el_test_skip(const char *why);
 char *el_test_read_fd(int fd, size_t *len);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
 char *el_test_read_file(const char *path, size_t *len);
+/* The names of dir's *.json files containing filter (NULL: all), sorted, as
+ * malloc'd strings in names[0..return); at most cap. -1 if dir cannot be opened. */
+int el_test_list_json(const char *dir, const char *filter, char **names, int cap);
 /* A finished child process: exit code (or 128 + signal), stdout and stderr
  * (malloc'd, NUL-terminated). */
 typedef struct el_test_proc {

@@ -37,8 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (SKIP, Runner, Server, expect_error, post, request, require_cli,  # noqa: E402
-                         shared_dir, sse_events)
+from test_server import (expect_error, post, request, require_setup, Runner, Server, sse_events)  # noqa: E402
 
 MIB = 1 << 20
 RSS_LIMIT_KB = 300 * 1024
@@ -360,19 +359,10 @@ def t_health(ctx):
 # ---------------------------------------------------------------- main
 
 def main():
-    shared = shared_dir()
-    model = os.path.join(shared, "reference", "models", "tiny-llama-Q4_K_M.gguf")
-    if not os.path.exists(model):
-        print("skip: no reference model at %s" % model)
-        return SKIP
-    try:
-        import openai
-    except ImportError:
-        print("skip: the `openai` package is not installed (pip install openai)")
-        return SKIP
-    cli = require_cli()
+    cli, model = require_setup("tiny-llama-Q4_K_M.gguf")
     if cli is None:
-        return 1
+        return model
+    import openai
     ctx = Ctx()
     ctx.sanitized = is_sanitized(cli)
     R = Runner()

@@ -38,8 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (SKIP, Runner, Server, expect_error, post, request, require_cli,  # noqa: E402
-                         shared_dir, sse_events)
+from test_server import (expect_error, post, request, require_setup, Runner, Server, sse_events)  # noqa: E402
 
 PROMPT = "Once upon a time"
 
@@ -557,19 +556,9 @@ def t_stream_error_at_shutdown(ctx):
 
 
 def main():
-    shared = shared_dir()
-    model = os.path.join(shared, "reference", "models", "tiny-llama-Q4_K_M.gguf")
-    if not os.path.exists(model):
-        print("skip: no reference model at %s" % model)
-        return SKIP
-    try:
-        import openai  # noqa: F401
-    except ImportError:
-        print("skip: the `openai` package is not installed (pip install openai)")
-        return SKIP
-    cli = require_cli()
+    cli, model = require_setup("tiny-llama-Q4_K_M.gguf")
     if cli is None:
-        return 1
+        return model
     ctx = Ctx()
     ctx.n_ctx = 1024  # the model's whole context (beyond it serve refuses); a stream to its end runs long enough to be interrupted
     R = Runner()

@@ -48,8 +48,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (SANITIZER_MARKERS, SKIP, Runner, Server, cancelled_count, expect_error,  # noqa: E402
-                         metrics, post, request, require_cli, sse_events, shared_dir)
+from test_server import (SANITIZER_MARKERS, cancelled_count, expect_error, metrics, post, request, require_setup,  # noqa: E402
+                         Runner, Server, sse_events)
 
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
@@ -626,14 +626,9 @@ def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "--attacker":
         attacker_main(int(sys.argv[2]), float(sys.argv[3]))
         return 0
-    shared = shared_dir()
-    model = os.path.join(shared, "reference", "models", "tiny-llama-Q4_K_M.gguf")
-    if not os.path.exists(model):
-        print("skip: no reference model at %s" % model)
-        return SKIP
-    cli = require_cli()
+    cli, model = require_setup("tiny-llama-Q4_K_M.gguf", need_openai=False)
     if cli is None:
-        return 1
+        return model
     ctx = Ctx()
     ctx.cli, ctx.model = cli, model
     ctx.cors = "http://app.example:3000"

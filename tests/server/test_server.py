@@ -63,6 +63,24 @@ def shared_dir():
     return os.environ.get("EL_SHARED_DIR") or os.path.join(REPO, "..", "shared")
 
 
+def require_setup(model_name, need_openai=True):
+    """(cli, model path) to test with, or (None, exit status) after a line
+    saying why: 77 (skip) without the reference model or the `openai`
+    package, 1 without the server binary."""
+    model = os.path.join(shared_dir(), "reference", "models", model_name)
+    if not os.path.exists(model):
+        print("skip: no reference model at %s" % model)
+        return None, SKIP
+    if need_openai:
+        try:
+            import openai  # noqa: F401
+        except ImportError:
+            print("skip: the `openai` package is not installed (pip install openai)")
+            return None, SKIP
+    cli = require_cli()
+    return (cli, model) if cli else (None, 1)
+
+
 def read_prompts(path):
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -715,19 +733,11 @@ class Ctx:
 
 
 def main():
-    shared = shared_dir()
-    model = os.path.join(shared, "reference", "models", "tiny-llama-F16.gguf")
-    if not os.path.isdir(os.path.join(shared, "reference")) or not os.path.exists(model):
-        print("skip: no reference data at %s" % os.path.join(shared, "reference"))
-        return SKIP
-    try:
-        import openai
-    except ImportError:
-        print("skip: the `openai` package is not installed (pip install openai)")
-        return SKIP
-    cli = require_cli()
+    cli, model = require_setup("tiny-llama-F16.gguf")
     if cli is None:
-        return 1
+        return model
+    import openai
+    shared = shared_dir()
 
     ctx = Ctx()
     ctx.shared, ctx.model, ctx.cli = shared, model, cli
