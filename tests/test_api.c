@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "service/api.h"
+#include "util/utf8.h"
 #include "testutil.h"
 
 /* ---- helpers ---- */
@@ -838,25 +839,25 @@ static void test_nul_in_text(void) {
 
 static void test_utf8_tail(void) {
     el_buf b = {0};
-    CHECK(el_api_utf8_sanitize("ab\xF0\x9F\x98", 5, &b) && b.len == 5 && !memcmp(b.p, "ab\xEF\xBF\xBD", 5));
+    CHECK(el_utf8_sanitize("ab\xF0\x9F\x98", 5, &b) && b.len == 5 && !memcmp(b.p, "ab\xEF\xBF\xBD", 5));
     el_buf_free(&b);
     /* C0 80 (overlong) is two subparts; E0 80 too (80 is not allowed after E0); ED A0 (surrogate) too */
-    CHECK(el_api_utf8_sanitize("\xC0\x80|\xE0\x80|\xED\xA0|\xF4\x90", 11, &b));
+    CHECK(el_utf8_sanitize("\xC0\x80|\xE0\x80|\xED\xA0|\xF4\x90", 11, &b));
     CHECK(b.len == 8 * 3 + 3);
     el_buf_free(&b);
-    CHECK(el_api_utf8_sanitize("\xE2\x82" "A\xE2\x82\xAC", 6, &b) && b.len == 7 &&
+    CHECK(el_utf8_sanitize("\xE2\x82" "A\xE2\x82\xAC", 6, &b) && b.len == 7 &&
           !memcmp(b.p, "\xEF\xBF\xBD" "A\xE2\x82\xAC", 7));
     el_buf_free(&b);
-    CHECK(el_api_utf8_sanitize("a\0b", 3, &b) && b.len == 3 && b.p[1] == 0);
+    CHECK(el_utf8_sanitize("a\0b", 3, &b) && b.len == 3 && b.p[1] == 0);
     el_buf_free(&b);
-    CHECK(el_api_utf8_incomplete_tail("ab\xE2\x82", 4) == 2);
-    CHECK(el_api_utf8_incomplete_tail("ab\xF0\x9F\x98", 5) == 3);
-    CHECK(el_api_utf8_incomplete_tail("ab\xF0", 3) == 1);
-    CHECK(el_api_utf8_incomplete_tail("ab\xE2\x82\xAC", 5) == 0);
-    CHECK(el_api_utf8_incomplete_tail("ab\x82", 3) == 0);       /* a stray continuation: not a prefix */
-    CHECK(el_api_utf8_incomplete_tail("ab\xE0\x80", 4) == 0);   /* can never complete */
-    CHECK(el_api_utf8_incomplete_tail("ab\xC0", 3) == 0);
-    CHECK(el_api_utf8_incomplete_tail("", 0) == 0);
+    CHECK(el_utf8_incomplete_tail("ab\xE2\x82", 4) == 2);
+    CHECK(el_utf8_incomplete_tail("ab\xF0\x9F\x98", 5) == 3);
+    CHECK(el_utf8_incomplete_tail("ab\xF0", 3) == 1);
+    CHECK(el_utf8_incomplete_tail("ab\xE2\x82\xAC", 5) == 0);
+    CHECK(el_utf8_incomplete_tail("ab\x82", 3) == 0);       /* a stray continuation: not a prefix */
+    CHECK(el_utf8_incomplete_tail("ab\xE0\x80", 4) == 0);   /* can never complete */
+    CHECK(el_utf8_incomplete_tail("ab\xC0", 3) == 0);
+    CHECK(el_utf8_incomplete_tail("", 0) == 0);
 }
 
 /* ---- logprobs, logit_bias, echo, best_of, suffix, default max_tokens ---- */

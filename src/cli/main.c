@@ -31,6 +31,7 @@
 
 #include "cli/cli.h"
 #include "memory/capacity.h"
+#include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
 
@@ -189,37 +190,16 @@ double cli_now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (1..4), or 0 if it is
- * ill-formed; then *bad is the length of its maximal subpart (the bytes that
- * could still begin a character, at least 1), which becomes one U+FFFD — the
- * rule of Unicode §3.9 that Python's errors="replace" and WHATWG follow. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad) {
-    unsigned char c = s[0];
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xBF; /* range of the second byte */
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) { need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else { *bad = 1; return 0; }
-    for (size_t k = 1; k < need; k++) {
-        unsigned char b = k < n ? s[k] : 0;
-        bool ok = k < n && (k == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80);
-        if (!ok) { *bad = k; return 0; }
-    }
-    return need;
-}
-
 void cli_json_str(FILE *f, const char *s, size_t len) {
     const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < len;) {
         unsigned char c = u[i];
-        if (c >= 0x80) {
-            size_t bad = 1, L = utf8_seq(u + i, len - i, &bad);
-            if (L) fwrite(u + i, 1, L, f);
-            else fputs("\xEF\xBF\xBD", f); /* U+FFFD REPLACEMENT CHARACTER */
-            i += L ? L : bad;
+        if (c >= 0x80) { /* a well-formed sequence as is, a maximal ill-formed subpart as one U+FFFD */
+            size_t want, L = el_utf8_prefix(u + i, len - i, &want);
+            if (L == want) fwrite(u + i, 1, L, f);
+            else fputs("\xEF\xBF\xBD", f);
+            i += L;
             continue;
         }
         switch (c) {

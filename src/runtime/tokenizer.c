@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 /* ---- token attributes (llama_token_attr bit values) -------------------- */
 enum {
@@ -1525,20 +1526,6 @@ void el_detok_init(el_detok *d) {
     if (d) d->n_pending = 0;
 }
 
-/* Bytes at the end of s[0..n) that start an incomplete UTF-8 sequence. */
-static int utf8_incomplete_tail(const unsigned char *s, int n) {
-    for (int k = 1; k <= 3 && k <= n; k++) {
-        unsigned char c = s[n - k];
-        if ((c & 0xc0) == 0x80) continue; /* continuation: keep looking for the lead */
-        int need = 0;
-        if (c >= 0xc0 && c <= 0xdf) need = 2;
-        else if (c >= 0xe0 && c <= 0xef) need = 3;
-        else if (c >= 0xf0 && c <= 0xf7) need = 4;
-        return need > k ? k : 0;
-    }
-    return 0;
-}
-
 int el_detok_push(el_detok *d, const char *piece, int len, char *out) {
     if (!d || !out || len < 0 || (len > 0 && !piece)) return 0;
     int np = d->n_pending;
@@ -1546,7 +1533,7 @@ int el_detok_push(el_detok *d, const char *piece, int len, char *out) {
     memcpy(out, d->pending, (size_t)np);
     if (len) memcpy(out + np, piece, (size_t)len);
     int total = np + len;
-    int hold = utf8_incomplete_tail((const unsigned char *)out, total);
+    int hold = (int)el_utf8_incomplete_tail(out, (size_t)total); /* a prefix that can still complete */
     memcpy(d->pending, out + total - hold, (size_t)hold);
     d->n_pending = hold;
     return total - hold;

@@ -134,15 +134,8 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
 int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err);
 void el_api_tok_request_free(el_api_tok_request *r);
 
-/* Appends s[0..n) to out with every maximal ill-formed UTF-8 subpart replaced
- * by one U+FFFD (so an incomplete trailing character becomes exactly one).
- * NUL bytes are kept. false on OOM. */
-bool el_api_utf8_sanitize(const char *s, size_t n, el_buf *out);
-/* Bytes at the end of s[0..n) that are a proper prefix of a well-formed
- * UTF-8 character (0..3): what a stream holds back until the next piece. */
-size_t el_api_utf8_incomplete_tail(const char *s, size_t n);
-/* Appends s[0..n) as a JSON string literal (quotes included): sanitised as
- * above, NUL as \u0000, control characters escaped. false on OOM. */
+/* Appends s[0..n) as a JSON string literal (quotes included): sanitised
+ * (el_utf8_sanitize, util/utf8.h), NUL as \u0000, control characters escaped. false on OOM. */
 bool el_api_json_string(el_buf *out, const char *s, size_t n);
 
 /* /tokenize and /detokenize response bodies, malloc'd. */

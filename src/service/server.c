@@ -76,10 +76,13 @@
  * 32 x 4 MiB above the model and sessions.
  *
  * Text. Generated text travels with its length, never as a C string: a
- * <0x00> byte token is a NUL byte in the text and \u0000 in the JSON. Each
- * piece is sanitised once (take_text: an incomplete UTF-8 tail is held back
- * for the next piece; at the end it becomes one U+FFFD, as every maximal
- * ill-formed subpart does) and then either framed (stream) or appended to the
+ * <0x00> byte token is a NUL byte in the text and \u0000 in the JSON.
+ * el_generate already holds back a UTF-8 tail that can still complete (its
+ * detokenizer, util/utf8.h), so a piece ends on a character boundary except
+ * for bytes that can never form one and the last call's leftover; each piece
+ * is sanitised once (el_utf8_sanitize: one U+FFFD per maximal ill-formed
+ * subpart, so a reply cut mid-character ends in one U+FFFD) and then either
+ * framed (stream) or appended to the
  * reply (non-stream), so the non-streamed text is the concatenation of the
  * stream's deltas. With logprobs each token's log-probabilities (the model's
  * log-softmax, el_token_info) are recorded (lp_rec) and rendered in OpenAI's
@@ -140,6 +143,7 @@
 #include "service/api.h"
 #include "service/metrics.h"
 #include "util/buf.h"
+#include "util/utf8.h"
 #include "util/file.h"
 
 extern const char el_ui_page_html[];
@@ -202,10 +206,6 @@ static peer_state peer_check(int fd) {
     return (p.revents & POLLRDHUP) ? PEER_HALF : PEER_OPEN;
 }
 
-/* Copy of s with each maximal ill-formed UTF-8 subpart replaced by one
- * U+FFFD (JSON must be UTF-8); NUL bytes are kept (the builders escape them). */
-static bool utf8_sanitize(const char *s, size_t n, el_buf *out) { return el_api_utf8_sanitize(s, n, out); }
-
 /* ---- server and request state ------------------------------------------ */
 
 typedef enum { RS_QUEUED, RS_PREFILL, RS_DECODE, RS_DONE, RS_CANCELLED, RS_FAILED } req_state;
@@ -251,8 +251,6 @@ struct el_req {
     bool got_first, sent_first, oom;
     double t_last;
     el_buf text;                /* non-stream: the whole completion (sanitised pieces) */
-    char hold[4];               /* an incomplete UTF-8 tail waiting for the next piece */
-    int n_hold;
     struct lp_rec *lps;         /* logprobs: one record per generated token */
     int n_lps, cap_lps, lps_sent;
     int32_t *ids;               /* native /completion: every generated id ("tokens", stopping_word) */
@@ -659,22 +657,6 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
     return json;
 }
 
-/* Sanitised text of the piece, holding back an incomplete UTF-8 tail for the
- * next piece (final: nothing is held; an incomplete tail becomes one U+FFFD). */
-static bool take_text(el_req *r, const char *piece, size_t len, bool final, el_buf *out) {
-    el_buf raw = {0};
-    bool ok = el_buf_append(&raw, r->hold, (size_t)r->n_hold) && el_buf_append(&raw, piece ? piece : "", len);
-    r->n_hold = 0;
-    if (ok) {
-        size_t keep = final ? 0 : el_api_utf8_incomplete_tail(raw.p, raw.len);
-        memcpy(r->hold, raw.p + raw.len - keep, keep);
-        r->n_hold = (int)keep;
-        ok = utf8_sanitize(raw.p, raw.len - keep, out);
-    }
-    el_buf_free(&raw);
-    return ok;
-}
-
 /* Appends one stream frame (srv->mu taken here). */
 static bool push_frame(el_req *r, const el_buf *frame) {
     el_server *s = r->srv;
@@ -687,9 +669,9 @@ static bool push_frame(el_req *r, const el_buf *frame) {
 
 /* A piece of text (and, streaming with logprobs, the tokens since the last
  * frame) goes to the client or to the non-stream text. */
-static bool emit(el_req *r, const char *piece, size_t len, bool final, bool token) {
+static bool emit(el_req *r, const char *piece, size_t len, bool token) {
     el_buf text = {0}, frame = {0};
-    bool ok = take_text(r, piece, len, final, &text);
+    bool ok = el_utf8_sanitize(piece ? piece : "", len, &text);
     if (ok && r->api.stream) {
         bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
         /* chat and /completion: no chunk without text (their tokens' logprobs
@@ -746,7 +728,7 @@ static bool on_token(const el_token_info *t, void *user) {
         }
     }
     if ((t->piece && t->piece_len > 0) || (t->id >= 0 && r->api.logprobs)) {
-        if (!emit(r, t->piece, t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0, false, t->id >= 0)) {
+        if (!emit(r, t->piece, t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0, t->id >= 0)) {
             r->oom = true;
             return false;
         }
@@ -791,8 +773,6 @@ static void run_request(slot *sl, el_req *r) {
     el_finish fin = el_generate(sl->sess, r->prompt, r->n_prompt, &r->gp, on_token, r, &r->stats, &r->err);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
     if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
-    /* an incomplete UTF-8 tail left at the end becomes one U+FFFD */
-    if (r->n_hold > 0 && !r->oom && fin != EL_DONE_FAILED && !emit(r, NULL, 0, true, false)) r->oom = true;
     req_state st = atomic_load(&r->cancel) ? RS_CANCELLED
                  : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
                  : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
