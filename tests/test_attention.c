@@ -12,7 +12,9 @@
  * sliding windows, 1 to 70 query tokens at positions pos0 > 0, 1 to 3
  * threads — and must match the reference bit for bit. The KV store's F32 →
  * F16 conversion is checked the same way, including infinities, NaNs,
- * subnormals and overflow.
+ * subnormals and overflow. Batches of 64+ tokens take the tiled kernel and
+ * are held to its own reference (ref_tiled), ring caches included; the
+ * tiled softmax's expf is checked against libm's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "backend/cpu/attention_internal.h"
+#include "backend/cpu/attention_tiled_ops.h"
 #include "backend/cpu/ops.h"
 #include "testutil.h"
 #include "util/fp16.h"
@@ -58,6 +61,9 @@ static float ref_dot(const el_fp16 *k, const float *qf, int n) {
     return (float)sumf;
 }
 
+/* The cache row of position j (ring caches hold j in row j % ring). */
+static size_t ref_row(const el_attn_args *a, int j) { return (size_t)(a->ring > 0 ? j % a->ring : j); }
+
 static void ref_attention(const el_attn_args *a) {
     const int hd = a->head_dim, kv_row = a->n_head_kv * hd, group = a->n_head / a->n_head_kv;
     float qf[512];
@@ -71,7 +77,7 @@ static void ref_attention(const el_attn_args *a) {
             memset(acc, 0, sizeof acc);
             float M = -INFINITY, S = 0.0f;
             for (int j = lo; j <= p; j++) {
-                const float s = ref_dot(a->kcache + (size_t)j * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
+                const float s = ref_dot(a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
                 float ms = 1.0f, vs = 1.0f;
                 if (s > M) {
                     const float Mold = M;
@@ -81,7 +87,7 @@ static void ref_attention(const el_attn_args *a) {
                 } else {
                     vs = expf(s - M);
                 }
-                const el_fp16 *v = a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
+                const el_fp16 *v = a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
                 for (int i = 0; i < hd; i++)
                     acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
                 S = fmaf(S, ms, vs);
@@ -92,7 +98,62 @@ static void ref_attention(const el_attn_args *a) {
         }
 }
 
-typedef struct { int hd, n_head, n_head_kv, window, n, pos0; float qscale; } cfg;
+/*
+ * The tiled kernel's contract (attention_tiled_impl.h), for batches of 64+
+ * tokens: Q in float, tiles of 64 positions aligned to multiples of 64,
+ * scores as fma chains, the tile's softmax with ggml's vector expf and its
+ * 16-lane sums in double, V accumulated in float — written out position by
+ * position (masked positions included: fma(0, v, acc) leaves acc as is).
+ */
+static void ref_tiled(const el_attn_args *a) {
+    const int hd = a->head_dim, kv_row = a->n_head_kv * hd, group = a->n_head / a->n_head_kv;
+    float acc[512];
+    for (int t = 0; t < a->n; t++)
+        for (int h = 0; h < a->n_head; h++) {
+            const int p = a->pos0 + t, kvh = h / group;
+            const int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+            const float *q = a->q + (size_t)t * a->n_head * hd + (size_t)h * hd;
+            memset(acc, 0, sizeof acc);
+            float M = -INFINITY, S = 0.0f;
+            for (int j0 = lo / 64 * 64; j0 <= p; j0 += 64) {
+                float e[64], tmax = -INFINITY;
+                for (int k = 0; k < 64; k++) {
+                    const int j = j0 + k;
+                    e[k] = -INFINITY;
+                    if (j < lo || j > p) continue;
+                    const el_fp16 *kr = a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
+                    float d = 0.0f;
+                    for (int i = 0; i < hd; i++) d = fmaf(q[i], el_fp16_to_fp32(kr[i]), d);
+                    e[k] = d * a->scale;
+                    if (e[k] > tmax) tmax = e[k];
+                }
+                const float Mnew = fmaxf(M, tmax);
+                if (Mnew > M) {
+                    const float ms = expf(M - Mnew);
+                    for (int i = 0; i < hd; i++) acc[i] *= ms;
+                    S *= ms;
+                }
+                M = Mnew;
+                double sum = 0.0;
+                for (int g = 0; g < 64; g += 16) {
+                    for (int i = 0; i < 16; i++) e[g + i] = el_att_vexpf(e[g + i] - M);
+                    sum += (double)el_att_reduce16(e + g);
+                }
+                S = (float)((double)S + sum);
+                for (int k = 0; k < 64; k++) {
+                    const int j = j0 + k;
+                    if (j < lo || j > p) continue; /* rows outside a ring's span may hold other positions */
+                    const el_fp16 *v = a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
+                    for (int i = 0; i < hd; i++) acc[i] = fmaf(e[k], el_fp16_to_fp32(v[i]), acc[i]);
+                }
+            }
+            const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+            float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) o[i] = acc[i] * inv;
+        }
+}
+
+typedef struct { int hd, n_head, n_head_kv, window, n, pos0; float qscale; int ring; } cfg;
 
 static el_pool *pools[4];
 static int n_cases, n_values;
@@ -112,10 +173,16 @@ static void run_case(const cfg *c) {
     el_op_kv_store_at(kc, kv, n_ctx, 0, kv_row, EL_CPU_PORTABLE);
     for (int i = 0; i < n_ctx * kv_row; i++) kv[i] = rndf() * (i % 31 == 0 ? 30.0f : 1.0f);
     el_op_kv_store_at(vc, kv, n_ctx, 0, kv_row, EL_CPU_PORTABLE);
+    if (c->ring > 0) /* a ring cache as the runtime leaves it: position j in row j % ring, later ones last */
+        for (int j = c->ring; j < n_ctx; j++) {
+            memcpy(kc + (size_t)(j % c->ring) * kv_row, kc + (size_t)j * kv_row, sizeof(el_fp16) * (size_t)kv_row);
+            memcpy(vc + (size_t)(j % c->ring) * kv_row, vc + (size_t)j * kv_row, sizeof(el_fp16) * (size_t)kv_row);
+        }
     el_attn_args a = {.q = q, .out = ref, .kcache = kc, .vcache = vc, .n = c->n, .pos0 = c->pos0,
                       .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = hd, .window = c->window,
-                      .scale = 1.0f / sqrtf((float)hd)};
-    ref_attention(&a);
+                      .ring = c->ring, .scale = 1.0f / sqrtf((float)hd)};
+    if (c->n >= EL_ATT_TILE_Q) ref_tiled(&a);
+    else ref_attention(&a);
     a.out = out;
     el_cpu_level prev = (el_cpu_level)-1;
     for (int lv = EL_CPU_PORTABLE; lv <= EL_CPU_AVX512; lv++) {
@@ -180,6 +247,33 @@ static void check_kv_store(void) {
     free(got);
 }
 
+/* ggml's vector expf (el_att_vexpf) is an approximation of exp: within a
+ * few ulp of libm's over the softmax's range, exact at the ends. */
+static void check_vexpf(void) {
+    CHECK(el_att_vexpf(0.0f) == 1.0f);
+    CHECK(el_att_vexpf(-INFINITY) == 0.0f);
+    CHECK(el_att_vexpf(-1000.0f) == 0.0f);
+    CHECK(isinf(el_att_vexpf(1000.0f)));
+    CHECK(isnan(el_att_vexpf(NAN)));
+    float worst = 0.0f;
+    for (int i = 0; i <= 200000; i++) {
+        const float x = -87.0f * (float)i / 200000.0f; /* results stay normal */
+        const float got = el_att_vexpf(x), want = expf(x);
+        const float ulp = nextafterf(want, INFINITY) - want;
+        const float err = fabsf(got - want) / ulp;
+        if (err > worst) worst = err;
+    }
+    CHECKF(worst <= 3.0f, "vexpf differs from expf by %.2f ulp", worst);
+    /* subnormal results: one rounding of the exact j * 2^n, monotone to 0 */
+    float prev = el_att_vexpf(-87.0f);
+    for (float x = -87.0f; x > -104.0f; x -= 0.01f) {
+        const float got = el_att_vexpf(x);
+        CHECKF(got <= prev && got >= 0.0f, "vexpf not monotone at %g", x);
+        prev = got;
+    }
+    printf("vexpf: max %.2f ulp from libm expf on [-87, 0]\n", worst);
+}
+
 int main(void) {
     for (int th = 1; th <= 3; th++) {
         pools[th] = el_pool_new(th);
@@ -188,19 +282,29 @@ int main(void) {
     }
     printf("kernel levels on this CPU: up to %s\n", el_cpu_level_name(el_cpu_kernels_level()));
     check_kv_store();
+    check_vexpf();
 
     /* fixed cases: decode and prefill of the shapes the models use */
     static const cfg fixed[] = {
-        {64, 32, 4, 0, 1, 37, 1.0f},    /* TinyLlama decode */
-        {64, 32, 4, 0, 70, 5, 1.0f},    /* TinyLlama prefill */
-        {256, 4, 1, 0, 1, 50, 1.0f},    /* Gemma 3 270M decode (global layer) */
-        {256, 4, 1, 16, 70, 9, 1.0f},   /* Gemma 3 270M sliding layer, prefill past the window */
-        {256, 4, 1, 16, 1, 60, 1.0f},   /* sliding decode */
-        {128, 16, 8, 0, 33, 100, 8.0f}, /* peaked scores: the maximum moves a lot */
-        {64, 4, 4, 0, 1, 0, 1.0f},      /* first token */
-        {80, 6, 2, 7, 21, 3, 4.0f},     /* head dim with a tail */
-        {72, 4, 2, 0, 19, 11, 2.0f},    /* a tail below the vector width of AVX-512 */
-        {32, 8, 8, 3, 9, 30, 1.0f},     /* head dim below 64: the dot is all tail */
+        {64, 32, 4, 0, 1, 37, 1.0f, 0},    /* TinyLlama decode */
+        {64, 32, 4, 0, 70, 5, 1.0f, 0},    /* TinyLlama prefill */
+        {256, 4, 1, 0, 1, 50, 1.0f, 0},    /* Gemma 3 270M decode (global layer) */
+        {256, 4, 1, 16, 70, 9, 1.0f, 0},   /* Gemma 3 270M sliding layer, prefill past the window */
+        {256, 4, 1, 16, 1, 60, 1.0f, 0},   /* sliding decode */
+        {128, 16, 8, 0, 33, 100, 8.0f, 0}, /* peaked scores: the maximum moves a lot */
+        {64, 4, 4, 0, 1, 0, 1.0f, 0},      /* first token */
+        {80, 6, 2, 7, 21, 3, 4.0f, 0},     /* head dim with a tail */
+        {72, 4, 2, 0, 19, 11, 2.0f, 0},    /* a tail below the vector width of AVX-512 */
+        {32, 8, 8, 3, 9, 30, 1.0f, 0},     /* head dim below 64: the dot is all tail */
+        /* 64+ tokens: the tiled kernel */
+        {64, 32, 4, 0, 64, 0, 1.0f, 0},      /* exactly one tile of queries from position 0 */
+        {64, 32, 4, 0, 130, 77, 1.0f, 0},    /* TinyLlama prefill, tiles not aligned to the batch */
+        {256, 4, 1, 512, 96, 600, 1.0f, 0},  /* Gemma 3 sliding layer past its window */
+        {256, 4, 1, 0, 65, 3, 8.0f, 0},      /* Gemma global layer, peaked scores */
+        {128, 16, 8, 50, 70, 200, 10.0f, 123}, /* ring cache (50 + 70 + 3 rows), wrapping mid-tile */
+        {64, 8, 2, 17, 80, 40, 1.0f, 97},      /* ring, window below a tile */
+        {80, 6, 2, 0, 66, 1, 4.0f, 0},       /* head dim with a tail */
+        {32, 8, 8, 3, 64, 30, 1.0f, 0},      /* head dim below the vector width */
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_case(&fixed[i]);
 
@@ -218,6 +322,7 @@ int main(void) {
         c.n = 1 + (int)(rnd() % 70);
         c.pos0 = (int)(rnd() % 3) == 0 ? 0 : 1 + (int)(rnd() % 90);
         c.qscale = (rnd() % 3) == 0 ? 10.0f : 1.0f;
+        c.ring = 0;
         if (c.hd == 256 && c.n > 40) c.n = 40; /* keep the reference quick under the sanitizers */
         run_case(&c);
     }

@@ -125,6 +125,17 @@ static el_pool_fn attn_task_for(el_cpu_level level) {
     }
 }
 
+/* The tiled kernel (attention_tiled_impl.h), for batches of EL_ATT_TILE_Q+ tokens. */
+static el_pool_fn attn_tiled_for(el_cpu_level level) {
+    switch (attn_level_cap(level)) {
+#if defined(__x86_64__)
+    case EL_CPU_AVX512: return el_attn_tiled_avx512;
+    case EL_CPU_AVX2: return el_attn_tiled_avx2;
+#endif
+    default: return el_attn_tiled_portable;
+    }
+}
+
 typedef void (*f32_to_f16_fn)(const float *x, el_fp16 *y, int n);
 
 static void f32_to_f16_portable(const float *x, el_fp16 *y, int n) {
@@ -141,23 +152,30 @@ static f32_to_f16_fn f32_to_f16_for(el_cpu_level level) {
     }
 }
 
-static el_pool_fn g_attn;
+static el_pool_fn g_attn, g_attn_tiled;
 static f32_to_f16_fn g_to_f16;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_attn(void) {
     const el_cpu_level lv = el_cpu_kernels_level();
     g_attn = attn_task_for(lv);
+    g_attn_tiled = attn_tiled_for(lv);
     g_to_f16 = f32_to_f16_for(lv);
 }
 
+/*
+ * llama.cpp runs its tiled flash-attention kernel for a micro-batch of 64 or
+ * more query rows and the one-row kernel below that; edgellm's batches are
+ * llama.cpp's micro-batches (n_batch = n_ubatch), so the same rows take the
+ * same arithmetic.
+ */
 void el_op_attention(el_pool *pool, const el_attn_args *a) {
     pthread_once(&g_once, init_attn);
-    el_pool_run(pool, g_attn, (void *)a);
+    el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? g_attn_tiled : g_attn, (void *)a);
 }
 
 el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level) {
-    el_pool_run(pool, attn_task_for(level), (void *)a);
+    el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? attn_tiled_for(level) : attn_task_for(level), (void *)a);
     return attn_level_cap(level);
 }
 

@@ -13,6 +13,8 @@
 #define EL_ATT_MAX_QHD 8192   /* queries per work unit × head_dim (state on the stack: 48 KiB) */
 #define EL_ATT_MAX_Q 64       /* queries per work unit */
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
+#define EL_ATT_TILE_Q 64      /* batches of this many query tokens or more take the tiled kernel */
+#define EL_ATT_TILE_KV 64     /* positions per tile of the tiled kernel */
 
 /* First cache row a query at position p sees. */
 static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
@@ -55,11 +57,16 @@ static inline void el_attn_plan_make(const el_attn_args *a, int nth, el_attn_pla
     }
 }
 
-/* The kernels (el_pool_fn on an el_attn_args); same bits at every level. */
+/* The kernels (el_pool_fn on an el_attn_args); same bits at every level.
+ * el_attn_task_*: one-row kernel (attention_impl.h), batches below
+ * EL_ATT_TILE_Q; el_attn_tiled_*: tiled kernel (attention_tiled_impl.h). */
 void el_attn_task_portable(void *a, int ith, int nth);
+void el_attn_tiled_portable(void *a, int ith, int nth);
 #if defined(__x86_64__)
 void el_attn_task_avx2(void *a, int ith, int nth);
 void el_attn_task_avx512(void *a, int ith, int nth);
+void el_attn_tiled_avx2(void *a, int ith, int nth);
+void el_attn_tiled_avx512(void *a, int ith, int nth);
 /* y[i] = fp16(x[i]) exactly as el_fp32_to_fp16 (NaN included). */
 void el_fp32_to_fp16_row_avx2(const float *x, el_fp16 *y, int n);
 void el_fp32_to_fp16_row_avx512(const float *x, el_fp16 *y, int n);

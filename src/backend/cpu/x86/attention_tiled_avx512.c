@@ -1,0 +1,115 @@
+/*
+ * attention_tiled_avx512.c — the tiled attention kernel of
+ * attention_tiled.c with AVX-512: the same bits (attention_tiled_impl.h
+ * states the arithmetic). Scores are 16 query rows per vector (the fma
+ * chain of each (row, position) pair runs over head_dim in order), the
+ * softmax uses ggml's AVX-512 expf itself, V is accumulated 16 dims per
+ * vector.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+#include <math.h>
+
+#include "backend/cpu/attention_internal.h"
+#include "backend/cpu/attention_tiled_ops.h"
+#include "util/fp16.h"
+
+static inline void tl_cvt(const el_fp16 *h, float *f, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(f + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+    for (; i < n; i++) f[i] = el_fp16_to_fp32(h[i]);
+}
+
+static inline void tl_scores(const float *qt, int R, const float *kf, int cnt, int hd, float *sc) {
+    for (int rb = 0; rb < R; rb += 16) {
+        int k = 0;
+        for (; k + 8 <= cnt; k += 8) {
+            __m512 acc[8];
+            for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();
+            const float *kp = kf + (size_t)k * hd;
+            for (int d = 0; d < hd; d++) {
+                const __m512 q = _mm512_loadu_ps(qt + (size_t)d * R + rb);
+                for (int i = 0; i < 8; i++) acc[i] = _mm512_fmadd_ps(q, _mm512_set1_ps(kp[(size_t)i * hd + d]), acc[i]);
+            }
+            for (int i = 0; i < 8; i++) _mm512_storeu_ps(sc + (size_t)(k + i) * R + rb, acc[i]);
+        }
+        for (; k < cnt; k++) {
+            __m512 acc = _mm512_setzero_ps();
+            const float *kp = kf + (size_t)k * hd;
+            for (int d = 0; d < hd; d++)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qt + (size_t)d * R + rb), _mm512_set1_ps(kp[d]), acc);
+            _mm512_storeu_ps(sc + (size_t)k * R + rb, acc);
+        }
+    }
+}
+
+/* ggml_v_expf, AVX-512 (the operations of el_att_vexpf, 16 lanes). */
+static inline __m512 v_expf(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (_mm512_kortestz(d, d)) return res;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+    return _mm512_mask_blend_ps(d, res, alt);
+}
+
+static inline double tl_expsum(float *s, float M) {
+    double sum = 0.0;
+    for (int g = 0; g < EL_ATT_TILE_KV; g += 16) {
+        const __m512 e = v_expf(_mm512_sub_ps(_mm512_loadu_ps(s + g), _mm512_set1_ps(M)));
+        _mm512_storeu_ps(s + g, e);
+        float l[16];
+        _mm512_storeu_ps(l, e);
+        sum += (double)el_att_reduce16(l);
+    }
+    return sum;
+}
+
+static inline void tl_vacc(float *acc, const float *e, const float *vf, int cnt, int hd) {
+    int d = 0;
+    for (; d + 128 <= hd; d += 128) {
+        __m512 a[8];
+        for (int i = 0; i < 8; i++) a[i] = _mm512_loadu_ps(acc + d + 16 * i);
+        for (int k = 0; k < cnt; k++) {
+            if (e[k] == 0.0f) continue;
+            const __m512 w = _mm512_set1_ps(e[k]);
+            const float *v = vf + (size_t)k * hd + d;
+            for (int i = 0; i < 8; i++) a[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * i), a[i]);
+        }
+        for (int i = 0; i < 8; i++) _mm512_storeu_ps(acc + d + 16 * i, a[i]);
+    }
+    for (; d + 16 <= hd; d += 16) {
+        __m512 a = _mm512_loadu_ps(acc + d);
+        for (int k = 0; k < cnt; k++)
+            if (e[k] != 0.0f) a = _mm512_fmadd_ps(_mm512_set1_ps(e[k]), _mm512_loadu_ps(vf + (size_t)k * hd + d), a);
+        _mm512_storeu_ps(acc + d, a);
+    }
+    for (; d < hd; d++)
+        for (int k = 0; k < cnt; k++)
+            if (e[k] != 0.0f) acc[d] = fmaf(e[k], vf[(size_t)k * hd + d], acc[d]);
+}
+
+static inline void tl_scale(float *acc, float s, int hd) {
+    int d = 0;
+    for (; d + 16 <= hd; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), _mm512_set1_ps(s)));
+    for (; d < hd; d++) acc[d] *= s;
+}
+
+#define TL_TASK el_attn_tiled_avx512
+#define EL_ATT_ATTR
+#include "backend/cpu/attention_tiled_impl.h"
+#endif
