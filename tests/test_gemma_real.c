@@ -14,13 +14,13 @@
  * to 0.001: these goldens come from the build whose arithmetic edgellm
  * follows (see the file's "build"), so they pin edgellm's kernel order.
  *
- * Fidelity (`test_gemma_real --fidelity`, ctest test_gemma_fidelity, disabled
- * for now: see docs/FIDELITY.md): tests/data/gemma3-270m-q4km-fidelity.json (`make goldens`: a
+ * Fidelity (`test_gemma_real --fidelity`, ctest test_gemma_fidelity; see
+ * docs/FIDELITY.md): tests/data/gemma3-270m-q4km-fidelity.json (`make goldens`: a
  * llama-cpp-python built from its source package with recorded flags and
  * llama.cpp's defaults), 10 prompts of 10-600 tokens, 32 greedy steps. The
  * same token rule, except that a divergence is also accepted where one of
- * llama.cpp's own variants (flash attention off, n_ubatch 32, tiled K-quant
- * matmul off; steps[].alt)
+ * llama.cpp's own variants (flash attention off, n_ubatch 32, one thread,
+ * tiled K-quant matmul off, both; steps[].alt)
  * picks edgellm's token; each matched step's log-probability must be within
  * the case's tolerance: max(0.05, llama.cpp's own spread on that prompt, i.e.
  * the largest |logprob| difference between its default and its variants).
@@ -43,7 +43,7 @@
 #define MARGIN_OK 0.05
 #define BITLEVEL_TOL 0.001
 #define MAX_TOKS 1024
-#define N_ALT 3
+#define N_ALT 5
 /* Under the sanitizers the fidelity prompts run a few steps each: the long
  * prefills (two batches of 512) are what they are there to cover. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -62,6 +62,7 @@ typedef struct gcase {
     double logprob[64];
     bool eog[64];
     int32_t alt_ids[64][N_ALT]; /* fidelity: llama.cpp variants' argmax (-1 if absent) */
+    double exact_lp[64];        /* fidelity: logprob of ids[i] in the variant edgellm's arithmetic follows (NAN if absent) */
     int n_steps;
     double tol; /* fidelity: max |dlogprob| allowed */
 } gcase;
@@ -76,7 +77,11 @@ static int read_ids(cJSON *arr, int32_t *out, int cap) {
     return n <= cap ? n : -1;
 }
 
-static const char *const alt_names[N_ALT] = {"fa_off", "ubatch32", "tiled_off"};
+static const char *const alt_names[N_ALT] = {"fa_off", "ubatch32", "threads1", "tiled_off", "tiled_off_threads1"};
+/* The variant whose arithmetic edgellm follows: no tiled K-quant matmul, one
+ * thread (no split of the cache among threads in decode). */
+#define EXACT_ALT 4
+#define EXACT_TOL 2e-4 /* the goldens' 6 decimals, float logits vs double */
 
 static bool load_case(cJSON *jc, gcase *c, const char **prompt) {
     memset(c, 0, sizeof *c);
@@ -100,6 +105,7 @@ static bool load_case(cJSON *jc, gcase *c, const char **prompt) {
         for (int v = 0; v < N_ALT; v++) {
             cJSON *a = alt ? cJSON_GetObjectItem(alt, alt_names[v]) : NULL;
             c->alt_ids[i][v] = cJSON_IsArray(a) ? (int32_t)cJSON_GetArrayItem(a, 0)->valuedouble : -1;
+            if (v == EXACT_ALT) c->exact_lp[i] = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, 2)->valuedouble : NAN;
         }
         c->n_steps++;
     }
@@ -210,7 +216,7 @@ static void run_fidelity_case(el_model *m, el_session *s, const gcase *c) {
     CHECKF(rc == 0, "%s: eval of the prompt failed: %s: %s", c->name, el_status_name(err.code), err.msg);
     if (rc != 0) return;
     int matched = 0, worst = -1;
-    double max_dlp = 0;
+    double max_dlp = 0, max_dexact = 0;
     const char *how = "all equal";
     const int n_steps = c->n_steps < FIDELITY_STEPS ? c->n_steps : FIDELITY_STEPS;
     for (int i = 0; i < n_steps; i++) {
@@ -227,22 +233,31 @@ static void run_fidelity_case(el_model *m, el_session *s, const gcase *c) {
             how = c->margin[i] < MARGIN_OK ? "diverged (margin < 0.05)"
                   : variant              ? "diverged (as a llama.cpp variant)"
                                          : "DIVERGED";
-            printf("  %-12s step %d: edgellm %d, llama.cpp %d (margin %.4f; variants %d %d %d)\n", c->name, i, tok,
-                   c->ids[i], c->margin[i], c->alt_ids[i][0], c->alt_ids[i][1], c->alt_ids[i][2]);
+            printf("  %-12s step %d: edgellm %d, llama.cpp %d (margin %.4f; variants %d %d %d %d %d)\n", c->name, i, tok,
+                   c->ids[i], c->margin[i], c->alt_ids[i][0], c->alt_ids[i][1], c->alt_ids[i][2], c->alt_ids[i][3],
+                   c->alt_ids[i][4]);
             break;
         }
         double d = fabs(logprob_of(logits, n_vocab, tok) - c->logprob[i]);
         CHECKF(d <= c->tol, "%s: step %d: |dlogprob| %.4f > tolerance %.4f (edgellm %.6f, llama.cpp %.6f)", c->name,
                i, d, c->tol, logprob_of(logits, n_vocab, tok), c->logprob[i]);
         if (d > max_dlp) max_dlp = d, worst = i;
+        if (!isnan(c->exact_lp[i])) {
+            /* llama.cpp's build in edgellm's configuration: the same arithmetic, so the same numbers */
+            const double de = fabs(logprob_of(logits, n_vocab, tok) - c->exact_lp[i]);
+            CHECKF(de <= EXACT_TOL, "%s: step %d: edgellm %.6f, llama.cpp (%s) %.6f", c->name, i,
+                   logprob_of(logits, n_vocab, tok), alt_names[EXACT_ALT], c->exact_lp[i]);
+            if (de > max_dexact) max_dexact = de;
+        }
         matched++;
         if (c->eog[i] || i + 1 == n_steps) break;
         rc = el_session_eval(s, &tok, 1, &err);
         CHECKF(rc == 0, "%s: eval of step %d failed: %s: %s", c->name, i, el_status_name(err.code), err.msg);
         if (rc != 0) return;
     }
-    printf("  %-12s %3d tokens: %2d/%2d greedy tokens equal, max |dlogprob| %.4f (step %d), tolerance %.4f; %s\n",
-           c->name, c->n_prompt, matched, n_steps, max_dlp, worst, c->tol, how);
+    printf("  %-12s %3d tokens: %2d/%2d greedy tokens equal, max |dlogprob| %.4f (step %d), tolerance %.4f, "
+           "vs %s %.6f; %s\n",
+           c->name, c->n_prompt, matched, n_steps, max_dlp, worst, c->tol, alt_names[EXACT_ALT], max_dexact, how);
 }
 
 static bool check_tokenize(el_model *m, const gcase *c, const char *prompt) {

@@ -8,8 +8,8 @@
  * For each prompt: the tokenization must equal llama.cpp's; the greedy
  * continuation (24 steps) is followed while it equals llama.cpp's; a
  * divergence is accepted where llama.cpp's top-1/top-2 margin is < 0.05 or
- * one of its own variants (flash attention off, n_ubatch 32, tiled K-quant
- * matmul off) picks edgellm's
+ * one of its own variants (flash attention off, n_ubatch 32, one thread,
+ * tiled K-quant matmul off, both) picks edgellm's
  * token, and the case stops there; at every matched step the log-probability
  * of llama.cpp's token must agree within the case's tolerance, max(0.05,
  * llama.cpp's own spread on that prompt between its default and variants).

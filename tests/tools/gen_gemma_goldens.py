@@ -7,7 +7,8 @@ Two sets (--set):
             attention auto = on, n_ubatch 512, n_ctx 1024, the library's own
             matmul paths), plus llama.cpp's own spread on each prompt: the same
             greedy path (teacher-forced) with flash attention off, with
-            n_ubatch 32 and with the tiled K-quant matmul off (GGML_CPU_TILED_MM=0). The build that made it (llama-cpp-python version,
+            n_ubatch 32, with one thread, with the tiled K-quant matmul off
+            (GGML_CPU_TILED_MM=0), and with both of the last two. The build that made it (llama-cpp-python version,
             system_info, CMAKE_ARGS, sdist hash: EL_GOLDENS_BUILD, set by
             scripts/make-goldens.sh) is recorded in the file.
   bitlevel  tests/data/gemma3-270m-q4km-goldens.json: the 3 original prompts
@@ -131,7 +132,7 @@ class Runner:
             return bool(L.llama_vocab_is_eog(self.vocab, tok))
         return bool(fn("llama_token_is_eog")(self.model, tok))
 
-    def new_context(self, flash_attn_type=None, n_ubatch=None):
+    def new_context(self, flash_attn_type=None, n_ubatch=None, n_threads=None):
         cp = L.llama_context_default_params()
         if flash_attn_type is not None:
             cp.flash_attn_type = flash_attn_type
@@ -139,9 +140,9 @@ class Runner:
         cp.n_batch = self.n_ctx
         if hasattr(cp, "n_ubatch"):
             cp.n_ubatch = n_ubatch or min(self.n_ctx, 512)
-        cp.n_threads = self.n_threads
-        cp.n_threads_batch = self.n_threads
-        if flash_attn_type is None:
+        cp.n_threads = n_threads or self.n_threads
+        cp.n_threads_batch = n_threads or self.n_threads
+        if flash_attn_type is None and n_ubatch is None and n_threads is None:
             self.ctx_info = {"flash_attn_type": int(getattr(cp, "flash_attn_type", -1)),
                              "type_k": int(cp.type_k), "type_v": int(cp.type_v),
                              "n_batch": int(cp.n_batch), "n_ubatch": int(cp.n_ubatch)}
@@ -186,10 +187,10 @@ class Runner:
         finally:
             L.llama_free(ctx)
 
-    def forced(self, prompt_tokens, ids, flash_attn_type=None, n_ubatch=None):
+    def forced(self, prompt_tokens, ids, flash_attn_type=None, n_ubatch=None, n_threads=None):
         """llama.cpp in another configuration fed the same path: per step (its argmax, its margin,
         its log-probability of ids[i])."""
-        ctx = self.new_context(flash_attn_type, n_ubatch)
+        ctx = self.new_context(flash_attn_type, n_ubatch, n_threads)
         try:
             logits = self.decode(ctx, prompt_tokens)
             out = []
@@ -210,16 +211,24 @@ class Runner:
         return buf.raw[:max(n, 0)]
 
 
-SPREAD_VARIANTS = [("fa_off", {"flash_attn_type": 0}), ("ubatch32", {"n_ubatch": 32})]
+# threads1: one thread. With 2+ threads, llama.cpp's flash attention splits a
+# decode step's cache among its threads once the cache view reaches 512 cells
+# (ggml's split-KV path: per-thread F16 accumulators merged in float), so its
+# log-probabilities past ~256 tokens depend on its thread count.
+SPREAD_VARIANTS = [("fa_off", {"flash_attn_type": 0}), ("ubatch32", {"n_ubatch": 32}), ("threads1", {"n_threads": 1})]
 # Run in a child process: ggml reads GGML_CPU_TILED_MM once per process.
-ENV_VARIANTS = [("tiled_off", {"GGML_CPU_TILED_MM": "0"})]
+# (name, environment, threads or None for --threads); tiled_off_threads1 is
+# both switches at once (edgellm's arithmetic: no tiled K-quant matmul, no
+# split of the cache among threads).
+ENV_VARIANTS = [("tiled_off", {"GGML_CPU_TILED_MM": "0"}, None),
+                ("tiled_off_threads1", {"GGML_CPU_TILED_MM": "0"}, 1)]
 
 
-def forced_in_child(args, env, jobs):
+def forced_in_child(args, env, jobs, threads=None):
     """Runner.forced for each (prompt_tokens, ids) of jobs, in a child process with env added."""
     import subprocess
     cmd = [sys.executable, os.path.abspath(__file__), "--forced-worker", "--model", args.model,
-           "--threads", str(args.threads)] + (["--no-extra-bufts"] if args.no_extra_bufts else [])
+           "--threads", str(threads or args.threads)] + (["--no-extra-bufts"] if args.no_extra_bufts else [])
     out = subprocess.run(cmd, input=json.dumps(jobs), capture_output=True, text=True, check=True,
                          env=dict(os.environ, **env))
     return json.loads(out.stdout)
@@ -297,8 +306,8 @@ def main():
             toks = r.tokenize(p["text"])
             greedy_steps.append(r.greedy(toks, N_STEPS))
             paths.append([toks, [st["id"] for st in greedy_steps[-1]]])
-        for vname, env in ENV_VARIANTS:
-            child[vname] = forced_in_child(args, env, paths)
+        for vname, env, threads in ENV_VARIANTS:
+            child[vname] = forced_in_child(args, env, paths, threads)
     for pi, p in enumerate(prompts):
         toks = r.tokenize(p["text"])
         steps = greedy_steps[pi] if child else r.greedy(toks, N_STEPS)
@@ -315,7 +324,7 @@ def main():
             ids = [st["id"] for st in steps]
             spread = 0.0
             results = [(vname, r.forced(toks, ids, **kw)) for vname, kw in SPREAD_VARIANTS]
-            results += [(vname, child[vname][pi]) for vname, _ in ENV_VARIANTS]
+            results += [(vname, child[vname][pi]) for vname, _, _ in ENV_VARIANTS]
             for vname, res in results:
                 for st, (vid, vmargin, vlp) in zip(steps, res):
                     st.setdefault("alt", {})[vname] = [vid, round(vmargin, 6), round(vlp, 6)]
@@ -348,7 +357,7 @@ def main():
     else:
         doc["note"] = ("steps[]: llama.cpp's defaults (flash attention auto = on, n_ubatch 512). steps[].alt.V = "
                        "[argmax, top-1/top-2 margin, logprob of steps[].id] of llama.cpp variant V fed the same "
-                       "tokens (fa_off: flash attention off; ubatch32: n_ubatch 32; tiled_off: GGML_CPU_TILED_MM=0, the tiled K-quant matmul off); steps[].spread = max |logprob "
+                       "tokens (fa_off: flash attention off; ubatch32: n_ubatch 32; threads1: one thread; tiled_off: GGML_CPU_TILED_MM=0, the tiled K-quant matmul off; tiled_off_threads1: both); steps[].spread = max |logprob "
                        "difference| over the variants; cases[].spread = its max over the steps; cases[].tolerance "
                        "= max(%.2f, spread), what tests/test_gemma_real.c allows edgellm." % LOGPROB_TOL)
     write_doc(out, doc, cases, ("name", "kind", "prompt", "prompt_tokens", "spread", "tolerance", "text"))

@@ -5,12 +5,14 @@ The shared goldens (../shared/reference/goldens) stop at 52 prompt tokens;
 these use 3 prompts of ~64 to ~600 tokens (the longest crosses llama.cpp's
 512-token micro-batch) on every model of ../shared/reference/models, 24
 greedy steps each, and record llama.cpp's own spread on each prompt: the same
-path (teacher-forced) with flash attention off, with n_ubatch 32 and with
-the tiled K-quant matmul off (GGML_CPU_TILED_MM=0).
+path (teacher-forced) with flash attention off, with n_ubatch 32, with one
+thread (llama.cpp's decode splits the cache among its threads past 512
+cells), with the tiled K-quant matmul off (GGML_CPU_TILED_MM=0), and with
+both of the last two.
 
 Output: tests/data/tiny-long/<model>.json (committed; read by
 tests/test_parity_long.c). steps[i] = [id, logprob, margin, spread,
-fa_off argmax, ubatch32 argmax, tiled_off argmax]; cases[].tolerance = max(0.05, spread).
+fa_off argmax, ubatch32 argmax, threads1 argmax, tiled_off argmax, tiled_off_threads1 argmax]; cases[].tolerance = max(0.05, spread).
 Prompt tokens: BOS per the vocab, special-token parsing off (as the shared
 goldens). The build is recorded as in gen_gemma_goldens.py.
 
@@ -32,7 +34,7 @@ L = G.L
 N_STEPS = 24
 MAX_PROMPT = 600
 LOGPROB_TOL = 0.05
-VARIANTS = [("fa_off", {"flash_attn_type": 0}), ("ubatch32", {"n_ubatch": 32})]
+VARIANTS = [("fa_off", {"flash_attn_type": 0}), ("ubatch32", {"n_ubatch": 32}), ("threads1", {"n_threads": 1})]
 ENV_VARIANTS = G.ENV_VARIANTS  # tiled_off, in a child process
 
 
@@ -83,8 +85,8 @@ def main():
             toks = r.tokenize(text)
             runs.append((pname, text, toks, r.greedy(toks, N_STEPS)))
         child_args = argparse.Namespace(model=path, threads=args.threads, no_extra_bufts=False)
-        child = [G.forced_in_child(child_args, env, [[t, [s["id"] for s in st]] for _, _, t, st in runs])
-                 for _, env in ENV_VARIANTS]
+        child = [G.forced_in_child(child_args, env, [[t, [s["id"] for s in st]] for _, _, t, st in runs], threads)
+                 for _, env, threads in ENV_VARIANTS]
         for ri, (pname, text, toks, steps) in enumerate(runs):
             ids = [s["id"] for s in steps]
             alts = [r.forced(toks, ids, **kw) for _, kw in VARIANTS] + [c[ri] for c in child]
@@ -99,9 +101,9 @@ def main():
                 name, pname, len(toks), min(s["margin"] for s in steps), spread), file=sys.stderr)
         doc = {"model": name, "model_sha256": G.sha256_of(path), "n_ctx": r.n_ctx,
                "context_params": r.ctx_info, "build": build,
-               "note": "steps[i] = [id, logprob, top-1/top-2 margin, spread, fa_off argmax, ubatch32 argmax, tiled_off argmax]: "
+               "note": "steps[i] = [id, logprob, top-1/top-2 margin, spread, fa_off argmax, ubatch32 argmax, threads1 argmax, tiled_off argmax, tiled_off_threads1 argmax]: "
                        "llama.cpp defaults (flash attention auto, n_ubatch 512); spread = max |logprob of id| "
-                       "difference to the variants (flash attention off; n_ubatch 32; GGML_CPU_TILED_MM=0) fed the same tokens",
+                       "difference to the variants (flash attention off; n_ubatch 32; one thread; GGML_CPU_TILED_MM=0; both) fed the same tokens",
                "cases": cases}
         out = os.path.join(args.out, os.path.splitext(name)[0] + ".json")
         with open(out, "w", encoding="utf-8") as f:
