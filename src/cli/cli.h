@@ -91,6 +91,7 @@ int cli_cmd_status(int argc, char **argv);
 int cli_verify_before_load(cli_opts *o);
 /* `pack` parses its own arguments (HF_DIR -o OUT --type T): no -m MODEL. */
 int cli_cmd_pack(int argc, char **argv);
+int cli_cmd_quantize(int argc, char **argv);
 /* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
 int cli_cmd_plan(int argc, char **argv);
 

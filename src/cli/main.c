@@ -12,6 +12,7 @@
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
+ *   edgellm quantize  IN.gguf OUT.gguf TYPE                     GGUF -> GGUF at another type (cmd_quantize.c)
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm --version | help
  *
@@ -56,6 +57,8 @@ static void print_usage(FILE *f) {
 "  status    --store DIR                   the store's active and previous versions\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
+"  quantize  IN.gguf OUT.gguf TYPE       a GGUF at another type, as llama-quantize ('edgellm\n"
+"                                          quantize --help' for its options)\n"
 "  plan      -m MODEL | --shape SHAPE --weights SIZE\n"
 "                                          capacity plan: largest context and number of sessions\n"
 "                                          per KV type for a memory budget (--device-mem SIZE,\n"
@@ -714,6 +717,7 @@ int main(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
+    if (!strcmp(cmd, "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
