@@ -158,6 +158,9 @@ typedef struct el_session_params {
     int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
     int swa_full; /* 1: sliding-window layers keep the whole context instead of a ring of
                      window + n_batch positions (llama.cpp's --swa-full); same tokens either way */
+    int n_draft_max; /* speculative decoding (added after 0.1.0): the most draft tokens one step
+                        may verify, 0..32 (0: none). The session keeps 1 + n_draft_max rows of
+                        logits (n_vocab floats each) — counted in its memory plan. */
     void *reserved[6]; /* zero */
 } el_session_params;
 
@@ -219,20 +222,53 @@ typedef struct el_token_info {
  * call with id = -1. Return false to stop generation (ends as EL_DONE_STOP). */
 typedef bool (*el_token_cb)(const el_token_info *tok, void *user);
 
+/*
+ * Speculative decoding (added after 0.1.0). EL_SPEC_NGRAM drafts by prompt
+ * lookup: the continuation of the most recent earlier occurrence of the
+ * last n tokens (n from ngram_max down to ngram_min) in the prompt and the
+ * output so far. EL_SPEC_PREDICT drafts from an expected output the caller
+ * gives (a document being edited, a previous answer). The target verifies 1 + γ positions in one forward pass,
+ * each in the arithmetic of a plain decode step; rejected positions are
+ * rolled back. The output is the plain output: token for token with greedy
+ * sampling, and in distribution otherwise (speculative sampling: accept a
+ * draft token with probability p, else draw from p without it). γ is chosen
+ * each round by the controller (src/sched/spec.h) from the measured
+ * acceptance rate and verification cost, and is 0 — a plain step — when
+ * speculating would not pay; `fixed` = always n_draft_max.
+ */
+typedef enum { EL_SPEC_OFF = 0, EL_SPEC_NGRAM = 1, EL_SPEC_PREDICT = 2 } el_spec_mode;
+typedef struct el_spec_params {
+    int mode;              /* el_spec_mode */
+    int n_draft_max;       /* γ at most (1..the session's n_draft_max; 0: the session's) */
+    int n_draft_min;       /* γ at least when speculating (0: 1) */
+    int ngram_min, ngram_max; /* n-gram sizes looked up (0: 1 and 4) */
+    int fixed;             /* 1: always γ = n_draft_max, no controller */
+    /* EL_SPEC_PREDICT (OpenAI's "predicted outputs"): the expected output;
+     * the draft for output token k is prediction[k..]; read during
+     * el_generate, so it must stay valid until el_generate returns. */
+    const int32_t *prediction;
+    int n_prediction;
+    int reserved[7];       /* zero */
+} el_spec_params;
+
 typedef struct el_generate_params {
     int max_tokens;          /* <= 0: until context is full */
     bool ignore_eos;
     const char *const *stop; /* NULL-terminated list of stop strings, or NULL */
     int n_top_logprobs;      /* 0..64 */
     el_sampling sampling;
-    void *reserved[8];       /* zero */
+    const el_spec_params *spec; /* speculative decoding (NULL: off; added after 0.1.0) */
+    void *reserved[7];       /* zero */
 } el_generate_params;
 
 typedef struct el_generate_stats {
     int n_prompt, n_generated;
     double prefill_ms, decode_ms, ttft_ms;
     el_finish finish;
-    int reserved[8];
+    /* speculative decoding (zero without): tokens drafted and verified, of them accepted,
+     * verification rounds (forward passes of 2+ positions), plain decode steps */
+    int n_drafted, n_accepted, n_spec_rounds, n_plain_steps;
+    int reserved[4];
 } el_generate_stats;
 
 /* Appends prompt tokens after the session's history, prefills, then decodes

@@ -68,7 +68,15 @@ typedef struct cli_opts {
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
     uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
+    /* speculative decoding (run, chat, bench) */
+    int spec_mode;             /* --spec ngram|off (el_spec_mode) */
+    int draft_max, draft_min;  /* --draft-max N (default 8), --draft-min N (default 1) */
+    int spec_ngram;            /* --spec-ngram N: longest n-gram looked up (default 4) */
+    bool spec_fixed;           /* --spec-fixed: always draft-max tokens, no controller */
 } cli_opts;
+
+/* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
+void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
 
 /* Commands: each returns the process exit code. */
 int cli_cmd_run(cli_opts *o);

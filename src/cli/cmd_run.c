@@ -68,6 +68,17 @@ static void print_json_done(const el_generate_stats *st) {
     cli_json_num(stdout, ptps);
     fputs(",\"decode_tps\":", stdout);
     cli_json_num(stdout, dtps);
+    if (st->n_spec_rounds || st->n_drafted) {
+        printf(",\"spec\":{\"drafted\":%d,\"accepted\":%d,\"rounds\":%d,\"plain_steps\":%d,\"alpha\":", st->n_drafted,
+               st->n_accepted, st->n_spec_rounds, st->n_plain_steps);
+        cli_json_num(stdout, st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0);
+        fputs(",\"mean_gamma\":", stdout);
+        cli_json_num(stdout, st->n_spec_rounds ? (double)st->n_drafted / st->n_spec_rounds : 0.0);
+        fputs(",\"tokens_per_forward\":", stdout);
+        const int passes = st->n_spec_rounds + st->n_plain_steps;
+        cli_json_num(stdout, passes ? (double)st->n_generated / passes : 0.0);
+        fputc('}', stdout);
+    }
     fputs("}\n", stdout);
     fflush(stdout);
 }
@@ -98,6 +109,8 @@ int cli_cmd_run(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = cli_ctx_for(o, m);
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    el_spec_params spec;
+    cli_spec_setup(o, &sp, &spec);
     int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */
     if (ar >= 0) {
         free(toks);
@@ -118,6 +131,7 @@ int cli_cmd_run(cli_opts *o) {
     gp.stop = o->n_stops ? o->stops : NULL;
     gp.n_top_logprobs = o->json ? o->top_logprobs : 0;
     gp.sampling = o->sampling;
+    gp.spec = spec.mode ? &spec : NULL;
 
     run_ctx rc = {.json = o->json};
     el_generate_stats st;

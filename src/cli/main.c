@@ -253,6 +253,12 @@ void cli_print_perf(const el_generate_stats *st) {
     fprintf(stderr, "edgellm:        eval: %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
             st->decode_ms, st->n_generated, st->n_generated ? st->decode_ms / st->n_generated : 0.0, dtps);
     fprintf(stderr, "edgellm: time to first token %.2f ms, finish: %s\n", st->ttft_ms, cli_finish_name(st->finish));
+    if (st->n_drafted || st->n_spec_rounds)
+        fprintf(stderr, "edgellm: speculative: %d drafted, %d accepted (alpha %.2f), %d verifications + %d plain steps "
+                        "= %.2f tokens per forward\n",
+                st->n_drafted, st->n_accepted, st->n_drafted ? (double)st->n_accepted / st->n_drafted : 0.0,
+                st->n_spec_rounds, st->n_plain_steps,
+                st->n_spec_rounds + st->n_plain_steps ? (double)st->n_generated / (st->n_spec_rounds + st->n_plain_steps) : 0.0);
 }
 
 /* ---- SIGINT ------------------------------------------------------------ */
@@ -433,7 +439,8 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
         if (!budget) return -1; /* no /proc: nothing to check against */
     }
     if (budget_out) *budget_out = budget;
-    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch};
+    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch,
+                        .n_draft_max = o->spec_mode ? o->draft_max : 0};
     el_mem_shape_of(m, &r.shape);
     r.weights = el_mem_weights_bytes(m);
     if (r.weights >= budget)
@@ -445,6 +452,18 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
         fprintf(stderr, "memory: %d x %d-token session%s fit the budget of %.1f MiB (%s)\n", n_sessions, n_ctx,
                 n_sessions == 1 ? "" : "s", budget / M, src);
     return -1;
+}
+
+void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec) {
+    memset(spec, 0, sizeof *spec);
+    if (!o->spec_mode) return;
+    sp->n_draft_max = o->draft_max;
+    spec->mode = o->spec_mode;
+    spec->n_draft_max = o->draft_max;
+    spec->n_draft_min = o->draft_min;
+    spec->ngram_min = 1;
+    spec->ngram_max = o->spec_ngram;
+    spec->fixed = o->spec_fixed;
 }
 
 /* ---- tokenize ---------------------------------------------------------- */
@@ -480,7 +499,8 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS
+    F_ALIAS, F_NOSLOTS,
+    F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED
 };
 
 typedef struct flag_def {
@@ -541,6 +561,12 @@ static const flag_def FLAGS[] = {
     /* memory: admission against a budget (memory/capacity.h) */
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
+    /* speculative decoding */
+    {NULL, "--spec", F_SPEC, true, C_GEN | C_BENCH},
+    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_BENCH},
+    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_BENCH},
+    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_BENCH},
+    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_BENCH},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -688,6 +714,15 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             if (el_parse_size(val, &o->mem_floor, e, sizeof e)) return cli_usage_error(cmd, "--mem-floor: %s", e);
             break;
         }
+        case F_SPEC:
+            if (!strcmp(val, "ngram")) o->spec_mode = EL_SPEC_NGRAM;
+            else if (!strcmp(val, "off")) o->spec_mode = EL_SPEC_OFF;
+            else return cli_usage_error(cmd, "--spec: expected ngram or off, got '%s'", val);
+            break;
+        case F_DRAFTMAX: NEED_INT(1, 32); o->draft_max = (int)lv; break;
+        case F_DRAFTMIN: NEED_INT(1, 32); o->draft_min = (int)lv; break;
+        case F_SPECNGRAM: NEED_INT(1, 64); o->spec_ngram = (int)lv; break;
+        case F_SPECFIXED: o->spec_fixed = true; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -698,6 +733,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
     }
     if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
+    if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
     if (!o->seed_set) o->sampling.seed = random_seed();
     return -1;
 }
@@ -748,6 +784,9 @@ int main(int argc, char **argv) {
     o.bench_n_prompt = 512;
     o.bench_n_gen = 128;
     o.bench_reps = 5;
+    o.draft_max = 8;
+    o.draft_min = 1;
+    o.spec_ngram = 4;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
     return fn(&o);

@@ -69,7 +69,7 @@ uint64_t el_mem_session_bytes(const el_mem_request *r, el_kv_type t, int n_ctx) 
     const int nb = r->n_batch > 0 ? r->n_batch : 512;
     const uint64_t kv = el_kv_bytes(&r->shape, t, n_ctx, nb);
     if (!r->model) return kv;
-    const size_t all = el_session_bytes((el_model *)r->model, n_ctx, nb);
+    const size_t all = el_session_bytes_draft((el_model *)r->model, n_ctx, nb, r->n_draft_max);
     if (all == 0) return SAT;
     const uint64_t kv_f16 = el_kv_bytes(&r->shape, EL_KV_F16, n_ctx, nb);
     if (kv_f16 == SAT || kv_f16 > all) return SAT;

@@ -67,6 +67,7 @@ typedef struct el_mem_request {
     uint64_t runtime;   /* M_runtime (plus any fixed overhead) */
     uint64_t budget;    /* device memory minus reserve */
     int n_batch;        /* 0: 512 */
+    int n_draft_max;    /* speculative decoding: 1 + n_draft_max rows of logits (el_session_params) */
 } el_mem_request;
 
 /* Bytes one session of n_ctx tokens needs with cache type t: for a model,

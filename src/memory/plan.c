@@ -28,8 +28,13 @@ size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int
 }
 
 int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p) {
+    return el_plan_session_rows(m, n_ctx, n_batch, swa_full, 1, p);
+}
+
+int el_plan_session_rows(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int n_logit_rows,
+                         el_session_plan *p) {
     const el_hparams *hp = &m->hp;
-    if (n_ctx <= 0 || n_batch <= 0) return -1;
+    if (n_ctx <= 0 || n_batch <= 0 || n_logit_rows < 1 || n_logit_rows > n_batch) return -1;
     const size_t B = (size_t)n_batch;
     const size_t kv_row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v);
     p->kv_layer = align64(mul_sz(mul_sz((size_t)n_ctx, kv_row), sizeof(el_fp16)));
@@ -57,7 +62,7 @@ int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_fu
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             wq8 = max_sz(wq8, el_op_matmul_wsize(mats[i]->type, mats[i]->ne0, n_batch));
     }
-    wq8 = max_sz(wq8, el_op_matmul_wsize(m->output.type, m->output.ne0, 1));
+    wq8 = max_sz(wq8, el_op_matmul_wsize(m->output.type, m->output.ne0, n_logit_rows));
     size_t cur = 0;
     p->off_x = take(&cur, B * hp->n_embd * sizeof(float));
     p->off_xb = take(&cur, B * wide * sizeof(float));
@@ -68,7 +73,8 @@ int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_fu
     p->off_gate = take(&cur, B * (size_t)hp->n_ff * sizeof(float));
     p->off_up = take(&cur, B * (size_t)hp->n_ff * sizeof(float));
     p->off_tmp = take(&cur, B * wide * sizeof(float));
-    p->off_logits = take(&cur, (size_t)hp->n_vocab * sizeof(float));
+    p->n_logit_rows = n_logit_rows;
+    p->off_logits = take(&cur, mul_sz((size_t)n_logit_rows, (size_t)hp->n_vocab * sizeof(float)));
     p->off_wq8 = take(&cur, wq8);
     p->off_rope = take(&cur, EL_MAX_HEAD_DIM * sizeof(float));
     p->off_top_ids = take(&cur, 64 * sizeof(int32_t));

@@ -27,6 +27,7 @@ typedef struct el_session_plan {
     int n_layer_swa;      /* layers whose cache is a ring */
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_gate, off_up, off_tmp;
     size_t off_logits, off_wq8, off_rope, off_top_ids, off_top_lps;
+    int n_logit_rows;     /* rows of logits (1 + the most draft tokens a verification checks) */
     size_t scratch_bytes;
     size_t total;         /* kv_bytes + scratch_bytes */
 } el_session_plan;
@@ -34,6 +35,10 @@ typedef struct el_session_plan {
 /* Fills the plan; returns 0, or -1 if the sizes overflow. swa_full: give
  * sliding-window layers the whole context (no ring). */
 int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p);
+/* The same with n_logit_rows rows of logits (1..n_batch): a session that
+ * verifies speculative drafts keeps the logits of every verified position. */
+int el_plan_session_rows(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int n_logit_rows,
+                         el_session_plan *p);
 
 /* Byte offset of layer il's K cache in the block (V follows K). */
 size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il);

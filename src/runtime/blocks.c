@@ -111,6 +111,7 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
 }
 
 void el_fwd_keep_last_row(el_session *s, int *n) {
+    if (s->out_rows > 1) return; /* every row's logits are wanted */
     const int E = s->m->hp.n_embd;
     if (*n > 1) memmove(s->x, s->x + (size_t)(*n - 1) * E, sizeof(float) * (size_t)E);
     *n = 1;
@@ -119,6 +120,7 @@ void el_fwd_keep_last_row(el_session *s, int *n) {
 void el_fwd_output(el_session *s, int n) {
     const el_model *m = s->m;
     const int E = m->hp.n_embd;
-    el_op_rmsnorm(s->x + (size_t)(n - 1) * E, m->output_norm, s->xb, 1, E, m->hp.norm_eps);
-    el_op_matmul(m->pool, &m->output, s->xb, 1, s->logits, NULL, s->wq8);
+    const int r = s->out_rows > 1 ? n : 1;
+    el_op_rmsnorm(s->x + (size_t)(n - r) * E, m->output_norm, s->xb, r, E, m->hp.norm_eps);
+    el_op_matmul(m->pool, &m->output, s->xb, r, s->logits, NULL, s->wq8);
 }

@@ -90,7 +90,9 @@ struct el_session {
     int kv_ring;
     /* scratch, sized for n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
-    float *logits;
+    float *logits;      /* n_logit_rows rows of n_vocab; a forward writes out_rows of them (1: the last token's) */
+    int n_logit_rows;   /* 1 + the most draft tokens one verification checks (el_session_params.n_draft_max) */
+    int out_rows;       /* > 1: the next forward keeps all its rows (n must equal it) and writes their logits */
     void *wq8;          /* quantized activations */
     float *rope_cs;     /* EL_MAX_HEAD_DIM */
     void *block;        /* one allocation for everything above */
@@ -99,6 +101,9 @@ struct el_session {
     atomic_bool busy;   /* a generation/eval runs (re-entry from its callback or another thread is refused) */
     int32_t *top_ids; float *top_lps; /* 64 each */
 };
+
+/* el_session_bytes of a session that verifies drafts of up to n_draft_max tokens (session.c). */
+size_t el_session_bytes_draft(const el_model *m, int n_ctx, int n_batch, int n_draft_max);
 
 /* Sends a formatted message to the model's log callback, if any (api.c). m may be NULL. */
 #if defined(__GNUC__)
@@ -129,11 +134,12 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
 void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
 /* After the last layer's attention only the last row feeds the logits: drop
  * the others so the FFN runs on one row (as llama.cpp does, which also
- * decides the kernel order its batched products use). */
+ * decides the kernel order its batched products use). Not when s->out_rows > 1. */
 void el_fwd_keep_last_row(el_session *s, int *n);
 /* Parity debugging (-DEL_DEBUG_DUMP): write n floats to $EL_DUMP_DIR/<name>-<il>.bin; a no-op otherwise. */
 void el_fwd_dump(const char *name, int il, const float *x, size_t n);
-/* final norm of the last token + output projection into s->logits. */
+/* final norm + output projection into s->logits: the last token's, or all
+ * n rows when s->out_rows > 1 (speculative verification). */
 void el_fwd_output(el_session *s, int n);
 
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;

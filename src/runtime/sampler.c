@@ -275,7 +275,27 @@ static int32_t argmax(const float *v, int n) {
     return best;
 }
 
-int32_t el_sampler_sample(el_sampler *s, const float *logits) {
+/* draft >= 0: the speculative-sampling rule for a one-token draft (see sampler.h). */
+static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted);
+
+int32_t el_sampler_sample(el_sampler *s, const float *logits) { return sample_impl(s, logits, -1, NULL); }
+
+int32_t el_sampler_sample_draft(el_sampler *s, const float *logits, int32_t draft, bool *accepted) {
+    bool acc = false;
+    int32_t t = sample_impl(s, logits, draft, &acc);
+    if (accepted) *accepted = acc;
+    return t;
+}
+
+static int32_t greedy_pick(el_sampler *s, const float *v, int nv, int32_t draft, bool *accepted) {
+    int32_t t = argmax(v, nv);
+    if (accepted) *accepted = draft >= 0 && t == draft;
+    (void)s;
+    return t;
+}
+
+static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted) {
+    if (accepted) *accepted = false;
     if (!s || !logits) return -1;
     const el_sampling *p = &s->p;
     const int nv = s->n_vocab;
@@ -293,7 +313,7 @@ int32_t el_sampler_sample(el_sampler *s, const float *logits) {
     for (int i = 0; i < s->n_bias; i++) v[s->bias_id[i]] = san(v[s->bias_id[i]] + s->bias[i]);
     apply_penalties(s);
 
-    if (!(p->temp > 0.0f) || p->top_k == 1) return argmax(v, nv);
+    if (!(p->temp > 0.0f) || p->top_k == 1) return greedy_pick(s, v, nv, draft, accepted);
 
     /* top-k */
     int n;
@@ -359,12 +379,43 @@ int32_t el_sampler_sample(el_sampler *s, const float *logits) {
 
     /* temperature, softmax, draw */
     const double u = rng_unit(s->rng);
-    if (mx == -INFINITY) return sorted ? c[0] : argmax(v, nv); /* nothing finite */
+    if (mx == -INFINITY) { /* nothing finite */
+        int32_t t = sorted ? c[0] : argmax(v, nv);
+        if (accepted) *accepted = t == draft;
+        return t;
+    }
     const double inv_t = 1.0 / (double)p->temp;
     double sum = 0.0;
+    int di = -1; /* the draft's candidate position, if it is a candidate */
     for (int i = 0; i < n; i++) {
         s->w[i] = exp(((double)v[c[i]] - mx) * inv_t);
         sum += s->w[i];
+        if (c[i] == draft) di = i;
+    }
+    if (draft >= 0) {
+        /* Speculative sampling with a draft q that is all on `draft`: accept it
+         * with probability min(1, p/q) = p(draft); else draw from
+         * max(0, p − q) normalised, i.e. p without `draft`. The result is
+         * distributed as p. */
+        const double pd = di >= 0 ? s->w[di] / sum : 0.0;
+        if (u < pd) {
+            if (accepted) *accepted = true;
+            return draft;
+        }
+        if (di >= 0) {
+            sum -= s->w[di];
+            s->w[di] = 0.0;
+        }
+        if (!(sum > 0.0)) return c[di == 0 && n > 1 ? 1 : 0];
+        const double target2 = rng_unit(s->rng) * sum;
+        double cum2 = 0.0;
+        for (int i = 0; i < n; i++) {
+            cum2 += s->w[i];
+            if (cum2 > target2) return c[i];
+        }
+        for (int i = n - 1; i >= 0; i--)
+            if (s->w[i] > 0.0) return c[i];
+        return c[0];
     }
     const double target = u * sum;
     double cum = 0.0;

@@ -7,6 +7,7 @@
  */
 #ifndef EL_RUNTIME_SAMPLER_H
 #define EL_RUNTIME_SAMPLER_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "edgellm.h"
@@ -19,6 +20,13 @@ void el_sampler_reset(el_sampler *s); /* clears penalty history, reseeds RNG */
 /* Picks a token from logits[n_vocab] (not modified). A NaN logit never wins
  * (it counts as -inf), +inf counts as FLT_MAX. */
 int32_t el_sampler_sample(el_sampler *s, const float *logits);
+/* Speculative sampling against a one-token draft (an n-gram or any
+ * deterministic proposal): greedy → the argmax, *accepted = (it is draft);
+ * otherwise after the same penalties/top-k/top-p/min-p/temperature, draft is
+ * accepted with probability p(draft), else the token is drawn from p with
+ * draft removed (renormalised) — so the token is distributed exactly as
+ * el_sampler_sample's, though the RNG stream differs. */
+int32_t el_sampler_sample_draft(el_sampler *s, const float *logits, int32_t draft, bool *accepted);
 /* How many logits of the row the last el_sampler_sample read were NaN or
  * ±inf (counted in the pass that copies the row: costs nothing extra). */
 int el_sampler_nonfinite(const el_sampler *s);

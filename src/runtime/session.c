@@ -21,6 +21,7 @@
 #include "memory/plan.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "sched/spec.h"
 #include "util/error.h"
 
 el_session_params el_session_default_params(void) {
@@ -34,13 +35,15 @@ static void resolve_params(const el_model *m, const el_session_params *p, int *n
     if (*n_batch > *n_ctx) *n_batch = *n_ctx;
 }
 
-size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
+size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) { return el_session_bytes_draft(m, n_ctx, n_batch, 0); }
+
+size_t el_session_bytes_draft(const el_model *m, int n_ctx, int n_batch, int n_draft_max) {
     if (!m || !m->arch) return 0;
     el_session_params p = {.n_ctx = n_ctx, .n_batch = n_batch};
     int c, b;
     resolve_params(m, &p, &c, &b);
     el_session_plan plan;
-    if (el_plan_session(m, c, b, 0, &plan)) return 0;
+    if (n_draft_max < 0 || el_plan_session_rows(m, c, b, 0, 1 + n_draft_max, &plan)) return 0;
     return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
 }
 
@@ -50,8 +53,14 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     int n_ctx, n_batch;
     resolve_params(m, p, &n_ctx, &n_batch);
     if (n_ctx > (1 << 24)) { el_set_error(err, EL_ERR_INVALID_ARG, "context of %d tokens is absurd", n_ctx); return NULL; }
+    const int n_draft = p ? p->n_draft_max : 0;
+    if (n_draft < 0 || n_draft > EL_SPEC_MAX_DRAFT || n_draft + 1 > n_batch) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "n_draft_max %d: expected 0..%d (and below the batch of %d)", n_draft,
+                     EL_SPEC_MAX_DRAFT, n_batch);
+        return NULL;
+    }
     el_session_plan plan;
-    if (el_plan_session(m, n_ctx, n_batch, p ? p->swa_full : 0, &plan)) {
+    if (el_plan_session_rows(m, n_ctx, n_batch, p ? p->swa_full : 0, 1 + n_draft, &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -89,6 +98,8 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->up = (float *)(sc + plan.off_up);
     s->tmp = (float *)(sc + plan.off_tmp);
     s->logits = (float *)(sc + plan.off_logits);
+    s->n_logit_rows = plan.n_logit_rows;
+    s->out_rows = 1;
     s->wq8 = sc + plan.off_wq8;
     s->rope_cs = (float *)(sc + plan.off_rope);
     s->top_ids = (int32_t *)(sc + plan.off_top_ids);
@@ -286,6 +297,8 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     el_generate_stats st = {0};
     el_finish fin = EL_DONE_FAILED;
     el_sampler *smp = NULL;
+    int32_t *hist = NULL; /* speculation: the drafter's history */
+    int n_hist = 0;
     const el_model *m = s->m;
     const int nv = m->hp.n_vocab;
     if (err) { err->code = EL_OK; err->msg[0] = 0; }
@@ -314,28 +327,80 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     st.prefill_ms = now_ms() - t0;
     const double t1 = now_ms();
 
-    /* DECODE */
+    /* DECODE (with speculation: see el_spec_params in edgellm.h, src/sched/spec.h) */
+    const el_spec_params *spp = gp->spec && gp->spec->mode != EL_SPEC_OFF ? gp->spec : NULL;
+    if (spp && spp->mode != EL_SPEC_NGRAM && spp->mode != EL_SPEC_PREDICT) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "speculative decoding mode %d is unknown", spp->mode);
+        goto done;
+    }
+    if (spp && spp->mode == EL_SPEC_PREDICT) {
+        if (spp->n_prediction < 0 || (spp->n_prediction > 0 && !spp->prediction)) {
+            el_set_error(err, EL_ERR_INVALID_ARG, "prediction: %d tokens at %p", spp->n_prediction,
+                         (const void *)spp->prediction);
+            goto done;
+        }
+        if (check_tokens(s, spp->prediction, spp->n_prediction, err)) goto done;
+    }
+    el_spec_ctl ctl;
+    int ng_min = 1, ng_max = 4;
+    if (spp) {
+        const int cap = s->n_logit_rows - 1;
+        const int gmax = spp->n_draft_max > 0 ? spp->n_draft_max : cap;
+        if (cap < 1 || gmax > cap || gmax < 1) {
+            el_set_error(err, EL_ERR_INVALID_ARG,
+                         "drafts of up to %d tokens, but the session verifies at most %d (el_session_params.n_draft_max)",
+                         gmax, cap);
+            goto done;
+        }
+        ng_min = spp->ngram_min > 0 ? spp->ngram_min : 1;
+        ng_max = spp->ngram_max > 0 ? spp->ngram_max : 4;
+        if (ng_min > ng_max || ng_max > 64) {
+            el_set_error(err, EL_ERR_INVALID_ARG, "n-gram sizes %d..%d: expected 1 <= min <= max <= 64", ng_min, ng_max);
+            goto done;
+        }
+        el_spec_ctl_init(&ctl, spp->n_draft_min, gmax, spp->fixed != 0);
+        /* the drafter's history: this call's prompt and output */
+        hist = malloc(sizeof *hist * ((size_t)n_prompt + (size_t)(s->n_ctx - s->n_past) + 2));
+        if (!hist) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the draft history"); goto done; }
+        memcpy(hist, prompt, sizeof *hist * (size_t)n_prompt);
+        n_hist = n_prompt;
+    }
     text_state ts = {.n_held = 0, .stop = gp->stop};
     el_detok_init(&ts.detok);
     char piece[512], out[EL_TEXT_CAP + 16];
+    const float *row = s->logits;     /* the logits the next token is drawn from */
+    int32_t draft[EL_SPEC_MAX_DRAFT]; /* drafts whose positions are in the KV cache, being checked */
+    int n_draft = 0, i_draft = 0, pos0 = 0; /* ... and row i_draft of the verification at pos0 */
+    int32_t shadow = -1;              /* a draft not verified (plain step): its first token, to measure α */
+    bool just_accepted = false;       /* the last token delivered was a draft already in the cache */
     for (;;) {
         if (atomic_load(&s->cancel)) { fin = EL_DONE_CANCELLED; break; }
         if (gp->max_tokens > 0 && st.n_generated >= gp->max_tokens) { fin = EL_DONE_LENGTH; break; }
-        const float *logits = s->logits;
-        int32_t tok = el_sampler_sample(smp, logits);
+        just_accepted = false;
+        const int32_t dtok = i_draft < n_draft ? draft[i_draft] : -1;
+        bool acc = false;
+        int32_t tok = dtok >= 0 ? el_sampler_sample_draft(smp, row, dtok, &acc) : el_sampler_sample(smp, row);
         int bad = el_sampler_nonfinite(smp); /* counted in the sampler's copy of the row */
         if (bad) {
             char step[64];
             if (st.n_generated == 0) snprintf(step, sizeof step, "the logits after the prompt (%d tokens)", n_prompt);
             else snprintf(step, sizeof step, "decode step %d", st.n_generated);
-            numeric_error(s, logits, bad, step, err);
+            numeric_error(s, row, bad, step, err);
             fin = EL_DONE_FAILED;
             break;
         }
+        if (dtok >= 0) {
+            el_spec_observe(&ctl, acc);
+            st.n_drafted++;
+            st.n_accepted += acc;
+        } else if (shadow >= 0) {
+            el_spec_observe(&ctl, tok == shadow);
+        }
+        shadow = -1;
         el_token_info ti = {.id = tok};
-        ti.logprob = el_logprob_of(logits, nv, tok);
+        ti.logprob = el_logprob_of(row, nv, tok);
         if (n_top > 0) {
-            ti.n_top = el_top_logprobs(logits, nv, n_top, s->top_ids, s->top_lps);
+            ti.n_top = el_top_logprobs(row, nv, n_top, s->top_ids, s->top_lps);
             ti.top_id = s->top_ids;
             ti.top_logprob = s->top_lps;
         }
@@ -352,13 +417,62 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         ti.piece = out;
         ti.piece_len = olen;
         el_sampler_accept(smp, tok);
+        if (hist) hist[n_hist++] = tok;
         if (cb && !cb(&ti, user)) { fin = EL_DONE_STOP; break; }
         if (sr < 0) { fin = EL_DONE_STOP; break; }
+        if (acc) { /* tok is the draft, already in the cache: its logits are the next row */
+            i_draft++;
+            just_accepted = true;
+            row = s->logits + (size_t)i_draft * (size_t)nv;
+            continue;
+        }
+        if (n_draft > 0) { /* a draft token was rejected (or none left): keep the cache up to row i_draft */
+            s->n_past = pos0 + i_draft + 1;
+            n_draft = i_draft = 0;
+        }
         if (s->n_past >= s->n_ctx) { fin = EL_DONE_LENGTH; break; }
         if (atomic_load(&s->cancel)) { fin = EL_DONE_CANCELLED; break; }
-        s->m->arch->forward(s, &tok, 1);
-        s->n_past++;
+        int g = 0;
+        if (spp) {
+            int room = s->n_ctx - s->n_past - 1; /* positions after tok */
+            if (gp->max_tokens > 0 && gp->max_tokens - st.n_generated - 1 < room) room = gp->max_tokens - st.n_generated - 1;
+            if (room > ctl.gamma_max) room = ctl.gamma_max;
+            int avail = 0;
+            if (room > 0 && spp->mode == EL_SPEC_NGRAM) avail = el_spec_ngram_draft(hist, n_hist, ng_min, ng_max, room, draft);
+            if (room > 0 && spp->mode == EL_SPEC_PREDICT && st.n_generated < spp->n_prediction) {
+                avail = spp->n_prediction - st.n_generated < room ? spp->n_prediction - st.n_generated : room;
+                memcpy(draft, spp->prediction + st.n_generated, sizeof *draft * (size_t)avail);
+            }
+            g = el_spec_choose(&ctl, avail);
+            if (g == 0 && avail > 0) shadow = draft[0];
+        }
+        const double tf = now_ms();
+        if (g > 0) {
+            int32_t batch[EL_SPEC_MAX_DRAFT + 1];
+            batch[0] = tok;
+            memcpy(batch + 1, draft, sizeof *draft * (size_t)g);
+            pos0 = s->n_past;
+            s->out_rows = g + 1;
+            el_op_matmul_row_order(true); /* each row as a decode step computes it */
+            s->m->arch->forward(s, batch, g + 1);
+            el_op_matmul_row_order(false);
+            s->out_rows = 1;
+            s->n_past += g + 1;
+            n_draft = g;
+            i_draft = 0;
+            st.n_spec_rounds++;
+            el_spec_time_verify(&ctl, g + 1, now_ms() - tf);
+        } else {
+            s->m->arch->forward(s, &tok, 1);
+            s->n_past++;
+            st.n_plain_steps++;
+            if (spp) el_spec_time_plain(&ctl, now_ms() - tf);
+        }
+        row = s->logits;
     }
+    /* Positions verified past the last token delivered leave the cache; as
+     * after a plain step, the last token delivered is not in it either. */
+    if (n_draft > 0) s->n_past = pos0 + i_draft + (just_accepted ? 0 : 1);
     /* release text still held back (not when a stop string cut it) */
     if (fin != EL_DONE_STOP && fin != EL_DONE_FAILED && cb) {
         int n = 0;
@@ -375,6 +489,7 @@ done:
     if (fin == EL_DONE_CANCELLED) el_set_error(err, EL_ERR_CANCELLED, "cancelled after %d generated tokens", st.n_generated);
     atomic_store(&s->cancel, false);
     el_sampler_free(smp); /* the one release point of per-request state */
+    free(hist);
     st.finish = fin;
     if (stats) *stats = st;
     return fin;

@@ -37,7 +37,13 @@ typedef struct {
     int n;
     const el_cpu_type_kernels *kk[EL_MM_MAX];
     el_from_float_fn quantize;
+    bool row_order; /* every activation row in the arithmetic of a one-row product */
 } matmul_ctx;
+
+/* Set by el_op_matmul_row_order on the calling thread; read when a product starts. */
+static _Thread_local bool g_row_order;
+
+void el_op_matmul_row_order(bool on) { g_row_order = on; }
 
 /*
  * Work split. The rows of all matrices of one call (Q, K, V; or gate, up)
@@ -60,15 +66,17 @@ static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int
     const uint8_t *wbase = W->data;
     const el_cpu_type_kernels *kk = c->kk[mi];
     float *y = c->y[mi];
+    /* row order: each row computed as the only row of a product (selectors see n = 1, row 0) */
+    const int n_sel = c->row_order ? 1 : c->n;
     if (kk->gemm) {
         kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
-                 (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, t0, t1 - t0, c->n,
+                 (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, c->row_order ? 0 : t0, t1 - t0, n_sel,
                  y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
     } else {
         for (int t = t0; t < t1; t++) {
             const uint8_t *xr = (const uint8_t *)c->xq + c->xq_row * (size_t)t;
             float *yr = y + (size_t)t * (size_t)rows;
-            el_vec_dot_fn dot = kk->select ? kk->select(c->n, t, k) : NULL;
+            el_vec_dot_fn dot = kk->select ? kk->select(n_sel, c->row_order ? 0 : t, k) : NULL;
             if (!dot) dot = kk->vec_dot;
             for (int64_t r = r0; r < r1; r++) dot(k, &yr[r], wbase + W->row_bytes * (size_t)r, xr);
         }
@@ -120,7 +128,7 @@ void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const flo
         for (int i = 0; i < count; i++) el_op_matmul_n(pool, 1, &W[i], x, n, &y[i], bias ? &bias[i] : NULL, wscratch);
         return;
     }
-    matmul_ctx c = {.count = count, .x = x, .n = n, .k = W[0]->ne0};
+    matmul_ctx c = {.count = count, .x = x, .n = n, .k = W[0]->ne0, .row_order = g_row_order};
     for (int i = 0; i < count; i++) {
         c.W[i] = W[i];
         c.y[i] = y[i];

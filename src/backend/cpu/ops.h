@@ -39,6 +39,15 @@ void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *
  * quantized once when every W[i] has the same row length and activation
  * format, and the rows of all W[i] are split across the threads in one job.
  * Each y[i] has the bits el_op_matmul gives. wscratch: el_op_matmul_wsize of W[0]. */
+/*
+ * Row order (calling thread only; off by default): while on, products of
+ * several activation rows compute each row with the arithmetic of a one-row
+ * product (llama.cpp's batched kernel choices — repacked gemm tiles,
+ * tinyBLAS — are not taken), so a batch gives each row exactly the bits a
+ * decode step gives it. Speculative verification uses it; weights are still
+ * read once per block of rows.
+ */
+void el_op_matmul_row_order(bool on);
 void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const float *x, int n,
                     float *const y[], const float *const bias[], void *wscratch);
 
