@@ -2,7 +2,9 @@
  * api.h — the OpenAI-compatible request/response formats (layer L6).
  *
  * The same for llama-server's native /completion (el_api_parse_native,
- * el_api_native_response): one parser and builder pair per wire shape.
+ * el_api_native_response) and for embeddings (el_api_parse_embeddings,
+ * el_api_embeddings_response / _native): one parser and builder pair per
+ * wire shape.
  *
  * Parsing validates every field of a request body (outside bytes) and turns
  * any problem into an OpenAI-style error with an HTTP status, never a crash.

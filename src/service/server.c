@@ -93,8 +93,10 @@
  * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
  * and reply shape, built by native_json), /props and /slots (read under
  * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
- * terminal transition), /apply-template, the chat token count, and 501 for
- * embeddings and slot actions. A request may name its slot (id_slot): slots
+ * terminal transition), /apply-template, the chat token count, 501 for
+ * slot actions, and the embeddings routes (h_embeddings: 501 without
+ * --embeddings; else each input runs through el_embed on a slot, queued like
+ * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
  * skip queued requests meant for another slot, and enqueueing wakes every
  * slot. The API key may come as "Authorization: Bearer" or "X-Api-Key".
  * --temp/--seed/--n-predict fill what a request leaves out (apply_defaults).
