@@ -2122,7 +2122,10 @@ static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn
             goto bad;
         }
     budget_release(s, cc);
-    snprintf(r->id, sizeof r->id, "embd-%ld", (long)r->t_arrival);
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(r->id, sizeof r->id, "embd-");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
     conn_track *ct = conn_of(c);
