@@ -25,6 +25,15 @@
  * failure a 400/413 whose error JSON (OpenAI's and the stream's llama-server
  * shape) parses, and nothing is left allocated. The raw bytes also go
  * through the /completion builders as content, prompt and token texts.
+ *
+ * And as an embeddings body (el_api_parse_embeddings): on success 1..max
+ * inputs, each of >= 1 parts (text valid UTF-8 or an id >= 0) and not all
+ * empty, embd_normalize and dimensions in range, and both reply builders
+ * (OpenAI's, float and base64, and llama-server's native array) on vectors
+ * made of the input's raw bytes (NaN and infinities included) give JSON that
+ * parses with one entry per input and base64 of the right length; every
+ * normalisation mode runs on those vectors (UBSan: no overflow). On failure
+ * a 400/413 whose error JSON parses, and nothing is left allocated.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -234,6 +243,71 @@ static void check_tok_bodies(const uint8_t *data, size_t size) {
     el_api_tok_request_free(&q);
 }
 
+/* The embeddings body: the parser's promises and both reply builders. */
+static void check_embd(const uint8_t *data, size_t size) {
+    el_api_embd_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_embeddings((const char *)data, size, &q, &e) == 0) {
+        REQUIRE(q.n_inputs >= 1 && q.n_inputs <= EL_API_MAX_EMBD_INPUTS && q.inputs);
+        int parts = 0;
+        for (int i = 0; i < q.n_inputs; i++) {
+            const el_api_embd_input *in = &q.inputs[i];
+            REQUIRE(in->n_parts >= 1 && in->parts);
+            bool any = false;
+            for (int k = 0; k < in->n_parts; k++) {
+                if (in->parts[k].text) {
+                    REQUIRE(str_ok(in->parts[k].text));
+                    any = any || in->parts[k].text[0];
+                } else {
+                    REQUIRE(in->parts[k].tok >= 0);
+                    any = true;
+                }
+            }
+            REQUIRE(any);
+            parts += in->n_parts;
+        }
+        REQUIRE(parts <= EL_API_MAX_PROMPT_PARTS);
+        REQUIRE(q.normalize >= -1 && q.normalize <= EL_API_MAX_EMBD_NORMALIZE);
+        REQUIRE(q.dimensions >= 0 && q.dimensions <= (1 << 20));
+        REQUIRE(!q.model || str_ok(q.model));
+        /* vectors of dim 5 from the raw bytes (any bit pattern), one per input (at most 4) */
+        enum { DIM = 5 };
+        const int nv = q.n_inputs < 4 ? q.n_inputs : 4;
+        float v[4][DIM];
+        memset(v, 0, sizeof v);
+        memcpy(v, data, size < sizeof v ? size : sizeof v);
+        const float *vp[4] = {v[0], v[1], v[2], v[3]};
+        int rows[4] = {1, 1, 1, 1};
+        for (int b = 0; b < 2; b++) {
+            cJSON *p = reparse(el_api_embeddings_response(q.model, vp, nv, DIM, b, parts));
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(p, "data");
+            REQUIRE(cJSON_GetArraySize(d) == nv);
+            const cJSON *emb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(d, 0), "embedding");
+            if (b) REQUIRE(cJSON_IsString(emb) && strlen(emb->valuestring) == 4 * ((DIM * 4 + 2) / 3));
+            else REQUIRE(cJSON_GetArraySize(emb) == DIM);
+            cJSON_Delete(p);
+        }
+        cJSON *p = reparse(el_api_embeddings_native(vp, rows, nv, DIM));
+        REQUIRE(cJSON_GetArraySize(p) == nv);
+        cJSON_Delete(p);
+        el_api_embd_normalize(v[0], DIM, q.normalize);
+    } else {
+        REQUIRE((e.status == 400 || e.status == 413) && e.type && e.message[0]);
+        REQUIRE(q.inputs == NULL && q.n_inputs == 0 && q.model == NULL);
+        cJSON_Delete(reparse(el_api_error_json(&e)));
+    }
+    el_api_embd_request_free(&q);
+    el_api_embd_request_free(&q);
+    /* every normalisation mode on raw bytes as floats */
+    float w[8];
+    for (int mode = -1; mode <= 4; mode++) {
+        memset(w, 0, sizeof w);
+        memcpy(w, data, size < sizeof w ? size : sizeof w);
+        el_api_embd_normalize(w, 8, mode == 4 ? EL_API_MAX_EMBD_NORMALIZE : mode);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < 2; k++) {
         el_api_kind kind = k ? EL_API_COMPLETION : EL_API_CHAT;
@@ -255,6 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     check_tok_bodies(data, size);
     check_native(data, size);
+    check_embd(data, size);
     /* raw bytes as generated text, by length: output must still be valid UTF-8 JSON */
     char *raw = malloc(size + 1);
     if (!raw) return 0;

@@ -292,6 +292,39 @@ EL_API const float *el_session_logits(const el_session *s);
 
 EL_API void el_session_cancel(el_session *s); /* any thread; takes effect at the next decode step */
 
+/* ---- embeddings ---------------------------------------------------------- */
+/* The model's final hidden state after its output norm (what llama.cpp calls
+ * the embeddings of a decoder model, its t_embd), pooled over the input's
+ * tokens. Values are llama.cpp's LLAMA_POOLING_TYPE_*. */
+typedef enum {
+    EL_POOLING_NONE = 0, /* one vector per token (n * n_embd floats) */
+    EL_POOLING_MEAN = 1, /* the mean over the tokens */
+    EL_POOLING_CLS = 2,  /* the first token's vector */
+    EL_POOLING_LAST = 3  /* the last token's vector */
+} el_pooling;
+
+/* The hidden size (floats per embedding vector); 0 for NULL or vocab-only. */
+EL_API int el_model_n_embd(const el_model *m);
+/* The pooling the model file asks for (GGUF "<arch>.pooling_type"), or
+ * EL_POOLING_NONE when it names none (as llama.cpp defaults: decoder LMs
+ * carry no such key). A value edgellm cannot pool (rank) is returned as is. */
+EL_API int el_model_pooling(const el_model *m);
+
+/* Embeds toks[0..n) as one sequence at positions 0..n-1 (the session's
+ * history is dropped first and after: the session is left reset) and writes
+ * the pooled vector — n_embd floats, or n * n_embd for EL_POOLING_NONE — to
+ * out (cap floats). Not normalised (llama_get_embeddings_seq's values; the
+ * server L2-normalises). Returns the number of floats written, or a negative
+ * el_status with err filled: EL_ERR_INVALID_ARG (NULL, n < 1, a token
+ * outside the vocab, an unknown pooling, cap too small — naming the size
+ * needed, or the session busy), EL_ERR_CONTEXT (n beyond the session's
+ * context, with both numbers), EL_ERR_CANCELLED (el_session_cancel between
+ * batches), EL_ERR_NUMERIC (a NaN or infinity in the result). Prompts longer
+ * than n_batch run in n_batch chunks. The normal generation path is not
+ * changed by this call's existence (one flag tested per forward pass). */
+EL_API int el_embed(el_session *s, const int32_t *toks, int n, el_pooling pooling, float *out, size_t cap,
+                    el_error *err);
+
 /* ---- chat -------------------------------------------------------------- */
 /* edgellm does not run Jinja: it recognises the common chat-template families
  * ("gemma", "llama3", "chatml", "llama2", "mistral", "phi3") from the model's

@@ -1,5 +1,6 @@
 /*
- * test_api.c — request validation and response building (src/service/api.c).
+ * test_api.c — request validation and response building (src/service/api.c),
+ * embeddings bodies and replies included.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -1170,6 +1171,157 @@ static void test_role_chunk_and_errors(void) {
     cJSON_Delete(p);
 }
 
+/* ---- embeddings bodies (el_api_parse_embeddings) and replies ---- */
+
+static int embd(const char *body, el_api_embd_request *q, el_api_error *e) {
+    memset(e, 0, sizeof *e);
+    return el_api_parse_embeddings(body, strlen(body), q, e);
+}
+
+static void embd_bad_(int line, const char *body, const char *param, const char *sub) {
+    el_api_embd_request q;
+    el_api_error e;
+    int rc = embd(body, &q, &e);
+    CHECKF(rc == -1 && e.status == 400 && q.inputs == NULL && q.model == NULL, "line %d: %.80s: rc %d status %d", line,
+           body, rc, e.status);
+    CHECKF(param ? e.param && !strcmp(e.param, param) : !e.param, "line %d: param %s", line, e.param ? e.param : "(null)");
+    CHECKF(!sub || strstr(e.message, sub), "line %d: message '%s' lacks '%s'", line, e.message, sub);
+    el_api_embd_request_free(&q);
+}
+#define EMBD_BAD(body, param, sub) embd_bad_(__LINE__, body, param, sub)
+
+static void test_embeddings_bodies(void) {
+    el_api_embd_request q;
+    el_api_error e;
+    CHECK(embd("{\"input\":\"hello\"}", &q, &e) == 0 && q.n_inputs == 1 && q.oai && !q.base64 && q.normalize == 2 &&
+          q.dimensions == 0 && q.inputs[0].n_parts == 1 && !strcmp(q.inputs[0].parts[0].text, "hello"));
+    el_api_embd_request_free(&q);
+    /* an array holding an id: one input of ids and text, in order */
+    CHECK(embd("{\"input\":[12,\"a b\",7],\"encoding_format\":\"base64\",\"model\":\"m\",\"user\":\"u\"}", &q, &e) == 0 &&
+          q.n_inputs == 1 && q.inputs[0].n_parts == 3 && !q.inputs[0].parts[0].text && q.inputs[0].parts[0].tok == 12 &&
+          !strcmp(q.inputs[0].parts[1].text, "a b") && q.inputs[0].parts[2].tok == 7 && q.base64 && !strcmp(q.model, "m"));
+    el_api_embd_request_free(&q);
+    /* arrays of inputs; "content" is the native shape */
+    CHECK(embd("{\"content\":[\"x\",[1,2],[3,\"y\"]],\"embd_normalize\":-1,\"dimensions\":8}", &q, &e) == 0 &&
+          q.n_inputs == 3 && !q.oai && q.normalize == -1 && q.dimensions == 8 && q.inputs[1].n_parts == 2 &&
+          q.inputs[2].parts[1].text && !strcmp(q.inputs[2].parts[1].text, "y"));
+    el_api_embd_request_free(&q);
+    CHECK(embd("{\"input\":\"a\",\"content\":\"b\"}", &q, &e) == 0 && q.oai && !strcmp(q.inputs[0].parts[0].text, "a"));
+    el_api_embd_request_free(&q);
+    CHECK(embd("{\"input\":[\"\",3]}", &q, &e) == 0); /* an empty string beside an id is not an empty input */
+    el_api_embd_request_free(&q);
+    el_api_embd_request_free(&q); /* twice: harmless */
+
+    EMBD_BAD("{}", "input", "must be provided");
+    EMBD_BAD("{\"input\":null}", "input", "must be provided");
+    EMBD_BAD("{\"input\":[]}", "input", "must not be empty");
+    EMBD_BAD("{\"input\":\"\"}", "input", "input[0] is empty");
+    EMBD_BAD("{\"input\":[\"a\",[]]}", "input", "input[1] is empty");
+    EMBD_BAD("{\"input\":[[\"\",\"\"]]}", "input", "input[0] is empty");
+    EMBD_BAD("{\"input\":[-1]}", "input", "not a token id");
+    EMBD_BAD("{\"input\":[2147483648]}", "input", "not a token id");
+    EMBD_BAD("{\"input\":[1e400]}", "input", "not a token id"); /* infinite */
+    EMBD_BAD("{\"input\":[[1,[2]]]}", "input", "input[0][1]");
+    EMBD_BAD("{\"input\":[1,[2]]}", "input", "expected a token id or a string");
+    EMBD_BAD("{\"input\":[true]}", "input", "expected a string or an array");
+    EMBD_BAD("{\"input\":{\"content\":\"x\"}}", "input", "not supported");
+    EMBD_BAD("{\"input\":[\"a\",{\"prompt_string\":\"x\"}]}", "input", "input[1]");
+    EMBD_BAD("{\"input\":42}", "input", "expected");
+    EMBD_BAD("{\"input\":\"x\",\"encoding_format\":\"hex\"}", "encoding_format", "base64");
+    EMBD_BAD("{\"input\":\"x\",\"encoding_format\":1}", "encoding_format", "a string");
+    EMBD_BAD("{\"input\":\"x\",\"embd_normalize\":65}", "embd_normalize", NULL);
+    EMBD_BAD("{\"input\":\"x\",\"embd_normalize\":-2}", "embd_normalize", NULL);
+    EMBD_BAD("{\"input\":\"x\",\"embd_normalize\":1.5}", "embd_normalize", NULL);
+    EMBD_BAD("{\"input\":\"x\",\"dimensions\":0}", "dimensions", NULL);
+    EMBD_BAD("{\"input\":\"x\",\"model\":3}", "model", NULL);
+    EMBD_BAD("{\"input\":\"x\",\"input\":\"y\"}", "input", "duplicate");
+    EMBD_BAD("[\"input\"]", NULL, NULL);
+    EMBD_BAD("{\"input\":\"x\"", NULL, NULL);
+    CHECK(embd("{\"input\":\"\xff\"}", &q, &e) == -1 && e.status == 400 && !strcmp(e.code, "invalid_utf8"));
+    el_api_embd_request_free(&q);
+
+    /* counts: 2048 inputs pass, 2049 do not; 65536 parts in all pass, 65537 do not */
+    size_t cap = 8u << 20;
+    char *big = malloc(cap);
+    if (!big) return;
+    for (int n = 2048; n <= 2049; n++) {
+        size_t off = (size_t)sprintf(big, "{\"input\":[");
+        for (int i = 0; i < n; i++) off += (size_t)sprintf(big + off, "%s\"t\"", i ? "," : "");
+        sprintf(big + off, "]}");
+        int rc = embd(big, &q, &e);
+        CHECKF(n == 2048 ? rc == 0 && q.n_inputs == 2048 : rc == -1 && strstr(e.message, "2049 inputs"), "%d inputs", n);
+        el_api_embd_request_free(&q);
+    }
+    for (int n = EL_API_MAX_PROMPT_PARTS; n <= EL_API_MAX_PROMPT_PARTS + 1; n++) {
+        size_t off = (size_t)sprintf(big, "{\"input\":[[");
+        for (int i = 0; i < n - 1; i++) off += (size_t)sprintf(big + off, "%s1", i ? "," : "");
+        off += (size_t)sprintf(big + off, "],[2]]}");
+        int rc = embd(big, &q, &e);
+        CHECKF(n == EL_API_MAX_PROMPT_PARTS ? rc == 0 : rc == -1 && strstr(e.message, "parts"), "%d parts: %s", n, e.message);
+        el_api_embd_request_free(&q);
+    }
+    /* deep nesting is a JSON error, not a stack overflow */
+    size_t off = (size_t)sprintf(big, "{\"input\":");
+    for (int i = 0; i < 100000; i++) big[off++] = '[';
+    big[off] = 0;
+    CHECK(embd(big, &q, &e) == -1 && e.status == 400);
+    el_api_embd_request_free(&q);
+    free(big);
+    CHECK(el_api_parse_embeddings("{}", 2, NULL, &e) == -1 && e.status == 500);
+
+    /* replies */
+    const float v0[3] = {1.0f, -0.5f, 0.25f}, v1[3] = {0.1f, 0.2f, 3e-38f};
+    const float *vs[2] = {v0, v1};
+    char *j = el_api_embeddings_response("m\"x", vs, 2, 3, false, 7);
+    cJSON *p = j ? cJSON_Parse(j) : NULL;
+    CHECK(p && !strcmp(cJSON_GetObjectItem(p, "model")->valuestring, "m\"x") &&
+          !strcmp(cJSON_GetObjectItem(p, "object")->valuestring, "list") &&
+          cJSON_GetObjectItem(cJSON_GetObjectItem(p, "usage"), "total_tokens")->valueint == 7);
+    const cJSON *d1 = cJSON_GetArrayItem(cJSON_GetObjectItem(p, "data"), 1);
+    CHECK(d1 && cJSON_GetObjectItem(d1, "index")->valueint == 1 &&
+          !strcmp(cJSON_GetObjectItem(d1, "object")->valuestring, "embedding"));
+    const cJSON *arr = cJSON_GetObjectItem(d1, "embedding");
+    for (int i = 0; i < 3; i++) CHECK((float)cJSON_GetArrayItem(arr, i)->valuedouble == v1[i]); /* %.9g reads back */
+    cJSON_Delete(p);
+    free(j);
+    const float one[2] = {1.0f, -2.0f}; /* 00 00 80 3f 00 00 00 c0 */
+    const float *op[1] = {one};
+    j = el_api_embeddings_response(NULL, op, 1, 2, true, 1);
+    CHECKF(j && strstr(j, "\"embedding\":\"AACAPwAAAMA=\"") && strstr(j, "\"encoding_format\":\"base64\""), "%s", j);
+    free(j);
+    const float rows[4] = {1, 2, 3, 4};
+    const float *rp[2] = {rows, rows + 2};
+    int nr[2] = {2, 1};
+    j = el_api_embeddings_native(rp, nr, 2, 1);
+    CHECKF(j && !strcmp(j, "[{\"index\":0,\"embedding\":[[1],[2]]},{\"index\":1,\"embedding\":[[3]]}]"), "%s", j);
+    free(j);
+    const float bad[2] = {NAN, INFINITY};
+    const float *bp[1] = {bad};
+    j = el_api_embeddings_response("m", bp, 1, 2, false, 1);
+    p = j ? cJSON_Parse(j) : NULL;
+    CHECK(p != NULL); /* never NaN in JSON */
+    cJSON_Delete(p);
+    free(j);
+
+    /* normalisations (llama.cpp's common_embd_normalize) */
+    float a[3] = {3, -4, 0};
+    el_api_embd_normalize(a, 3, 2);
+    CHECK(fabsf(a[0] - 0.6f) < 1e-7f && fabsf(a[1] + 0.8f) < 1e-7f && a[2] == 0);
+    float b[2] = {3, -1};
+    el_api_embd_normalize(b, 2, 1);
+    CHECK(fabsf(b[0] - 0.75f) < 1e-7f && fabsf(b[1] + 0.25f) < 1e-7f);
+    float c[2] = {2, -8};
+    el_api_embd_normalize(c, 2, 0);
+    CHECK(fabsf(c[1] + 32760.0f) < 1e-2f && fabsf(c[0] - 8190.0f) < 1e-2f);
+    float z[2] = {0, 0}, r[2] = {5, 6};
+    el_api_embd_normalize(z, 2, 2);
+    el_api_embd_normalize(r, 2, -1);
+    CHECK(z[0] == 0 && z[1] == 0 && r[0] == 5 && r[1] == 6);
+    float h[2] = {1e30f, 1e30f};
+    el_api_embd_normalize(h, 2, EL_API_MAX_EMBD_NORMALIZE); /* pow overflows: zeros, not NaN */
+    CHECK(isfinite(h[0]) && isfinite(h[1]));
+}
+
 int main(void) {
     test_native_defaults_and_prompts();
     test_native_fields();
@@ -1201,5 +1353,6 @@ int main(void) {
     test_chat_chunks();
     test_completion_chunks();
     test_round_trip();
+    test_embeddings_bodies();
     return el_test_finish("test_api");
 }

@@ -23,6 +23,13 @@ Contract:
     reset() or closing the session cancels an unfinished one first (its iterator then
     ends, ``finish == "cancelled"``). ``with session.generate(...) as gen:``
     closes it on leaving the block.
+  * ``verify(model, manifest=None, pub=..., store=...)`` checks a signed
+    package before loading it (libedgellm-package, loaded on first use;
+    ``PackageLibraryNotFound`` if it is not installed) and raises the
+    ``PackageError`` subclass of the failed check (``HashError``,
+    ``KeyCheckError``, ``ExpiredError``, ...: ``.check`` is the CLI's name);
+    ``store_active(store)`` resolves a store's verified active model. See
+    ``edgellm/package.py``.
 """
 from __future__ import annotations
 
@@ -36,7 +43,14 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 from . import _lib
 from ._lib import lib
 
-__all__ = ["EdgeLLMError", "Model", "Session", "Generation", "Token", "version", "__version__"]
+from .package import (DeviceError, ExpiredError, HashError, IOCheckError, KeyCheckError, ManifestError,
+                      PackageError, PackageInfo, PackageLibraryNotFound, RuntimeVersionError, SignatureError,
+                      SizeError, SmokeError, SpaceError, StoreError, UsageError, VersionError, store_active, verify)
+
+__all__ = ["EdgeLLMError", "Model", "Session", "Generation", "Token", "version", "__version__",
+           "verify", "store_active", "PackageInfo", "PackageError", "PackageLibraryNotFound", "IOCheckError",
+           "ManifestError", "KeyCheckError", "SignatureError", "ExpiredError", "VersionError", "RuntimeVersionError",
+           "DeviceError", "SizeError", "HashError", "SmokeError", "SpaceError", "StoreError", "UsageError"]
 
 
 def version() -> str:

@@ -55,6 +55,8 @@ typedef struct cli_opts {
     const char *cors;          /* --cors ORIGIN */
     const char *alias;         /* --alias NAME: the model id */
     bool no_slots;             /* --no-slots: /slots answers 501 */
+    bool embeddings;           /* --embeddings: the embedding routes answer (else 501) */
+    int pooling;               /* --pooling none|mean|cls|last (el_pooling); -1: the model's */
     /* bench */
     int bench_n_prompt;        /* -p, --n-prompt (default 512) */
     int bench_n_gen;           /* -n, --n-gen (default 128) */

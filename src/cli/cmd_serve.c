@@ -71,6 +71,9 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
+    p.embeddings = o->embeddings;
+    p.pooling = o->pooling;
+    p.pooling_set = o->pooling >= 0;
     p.has_temp = o->temp_set;
     p.temp = o->sampling.temp;
     p.has_seed = o->seed_set;

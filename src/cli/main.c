@@ -140,6 +140,9 @@ static void print_usage(FILE *f) {
 "                              the API; default: same-origin only, other Origins get 403\n"
 "  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"      --embeddings            answer /v1/embeddings, /embeddings, /embedding (else 501)\n"
+"      --pooling TYPE          none|mean|cls|last (default: the model's, else none, as\n"
+"                              llama-server; /v1/embeddings needs one other than none)\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -499,7 +502,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS,
+    F_ALIAS, F_NOSLOTS, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED
 };
 
@@ -548,6 +551,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--cors", F_CORS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
+    {NULL, "--embeddings", F_EMBD, false, C_SERVE},
+    {NULL, "--embedding", F_EMBD, false, C_SERVE},
+    {NULL, "--pooling", F_POOLING, true, C_SERVE},
     /* bench: -p and -n are counts here (the lookup prefers the entry that
      * applies to the command when a spelling is shared) */
     {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
@@ -685,6 +691,15 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_EMBD: o->embeddings = true; break;
+        case F_POOLING:
+            if (!strcmp(val, "none")) o->pooling = EL_POOLING_NONE;
+            else if (!strcmp(val, "mean")) o->pooling = EL_POOLING_MEAN;
+            else if (!strcmp(val, "cls")) o->pooling = EL_POOLING_CLS;
+            else if (!strcmp(val, "last")) o->pooling = EL_POOLING_LAST;
+            else return cli_usage_error(cmd, "--pooling: expected none, mean, cls or last, got '%s'%s", val,
+                                        !strcmp(val, "rank") ? " (rank, for rerankers, is not supported)" : "");
+            break;
         case F_ALLOWHOST:
             if (!*val) return cli_usage_error(cmd, "--allow-host: empty name");
             if (o->n_allow_hosts >= CLI_MAX_HOSTS)
@@ -781,6 +796,7 @@ int main(int argc, char **argv) {
     o.port = 8080;
     o.n_parallel = 1;
     o.queue_cap = 16;
+    o.pooling = -1;
     o.bench_n_prompt = 512;
     o.bench_n_gen = 128;
     o.bench_reps = 5;

@@ -112,12 +112,39 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
 
 void el_fwd_keep_last_row(el_session *s, int *n) {
     if (s->out_rows > 1) return; /* every row's logits are wanted */
+    if (s->embd_pool) return; /* an embedding pass needs every row (llama.cpp outputs all of them then) */
     const int E = s->m->hp.n_embd;
     if (*n > 1) memmove(s->x, s->x + (size_t)(*n - 1) * E, sizeof(float) * (size_t)E);
     *n = 1;
 }
 
+/* el_embed's output: rows r0..r0+n of the input, output-normed, pooled. */
+static void embd_output(el_session *s, int n) {
+    const el_model *m = s->m;
+    const int E = m->hp.n_embd;
+    el_op_rmsnorm(s->x, m->output_norm, s->xb, n, E, m->hp.norm_eps);
+    el_fwd_dump("result_norm", -1, s->xb, (size_t)n * E);
+    const int r0 = s->embd_row0;
+    float *out = s->embd_out;
+    switch (s->embd_pool - 1) {
+    case EL_POOLING_NONE:
+        memcpy(out + (size_t)r0 * E, s->xb, sizeof(float) * (size_t)n * E);
+        break;
+    case EL_POOLING_MEAN: /* sum here; session.c divides once at the end */
+        for (int t = 0; t < n; t++)
+            for (int j = 0; j < E; j++) out[j] += s->xb[(size_t)t * E + j];
+        break;
+    case EL_POOLING_CLS:
+        if (r0 == 0) memcpy(out, s->xb, sizeof(float) * (size_t)E);
+        break;
+    case EL_POOLING_LAST:
+        if (r0 + n == s->embd_n) memcpy(out, s->xb + (size_t)(n - 1) * E, sizeof(float) * (size_t)E);
+        break;
+    }
+}
+
 void el_fwd_output(el_session *s, int n) {
+    if (s->embd_pool) { embd_output(s, n); return; }
     const el_model *m = s->m;
     const int E = m->hp.n_embd;
     const int r = s->out_rows > 1 ? n : 1;

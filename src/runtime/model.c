@@ -331,6 +331,14 @@ void el_model_free(el_model *m) {
 const char *el_model_arch(const el_model *m) { return m ? m->arch_name : NULL; }
 int el_model_n_vocab(const el_model *m) { return m ? el_vocab_n_tokens(m->vocab) : 0; }
 int el_model_n_ctx_train(const el_model *m) { return m ? m->hp.n_ctx_train : 0; }
+int el_model_n_embd(const el_model *m) { return m && m->arch ? m->hp.n_embd : 0; }
+int el_model_pooling(const el_model *m) {
+    char key[128];
+    uint32_t v;
+    if (!m || !m->arch) return EL_POOLING_NONE;
+    if (!el_gguf_get_u32(m->gguf, el_arch_key(m, "pooling_type", key, sizeof key), &v)) return EL_POOLING_NONE;
+    return v > 0x7fffffff ? EL_POOLING_NONE : (int)v;
+}
 const char *el_model_chat_template(const el_model *m) { return m ? m->chat_template : NULL; }
 
 const char *el_model_meta_str(const el_model *m, const char *key) {

@@ -100,6 +100,12 @@ struct el_session {
     atomic_bool cancel;
     atomic_bool busy;   /* a generation/eval runs (re-entry from its callback or another thread is refused) */
     int32_t *top_ids; float *top_lps; /* 64 each */
+    /* el_embed (session.c): while embd_pool > 0 (el_pooling + 1) forward()
+     * keeps every row through the last layer and el_fwd_output pools the
+     * output-normed rows into embd_out instead of computing logits.
+     * embd_row0: this batch's first row within the input of embd_n rows. */
+    int embd_pool, embd_row0, embd_n;
+    float *embd_out;
 };
 
 /* el_session_bytes of a session that verifies drafts of up to n_draft_max tokens (session.c). */
@@ -139,7 +145,9 @@ void el_fwd_keep_last_row(el_session *s, int *n);
 /* Parity debugging (-DEL_DEBUG_DUMP): write n floats to $EL_DUMP_DIR/<name>-<il>.bin; a no-op otherwise. */
 void el_fwd_dump(const char *name, int il, const float *x, size_t n);
 /* final norm + output projection into s->logits: the last token's, or all
- * n rows when s->out_rows > 1 (speculative verification). */
+ * n rows when s->out_rows > 1 (speculative verification); in an el_embed
+ * pass (s->embd_pool) the final norm of every row, pooled into s->embd_out,
+ * and no logits. */
 void el_fwd_output(el_session *s, int n);
 
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;

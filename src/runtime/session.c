@@ -269,6 +269,63 @@ int el_session_eval(el_session *s, const int32_t *toks, int n, el_error *err) {
     return rc;
 }
 
+/* ---- embeddings ----------------------------------------------------------- */
+
+static int embed_claimed(el_session *s, const int32_t *toks, int n, el_pooling pooling, float *out, size_t cap,
+                         el_error *err) {
+    const int E = s->m->hp.n_embd;
+    if (!toks || !out) return -el_set_error(err, EL_ERR_INVALID_ARG, "tokens or output buffer is NULL");
+    if (n < 1) return -el_set_error(err, EL_ERR_INVALID_ARG, "nothing to embed (%d tokens)", n);
+    if ((unsigned)pooling > EL_POOLING_LAST)
+        return -el_set_error(err, EL_ERR_INVALID_ARG, "pooling %d is not one of none (0), mean (1), cls (2), last (3)",
+                             (int)pooling);
+    if (n > s->n_ctx)
+        return -el_set_error(err, EL_ERR_CONTEXT, "%d tokens exceed the context of %d", n, s->n_ctx);
+    const size_t need = pooling == EL_POOLING_NONE ? (size_t)n * (size_t)E : (size_t)E;
+    if (cap < need)
+        return -el_set_error(err, EL_ERR_INVALID_ARG, "output buffer of %zu floats, %zu needed", cap, need);
+    if (check_tokens(s, toks, n, err)) return -(err ? (int)err->code : EL_ERR_INVALID_ARG);
+    memset(out, 0, sizeof(float) * need);
+    s->n_past = 0;
+    s->embd_pool = (int)pooling + 1;
+    s->embd_out = out;
+    s->embd_n = n;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i += s->n_batch) {
+        if (atomic_load(&s->cancel)) { rc = el_set_error(err, EL_ERR_CANCELLED, "cancelled"); break; }
+        const int nb = n - i < s->n_batch ? n - i : s->n_batch;
+        s->embd_row0 = i;
+        s->m->arch->forward(s, toks + i, nb);
+        s->n_past += nb;
+    }
+    s->embd_pool = 0;
+    s->embd_out = NULL;
+    s->n_past = 0; /* left reset: the embedded tokens are no history for a later generation */
+    if (rc) return -rc;
+    if (pooling == EL_POOLING_MEAN) {
+        const float inv = 1.0f / (float)n;
+        for (int j = 0; j < E; j++) out[j] *= inv;
+    }
+    int bad = count_nonfinite(out, (int)need);
+    if (bad)
+        return -el_set_error(err, EL_ERR_NUMERIC, "el_embed: %d of %zu values are NaN or infinite; the model's weights "
+                             "or metadata produce non-finite numbers", bad, need);
+    return (int)need;
+}
+
+int el_embed(el_session *s, const int32_t *toks, int n, el_pooling pooling, float *out, size_t cap, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (!session_claim(s, err)) return -EL_ERR_INVALID_ARG;
+    if ((size_t)n * (size_t)s->m->hp.n_embd > (size_t)INT32_MAX) {
+        atomic_store(&s->busy, false);
+        return -el_set_error(err, EL_ERR_INVALID_ARG, "%d tokens x %d floats is too large a result", n, s->m->hp.n_embd);
+    }
+    int rc = embed_claimed(s, toks, n, pooling, out, cap, err);
+    atomic_store(&s->cancel, false);
+    atomic_store(&s->busy, false);
+    return rc;
+}
+
 static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
                                   el_token_cb cb, void *user, el_generate_stats *stats, el_error *err);
 

@@ -2,7 +2,9 @@
  * api.h — the OpenAI-compatible request/response formats (layer L6).
  *
  * The same for llama-server's native /completion (el_api_parse_native,
- * el_api_native_response): one parser and builder pair per wire shape.
+ * el_api_native_response) and for embeddings (el_api_parse_embeddings,
+ * el_api_embeddings_response / _native): one parser and builder pair per
+ * wire shape.
  *
  * Parsing validates every field of a request body (outside bytes) and turns
  * any problem into an OpenAI-style error with an HTTP status, never a crash.
@@ -133,6 +135,56 @@ void el_api_request_free(el_api_request *r);
 int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err);
 int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err);
 void el_api_tok_request_free(el_api_tok_request *r);
+
+/* ---- embeddings (/v1/embeddings, /embeddings, /embedding) ---------------- */
+#define EL_API_MAX_EMBD_INPUTS 2048    /* inputs in one request (OpenAI's limit) */
+#define EL_API_MAX_EMBD_NORMALIZE 64   /* embd_normalize: -1..this */
+
+/* One input: text pieces (tokenized by the server) and token ids, in order. */
+typedef struct el_api_embd_input {
+    el_api_prompt_part *parts;
+    int n_parts;                 /* >= 1 */
+} el_api_embd_input;
+
+typedef struct el_api_embd_request {
+    el_api_embd_input *inputs;
+    int n_inputs;                /* 1..EL_API_MAX_EMBD_INPUTS */
+    bool oai;                    /* "input" was given (OpenAI's shape); false: "content", llama-server's
+                                    native reply shape even on /v1/embeddings (as llama-server) */
+    bool base64;                 /* encoding_format "base64" (little-endian float32 bytes) */
+    int normalize;               /* embd_normalize: -1 none, 0 max-abs to int16 range, 1 taxicab,
+                                    2 euclidean (default), > 2 p-norm */
+    int dimensions;              /* 0: not given; else 1..2^20 (the server wants n_embd) */
+    char *model;                 /* as sent, or NULL (the OpenAI reply echoes it) */
+} el_api_embd_request;
+
+/* Parse an embeddings body (llama-server's shapes): "input" (or "content"):
+ * a string; an array holding at least one token id (one input of ids and
+ * strings); or an array of inputs, each a string or an array of ids and
+ * strings. An empty array, an empty input (no ids and only empty strings),
+ * an object entry (multimodal), a nested array inside an input, a negative or
+ * non-integral id, more than EL_API_MAX_EMBD_INPUTS inputs or
+ * EL_API_MAX_PROMPT_PARTS parts are a 400 naming the index.
+ * encoding_format "float" | "base64"; embd_normalize an integer in
+ * -1..EL_API_MAX_EMBD_NORMALIZE; dimensions an integer >= 1; model and user
+ * strings. 0, or -1 with err filled (nothing left allocated). */
+int el_api_parse_embeddings(const char *body, size_t len, el_api_embd_request *out, el_api_error *err);
+void el_api_embd_request_free(el_api_embd_request *r);
+
+/* llama.cpp's common_embd_normalize, in place: mode -1 none, 0 max-abs
+ * scaled to 32760, 1.. p-norm (2: euclidean). A zero vector stays zero. */
+void el_api_embd_normalize(float *v, int n, int mode);
+
+/* OpenAI's reply: {"model", "object": "list", "usage": {"prompt_tokens",
+ * "total_tokens"}, "data": [{"embedding": [floats] | "base64", "index",
+ * "object": "embedding"}]}; vecs[i] has dim floats. malloc'd, NULL on OOM.
+ * Floats are written with 9 significant digits (they read back exactly). */
+char *el_api_embeddings_response(const char *model, const float *const *vecs, int n_vecs, int dim, bool base64,
+                                 int prompt_tokens);
+/* llama-server's native reply: [{"index": i, "embedding": [[floats], ...]}]:
+ * rows[i] vectors of dim floats per input (one when pooled, one per token
+ * for pooling none). malloc'd, NULL on OOM. */
+char *el_api_embeddings_native(const float *const *vecs, const int *rows, int n_inputs, int dim);
 
 /* Appends s[0..n) as a JSON string literal (quotes included): sanitised
  * (el_utf8_sanitize, util/utf8.h), NUL as \u0000, control characters escaped. false on OOM. */

@@ -1106,8 +1106,9 @@ el_pkg_check el_pkg_verify(const char *model_path, const el_pkg_verify_opts *o, 
     el_pkg_verify_opts dflt = {0};
     if (!o) o = &dflt;
     char mpath[PATH_MAX];
-    if (!el_pkg_manifest_path(model_path, mpath, sizeof mpath))
-        return el_pkg_fail(err, EL_PKG_ERR_USAGE, "%s: path too long", model_path);
+    if (o->manifest_path ? snprintf(mpath, sizeof mpath, "%s", o->manifest_path) >= (int)sizeof mpath
+                         : !el_pkg_manifest_path(model_path, mpath, sizeof mpath))
+        return el_pkg_fail(err, EL_PKG_ERR_USAGE, "%s: path too long", o->manifest_path ? o->manifest_path : model_path);
     el_manifest m;
     el_pkg_check rc = el_manifest_read(mpath, &m, err);
     if (rc) return rc;

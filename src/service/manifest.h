@@ -213,9 +213,12 @@ typedef struct el_pkg_verify_opts {
     int64_t min_version;        /* 0: no floor */
     int64_t now;                /* 0: time(NULL) */
     const char *device_class;   /* NULL: this machine's ("cpu-x86_64", ...; "cpu" always matches) */
+    const char *manifest_path;  /* NULL: model_path + EL_MANIFEST_SUFFIX; artifacts stay relative to
+                                   the model's folder either way */
 } el_pkg_verify_opts;
 
-/* Verifies the package whose model is model_path (manifest beside it).
+/* Verifies the package whose model is model_path (manifest beside it, or
+ * o->manifest_path).
  * On success *m (if given) holds the manifest (free with el_manifest_free);
  * on failure it is left empty. signed_by[17] (if given) gets the key id that
  * verified, or "" when the signature was skipped. */

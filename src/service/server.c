@@ -93,8 +93,10 @@
  * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
  * and reply shape, built by native_json), /props and /slots (read under
  * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
- * terminal transition), /apply-template, the chat token count, and 501 for
- * embeddings and slot actions. A request may name its slot (id_slot): slots
+ * terminal transition), /apply-template, the chat token count, 501 for
+ * slot actions, and the embeddings routes (h_embeddings: 501 without
+ * --embeddings; else each input runs through el_embed on a slot, queued like
+ * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
  * skip queued requests meant for another slot, and enqueueing wakes every
  * slot. The API key may come as "Authorization: Bearer" or "X-Api-Key".
  * --temp/--seed/--n-predict fill what a request leaves out (apply_defaults).
@@ -260,6 +262,14 @@ struct el_req {
     size_t lp_offset;           /* completions: text_offset of the next token */
     el_generate_stats stats;
     el_error err;
+    /* embeddings (h_embeddings): inputs set before enqueueing; the slot writes
+     * each input's vectors (embd_rows[i] rows of n_embd floats) into embd_vec */
+    bool embd;
+    int embd_k;
+    int32_t **embd_toks;
+    int *embd_n, *embd_rows;
+    float **embd_vec;
+    int embd_norm;              /* embd_normalize of pooled vectors (el_api_embd_normalize) */
 };
 
 typedef struct slot {
@@ -289,6 +299,8 @@ struct el_server {
     slot *slots;
     int n_slots;
     uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
+    int pooling;                /* --embeddings: the el_pooling every embedding request uses */
+    int n_embd;
     /* scheduler state */
     pthread_mutex_t mu;
     pthread_cond_t queue_cv;
@@ -336,6 +348,14 @@ static void req_unref(el_req *r) {
     free(r->prompt);
     free(r->lps);
     free(r->ids);
+    for (int i = 0; i < r->embd_k; i++) {
+        if (r->embd_toks) free(r->embd_toks[i]);
+        if (r->embd_vec) free(r->embd_vec[i]);
+    }
+    free(r->embd_toks);
+    free(r->embd_vec);
+    free(r->embd_n);
+    free(r->embd_rows);
     el_buf_free(&r->out);
     el_buf_free(&r->text);
     pthread_cond_destroy(&r->cv);
@@ -765,8 +785,36 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     if (ok && !native) el_buf_str(tail, "data: [DONE]\n\n"); /* /completion streams end without it */
 }
 
+/* An embeddings request: el_embed for each input on the slot's session. */
+static req_state run_embd(slot *sl, el_req *r) {
+    el_server *s = sl->srv;
+    for (int i = 0; i < r->embd_k; i++) {
+        if (atomic_load(&r->cancel)) return RS_CANCELLED;
+        const size_t cap = (size_t)r->embd_rows[i] * (size_t)s->n_embd;
+        int got = el_embed(sl->sess, r->embd_toks[i], r->embd_n[i], (el_pooling)s->pooling, r->embd_vec[i], cap, &r->err);
+        if (got == -EL_ERR_CANCELLED) return RS_CANCELLED;
+        if (got < 0) return RS_FAILED;
+        el_metrics_tokens(&s->metrics, r->embd_n[i], 0);
+        if (s->pooling != EL_POOLING_NONE) el_api_embd_normalize(r->embd_vec[i], s->n_embd, r->embd_norm);
+    }
+    return atomic_load(&r->cancel) ? RS_CANCELLED : RS_DONE;
+}
+
 static void run_request(slot *sl, el_req *r) {
     el_server *s = sl->srv;
+    if (r->embd) {
+        req_state st = run_embd(sl, r);
+        pthread_mutex_lock(&s->mu);
+        r->session = NULL;
+        sl->cur = NULL;
+        finish_locked(s, r, st);
+        s->busy--;
+        pthread_mutex_unlock(&s->mu);
+        if (s->p.verbose)
+            fprintf(stderr, "edgellm serve: slot %d: embeddings %s: %d inputs\n", sl->idx,
+                    st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->embd_k);
+        return;
+    }
     el_metrics_tokens(&s->metrics, r->n_prompt, 0);
     memset(&r->err, 0, sizeof r->err);
     double t_gen = now_s();
@@ -1440,32 +1488,38 @@ static void apply_defaults(const el_server *s, el_api_request *a) {
 /* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
  * starts with text; control-token text is parsed, as llama-server does), ids
  * checked against the vocabulary. Count, or -1 with e filled. */
-static int native_tokens(el_server *s, el_api_request *a, int32_t **out, el_api_error *e) {
+/* A prompt of text pieces and token ids (/completion, embeddings inputs) as
+ * tokens: text tokenized with control-token parsing (a BOS only before a
+ * leading text piece), ids checked against the vocabulary. The texts are
+ * freed as they are used. The count, or -1 with e filled (param names the
+ * field in errors). */
+static int parts_tokens(el_server *s, el_api_prompt_part *parts, int n_parts, const char *param, int32_t **out,
+                        el_api_error *e) {
     const int nv = el_model_n_vocab(s->model);
     int32_t *toks = NULL;
     size_t n = 0, cap = 0;
-    for (int i = 0; i < a->n_parts; i++) {
+    for (int i = 0; i < n_parts; i++) {
         int32_t *piece = NULL;
         int k = 1;
-        if (a->parts[i].text) {
-            const char *t = a->parts[i].text;
+        if (parts[i].text) {
+            const char *t = parts[i].text;
             k = tokenize_alloc(s->model, t, strlen(t), (i == 0 ? EL_TOK_ADD_SPECIAL : 0) | EL_TOK_PARSE_SPECIAL, &piece);
             if (k < 0) {
                 free(toks);
                 if (k == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
-                else el_api_set_error(e, 400, "invalid_request_error", "prompt", NULL, "prompt[%d] could not be tokenized", i);
+                else el_api_set_error(e, 400, "invalid_request_error", param, NULL, "%s[%d] could not be tokenized", param, i);
                 return -1;
             }
-        } else if (a->parts[i].tok >= nv) {
+        } else if (parts[i].tok >= nv) {
             free(toks);
-            el_api_set_error(e, 400, "invalid_request_error", "prompt", "invalid_value",
-                             "prompt: token id %d is not in the vocabulary [0, %d)", (int)a->parts[i].tok, nv);
+            el_api_set_error(e, 400, "invalid_request_error", param, "invalid_value",
+                             "%s: token id %d is not in the vocabulary [0, %d)", param, (int)parts[i].tok, nv);
             return -1;
         }
         if (n + (size_t)k > (size_t)INT_MAX / 2) {
             free(piece);
             free(toks);
-            el_api_set_error(e, 400, "invalid_request_error", "prompt", NULL, "the prompt is too long");
+            el_api_set_error(e, 400, "invalid_request_error", param, NULL, "the %s is too long", param);
             return -1;
         }
         if (n + (size_t)k > cap) {
@@ -1480,18 +1534,22 @@ static int native_tokens(el_server *s, el_api_request *a, int32_t **out, el_api_
             toks = g;
             cap = nc;
         }
-        if (a->parts[i].text) {
+        if (parts[i].text) {
             if (k > 0) memcpy(toks + n, piece, (size_t)k * sizeof *piece);
         } else {
-            toks[n] = a->parts[i].tok;
+            toks[n] = parts[i].tok;
         }
         n += (size_t)k;
         free(piece);
-        free(a->parts[i].text);
-        a->parts[i].text = NULL;
+        free(parts[i].text);
+        parts[i].text = NULL;
     }
     *out = toks;
     return (int)n;
+}
+
+static int native_tokens(el_server *s, el_api_request *a, int32_t **out, el_api_error *e) {
+    return parts_tokens(s, a->parts, a->n_parts, "prompt", out, e);
 }
 
 /* ignore_eos as llama-server means it: end-of-generation tokens are never
@@ -1515,6 +1573,64 @@ static int ban_eog(el_server *s, el_api_request *a) {
         a->logit_bias[k] = -1e30f;
     }
     return 0;
+}
+
+/* Puts r at the queue's tail (taking the queue's reference). -1 with e
+ * filled (503; h1, v1: a Retry-After header) when the server is stopping or
+ * the queue is full (after dropping requests whose clients are gone). */
+static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1) {
+    pthread_mutex_lock(&s->mu);
+    /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
+    bool stopping = s->stopping, full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
+    el_req *dropped = NULL; /* full: first make room by dropping requests whose clients are gone */
+    if (!stopping && full && queue_drop_gone_locked(s, &dropped))
+        full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
+    if (!stopping && !full) {
+        r->state = RS_QUEUED;
+        req_ref(r); /* the queue's reference */
+        if (s->q_tail) s->q_tail->next = r;
+        else s->q_head = r;
+        s->q_tail = r;
+        s->q_len++;
+        pthread_cond_broadcast(&s->queue_cv); /* every slot: it may be for one in particular (id_slot) */
+    }
+    pthread_mutex_unlock(&s->mu);
+    req_unref_list(dropped);
+    if (stopping) {
+        el_api_set_error(e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        return -1;
+    }
+    if (full) {
+        el_api_set_error(e, 503, "server_error", NULL, "queue_full",
+                         "all %d slots are busy and %d requests are waiting; retry later", s->n_slots, s->p.queue_cap);
+        *h1 = MHD_HTTP_HEADER_RETRY_AFTER;
+        *v1 = "1";
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits (on the connection's own thread) until r is terminal, cancelling it
+ * if its client resets or closes (*gone); a half-closed client still gets
+ * its answer. Returns the terminal state. */
+static req_state wait_done(el_server *s, el_req *r, bool *gone) {
+    pthread_mutex_lock(&s->mu);
+    while (!rs_terminal(r->state)) {
+        struct timespec dl;
+        deadline_in_ms(&dl, SRV_POLL_MS * 2);
+        if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && !*gone && !rs_terminal(r->state)) {
+            pthread_mutex_unlock(&s->mu);
+            if (client_gone(r, true)) { /* reset or closed; a half-closed client still gets its answer */
+                *gone = true;
+                req_cancel(r);
+            }
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    req_state st = r->state;
+    pthread_mutex_unlock(&s->mu);
+    if (st == RS_CANCELLED && !*gone && peer_check(r->conn_fd) == PEER_GONE) *gone = true; /* dropped from the queue */
+    return st;
 }
 
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
@@ -1667,32 +1783,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     }
 
     /* enqueue */
-    pthread_mutex_lock(&s->mu);
-    /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
-    bool stopping = s->stopping, full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
-    el_req *dropped = NULL; /* full: first make room by dropping requests whose clients are gone */
-    if (!stopping && full && queue_drop_gone_locked(s, &dropped))
-        full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
-    if (!stopping && !full) {
-        r->state = RS_QUEUED;
-        req_ref(r); /* the queue's reference */
-        if (s->q_tail) s->q_tail->next = r;
-        else s->q_head = r;
-        s->q_tail = r;
-        s->q_len++;
-        pthread_cond_broadcast(&s->queue_cv); /* every slot: it may be for one in particular (id_slot) */
-    }
-    pthread_mutex_unlock(&s->mu);
-    req_unref_list(dropped);
-    if (stopping) {
-        el_api_set_error(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-        return reject(s, c, r, &e, NULL, NULL);
-    }
-    if (full) {
-        el_api_set_error(&e, 503, "server_error", NULL, "queue_full",
-                         "all %d slots are busy and %d requests are waiting; retry later", s->n_slots, s->p.queue_cap);
-        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    }
+    const char *rh = NULL, *rv = NULL;
+    if (enqueue(s, r, &e, &rh, &rv)) return reject(s, c, r, &e, rh, rv);
 
     if (r->api.stream) {
         /* the HTTP side's reference moves to the response (stream_free) */
@@ -1714,22 +1806,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
 
     /* non-stream: wait here (this connection's own thread), watching the client */
     bool gone = false;
-    pthread_mutex_lock(&s->mu);
-    while (!rs_terminal(r->state)) {
-        struct timespec dl;
-        deadline_in_ms(&dl, SRV_POLL_MS * 2);
-        if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && !gone && !rs_terminal(r->state)) {
-            pthread_mutex_unlock(&s->mu);
-            if (client_gone(r, true)) { /* reset or closed; a half-closed client still gets its answer */
-                gone = true;
-                req_cancel(r);
-            }
-            pthread_mutex_lock(&s->mu);
-        }
-    }
-    req_state st = r->state;
-    pthread_mutex_unlock(&s->mu);
-    if (st == RS_CANCELLED && !gone && peer_check(r->conn_fd) == PEER_GONE) gone = true; /* dropped from the queue */
+    req_state st = wait_done(s, r, &gone);
 
     enum MHD_Result ret;
     if (gone) {
@@ -1957,11 +2034,136 @@ static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, co
     return send_json(c, MHD_HTTP_OK, strdup(buf));
 }
 
-/* Embeddings are not implemented: an honest 501 on every spelling llama-server answers. */
+/* Embeddings (llama-server's handle_embeddings): 501 without --embeddings;
+ * /v1/embeddings answers OpenAI's shape (and refuses pooling none, which has
+ * no single vector), /embeddings and /embedding llama-server's native array —
+ * as does /v1/embeddings for a body with "content" instead of "input". Each
+ * input is tokenized like a /completion prompt (BOS before leading text,
+ * control tokens parsed), must fit a slot's context (400 with the numbers
+ * otherwise), and runs through el_embed on a slot; pooled vectors are
+ * normalised by embd_normalize (default 2, euclidean), per-token ones not. */
+#define SRV_EMBD_MAX_FLOATS (16u << 20) /* floats one request's vectors may take (64 MiB) */
+
 static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    (void)s;
-    (void)cc;
-    return send_error(c, 501, "not_supported_error", NULL, "not_supported", "embeddings are not implemented by edgellm yet");
+    if (!s->p.embeddings)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "This server does not support embeddings. Start it with `--embeddings`");
+    const bool v1 = !strcmp(cc->rt->path, "/v1/embeddings");
+    if (v1 && s->pooling == EL_POOLING_NONE)
+        return send_error(c, 400, "invalid_request_error", NULL, "invalid_value",
+                          "Pooling type 'none' is not OAI compatible. Please use a different pooling type "
+                          "(restart with --pooling mean|cls|last, or use /embeddings)");
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_api_embd_request q;
+    if (el_api_parse_embeddings(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) {
+        budget_release(s, cc);
+        el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+        return send_api_error(c, &e);
+    }
+    el_req *r = req_new(s);
+    if (!r) {
+        el_api_embd_request_free(&q);
+        budget_release(s, cc);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    r->api.id_slot = -1; /* any slot */
+    r->embd_norm = q.normalize;
+    r->embd = true;
+    const bool oai = v1 && q.oai;
+    const int k = q.n_inputs, E = s->n_embd;
+    r->embd_toks = calloc((size_t)k, sizeof *r->embd_toks);
+    r->embd_vec = calloc((size_t)k, sizeof *r->embd_vec);
+    r->embd_n = calloc((size_t)k, sizeof *r->embd_n);
+    r->embd_rows = calloc((size_t)k, sizeof *r->embd_rows);
+    r->embd_k = k;
+    if (!r->embd_toks || !r->embd_vec || !r->embd_n || !r->embd_rows) {
+        el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+        goto bad;
+    }
+    if (q.dimensions && q.dimensions != E) {
+        el_api_set_error(&e, 400, "invalid_request_error", "dimensions", "invalid_value",
+                         "dimensions %d: this model's embeddings have %d (they cannot be shortened)", q.dimensions, E);
+        goto bad;
+    }
+    const char *param = q.oai ? "input" : "content";
+    size_t floats = 0;
+    int total = 0;
+    for (int i = 0; i < k; i++) {
+        int n = parts_tokens(s, q.inputs[i].parts, q.inputs[i].n_parts, param, &r->embd_toks[i], &e);
+        if (n < 0) goto bad;
+        if (n == 0) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "invalid_value", "%s[%d] is empty (no tokens)",
+                             param, i);
+            goto bad;
+        }
+        if (n > s->n_ctx) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "context_length_exceeded",
+                             "%s[%d] (%d tokens) is too large to process: the context is %d tokens", param, i, n,
+                             s->n_ctx);
+            e.n_prompt_tokens = n;
+            e.n_ctx = s->n_ctx;
+            goto bad;
+        }
+        r->embd_n[i] = n;
+        r->embd_rows[i] = s->pooling == EL_POOLING_NONE ? n : 1;
+        floats += (size_t)r->embd_rows[i] * (size_t)E;
+        total += n;
+        if (floats > SRV_EMBD_MAX_FLOATS) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "invalid_value",
+                             "the embeddings of this request would take more than %u floats; send fewer tokens "
+                             "(or use a pooling other than none)", (unsigned)SRV_EMBD_MAX_FLOATS);
+            goto bad;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (!(r->embd_vec[i] = malloc(sizeof(float) * (size_t)r->embd_rows[i] * (size_t)E))) {
+            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+            goto bad;
+        }
+    budget_release(s, cc);
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(r->id, sizeof r->id, "embd-");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->conn_fd = ci ? (int)ci->connect_fd : -1;
+    conn_track *ct = conn_of(c);
+    r->http11 = ct && ct->http11;
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_embd_request_free(&q);
+        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+    }
+    const char *rh = NULL, *rv = NULL;
+    if (enqueue(s, r, &e, &rh, &rv)) {
+        el_api_embd_request_free(&q);
+        return reject(s, c, r, &e, rh, rv);
+    }
+    bool gone = false;
+    req_state st = wait_done(s, r, &gone);
+    enum MHD_Result ret;
+    if (gone) {
+        ret = MHD_NO;
+    } else if (st == RS_DONE) {
+        char *json = oai ? el_api_embeddings_response(q.model ? q.model : s->model_id, (const float *const *)r->embd_vec,
+                                                      k, E, q.base64, total)
+                         : el_api_embeddings_native((const float *const *)r->embd_vec, r->embd_rows, k, E);
+        ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (st == RS_CANCELLED) {
+        ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+    } else {
+        ret = send_error(c, 500, "server_error", NULL, "embedding_failed", "embedding failed: %s: %s",
+                         el_status_name(r->err.code), r->err.msg);
+    }
+    el_api_embd_request_free(&q);
+    req_unref(r);
+    return ret;
+bad:
+    el_api_embd_request_free(&q);
+    budget_release(s, cc);
+    return reject(s, c, r, &e, NULL, NULL);
 }
 
 static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -2504,6 +2706,14 @@ int el_server_load(el_server *s, el_error *err) {
     const char *base = strrchr(s->model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", s->alias ? s->alias : base ? base + 1 : s->model_path);
     if (pick_family(s, err)) return -1;
+    s->n_embd = el_model_n_embd(m);
+    s->pooling = s->p.pooling_set ? s->p.pooling : el_model_pooling(m);
+    if (s->p.embeddings && (s->pooling < EL_POOLING_NONE || s->pooling > EL_POOLING_LAST)) {
+        err->code = EL_ERR_UNSUPPORTED;
+        snprintf(err->msg, sizeof err->msg, "the model asks for pooling type %d, which edgellm cannot compute; "
+                 "give --pooling none|mean|cls|last", s->pooling);
+        return -1;
+    }
 
     int train = el_model_n_ctx_train(m);
     if (s->p.n_ctx > 0) s->n_ctx = s->p.n_ctx;

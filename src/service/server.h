@@ -55,6 +55,10 @@ typedef struct el_server_params {
     bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
     uint64_t seed;
     int n_predict;             /* 0: unset; -1 or N: max_tokens / n_predict of requests that give none */
+    bool embeddings;           /* --embeddings: /v1/embeddings, /embeddings, /embedding answer (else 501) */
+    int pooling;               /* el_pooling, when pooling_set (--pooling); else the model's
+                                  (el_model_pooling: GGUF <arch>.pooling_type, else none, as llama-server) */
+    bool pooling_set;
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -10,7 +10,11 @@ link of libedgellm.a with `--static`), and with CMake `find_package(edgellm)`
 reference model and its output is checked: greedy text equal to the installed
 `edgellm run --temp 0`, cancellation after exactly K tokens, a stop string
 that cuts the text where it first occurs, a chat turn whose reply equals
-`edgellm run` on the rendered prompt, and log lines routed to the app. The
+`edgellm run` on the rendered prompt, log lines routed to the app, and (verify.c, linked with
+libedgellm-package too: its .so, .a, header and edgellm-package.pc) a
+signed package that verifies and loads, a flipped model byte refused by the
+hash check, a wrong key by the key check (each with the CLI's exit status),
+and a store's active model resolved and loaded. The
 prefix is then moved and pkg-config still finds it (relocatable .pc).
 Environment: EL_BUILD_DIR, EL_SOURCE_DIR, EL_SHARED_DIR, CMAKE_COMMAND.
 Exit 0 ok, 1 failure, 77 skipped (no reference models, no pkg-config/cc).
@@ -79,6 +83,13 @@ def body(tmp, llama, gemma):
     check(os.path.isfile(os.path.join(libdir, "libedgellm.a")), "libedgellm.a")
     check(os.path.isfile(os.path.join(libdir, "pkgconfig/edgellm.pc")), "edgellm.pc")
     check(os.path.isfile(os.path.join(libdir, "cmake/edgellm/edgellmConfig.cmake")), "edgellmConfig.cmake")
+    pso = os.path.join(libdir, "libedgellm-package.so")
+    check(os.path.isfile(os.path.join(prefix, "include/edgellm_package.h")), "installed include/edgellm_package.h")
+    check(os.path.islink(pso) and os.readlink(pso) == "libedgellm-package.so.0", "libedgellm-package.so -> .so.0")
+    check(os.path.islink(pso + ".0") and os.readlink(pso + ".0") == f"libedgellm-package.so.{version}",
+          f"libedgellm-package.so.0 -> libedgellm-package.so.{version}")
+    check(os.path.isfile(os.path.join(libdir, "libedgellm-package.a")), "libedgellm-package.a")
+    check(os.path.isfile(os.path.join(libdir, "pkgconfig/edgellm-package.pc")), "edgellm-package.pc")
     check(run([os.path.join(prefix, "bin/edgellm"), "--version"]).stdout.strip() == f"edgellm {version}",
           "installed edgellm --version")
     # the static archive holds the core only: no service/convert objects
@@ -104,6 +115,23 @@ def body(tmp, llama, gemma):
         r = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", os.path.join(SRC, "examples", ex + ".c"), "-o", exe,
                  *cflags, *libs, f"-Wl,-rpath,{libdir}", "-pthread"])
         check(r.returncode == 0, f"pkg-config build of {ex}")
+    pcp = lambda *a: run(["pkg-config", *a, "edgellm-package"], env=env).stdout.split()
+    check(pcp("--modversion") == [version], f"pkg-config edgellm-package --modversion = {version}")
+    pstatic = pcp("--static", "--libs")
+    check("-lsodium" in pstatic and "-lcjson" in pstatic and "-ledgellm" in pstatic,
+          f"pkg-config --static --libs edgellm-package lists libedgellm, libsodium, cJSON: {pstatic}")
+    check("-lsodium" not in pcp("--libs"), "a shared link of libedgellm-package does not need libsodium on the line")
+    r = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", os.path.join(SRC, "examples/verify.c"), "-o",
+             os.path.join(out, "verify"), *pcp("--cflags"), *pcp("--libs"), *libs, f"-Wl,-rpath,{libdir}"])
+    check(r.returncode == 0, "pkg-config build of verify (edgellm-package + edgellm)")
+    archives = {"-ledgellm-package": os.path.join(libdir, "libedgellm-package.a"),
+                "-ledgellm": os.path.join(libdir, "libedgellm.a")}
+    exe = os.path.join(tmp, "verify-static")
+    r = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", os.path.join(SRC, "examples/verify.c"), "-o", exe,
+             *pcp("--cflags"), *[archives.get(a, a) for a in pstatic]])
+    if check(r.returncode == 0, "static pkg-config build of verify"):
+        dyn = run(["readelf", "-d", exe]).stdout
+        check("libedgellm" not in dyn, "the static verify needs neither libedgellm .so")
     bins["pkg-config"] = out
     exe = os.path.join(tmp, "generate-static")
     r = run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", os.path.join(SRC, "examples/generate.c"), "-o", exe,
@@ -161,6 +189,42 @@ def body(tmp, llama, gemma):
           and "[app-log info] loaded llama model" in r.stdout and "[app-log info] session: 256 tokens" in r.stdout
           and "[app-log error] loading /nonexistent/model.gguf failed" in r.stdout
           and "missing file: io" in r.stdout, f"log: {r.stdout!r}")
+
+    # ---- verify before load (libedgellm-package) ----
+    pkg = os.path.join(tmp, "pkg")
+    os.makedirs(pkg)
+    m = os.path.join(pkg, "tiny.gguf")
+    shutil.copyfile(llama, m)
+    key, other = os.path.join(tmp, "release"), os.path.join(tmp, "other")
+    ok = run([cli, "keygen", "--out", key]).returncode == 0 and run([cli, "keygen", "--out", other]).returncode == 0
+    ok = ok and run([cli, "sign", "--key", key + ".sec", m, "--version", "2", "--smoke-n", "4"]).returncode == 0
+    check(ok, "keygen + sign a copy of the tiny model")
+    for kind in ["pkg-config", "cmake", "cmake-static", "verify-static"]:
+        exe = os.path.join(tmp, "verify-static") if kind == "verify-static" else os.path.join(bins[kind], "verify")
+        if not check(os.path.exists(exe), f"{kind}: verify example built"):
+            continue
+        r = run([exe, m, "--pub", key + ".pub"])
+        check(r.returncode == 0 and "ok: package tiny v2, signature verified" in r.stdout
+              and "loaded llama model" in r.stdout, f"{kind} verify of a good package: {r.stdout!r}")
+    vx = os.path.join(bins["pkg-config"], "verify")
+    r = subprocess.run([vx, m, "--pub", other + ".pub"], capture_output=True, text=True)
+    check(r.returncode == 14 and r.stdout.startswith("refused: key check failed"), f"wrong key: {r.returncode} {r.stdout!r}")
+    cli_r = subprocess.run([cli, "verify", "--pub", other + ".pub", m], capture_output=True, text=True)
+    check(cli_r.returncode == r.returncode, f"same exit status as edgellm verify ({cli_r.returncode})")
+    store = os.path.join(tmp, "store")
+    r = run([cli, "install", m, "--store", store, "--pub", key + ".pub"])
+    if check(r.returncode == 0, "edgellm install into a store"):
+        r = run([vx, "--store", store])
+        check(r.returncode == 0 and "ok: package tiny v2" in r.stdout and "loaded llama model" in r.stdout,
+              f"the store's active model: {r.stdout!r}")
+        r = run([vx, m, "--store", store])
+        check(r.returncode == 0, f"a package checked against the store's key: {r.stdout!r}")
+    data = bytearray(open(m, "rb").read())
+    data[len(data) // 2] ^= 0x01
+    open(m, "wb").write(bytes(data))
+    r = subprocess.run([vx, m, "--pub", key + ".pub"], capture_output=True, text=True)
+    check(r.returncode == 21 and r.stdout.startswith("refused: hash check failed") and "loaded" not in r.stdout,
+          f"a flipped model byte: {r.returncode} {r.stdout!r}")
 
     # ---- relocation: move the prefix, pkg-config follows ----
     moved = os.path.join(tmp, "moved")
