@@ -29,7 +29,8 @@ class el_model_params(Structure):
 
 
 class el_session_params(Structure):
-    _fields_ = [("n_ctx", c_int), ("n_batch", c_int), ("swa_full", c_int), ("reserved", c_void_p * 6)]
+    _fields_ = [("n_ctx", c_int), ("n_batch", c_int), ("swa_full", c_int), ("n_draft_max", c_int),
+                ("reserved", c_void_p * 6)]
 
 
 class el_sampling(Structure):
@@ -39,14 +40,22 @@ class el_sampling(Structure):
                 ("logit_bias_id", POINTER(c_int32)), ("logit_bias", POINTER(c_float))]
 
 
+class el_spec_params(Structure):
+    _fields_ = [("mode", c_int), ("n_draft_max", c_int), ("n_draft_min", c_int), ("ngram_min", c_int),
+                ("ngram_max", c_int), ("fixed", c_int), ("prediction", POINTER(c_int32)), ("n_prediction", c_int),
+                ("reserved", c_int * 7)]
+
+
 class el_generate_params(Structure):
     _fields_ = [("max_tokens", c_int), ("ignore_eos", c_bool), ("stop", POINTER(c_char_p)),
-                ("n_top_logprobs", c_int), ("sampling", el_sampling), ("reserved", c_void_p * 8)]
+                ("n_top_logprobs", c_int), ("sampling", el_sampling), ("spec", POINTER(el_spec_params)),
+                ("reserved", c_void_p * 7)]
 
 
 class el_generate_stats(Structure):
     _fields_ = [("n_prompt", c_int), ("n_generated", c_int), ("prefill_ms", c_double), ("decode_ms", c_double),
-                ("ttft_ms", c_double), ("finish", c_int), ("reserved", c_int * 8)]
+                ("ttft_ms", c_double), ("finish", c_int), ("n_drafted", c_int), ("n_accepted", c_int),
+                ("n_spec_rounds", c_int), ("n_plain_steps", c_int), ("reserved", c_int * 4)]
 
 
 class el_token_info(Structure):
