@@ -68,6 +68,12 @@ typedef struct cli_opts {
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
     uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
+    /* routing (serve): src/service/router.h */
+    const char *policy;        /* --policy FILE */
+    const char *cloud_url;     /* --cloud-url URL */
+    const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
+    const char *cloud_model;   /* --cloud-model NAME */
+    const char *thermal_source; /* --thermal-source FILE */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */

@@ -137,6 +137,16 @@ static void print_usage(FILE *f) {
 "                              the API; default: same-origin only, other Origins get 403\n"
 "  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"  routing (README: Routing): every generation request is routed local, cloud or\n"
+"  declined before it runs; the route is in X-Edgellm-Route and \"edgellm\".\"route\"\n"
+"      --policy FILE           versioned routing policy (JSON; refused at startup if\n"
+"                              malformed); with it, a model that fails to verify or\n"
+"                              load leaves the server up with no local route\n"
+"      --cloud-url URL         OpenAI-compatible endpoint (base URL ending in /v1)\n"
+"      --cloud-key-file FILE   its bearer key (else $EDGELLM_CLOUD_KEY)\n"
+"      --cloud-model NAME      the model name sent to the cloud\n"
+"      --thermal-source FILE   read the temperature (millidegrees C) from FILE instead\n"
+"                              of /sys/class/thermal\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -477,7 +487,8 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS
+    F_ALIAS, F_NOSLOTS,
+    F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC
 };
 
 typedef struct flag_def {
@@ -538,6 +549,12 @@ static const flag_def FLAGS[] = {
     /* memory: admission against a budget (memory/capacity.h) */
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
+    /* routing (serve): src/service/router.h */
+    {NULL, "--policy", F_POLICY, true, C_SERVE},
+    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
+    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
+    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
+    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -685,6 +702,18 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             if (el_parse_size(val, &o->mem_floor, e, sizeof e)) return cli_usage_error(cmd, "--mem-floor: %s", e);
             break;
         }
+        case F_POLICY: o->policy = val; break;
+        case F_CLOUDURL:
+            if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+                return cli_usage_error(cmd, "--cloud-url: expected http://... or https://..., got '%s'", val);
+            o->cloud_url = val;
+            break;
+        case F_CLOUDKEY: o->cloud_key_file = val; break;
+        case F_CLOUDMODEL:
+            if (!*val || strlen(val) > 200) return cli_usage_error(cmd, "--cloud-model: expected 1..200 bytes");
+            o->cloud_model = val;
+            break;
+        case F_THERMALSRC: o->thermal_source = val; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
