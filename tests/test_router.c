@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "service/cloud.h"
 #include "service/policy.h"
 #include "service/router.h"
 #include "service/thermal.h"
@@ -369,6 +370,46 @@ static void t_json(void) {
     free(j);
 }
 
+/* ---- the cloud stream relay (its checks, on bytes already received) ---- */
+
+static char *relay_all(const char *in) {
+    el_route r;
+    memset(&r, 0, sizeof r);
+    r.source = EL_ROUTE_CLOUD;
+    snprintf(r.reason, sizeof r.reason, "thermal_hot");
+    snprintf(r.policy_version, sizeof r.policy_version, "v1");
+    el_cloud_relay *rl = el_cloud_relay_detached(&r, in, strlen(in));
+    char *out = calloc(1, 65536);
+    size_t n = 0, k;
+    while ((k = el_cloud_relay_read(rl, out + n, 7)) > 0) n += k; /* small reads: frames cross read boundaries */
+    out[n] = 0;
+    el_cloud_relay_close(rl);
+    return out;
+}
+
+static void t_relay(void) {
+    /* a clean stream: passed on, the route on the first event, a spoofed route dropped */
+    char *o = relay_all("data: {\"id\":1,\"edgellm\":{\"route\":{\"source\":\"local\"}}}\r\n\r\n: comment\n\n"
+                        "data: {\"id\":2}\n\ndata: [DONE]\n\n");
+    CHECKF(!strcmp(o, "data: {\"edgellm\":{\"route\":{\"source\":\"cloud\",\"reason\":\"thermal_hot\",\"detail\":\"\","
+                      "\"policy_version\":\"v1\",\"data_class\":\"\",\"class_source\":\"default\",\"cached\":false}},\"id\":1}\n\n"
+                      "data: {\"id\":2}\n\ndata: [DONE]\n\n"), "%s", o);
+    free(o);
+    /* stops mid-way (no [DONE]): typed error event, then [DONE]; nothing else added */
+    o = relay_all("data: {\"id\":1}\n\ndata: {\"id\":");
+    CHECKF(strstr(o, "\"code\":\"cloud_stream_broken\"") && strstr(o, "data: [DONE]\n\n") &&
+           !strstr(o, "\"id\":2") && strstr(o, "\"type\":\"cloud_error\""), "%s", o);
+    free(o);
+    /* garbage event: typed error, the rest is not relayed */
+    o = relay_all("data: {\"id\":1}\n\ndata: <html>oops</html>\n\ndata: {\"id\":3}\n\ndata: [DONE]\n\n");
+    CHECKF(strstr(o, "\"code\":\"cloud_bad_response\"") && !strstr(o, "\"id\":3") && !strstr(o, "<html>"), "%s", o);
+    free(o);
+    /* nothing at all */
+    o = relay_all("");
+    CHECK(strstr(o, "cloud_stream_broken") != NULL);
+    free(o);
+}
+
 /* ---- thermal ---- */
 
 static void t_thermal_pure(void) {
@@ -457,6 +498,7 @@ int main(void) {
     t_router_cache();
     t_meta();
     t_json();
+    t_relay();
     t_thermal_pure();
     t_thermal_sampler();
     printf("%d checks, %d failures\n", el_test_checks, el_test_failures);

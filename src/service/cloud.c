@@ -483,6 +483,18 @@ size_t el_cloud_relay_read(el_cloud_relay *r, char *buf, size_t max) {
     }
 }
 
+el_cloud_relay *el_cloud_relay_detached(const el_route *route, const char *bytes, size_t n) {
+    el_cloud_relay *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->route = *route;
+    r->last_out = ms_now();
+    if (n && !el_buf_append(&r->x.in, bytes, n)) {
+        el_cloud_relay_close(r);
+        return NULL;
+    }
+    return r;
+}
+
 bool el_cloud_relay_ok(const el_cloud_relay *r) { return r && r->ended && r->ok && !r->failed; }
 
 void el_cloud_relay_close(el_cloud_relay *r) {

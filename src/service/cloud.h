@@ -74,6 +74,10 @@ el_cloud_relay *el_cloud_relay_open(el_cloud *c, const char *path, const char *b
 /* Up to max bytes of checked SSE for the client: > 0 bytes, 0 at the end
  * (after [DONE] or the error event). Blocks until there is something. */
 size_t el_cloud_relay_read(el_cloud_relay *r, char *buf, size_t max);
+/* A relay over bytes already received (no transfer): reading it checks and
+ * relays them exactly as a live stream's, then ends as a stream whose
+ * connection closed there. For tests and fuzz/fuzz_policy.c. */
+el_cloud_relay *el_cloud_relay_detached(const el_route *route, const char *bytes, size_t n);
 /* Whether the stream ended cleanly ([DONE] seen, no error). */
 bool el_cloud_relay_ok(const el_cloud_relay *r);
 void el_cloud_relay_close(el_cloud_relay *r);
