@@ -669,9 +669,13 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
     return json;
 }
 
+/* Whether r's answers carry the route member: all but a /completion that
+ * asked for only some fields (response_fields; its header still has it). */
+static bool route_in_body(const el_req *r) { return !(r->api.kind == EL_API_NATIVE && r->api.n_resp_fields > 0); }
+
 /* The route member on a stream's first frame (json consumed; NULL on OOM). */
 static char *route_first(el_req *r, char *json) {
-    if (!json || r->route_sent) return json;
+    if (!json || r->route_sent || !route_in_body(r)) return json;
     r->route_sent = true;
     return el_route_inject(json, &r->route);
 }
@@ -2008,7 +2012,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
                                                                     r->text.p, r->text.len, fin, u, lj);
         free(lj);
-        ret = json ? send_routed(c, MHD_HTTP_OK, el_route_inject(json, &r->route), &r->route, NULL, NULL)
+        ret = json ? send_routed(c, MHD_HTTP_OK, route_in_body(r) ? el_route_inject(json, &r->route) : json, &r->route,
+                                 NULL, NULL)
                    : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
         ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
