@@ -239,7 +239,7 @@ void el_route_decide(const el_policy *p, const el_route_req *x, const el_route_d
     if (cloud_ok && x->deadline_ms > 0 && r->est_local_ms > x->deadline_ms) {
         go(r, EL_ROUTE_CLOUD, "deadline");
         snprintf(r->detail, sizeof r->detail,
-                 "local estimate %.0f ms (%.1f t/s decode x thermal factor %.2f) exceeds the deadline of %.0f ms",
+                 "local estimate %.0f ms (%.1f t/s decode x thermal factor %.2f) exceeds the deadline of %g ms",
                  r->est_local_ms, s->local_tg_tps, s->thermal_factor, x->deadline_ms);
         return;
     }
@@ -251,10 +251,10 @@ void el_route_decide(const el_policy *p, const el_route_req *x, const el_route_d
         snprintf(r->detail, sizeof r->detail, "the local model can run it");
     }
     if (x->deadline_ms > 0 && r->est_local_ms > x->deadline_ms)
-        snprintf(r->detail, sizeof r->detail, "local estimate %.0f ms exceeds the deadline of %.0f ms, but %.150s",
+        snprintf(r->detail, sizeof r->detail, "local estimate %.0f ms exceeds the deadline of %g ms, but %.150s",
                  r->est_local_ms, x->deadline_ms, why_not_cloud ? why_not_cloud : "the cloud may not take it");
     else if (x->deadline_ms > 0 && r->est_local_ms > 0)
-        snprintf(r->detail, sizeof r->detail, "local estimate %.0f ms is within the deadline of %.0f ms",
+        snprintf(r->detail, sizeof r->detail, "local estimate %.0f ms is within the deadline of %g ms",
                  r->est_local_ms, x->deadline_ms);
 }
 
