@@ -54,6 +54,7 @@ static void check_policy(const uint8_t *data, size_t size) {
     REQUIRE(p.max_tokens_derated >= 1 && p.slots_derated >= 1 && p.sample_ms >= 50 && p.sample_ms <= 60000);
     REQUIRE(p.battery_min_percent >= 0 && p.battery_min_percent <= 100);
     REQUIRE(p.cloud_timeout_s >= 1 && p.cloud_down_s >= 0);
+    REQUIRE(p.canary_ratio >= 0 && p.canary_ratio <= 1);
 }
 
 static void check_meta(const uint8_t *data, size_t size) {

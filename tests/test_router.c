@@ -56,7 +56,9 @@ static void t_policy_good(void) {
     CHECK(!strcmp(el_policy_strictest(&p)->name, "health"));
     CHECK(p.derate_c == 70 && p.hot_c == 85 && p.hysteresis_c == 5 && p.max_tokens_derated == 32);
     CHECK(p.slots_derated == 1 && p.sample_ms == 100 && p.battery_min_percent == 20);
-    CHECK(p.cloud_down_s == 10 && p.cloud_timeout_s == 30 && !p.prefer_cloud);
+    CHECK(p.cloud_down_s == 10 && p.cloud_timeout_s == 30 && !p.prefer_cloud && p.canary_ratio == 0);
+    CHECK(parse("{\"format\":\"edgellm-policy/1\",\"version\":\"v\",\"classes\":{\"a\":{\"cloud\":\"never\"}},"
+                "\"canary\":{\"ratio\":0.25}}", &p, err, sizeof err) == 0 && p.canary_ratio == 0.25);
     /* strictest is by rule, not by position */
     CHECK(parse("{\"format\":\"edgellm-policy/1\",\"version\":\"v\",\"classes\":{\"a\":{\"cloud\":\"allowed\","
                 "\"legal_basis\":\"x\"},\"b\":{\"cloud\":\"with_consent\",\"legal_basis\":\"y\"}}}",
@@ -112,6 +114,9 @@ static void t_policy_hostile(void) {
     refused(HEAD CLS ",\"cloud\":{\"timeout_s\":0}}", "cloud.timeout_s");
     refused(HEAD CLS ",\"cloud\":{\"down_for_s\":-1}}", "cloud.down_for_s");
     refused(HEAD CLS ",\"cloud\":{\"url\":\"http://x\"}}", "cloud: unknown key \"url\"");
+    refused(HEAD CLS ",\"canary\":{\"ratio\":1.5}}", "canary.ratio: 1.5 is out of range");
+    refused(HEAD CLS ",\"canary\":{\"share\":0.1}}", "canary: unknown key");
+    refused(HEAD CLS ",\"canary\":0.1}", "canary: expected an object");
     {   /* a NUL byte inside the text */
         char doc[] = HEAD CLS "}";
         doc[20] = 0;
@@ -313,6 +318,46 @@ static void t_router_cache(void) {
     x.deadline_ms = 500; /* 0.1 + 1.0 s > 0.5 s */
     el_router_decide(rt, &x, &s, &a);
     CHECK(a.source == EL_ROUTE_CLOUD && !strcmp(a.reason, "deadline") && !a.cached);
+    /* canary: ratio 1 marks every local, cloud-eligible, non-streamed decision; never a local-only class */
+    el_policy pc = P;
+    pc.canary_ratio = 1.0;
+    el_router *cr = el_router_new(&pc, true);
+    el_route_device h2 = healthy();
+    el_router_device(cr, &h2);
+    el_route_req cx = req("public", false);
+    cx.canary_capable = true;
+    el_router_decide(cr, &cx, &h2, &a);
+    el_router_decide(cr, &cx, &h2, &b); /* cached decision: drawn afresh */
+    CHECK(a.source == EL_ROUTE_LOCAL && a.canary && b.cached && b.canary);
+    char *cj = el_route_json(&a);
+    CHECK(cj && strstr(cj, "\"canary\":true") && strstr(cj, "\"legal_basis\":\"contract\""));
+    free(cj);
+    cx = req("health", false);
+    cx.canary_capable = true;
+    el_router_decide(cr, &cx, &h2, &a);
+    CHECK(a.source == EL_ROUTE_LOCAL && !a.canary);
+    cx = req("chat", false); /* with_consent, no consent: not eligible */
+    cx.canary_capable = true;
+    el_router_decide(cr, &cx, &h2, &a);
+    CHECK(!a.canary);
+    cx = req("public", false);
+    cx.canary_capable = false; /* a stream */
+    el_router_decide(cr, &cx, &h2, &a);
+    CHECK(!a.canary);
+    CHECK(el_router_canary_begin(cr));
+    el_router_canary_record(cr, true, true, 10, 20);
+    el_router_canary_record(cr, true, false, 10, 20);
+    el_router_canary_record(cr, false, false, 10, 0);
+    el_router_canary_end(cr);
+    char *cm = el_router_metrics(cr);
+    CHECK(cm && strstr(cm, "edgellm_route_canary_total{outcome=\"agreed\"} 1\n") &&
+          strstr(cm, "edgellm_route_canary_total{outcome=\"differed\"} 1\n") &&
+          strstr(cm, "edgellm_route_canary_total{outcome=\"cloud_failed\"} 1\n") &&
+          strstr(cm, "edgellm_route_canary_latency_ms_sum{side=\"cloud\"} 40.0"));
+    free(cm);
+    el_router_canary_drain(cr);
+    CHECK(!el_router_canary_begin(cr)); /* draining: no new canary */
+    el_router_free(cr);
     char *m = el_router_metrics(rt);
     CHECK(m && strstr(m, "edgellm_route_decisions_total{source=\"cloud\",reason=\"deadline\"} 1"));
     CHECK(m && strstr(m, "edgellm_route_cache_hits_total 1"));

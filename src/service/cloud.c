@@ -13,6 +13,7 @@
  */
 #include "service/cloud.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -497,6 +498,8 @@ el_cloud_relay *el_cloud_relay_detached(const el_route *route, const char *bytes
 
 bool el_cloud_relay_ok(const el_cloud_relay *r) { return r && r->ended && r->ok && !r->failed; }
 
+bool el_cloud_relay_broken(const el_cloud_relay *r) { return r && r->ended && r->failed; }
+
 void el_cloud_relay_close(el_cloud_relay *r) {
     if (!r) return;
     if (r->m) {
@@ -506,4 +509,123 @@ void el_cloud_relay_close(el_cloud_relay *r) {
     xfer_free(&r->x);
     el_buf_free(&r->out);
     free(r);
+}
+
+/* ---- the canary ----------------------------------------------------------- */
+
+struct el_cloud_canary {
+    pthread_mutex_t mu;
+    int refs;                 /* the local side's and the thread's */
+    el_cloud *c;
+    el_router *rt;
+    char path[32];
+    char *body;
+    bool chat;
+    bool local_done, local_ok, cloud_done, cloud_ok;
+    char *local_text, *cloud_text;
+    size_t local_len, cloud_len;
+    double local_ms, cloud_ms;
+};
+
+/* Both sides done (k->mu held): the comparison, once. */
+static void canary_compare_locked(el_cloud_canary *k) {
+    if (!k->local_done || !k->cloud_done || !k->local_ok) return; /* a local side that failed compares nothing */
+    const bool agree = k->cloud_ok && k->cloud_len == k->local_len &&
+                       (k->local_len == 0 || !memcmp(k->cloud_text, k->local_text, k->local_len));
+    el_router_canary_record(k->rt, k->cloud_ok, agree, k->local_ms, k->cloud_ms);
+}
+
+static void canary_unref(el_cloud_canary *k) {
+    pthread_mutex_lock(&k->mu);
+    const bool last = --k->refs == 0;
+    pthread_mutex_unlock(&k->mu);
+    if (!last) return;
+    el_router *rt = k->rt;
+    pthread_mutex_destroy(&k->mu);
+    free(k->body);
+    free(k->local_text);
+    free(k->cloud_text);
+    free(k);
+    el_router_canary_end(rt);
+}
+
+/* The answer's text: choices[0].message.content (chat) or choices[0].text. */
+static char *canary_text(const char *json, bool chat, size_t *len) {
+    cJSON *o = cJSON_Parse(json);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
+    const cJSON *t = chat ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c0, "message"), "content")
+                          : cJSON_GetObjectItemCaseSensitive(c0, "text");
+    char *out = cJSON_IsString(t) && t->valuestring ? strdup(t->valuestring) : NULL;
+    *len = out ? strlen(out) : 0;
+    cJSON_Delete(o);
+    return out;
+}
+
+static void *canary_main(void *arg) {
+    el_cloud_canary *k = arg;
+    el_cloud_reply rep;
+    const double t0 = ms_now();
+    el_cloud_call(k->c, k->path, k->body, strlen(k->body), &rep);
+    size_t len = 0;
+    char *text = rep.kind == EL_CLOUD_OK ? canary_text(rep.body, k->chat, &len) : NULL;
+    el_cloud_reply_free(&rep);
+    pthread_mutex_lock(&k->mu);
+    k->cloud_done = true;
+    k->cloud_ok = text != NULL;
+    k->cloud_text = text;
+    k->cloud_len = len;
+    k->cloud_ms = ms_now() - t0;
+    canary_compare_locked(k);
+    pthread_mutex_unlock(&k->mu);
+    canary_unref(k);
+    return NULL;
+}
+
+el_cloud_canary *el_cloud_canary_start(el_cloud *c, el_router *rt, const char *path, char *body, bool chat) {
+    if (!c || !rt || !body || !el_router_canary_begin(rt)) {
+        free(body);
+        return NULL;
+    }
+    el_cloud_canary *k = calloc(1, sizeof *k);
+    if (!k) {
+        free(body);
+        el_router_canary_end(rt);
+        return NULL;
+    }
+    pthread_mutex_init(&k->mu, NULL);
+    k->refs = 2;
+    k->c = c;
+    k->rt = rt;
+    snprintf(k->path, sizeof k->path, "%s", path);
+    k->body = body;
+    k->chat = chat;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    const int rc = pthread_create(&th, &at, canary_main, k);
+    pthread_attr_destroy(&at);
+    if (rc) {
+        k->refs = 1; /* no thread: only the caller's; nothing was sent */
+        el_cloud_canary_local(k, false, NULL, 0, 0);
+        return NULL;
+    }
+    return k;
+}
+
+void el_cloud_canary_local(el_cloud_canary *k, bool ok, const char *text, size_t len, double local_ms) {
+    if (!k) return;
+    pthread_mutex_lock(&k->mu);
+    k->local_done = true;
+    k->local_ok = ok && (text || len == 0);
+    if (k->local_ok && len) {
+        k->local_text = malloc(len);
+        if (k->local_text) memcpy(k->local_text, text, len);
+        else k->local_ok = false;
+    }
+    k->local_len = k->local_ok ? len : 0;
+    k->local_ms = local_ms;
+    canary_compare_locked(k);
+    pthread_mutex_unlock(&k->mu);
+    canary_unref(k);
 }

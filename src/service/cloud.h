@@ -80,6 +80,20 @@ size_t el_cloud_relay_read(el_cloud_relay *r, char *buf, size_t max);
 el_cloud_relay *el_cloud_relay_detached(const el_route *route, const char *bytes, size_t n);
 /* Whether the stream ended cleanly ([DONE] seen, no error). */
 bool el_cloud_relay_ok(const el_cloud_relay *r);
+/* Whether it ended in a failure (cut, garbage, an error event); false while
+ * it runs (a client that left mid-stream is not the cloud's failure). */
+bool el_cloud_relay_broken(const el_cloud_relay *r);
 void el_cloud_relay_close(el_cloud_relay *r);
+
+/* The canary (router.h): the same request also sent to the cloud, in a
+ * thread of its own, while it runs locally; when both ended the router
+ * records whether the texts were equal and the two latencies — never the
+ * text. start takes body (malloc'd); NULL when none could start (the
+ * router is draining, or no memory): then nothing was sent. local reports
+ * the local side once (text of the answer, ok false when it did not
+ * complete) and gives up the caller's reference. */
+typedef struct el_cloud_canary el_cloud_canary;
+el_cloud_canary *el_cloud_canary_start(el_cloud *c, el_router *rt, const char *path, char *body, bool chat);
+void el_cloud_canary_local(el_cloud_canary *k, bool ok, const char *text, size_t len, double local_ms);
 
 #endif

@@ -161,7 +161,8 @@ static void line_col(const char *text, size_t len, size_t off, int *line, int *c
 /* ---- the document -------------------------------------------------------- */
 
 static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
-    static const char *const top_keys[] = {"format", "version", "classes", "prefer", "thermal", "battery", "cloud", NULL};
+    static const char *const top_keys[] = {"format", "version", "classes", "prefer", "thermal", "battery", "cloud",
+                                           "canary", NULL};
     if (get_obj(root, "policy", err, cap) || check_keys(root, "policy", top_keys, err, cap)) return -1;
 
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -279,6 +280,16 @@ static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
         if ((v = cJSON_GetObjectItemCaseSensitive(cl, "timeout_s"))) {
             if (get_num(v, "cloud.timeout_s", 1, 3600, true, &d, err, cap)) return -1;
             p->cloud_timeout_s = (int)d;
+        }
+    }
+    const cJSON *can = cJSON_GetObjectItemCaseSensitive(root, "canary");
+    if (can) {
+        static const char *const can_keys[] = {"ratio", NULL};
+        if (get_obj(can, "canary", err, cap) || check_keys(can, "canary", can_keys, err, cap)) return -1;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(can, "ratio");
+        if (v) {
+            if (get_num(v, "canary.ratio", 0, 1, false, &d, err, cap)) return -1;
+            p->canary_ratio = d;
         }
     }
     return 0;

@@ -10,7 +10,7 @@
  *     "version" string (recorded with every decision), "classes" (1..32
  *     named classes, each {"cloud": "never"|"with_consent"|"allowed",
  *     "legal_basis": string, required unless "never"}) and optional
- *     "prefer", "thermal", "battery", "cloud" objects. Any other key, a
+ *     "prefer", "thermal", "battery", "cloud", "canary" objects. Any other key, a
  *     duplicate key, a wrong type, a value out of range or an unknown format
  *     is refused with a message naming the JSON path (and, for a syntax
  *     error, the line and column). Nothing is half-filled on failure: *out
@@ -54,6 +54,8 @@ typedef struct el_policy {
     int battery_min_percent;    /* below this and discharging, local generation is avoided (0: off) */
     int cloud_down_s;           /* a failed cloud call marks the cloud down this long (0..3600) */
     int cloud_timeout_s;        /* whole cloud request (1..3600) */
+    double canary_ratio;        /* "canary": {"ratio": 0..1}: the share of cloud-eligible requests routed
+                                   local (not streamed) that also run in the cloud, to compare (0: off) */
 } el_policy;
 
 /* The built-in policy (version "builtin-1"): local_only (never),

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,7 @@ void el_route_decide(const el_policy *p, const el_route_req *x, const el_route_d
         why_not_cloud = wn;
     }
     const bool cloud_ok = why_not_cloud == NULL;
+    r->cloud_eligible = cloud_ok;
     if (cloud_ok) snprintf(r->legal_basis, sizeof r->legal_basis, "%s", k->legal_basis);
 
     /* can local run it? */
@@ -273,6 +275,10 @@ static cJSON *route_cjson(const el_route *r) {
     if (r->source == EL_ROUTE_DECLINED) cJSON_AddStringToObject(o, "advice", r->advice);
     if (r->est_local_ms > 0) cJSON_AddNumberToObject(o, "estimate_ms", round(r->est_local_ms));
     cJSON_AddBoolToObject(o, "cached", r->cached);
+    if (r->canary) { /* the request also went to the cloud, to compare: the client is told */
+        cJSON_AddBoolToObject(o, "canary", true);
+        cJSON_AddStringToObject(o, "legal_basis", r->legal_basis);
+    }
     return o;
 }
 
@@ -397,6 +403,13 @@ struct el_router {
     el_route_source reason_src[N_REASONS];
     long reason_n[N_REASONS];
     int n_reasons;
+    /* canary */
+    pthread_cond_t canary_cv;
+    int canary_active;
+    bool canary_draining;
+    unsigned long long rng;
+    long canary_started, canary_compared, canary_agreed, canary_cloud_failed;
+    double canary_local_ms, canary_cloud_ms; /* sums over the compared ones */
 };
 
 static double mono_s(void) {
@@ -411,12 +424,19 @@ el_router *el_router_new(const el_policy *p, bool cloud_configured) {
     r->p = *p;
     r->cloud_configured = cloud_configured;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->canary_cv, NULL);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->rng = ((unsigned long long)ts.tv_nsec << 20) ^ (unsigned long long)ts.tv_sec ^ (unsigned long long)(uintptr_t)r;
+    if (!r->rng) r->rng = 88172645463325252ull;
     return r;
 }
 
 void el_router_free(el_router *r) {
     if (!r) return;
+    el_router_canary_drain(r);
     pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->canary_cv);
     free(r);
 }
 
@@ -465,6 +485,57 @@ static void count_locked(el_router *r, const el_route *d) {
     }
 }
 
+/* The canary draw (after the decision: a cached decision is drawn afresh). */
+static void maybe_canary(el_router *r, const el_route_req *x, el_route *out) {
+    out->canary = false;
+    if (out->source != EL_ROUTE_LOCAL || !out->cloud_eligible || !x->canary_capable || r->p.canary_ratio <= 0) return;
+    pthread_mutex_lock(&r->mu);
+    r->rng ^= r->rng << 13; /* xorshift64 */
+    r->rng ^= r->rng >> 7;
+    r->rng ^= r->rng << 17;
+    const double u = (double)(r->rng >> 11) / 9007199254740992.0;
+    pthread_mutex_unlock(&r->mu);
+    out->canary = u < r->p.canary_ratio;
+}
+
+bool el_router_canary_begin(el_router *r) {
+    pthread_mutex_lock(&r->mu);
+    bool ok = !r->canary_draining;
+    if (ok) {
+        r->canary_active++;
+        r->canary_started++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+void el_router_canary_end(el_router *r) {
+    pthread_mutex_lock(&r->mu);
+    r->canary_active--;
+    pthread_cond_broadcast(&r->canary_cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void el_router_canary_record(el_router *r, bool cloud_ok, bool agree, double local_ms, double cloud_ms) {
+    pthread_mutex_lock(&r->mu);
+    if (!cloud_ok) {
+        r->canary_cloud_failed++;
+    } else {
+        r->canary_compared++;
+        if (agree) r->canary_agreed++;
+        r->canary_local_ms += local_ms;
+        r->canary_cloud_ms += cloud_ms;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void el_router_canary_drain(el_router *r) {
+    pthread_mutex_lock(&r->mu);
+    r->canary_draining = true;
+    while (r->canary_active > 0) pthread_cond_wait(&r->canary_cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
 void el_router_decide(el_router *r, const el_route_req *x, const el_route_device *s, el_route *out) {
     /* without a deadline the decision reads only what the key holds (the
      * local estimate is reported, not used): a cached one is exact */
@@ -478,6 +549,7 @@ void el_router_decide(el_router *r, const el_route_req *x, const el_route_device
         r->cache_hits++;
         count_locked(r, out);
         pthread_mutex_unlock(&r->mu);
+        maybe_canary(r, x, out);
         return;
     }
     pthread_mutex_unlock(&r->mu);
@@ -492,6 +564,7 @@ void el_router_decide(el_router *r, const el_route_req *x, const el_route_device
     }
     count_locked(r, out);
     pthread_mutex_unlock(&r->mu);
+    maybe_canary(r, x, out);
 }
 
 void el_router_cloud_result(el_router *r, bool ok, double rtt_ms) {
@@ -545,6 +618,17 @@ char *el_router_health_json(el_router *r) {
             cJSON_AddNumberToObject(k, "hits", (double)r->cache_hits);
             cJSON_AddNumberToObject(k, "misses", (double)r->cache_misses);
         }
+        cJSON *cn = cJSON_AddObjectToObject(o, "canary");
+        if (cn) {
+            cJSON_AddNumberToObject(cn, "ratio", r->p.canary_ratio);
+            cJSON_AddNumberToObject(cn, "started", (double)r->canary_started);
+            cJSON_AddNumberToObject(cn, "compared", (double)r->canary_compared);
+            cJSON_AddNumberToObject(cn, "agreed", (double)r->canary_agreed);
+            cJSON_AddNumberToObject(cn, "cloud_failed", (double)r->canary_cloud_failed);
+            const double n = r->canary_compared ? (double)r->canary_compared : 1;
+            cJSON_AddNumberToObject(cn, "mean_local_ms", round(r->canary_local_ms / n * 10) / 10);
+            cJSON_AddNumberToObject(cn, "mean_cloud_ms", round(r->canary_cloud_ms / n * 10) / 10);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -553,7 +637,7 @@ char *el_router_health_json(el_router *r) {
 }
 
 char *el_router_metrics(el_router *r) {
-    size_t cap = 4096;
+    size_t cap = 8192;
     char *b = malloc(cap);
     if (!b) return NULL;
     pthread_mutex_lock(&r->mu);
@@ -573,9 +657,19 @@ char *el_router_metrics(el_router *r) {
                               "# HELP edgellm_route_cloud_rtt_ms Time to the first byte of the last cloud answer.\n"
                               "# TYPE edgellm_route_cloud_rtt_ms gauge\nedgellm_route_cloud_rtt_ms %.1f\n"
                               "# HELP edgellm_route_local_decode_tps Measured local decode speed (EWMA).\n"
-                              "# TYPE edgellm_route_local_decode_tps gauge\nedgellm_route_local_decode_tps %.2f\n",
+                              "# TYPE edgellm_route_local_decode_tps gauge\nedgellm_route_local_decode_tps %.2f\n"
+                              "# HELP edgellm_route_canary_total Canary requests (local, also run in the cloud) by outcome.\n"
+                              "# TYPE edgellm_route_canary_total counter\n"
+                              "edgellm_route_canary_total{outcome=\"agreed\"} %ld\n"
+                              "edgellm_route_canary_total{outcome=\"differed\"} %ld\n"
+                              "edgellm_route_canary_total{outcome=\"cloud_failed\"} %ld\n"
+                              "# HELP edgellm_route_canary_latency_ms_sum Summed latency of compared canaries, per side.\n"
+                              "# TYPE edgellm_route_canary_latency_ms_sum counter\n"
+                              "edgellm_route_canary_latency_ms_sum{side=\"local\"} %.1f\n"
+                              "edgellm_route_canary_latency_ms_sum{side=\"cloud\"} %.1f\n",
                               r->cache_hits, r->cloud_configured && mono_s() >= r->cloud_down_until,
-                              r->cloud_rtt_ms, r->tg_tps);
+                              r->cloud_rtt_ms, r->tg_tps, r->canary_agreed, r->canary_compared - r->canary_agreed,
+                              r->canary_cloud_failed, r->canary_local_ms, r->canary_cloud_ms);
     pthread_mutex_unlock(&r->mu);
     if (n >= cap) b[cap - 1] = 0;
     return b;

@@ -32,7 +32,9 @@
  * The router object (el_router) adds the shared state: cloud reachability
  * and RTT, the measured local speed (EWMA), a decision cache keyed by
  * (capability, data class + consent, prompt-length bucket, network state)
- * for requests without a deadline, and counters for /metrics. Thread-safe.
+ * for requests without a deadline, the canary (a policy share of the
+ * cloud-eligible requests routed local also runs in the cloud; latency and
+ * agreement are recorded, never text) and counters for /metrics. Thread-safe.
  */
 #ifndef EL_SERVICE_ROUTER_H
 #define EL_SERVICE_ROUTER_H
@@ -53,6 +55,7 @@ typedef struct el_route_req {
     int n_prompt;            /* tokens (or an estimate when the model is not loaded) */
     int max_tokens;
     bool cloud_capable;      /* the route has an OpenAI-compatible counterpart (not /completion) */
+    bool canary_capable;     /* a local answer could be compared with a cloud one (not streamed) */
 } el_route_req;
 
 typedef struct el_route_device {
@@ -82,6 +85,8 @@ typedef struct el_route {
     char policy_version[EL_POLICY_TEXT_MAX];
     double est_local_ms;     /* the local estimate used (0: none) */
     bool cached;
+    bool cloud_eligible;     /* the cloud may take this request (class, consent, cloud up) */
+    bool canary;             /* local, and also sent to the cloud to compare (el_router_decide) */
 } el_route;
 
 /* Parses the request's routing metadata: the body's optional "edgellm"
@@ -119,13 +124,23 @@ void el_router_free(el_router *r);
 const el_policy *el_router_policy(const el_router *r);
 /* Fills the router-held parts of s (cloud_configured, cloud_up, speeds). */
 void el_router_device(el_router *r, el_route_device *s);
-/* Decides (through the cache when x has no deadline) and counts. */
+/* Decides (through the cache when x has no deadline) and counts; marks a
+ * local, cloud-eligible, canary-capable decision as a canary with the
+ * policy's canary ratio. */
 void el_router_decide(el_router *r, const el_route_req *x, const el_route_device *s, el_route *out);
 /* A cloud call ended: ok (reachable; rtt_ms = time to the first byte) or
  * failed (marked down for the policy's cloud.down_for_s). */
 void el_router_cloud_result(el_router *r, bool ok, double rtt_ms);
 /* A local generation ended: its prompt/prefill and generated/decode figures. */
 void el_router_local_speed(el_router *r, int n_prompt, double prefill_ms, int n_gen, double decode_ms);
+/* The canary's bookkeeping: begin (false once draining: no new canary),
+ * end, the comparison (content-free: whether the texts were equal, and the
+ * two latencies; cloud_ok false when the cloud call failed), and drain
+ * (waits until every canary ended; el_server_free). */
+bool el_router_canary_begin(el_router *r);
+void el_router_canary_end(el_router *r);
+void el_router_canary_record(el_router *r, bool cloud_ok, bool agree, double local_ms, double cloud_ms);
+void el_router_canary_drain(el_router *r);
 /* "route":{...} members for /health (policy version, cloud state, speeds, cache); malloc'd JSON object. */
 char *el_router_health_json(el_router *r);
 /* Prometheus lines (decisions by source and reason, cache hits, cloud up, RTT); malloc'd. */

@@ -267,6 +267,7 @@ struct el_req {
     /* routing (service/router.h): decided by the HTTP side before enqueueing */
     el_route route;
     bool route_sent;            /* a stream's first frame carried the route member */
+    el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
 };
 
 typedef struct slot {
@@ -344,6 +345,7 @@ static void req_ref(el_req *r) { atomic_fetch_add(&r->refs, 1); }
 
 static void req_unref(el_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    el_cloud_canary_local(r->canary, false, NULL, 0, 0); /* not answered locally: nothing to compare */
     if (r->api_parsed) el_api_request_free(&r->api);
     free(r->prompt);
     free(r->lps);
@@ -1652,9 +1654,10 @@ static ssize_t cloud_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void cloud_stream_free(void *cls) {
     cloud_stream *cs = cls;
-    bool ok = el_cloud_relay_ok(cs->relay);
-    el_metrics_request(&cs->srv->metrics, ok ? EL_REQ_DONE : EL_REQ_FAILED);
-    if (!ok) el_router_cloud_result(cs->srv->router, false, 0); /* a broken stream marks the cloud down */
+    const bool ok = el_cloud_relay_ok(cs->relay), broken = el_cloud_relay_broken(cs->relay);
+    /* neither: the client left mid-stream (the transfer is dropped here) */
+    el_metrics_request(&cs->srv->metrics, ok ? EL_REQ_DONE : broken ? EL_REQ_FAILED : EL_REQ_CANCELLED);
+    if (broken) el_router_cloud_result(cs->srv->router, false, 0); /* a broken stream marks the cloud down */
     el_cloud_relay_close(cs->relay);
     free(cs);
 }
@@ -1733,9 +1736,16 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
     int mt = r->api.max_tokens;
     x.max_tokens = mt > 0 ? mt : (s->n_ctx > n_prompt ? s->n_ctx - n_prompt : 256);
     x.cloud_capable = kind != EL_API_NATIVE;
+    x.canary_capable = x.cloud_capable && !r->api.stream;
     el_route_device d;
     route_device(s, &d);
     el_router_decide(s->router, &x, &d, &r->route);
+    if (r->route.canary) { /* the policy's canary: the same body to the cloud too, to compare */
+        char *cb = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, false);
+        r->canary = el_cloud_canary_start(s->cloud, s->router, kind == EL_API_CHAT ? "/chat/completions" : "/completions",
+                                          cb, kind == EL_API_CHAT);
+        r->route.canary = r->canary != NULL;
+    }
     if (s->p.verbose)
         fprintf(stderr, "edgellm serve: route %s (%s, class %s, policy %s)\n", el_route_source_name(r->route.source),
                 r->route.reason, r->route.data_class, r->route.policy_version);
@@ -1999,6 +2009,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (gone) {
         ret = MHD_NO;
     } else if (st == RS_DONE) {
+        el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
+        r->canary = NULL;
         el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
         const char *fin = finish_name(r->stats.finish);
         char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;

@@ -373,6 +373,43 @@ def t_cloud_faults(ctx):
         srv.interrupt()
 
 
+def t_canary(ctx):
+    p = dict(POLICY, canary={"ratio": 1.0})
+    ppath = os.path.join(ctx.tmp, "canary.json")
+    with open(ppath, "w") as f:
+        json.dump(p, f)
+    edge = Server(ctx.cli, ctx.model, "-c", "256", "--policy", ppath, "--cloud-url", ctx.cloud.base() + "/v1").start()
+    try:
+        before = cloud_requests(ctx)
+        st, h, b = chat(edge.port, cls="public", max_tokens=8)
+        r = route_of(b)
+        assert st == 200 and r["source"] == "local" and r["canary"] is True and r["legal_basis"] == "contract", r
+        local_text = json.loads(b)["choices"][0]["message"]["content"]
+        # local-only, unconsented and streamed requests are never canaries
+        for kw in ({"cls": "private"}, {"cls": "ask"}, {"cls": "public", "stream": True}):
+            st, h, b = chat(edge.port, max_tokens=4, **kw)
+            first = route_of(b) if not kw.get("stream") else stream_text(b)[1]["edgellm"]["route"]
+            assert "canary" not in first, (kw, first)
+        deadline = time.time() + 20
+        while True:
+            st, _, hb = request(edge.port, "GET", "/health")
+            cn = json.loads(hb)["route"]["canary"]
+            if cn["compared"] + cn["cloud_failed"] >= 1:
+                break
+            assert time.time() < deadline, cn
+            time.sleep(0.1)
+        # the same model on both sides, greedy: the texts agree; only counts and latencies are kept
+        assert cn == dict(cn, started=1, compared=1, agreed=1, cloud_failed=0), cn
+        assert cn["mean_local_ms"] > 0 and cn["mean_cloud_ms"] > 0, cn
+        assert cloud_requests(ctx) == before + 1
+        m = metrics(edge.port)
+        assert m['edgellm_route_canary_total{outcome="agreed"}'] == 1, m
+        assert local_text.encode() not in hb
+        assert edge.interrupt() == 0
+    finally:
+        edge.kill()
+
+
 def t_cloud_killed(ctx):
     cloud = Server(ctx.cli, ctx.model, "-c", "256").start()
     p = dict(POLICY, cloud={"down_for_s": 30, "timeout_s": 5})
@@ -529,6 +566,7 @@ def main():
         r.run("thermal transitions, derating caps", t_thermal_transitions, ctx)
         r.run("deadline vs measured speed; decision cache", t_deadline_and_cache, ctx)
         r.run("cloud 5xx, garbage, slow, spoof, cut stream", t_cloud_faults, ctx)
+        r.run("canary: both ways, agreement recorded", t_canary, ctx)
         r.run("cloud killed: typed failure, marked down", t_cloud_killed, ctx)
         r.run("model missing: cloud or decline", t_model_missing, ctx)
         r.run("malformed policy refused at startup", t_bad_policy_refused, ctx)
