@@ -126,6 +126,13 @@ def wait_level(ctx, want_level, port=None):
         time.sleep(0.05)
 
 
+def stop_clean(srv):
+    """SIGINT: exit 0 and no sanitizer report."""
+    code = srv.interrupt()
+    assert code == 0, (code, srv.stderr()[-2000:])
+    assert not any(mk in srv.stderr() for mk in SANITIZER_MARKERS), srv.stderr()[-3000:]
+
+
 # ---------------------------------------------------------------- the fault cloud
 
 class FaultHandler(http.server.BaseHTTPRequestHandler):
@@ -355,8 +362,9 @@ def t_cloud_faults(ctx):
             assert st == 200 and route_of(b)["source"] == "local", b[:300]
             m = metrics(srv.port)
             assert m["edgellm_generated_tokens_total"] <= 2, m  # no local generation for the cloud request
+            stop_clean(srv)
         finally:
-            srv.interrupt()
+            srv.kill()
     # a stream cut mid-way: the partial text, then a typed error event and [DONE]; no local text spliced
     srv = Server(ctx.cli, ctx.model, "-c", "256", "--policy", ppath, "--cloud-url",
                  "http://127.0.0.1:%d/cut/v1" % fault).start()
@@ -369,8 +377,9 @@ def t_cloud_faults(ctx):
         assert objs[0]["choices"][0]["delta"]["content"] == "partial" and objs[0]["edgellm"]["route"]["source"] == "cloud", objs
         assert objs[-1]["error"]["code"] == "cloud_stream_broken" and len(objs) == 2, objs
         assert metrics(srv.port)["edgellm_generated_tokens_total"] == 0
+        stop_clean(srv)
     finally:
-        srv.interrupt()
+        srv.kill()
 
 
 def t_canary(ctx):
@@ -405,7 +414,7 @@ def t_canary(ctx):
         m = metrics(edge.port)
         assert m['edgellm_route_canary_total{outcome="agreed"}'] == 1, m
         assert local_text.encode() not in hb
-        assert edge.interrupt() == 0
+        stop_clean(edge)
     finally:
         edge.kill()
 
@@ -526,6 +535,7 @@ def t_local_stream_cut_no_splice(ctx):
         assert ev[-1] == "[DONE]", ev[-3:]
         last = json.loads(ev[-2])
         assert "error" in last and last["error"]["code"] == 503, last  # cancelled: the server is stopping
+        assert edge.exit_code == 0 and not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
         text, first, _ = stream_text(b)
         assert first["edgellm"]["route"]["source"] == "local" and text, (first, text)
         assert cloud_requests(ctx) == before
