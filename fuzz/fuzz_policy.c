@@ -1,8 +1,9 @@
 /*
  * fuzz_policy.c — libFuzzer target for the router's parsers of outside
- * bytes (src/service/policy.c, router.c, cloud.c): the policy file, a
- * request's routing metadata ("edgellm" member + X-Data-Class header), and
- * the cloud's SSE stream as the relay checks it.
+ * bytes (src/service/policy.c, router.c, cloud.c, thermal.c): the policy
+ * file, a request's routing metadata ("edgellm" member + X-Data-Class
+ * header), the cloud's SSE stream as the relay checks it, and a thermal
+ * sensor's text (an accepted reading is within -100..250 C).
  *
  * Every input goes to all three. A refused policy has a message; an
  * accepted one keeps every promise of policy.h (1..32 classes with
@@ -25,6 +26,7 @@
 #include "service/cloud.h"
 #include "service/policy.h"
 #include "service/router.h"
+#include "service/thermal.h"
 #include "util/buf.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
@@ -143,6 +145,8 @@ static void check_relay(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    double c;
+    if (el_thermal_parse_millideg((const char *)data, size, &c)) REQUIRE(c >= -100.0 && c <= 250.0);
     check_policy(data, size);
     check_meta(data, size);
     check_relay(data, size);

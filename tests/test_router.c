@@ -12,7 +12,8 @@
  * battery, cloud down, deadline vs. the measured-speed estimate, prefer
  * cloud); the cache answers exactly what a fresh decision would; the
  * thermal levels step with hysteresis and fail safe; a sensor file drives
- * the sampler thread through every transition.
+ * the sampler thread through every transition; the battery reader finds a
+ * Battery-type supply and its state in a sysfs-shaped directory.
  */
 #include <math.h>
 #include <stdio.h>
@@ -536,6 +537,37 @@ static void t_thermal_sampler(void) {
     el_thermal_stop(t);
 }
 
+static void put(const char *dir, const char *name, const char *text) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+static void t_battery(void) {
+    char root[100], d[300], cmd[800];
+    snprintf(root, sizeof root, "/tmp/el_test_battery_%d", (int)getpid());
+    snprintf(d, sizeof d, "%s/class/power_supply/AC", root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s %s/class/power_supply/BAT0", d, root);
+    CHECK(system(cmd) == 0);
+    int pct = -1;
+    bool dis = false;
+    put(d, "type", "Mains\n");
+    CHECK(!el_battery_read(root, &pct, &dis)); /* mains only: no battery */
+    snprintf(d, sizeof d, "%s/class/power_supply/BAT0", root);
+    put(d, "type", "Battery\n");
+    put(d, "capacity", "17\n");
+    put(d, "status", "Discharging\n");
+    CHECK(el_battery_read(root, &pct, &dis) && pct == 17 && dis);
+    put(d, "status", "Charging\n");
+    CHECK(el_battery_read(root, &pct, &dis) && pct == 17 && !dis);
+    put(d, "capacity", "250\n"); /* nonsense: not a battery reading */
+    CHECK(!el_battery_read(root, &pct, &dis));
+    CHECK(!el_battery_read("/nonexistent-sysfs", &pct, &dis));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     t_policy_good();
     t_policy_hostile();
@@ -546,6 +578,7 @@ int main(void) {
     t_relay();
     t_thermal_pure();
     t_thermal_sampler();
+    t_battery();
     printf("%d checks, %d failures\n", el_test_checks, el_test_failures);
     return el_test_failures ? 1 : 0;
 }
