@@ -76,7 +76,7 @@ int cli_cmd_serve(cli_opts *o) {
 
     el_server_params p;
     memset(&p, 0, sizeof p);
-    p.model_path = o->model;
+    p.model_path = o->model ? o->model : "(no model)"; /* --store whose check failed, with --policy */
     p.host = o->host ? o->host : "127.0.0.1";
     p.port = o->port;
     p.n_parallel = o->n_parallel;

@@ -1576,8 +1576,11 @@ static int ban_eog(el_server *s, el_api_request *a) {
 static void route_device(el_server *s, el_route_device *d) {
     memset(d, 0, sizeof *d);
     d->local_ready = atomic_load(&s->ready);
-    if (!d->local_ready)
+    if (!d->local_ready) {
+        pthread_mutex_lock(&s->mu);
         snprintf(d->local_why, sizeof d->local_why, "%s", s->local_why[0] ? s->local_why : "the model is still loading");
+        pthread_mutex_unlock(&s->mu);
+    }
     char why[160];
     if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
         d->mem_pressure = true;
