@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what edgellm needs to build and test on a fresh Debian machine.
 # Debian packages: compiler, CMake, pkg-config, PCRE2, cJSON, libmicrohttpd +
-# libsodium (server), clang (fuzzing), chromium + chromium-driver (chat page test),
+# libsodium (server), libcurl4-openssl-dev (the router's cloud route), clang (fuzzing), chromium + chromium-driver (chat page test),
 # gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
 # the AArch64 NEON kernels built and tested under emulation), python3-venv
 # (tests/lib/test_readme.py runs the README's pip install in a virtualenv).
@@ -10,7 +10,7 @@
 # the default model package.
 set -euo pipefail
 need_apt=()
-for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev clang \
+for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev clang \
            chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done

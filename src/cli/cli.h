@@ -75,6 +75,12 @@ typedef struct cli_opts {
     int draft_max, draft_min;  /* --draft-max N (default 8), --draft-min N (default 1) */
     int spec_ngram;            /* --spec-ngram N: longest n-gram looked up (default 4) */
     bool spec_fixed;           /* --spec-fixed: always draft-max tokens, no controller */
+    /* routing (serve): src/service/router.h */
+    const char *policy;        /* --policy FILE */
+    const char *cloud_url;     /* --cloud-url URL */
+    const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
+    const char *cloud_model;   /* --cloud-model NAME */
+    const char *thermal_source; /* --thermal-source FILE */
 } cli_opts;
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */

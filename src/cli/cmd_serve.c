@@ -11,13 +11,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli/cli.h"
 #include "runtime/chat.h"
+#include "service/policy.h"
 #include "service/server.h"
+#include "util/file.h"
 
 typedef struct loader {
     el_server *srv;
@@ -37,8 +40,31 @@ int cli_cmd_serve(cli_opts *o) {
     if (o->chat_template && el_chat_family_from_name(o->chat_template) == EL_CHAT_UNKNOWN)
         return cli_usage_error("serve", "unknown chat template '%s' (gemma, llama3, llama2, chatml, mistral, phi3)",
                                o->chat_template);
-    int vr = cli_verify_before_load(o); /* package checks before the server starts */
-    if (vr >= 0) return vr;
+    /* routing: the policy is checked before anything else starts */
+    el_policy policy;
+    if (o->policy) {
+        char msg[600];
+        if (el_policy_load(o->policy, &policy, msg, sizeof msg)) return cli_failf("--policy: %s", msg);
+    }
+    char cloud_key[512] = "";
+    if (o->cloud_key_file) {
+        char msg[300];
+        FILE *kf = el_fopen_regular(o->cloud_key_file, msg, sizeof msg);
+        if (!kf) return cli_failf("--cloud-key-file: %s", msg);
+        size_t kn = fread(cloud_key, 1, sizeof cloud_key - 1, kf);
+        fclose(kf);
+        cloud_key[kn] = 0;
+        while (kn > 0 && (cloud_key[kn - 1] == '\n' || cloud_key[kn - 1] == '\r' || cloud_key[kn - 1] == ' '))
+            cloud_key[--kn] = 0;
+        if (!kn) return cli_failf("--cloud-key-file: %s is empty", o->cloud_key_file);
+    } else if (getenv("EDGELLM_CLOUD_KEY")) {
+        snprintf(cloud_key, sizeof cloud_key, "%s", getenv("EDGELLM_CLOUD_KEY"));
+    }
+    /* package checks before the server starts; with a policy, a model that
+     * fails them leaves the server up without a local route */
+    int vr = cli_verify_before_load(o);
+    bool local_ok = vr < 0;
+    if (!local_ok && !o->policy) return vr;
 
     /* Block the stop signals before any thread starts, so all inherit the mask. */
     sigset_t stop_set;
@@ -50,7 +76,7 @@ int cli_cmd_serve(cli_opts *o) {
 
     el_server_params p;
     memset(&p, 0, sizeof p);
-    p.model_path = o->model;
+    p.model_path = o->model ? o->model : "(no model)"; /* --store whose check failed, with --policy */
     p.host = o->host ? o->host : "127.0.0.1";
     p.port = o->port;
     p.n_parallel = o->n_parallel;
@@ -79,6 +105,11 @@ int cli_cmd_serve(cli_opts *o) {
     p.has_seed = o->seed_set;
     p.seed = o->sampling.seed;
     p.n_predict = o->n_predict_set ? o->n_predict : 0;
+    p.policy = o->policy ? &policy : NULL;
+    p.cloud_url = o->cloud_url;
+    p.cloud_key = cloud_key[0] ? cloud_key : NULL;
+    p.cloud_model = o->cloud_model;
+    p.thermal_source = o->thermal_source;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);
@@ -87,7 +118,12 @@ int cli_cmd_serve(cli_opts *o) {
     loader l = {.srv = srv, .rc = -1};
     atomic_init(&l.done, 0);
     pthread_t lt;
-    if (pthread_create(&lt, NULL, load_main, &l)) {
+    if (!local_ok) { /* no loader: the model did not pass its checks */
+        el_server_set_local_unavailable(srv, "the model package did not pass its checks (see the log)");
+        l.rc = -1;
+        snprintf(l.err.msg, sizeof l.err.msg, "the model package did not pass its checks");
+        atomic_store(&l.done, 1);
+    } else if (pthread_create(&lt, NULL, load_main, &l)) {
         el_server_free(srv);
         return cli_failf("cannot start the loader thread");
     }
@@ -102,21 +138,28 @@ int cli_cmd_serve(cli_opts *o) {
         sig = sigtimedwait(&stop_set, NULL, &ts);
         if (sig == SIGINT || sig == SIGTERM) stop = true;
         if (atomic_load(&l.done)) {
-            pthread_join(lt, NULL);
+            if (local_ok) pthread_join(lt, NULL);
             loaded = true;
-            if (l.rc != 0) {
+            if (l.rc != 0 && !o->policy) {
                 el_server_free(srv);
                 return cli_fail(&l.err);
             }
             const char *h = p.host;
             bool v6 = strchr(h, ':') != NULL;
-            fprintf(stderr, "chat template: %s\n", el_server_chat_family(srv));
+            if (l.rc != 0) { /* with a policy: serve on, routing around the missing model */
+                char why[200];
+                snprintf(why, sizeof why, "%.190s", l.err.msg[0] ? l.err.msg : "the model failed to load");
+                el_server_set_local_unavailable(srv, why);
+                fprintf(stderr, "edgellm serve: no local model (%s); routing to the cloud where the policy allows\n", why);
+            } else {
+                fprintf(stderr, "chat template: %s\n", el_server_chat_family(srv));
+            }
             fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "", el_server_port(srv));
             fflush(stderr);
         }
     }
     fprintf(stderr, "edgellm serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    if (!loaded) pthread_join(lt, NULL); /* a model load cannot be interrupted */
+    if (!loaded && local_ok) pthread_join(lt, NULL); /* a model load cannot be interrupted */
     el_server_free(srv);
     return CLI_EXIT_OK;
 }

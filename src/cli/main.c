@@ -143,6 +143,16 @@ static void print_usage(FILE *f) {
 "      --embeddings            answer /v1/embeddings, /embeddings, /embedding (else 501)\n"
 "      --pooling TYPE          none|mean|cls|last (default: the model's, else none, as\n"
 "                              llama-server; /v1/embeddings needs one other than none)\n"
+"  routing (README: Routing): every generation request is routed local, cloud or\n"
+"  declined before it runs; the route is in X-Edgellm-Route and \"edgellm\".\"route\"\n"
+"      --policy FILE           versioned routing policy (JSON; refused at startup if\n"
+"                              malformed); with it, a model that fails to verify or\n"
+"                              load leaves the server up with no local route\n"
+"      --cloud-url URL         OpenAI-compatible endpoint (base URL ending in /v1)\n"
+"      --cloud-key-file FILE   its bearer key (else $EDGELLM_CLOUD_KEY)\n"
+"      --cloud-model NAME      the model name sent to the cloud\n"
+"      --thermal-source FILE   read the temperature (millidegrees C) from FILE instead\n"
+"                              of /sys/class/thermal\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -503,7 +513,8 @@ enum {
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_EMBD, F_POOLING,
-    F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED
+    F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
+    F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC
 };
 
 typedef struct flag_def {
@@ -573,6 +584,12 @@ static const flag_def FLAGS[] = {
     {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_BENCH},
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_BENCH},
     {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_BENCH},
+    /* routing (serve): src/service/router.h */
+    {NULL, "--policy", F_POLICY, true, C_SERVE},
+    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
+    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
+    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
+    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -738,6 +755,18 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_DRAFTMIN: NEED_INT(1, 32); o->draft_min = (int)lv; break;
         case F_SPECNGRAM: NEED_INT(1, 64); o->spec_ngram = (int)lv; break;
         case F_SPECFIXED: o->spec_fixed = true; break;
+        case F_POLICY: o->policy = val; break;
+        case F_CLOUDURL:
+            if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+                return cli_usage_error(cmd, "--cloud-url: expected http://... or https://..., got '%s'", val);
+            o->cloud_url = val;
+            break;
+        case F_CLOUDKEY: o->cloud_key_file = val; break;
+        case F_CLOUDMODEL:
+            if (!*val || strlen(val) > 200) return cli_usage_error(cmd, "--cloud-model: expected 1..200 bytes");
+            o->cloud_model = val;
+            break;
+        case F_THERMALSRC: o->thermal_source = val; break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT

@@ -143,7 +143,11 @@
 #include "memory/capacity.h"
 #include "runtime/chat.h"
 #include "service/api.h"
+#include "service/cloud.h"
 #include "service/metrics.h"
+#include "service/policy.h"
+#include "service/router.h"
+#include "service/thermal.h"
 #include "util/buf.h"
 #include "util/utf8.h"
 #include "util/file.h"
@@ -270,6 +274,10 @@ struct el_req {
     int *embd_n, *embd_rows;
     float **embd_vec;
     int embd_norm;              /* embd_normalize of pooled vectors (el_api_embd_normalize) */
+    /* routing (service/router.h): decided by the HTTP side before enqueueing */
+    el_route route;
+    bool route_sent;            /* a stream's first frame carried the route member */
+    el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
 };
 
 typedef struct slot {
@@ -323,6 +331,11 @@ struct el_server {
     int n_hosts;
     bool any_host;                   /* --allow-host '*' */
     char *cors_origin;
+    /* routing: the router, the cloud client (NULL: no --cloud-url), the thermal monitor */
+    el_router *router;
+    el_cloud *cloud;
+    el_thermal *thermal;
+    char local_why[200];             /* el_server_set_local_unavailable: why there is no local model */
 };
 
 static el_req *req_new(el_server *s) {
@@ -344,6 +357,7 @@ static void req_ref(el_req *r) { atomic_fetch_add(&r->refs, 1); }
 
 static void req_unref(el_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    el_cloud_canary_local(r->canary, false, NULL, 0, 0); /* not answered locally: nothing to compare */
     if (r->api_parsed) el_api_request_free(&r->api);
     free(r->prompt);
     free(r->lps);
@@ -677,6 +691,17 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
     return json;
 }
 
+/* Whether r's answers carry the route member: all but a /completion that
+ * asked for only some fields (response_fields; its header still has it). */
+static bool route_in_body(const el_req *r) { return !(r->api.kind == EL_API_NATIVE && r->api.n_resp_fields > 0); }
+
+/* The route member on a stream's first frame (json consumed; NULL on OOM). */
+static char *route_first(el_req *r, char *json) {
+    if (!json || r->route_sent || !route_in_body(r)) return json;
+    r->route_sent = true;
+    return el_route_inject(json, &r->route);
+}
+
 /* Appends one stream frame (srv->mu taken here). */
 static bool push_frame(el_req *r, const el_buf *frame) {
     el_server *s = r->srv;
@@ -699,12 +724,12 @@ static bool emit(el_req *r, const char *piece, size_t len, bool token) {
          * OpenAI's chunk per token with logprobs */
         bool send = text.len > 0 || (lp && r->api.kind == EL_API_COMPLETION);
         if (send && r->api.kind == EL_API_NATIVE) {
-            ok = frame_json(&frame, native_json(r, text.p ? text.p : "", text.len, false));
+            ok = frame_json(&frame, route_first(r, native_json(r, text.p ? text.p : "", text.len, false)));
             if (ok) ok = push_frame(r, &frame);
         } else if (send) {
             char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
             ok = (!lp || lj) &&
-                 frame_json(&frame, make_chunk(r, text.p ? text.p : "", text.len, !r->sent_first, NULL, NULL, lj));
+                 frame_json(&frame, route_first(r, make_chunk(r, text.p ? text.p : "", text.len, !r->sent_first, NULL, NULL, lj)));
             free(lj);
             if (lp) r->lps_sent = r->n_lps;
             r->sent_first = true;
@@ -761,12 +786,12 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
     const bool native = r->api.kind == EL_API_NATIVE;
     if (st == RS_DONE && native) {
-        ok = frame_json(tail, native_json(r, "", 0, true));
+        ok = frame_json(tail, route_first(r, native_json(r, "", 0, true)));
     } else if (st == RS_DONE) {
         bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
         ok = (!lp || lj) &&
-             frame_json(tail, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj));
+             frame_json(tail, route_first(r, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj)));
         free(lj);
         if (ok && r->api.include_usage) {
             el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
@@ -780,7 +805,7 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
         else
             el_api_set_error(&e, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
                              el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
-        ok = frame_json(tail, el_api_stream_error_json(&e)); /* llama-server's shape */
+        ok = frame_json(tail, route_first(r, el_api_stream_error_json(&e))); /* llama-server's shape */
     }
     if (ok && !native) el_buf_str(tail, "data: [DONE]\n\n"); /* /completion streams end without it */
 }
@@ -825,6 +850,8 @@ static void run_request(slot *sl, el_req *r) {
                  : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
                  : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
     if (r->oom && r->err.code == EL_OK) r->err.code = EL_ERR_NOMEM;
+    if (st == RS_DONE && s->router) /* the router's time estimate follows measured speed */
+        el_router_local_speed(s->router, r->stats.n_prompt, r->stats.prefill_ms, r->stats.n_generated, r->stats.decode_ms);
     el_buf tail = {0};
     if (r->api.stream) stream_tail(r, st, &tail);
     else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
@@ -842,6 +869,16 @@ static void run_request(slot *sl, el_req *r) {
                 r->stats.n_generated, r->stats.ttft_ms);
 }
 
+/* Slots that may take work now: all, or the policy's slots_derated while the
+ * thermal monitor says derated (hot: local requests are not routed here). */
+static int admitted_slots(const el_server *s) {
+    if (!s->thermal) return s->n_slots;
+    el_thermal_state ts = el_thermal_get(s->thermal);
+    if (ts.level == EL_THERMAL_NORMAL) return s->n_slots;
+    int n = el_router_policy(s->router)->slots_derated;
+    return n < s->n_slots ? n : s->n_slots;
+}
+
 static void *slot_main(void *arg) {
     slot *sl = arg;
     el_server *s = sl->srv;
@@ -849,6 +886,13 @@ static void *slot_main(void *arg) {
         el_session_reset(sl->sess); /* idle and detached: no one else can touch it now */
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && !s->q_head) pthread_cond_wait(&s->queue_cv, &s->mu);
+        if (!s->stopping && sl->idx >= admitted_slots(s)) { /* thermal derating: fewer slots take work */
+            struct timespec dl;
+            deadline_in_ms(&dl, 200);
+            pthread_cond_timedwait(&s->queue_cv, &s->mu, &dl);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
         el_req *r = s->q_head;
         while (r && r->api.id_slot >= 0 && r->api.id_slot != sl->idx) r = r->next; /* id_slot: another's */
         if (!r && !s->stopping) { /* only requests for other slots: wait for a change */
@@ -1633,6 +1677,224 @@ static req_state wait_done(el_server *s, el_req *r, bool *gone) {
     return st;
 }
 
+/* ---- routing (service/router.h, cloud.h) ---------------------------------
+ * Every generation request is routed before anything runs: local (queued
+ * here), cloud (forwarded by this connection's thread, streamed through) or
+ * declined (answered at once with why and what to do). The decision is
+ * final: a local failure is a local failure, a cloud failure a cloud
+ * failure; nothing falls back or splices. Every answer carries the route
+ * (X-Edgellm-Route header; "edgellm": {"route": ...} in the body, on a
+ * stream's first event). */
+
+#define SRV_ROUTE_HEADER "X-Edgellm-Route"
+
+/* The device state the router reads (s), now. */
+static void route_device(el_server *s, el_route_device *d) {
+    memset(d, 0, sizeof *d);
+    d->local_ready = atomic_load(&s->ready);
+    if (!d->local_ready) {
+        pthread_mutex_lock(&s->mu);
+        snprintf(d->local_why, sizeof d->local_why, "%s", s->local_why[0] ? s->local_why : "the model is still loading");
+        pthread_mutex_unlock(&s->mu);
+    }
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        d->mem_pressure = true;
+        snprintf(d->mem_why, sizeof d->mem_why, "%s", why);
+    }
+    el_thermal_state ts = el_thermal_get(s->thermal);
+    d->thermal = ts.level;
+    d->thermal_factor = ts.factor;
+    d->battery_pct = -1;
+    el_battery_read(NULL, &d->battery_pct, &d->discharging);
+    el_router_device(s->router, d);
+}
+
+static enum MHD_Result send_routed(struct MHD_Connection *c, unsigned status, char *json, const el_route *rt,
+                                   const char *h2, const char *v2) {
+    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    char hv[400];
+    el_route_header(rt, hv, sizeof hv);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+    if (h2) MHD_add_response_header(resp, h2, v2);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_declined(el_server *s, struct MHD_Connection *c, const el_route *rt) {
+    el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", rt->retry_after_s);
+    return send_routed(c, (unsigned)rt->status, el_route_decline_json(rt), rt,
+                       rt->retry_after_s > 0 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
+}
+
+/* A cloud failure: a typed error with the route (never a local retry). */
+static enum MHD_Result send_cloud_failure(el_server *s, struct MHD_Connection *c, const el_route *rt,
+                                          const el_cloud_reply *rep) {
+    el_metrics_request(&s->metrics, EL_REQ_FAILED);
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    int status = 502;
+    const char *code = "cloud_unreachable";
+    if (rep->kind == EL_CLOUD_ERR_HTTP) {
+        code = "cloud_http_error";
+        if (rep->http_status >= 400 && rep->http_status < 500) status = rep->http_status;
+    } else if (rep->kind == EL_CLOUD_ERR_BAD_RESPONSE) {
+        code = "cloud_bad_response";
+    } else if (strstr(rep->error, "imeout") || strstr(rep->error, "timed out")) {
+        status = 504;
+        code = "cloud_timeout";
+    }
+    el_api_set_error(&e, status, "cloud_error", NULL, code, "%s (routed to the cloud: %s); nothing ran locally",
+                     rep->error, rt->reason);
+    return send_routed(c, (unsigned)status, el_route_inject(el_api_error_json(&e), rt), rt, NULL, NULL);
+}
+
+typedef struct cloud_stream {
+    el_server *srv;
+    el_cloud_relay *relay;
+} cloud_stream;
+
+static ssize_t cloud_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    cloud_stream *cs = cls;
+    size_t n = el_cloud_relay_read(cs->relay, buf, max);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void cloud_stream_free(void *cls) {
+    cloud_stream *cs = cls;
+    const bool ok = el_cloud_relay_ok(cs->relay), broken = el_cloud_relay_broken(cs->relay);
+    /* neither: the client left mid-stream (the transfer is dropped here) */
+    el_metrics_request(&cs->srv->metrics, ok ? EL_REQ_DONE : broken ? EL_REQ_FAILED : EL_REQ_CANCELLED);
+    if (broken) el_router_cloud_result(cs->srv->router, false, 0); /* a broken stream marks the cloud down */
+    el_cloud_relay_close(cs->relay);
+    free(cs);
+}
+
+/* Forwards the request (cc->body, less its "edgellm" member) to the cloud and
+ * relays the answer. */
+static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind, bool stream,
+                                   const el_route *rt) {
+    const char *path = kind == EL_API_CHAT ? "/chat/completions" : "/completions";
+    char *body = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, stream);
+    if (!body) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    el_cloud_reply rep;
+    if (!stream) {
+        el_cloud_call(s->cloud, path, body, strlen(body), &rep);
+        free(body);
+        el_router_cloud_result(s->router, rep.kind == EL_CLOUD_OK || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500),
+                               rep.ttfb_ms);
+        if (rep.kind != EL_CLOUD_OK) {
+            enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
+            el_cloud_reply_free(&rep);
+            return ret;
+        }
+        el_metrics_request(&s->metrics, EL_REQ_DONE);
+        char *json = el_route_inject(rep.body, rt);
+        rep.body = NULL;
+        return send_routed(c, MHD_HTTP_OK, json, rt, NULL, NULL);
+    }
+    el_cloud_relay *relay = el_cloud_relay_open(s->cloud, path, body, strlen(body), rt, &rep);
+    free(body);
+    el_router_cloud_result(s->router, relay || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500), rep.ttfb_ms);
+    if (!relay) {
+        enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
+        el_cloud_reply_free(&rep);
+        return ret;
+    }
+    cloud_stream *cs = calloc(1, sizeof *cs);
+    struct MHD_Response *resp =
+        cs ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, cloud_stream_read, cs, cloud_stream_free)
+           : NULL;
+    if (!resp) {
+        free(cs);
+        el_cloud_relay_close(relay);
+        return MHD_NO;
+    }
+    cs->srv = s;
+    cs->relay = relay;
+    char hv[400];
+    el_route_header(rt, hv, sizeof hv);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Routes r (parsed; n_prompt tokens, or an estimate when there is no local
+ * model). Returns true when the request was answered here (declined, sent
+ * to the cloud, or its routing metadata refused), with *ret set; false: run
+ * it locally (r->route holds the decision). */
+static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_req *r, el_api_kind kind, int n_prompt,
+                          enum MHD_Result *ret) {
+    el_route_req x;
+    char err[300];
+    const char *hdr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Data-Class");
+    if (el_route_parse_meta(cc->body.p, cc->body.len, hdr, &x, err, sizeof err)) {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", "edgellm", "invalid_value", "%s", err);
+        *ret = reject(s, c, r, &e, NULL, NULL);
+        return true;
+    }
+    x.n_prompt = n_prompt;
+    int mt = r->api.max_tokens;
+    x.max_tokens = mt > 0 ? mt : (s->n_ctx > n_prompt ? s->n_ctx - n_prompt : 256);
+    x.cloud_capable = kind != EL_API_NATIVE;
+    x.canary_capable = x.cloud_capable && !r->api.stream;
+    el_route_device d;
+    route_device(s, &d);
+    el_router_decide(s->router, &x, &d, &r->route);
+    if (r->route.canary) { /* the policy's canary: the same body to the cloud too, to compare */
+        char *cb = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, false);
+        r->canary = el_cloud_canary_start(s->cloud, s->router, kind == EL_API_CHAT ? "/chat/completions" : "/completions",
+                                          cb, kind == EL_API_CHAT);
+        r->route.canary = r->canary != NULL;
+    }
+    if (s->p.verbose)
+        fprintf(stderr, "edgellm serve: route %s (%s, class %s, policy %s)\n", el_route_source_name(r->route.source),
+                r->route.reason, r->route.data_class, r->route.policy_version);
+    if (r->route.source == EL_ROUTE_LOCAL) return false;
+    el_route rt = r->route;
+    const bool stream = r->api.stream;
+    req_unref(r);
+    *ret = rt.source == EL_ROUTE_DECLINED ? send_declined(s, c, &rt) : route_cloud(s, c, cc, kind, stream, &rt);
+    return true;
+}
+
+/* A generation request while there is no local model (still loading, or
+ * el_server_set_local_unavailable): validated, then routed with the local
+ * route unavailable — to the cloud where the policy allows, else declined. */
+static enum MHD_Result h_generate_unready(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_req *r = req_new(s);
+    if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
+                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e))
+        return reject(s, c, r, &e, NULL, NULL);
+    r->api_parsed = true;
+    enum MHD_Result ret;
+    /* no tokenizer here: about 4 bytes of text per token */
+    if (route_request(s, c, cc, r, kind, (int)(cc->body.len / 4) + 1, &ret)) return ret;
+    req_unref(r); /* unreachable: without a local model the router never says local */
+    return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+}
+
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
     el_api_error e;
     memset(&e, 0, sizeof e);
@@ -1699,6 +1961,10 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                          "the prompt is empty");
         return reject(s, c, r, &e, NULL, NULL);
     }
+    {
+        enum MHD_Result ret;
+        if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
+    }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (r->api.ignore_eos && ban_eog(s, &r->api)) {
@@ -1727,6 +1993,14 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             return reject(s, c, r, &e, NULL, NULL);
         }
         max_tokens = s->n_ctx - n;
+    }
+    if (s->thermal && el_thermal_get(s->thermal).level == EL_THERMAL_DERATED) { /* derated: shorter answers */
+        const int cap = el_router_policy(s->router)->max_tokens_derated;
+        if (max_tokens > cap) {
+            max_tokens = cap;
+            size_t dl = strlen(r->route.detail);
+            snprintf(r->route.detail + dl, sizeof r->route.detail - dl, "; thermal derating caps the output at %d tokens", cap);
+        }
     }
 
     /* generation parameters: OpenAI semantics (no top-k / min-p) for the
@@ -1760,7 +2034,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (kind == EL_API_CHAT && r->api.stream) { /* the first chunk carries the role only (no one else sees r yet) */
         el_buf frame = {0};
-        bool ok = frame_json(&frame, el_api_chat_role_chunk(r->id, s->model_id, r->created, s->fingerprint)) &&
+        bool ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, s->fingerprint))) &&
                   el_buf_append(&r->out, frame.p, frame.len);
         el_buf_free(&frame);
         r->sent_first = true;
@@ -1798,6 +2072,9 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        char hv[400];
+        el_route_header(&r->route, hv, sizeof hv);
+        MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
         cors_decorate(c, resp);
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp); /* stream_free runs when MHD lets go of it */
@@ -1812,6 +2089,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (gone) {
         ret = MHD_NO;
     } else if (st == RS_DONE) {
+        el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
+        r->canary = NULL;
         el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
         const char *fin = finish_name(r->stats.finish);
         char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
@@ -1825,12 +2104,17 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
                                                                     r->text.p, r->text.len, fin, u, lj);
         free(lj);
-        ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        ret = json ? send_routed(c, MHD_HTTP_OK, route_in_body(r) ? el_route_inject(json, &r->route) : json, &r->route,
+                                 NULL, NULL)
+                   : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
         ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
-    } else {
-        ret = send_error(c, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
+    } else { /* a typed local failure, with its route: never retried in the cloud */
+        el_api_error fe;
+        memset(&fe, 0, sizeof fe);
+        el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
                          el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
+        ret = send_routed(c, 500, el_route_inject(el_api_error_json(&fe), &r->route), &r->route, NULL, NULL);
     }
     req_unref(r);
     return ret;
@@ -2243,20 +2527,51 @@ static mem_view mem_now(const el_server *s) {
 
 static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
-    static const char LOADING[] = "{\"status\":\"loading\"}";
-    if (!atomic_load(&s->ready))
-        return send_buf(c, MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", (char *)LOADING, sizeof LOADING - 1, false,
-                        NULL, NULL);
-    const mem_view mv = mem_now(s);
+    const bool ready = atomic_load(&s->ready);
     char body[400];
-    const bool pressure = el_mem_pressure(s->p.mem_floor, NULL, 0);
-    int n = snprintf(body, sizeof body,
+    int n;
+    if (!ready) {
+        pthread_mutex_lock(&s->mu);
+        const bool unavailable = s->local_why[0] != 0;
+        pthread_mutex_unlock(&s->mu);
+        n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", unavailable ? "no_local_model" : "loading");
+    } else {
+        const mem_view mv = mem_now(s);
+        const bool pressure = el_mem_pressure(s->p.mem_floor, NULL, 0);
+        n = snprintf(body, sizeof body,
                      "{\"status\":\"ok\",\"memory\":{\"budget_bytes\":%llu,\"planned_bytes\":%llu,\"kv_headroom_bytes\":%lld,"
                      "\"peak_rss_bytes\":%llu,\"rss_bytes\":%llu,\"pressure\":%s}}",
                      mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss, pressure ? "true" : "false");
-    char *copy = strdup(body); /* send_buf frees it */
-    if (!copy) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    return send_buf(c, MHD_HTTP_OK, "application/json", copy, (size_t)n, true, NULL, NULL);
+    }
+    /* routing and thermal state */
+    char *rj = el_router_health_json(s->router);
+    const el_thermal_state ts = el_thermal_get(s->thermal);
+    cJSON *tj = cJSON_CreateObject();
+    if (tj) {
+        cJSON_AddStringToObject(tj, "level", el_thermal_level_name(ts.level));
+        cJSON_AddBoolToObject(tj, "sensor", ts.has_sensor);
+        cJSON_AddBoolToObject(tj, "sensor_ok", ts.sensor_ok);
+        cJSON_AddNumberToObject(tj, "temp_c", ts.temp_c);
+        cJSON_AddNumberToObject(tj, "freq_ratio", ts.freq_ratio);
+        cJSON_AddNumberToObject(tj, "factor", ts.factor);
+        cJSON_AddNumberToObject(tj, "transitions", (double)ts.transitions);
+        cJSON_AddNumberToObject(tj, "samples", (double)ts.samples);
+        cJSON_AddStringToObject(tj, "detail", ts.why);
+        cJSON_AddNumberToObject(tj, "admitted_slots", ready ? admitted_slots(s) : 0);
+    }
+    char *tjs = tj ? cJSON_PrintUnformatted(tj) : NULL;
+    cJSON_Delete(tj);
+    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + 32;
+    char *copy = malloc(cap); /* send_buf frees it */
+    if (copy && rj && tjs) n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s}", n - 1, body, rj, tjs);
+    free(rj);
+    free(tjs);
+    if (!copy || n < 0 || (size_t)n >= cap) {
+        free(copy);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_buf(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", copy, (size_t)n, true,
+                    NULL, NULL);
 }
 
 static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -2287,6 +2602,32 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
         memcpy(both + tl, extra, (size_t)n + 1);
         txt = both;
+    }
+    {   /* routing and thermal */
+        char *rm = el_router_metrics(s->router);
+        const el_thermal_state ts = el_thermal_get(s->thermal);
+        char th[900];
+        snprintf(th, sizeof th,
+                 "# HELP edgellm_thermal_level Thermal level: 0 normal, 1 derated, 2 hot.\n"
+                 "# TYPE edgellm_thermal_level gauge\nedgellm_thermal_level %d\n"
+                 "# HELP edgellm_thermal_temp_celsius Last sane sensor reading (hottest zone).\n"
+                 "# TYPE edgellm_thermal_temp_celsius gauge\nedgellm_thermal_temp_celsius %.1f\n"
+                 "# HELP edgellm_thermal_derate_factor Share of the measured local speed counted on.\n"
+                 "# TYPE edgellm_thermal_derate_factor gauge\nedgellm_thermal_derate_factor %.3f\n"
+                 "# HELP edgellm_thermal_transitions_total Thermal level changes.\n"
+                 "# TYPE edgellm_thermal_transitions_total counter\nedgellm_thermal_transitions_total %ld\n",
+                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions);
+        const size_t tl = strlen(txt), rl = rm ? strlen(rm) : 0, hl = strlen(th);
+        char *all = rm ? realloc(txt, tl + rl + hl + 1) : NULL;
+        if (!all) {
+            free(rm);
+            free(txt);
+            return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        memcpy(all + tl, rm, rl);
+        memcpy(all + tl + rl, th, hl + 1);
+        free(rm);
+        txt = all;
     }
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
@@ -2404,8 +2745,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (cc->too_big)
         return send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
                           (unsigned)EL_API_MAX_BODY);
-    if (cc->rt->needs_model && !atomic_load(&s->ready))
+    if (cc->rt->needs_model && !atomic_load(&s->ready)) {
+        /* no local model (yet): generation requests are routed (cloud or declined) */
+        if (cc->rt->fn == h_chat) return h_generate_unready(s, c, cc, EL_API_CHAT);
+        if (cc->rt->fn == h_completions) return h_generate_unready(s, c, cc, EL_API_COMPLETION);
+        if (cc->rt->fn == h_native) return h_generate_unready(s, c, cc, EL_API_NATIVE);
         return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+    }
     return cc->rt->fn(s, c, cc);
 }
 
@@ -2591,6 +2937,24 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
     s->t_start = (long)time(NULL);
     if (host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
+    {   /* routing: policy, cloud client, thermal monitor */
+        el_policy builtin;
+        el_policy_builtin(&builtin);
+        const el_policy *pol = p->policy ? p->policy : &builtin;
+        char msg[300];
+        if (p->cloud_url) {
+            el_cloud_cfg cc = {p->cloud_url, p->cloud_key, p->cloud_model, pol->cloud_timeout_s};
+            s->cloud = el_cloud_new(&cc, msg, sizeof msg);
+            if (!s->cloud) FAIL(EL_ERR_INVALID_ARG, "%s", msg);
+        }
+        s->router = el_router_new(pol, s->cloud != NULL);
+        if (!s->router) FAIL(EL_ERR_NOMEM, "out of memory");
+        el_thermal_cfg tc = {p->thermal_source, NULL, pol->derate_c, pol->hot_c, pol->hysteresis_c, pol->sample_ms};
+        s->thermal = el_thermal_start(&tc, msg, sizeof msg);
+        if (!s->thermal) FAIL(EL_ERR_INTERNAL, "thermal monitor: %s", msg);
+    }
+    s->p.policy = NULL; /* the router holds its own copy */
+    s->p.cloud_key = NULL;
     if (pthread_create(&s->reaper, NULL, reaper_main, s)) FAIL(EL_ERR_INTERNAL, "cannot start the connection reaper thread");
     s->reaper_started = true;
 
@@ -2770,6 +3134,13 @@ int el_server_load(el_server *s, el_error *err) {
     return 0;
 }
 
+void el_server_set_local_unavailable(el_server *s, const char *why) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->local_why, sizeof s->local_why, "%s", why && *why ? why : "no local model");
+    pthread_mutex_unlock(&s->mu);
+}
+
 int el_server_port(const el_server *s) { return s ? s->port : -1; }
 
 const char *el_server_chat_family(const el_server *s) { return s ? s->fam_desc : ""; }
@@ -2778,6 +3149,7 @@ void el_server_free(el_server *s) {
     if (!s) return;
     MHD_socket lsock = MHD_INVALID_SOCKET;
     if (s->mhd) lsock = MHD_quiesce_daemon(s->mhd); /* stop accepting */
+    el_cloud_abort_all(s->cloud); /* cloud calls in progress fail now */
 
     /* cancel: queued requests end here, running ones at their next step */
     el_req *dropped = NULL;
@@ -2818,6 +3190,9 @@ void el_server_free(el_server *s) {
     for (int i = 0; i < s->n_slots; i++) el_session_free(s->slots[i].sess);
     free(s->slots);
     el_model_free(s->model);
+    el_thermal_stop(s->thermal);
+    el_router_free(s->router);
+    el_cloud_free(s->cloud);
     el_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->queue_cv);
     pthread_mutex_destroy(&s->mu);

@@ -59,6 +59,12 @@ typedef struct el_server_params {
     int pooling;               /* el_pooling, when pooling_set (--pooling); else the model's
                                   (el_model_pooling: GGUF <arch>.pooling_type, else none, as llama-server) */
     bool pooling_set;
+    /* routing (service/router.h): every generation request is routed local / cloud / declined first */
+    const struct el_policy *policy; /* NULL: the built-in policy (policy.h) */
+    const char *cloud_url;     /* OpenAI-compatible base URL (".../v1"), or NULL: no cloud route */
+    const char *cloud_key;     /* bearer key for the cloud, or NULL */
+    const char *cloud_model;   /* replaces "model" in requests sent to the cloud, or NULL */
+    const char *thermal_source; /* sensor file (millidegrees C) instead of /sys/class/thermal, or NULL */
 } el_server_params;
 
 typedef struct el_server el_server;
@@ -72,6 +78,10 @@ int el_server_load(el_server *s, el_error *err);
 int el_server_port(const el_server *s);
 /* A description of the template family the chat endpoint uses (after load). */
 const char *el_server_chat_family(const el_server *s);
+/* After a failed el_server_load or package check: keep serving with no
+ * local model; generation requests are routed to the cloud where the policy
+ * allows, else declined with `why` (and what to do). */
+void el_server_set_local_unavailable(el_server *s, const char *why);
 /* Stops accepting, cancels queued and running requests, waits for every
  * connection and slot thread, frees everything. NULL is fine. */
 void el_server_free(el_server *s);
