@@ -156,6 +156,8 @@ int cli_cmd_chat(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = cli_ctx_for(o, m);
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    el_spec_params spec;
+    cli_spec_setup(o, &sp, &spec);
     int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */
     if (ar >= 0) { el_model_free(m); return ar; }
     el_session *s = el_session_new(m, &sp, &err);
@@ -167,6 +169,7 @@ int cli_cmd_chat(cli_opts *o) {
     gp.ignore_eos = o->ignore_eos;
     gp.stop = o->n_stops ? o->stops : NULL;
     gp.sampling = o->sampling;
+    gp.spec = spec.mode ? &spec : NULL;
 
     chat_hist hist = {0};
     int n_keep = 0; /* messages kept by /reset (the system prompt) */

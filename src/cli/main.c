@@ -96,6 +96,12 @@ static void print_usage(FILE *f) {
 "      --seed S                sampling seed (default -1: random)\n"
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
+"      --spec ngram|off        speculative decoding by n-gram prompt lookup (default off):\n"
+"                              the same output, faster where it copies its context\n"
+"      --draft-max N           most tokens drafted per step (1..32, default 8)\n"
+"      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
+"      --spec-ngram N          longest n-gram looked up (1..64, default 4)\n"
+"      --spec-fixed            always --draft-max tokens (no controller)\n"
 "\n"
 "packages (run, chat, serve): the model must be a signed package whose manifest\n"
 "  (MODEL.manifest.json) verifies, unless --allow-unsigned and it has none\n"
@@ -579,11 +585,11 @@ static const flag_def FLAGS[] = {
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
     /* speculative decoding */
-    {NULL, "--spec", F_SPEC, true, C_GEN | C_BENCH},
-    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_BENCH},
-    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_BENCH},
-    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_BENCH},
-    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_BENCH},
+    {NULL, "--spec", F_SPEC, true, C_GEN},
+    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN},
+    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN},
+    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN},
+    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN},
     /* routing (serve): src/service/router.h */
     {NULL, "--policy", F_POLICY, true, C_SERVE},
     {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
