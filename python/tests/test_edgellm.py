@@ -77,7 +77,7 @@ LAYOUT_C = r"""
 int main(void) {
     S(el_error) S(el_model_params) S(el_session_params) S(el_sampling) S(el_generate_params)
     S(el_generate_stats) S(el_token_info) S(el_chat_message)
-    O(el_model_params, log_cb) O(el_model_params, reserved) O(el_generate_params, sampling)
+    O(el_model_params, log_cb) O(el_model_params, load) O(el_model_params, reserved) O(el_generate_params, sampling)
     O(el_generate_params, reserved) O(el_sampling, seed) O(el_sampling, logit_bias) O(el_generate_stats, finish)
     O(el_token_info, top_logprob)
     return 0;

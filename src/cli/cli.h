@@ -68,6 +68,11 @@ typedef struct cli_opts {
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
     uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
+    /* load strategy (run, chat, serve, bench) and context overflow (chat, serve) */
+    el_load_mode load;         /* --load preload|mmap|prefetch|hot (default mmap) */
+    bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
+    int ctx_overflow;          /* --ctx-overflow: -1 = the command's default (chat truncate, serve error),
+                                  0 = error, 1 = truncate (drop the oldest whole turns after the system prompt) */
 } cli_opts;
 
 /* Commands: each returns the process exit code. */

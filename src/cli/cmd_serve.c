@@ -76,6 +76,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.has_seed = o->seed_set;
     p.seed = o->sampling.seed;
     p.n_predict = o->n_predict_set ? o->n_predict : 0;
+    p.load = o->load;
+    p.ctx_overflow_truncate = o->ctx_overflow == 1; /* serve's default: error */
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

@@ -31,6 +31,7 @@
 
 #include "cli/cli.h"
 #include "memory/capacity.h"
+#include "memory/load.h"
 #include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
@@ -107,6 +108,15 @@ static void print_usage(FILE *f) {
 "                              MemAvailable or the cgroup's room, whichever is lower)\n"
 "      --mem-floor SIZE        serve: answer new requests 503 + Retry-After while MemAvailable\n"
 "                              is below SIZE (also while PSI memory 'full avg10' >= 10 %)\n"
+"      --load STRATEGY         (run, chat, serve, bench) how the weights come into memory:\n"
+"                              mmap (default: pages read on first touch), preload (read and\n"
+"                              mlock everything before the first token; needs RLIMIT_MEMLOCK\n"
+"                              >= the file), prefetch (mmap; while a layer computes the next\n"
+"                              layers' weights are requested), hot (preload all but the\n"
+"                              token-embedding table, which stays on demand)\n"
+"      --ctx-overflow POLICY   (chat, serve) when a conversation no longer fits the context:\n"
+"                              error, or truncate (drop the oldest whole turns after the\n"
+"                              system prompt, and say so); default: chat truncate, serve error\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -150,6 +160,11 @@ static void print_usage(FILE *f) {
 "  -p, --n-prompt N            prompt tokens per prefill test (default 512; 0: skip)\n"
 "  -n, --n-gen N               tokens per decode test (default 128; 0: skip)\n"
 "  -r, --repetitions N         repetitions of each test (default 5)\n"
+"      --load STRATEGY         as above; the first prompt and the first decode token after\n"
+"                              the load are timed on their own (first_token_ms, first_decode_ms)\n"
+"      --cold                  evict the model file's pages from the page cache first\n"
+"                              (posix_fadvise DONTNEED; no privilege needed; pages another\n"
+"                              process maps stay: the fraction still cached is printed)\n"
 "      --json                  print one JSON object with all the results\n",
         f);
 }
@@ -403,6 +418,7 @@ el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {
     el_model_params mp = el_model_default_params();
     mp.n_threads = o->n_threads;
     mp.vocab_only = vocab_only;
+    mp.load = vocab_only ? EL_LOAD_MMAP : o->load;
     return el_model_load(o->model, &mp, err);
 }
 
@@ -477,7 +493,8 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS
+    F_ALIAS, F_NOSLOTS,
+    F_LOAD, F_COLD, F_CTXOVER
 };
 
 typedef struct flag_def {
@@ -538,6 +555,10 @@ static const flag_def FLAGS[] = {
     /* memory: admission against a budget (memory/capacity.h) */
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
+    /* load strategy (memory/load.h) and context overflow policy */
+    {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--cold", F_COLD, false, C_BENCH},
+    {NULL, "--ctx-overflow", F_CTXOVER, true, C_CHAT | C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -685,6 +706,16 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             if (el_parse_size(val, &o->mem_floor, e, sizeof e)) return cli_usage_error(cmd, "--mem-floor: %s", e);
             break;
         }
+        case F_LOAD:
+            if (el_load_mode_parse(val, &o->load))
+                return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
+            break;
+        case F_COLD: o->bench_cold = true; break;
+        case F_CTXOVER:
+            if (!strcmp(val, "error")) o->ctx_overflow = 0;
+            else if (!strcmp(val, "truncate")) o->ctx_overflow = 1;
+            else return cli_usage_error(cmd, "--ctx-overflow: expected error or truncate, got '%s'", val);
+            break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -744,6 +775,8 @@ int main(int argc, char **argv) {
     o.bench_n_prompt = 512;
     o.bench_n_gen = 128;
     o.bench_reps = 5;
+    o.load = EL_LOAD_MMAP;
+    o.ctx_overflow = -1;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
     return fn(&o);

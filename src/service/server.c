@@ -2493,6 +2493,7 @@ int el_server_load(el_server *s, el_error *err) {
     err->msg[0] = 0;
     el_model_params mp = el_model_default_params();
     mp.n_threads = s->p.n_threads;
+    mp.load = s->p.load;
     el_model *m = el_model_load(s->model_path, &mp, err);
     if (!m) return -1;
     s->model = m;

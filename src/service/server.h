@@ -55,6 +55,13 @@ typedef struct el_server_params {
     bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
     uint64_t seed;
     int n_predict;             /* 0: unset; -1 or N: max_tokens / n_predict of requests that give none */
+    /* memory */
+    el_load_mode load;         /* how the weights come into memory (memory/load.h); 0: mmap */
+    bool ctx_overflow_truncate; /* a chat that does not fit: false (default) 400 context_length_exceeded with
+                                  n_prompt_tokens and n_ctx; true: the oldest whole turns after the leading
+                                  system messages are dropped until it fits (the reply then says
+                                  "truncated": true, "n_messages_dropped": K); still 400 when the system
+                                  messages + the last user turn alone do not fit */
 } el_server_params;
 
 typedef struct el_server el_server;
