@@ -122,8 +122,11 @@ int cli_cmd_bench(cli_opts *o) {
 
     /* --cold: drop the file's cached pages (the mapping above is gone) */
     if (o->bench_cold && el_load_evict(o->model, &err)) return cli_fail(&err);
-    double resident = NAN;
-    if (el_load_resident(o->model, &resident, &err)) return cli_fail(&err);
+    double resident = NAN; /* unknown when the kernel does not tell this user (memory/load.h) */
+    if (el_load_resident(o->model, &resident, &err)) {
+        if (err.code != EL_ERR_UNSUPPORTED) return cli_fail(&err);
+        resident = NAN;
+    }
 
     double t0 = cli_now_ms();
     el_model *m = cli_load_model(o, false, &err);
@@ -270,8 +273,11 @@ int cli_cmd_bench(cli_opts *o) {
             snprintf(tps, sizeof tps, "%.2f ± %.2f", stg.mean, stg.sd);
             printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
         }
-        printf("\nload:     %.1f ms (--load %s%s; %.1f %% of the file's pages cached before the load)\n", load_ms,
-               el_load_mode_name(o->load), o->bench_cold ? ", --cold" : "", 100.0 * resident);
+        char res[64];
+        if (isnan(resident)) snprintf(res, sizeof res, "the pages cached before it unknown to this user");
+        else snprintf(res, sizeof res, "%.1f %% of the file's pages cached before it", 100.0 * resident);
+        printf("\nload:     %.1f ms (--load %s%s; %s)\n", load_ms, el_load_mode_name(o->load),
+               o->bench_cold ? ", --cold" : "", res);
         printf("first:    token %.1f ms (load + %d-token prefill %.1f ms + pick), first decode token %.1f ms\n",
                first_token_ms, np > 0 ? np : 1, first_prefill_ms, first_decode_ms);
         printf("RSS:      %.1f MiB after the load, %.1f MiB after the first decode token\n",

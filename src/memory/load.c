@@ -292,6 +292,15 @@ int el_load_resident(const char *path, double *fraction, el_error *err) {
     int fd = el_open_regular(path, &st, why, sizeof why);
     if (fd < 0) return el_set_error(err, EL_ERR_IO, "%s", why);
     if (st.st_size == 0) { close(fd); return 0; }
+    /* Linux answers mincore truthfully only to the file's owner, a caller with
+     * CAP_FOWNER or one that may write it; anyone else is told every page is
+     * resident (mm/mincore.c, can_do_mincore) */
+    if (st.st_uid != geteuid() && geteuid() != 0 && access(path, W_OK) != 0) {
+        close(fd);
+        return el_set_error(err, EL_ERR_UNSUPPORTED,
+                            "%s: the page-cache residency of a file this user neither owns nor may write is not "
+                            "reported by the kernel (mincore says every page is resident)", path);
+    }
     const size_t size = (size_t)st.st_size, pg = page_size(), n = (size + pg - 1) / pg;
     void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
     int e = errno;

@@ -85,7 +85,9 @@ size_t el_load_lock_bytes(const el_load_state *ls, int all);
  * kernel to drop the file's cached pages (posix_fadvise POSIX_FADV_DONTNEED;
  * no privilege needed; pages that some process has mapped or locked stay).
  * el_load_resident reports the fraction of the file's pages in the page
- * cache (mincore on a temporary mapping). Both: 0 or an el_status with err. */
+ * cache (mincore on a temporary mapping); EL_ERR_UNSUPPORTED when this user
+ * neither owns nor may write the file and is not root (the kernel then
+ * answers "all resident" whatever is cached). Both: 0 or an el_status. */
 int el_load_evict(const char *path, el_error *err);
 int el_load_resident(const char *path, double *fraction, el_error *err);
 
