@@ -189,6 +189,9 @@ static void unlock_all(el_load_state *ls) {
 
 int el_load_apply(el_load_state *ls, el_error *err) {
     if (!ls->base) return 0;
+    if ((uintptr_t)ls->base % page_size() != 0 && (ls->mode == EL_LOAD_PRELOAD || ls->mode == EL_LOAD_HOT))
+        return el_set_error(err, EL_ERR_INVALID_ARG, "load %s: the weights are not in a page-aligned mapping",
+                            el_load_mode_name(ls->mode));
     switch (ls->mode) {
     case EL_LOAD_MMAP:
         return 0;
@@ -252,6 +255,7 @@ int el_load_apply(el_load_state *ls, el_error *err) {
 
 void el_load_on_layer(el_load_state *ls, int il) {
     if (ls->mode != EL_LOAD_PREFETCH || !ls->first || il < 0 || il >= ls->n_layer) return;
+    if ((uintptr_t)ls->base % page_size() != 0) return; /* a caller's buffer, not a mapping: no advice */
     const int ring = ls->n_layer + 1; /* layers, then the head; then layer 0 of the next token */
     for (int w = 1; w <= EL_LOAD_PREFETCH_WINDOW && w < ring; w++) {
         const int s = (il + w) % ring;
