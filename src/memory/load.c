@@ -107,7 +107,7 @@ int el_load_prepare(el_load_state *ls, const el_gguf *g, int n_layer, el_load_mo
         int seg = l >= 0 && l < n_layer ? l : is_token_embd(t->name) ? n_layer + 1 : n_layer;
         tmp[k++] = (seg_range){seg, a, b - a};
     }
-    qsort(tmp, (size_t)k, sizeof *tmp, cmp_range);
+    if (k > 1) qsort(tmp, (size_t)k, sizeof *tmp, cmp_range);
     /* merge overlapping or touching ranges of one segment */
     int64_t m = 0;
     for (int64_t i = 0; i < k; i++) {
@@ -134,7 +134,7 @@ int el_load_prepare(el_load_state *ls, const el_gguf *g, int n_layer, el_load_mo
     int64_t h = 0;
     for (int64_t i = 0; i < m; i++)
         if (tmp[i].seg != n_layer + 1) tmp[h++] = (seg_range){0, tmp[i].off, tmp[i].len};
-    qsort(tmp, (size_t)h, sizeof *tmp, cmp_range);
+    if (h > 1) qsort(tmp, (size_t)h, sizeof *tmp, cmp_range);
     for (int64_t i = 0; i < h; i++) {
         el_load_range *last = ls->n_hot ? &ls->hot[ls->n_hot - 1] : NULL;
         if (last && tmp[i].off <= last->off + last->len) {
