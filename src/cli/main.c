@@ -8,7 +8,7 @@
  *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
- *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
+ *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json] [--load S] [--cold]  speed benchmark
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
