@@ -6,13 +6,19 @@
  * every tensor (lookup by name, every data byte), and aborts if any invariant
  * promised by gguf.h does not hold. libFuzzer hands us an exactly-sized heap
  * copy, so ASan catches any read past the end. On failure, the error must
- * carry a code and a message.
+ * carry a code and a message. A file that parses is also cut into the load
+ * strategies' segments (memory/load.c reads the tensor names: "blk.N.") for
+ * a few layer counts: every range lies inside the (page-rounded) buffer,
+ * segments are in order, every tensor byte is in one, and the per-layer
+ * prefetch hook accepts any layer number.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "memory/load.h"
 #include "package/gguf.h"
 #include "package/types.h"
 
@@ -129,6 +135,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 REQUIRE(x->offset + x->nbytes <= y->offset || y->offset + y->nbytes <= x->offset);
             }
     }
+    /* load-strategy segments */
+    static const int n_layers[] = {0, 1, 3, 64};
+    for (size_t k = 0; k < sizeof n_layers / sizeof n_layers[0]; k++) {
+        el_load_state ls;
+        REQUIRE(el_load_prepare(&ls, g, n_layers[k], EL_LOAD_PREFETCH, &err) == 0);
+        const int ns = n_layers[k] + 2, nr = ls.first[ns];
+        REQUIRE(ls.first[0] == 0);
+        for (int s = 0; s < ns; s++) REQUIRE(ls.first[s] <= ls.first[s + 1]);
+        const size_t pg = (size_t)sysconf(_SC_PAGESIZE), lim = (size + pg - 1) / pg * pg;
+        for (int i = 0; i < nr; i++) REQUIRE(ls.r[i].len > 0 && ls.r[i].off + ls.r[i].len <= lim);
+        for (int64_t i = 0; i < nt; i++) {
+            const el_gguf_tensor *t = el_gguf_tensor_at(g, i);
+            if (!t->nbytes) continue;
+            size_t a0 = (size_t)((const uint8_t *)t->data - data), b0 = a0 + t->nbytes;
+            bool in = false;
+            for (int j = 0; j < nr && !in; j++) in = ls.r[j].off <= a0 && b0 <= ls.r[j].off + ls.r[j].len;
+            REQUIRE(in);
+        }
+        REQUIRE(el_load_lock_bytes(&ls, 0) <= el_load_lock_bytes(&ls, 1));
+        for (int l = -2; l <= n_layers[k] + 2; l++) el_load_on_layer(&ls, l); /* unaligned buffer: advice only */
+        el_load_release(&ls);
+    }
+
     /* lookups of absent names */
     REQUIRE(el_gguf_find(g, "\x01no such key\x02") == NULL);
     REQUIRE(el_gguf_find_tensor(g, "\x01no such tensor\x02") == NULL);

@@ -110,12 +110,26 @@ typedef void (*el_log_cb)(el_log_level level, const char *msg, void *user);
 /* ---- model ------------------------------------------------------------- */
 typedef struct el_model el_model;
 
+/* How the weights come into memory (seed 000 §5.4's load strategies). The
+ * file is always mapped read-only; the modes differ in what is brought in
+ * before el_model_load returns and what stays on demand. */
+typedef enum {
+    EL_LOAD_MMAP = 0,     /* pages come in when first touched (default) */
+    EL_LOAD_PRELOAD = 1,  /* every page read and mlock'd before load returns; fails with
+                           * EL_ERR_NOMEM naming RLIMIT_MEMLOCK when the limit is too small */
+    EL_LOAD_PREFETCH = 2, /* on demand, and while layer i computes the next layers'
+                           * weights are requested (madvise WILLNEED) */
+    EL_LOAD_HOT = 3       /* the layers and the output head read and mlock'd; the token
+                           * embedding table (sparse rows) stays on demand */
+} el_load_mode;
+
 typedef struct el_model_params {
     int n_threads;        /* 0 = number of online CPUs */
     bool vocab_only;      /* load tokenizer only (vocab GGUF files) */
     el_log_cb log_cb;     /* NULL: silent. Used by the model and its sessions */
     void *log_user;
-    void *reserved[6];    /* zero */
+    el_load_mode load;    /* EL_LOAD_MMAP (0) = as before */
+    void *reserved[5];    /* zero */
 } el_model_params;
 
 EL_API el_model_params el_model_default_params(void);

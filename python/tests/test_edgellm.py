@@ -77,7 +77,7 @@ LAYOUT_C = r"""
 int main(void) {
     S(el_error) S(el_model_params) S(el_session_params) S(el_sampling) S(el_generate_params)
     S(el_generate_stats) S(el_token_info) S(el_chat_message) S(el_spec_params)
-    O(el_model_params, log_cb) O(el_model_params, reserved) O(el_generate_params, sampling)
+    O(el_model_params, log_cb) O(el_model_params, load) O(el_model_params, reserved) O(el_generate_params, sampling)
     O(el_generate_params, reserved) O(el_sampling, seed) O(el_sampling, logit_bias) O(el_generate_stats, finish)
     O(el_generate_params, spec) O(el_session_params, n_draft_max) O(el_generate_stats, n_plain_steps) O(el_spec_params, prediction)
     O(el_token_info, top_logprob)

@@ -81,6 +81,11 @@ typedef struct cli_opts {
     const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
     const char *cloud_model;   /* --cloud-model NAME */
     const char *thermal_source; /* --thermal-source FILE */
+    /* load strategy (run, chat, serve, bench) and context overflow (chat, serve) */
+    el_load_mode load;         /* --load preload|mmap|prefetch|hot (default mmap) */
+    bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
+    int ctx_overflow;          /* --ctx-overflow: -1 = the command's default (chat truncate, serve error),
+                                  0 = error, 1 = truncate (drop the oldest whole turns after the system prompt) */
 } cli_opts;
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */

@@ -10,6 +10,17 @@
  * it becomes the token, the old behaviour). Tokens the library has not evaluated yet (the
  * last generated one, say) are tracked by count (el_session_n_past) and fed
  * again in front of the suffix.
+ *
+ * Context overflow (--ctx-overflow, default truncate): before a turn is
+ * generated, the tokens in the cache plus the new ones plus the room to
+ * generate (-n, or 1 token when -n is -1) must fit the context. If not,
+ * "error" refuses the turn (the numbers on stderr, the message forgotten,
+ * the conversation kept); "truncate" drops the oldest whole turns after the
+ * system prompt — a turn is a user message and everything up to the next
+ * user message, never part of one — re-renders, feeds the conversation
+ * again from the start and says on stderr how many messages (and tokens) it
+ * dropped. When even the system prompt and the last user message do not
+ * fit, the turn is refused as with "error".
  */
 #include <errno.h>
 #include <limits.h>
@@ -45,6 +56,23 @@ static bool hist_push(chat_hist *h, const char *role, const char *content, size_
 
 static void hist_truncate(chat_hist *h, int n) {
     while (h->n > n) free((char *)h->msgs[--h->n].content);
+}
+
+/* Removes the oldest whole turn after the first `keep` messages: from msgs[keep]
+ * up to (not including) the next user message. The last user message and what
+ * follows it is never removed. Returns the number of messages removed (0: none
+ * can be). */
+static int hist_drop_turn(chat_hist *h, int keep) {
+    int last_user = -1;
+    for (int i = h->n - 1; i >= keep; i--)
+        if (!strcmp(h->msgs[i].role, "user")) { last_user = i; break; }
+    if (last_user <= keep) return 0;
+    int end = keep + 1;
+    while (end < last_user && strcmp(h->msgs[end].role, "user") != 0) end++;
+    for (int i = keep; i < end; i++) free((char *)h->msgs[i].content);
+    memmove(h->msgs + keep, h->msgs + end, (size_t)(h->n - end) * sizeof *h->msgs);
+    h->n -= end - keep;
+    return end - keep;
 }
 
 /* Growable token list. */
@@ -241,6 +269,50 @@ int cli_cmd_chat(cli_opts *o) {
         bool ok = toks_append(&feed, nt, nn);
         free(nt);
         if (!ok) { code = cli_failf("out of memory"); break; }
+
+        /* Context overflow: the cache + the new tokens + room to generate must fit. */
+        const int n_ctx = el_session_n_ctx(s);
+        const int room = o->n_predict > 0 ? o->n_predict : 1;
+        int need = (extend ? n_past : 0) + feed.n;
+        if ((long long)need + room > n_ctx) {
+            const int need0 = need;
+            int dropped = 0, d;
+            bool fail = false;
+            while (o->ctx_overflow != 0 && (long long)need + room > n_ctx && (d = hist_drop_turn(&hist, n_keep)) > 0) {
+                dropped += d;
+                if (!render(fam, &hist, &rendered)) { fail = true; break; }
+                nt = NULL;
+                nn = chat_tokenize(m, &rendered, 0, flags | EL_TOK_ADD_SPECIAL, &nt);
+                if (nn < 0) { fail = true; break; }
+                feed.n = 0;
+                ok = toks_append(&feed, nt, nn);
+                free(nt);
+                if (!ok) { fail = true; break; }
+                need = feed.n;
+                extend = false;
+            }
+            if (fail) { code = cli_failf("out of memory or template failure while truncating the conversation"); break; }
+            if ((long long)need + room > n_ctx) {
+                if (o->ctx_overflow == 0)
+                    fprintf(stderr, "error: %s: the conversation (%d tokens) + %d to generate exceeds the context of %d "
+                            "tokens (--ctx-overflow error; /reset starts over)\n",
+                            el_status_name(EL_ERR_CONTEXT), need, room, n_ctx);
+                else
+                    fprintf(stderr, "error: %s: the system prompt and the last message alone (%d tokens) + %d to "
+                            "generate exceed the context of %d tokens\n",
+                            el_status_name(EL_ERR_CONTEXT), need, room, n_ctx);
+                hist_truncate(&hist, hist.n - 1); /* forget this message; the (possibly truncated) rest stays */
+                el_session_reset(s);
+                kv.n = 0;
+                fed.len = 0;
+                continue;
+            }
+            fprintf(stderr, "(context full: dropped the %d oldest message%s after the system prompt, %d tokens -> %d of %d)\n",
+                    dropped, dropped == 1 ? "" : "s", need0, need, n_ctx);
+            el_session_reset(s);
+            kv.n = 0;
+            fed.len = 0;
+        }
 
         if (o->verbose)
             fprintf(stderr, "(%s: %d tokens kept in the KV cache, %d fed)\n", extend ? "extending" : "re-feeding",

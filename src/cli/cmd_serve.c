@@ -110,6 +110,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.cloud_key = cloud_key[0] ? cloud_key : NULL;
     p.cloud_model = o->cloud_model;
     p.thermal_source = o->thermal_source;
+    p.load = o->load;
+    p.ctx_overflow_truncate = o->ctx_overflow == 1; /* serve's default: error */
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

@@ -8,7 +8,7 @@
  *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
- *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]  speed benchmark
+ *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json] [--load S] [--cold]  speed benchmark
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
@@ -32,6 +32,7 @@
 
 #include "cli/cli.h"
 #include "memory/capacity.h"
+#include "memory/load.h"
 #include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
@@ -116,6 +117,15 @@ static void print_usage(FILE *f) {
 "                              MemAvailable or the cgroup's room, whichever is lower)\n"
 "      --mem-floor SIZE        serve: answer new requests 503 + Retry-After while MemAvailable\n"
 "                              is below SIZE (also while PSI memory 'full avg10' >= 10 %)\n"
+"      --load STRATEGY         (run, chat, serve, bench) how the weights come into memory:\n"
+"                              mmap (default: pages read on first touch), preload (read and\n"
+"                              mlock everything before the first token; needs RLIMIT_MEMLOCK\n"
+"                              >= the file), prefetch (mmap; while a layer computes the next\n"
+"                              layers' weights are requested), hot (preload all but the\n"
+"                              token-embedding table, which stays on demand)\n"
+"      --ctx-overflow POLICY   (chat, serve) when a conversation no longer fits the context:\n"
+"                              error, or truncate (drop the oldest whole turns after the\n"
+"                              system prompt, and say so); default: chat truncate, serve error\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -172,6 +182,11 @@ static void print_usage(FILE *f) {
 "  -p, --n-prompt N            prompt tokens per prefill test (default 512; 0: skip)\n"
 "  -n, --n-gen N               tokens per decode test (default 128; 0: skip)\n"
 "  -r, --repetitions N         repetitions of each test (default 5)\n"
+"      --load STRATEGY         as above; the first prompt and the first decode token after\n"
+"                              the load are timed on their own (first_token_ms, first_decode_ms)\n"
+"      --cold                  evict the model file's pages from the page cache first\n"
+"                              (posix_fadvise DONTNEED; no privilege needed; pages another\n"
+"                              process maps stay: the fraction still cached is printed)\n"
 "      --json                  print one JSON object with all the results\n",
         f);
 }
@@ -431,6 +446,7 @@ el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {
     el_model_params mp = el_model_default_params();
     mp.n_threads = o->n_threads;
     mp.vocab_only = vocab_only;
+    mp.load = vocab_only ? EL_LOAD_MMAP : o->load;
     return el_model_load(o->model, &mp, err);
 }
 
@@ -520,7 +536,8 @@ enum {
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
-    F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC
+    F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
+    F_LOAD, F_COLD, F_CTXOVER
 };
 
 typedef struct flag_def {
@@ -596,6 +613,10 @@ static const flag_def FLAGS[] = {
     {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
     {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
     {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
+    /* load strategy (memory/load.h) and context overflow policy */
+    {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--cold", F_COLD, false, C_BENCH},
+    {NULL, "--ctx-overflow", F_CTXOVER, true, C_CHAT | C_SERVE},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -773,6 +794,16 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->cloud_model = val;
             break;
         case F_THERMALSRC: o->thermal_source = val; break;
+        case F_LOAD:
+            if (el_load_mode_parse(val, &o->load))
+                return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
+            break;
+        case F_COLD: o->bench_cold = true; break;
+        case F_CTXOVER:
+            if (!strcmp(val, "error")) o->ctx_overflow = 0;
+            else if (!strcmp(val, "truncate")) o->ctx_overflow = 1;
+            else return cli_usage_error(cmd, "--ctx-overflow: expected error or truncate, got '%s'", val);
+            break;
         }
 #undef NEED_INT
 #undef NEED_FLOAT
@@ -838,6 +869,8 @@ int main(int argc, char **argv) {
     o.draft_max = 8;
     o.draft_min = 1;
     o.spec_ngram = 4;
+    o.load = EL_LOAD_MMAP;
+    o.ctx_overflow = -1;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
     return fn(&o);

@@ -18,6 +18,7 @@
 
 #include "backend/cpu/ops.h"
 #include "edgellm.h"
+#include "memory/load.h"
 #include "package/gguf.h"
 #include "runtime/tokenizer.h"
 
@@ -78,6 +79,7 @@ struct el_model {
     size_t owned_bytes;                   /* their bytes (the capacity plan counts them as weights) */
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
+    el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */
 };
 
 struct el_session {
@@ -116,6 +118,12 @@ size_t el_session_bytes_draft(const el_model *m, int n_ctx, int n_batch, int n_d
 __attribute__((format(printf, 3, 4)))
 #endif
 void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
+
+/* The forward pass calls this at the start of each layer (the load
+ * strategy's hook: prefetch requests the next layers' weights). */
+static inline void el_fwd_layer_begin(el_session *s, int il) {
+    if (s->m->load.mode == EL_LOAD_PREFETCH) el_load_on_layer(&s->m->load, il);
+}
 
 /* Helpers for arch loaders (model.c). */
 const char *el_arch_key(const el_model *m, const char *suffix, char *buf, size_t cap);

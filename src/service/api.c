@@ -1240,6 +1240,18 @@ static int fill_delta(cJSON *c, const void *ctx) {
     return 0;
 }
 
+char *el_api_with_truncation(char *json, int n_messages_dropped) {
+    if (!json) return NULL;
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    if (!cJSON_IsObject(root) || !cJSON_AddBoolToObject(root, "truncated", 1) ||
+        !cJSON_AddNumberToObject(root, "n_messages_dropped", n_messages_dropped)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
                            const char *content, size_t len, const char *finish, el_api_usage usage,
                            const char *logprobs) {

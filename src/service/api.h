@@ -242,6 +242,12 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
  * prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
  * predicted_per_second, cache_n (0: no prompt cache yet). */
 
+/* --ctx-overflow truncate: json (a response body or the finish chunk, taken
+ * and freed) with "truncated": true and "n_messages_dropped": n added at the
+ * top level (llama-server's /completion calls its flag "truncated"). NULL on
+ * OOM or if json is not an object. */
+char *el_api_with_truncation(char *json, int n_messages_dropped);
+
 /* Fill err (printf-style message). */
 void el_api_set_error(el_api_error *err, int status, const char *type, const char *param, const char *code,
                       const char *fmt, ...);

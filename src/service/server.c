@@ -278,6 +278,7 @@ struct el_req {
     el_route route;
     bool route_sent;            /* a stream's first frame carried the route member */
     el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
+    int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
 };
 
 typedef struct slot {
@@ -790,8 +791,9 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     } else if (st == RS_DONE) {
         bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
-        ok = (!lp || lj) &&
-             frame_json(tail, route_first(r, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj)));
+        char *fin = (!lp || lj) ? make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj) : NULL;
+        if (fin && r->n_dropped) fin = el_api_with_truncation(fin, r->n_dropped); /* the finish chunk says so */
+        ok = fin && frame_json(tail, route_first(r, fin));
         free(lj);
         if (ok && r->api.include_usage) {
             el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
@@ -1471,6 +1473,48 @@ static enum MHD_Result body_chunk(el_server *s, struct MHD_Connection *c, conn_c
     return el_buf_append(&cc->body, data, n) ? MHD_YES : MHD_NO;
 }
 
+/* Does a prompt of n tokens fit the context with max_tokens (<= 0: at least one token) to generate? */
+static bool prompt_fits(const el_server *s, int n, int max_tokens) {
+    return max_tokens > 0 ? (long long)n + max_tokens <= s->n_ctx : n < s->n_ctx;
+}
+
+/* --ctx-overflow truncate, chat requests: while the prompt does not fit, drop
+ * the oldest whole turn after the leading system messages (a turn: from a
+ * message up to the next user message; the last user message and what
+ * follows it always stay) and tokenize again. r->prompt / the return value
+ * are the last tokenization; r->n_dropped counts the messages dropped. If
+ * nothing more can be dropped the prompt may still not fit: the context check
+ * after this refuses it with the numbers. */
+static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
+    const el_api_request *a = &r->api;
+    int keep = 0;
+    while (keep < a->n_msgs && !strcmp(a->msgs[keep].role, "system")) keep++;
+    int last_user = -1;
+    for (int i = a->n_msgs - 1; i >= keep; i--)
+        if (!strcmp(a->msgs[i].role, "user")) { last_user = i; break; }
+    if (last_user <= keep) return n;
+    el_chat_msg *v = malloc((size_t)a->n_msgs * sizeof *v);
+    if (!v) return n;
+    const int flags = EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0);
+    int from = keep;
+    while (!prompt_fits(s, n, max_tokens) && from < last_user) {
+        int end = from + 1;
+        while (end < last_user && strcmp(a->msgs[end].role, "user") != 0) end++;
+        from = end;
+        memcpy(v, a->msgs, (size_t)keep * sizeof *v);
+        memcpy(v + keep, a->msgs + from, (size_t)(a->n_msgs - from) * sizeof *v);
+        int32_t *toks = NULL;
+        int n2 = el_chat_tokenize(s->model, s->fam, v, keep + a->n_msgs - from, true, flags, &toks);
+        if (n2 <= 0) { free(toks); break; } /* rendered once already: only out of memory gets here */
+        free(r->prompt);
+        r->prompt = toks;
+        n = n2;
+        r->n_dropped = from - keep;
+    }
+    free(v);
+    return n;
+}
+
 /* The prompt is tokenized: the body, the message texts and the prompt (unless
  * echo needs it) are dropped and the body's bytes go back to the budget, so a
  * queued request holds only its tokens. Token ids in logit_bias are checked
@@ -1943,6 +1987,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             return reject(s, c, r, &e, NULL, NULL);
         }
         if (n == -3) n = -1;
+        if (n > 0 && s->p.ctx_overflow_truncate && !prompt_fits(s, n, r->api.max_tokens))
+            n = truncate_chat(s, r, n, r->api.max_tokens);
     } else if (kind == EL_API_NATIVE) {
         n = native_tokens(s, &r->api, &r->prompt, &e);
         if (n < 0) return reject(s, c, r, &e, NULL, NULL);
@@ -1977,7 +2023,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (max_tokens > 0 && (long long)n + max_tokens > s->n_ctx) {
         el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_NATIVE ? "n_predict" : "max_tokens",
                          "context_length_exceeded",
-                         "prompt (%d tokens) + max_tokens (%d) = %lld exceeds the context of %d tokens", n, max_tokens,
+                         "prompt (%d tokens%s) + max_tokens (%d) = %lld exceeds the context of %d tokens", n,
+                         r->n_dropped ? ", the system messages and the last user turn alone" : "", max_tokens,
                          (long long)n + max_tokens, s->n_ctx);
         e.n_prompt_tokens = n;
         e.n_ctx = s->n_ctx;
@@ -1987,7 +2034,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         if (n >= s->n_ctx) {
             el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt",
                              "context_length_exceeded",
-                             "prompt (%d tokens) leaves no room to generate in the context of %d tokens", n, s->n_ctx);
+                             "prompt (%d tokens%s) leaves no room to generate in the context of %d tokens", n,
+                             r->n_dropped ? ", the system messages and the last user turn alone" : "", s->n_ctx);
             e.n_prompt_tokens = n;
             e.n_ctx = s->n_ctx;
             return reject(s, c, r, &e, NULL, NULL);
@@ -2103,6 +2151,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                                                               r->text.len, fin, u, lj)
                                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
                                                                     r->text.p, r->text.len, fin, u, lj);
+        if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
         free(lj);
         ret = json ? send_routed(c, MHD_HTTP_OK, route_in_body(r) ? el_route_inject(json, &r->route) : json, &r->route,
                                  NULL, NULL)
@@ -3059,6 +3108,7 @@ int el_server_load(el_server *s, el_error *err) {
     err->msg[0] = 0;
     el_model_params mp = el_model_default_params();
     mp.n_threads = s->p.n_threads;
+    mp.load = s->p.load;
     el_model *m = el_model_load(s->model_path, &mp, err);
     if (!m) return -1;
     s->model = m;

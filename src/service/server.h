@@ -65,6 +65,13 @@ typedef struct el_server_params {
     const char *cloud_key;     /* bearer key for the cloud, or NULL */
     const char *cloud_model;   /* replaces "model" in requests sent to the cloud, or NULL */
     const char *thermal_source; /* sensor file (millidegrees C) instead of /sys/class/thermal, or NULL */
+    /* memory */
+    el_load_mode load;         /* how the weights come into memory (memory/load.h); 0: mmap */
+    bool ctx_overflow_truncate; /* a chat that does not fit: false (default) 400 context_length_exceeded with
+                                  n_prompt_tokens and n_ctx; true: the oldest whole turns after the leading
+                                  system messages are dropped until it fits (the reply then says
+                                  "truncated": true, "n_messages_dropped": K); still 400 when the system
+                                  messages + the last user turn alone do not fit */
 } el_server_params;
 
 typedef struct el_server el_server;

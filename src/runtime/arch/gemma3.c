@@ -52,6 +52,7 @@ static void gemma3_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_embed(s, toks, n, sqrtf((float)E));
     el_fwd_dump("inp_scaled", -1, s->x, (size_t)n * E);
     for (int il = 0; il < hp->n_layer; il++) {
+        el_fwd_layer_begin(s, il);
         const el_layer *L = &m->layers[il];
         el_op_rmsnorm(s->x, L->attn_norm, s->xb, n, E, hp->norm_eps);
         if (L->swa) el_fwd_attention(s, il, n, &rope_local, hp->n_swa);

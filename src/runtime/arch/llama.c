@@ -25,6 +25,7 @@ static void llama_forward(el_session *s, const int32_t *toks, int n) {
                           .freq_scale = hp->rope_scale, .freq_factors = m->rope_freqs};
     el_fwd_embed(s, toks, n, 1.0f);
     for (int il = 0; il < hp->n_layer; il++) {
+        el_fwd_layer_begin(s, il);
         const el_layer *L = &m->layers[il];
         el_op_rmsnorm(s->x, L->attn_norm, s->xb, n, E, hp->norm_eps);
         el_fwd_attention(s, il, n, &rope, 0);
