@@ -82,7 +82,15 @@ int main(void) {
         CHECK(num(j, "weights_bytes_per_token") > 0);
         double pct = num(j, "roofline_pct");
         CHECKF(pct > 0 && pct < 1000, "roofline_pct %g", pct);
-        CHECK(cJSON_GetArraySize(j) == 14);
+        /* the load strategy's figures (memory/load.h): mmap, warm, first prompt = pp */
+        cJSON *ld = cJSON_GetObjectItem(j, "load");
+        CHECK(cJSON_IsString(ld) && !strcmp(ld->valuestring, "mmap"));
+        CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "cold")));
+        CHECK(num(j, "first_prompt_tokens") == 32);
+        CHECK(num(j, "first_token_ms") > 0);
+        CHECK(num(j, "first_decode_ms") > 0);
+        CHECK(num(j, "rss_loaded_bytes") > 0 && num(j, "rss_first_token_bytes") >= num(j, "rss_loaded_bytes"));
+        CHECKF(cJSON_GetArraySize(j) == 23, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
