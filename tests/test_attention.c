@@ -71,7 +71,7 @@ static void ref_attention(const el_attn_args *a) {
             memset(acc, 0, sizeof acc);
             float M = -INFINITY, S = 0.0f;
             for (int j = lo; j <= p; j++) {
-                const float s = ref_dot(a->kcache + (size_t)j * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
+                const float s = ref_dot((const el_fp16 *)a->kcache + (size_t)j * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
                 float ms = 1.0f, vs = 1.0f;
                 if (s > M) {
                     const float Mold = M;
@@ -81,7 +81,7 @@ static void ref_attention(const el_attn_args *a) {
                 } else {
                     vs = expf(s - M);
                 }
-                const el_fp16 *v = a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
+                const el_fp16 *v = (const el_fp16 *)a->vcache + (size_t)j * kv_row + (size_t)kvh * hd;
                 for (int i = 0; i < hd; i++)
                     acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
                 S = fmaf(S, ms, vs);

@@ -109,6 +109,8 @@ int cli_cmd_bench(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = (np > ng + 1 ? np : ng + 1) + 8;
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    sp.type_k = o->cache_type_k;
+    sp.type_v = o->cache_type_v;
 
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
     double *pp = calloc((size_t)reps, sizeof *pp);
@@ -128,6 +130,8 @@ int cli_cmd_bench(cli_opts *o) {
     int32_t bos = el_token_bos(m);
     if (bos >= 0 && bos < n_vocab) toks[0] = bos;
 
+    if ((code = cli_check_cache_types(o, m)) >= 0) goto done; /* before the session allocates anything */
+    code = CLI_EXIT_OK;
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
 

@@ -79,6 +79,10 @@ static void print_usage(FILE *f) {
 "  -c, --ctx-size N            context length (default: min(4096, model's train ctx);\n"
 "                              0 = model's train ctx)\n"
 "  -b, --batch-size N          prompt tokens per prefill batch (default: library's)\n"
+"  -ctk, --cache-type-k T      (run, chat, serve, bench, plan) KV cache type of K: f16\n"
+"                              (default), bf16, q8_0, q4_0 (q8_0/q4_0/bf16 need a head\n"
+"                              size that is a multiple of 32)\n"
+"  -ctv, --cache-type-v T      the same for V\n"
 "\n"
 "generation (run, chat):\n"
 "  -n, --n-predict N           tokens to generate (default -1: until EOS or context full)\n"
@@ -418,10 +422,27 @@ void cli_measure_runtime(cli_opts *o) {
     o->mem_runtime = el_mem_runtime_bytes(o->n_threads > 0 ? o->n_threads : ncpu > 0 ? (int)ncpu : 1);
 }
 
+int cli_check_cache_types(const cli_opts *o, const el_model *m) {
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 1;
+    sp.n_batch = 1;
+    for (int i = 0; i < 2; i++) {
+        sp.type_k = i ? 0 : o->cache_type_k;
+        sp.type_v = i ? o->cache_type_v : 0;
+        if (el_session_bytes_for(m, &sp) == 0)
+            return cli_usage_error(o->cmd, "%s %s: this model's head size is not a multiple of 32 (q8_0, q4_0 and bf16 "
+                                   "caches need whole 32-value blocks per head)", i ? "--cache-type-v" : "--cache-type-k",
+                                   el_cache_type_name(i ? o->cache_type_v : o->cache_type_k));
+    }
+    return -1;
+}
+
 int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out) {
     const int train = el_model_n_ctx_train(m);
     if (train > 0 && n_ctx > train)
         return cli_usage_error(o->cmd, "-c %d is beyond the model's context of %d tokens", n_ctx, train);
+    const int ct = cli_check_cache_types(o, m);
+    if (ct >= 0) return ct;
     const double M = 1024.0 * 1024.0;
     const char *src = "--mem-budget";
     uint64_t budget = o->mem_budget;
@@ -430,7 +451,8 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
         if (!budget) return -1; /* no /proc: nothing to check against */
     }
     if (budget_out) *budget_out = budget;
-    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch};
+    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch,
+                        .type_k = o->cache_type_k, .type_v = o->cache_type_v};
     el_mem_shape_of(m, &r.shape);
     r.weights = el_mem_weights_bytes(m);
     if (r.weights >= budget)
@@ -477,7 +499,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS
+    F_ALIAS, F_NOSLOTS, F_CTK, F_CTV
 };
 
 typedef struct flag_def {
@@ -504,6 +526,8 @@ static const flag_def FLAGS[] = {
     {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE | C_BENCH},
     {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO | C_SERVE},
     {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO | C_SERVE},
+    {"-ctk", "--cache-type-k", F_CTK, true, C_GEN | C_SERVE | C_BENCH},
+    {"-ctv", "--cache-type-v", F_CTV, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--ignore-eos", F_IGNEOS, false, C_GEN},
     {NULL, "--json", F_JSON, false, C_RUN | C_BENCH},
     {NULL, "--top-logprobs", F_TOPLP, true, C_RUN},
@@ -629,6 +653,13 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_THREADS: NEED_INT(0, 4096); o->n_threads = (int)lv; break;
         case F_CTX: NEED_INT(0, INT_MAX); o->n_ctx = (int)lv; break;
         case F_BATCH: NEED_INT(1, INT_MAX); o->n_batch = (int)lv; break;
+        case F_CTK:
+        case F_CTV: {
+            const int t = el_cache_type_parse(val);
+            if (t < 0) return cli_usage_error(cmd, "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", fd->l, val);
+            *(fd->id == F_CTK ? &o->cache_type_k : &o->cache_type_v) = t;
+            break;
+        }
         case F_IGNEOS: o->ignore_eos = true; break;
         case F_JSON: o->json = true; break;
         case F_TOPLP: NEED_INT(0, 64); o->top_logprobs = (int)lv; break;

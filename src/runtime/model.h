@@ -83,11 +83,13 @@ struct el_model {
 struct el_session {
     el_model *m;
     int n_ctx, n_batch, n_past;
-    /* KV cache, F16: per layer [n_ctx][n_head_kv*head_dim], or for a
-     * sliding-window layer when kv_ring > 0 a ring [kv_ring][...] holding
-     * position j in row j % kv_ring (memory/plan.h) */
-    el_fp16 **kc, **vc;
+    /* KV cache, rows of type_k / type_v (el_type; F16 unless asked): per
+     * layer [n_ctx][n_head_kv*head_dim], or for a sliding-window layer when
+     * kv_ring > 0 a ring [kv_ring][...] holding position j in row
+     * j % kv_ring (memory/plan.h) */
+    void **kc, **vc;
     int kv_ring;
+    int type_k, type_v;
     /* scratch, sized for n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
     float *logits;

@@ -55,6 +55,7 @@ typedef struct el_server_params {
     bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
     uint64_t seed;
     int n_predict;             /* 0: unset; -1 or N: max_tokens / n_predict of requests that give none */
+    int type_k, type_v;        /* the slots' KV cache types (el_cache_type; 0 = F16), -ctk / -ctv */
 } el_server_params;
 
 typedef struct el_server el_server;
