@@ -105,4 +105,21 @@ int el_kv_type_ok(int type, int head_dim);
  * quantize_row_q4_0_ref); rows are el_row_size(type, row_len) bytes. */
 void el_op_kv_store_typed(int type, void *cache, const float *x, int n, int pos0, int row_len, int ring);
 
+/*
+ * llama.cpp rotates attention for a quantized cache (Q8_0/Q4_0; not
+ * F16/BF16): with a quantized K cache and head_dim_k % 64 == 0, Q and K are
+ * multiplied by an orthonormal Walsh-Hadamard matrix of size nrot_k (the
+ * largest 64 * 2^i dividing head_dim_k) before K is stored; with a quantized
+ * V cache and head_dim_v % 64 == 0, V is rotated by the 64 x 64 one before it
+ * is stored and the attention output by the same matrix after (H·H = I).
+ * These give the rotation sizes, 0 for none (llama_kv_cache's attn_rot_k/v).
+ */
+int el_kv_rot_k(int type_k, int head_dim_k);
+int el_kv_rot_v(int type_v, int head_dim_v);
+/* In place, each of n_rows rows of nrot floats (nrot a power of two):
+ * x = H_nrot · x in ggml's fast Walsh-Hadamard arithmetic (the CPU
+ * backend's mul_mat with GGML_HINT_SRC0_IS_HADAMARD): every value times
+ * 1/sqrtf(nrot) first, then butterflies (u + v, u - v) of span 1, 2, 4, … */
+void el_op_fwht(float *x, int n_rows, int nrot);
+
 #endif
