@@ -95,6 +95,7 @@ int cli_verify_before_load(cli_opts *o);
 int cli_cmd_pack(int argc, char **argv);
 /* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
 int cli_cmd_plan(int argc, char **argv);
+int cli_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: parses its own argv */
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

@@ -13,6 +13,7 @@
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
+ *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -62,6 +63,9 @@ static void print_usage(FILE *f) {
 "                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
 "                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
 "                                          window=W,ctx=C]\n"
+"  perplexity -m MODEL -f TEXT            perplexity by llama-perplexity's definition (-c N per\n"
+"                                          chunk, --chunks N, -ctk/-ctv T, --vs-f16: the cost of a\n"
+"                                          KV cache type against F16, --json)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -746,6 +750,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
+    if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }
