@@ -82,7 +82,9 @@ int main(void) {
         CHECK(num(j, "weights_bytes_per_token") > 0);
         double pct = num(j, "roofline_pct");
         CHECKF(pct > 0 && pct < 1000, "roofline_pct %g", pct);
-        CHECK(cJSON_GetArraySize(j) == 14);
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(j, "type_k"), *tv = cJSON_GetObjectItemCaseSensitive(j, "type_v");
+        CHECK(cJSON_IsString(tk) && !strcmp(tk->valuestring, "f16") && cJSON_IsString(tv) && !strcmp(tv->valuestring, "f16"));
+        CHECK(cJSON_GetArraySize(j) == 16);
     }
     cJSON_Delete(j);
     free(out);

@@ -183,7 +183,8 @@ int cli_cmd_bench(cli_opts *o) {
         fputs("{\"model\":", stdout);
         const char *bn = base_name(o->model);
         cli_json_str(stdout, bn, strlen(bn));
-        printf(",\"threads\":%d,\"pp_tokens\":%d,\"pp_tps\":", n_threads, np);
+        printf(",\"threads\":%d,\"type_k\":\"%s\",\"type_v\":\"%s\",\"pp_tokens\":%d,\"pp_tps\":", n_threads,
+               el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v), np);
         cli_json_num(stdout, spp.mean);
         fputs(",\"pp_tps_sd\":", stdout);
         cli_json_num(stdout, spp.sd);
@@ -221,6 +222,7 @@ int cli_cmd_bench(cli_opts *o) {
             printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
         }
         printf("\nload:     %.1f ms\n", load_ms);
+        printf("KV cache: K %s, V %s\n", el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v));
         if (np > 0) printf("TTFT:     %.1f ± %.1f ms (%d-token prompt, prefill + first token)\n", stt.mean, stt.sd, np);
         printf("peak RSS: %.1f MiB\n", (double)peak_rss / (double)(1u << 20));
         printf("roofline: weights read per token %.1f MiB, read bandwidth %.1f GB/s → limit %.1f t/s",
