@@ -499,7 +499,7 @@ static void test_perplexity(const char *model) {
     if (el_test_run_cli(a2, &r)) {
         cJSON *j = cJSON_Parse(r.out);
         CHECKF(r.status == 0 && j, "status %d: %s", r.status, r.err);
-        CHECK(json_num(j, "mean_abs_dlogprob") == 0 && json_num(j, "same_top") == 1 && json_num(j, "ppl") == json_num(j, "ppl_f16"));
+        CHECK(json_num(j, "mean_abs_dlogprob") == 0 && json_num(j, "same_top") == 1 && json_num(j, "ppl") == json_num(j, "ppl_vs"));
         cJSON_Delete(j);
         el_test_proc_free(&r);
     }

@@ -14,10 +14,11 @@
  *   is one decode step (edgellm's sessions keep the last row's logits), so
  *   every position sees exactly the same context.
  *
- *   -ctk / -ctv T: the session's cache types. --vs-f16: a second session
- *   with an F16 cache is fed the same tokens in step, and the mean and
- *   maximum |logprob difference| of the scored tokens, the share of
- *   positions whose argmax agrees, and the F16 perplexity are reported too.
+ *   -ctk / -ctv T: the session's cache types. --vs T (--vs-f16 = --vs f16):
+ *   a second session with K and V caches of type T is fed the same tokens
+ *   in step, and the mean and maximum |logprob difference| of the scored
+ *   tokens, the share of positions whose argmax agrees, and T's perplexity
+ *   are reported too.
  *
  * Output: one line per chunk (running PPL) on stderr, a summary on stdout,
  * or with --json one JSON object. Options are parsed strictly (a bad value
@@ -33,7 +34,8 @@
 typedef struct ppl_args {
     const char *model, *file;
     int n_ctx, n_batch, n_threads, n_chunks, type_k, type_v;
-    bool vs_f16, json;
+    int vs; /* --vs T / --vs-f16: the reference session's cache type (K and V), -1: none */
+    bool json;
 } ppl_args;
 
 static int parse_pos(const char *v, int lo, int hi, int *out) {
@@ -63,11 +65,16 @@ static int parse_ppl_args(int argc, char **argv, ppl_args *a) {
             const int t = el_cache_type_parse(v);
             if (t < 0) return cli_usage_error("perplexity", "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", o, v);
             *(!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k") ? &a->type_k : &a->type_v) = t;
-        } else if (!strcmp(o, "--vs-f16")) a->vs_f16 = true;
+        } else if (!strcmp(o, "--vs-f16")) a->vs = EL_CACHE_F16;
+        else if (!strcmp(o, "--vs")) {
+            NEED_VAL();
+            if ((a->vs = el_cache_type_parse(v)) < 0)
+                return cli_usage_error("perplexity", "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", o, v);
+        }
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             puts("usage: edgellm perplexity -m MODEL -f TEXT [-c N] [-b N] [-t N] [--chunks N] [-ctk T] [-ctv T] "
-                 "[--vs-f16] [--json]");
+                 "[--vs T | --vs-f16] [--json]");
             return CLI_EXIT_OK;
         } else return cli_usage_error("perplexity", "unknown option '%s'", o);
 #undef NEED_VAL
@@ -90,7 +97,7 @@ static double logprob(const float *x, int n, int32_t id, int32_t *top) {
 }
 
 int cli_cmd_perplexity(int argc, char **argv) {
-    ppl_args a = {.n_ctx = 512};
+    ppl_args a = {.n_ctx = 512, .vs = -1};
     int rc = parse_ppl_args(argc, argv, &a);
     if (rc >= 0) return rc;
 
@@ -127,15 +134,15 @@ int cli_cmd_perplexity(int argc, char **argv) {
     sp.type_k = a.type_k;
     sp.type_v = a.type_v;
     if (!(s = el_session_new(m, &sp, &err))) { code = cli_fail(&err); goto done; }
-    if (a.vs_f16) {
-        sp.type_k = sp.type_v = EL_CACHE_F16;
+    if (a.vs > 0) {
+        sp.type_k = sp.type_v = a.vs;
         if (!(ref = el_session_new(m, &sp, &err))) { code = cli_fail(&err); goto done; }
     }
 
     const int nv = el_model_n_vocab(m), first = a.n_ctx / 2;
     const int32_t bos = el_token_bos(m);
     const bool add_bos = n_tok > 0 && bos >= 0 && toks[0] == bos;
-    double nll = 0, nll_f16 = 0, sum_d = 0, max_d = 0;
+    double nll = 0, nll_vs = 0, sum_d = 0, max_d = 0;
     long count = 0, same_top = 0;
     const double t0 = cli_now_ms();
     for (int c = 0; c < n_chunk; c++) {
@@ -159,7 +166,7 @@ int cli_cmd_perplexity(int argc, char **argv) {
             nll -= lp;
             if (ref) {
                 const double lpf = logprob(el_session_logits(ref), nv, ct[j + 1], &top_f16);
-                nll_f16 -= lpf;
+                nll_vs -= lpf;
                 const double d = fabs(lp - lpf);
                 sum_d += d;
                 if (d > max_d) max_d = d;
@@ -180,16 +187,18 @@ int cli_cmd_perplexity(int argc, char **argv) {
                "\"ppl\":%.6f,\"nll\":%.6f,\"seconds\":%.2f",
                n_tok, a.n_ctx, n_chunk, count, tk, tv, exp(nll / (double)count), nll / (double)count, secs);
         if (ref)
-            printf(",\"ppl_f16\":%.6f,\"mean_abs_dlogprob\":%.6f,\"max_abs_dlogprob\":%.6f,\"same_top\":%.6f",
-                   exp(nll_f16 / (double)count), sum_d / (double)count, max_d, (double)same_top / (double)count);
+            printf(",\"vs\":\"%s\",\"ppl_vs\":%.6f,\"mean_abs_dlogprob\":%.6f,\"max_abs_dlogprob\":%.6f,\"same_top\":%.6f",
+                   el_cache_type_name(a.vs), exp(nll_vs / (double)count), sum_d / (double)count, max_d,
+                   (double)same_top / (double)count);
         printf("}\n");
     } else {
         printf("perplexity of %s on %s: %d tokens, %d chunks of %d, %ld scored, K %s V %s\n", a.model, a.file, n_tok,
                n_chunk, a.n_ctx, count, tk, tv);
         printf("  PPL %.4f (mean NLL %.6f), %.1f s\n", exp(nll / (double)count), nll / (double)count, secs);
         if (ref)
-            printf("  vs F16 cache: PPL %.4f, mean |dlogprob| %.6f, max %.6f, same argmax %.2f %%\n",
-                   exp(nll_f16 / (double)count), sum_d / (double)count, max_d, 100.0 * (double)same_top / (double)count);
+            printf("  vs a %s cache: PPL %.4f, mean |dlogprob| %.6f, max %.6f, same argmax %.2f %%\n",
+                   el_cache_type_name(a.vs), exp(nll_vs / (double)count), sum_d / (double)count, max_d,
+                   100.0 * (double)same_top / (double)count);
     }
     if (fflush(stdout) != 0) code = cli_failf("writing to stdout failed");
 done:
