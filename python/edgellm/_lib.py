@@ -30,7 +30,7 @@ class el_model_params(Structure):
 
 class el_session_params(Structure):
     _fields_ = [("n_ctx", c_int), ("n_batch", c_int), ("swa_full", c_int), ("type_k", c_int), ("type_v", c_int),
-                ("reserved", c_void_p * (6 - 8 // sizeof(c_void_p)))]
+                ("reserved", c_void_p * (6 - 8 // ctypes.sizeof(c_void_p)))]
 
 
 class el_sampling(Structure):
