@@ -449,7 +449,21 @@ static void test_cli(const char *model) {
         CHECKF(r.status == 2 && strstr(r.err, "'q4_k'"), "status %d: %s", r.status, r.err);
         el_test_proc_free(&r);
     }
-    /* a good type runs, and the same greedy token comes out as through the API */
+    /* a shape whose head size is not a multiple of 32 cannot have a q8_0 cache (no reference model has one) */
+    const char *a6[] = {"plan", "--shape", "layers=4,kv_heads=2,head_dim=48", "--weights", "10MiB", "--device-mem", "1GiB",
+                        "-ctv", "q8_0", NULL};
+    if (el_test_run_cli(a6, &r)) {
+        CHECKF(r.status == 2 && strstr(r.err, "--cache-type-v q8_0") && strstr(r.err, "48"), "status %d: %s", r.status,
+               r.err);
+        el_test_proc_free(&r);
+    }
+    const char *a7[] = {"plan", "--shape", "layers=4,kv_heads=2,head_dim=48", "--weights", "10MiB", "--device-mem", "1GiB",
+                        "-ctk", "f16", "--json", NULL};
+    if (el_test_run_cli(a7, &r)) {
+        CHECKF(r.status == 0, "status %d: %s", r.status, r.err);
+        el_test_proc_free(&r);
+    }
+    /* a good type runs */
     const char *a4[] = {"run", "-m", model, "--allow-unsigned", "-p", "hi", "-n", "4", "--temp", "0", "-ctk", "q8_0",
                         "-ctv", "q4_0", NULL};
     if (el_test_run_cli(a4, &r)) {

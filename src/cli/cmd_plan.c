@@ -150,6 +150,15 @@ int cli_cmd_plan(int argc, char **argv) {
         el_model_free(m);
         return cli_usage_error("plan", "-c %d is beyond the model's context of %d tokens", a.n_ctx, r.shape.n_ctx_max);
     }
+    for (int i = 0; a.sel && i < 2; i++) { /* -ctk/-ctv: a type the head size cannot use is a usage error */
+        const int t = i ? a.type_v : a.type_k;
+        if (t != 0 && t != EL_CACHE_F16 && r.shape.head_dim % 32 != 0) {
+            el_model_free(m);
+            return cli_usage_error("plan", "%s %s: the head size %d is not a multiple of 32 (q8_0, q4_0 and bf16 caches "
+                                   "need whole 32-value blocks per head)", i ? "--cache-type-v" : "--cache-type-k",
+                                   el_cache_type_name(t), r.shape.head_dim);
+        }
+    }
     if (r.weights >= r.budget) {
         el_model_free(m);
         return cli_failf("the weights (%.1f MiB) do not fit the budget of %.1f MiB (device %.1f MiB - reserve %.1f MiB)",
