@@ -131,7 +131,8 @@ EL_API const char *el_model_meta_str(const el_model *m, const char *key);
 
 /* Bytes a session of n_ctx tokens needs, before creating it: exactly what
  * el_session_new allocates (KV — sliding-window layers as rings, see
- * memory/plan.h — scratch, logits, the session struct) when swa_full is 0;
+ * memory/plan.h — scratch, logits, the session struct) when swa_full is 0
+ * and the cache is F16 (el_session_bytes_for takes every parameter);
  * n_ctx/n_batch 0 = the defaults; 0 if the size overflows. */
 EL_API size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch);
 
