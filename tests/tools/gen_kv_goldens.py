@@ -2,9 +2,10 @@
 """Greedy goldens for the KV cache types (BF16, Q8_0, Q4_0), made by llama.cpp.
 
 For each model (the reference tiny models and the real Gemma 3 270M Q4_K_M)
-and each cache type T in bf16, q8_0, q4_0 (K and V both T), llama.cpp runs
+and each cache type T in bf16, q8_0, q4_0 (K and V both T; on tiny-qwen3 and
+tiny-gemma3 also four K/V pairs of different types), llama.cpp runs
 with flash attention on (required for a quantized V cache) and
-type_k = type_v = T; everything else is the bitlevel configuration of
+type_k / type_v set; everything else is the bitlevel configuration of
 gen_gemma_goldens.py (n_ctx 512, n_ubatch 512, GGML_CPU_TILED_MM=0: the
 arithmetic edgellm reproduces). For such caches llama.cpp's CPU flash
 attention always runs its one-row kernel (ggml_compute_forward_flash_attn_
@@ -38,6 +39,11 @@ import numpy as np  # noqa: E402
 import llama_cpp as L  # noqa: E402
 
 TYPES = [("bf16", 30), ("q8_0", 8), ("q4_0", 2)]
+IDS = {"f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2}
+# K and V of different types (llama.cpp rotates K and V independently), on the
+# tiny models with head size 64 (rotation) and a sliding window (gemma3).
+MIXED_MODELS = ["tiny-qwen3-Q8_0.gguf", "tiny-gemma3-Q8_0.gguf"]
+MIXED = [("q8_0", "f16"), ("f16", "q4_0"), ("q4_0", "q8_0"), ("bf16", "q8_0")]
 TINY = ["tiny-llama-Q8_0.gguf", "tiny-gemma3-Q8_0.gguf", "tiny-qwen2-F16.gguf", "tiny-qwen3-Q8_0.gguf"]
 TINY_PROMPTS = [("robot", "Once upon a time, there was a little robot who"),
                 ("count", "1 + 1 = 2, 2 + 2 = 4, 3 + 3 =")]
@@ -46,15 +52,16 @@ N_STEPS_GEMMA = 32
 
 
 class KVRunner(G.Runner):
-    def __init__(self, model_path, n_threads, type_kv):
+    def __init__(self, model_path, n_threads, type_kv, type_v=None):
         super().__init__(model_path, n_threads, n_ctx=512)
         self.type_kv = type_kv
+        self.type_v = type_kv if type_v is None else type_v
 
     def new_context(self, flash_attn_type=None, n_ubatch=None):
         cp = L.llama_context_default_params()
         cp.flash_attn_type = 1  # on
         cp.type_k = self.type_kv
-        cp.type_v = self.type_kv
+        cp.type_v = self.type_v
         cp.n_ctx = self.n_ctx
         cp.n_batch = self.n_ctx
         cp.n_ubatch = min(self.n_ctx, 512)
@@ -103,8 +110,12 @@ def main():
     for path, prompts, n_steps in jobs:
         models[os.path.basename(path)] = G.sha256_of(path)
         f16 = KVRunner(path, args.threads, 1)
-        for tname, tid in TYPES:
-            r = KVRunner(path, args.threads, tid)
+        combos = [(t, t) for t, _ in TYPES]
+        if os.path.basename(path) in MIXED_MODELS:
+            combos += MIXED
+        for tk, tv in combos:
+            tname = tk if tk == tv else tk + "/" + tv
+            r = KVRunner(path, args.threads, IDS[tk], IDS[tv])
             for pname, text in prompts:
                 toks = r.tokenize(text)
                 steps = r.greedy(toks, n_steps)
@@ -113,7 +124,8 @@ def main():
                 for st, (fid, fmargin, flp) in zip(steps, ref):
                     st["f16"] = [fid, round(fmargin, 6), round(flp, 6)]
                     del st["top"]
-                c = {"model": os.path.basename(path), "type": tname, "name": pname, "prompt": text,
+                c = {"model": os.path.basename(path), "type": tname, "type_k": tk, "type_v": tv, "name": pname,
+                     "prompt": text,
                      "prompt_tokens": toks,
                      "text": b"".join(r.piece(st["id"]) for st in steps).decode("utf-8", "replace"),
                      "steps": steps}
@@ -136,7 +148,7 @@ def main():
         "note": "steps[].f16 = [argmax, top-1/top-2 margin, logprob of steps[].id] of llama.cpp with an F16 cache "
                 "fed the same tokens (flash attention on)",
     }
-    G.write_doc(args.out, doc, cases, ("model", "type", "name", "prompt", "prompt_tokens", "text"))
+    G.write_doc(args.out, doc, cases, ("model", "type", "type_k", "type_v", "name", "prompt", "prompt_tokens", "text"))
     np.seterr(all="ignore")
 
 
