@@ -11,12 +11,16 @@
  * size as weights against a few budgets: KV bytes grow with the context,
  * el_mem_max_ctx's answer fits and one more token does not, el_mem_max_sessions
  * sessions fit and one more does not — all without overflow (UBSan) or abort.
+ * Each part is also a KV cache type name (el_cache_type_parse, -ctk/-ctv):
+ * accepted only as one of the four names up to case; with a shape, the
+ * mixed-type plan and admission are checked too.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "edgellm.h"
 #include "memory/capacity.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
@@ -96,6 +100,33 @@ static void plan(const el_mem_shape *s, uint64_t weights) {
     }
 }
 
+/* A KV cache type name (-ctk/-ctv): -1, or one of the four types whose name
+ * is the input up to ASCII case. */
+static int parse_cache_type(const char *t) {
+    const int c = el_cache_type_parse(t);
+    REQUIRE(c == -1 || c == EL_CACHE_F16 || c == EL_CACHE_BF16 || c == EL_CACHE_Q8_0 || c == EL_CACHE_Q4_0);
+    if (c > 0) {
+        const char *n = el_cache_type_name(c);
+        REQUIRE(n && strlen(n) == strlen(t));
+        for (size_t i = 0; n[i]; i++) REQUIRE(n[i] == (t[i] >= 'A' && t[i] <= 'Z' ? t[i] + 32 : t[i]));
+    }
+    return c;
+}
+
+/* Admission with mixed cache types: the typed plan is between the cheapest and the dearest single type. */
+static void plan_mixed(const el_mem_shape *s, int ck, int cv) {
+    const el_kv_type tk = el_kv_type_of_cache(ck), tv = el_kv_type_of_cache(cv);
+    REQUIRE(tk != EL_KV_TYPE_COUNT && tv != EL_KV_TYPE_COUNT);
+    el_mem_request r = {.shape = *s, .weights = 1, .budget = 8ull << 30, .n_batch = 512, .type_k = ck, .type_v = cv};
+    const int ctx = s->n_ctx_max > 0 && s->n_ctx_max < 4096 ? s->n_ctx_max : 4096;
+    const uint64_t kv = el_mem_session_bytes_kv(&r, tk, tv, ctx), a = el_mem_session_bytes(&r, tk, ctx),
+                   b = el_mem_session_bytes(&r, tv, ctx);
+    if (a != UINT64_MAX && b != UINT64_MAX) REQUIRE(kv >= (a < b ? a : b) && kv <= (a > b ? a : b));
+    REQUIRE(el_mem_max_ctx_kv(&r, tk, tv) >= 0);
+    char msg[512];
+    if (el_mem_admit(&r, ctx, 1, msg, sizeof msg)) REQUIRE(msg[0] != 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 4096) return 0;
     char *all = malloc(size + 1);
@@ -111,6 +142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int have_s = parse_shape(second, &s) == 0;
     if (parse_shape(all, &s2) == 0) plan(&s2, have_w ? w : 1);
     if (have_s) plan(&s, have_w ? w : 0);
+    const int ck = parse_cache_type(all), cv = parse_cache_type(second);
+    if (have_s && ck > 0) plan_mixed(&s, ck, cv > 0 ? cv : EL_CACHE_F16);
     free(all);
     return 0;
 }

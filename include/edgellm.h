@@ -145,7 +145,8 @@ EL_API const char *el_model_meta_str(const el_model *m, const char *key);
 
 /* Bytes a session of n_ctx tokens needs, before creating it: exactly what
  * el_session_new allocates (KV — sliding-window layers as rings, see
- * memory/plan.h — scratch, logits, the session struct) when swa_full is 0;
+ * memory/plan.h — scratch, logits, the session struct) when swa_full is 0
+ * and the cache is F16 (el_session_bytes_for takes every parameter);
  * n_ctx/n_batch 0 = the defaults; 0 if the size overflows. */
 EL_API size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch);
 
@@ -167,6 +168,16 @@ EL_API bool el_token_is_eog(const el_model *m, int32_t tok); /* EOS, EOT, end_of
 /* ---- sessions ---------------------------------------------------------- */
 typedef struct el_session el_session;
 
+/* Types of the KV cache (llama.cpp's --cache-type-k/-v): the ggml type ids.
+ * Q8_0 and Q4_0 (and BF16) need a head size that is a multiple of 32. */
+typedef enum {
+    EL_CACHE_DEFAULT = 0, /* F16 */
+    EL_CACHE_F16 = 1,
+    EL_CACHE_Q4_0 = 2,
+    EL_CACHE_Q8_0 = 8,
+    EL_CACHE_BF16 = 30
+} el_cache_type;
+
 typedef struct el_session_params {
     int n_ctx;    /* tokens of context (KV cache length); 0 = min(train ctx, 4096) */
     int n_batch;  /* prompt tokens per prefill batch; 0 = 512 (as llama.cpp's n_ubatch) */
@@ -175,8 +186,21 @@ typedef struct el_session_params {
     int n_draft_max; /* speculative decoding (added after 0.1.0): the most draft tokens one step
                         may verify, 0..32 (0: none). The session keeps 1 + n_draft_max rows of
                         logits (n_vocab floats each) — counted in its memory plan. */
-    void *reserved[6]; /* zero */
+    /* (added after 0.1.0, from the reserved space; 0 = F16 as before) */
+    int type_k;   /* el_cache_type of the K cache */
+    int type_v;   /* el_cache_type of the V cache */
+    void *reserved[6 - 12 / sizeof(void *)]; /* zero; the struct keeps its size and alignment */
 } el_session_params;
+
+/* "f16", "bf16", "q8_0", "q4_0" (llama.cpp's names, case-insensitive) -> an
+ * el_cache_type; -1 for anything else. */
+EL_API int el_cache_type_parse(const char *name);
+/* "f16", "bf16", "q8_0", "q4_0" (0 = "f16"); NULL for a value that is not a cache type. */
+EL_API const char *el_cache_type_name(int type);
+/* el_session_bytes for these params (cache types and swa_full included):
+ * exactly what el_session_new(m, p) allocates; 0 if the params are invalid
+ * (a cache type the model's head size cannot use) or the size overflows. */
+EL_API size_t el_session_bytes_for(const el_model *m, const el_session_params *p);
 
 EL_API el_session_params el_session_default_params(void);
 EL_API el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err);

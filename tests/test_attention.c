@@ -77,7 +77,7 @@ static void ref_attention(const el_attn_args *a) {
             memset(acc, 0, sizeof acc);
             float M = -INFINITY, S = 0.0f;
             for (int j = lo; j <= p; j++) {
-                const float s = ref_dot(a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
+                const float s = ref_dot((const el_fp16 *)a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd, qf, hd) * a->scale;
                 float ms = 1.0f, vs = 1.0f;
                 if (s > M) {
                     const float Mold = M;
@@ -87,7 +87,7 @@ static void ref_attention(const el_attn_args *a) {
                 } else {
                     vs = expf(s - M);
                 }
-                const el_fp16 *v = a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
+                const el_fp16 *v = (const el_fp16 *)a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
                 for (int i = 0; i < hd; i++)
                     acc[i] = el_fp32_to_fp16(fmaf(el_fp16_to_fp32(v[i]), vs, el_fp16_to_fp32(acc[i])));
                 S = fmaf(S, ms, vs);
@@ -121,7 +121,7 @@ static void ref_tiled(const el_attn_args *a) {
                     const int j = j0 + k;
                     e[k] = -INFINITY;
                     if (j < lo || j > p) continue;
-                    const el_fp16 *kr = a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
+                    const el_fp16 *kr = (const el_fp16 *)a->kcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
                     float d = 0.0f;
                     for (int i = 0; i < hd; i++) d = fmaf(q[i], el_fp16_to_fp32(kr[i]), d);
                     e[k] = d * a->scale;
@@ -143,7 +143,7 @@ static void ref_tiled(const el_attn_args *a) {
                 for (int k = 0; k < 64; k++) {
                     const int j = j0 + k;
                     if (j < lo || j > p) continue; /* rows outside a ring's span may hold other positions */
-                    const el_fp16 *v = a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
+                    const el_fp16 *v = (const el_fp16 *)a->vcache + ref_row(a, j) * kv_row + (size_t)kvh * hd;
                     for (int i = 0; i < hd; i++) acc[i] = fmaf(e[k], el_fp16_to_fp32(v[i]), acc[i]);
                 }
             }

@@ -82,6 +82,8 @@ int main(void) {
         CHECK(num(j, "weights_bytes_per_token") > 0);
         double pct = num(j, "roofline_pct");
         CHECKF(pct > 0 && pct < 1000, "roofline_pct %g", pct);
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(j, "type_k"), *tv = cJSON_GetObjectItemCaseSensitive(j, "type_v");
+        CHECK(cJSON_IsString(tk) && !strcmp(tk->valuestring, "f16") && cJSON_IsString(tv) && !strcmp(tv->valuestring, "f16"));
         /* the load strategy's figures (memory/load.h): mmap, warm, first prompt = pp */
         cJSON *ld = cJSON_GetObjectItem(j, "load");
         CHECK(cJSON_IsString(ld) && !strcmp(ld->valuestring, "mmap"));
@@ -90,7 +92,7 @@ int main(void) {
         CHECK(num(j, "first_token_ms") > 0);
         CHECK(num(j, "first_decode_ms") > 0);
         CHECK(num(j, "rss_loaded_bytes") > 0 && num(j, "rss_first_token_bytes") >= num(j, "rss_loaded_bytes"));
-        CHECKF(cJSON_GetArraySize(j) == 23, "%d fields", cJSON_GetArraySize(j));
+        CHECKF(cJSON_GetArraySize(j) == 25, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);

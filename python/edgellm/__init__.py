@@ -259,8 +259,9 @@ class Model:
         lib.el_chat_tokenize_messages(h, tname, arr, len(messages), add_generation_prompt, buf, n, ctypes.byref(err))
         return list(buf[:n])
 
-    def session(self, n_ctx: int = 0, n_batch: int = 0) -> "Session":
-        return Session(self, n_ctx=n_ctx, n_batch=n_batch)
+    def session(self, n_ctx: int = 0, n_batch: int = 0, cache_type_k: str = "f16",
+                cache_type_v: str = "f16") -> "Session":
+        return Session(self, n_ctx=n_ctx, n_batch=n_batch, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
 
 
 def _messages(messages: Sequence[Message]):
@@ -278,11 +279,18 @@ def _messages(messages: Sequence[Message]):
 class Session:
     """A conversation state on a model: its own KV cache of n_ctx tokens, allocated once."""
 
-    def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0):
+    def __init__(self, model: Model, n_ctx: int = 0, n_batch: int = 0, cache_type_k: str = "f16",
+                 cache_type_v: str = "f16"):
+        """cache_type_k / cache_type_v: the KV cache types, llama.cpp's names: f16, bf16, q8_0, q4_0."""
         self._ptr: Optional[int] = None
         self._model = model  # keeps the model alive while this session exists
         p = lib.el_session_default_params()
         p.n_ctx, p.n_batch = n_ctx, n_batch
+        for field, name in (("type_k", cache_type_k), ("type_v", cache_type_v)):
+            t = lib.el_cache_type_parse(str(name).encode())
+            if t < 0:
+                raise EdgeLLMError(f"cache type {name!r} is not one of f16, bf16, q8_0, q4_0")
+            setattr(p, field, t)
         err = _lib.el_error()
         ptr = lib.el_session_new(model._handle(), ctypes.byref(p), ctypes.byref(err))
         if not ptr:

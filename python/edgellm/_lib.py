@@ -30,7 +30,8 @@ class el_model_params(Structure):
 
 class el_session_params(Structure):
     _fields_ = [("n_ctx", c_int), ("n_batch", c_int), ("swa_full", c_int), ("n_draft_max", c_int),
-                ("reserved", c_void_p * 6)]
+                ("type_k", c_int), ("type_v", c_int),
+                ("reserved", c_void_p * (6 - 12 // ctypes.sizeof(c_void_p)))]
 
 
 class el_sampling(Structure):
@@ -104,6 +105,9 @@ _sigs = {
     "el_model_chat_template": (c_char_p, [_M]),
     "el_model_meta_str": (c_char_p, [_M, c_char_p]),
     "el_session_bytes": (c_size_t, [_M, c_int, c_int]),
+    "el_session_bytes_for": (c_size_t, [_M, POINTER(el_session_params)]),
+    "el_cache_type_parse": (c_int, [c_char_p]),
+    "el_cache_type_name": (c_char_p, [c_int]),
     "el_tokenize": (c_int, [_M, c_char_p, c_size_t, POINTER(c_int32), c_int, c_int]),
     "el_token_to_piece": (c_int, [_M, c_int32, POINTER(c_char), c_int, c_bool]),
     "el_token_bos": (c_int32, [_M]),

@@ -148,6 +148,20 @@ def test_gemma270m_matches_cli():
 
 # ---- streaming, cancellation, stop strings ----
 
+def test_cache_types_match_cli():
+    """Session(cache_type_k=, cache_type_v=) gives the CLI's -ctk/-ctv greedy tokens; a bad name is an error."""
+    path = model_path("tiny-qwen3-Q8_0.gguf")
+    with edgellm.Model(path) as m:
+        for tk, tv in (("q8_0", "q4_0"), ("bf16", "f16")):
+            with m.session(n_ctx=256, cache_type_k=tk, cache_type_v=tv) as s:
+                ids = [t.id for t in s.generate("Once upon a time", max_tokens=12, temperature=0) if t.id >= 0]
+            out = cli("run", "-m", path, "--allow-unsigned", "-p", "Once upon a time", "-n", "12", "--temp", "0",
+                      "--json", "-c", "256", "-ctk", tk, "-ctv", tv)
+            assert ids == [json.loads(l)["id"] for l in out.splitlines() if l.startswith('{"id"')]
+        with pytest.raises(edgellm.EdgeLLMError, match="q3_k"):
+            m.session(cache_type_k="q3_k")
+
+
 def test_break_cancels_and_session_stays_usable(llama):
     s = llama.session(n_ctx=256)
     ref = [t.id for t in s.generate("Once upon a time", max_tokens=10, temperature=0, ignore_eos=True)]

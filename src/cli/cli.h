@@ -32,6 +32,8 @@ typedef struct cli_opts {
     int n_threads;            /* -t; 0 = all CPUs */
     int n_ctx;                /* -c; -1 = not given (min(train, 4096)), 0 = train ctx */
     int n_batch;              /* -b; 0 = library default */
+    int cache_type_k;         /* -ctk, --cache-type-k: el_cache_type (0 = F16) */
+    int cache_type_v;         /* -ctv, --cache-type-v */
     bool ignore_eos;
     bool json;
     int top_logprobs;
@@ -115,6 +117,7 @@ int cli_cmd_pack(int argc, char **argv);
 int cli_cmd_quantize(int argc, char **argv);
 /* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
 int cli_cmd_plan(int argc, char **argv);
+int cli_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: parses its own argv */
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);
@@ -157,6 +160,9 @@ void cli_measure_runtime(cli_opts *o);
  * model's context. Returns -1 to go on, else the exit code (the numbers
  * printed). *budget_out (if not NULL) gets the budget used. */
 int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out);
+/* -1 if -ctk/-ctv suit the model's head size, else a usage error's exit code
+ * (the message names the flag and the type). Allocates nothing. */
+int cli_check_cache_types(const cli_opts *o, const el_model *m);
 
 /* JSON string literal (with the quotes) of s[0..len), always valid UTF-8:
  * ", \ and control characters escaped (\uXXXX, or \n \t ... short forms),

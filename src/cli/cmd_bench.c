@@ -142,6 +142,8 @@ int cli_cmd_bench(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = (np > ng + 1 ? np : ng + 1) + 8;
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    sp.type_k = o->cache_type_k;
+    sp.type_v = o->cache_type_v;
 
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
     double *pp = calloc((size_t)reps, sizeof *pp);
@@ -161,6 +163,8 @@ int cli_cmd_bench(cli_opts *o) {
     int32_t bos = el_token_bos(m);
     if (bos >= 0 && bos < n_vocab) toks[0] = bos;
 
+    if ((code = cli_check_cache_types(o, m)) >= 0) goto done; /* before the session allocates anything */
+    code = CLI_EXIT_OK;
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
 
@@ -225,7 +229,8 @@ int cli_cmd_bench(cli_opts *o) {
         fputs("{\"model\":", stdout);
         const char *bn = base_name(o->model);
         cli_json_str(stdout, bn, strlen(bn));
-        printf(",\"threads\":%d,\"pp_tokens\":%d,\"pp_tps\":", n_threads, np);
+        printf(",\"threads\":%d,\"type_k\":\"%s\",\"type_v\":\"%s\",\"pp_tokens\":%d,\"pp_tps\":", n_threads,
+               el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v), np);
         cli_json_num(stdout, spp.mean);
         fputs(",\"pp_tps_sd\":", stdout);
         cli_json_num(stdout, spp.sd);
@@ -282,6 +287,7 @@ int cli_cmd_bench(cli_opts *o) {
                first_token_ms, np > 0 ? np : 1, first_prefill_ms, first_decode_ms);
         printf("RSS:      %.1f MiB after the load, %.1f MiB after the first decode token\n",
                (double)rss_loaded / (double)(1u << 20), (double)rss_first / (double)(1u << 20));
+        printf("KV cache: K %s, V %s\n", el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v));
         if (np > 0) printf("TTFT:     %.1f ± %.1f ms (%d-token prompt, prefill + first token)\n", stt.mean, stt.sd, np);
         printf("peak RSS: %.1f MiB\n", (double)peak_rss / (double)(1u << 20));
         printf("roofline: weights read per token %.1f MiB, read bandwidth %.1f GB/s → limit %.1f t/s",

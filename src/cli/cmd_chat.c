@@ -184,6 +184,8 @@ int cli_cmd_chat(cli_opts *o) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = cli_ctx_for(o, m);
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
+    sp.type_k = o->cache_type_k;
+    sp.type_v = o->cache_type_v;
     el_spec_params spec;
     cli_spec_setup(o, &sp, &spec);
     int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */

@@ -10,6 +10,7 @@
  * the value, printed before the model is loaded or anything allocated.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +36,8 @@ typedef struct plan_args {
     uint64_t weights, device, reserve, overhead;
     bool have_weights, have_device, have_reserve, have_overhead, json;
     int n_ctx, n_batch, n_threads;
+    int type_k, type_v; /* -ctk / -ctv (el_cache_type); sel: one was given */
+    bool sel;
 } plan_args;
 
 static int parse_plan_args(int argc, char **argv, plan_args *a) {
@@ -59,6 +62,12 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
         } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
             NEED_VAL();
             if (parse_int(v, 1, 1024, &a->n_threads)) return cli_usage_error("plan", "%s: expected threads in [1, 1024], got '%s'", o, v);
+        } else if (!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k") || !strcmp(o, "-ctv") || !strcmp(o, "--cache-type-v")) {
+            NEED_VAL();
+            const int t = el_cache_type_parse(v);
+            if (t < 0) return cli_usage_error("plan", "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", o, v);
+            *(!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k") ? &a->type_k : &a->type_v) = t;
+            a->sel = true;
         } else if (!strcmp(o, "--json")) a->json = true;
         else return cli_usage_error("plan", "unknown option '%s'", o);
 #undef NEED_VAL
@@ -73,8 +82,9 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
 static const el_kv_type file_types[] = {EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0};
 static const el_kv_type shape_types[] = {EL_KV_F16, EL_KV_INT8, EL_KV_INT4, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0};
 
-static const char *status_of(el_kv_type t) {
-    if (el_kv_type_implemented(t)) return "runtime";
+static const char *status_of(el_kv_type t, const el_mem_shape *sh) {
+    if (el_kv_type_implemented(t))
+        return el_kv_type_cache(t) == EL_CACHE_F16 || sh->head_dim % 32 == 0 ? "runtime" : "head size % 32 != 0";
     if (t == EL_KV_INT8 || t == EL_KV_INT4) return "seed ideal (no scales)";
     return "planned only";
 }
@@ -140,6 +150,15 @@ int cli_cmd_plan(int argc, char **argv) {
         el_model_free(m);
         return cli_usage_error("plan", "-c %d is beyond the model's context of %d tokens", a.n_ctx, r.shape.n_ctx_max);
     }
+    for (int i = 0; a.sel && i < 2; i++) { /* -ctk/-ctv: a type the head size cannot use is a usage error */
+        const int t = i ? a.type_v : a.type_k;
+        if (t != 0 && t != EL_CACHE_F16 && r.shape.head_dim % 32 != 0) {
+            el_model_free(m);
+            return cli_usage_error("plan", "%s %s: the head size %d is not a multiple of 32 (q8_0, q4_0 and bf16 caches "
+                                   "need whole 32-value blocks per head)", i ? "--cache-type-v" : "--cache-type-k",
+                                   el_cache_type_name(t), r.shape.head_dim);
+        }
+    }
     if (r.weights >= r.budget) {
         el_model_free(m);
         return cli_failf("the weights (%.1f MiB) do not fit the budget of %.1f MiB (device %.1f MiB - reserve %.1f MiB)",
@@ -171,10 +190,21 @@ int cli_cmd_plan(int argc, char **argv) {
             const int mc = el_mem_max_ctx(&r, t);
             printf("%s{\"kv_type\":\"%s\",\"status\":\"%s\",\"kv_bytes_per_token\":%" PRIu64 ",\"max_ctx\":%d,\"kv_bytes_at_max_ctx\":%" PRIu64
                    ",\"session_bytes_at_ctx\":%" PRIu64 ",\"max_sessions_at_ctx\":%" PRIu64 "}",
-                   i ? "," : "", el_kv_type_name(t), status_of(t), kv_tok, mc, mc > 0 ? el_kv_bytes(&r.shape, t, mc, a.n_batch) : 0,
+                   i ? "," : "", el_kv_type_name(t), status_of(t, &r.shape), kv_tok, mc, mc > 0 ? el_kv_bytes(&r.shape, t, mc, a.n_batch) : 0,
                    el_mem_session_bytes(&r, t, a.n_ctx), el_mem_max_sessions(&r, t, a.n_ctx));
         }
-        printf("]}\n");
+        printf("]");
+        if (a.sel) {
+            const el_kv_type tk = el_kv_type_of_cache(a.type_k), tv = el_kv_type_of_cache(a.type_v);
+            const int mc = el_mem_max_ctx_kv(&r, tk, tv);
+            const uint64_t one = el_mem_session_bytes_kv(&r, tk, tv, a.n_ctx);
+            const uint64_t fixed = r.weights + r.runtime;
+            printf(",\"selected\":{\"type_k\":\"%s\",\"type_v\":\"%s\",\"max_ctx\":%d,\"session_bytes_at_ctx\":%" PRIu64
+                   ",\"max_sessions_at_ctx\":%" PRIu64 "}",
+                   el_cache_type_name(a.type_k), el_cache_type_name(a.type_v), mc, one,
+                   one != UINT64_MAX && one && fixed < r.budget ? (r.budget - fixed) / one : 0);
+        }
+        printf("}\n");
     } else {
         printf("plan for %s\n", a.model ? a.model : a.shape);
         printf("  shape      %d layers (%d sliding-window, window %d), %d KV heads x %d, context %d\n", r.shape.n_layer,
@@ -193,9 +223,19 @@ int cli_cmd_plan(int argc, char **argv) {
         for (int i = 0; i < n_types; i++) {
             const el_kv_type t = types[i];
             const int mc = el_mem_max_ctx(&r, t);
-            printf("  %-6s %-22s %12d %14.1f %16.2f %14" PRIu64 "\n", el_kv_type_name(t), status_of(t), mc,
+            printf("  %-6s %-22s %12d %14.1f %16.2f %14" PRIu64 "\n", el_kv_type_name(t), status_of(t, &r.shape), mc,
                    mc > 0 ? mib(el_kv_bytes(&r.shape, t, mc, a.n_batch)) : 0.0, mib(el_mem_session_bytes(&r, t, a.n_ctx)),
                    el_mem_max_sessions(&r, t, a.n_ctx));
+        }
+        if (a.sel) {
+            const el_kv_type tk = el_kv_type_of_cache(a.type_k), tv = el_kv_type_of_cache(a.type_v);
+            const int mc = el_mem_max_ctx_kv(&r, tk, tv);
+            const uint64_t one = el_mem_session_bytes_kv(&r, tk, tv, a.n_ctx);
+            const uint64_t fixed = r.weights + r.runtime;
+            char name[32];
+            snprintf(name, sizeof name, "K %s V %s", el_cache_type_name(a.type_k), el_cache_type_name(a.type_v));
+            printf("  %-29s %12d %14s %16.2f %14" PRIu64 "\n", name, mc, "", one == UINT64_MAX ? INFINITY : mib(one),
+                   one != UINT64_MAX && one && fixed < r.budget ? (r.budget - fixed) / one : 0);
         }
         printf("  (ctx = %d tokens, prefill batch %d; max context is capped at the model's)\n", a.n_ctx, a.n_batch);
     }

@@ -82,6 +82,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.n_parallel = o->n_parallel;
     p.n_ctx = o->n_ctx;
     p.n_batch = o->n_batch;
+    p.type_k = o->cache_type_k;
+    p.type_v = o->cache_type_v;
     p.n_threads = o->n_threads;
     p.queue_cap = o->queue_cap;
     p.api_key = o->api_key;

@@ -14,6 +14,7 @@
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
  *   edgellm quantize  IN.gguf OUT.gguf TYPE                     GGUF -> GGUF at another type (cmd_quantize.c)
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
+ *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -66,6 +67,9 @@ static void print_usage(FILE *f) {
 "                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
 "                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
 "                                          window=W,ctx=C]\n"
+"  perplexity -m MODEL -f TEXT            perplexity by llama-perplexity's definition (-c N per\n"
+"                                          chunk, --chunks N, -ctk/-ctv T, --vs-f16: the cost of a\n"
+"                                          KV cache type against F16, --json)\n"
 "  help                                    this text\n"
 "  --version                               print the version\n"
 "\n"
@@ -83,6 +87,10 @@ static void print_usage(FILE *f) {
 "  -c, --ctx-size N            context length (default: min(4096, model's train ctx);\n"
 "                              0 = model's train ctx)\n"
 "  -b, --batch-size N          prompt tokens per prefill batch (default: library's)\n"
+"  -ctk, --cache-type-k T      (run, chat, serve, bench, plan) KV cache type of K: f16\n"
+"                              (default), bf16, q8_0, q4_0 (q8_0/q4_0/bf16 need a head\n"
+"                              size that is a multiple of 32)\n"
+"  -ctv, --cache-type-v T      the same for V\n"
 "\n"
 "generation (run, chat):\n"
 "  -n, --n-predict N           tokens to generate (default -1: until EOS or context full)\n"
@@ -462,10 +470,27 @@ void cli_measure_runtime(cli_opts *o) {
     o->mem_runtime = el_mem_runtime_bytes(o->n_threads > 0 ? o->n_threads : ncpu > 0 ? (int)ncpu : 1);
 }
 
+int cli_check_cache_types(const cli_opts *o, const el_model *m) {
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 1;
+    sp.n_batch = 1;
+    for (int i = 0; i < 2; i++) {
+        sp.type_k = i ? 0 : o->cache_type_k;
+        sp.type_v = i ? o->cache_type_v : 0;
+        if (el_session_bytes_for(m, &sp) == 0)
+            return cli_usage_error(o->cmd, "%s %s: this model's head size is not a multiple of 32 (q8_0, q4_0 and bf16 "
+                                   "caches need whole 32-value blocks per head)", i ? "--cache-type-v" : "--cache-type-k",
+                                   el_cache_type_name(i ? o->cache_type_v : o->cache_type_k));
+    }
+    return -1;
+}
+
 int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out) {
     const int train = el_model_n_ctx_train(m);
     if (train > 0 && n_ctx > train)
         return cli_usage_error(o->cmd, "-c %d is beyond the model's context of %d tokens", n_ctx, train);
+    const int ct = cli_check_cache_types(o, m);
+    if (ct >= 0) return ct;
     const double M = 1024.0 * 1024.0;
     const char *src = "--mem-budget";
     uint64_t budget = o->mem_budget;
@@ -475,7 +500,8 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
     }
     if (budget_out) *budget_out = budget;
     el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch,
-                        .n_draft_max = o->spec_mode ? o->draft_max : 0};
+                        .n_draft_max = o->spec_mode ? o->draft_max : 0,
+                        .type_k = o->cache_type_k, .type_v = o->cache_type_v};
     el_mem_shape_of(m, &r.shape);
     r.weights = el_mem_weights_bytes(m);
     if (r.weights >= budget)
@@ -537,7 +563,8 @@ enum {
     F_ALIAS, F_NOSLOTS, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
-    F_LOAD, F_COLD, F_CTXOVER
+    F_LOAD, F_COLD, F_CTXOVER,
+    F_CTK, F_CTV
 };
 
 typedef struct flag_def {
@@ -564,6 +591,8 @@ static const flag_def FLAGS[] = {
     {"-t", "--threads", F_THREADS, true, C_GEN | C_INFO | C_SERVE | C_BENCH},
     {"-c", "--ctx-size", F_CTX, true, C_GEN | C_INFO | C_SERVE},
     {"-b", "--batch-size", F_BATCH, true, C_GEN | C_INFO | C_SERVE},
+    {"-ctk", "--cache-type-k", F_CTK, true, C_GEN | C_SERVE | C_BENCH},
+    {"-ctv", "--cache-type-v", F_CTV, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--ignore-eos", F_IGNEOS, false, C_GEN},
     {NULL, "--json", F_JSON, false, C_RUN | C_BENCH},
     {NULL, "--top-logprobs", F_TOPLP, true, C_RUN},
@@ -708,6 +737,13 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_THREADS: NEED_INT(0, 4096); o->n_threads = (int)lv; break;
         case F_CTX: NEED_INT(0, INT_MAX); o->n_ctx = (int)lv; break;
         case F_BATCH: NEED_INT(1, INT_MAX); o->n_batch = (int)lv; break;
+        case F_CTK:
+        case F_CTV: {
+            const int t = el_cache_type_parse(val);
+            if (t < 0) return cli_usage_error(cmd, "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", fd->l, val);
+            *(fd->id == F_CTK ? &o->cache_type_k : &o->cache_type_v) = t;
+            break;
+        }
         case F_IGNEOS: o->ignore_eos = true; break;
         case F_JSON: o->json = true; break;
         case F_TOPLP: NEED_INT(0, 64); o->top_logprobs = (int)lv; break;
@@ -836,6 +872,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "pack")) return cli_cmd_pack(argc, argv);
     if (!strcmp(cmd, "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
+    if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

@@ -24,7 +24,28 @@ static uint64_t align64_u64(uint64_t x) { return x > SAT - 63 ? SAT : (x + 63) &
 static const char *const kv_names[EL_KV_TYPE_COUNT] = {"F16", "BF16", "Q8_0", "Q4_0", "INT8", "INT4"};
 
 const char *el_kv_type_name(el_kv_type t) { return t >= 0 && t < EL_KV_TYPE_COUNT ? kv_names[t] : "?"; }
-int el_kv_type_implemented(el_kv_type t) { return t == EL_KV_F16; }
+int el_kv_type_implemented(el_kv_type t) { return el_kv_type_cache(t) > 0; }
+
+int el_kv_type_cache(el_kv_type t) {
+    switch (t) {
+    case EL_KV_F16: return EL_CACHE_F16;
+    case EL_KV_BF16: return EL_CACHE_BF16;
+    case EL_KV_Q8_0: return EL_CACHE_Q8_0;
+    case EL_KV_Q4_0: return EL_CACHE_Q4_0;
+    default: return -1;
+    }
+}
+
+el_kv_type el_kv_type_of_cache(int cache_type) {
+    switch (cache_type) {
+    case EL_CACHE_DEFAULT:
+    case EL_CACHE_F16: return EL_KV_F16;
+    case EL_CACHE_BF16: return EL_KV_BF16;
+    case EL_CACHE_Q8_0: return EL_KV_Q8_0;
+    case EL_CACHE_Q4_0: return EL_KV_Q4_0;
+    default: return EL_KV_TYPE_COUNT;
+    }
+}
 
 uint64_t el_kv_row_bytes(el_kv_type t, uint64_t n) {
     switch (t) {
@@ -64,38 +85,56 @@ uint64_t el_kv_bytes(const el_mem_shape *s, el_kv_type t, int n_ctx, int n_batch
                    mul_u64(2, mul_u64(swa_layer, n_swa_layers)));
 }
 
-uint64_t el_mem_session_bytes(const el_mem_request *r, el_kv_type t, int n_ctx) {
+/* Session bytes with K cache type tk and V cache type tv. For a model and
+ * types the runtime has, exactly el_session_bytes_for (the session plan);
+ * for the seed's ideal types, the F16 plan with the F16 KV swapped out. */
+uint64_t el_mem_session_bytes_kv(const el_mem_request *r, el_kv_type tk, el_kv_type tv, int n_ctx) {
     if (n_ctx <= 0) return SAT;
     const int nb = r->n_batch > 0 ? r->n_batch : 512;
-    const uint64_t kv = el_kv_bytes(&r->shape, t, n_ctx, nb);
+    const uint64_t kk = el_kv_bytes(&r->shape, tk, n_ctx, nb), kvv = el_kv_bytes(&r->shape, tv, n_ctx, nb);
+    if (kk == SAT || kvv == SAT) return SAT;
+    const uint64_t kv = kk / 2 + kvv / 2; /* each is 2 x (K or V) */
     if (!r->model) return kv;
-    const size_t all = el_session_bytes_draft((el_model *)r->model, n_ctx, nb, r->n_draft_max);
+    if (el_kv_type_cache(tk) > 0 && el_kv_type_cache(tv) > 0) {
+        el_session_params p = {.n_ctx = n_ctx, .n_batch = nb, .type_k = el_kv_type_cache(tk), .type_v = el_kv_type_cache(tv),
+                               .n_draft_max = r->n_draft_max};
+        const size_t all = el_session_bytes_for((const el_model *)r->model, &p);
+        return all ? (uint64_t)all : SAT; /* 0: a type the model's head size cannot use */
+    }
+    el_session_params pf = {.n_ctx = n_ctx, .n_batch = nb, .n_draft_max = r->n_draft_max};
+    const size_t all = el_session_bytes_for((const el_model *)r->model, &pf);
     if (all == 0) return SAT;
     const uint64_t kv_f16 = el_kv_bytes(&r->shape, EL_KV_F16, n_ctx, nb);
     if (kv_f16 == SAT || kv_f16 > all) return SAT;
     return add_u64((uint64_t)all - kv_f16, kv);
 }
 
+uint64_t el_mem_session_bytes(const el_mem_request *r, el_kv_type t, int n_ctx) {
+    return el_mem_session_bytes_kv(r, t, t, n_ctx);
+}
+
 static uint64_t fixed_bytes(const el_mem_request *r) { return add_u64(r->weights, r->runtime); }
 
-static int fits(const el_mem_request *r, el_kv_type t, int n_ctx) {
-    const uint64_t need = add_u64(fixed_bytes(r), el_mem_session_bytes(r, t, n_ctx));
+static int fits(const el_mem_request *r, el_kv_type tk, el_kv_type tv, int n_ctx) {
+    const uint64_t need = add_u64(fixed_bytes(r), el_mem_session_bytes_kv(r, tk, tv, n_ctx));
     return need != SAT && need <= r->budget;
 }
 
-int el_mem_max_ctx(const el_mem_request *r, el_kv_type t) {
+int el_mem_max_ctx_kv(const el_mem_request *r, el_kv_type tk, el_kv_type tv) {
     int hi = r->shape.n_ctx_max > 0 ? r->shape.n_ctx_max : (1 << 24);
     if (hi > (1 << 24)) hi = 1 << 24; /* el_session_new's limit */
-    if (!fits(r, t, 1)) return 0;
-    if (fits(r, t, hi)) return hi;
+    if (!fits(r, tk, tv, 1)) return 0;
+    if (fits(r, tk, tv, hi)) return hi;
     int lo = 1; /* fits(lo) && !fits(hi); the need grows with n_ctx */
     while (hi - lo > 1) {
         const int mid = lo + (hi - lo) / 2;
-        if (fits(r, t, mid)) lo = mid;
+        if (fits(r, tk, tv, mid)) lo = mid;
         else hi = mid;
     }
     return lo;
 }
+
+int el_mem_max_ctx(const el_mem_request *r, el_kv_type t) { return el_mem_max_ctx_kv(r, t, t); }
 
 uint64_t el_mem_max_sessions(const el_mem_request *r, el_kv_type t, int n_ctx) {
     const uint64_t fixed = fixed_bytes(r), one = el_mem_session_bytes(r, t, n_ctx);
@@ -104,7 +143,8 @@ uint64_t el_mem_max_sessions(const el_mem_request *r, el_kv_type t, int n_ctx) {
 }
 
 int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, size_t cap) {
-    const uint64_t one = el_mem_session_bytes(r, EL_KV_F16, n_ctx);
+    const el_kv_type tk = el_kv_type_of_cache(r->type_k), tv = el_kv_type_of_cache(r->type_v);
+    const uint64_t one = tk == EL_KV_TYPE_COUNT || tv == EL_KV_TYPE_COUNT ? SAT : el_mem_session_bytes_kv(r, tk, tv, n_ctx);
     const uint64_t need = add_u64(fixed_bytes(r), mul_u64(one, (uint64_t)(n_sessions > 0 ? n_sessions : 1)));
     if (one != SAT && need != SAT && need <= r->budget) return 0;
     /* the largest context at which n_sessions sessions fit */
@@ -115,7 +155,7 @@ int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, 
         q.weights = 0;
         q.runtime = 0;
         q.budget = (r->budget - fixed) / (uint64_t)(n_sessions > 0 ? n_sessions : 1);
-        best = el_mem_max_ctx(&q, EL_KV_F16);
+        best = tk == EL_KV_TYPE_COUNT || tv == EL_KV_TYPE_COUNT ? 0 : el_mem_max_ctx_kv(&q, tk, tv);
     }
     const double M = 1024.0 * 1024.0;
     if (msg && cap) {

@@ -11,10 +11,11 @@
  * memory/plan.h), each layer's K and V rounded up to 64 bytes as the session
  * block lays them out. M_workspace: the rest of el_plan_session (scratch,
  * logits) and the session struct. M_runtime: measured (el_mem_runtime_bytes).
- * For F16 the KV figure equals el_plan_session's byte for byte; the other
- * types are planned only (the runtime's cache is F16) and use their ggml
- * block sizes (BF16 2 B, Q8_0 34 B and Q4_0 18 B per 32 values, scales
- * included); the seed's ideal 8- and 4-bit rows have no scales.
+ * For F16, BF16, Q8_0 and Q4_0 (the runtime's cache types, --cache-type-k/-v)
+ * the KV figure equals el_plan_session_kv's byte for byte, with their ggml
+ * block sizes (F16/BF16 2 B per value, Q8_0 34 B and Q4_0 18 B per 32
+ * values, scales included); the seed's ideal 8- and 4-bit rows (planned
+ * only) have no scales.
  *
  * Everything here is arithmetic on validated numbers: every product and sum
  * saturates (UINT64_MAX means "does not fit") instead of wrapping. The
@@ -29,14 +30,18 @@
 struct el_model;
 
 typedef enum el_kv_type {
-    EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0, /* ggml cache types (only F16 is implemented) */
+    EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0, /* ggml cache types (the runtime's) */
     EL_KV_INT8, EL_KV_INT4,                        /* the seed's ideal 8/4 bits per value, no scales */
     EL_KV_TYPE_COUNT
 } el_kv_type;
 
 const char *el_kv_type_name(el_kv_type t);
-/* 1 if the runtime's session cache can be this type today. */
+/* 1 if the runtime's session cache can be this type (F16, BF16, Q8_0, Q4_0). */
 int el_kv_type_implemented(el_kv_type t);
+/* The el_cache_type (edgellm.h) of an implemented type, else -1; and back
+ * (EL_KV_TYPE_COUNT for a value that is not a cache type; 0 is F16). */
+int el_kv_type_cache(el_kv_type t);
+el_kv_type el_kv_type_of_cache(int cache_type);
 /* Bytes of one row of n values (n a multiple of the block size for Q8_0/Q4_0:
  * a partial block counts whole). Saturates. */
 uint64_t el_kv_row_bytes(el_kv_type t, uint64_t n);
@@ -68,6 +73,7 @@ typedef struct el_mem_request {
     uint64_t budget;    /* device memory minus reserve */
     int n_batch;        /* 0: 512 */
     int n_draft_max;    /* speculative decoding: 1 + n_draft_max rows of logits (el_session_params) */
+    int type_k, type_v; /* el_mem_admit: the sessions' cache types (el_cache_type; 0 = F16) */
 } el_mem_request;
 
 /* Bytes one session of n_ctx tokens needs with cache type t: for a model,
@@ -76,11 +82,14 @@ uint64_t el_mem_session_bytes(const el_mem_request *r, el_kv_type t, int n_ctx);
 /* Largest context (1..n_ctx_max, or ..2^24 without one) one session fits;
  * 0 if not even one token fits. */
 int el_mem_max_ctx(const el_mem_request *r, el_kv_type t);
+/* The same two with a K cache of type tk and a V cache of type tv. */
+uint64_t el_mem_session_bytes_kv(const el_mem_request *r, el_kv_type tk, el_kv_type tv, int n_ctx);
+int el_mem_max_ctx_kv(const el_mem_request *r, el_kv_type tk, el_kv_type tv);
 /* How many sessions of n_ctx tokens fit (0 if none). */
 uint64_t el_mem_max_sessions(const el_mem_request *r, el_kv_type t, int n_ctx);
 
 /* Admission: 0 if M_weights + M_runtime + n_sessions sessions of n_ctx
- * tokens (F16 cache) fit r->budget; else -1 with the numbers in msg
+ * tokens (caches of r->type_k / r->type_v) fit r->budget; else -1 with the numbers in msg
  * (needed, available, the largest context one session of the n_sessions
  * could have). */
 int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, size_t cap);

@@ -23,21 +23,43 @@ static size_t mul_sz(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_M
 
 size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il) {
     size_t off = 0;
-    for (int i = 0; i < il; i++) off += 2 * (p->kv_ring > 0 && m->layers[i].swa ? p->kv_layer_swa : p->kv_layer);
+    for (int i = 0; i < il; i++)
+        off += p->kv_ring > 0 && m->layers[i].swa ? p->kv_layer_swa + p->kv_layer_v_swa : p->kv_layer + p->kv_layer_v;
     return off;
 }
 
 int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p) {
-    return el_plan_session_rows(m, n_ctx, n_batch, swa_full, 1, p);
+    return el_plan_session_kv(m, n_ctx, n_batch, swa_full, EL_TYPE_F16, EL_TYPE_F16, p);
 }
 
-int el_plan_session_rows(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int n_logit_rows,
-                         el_session_plan *p) {
+/* Bytes of rows rows of a cache row of n values in type t (SIZE_MAX on overflow). */
+static size_t cache_bytes(int t, size_t rows, size_t n) {
+    const size_t b = mul_sz(rows, el_row_size((el_type)t, (int64_t)n));
+    return b > SIZE_MAX - 63 ? SIZE_MAX : align64(b);
+}
+
+int el_plan_session_kv(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                       el_session_plan *p) {
+    return el_plan_session_full(m, n_ctx, n_batch, swa_full, type_k, type_v, 1, p);
+}
+
+int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                         int n_logit_rows, el_session_plan *p) {
     const el_hparams *hp = &m->hp;
     if (n_ctx <= 0 || n_batch <= 0 || n_logit_rows < 1 || n_logit_rows > n_batch) return -1;
+    const int hd = hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v;
+    if (type_k == 0) type_k = EL_TYPE_F16;
+    if (type_v == 0) type_v = EL_TYPE_F16;
+    if (!el_kv_type_ok(type_k, hp->head_dim_k) || !el_kv_type_ok(type_k, hd) || !el_kv_type_ok(type_v, hp->head_dim_v) ||
+        !el_kv_type_ok(type_v, hd))
+        return -1;
+    p->type_k = type_k;
+    p->type_v = type_v;
     const size_t B = (size_t)n_batch;
-    const size_t kv_row = (size_t)hp->n_head_kv * (size_t)(hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v);
-    p->kv_layer = align64(mul_sz(mul_sz((size_t)n_ctx, kv_row), sizeof(el_fp16)));
+    const size_t kv_row = (size_t)hp->n_head_kv * (size_t)hd;
+    if (kv_row > (size_t)INT64_MAX / 64) return -1;
+    p->kv_layer = cache_bytes(type_k, (size_t)n_ctx, kv_row);
+    p->kv_layer_v = cache_bytes(type_v, (size_t)n_ctx, kv_row);
     p->n_layer_swa = 0;
     p->kv_ring = 0;
     if (!swa_full && hp->n_swa > 0 && (long long)hp->n_swa + n_batch < n_ctx) {
@@ -45,10 +67,12 @@ int el_plan_session_rows(const struct el_model *m, int n_ctx, int n_batch, int s
         for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += m->layers[il].swa ? 1 : 0;
         if (p->n_layer_swa == 0) p->kv_ring = 0;
     }
-    p->kv_layer_swa = p->kv_ring > 0 ? align64((size_t)p->kv_ring * kv_row * sizeof(el_fp16)) : p->kv_layer;
+    p->kv_layer_swa = p->kv_ring > 0 ? cache_bytes(type_k, (size_t)p->kv_ring, kv_row) : p->kv_layer;
+    p->kv_layer_v_swa = p->kv_ring > 0 ? cache_bytes(type_v, (size_t)p->kv_ring, kv_row) : p->kv_layer_v;
+    if (p->kv_layer > SIZE_MAX / 4 || p->kv_layer_v > SIZE_MAX / 4) return -1;
     const size_t n_full = (size_t)(hp->n_layer - p->n_layer_swa);
-    p->kv_bytes = mul_sz(2, mul_sz(p->kv_layer, n_full));
-    const size_t swa_bytes = mul_sz(2, mul_sz(p->kv_layer_swa, (size_t)p->n_layer_swa));
+    p->kv_bytes = mul_sz(p->kv_layer + p->kv_layer_v, n_full);
+    const size_t swa_bytes = mul_sz(p->kv_layer_swa + p->kv_layer_v_swa, (size_t)p->n_layer_swa);
     if (p->kv_bytes > SIZE_MAX / 2 || swa_bytes > SIZE_MAX / 2) return -1;
     p->kv_bytes += swa_bytes;
     const size_t q_row = (size_t)hp->n_head * (size_t)hp->head_dim_k;

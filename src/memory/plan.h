@@ -1,7 +1,7 @@
 /*
  * plan.h — the memory plan of a session (layer L5).
  *
- * Everything a session needs — the F16 KV cache of every layer, activation
+ * Everything a session needs — the KV cache of every layer, activation
  * scratch for n_batch tokens, quantized-activation scratch, logits — is laid
  * out in one block whose size is known before any work starts. el_session_new allocates exactly this block (and nothing
  * later); el_session_bytes reports it so a caller can refuse a request that
@@ -12,6 +12,10 @@
  * of kv_ring = min(n_ctx, window + n_batch) rows (position j in row
  * j % kv_ring), as llama.cpp's SWA cache keeps window + one ubatch, unless
  * swa_full asks for n_ctx rows there too. kv_ring = 0 when no layer rings.
+ * A row holds n_head_kv * max(head_dim_k, head_dim_v) values in the cache's
+ * type (F16 by default; BF16, Q8_0, Q4_0 with --cache-type-k/-v): its
+ * el_row_size bytes, K and V each rounded up to 64 bytes per layer — the
+ * same arithmetic as the capacity planner's el_kv_bytes (capacity.h).
  */
 #ifndef EL_MEMORY_PLAN_H
 #define EL_MEMORY_PLAN_H
@@ -21,8 +25,10 @@ struct el_model;
 
 typedef struct el_session_plan {
     size_t kv_bytes;      /* K + V for all layers */
-    size_t kv_layer;      /* bytes of K (= of V) of a full layer (n_ctx rows) */
-    size_t kv_layer_swa;  /* bytes of K (= of V) of a sliding-window layer (kv_ring rows; = kv_layer if none) */
+    size_t kv_layer;      /* bytes of K of a full layer (n_ctx rows) */
+    size_t kv_layer_swa;  /* bytes of K of a sliding-window layer (kv_ring rows; = kv_layer if none) */
+    size_t kv_layer_v, kv_layer_v_swa; /* the same for V (= the K figures when both have one type) */
+    int type_k, type_v;   /* the caches' el_type (EL_TYPE_F16 unless asked) */
     int kv_ring;          /* rows of a sliding-window layer's ring; 0: no layer rings */
     int n_layer_swa;      /* layers whose cache is a ring */
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_gate, off_up, off_tmp;
@@ -35,10 +41,15 @@ typedef struct el_session_plan {
 /* Fills the plan; returns 0, or -1 if the sizes overflow. swa_full: give
  * sliding-window layers the whole context (no ring). */
 int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p);
+/* The same with K and V caches of el_type type_k / type_v (0 = F16); -1 also
+ * when a type is not one el_kv_type_ok (backend/cpu/ops.h) accepts for the
+ * model's head size. */
+int el_plan_session_kv(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                       el_session_plan *p);
 /* The same with n_logit_rows rows of logits (1..n_batch): a session that
  * verifies speculative drafts keeps the logits of every verified position. */
-int el_plan_session_rows(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int n_logit_rows,
-                         el_session_plan *p);
+int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                         int n_logit_rows, el_session_plan *p);
 
 /* Byte offset of layer il's K cache in the block (V follows K). */
 size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il);

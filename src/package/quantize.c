@@ -122,6 +122,8 @@ static void q4_0_rows(const float *x, void *dst, int64_t nb) {
     }
 }
 
+void el_quantize_row_q4_0(const float *src, void *dst, int64_t n) { q4_0_rows(src, dst, n / 32); }
+
 static void q5_0_rows(const float *x, void *dst, int64_t nb) {
     block_q5_0 *y = dst;
     uint8_t q[32];

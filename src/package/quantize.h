@@ -36,6 +36,12 @@
  * tensor across threads and get the same bytes. */
 size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, int64_t n_per_row);
 
+/* One row of n floats (n % 32 == 0) to Q4_0 exactly as ggml's
+ * quantize_row_q4_0_ref (the CPU backend's from_float for Q4_0, which is
+ * what llama.cpp stores a Q4_0 KV cache row with), without
+ * el_quantize_rows' checks: a non-finite input gives what ggml gives. */
+void el_quantize_row_q4_0(const float *src, void *dst, int64_t n);
+
 /* True if el_quantize_rows supports t: F32 (a copy), F16, BF16, Q8_0, Q4_0,
  * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. */
 int el_quantize_supported(el_type t);

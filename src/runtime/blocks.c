@@ -78,17 +78,26 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
     dbg_dump("V", il, s->v, (size_t)n * kv_row);
     if (hp->q_prescale) el_op_scale(s->q, hp->attn_scale, n * q_row);
+    /* a Q8_0/Q4_0 cache: Q, K, V rotated as llama.cpp does before the store (ops.h, el_kv_rot_k) */
+    const int rot_k = el_kv_rot_k(s->type_k, hd), rot_v = el_kv_rot_v(s->type_v, hp->head_dim_v);
+    if (rot_k) {
+        el_op_fwht(s->q, n * q_row / rot_k, rot_k);
+        el_op_fwht(s->k, n * kv_row / rot_k, rot_k);
+    }
+    if (rot_v) el_op_fwht(s->v, n * kv_row / rot_v, rot_v);
     const int ring = window > 0 && L->swa ? s->kv_ring : 0; /* this layer's cache is a ring (memory/plan.h) */
-    el_op_kv_store(s->kc[il], s->k, n, s->n_past, kv_row, ring);
-    el_op_kv_store(s->vc[il], s->v, n, s->n_past, kv_row, ring);
+    el_op_kv_store_typed(s->type_k, s->kc[il], s->k, n, s->n_past, kv_row, ring);
+    el_op_kv_store_typed(s->type_v, s->vc[il], s->v, n, s->n_past, kv_row, ring);
 
     el_attn_args a = {
         .q = s->q, .out = s->att, .kcache = s->kc[il], .vcache = s->vc[il],
         .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
+        .type_k = s->type_k, .type_v = s->type_v,
     };
     el_op_attention(m->pool, &a);
     dbg_dump("kqv", il, s->att, (size_t)n * q_row);
+    if (rot_v) el_op_fwht(s->att, n * q_row / rot_v, rot_v); /* back: H·H = I */
     el_op_matmul(m->pool, &L->wo, s->att, n, s->tmp, NULL, s->wq8);
     dbg_dump("attn_out", il, s->tmp, (size_t)n * hp->n_embd);
 }

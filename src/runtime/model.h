@@ -85,11 +85,13 @@ struct el_model {
 struct el_session {
     el_model *m;
     int n_ctx, n_batch, n_past;
-    /* KV cache, F16: per layer [n_ctx][n_head_kv*head_dim], or for a
-     * sliding-window layer when kv_ring > 0 a ring [kv_ring][...] holding
-     * position j in row j % kv_ring (memory/plan.h) */
-    el_fp16 **kc, **vc;
+    /* KV cache, rows of type_k / type_v (el_type; F16 unless asked): per
+     * layer [n_ctx][n_head_kv*head_dim], or for a sliding-window layer when
+     * kv_ring > 0 a ring [kv_ring][...] holding position j in row
+     * j % kv_ring (memory/plan.h) */
+    void **kc, **vc;
     int kv_ring;
+    int type_k, type_v;
     /* scratch, sized for n_batch tokens */
     float *x, *xb, *q, *k, *v, *att, *gate, *up, *tmp;
     float *logits;      /* n_logit_rows rows of n_vocab; a forward writes out_rows of them (1: the last token's) */
@@ -109,9 +111,6 @@ struct el_session {
     int embd_pool, embd_row0, embd_n;
     float *embd_out;
 };
-
-/* el_session_bytes of a session that verifies drafts of up to n_draft_max tokens (session.c). */
-size_t el_session_bytes_draft(const el_model *m, int n_ctx, int n_batch, int n_draft_max);
 
 /* Sends a formatted message to the model's log callback, if any (api.c). m may be NULL. */
 #if defined(__GNUC__)

@@ -29,21 +29,72 @@ el_session_params el_session_default_params(void) {
     return p;
 }
 
+_Static_assert(sizeof(el_session_params) == 3 * sizeof(int) + sizeof(void *) * 6 + (sizeof(void *) == 8 ? 4 : 0),
+               "el_session_params keeps its 0.1.0 size (n_draft_max, type_k, type_v came from the reserved space)");
+
+int el_cache_type_parse(const char *name) {
+    static const struct { const char *name; int type; } k[] = {
+        {"f16", EL_CACHE_F16}, {"bf16", EL_CACHE_BF16}, {"q8_0", EL_CACHE_Q8_0}, {"q4_0", EL_CACHE_Q4_0}};
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const char *a = name, *b = k[i].name;
+        while (*a && *b && (*a >= 'A' && *a <= 'Z' ? *a + ('a' - 'A') : *a) == *b) a++, b++;
+        if (!*a && !*b) return k[i].type;
+    }
+    return -1;
+}
+
+const char *el_cache_type_name(int type) {
+    switch (type) {
+    case EL_CACHE_DEFAULT:
+    case EL_CACHE_F16: return "f16";
+    case EL_CACHE_BF16: return "bf16";
+    case EL_CACHE_Q8_0: return "q8_0";
+    case EL_CACHE_Q4_0: return "q4_0";
+    default: return NULL;
+    }
+}
+
+/* 0 if the cache types of p suit m, else -1 with the reason in err (when err != NULL). */
+static int check_cache_types(const el_model *m, const el_session_params *p, el_error *err) {
+    const int hd = m->hp.head_dim_k > m->hp.head_dim_v ? m->hp.head_dim_k : m->hp.head_dim_v;
+    for (int i = 0; i < 2; i++) {
+        const int t = p ? (i ? p->type_v : p->type_k) : 0;
+        const char *which = i ? "--cache-type-v" : "--cache-type-k";
+        if (!el_cache_type_name(t)) {
+            el_set_error(err, EL_ERR_INVALID_ARG, "%s: %d is not a KV cache type (f16, bf16, q8_0, q4_0)", which, t);
+            return -1;
+        }
+        if (!el_kv_type_ok(t, m->hp.head_dim_k) || !el_kv_type_ok(t, m->hp.head_dim_v) || !el_kv_type_ok(t, hd)) {
+            el_set_error(err, EL_ERR_INVALID_ARG,
+                         "%s %s needs a head size that is a multiple of 32; this model's is %d (K) / %d (V)", which,
+                         el_cache_type_name(t), m->hp.head_dim_k, m->hp.head_dim_v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void resolve_params(const el_model *m, const el_session_params *p, int *n_ctx, int *n_batch) {
     *n_ctx = p && p->n_ctx > 0 ? p->n_ctx : (m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096);
     *n_batch = p && p->n_batch > 0 ? p->n_batch : 512; /* llama.cpp's n_ubatch: same batches, same kernel order */
     if (*n_batch > *n_ctx) *n_batch = *n_ctx;
 }
 
-size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) { return el_session_bytes_draft(m, n_ctx, n_batch, 0); }
-
-size_t el_session_bytes_draft(const el_model *m, int n_ctx, int n_batch, int n_draft_max) {
-    if (!m || !m->arch) return 0;
+size_t el_session_bytes(const el_model *m, int n_ctx, int n_batch) {
     el_session_params p = {.n_ctx = n_ctx, .n_batch = n_batch};
+    return el_session_bytes_for(m, &p);
+}
+
+size_t el_session_bytes_for(const el_model *m, const el_session_params *p) {
+    if (!m || !m->arch || check_cache_types(m, p, NULL)) return 0;
     int c, b;
-    resolve_params(m, &p, &c, &b);
+    resolve_params(m, p, &c, &b);
     el_session_plan plan;
-    if (n_draft_max < 0 || el_plan_session_rows(m, c, b, 0, 1 + n_draft_max, &plan)) return 0;
+    const int nd = p ? p->n_draft_max : 0;
+    if (nd < 0 || nd > EL_SPEC_MAX_DRAFT ||
+        el_plan_session_full(m, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd, &plan))
+        return 0;
     return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
 }
 
@@ -59,8 +110,10 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
                      EL_SPEC_MAX_DRAFT, n_batch);
         return NULL;
     }
+    if (check_cache_types(m, p, err)) return NULL;
     el_session_plan plan;
-    if (el_plan_session_rows(m, n_ctx, n_batch, p ? p->swa_full : 0, 1 + n_draft, &plan)) {
+    if (el_plan_session_full(m, n_ctx, n_batch, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + n_draft,
+                             &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -69,10 +122,12 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->m = m;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
-    s->kc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
-    s->vc = calloc((size_t)m->hp.n_layer, sizeof(el_fp16 *));
+    s->kc = calloc((size_t)m->hp.n_layer, sizeof(void *));
+    s->vc = calloc((size_t)m->hp.n_layer, sizeof(void *));
     s->block_bytes = plan.total;
     s->kv_ring = plan.kv_ring;
+    s->type_k = plan.type_k;
+    s->type_v = plan.type_v;
     if (!s->kc || !s->vc || posix_memalign(&s->block, 64, plan.total)) {
         s->block = NULL;
         el_set_error(err, EL_ERR_NOMEM, "session needs %zu bytes (KV %zu + scratch %zu) for %d tokens: allocation failed",
@@ -84,8 +139,8 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     for (int il = 0; il < m->hp.n_layer; il++) {
         const size_t off = el_plan_kv_offset(m, &plan, il);
         const size_t kl = plan.kv_ring > 0 && m->layers[il].swa ? plan.kv_layer_swa : plan.kv_layer;
-        s->kc[il] = (el_fp16 *)(b + off);
-        s->vc[il] = (el_fp16 *)(b + off + kl);
+        s->kc[il] = b + off;
+        s->vc[il] = b + off + kl;
     }
     uint8_t *sc = b + plan.kv_bytes;
     s->x = (float *)(sc + plan.off_x);
@@ -108,8 +163,9 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     memset(s->block, 0, plan.total);
     atomic_init(&s->cancel, false);
     atomic_init(&s->busy, false);
-    el_logf(m, EL_LOG_INFO, "session: %d tokens of context, batch %d, %zu bytes (KV %zu + scratch %zu)", n_ctx,
-            n_batch, plan.total, plan.kv_bytes, plan.scratch_bytes);
+    el_logf(m, EL_LOG_INFO, "session: %d tokens of context, batch %d, %zu bytes (KV %zu, K %s V %s + scratch %zu)",
+            n_ctx, n_batch, plan.total, plan.kv_bytes, el_cache_type_name(plan.type_k), el_cache_type_name(plan.type_v),
+            plan.scratch_bytes);
     return s;
 }
 

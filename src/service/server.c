@@ -3142,12 +3142,25 @@ int el_server_load(el_server *s, el_error *err) {
     }
     {
         const char *src = "--mem-budget";
-        el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch};
+        el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
+                             .type_k = s->p.type_k, .type_v = s->p.type_v};
+        el_session_params tp = {.n_ctx = 1, .n_batch = 1, .type_k = s->p.type_k, .type_v = s->p.type_v};
+        if (el_session_bytes_for(m, &tp) == 0) { /* before any slot is allocated */
+            err->code = EL_ERR_INVALID_ARG;
+            snprintf(err->msg, sizeof err->msg,
+                     "--cache-type-k %s / --cache-type-v %s: a type this model cannot use (q8_0, q4_0 and bf16 need a "
+                     "head size that is a multiple of 32)",
+                     el_cache_type_name(s->p.type_k) ? el_cache_type_name(s->p.type_k) : "?",
+                     el_cache_type_name(s->p.type_v) ? el_cache_type_name(s->p.type_v) : "?");
+            return -1;
+        }
         mr.budget = s->p.mem_budget ? s->p.mem_budget : el_mem_device_available(&src);
         el_mem_shape_of(m, &mr.shape);
         mr.weights = el_mem_weights_bytes(m);
         s->mem_budget = mr.budget;
-        s->mem_planned = mr.weights + mr.runtime + el_mem_session_bytes(&mr, EL_KV_F16, s->n_ctx) * (uint64_t)s->p.n_parallel;
+        s->mem_planned = mr.weights + mr.runtime +
+                         el_mem_session_bytes_kv(&mr, el_kv_type_of_cache(s->p.type_k), el_kv_type_of_cache(s->p.type_v),
+                                                 s->n_ctx) * (uint64_t)s->p.n_parallel;
         char msg[400];
         if (mr.budget && el_mem_admit(&mr, s->n_ctx, s->p.n_parallel, msg, sizeof msg)) {
             err->code = EL_ERR_NOMEM;
@@ -3168,6 +3181,8 @@ int el_server_load(el_server *s, el_error *err) {
         el_session_params sp = el_session_default_params();
         sp.n_ctx = s->n_ctx;
         if (s->p.n_batch > 0) sp.n_batch = s->p.n_batch;
+        sp.type_k = s->p.type_k;
+        sp.type_v = s->p.type_v;
         sl->sess = el_session_new(m, &sp, err);
         if (!sl->sess) return -1;
         s->n_slots = i + 1;

@@ -72,6 +72,7 @@ typedef struct el_server_params {
                                   system messages are dropped until it fits (the reply then says
                                   "truncated": true, "n_messages_dropped": K); still 400 when the system
                                   messages + the last user turn alone do not fit */
+    int type_k, type_v;        /* the slots' KV cache types (el_cache_type; 0 = F16), -ctk / -ctv */
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -170,6 +170,7 @@ static void init_attn(void) {
  * same arithmetic.
  */
 void el_op_attention(el_pool *pool, const el_attn_args *a) {
+    if (el_attn_is_typed(a)) { el_attn_typed(pool, a); return; } /* BF16/Q8_0/Q4_0 K or V: attention_typed.c */
     pthread_once(&g_once, init_attn);
     el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? g_attn_tiled : g_attn, (void *)a);
 }

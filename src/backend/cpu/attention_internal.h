@@ -82,4 +82,11 @@ el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_lev
 /* el_op_kv_store likewise. */
 el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level);
 
+/* Caches of a type other than F16 (attention_typed.c): el_op_attention hands
+ * them to el_attn_typed. */
+static inline int el_attn_is_typed(const el_attn_args *a) {
+    return (a->type_k != 0 && a->type_k != EL_TYPE_F16) || (a->type_v != 0 && a->type_v != EL_TYPE_F16);
+}
+void el_attn_typed(el_pool *pool, const el_attn_args *a);
+
 #endif

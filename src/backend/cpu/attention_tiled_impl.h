@@ -89,8 +89,8 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
 
         const int p_first = a->pos0 + t0, p_last = a->pos0 + t1 - 1;
         const int jlo = el_attn_lo(p_first, a->window);
-        const el_fp16 *kbase = a->kcache + (size_t)kvh * hd;
-        const el_fp16 *vbase = a->vcache + (size_t)kvh * hd;
+        const el_fp16 *kbase = (const el_fp16 *)a->kcache + (size_t)kvh * hd;
+        const el_fp16 *vbase = (const el_fp16 *)a->vcache + (size_t)kvh * hd;
         for (int j0 = jlo & ~(EL_ATT_TILE_KV - 1); j0 <= p_last; j0 += EL_ATT_TILE_KV) {
             /* the positions of this tile some query of the unit sees */
             const int ka = j0 > jlo ? j0 : jlo;

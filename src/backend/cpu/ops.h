@@ -87,14 +87,48 @@ void el_op_scale(float *y, float s, int n);
 typedef struct el_attn_args {
     const float *q;
     float *out;
-    const el_fp16 *kcache, *vcache;
+    const void *kcache, *vcache; /* rows of type_k / type_v (F16: el_fp16) */
     int n, pos0, n_head, n_head_kv, head_dim, window, ring;
     float scale;
+    /* The caches' el_type: EL_TYPE_F16 (0, as a zero-initialised struct
+     * holds, means F16 too), or EL_TYPE_BF16 / EL_TYPE_Q8_0 / EL_TYPE_Q4_0
+     * (head_dim a multiple of 32), for which el_op_attention runs the kernel
+     * of attention_typed.c: llama.cpp's one-row flash attention for
+     * non-F16 caches (Q in K's vec_dot type, V summed in F32). */
+    int type_k, type_v;
 } el_attn_args;
 void el_op_attention(el_pool *pool, const el_attn_args *a);
 
 /* Store n rows of K and V (float) into the F16 cache for positions pos0..;
  * ring > 0: position j goes to row j % ring (n <= ring), else to row j. */
 void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len, int ring);
+
+/* A KV cache type: 1 if el_op_attention / el_op_kv_store_typed handle
+ * caches of type t with this head size (F16 any; BF16, Q8_0, Q4_0 need
+ * head_dim % 32 == 0 — a row of a quantized cache is whole blocks per head). */
+int el_kv_type_ok(int type, int head_dim);
+/* el_op_kv_store for a cache of any type el_kv_type_ok accepts: each row of
+ * row_len floats is converted as llama.cpp's CPU backend stores it
+ * (ggml_set_rows with the type's CPU from_float: F16 and BF16 rounded to
+ * nearest even, Q8_0 by the x86 quantize_row_q8_0, Q4_0 by
+ * quantize_row_q4_0_ref); rows are el_row_size(type, row_len) bytes. */
+void el_op_kv_store_typed(int type, void *cache, const float *x, int n, int pos0, int row_len, int ring);
+
+/*
+ * llama.cpp rotates attention for a quantized cache (Q8_0/Q4_0; not
+ * F16/BF16): with a quantized K cache and head_dim_k % 64 == 0, Q and K are
+ * multiplied by an orthonormal Walsh-Hadamard matrix of size nrot_k (the
+ * largest 64 * 2^i dividing head_dim_k) before K is stored; with a quantized
+ * V cache and head_dim_v % 64 == 0, V is rotated by the 64 x 64 one before it
+ * is stored and the attention output by the same matrix after (H·H = I).
+ * These give the rotation sizes, 0 for none (llama_kv_cache's attn_rot_k/v).
+ */
+int el_kv_rot_k(int type_k, int head_dim_k);
+int el_kv_rot_v(int type_v, int head_dim_v);
+/* In place, each of n_rows rows of nrot floats (nrot a power of two):
+ * x = H_nrot · x in ggml's fast Walsh-Hadamard arithmetic (the CPU
+ * backend's mul_mat with GGML_HINT_SRC0_IS_HADAMARD): every value times
+ * 1/sqrtf(nrot) first, then butterflies (u + v, u - v) of span 1, 2, 4, … */
+void el_op_fwht(float *x, int n_rows, int nrot);
 
 #endif
