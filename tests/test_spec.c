@@ -6,7 +6,8 @@
  *   Gemma, on a copy-heavy prompt (where drafts are accepted: checked) and a
  *   plain one; the session is left where plain decoding leaves it (n_past),
  *   and a second generation continuing the session gives the same tokens too
- *   (rejected positions were rolled back).
+ *   (rejected positions were rolled back); also with Q8_0, Q4_0 and BF16 KV
+ *   caches.
  * - Sampling: el_sampler_sample_draft's tokens are distributed as
  *   el_sampler_sample's (chi-square over 20,000 draws each, several sampler
  *   settings and drafts), and end to end on a tiny model, the token at a
@@ -67,7 +68,11 @@ static el_finish gen(el_session *s, const int32_t *p, int n, const el_spec_param
 }
 
 /* Plain vs speculative greedy on one model; returns drafts accepted (for the copy prompt). */
-static int greedy_case(const char *path, const char *label) {
+static int greedy_case_kv(const char *path, const char *label, int cache_type);
+static int greedy_case(const char *path, const char *label) { return greedy_case_kv(path, label, 0); }
+
+/* cache_type: el_cache_type of K and V (0: F16) */
+static int greedy_case_kv(const char *path, const char *label, int cache_type) {
     el_error err = {0};
     el_model_params mp = el_model_default_params();
     mp.n_threads = 2;
@@ -77,6 +82,7 @@ static int greedy_case(const char *path, const char *label) {
     el_session_params sp = el_session_default_params();
     sp.n_ctx = 512;
     sp.n_draft_max = 8;
+    sp.type_k = sp.type_v = cache_type;
     el_session *a = el_session_new(m, &sp, &err), *b = el_session_new(m, &sp, &err);
     CHECK(a && b);
     int accepted_copy = 0;
@@ -367,6 +373,14 @@ int main(void) {
         snprintf(rel, sizeof rel, "models/%s.gguf", models[i]);
         greedy_case(el_test_ref_path(rel), models[i]);
     }
+    /* typed KV caches (their one-row attention kernel verifies the drafts) */
+    static const struct { const char *model; int type; const char *label; } typed[] = {
+        {"models/tiny-qwen3-F16.gguf", EL_CACHE_Q8_0, "tiny-qwen3-F16 q8_0 KV"},
+        {"models/tiny-llama-Q4_K_M.gguf", EL_CACHE_Q4_0, "tiny-llama-Q4_K_M q4_0 KV"},
+        {"models/tiny-gemma3-Q8_0.gguf", EL_CACHE_BF16, "tiny-gemma3-Q8_0 bf16 KV"},
+    };
+    for (size_t i = 0; i < sizeof typed / sizeof *typed; i++)
+        greedy_case_kv(el_test_ref_path(typed[i].model), typed[i].label, typed[i].type);
     const char *home = getenv("HOME");
     char gemma[512];
     const char *env = getenv("EL_GEMMA_MODEL");
