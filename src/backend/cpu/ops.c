@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/expf_poly.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/kernels_internal.h"
 #include "backend/cpu/ops_internal.h"
@@ -201,31 +202,13 @@ EL_CPU_CLONES static void rope_rotate_portable(float *x, int n_heads, int head_d
     }
 }
 
-/*
- * exp(x) as llama.cpp's x86 CPU backend evaluates it inside SiLU (a
- * polynomial after range reduction, adapted from Arm's optimized routines),
- * step for step in scalar C: the same fused multiply-adds and the same final
- * scaling by 2^n. It differs from libm's expf in the last bits, and those
- * bits decide how activations round when quantized for the next matmul.
- */
-static inline float expf_ggml_poly(float x) {
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
-    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    return ldexpf(j, (int)n);
-}
 
 EL_CPU_CLONES static void silu_mul_portable(float *gate, const float *up, int n_rows, int d) {
     const int dv = d & ~15; /* llama.cpp's vector path covers whole groups of 16 per row */
     for (int r = 0; r < n_rows; r++) {
         float *g = gate + (size_t)r * d;
         const float *u = up + (size_t)r * d;
-        for (int i = 0; i < dv; i++) g[i] = (g[i] / (1.0f + expf_ggml_poly(0.0f - g[i]))) * u[i];
+        for (int i = 0; i < dv; i++) g[i] = (g[i] / (1.0f + el_expf_poly(0.0f - g[i]))) * u[i];
         for (int i = dv; i < d; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
     }
 }

@@ -2,9 +2,9 @@
  * attention_tiled_avx2.c — the tiled attention kernel of attention_tiled.c
  * with AVX2, FMA and F16C: the same bits (attention_tiled_impl.h states the
  * arithmetic). The softmax's expf is ggml's AVX-512 form computed in 8-lane
- * vectors (vscalefps done as a multiply by 2^n where the result stays
- * normal, lane by lane in scalar otherwise), so an AVX2 machine gets the
- * bits of the AVX-512 build edgellm follows.
+ * vectors (x86/expf_x86.h: vscalefps's j·2^n as two exact-then-once-rounded
+ * multiplies), so an AVX2 machine gets the bits of the AVX-512 build edgellm
+ * follows.
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -16,6 +16,7 @@
 
 #include "backend/cpu/attention_internal.h"
 #include "backend/cpu/attention_tiled_ops.h"
+#include "backend/cpu/x86/expf_x86.h"
 #include "util/fp16.h"
 
 static inline void tl_cvt(const el_fp16 *h, float *f, int n) {
@@ -47,42 +48,13 @@ static inline void tl_scores(const float *qt, int R, const float *kf, int cnt, i
     }
 }
 
-/* el_att_vexpf in 8 lanes; lanes whose n is outside [-125, 127] (result not
- * normal, or the |n| > 192 rule) are redone by the scalar form. */
-static inline __m256 v_expf(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(-125.0f), _CMP_GE_OQ),
-                                    _mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
-    const __m256i ni = _mm256_cvtps_epi32(_mm256_and_ps(n, ok)); /* 0 in lanes not ok (or NaN) */
-    const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-    __m256 res = _mm256_mul_ps(j, p2);
-    if (_mm256_movemask_ps(ok) != 0xFF) {
-        float xs[8], rs[8];
-        _mm256_storeu_ps(xs, x);
-        _mm256_storeu_ps(rs, res);
-        const int m = _mm256_movemask_ps(ok);
-        for (int i = 0; i < 8; i++)
-            if (!(m >> i & 1)) rs[i] = el_att_vexpf(xs[i]);
-        res = _mm256_loadu_ps(rs);
-    }
-    return res;
-}
 
 static inline double tl_expsum(float *s, float M) {
     double sum = 0.0;
     const __m256 vm = _mm256_set1_ps(M);
     for (int g = 0; g < EL_ATT_TILE_KV; g += 16) {
-        const __m256 lo = v_expf(_mm256_sub_ps(_mm256_loadu_ps(s + g), vm));
-        const __m256 hi = v_expf(_mm256_sub_ps(_mm256_loadu_ps(s + g + 8), vm));
+        const __m256 lo = expf_poly8(_mm256_sub_ps(_mm256_loadu_ps(s + g), vm));
+        const __m256 hi = expf_poly8(_mm256_sub_ps(_mm256_loadu_ps(s + g + 8), vm));
         _mm256_storeu_ps(s + g, lo);
         _mm256_storeu_ps(s + g + 8, hi);
         const __m256 t3 = _mm256_add_ps(hi, lo);

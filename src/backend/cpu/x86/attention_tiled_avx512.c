@@ -16,6 +16,7 @@
 
 #include "backend/cpu/attention_internal.h"
 #include "backend/cpu/attention_tiled_ops.h"
+#include "backend/cpu/x86/expf_x86.h"
 #include "util/fp16.h"
 
 static inline void tl_cvt(const el_fp16 *h, float *f, int n) {
@@ -47,30 +48,11 @@ static inline void tl_scores(const float *qt, int R, const float *kf, int cnt, i
     }
 }
 
-/* ggml_v_expf, AVX-512 (the operations of el_att_vexpf, 16 lanes). */
-static inline __m512 v_expf(__m512 x) {
-    const __m512 r = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n = _mm512_sub_ps(z, r);
-    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
-    const __m512 u = _mm512_mul_ps(b, b);
-    const __m512 j = _mm512_fmadd_ps(
-        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
-    const __m512 res = _mm512_scalef_ps(j, n);
-    if (_mm512_kortestz(d, d)) return res;
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
-    return _mm512_mask_blend_ps(d, res, alt);
-}
 
 static inline double tl_expsum(float *s, float M) {
     double sum = 0.0;
     for (int g = 0; g < EL_ATT_TILE_KV; g += 16) {
-        const __m512 e = v_expf(_mm512_sub_ps(_mm512_loadu_ps(s + g), _mm512_set1_ps(M)));
+        const __m512 e = expf_poly16(_mm512_sub_ps(_mm512_loadu_ps(s + g), _mm512_set1_ps(M)));
         _mm512_storeu_ps(s + g, e);
         float l[16];
         _mm512_storeu_ps(l, e);
