@@ -1448,8 +1448,8 @@ char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
 static int add_timings(cJSON *root, const el_api_native_result *r) {
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     if (!t) return -1;
-    double pn = r->n_prompt, gn = r->n_predicted;
-    return cJSON_AddNumberToObject(t, "cache_n", 0) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
+    double pn = r->n_prompt - r->n_cache_reused, gn = r->n_predicted;
+    return cJSON_AddNumberToObject(t, "cache_n", r->n_cache_reused) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
                    cJSON_AddNumberToObject(t, "prompt_ms", r->prompt_ms) &&
                    cJSON_AddNumberToObject(t, "prompt_per_token_ms", pn > 0 ? r->prompt_ms / pn : 0) &&
                    cJSON_AddNumberToObject(t, "prompt_per_second", r->prompt_ms > 0 ? 1e3 * pn / r->prompt_ms : 0) &&
@@ -1514,7 +1514,7 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
              cJSON_AddBoolToObject(root, "has_new_line", nl) && cJSON_AddBoolToObject(root, "truncated", r->truncated) &&
              !add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
              !add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
-             cJSON_AddNumberToObject(root, "tokens_cached", 0) && !add_timings(root, r);
+             cJSON_AddNumberToObject(root, "tokens_cached", r->n_cached) && !add_timings(root, r);
     }
     if (ok && r->probs) ok = cJSON_AddRawToObject(root, "completion_probabilities", r->probs) != NULL;
     if (!ok) {

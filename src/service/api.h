@@ -225,6 +225,8 @@ typedef struct el_api_native_result {
     const char *model;
     int id_slot;
     int n_prompt, n_predicted;
+    int n_cache_reused;      /* final: prompt tokens taken from the slot's cache (timings cache_n; prompt_n is the rest) */
+    int n_cached;            /* final: tokens the slot's cache holds after the request ("tokens_cached") */
     const char *stop_type;   /* final only: "eos", "limit", "word" (else "none") */
     const char *stopping_word;
     bool truncated;
@@ -240,7 +242,7 @@ typedef struct el_api_native_result {
 char *el_api_native_response(const el_api_native_result *r, char *const *fields, int n_fields);
 /* {"timings": ...} member values: prompt_n, prompt_ms, prompt_per_token_ms,
  * prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
- * predicted_per_second, cache_n (0: no prompt cache yet). */
+ * predicted_per_second, cache_n (prompt tokens reused from the slot's cache). */
 
 /* Fill err (printf-style message). */
 void el_api_set_error(el_api_error *err, int status, const char *type, const char *param, const char *code,
