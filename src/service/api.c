@@ -262,7 +262,7 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
-    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_COUNT
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -288,6 +288,7 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_BEST_OF] = {"best_of", K_COMP},
     [F_SUFFIX] = {"suffix", K_COMP},
     [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
+    [F_CACHE_PROMPT] = {"cache_prompt", K_CHAT | K_COMP}, /* llama-server's, default true */
 };
 
 /* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
@@ -566,6 +567,10 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
         out->frequency_penalty = (float)v;
     }
+    if ((it = f[F_CACHE_PROMPT])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "cache_prompt", "a boolean", it);
+        out->cache_prompt = cJSON_IsTrue(it);
+    }
     if ((it = f[F_SEED])) {
         /* int64 (stored two's complement) or uint64 */
         if (get_int(it, "seed", -9223372036854775808.0, 18446744073709551615.0, &v, err)) return -1;
@@ -653,6 +658,7 @@ static void request_init(el_api_request *r, el_api_kind kind) {
     r->repeat_penalty = 1.0f;
     r->repeat_last_n = -1;
     r->id_slot = -1;
+    r->cache_prompt = true; /* llama-server reuses a slot's cached prefix unless told not to */
     if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
         r->temperature = 0.8f;
         r->top_p = 0.95f;
