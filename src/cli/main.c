@@ -148,6 +148,10 @@ static void print_usage(FILE *f) {
 "      --no-slots              GET /slots answers 501\n"
 "      --slot-save-path DIR    POST /slots/N?action=save|restore write and read slot\n"
 "                              files (tokens + KV cache) in DIR only (else 501)\n"
+"      --cache-prompt, --no-cache-prompt\n"
+"                              whether requests that do not say reuse the prefix their\n"
+"                              prompt shares with a slot's last one (default: reuse,\n"
+"                              as llama-server; see README on determinism)\n"
 "      --embeddings            answer /v1/embeddings, /embeddings, /embedding (else 501)\n"
 "      --pooling TYPE          none|mean|cls|last (default: the model's, else none, as\n"
 "                              llama-server; /v1/embeddings needs one other than none)\n"
@@ -520,7 +524,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC
 };
@@ -571,6 +575,8 @@ static const flag_def FLAGS[] = {
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
     {NULL, "--slot-save-path", F_SLOTPATH, true, C_SERVE},
+    {NULL, "--cache-prompt", F_CACHEPROMPT, false, C_SERVE},
+    {NULL, "--no-cache-prompt", F_NOCACHEPROMPT, false, C_SERVE},
     {NULL, "--embeddings", F_EMBD, false, C_SERVE},
     {NULL, "--embedding", F_EMBD, false, C_SERVE},
     {NULL, "--pooling", F_POOLING, true, C_SERVE},
@@ -717,6 +723,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_CACHEPROMPT: o->no_cache_prompt = false; break;
+        case F_NOCACHEPROMPT: o->no_cache_prompt = true; break;
         case F_SLOTPATH:
             if (!*val || strlen(val) > 4000) return cli_usage_error(cmd, "--slot-save-path: expected a directory");
             o->slot_save_path = val;

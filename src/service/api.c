@@ -570,6 +570,7 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     if ((it = f[F_CACHE_PROMPT])) {
         if (!cJSON_IsBool(it)) return type_error(err, "cache_prompt", "a boolean", it);
         out->cache_prompt = cJSON_IsTrue(it);
+        out->has_cache_prompt = true;
     }
     if ((it = f[F_SEED])) {
         /* int64 (stored two's complement) or uint64 */
@@ -1007,6 +1008,7 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
     }
     if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
     if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
+    if (it) out->has_cache_prompt = true;
     if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
     if ((it = f[N_STREAM]) && native_bool(it, "stream", &out->stream, err)) return -1;
     if ((it = f[N_ID_SLOT])) {

@@ -1610,6 +1610,7 @@ static void apply_defaults(const el_server *s, el_api_request *a) {
         a->seed = s->p.seed;
     }
     if (!a->has_max_tokens && s->p.n_predict != 0) a->max_tokens = s->p.n_predict;
+    if (!a->has_cache_prompt) a->cache_prompt = !s->p.no_cache_prompt;
 }
 
 /* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
