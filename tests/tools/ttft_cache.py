@@ -24,7 +24,7 @@ import http.client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
-from test_server import Server, post  # noqa: E402
+from test_server import Server, post, request  # noqa: E402
 
 USER1 = ("I keep a small lighthouse museum on the coast. Visitors ask about the lamps, the keepers, the storms and "
          "the ships that were lost before the light was built. ") * 6 + "Write a short welcome text for the museum."
@@ -84,11 +84,14 @@ def main():
                          {"role": "user", "content": USER2}]
                 ttft, usage = turn(srv.port, msgs, 8, cache, stream=True)
                 res[cache].append(ttft * 1e3)
-                sizes = {"turn1_prompt": r1["usage"]["prompt_tokens"], "turn2_prompt": usage["prompt_tokens"]}
+                sizes.update({"turn1_prompt": r1["usage"]["prompt_tokens"], "turn2_prompt": usage["prompt_tokens"]})
+                if cache:
+                    slot0 = json.loads(request(srv.port, "GET", "/slots")[2])[0]
+                    sizes["reused"], sizes["evaluated"] = slot0["n_prompt_tokens_cache"], slot0["n_prompt_tokens_processed"]
         on, off = statistics.median(res[True]), statistics.median(res[False])
         print("model %s, threads %s, %d runs" % (os.path.basename(a.model), a.threads, a.runs))
-        print("turn 1 prompt %d tokens (+%d reply); turn 2 prompt %d tokens"
-              % (sizes["turn1_prompt"], a.reply, sizes["turn2_prompt"]))
+        print("turn 1 prompt %d tokens (+%d reply); turn 2 prompt %d tokens, cached: %d reused + %d evaluated"
+              % (sizes["turn1_prompt"], a.reply, sizes["turn2_prompt"], sizes["reused"], sizes["evaluated"]))
         print("turn 2 TTFT, cache_prompt true : median %.1f ms (%s)" % (on, ", ".join("%.0f" % x for x in res[True])))
         print("turn 2 TTFT, cache_prompt false: median %.1f ms (%s)" % (off, ", ".join("%.0f" % x for x in res[False])))
         print("speed-up %.1fx" % (off / on))
