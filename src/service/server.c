@@ -886,10 +886,11 @@ static void run_request(slot *sl, el_req *r) {
     const int reuse = cache_reuse(sl, r);
     if (el_session_truncate(sl->sess, reuse, NULL)) el_session_truncate(sl->sess, 0, NULL);
     const int kept = el_session_n_past(sl->sess);
-    memcpy(sl->ctoks + kept, r->prompt + kept, sizeof *r->prompt * (size_t)(r->n_prompt - kept));
+    const int n_rec = r->n_prompt < s->n_ctx ? r->n_prompt : s->n_ctx; /* the HTTP side refused longer ones */
+    if (n_rec > kept) memcpy(sl->ctoks + kept, r->prompt + kept, sizeof *r->prompt * (size_t)(n_rec - kept));
     r->n_cache_reused = kept;
     r->ctoks = sl->ctoks;
-    r->n_ctoks = r->n_prompt;
+    r->n_ctoks = n_rec;
     r->cap_ctoks = s->n_ctx;
     pthread_mutex_lock(&s->mu);
     sl->n_cache = kept;
