@@ -11,6 +11,13 @@
  * EL_ERR_NUMERIC naming the step (counted in the sampler's pass over the
  * row, so it costs nothing); el_session_eval checks its last row the same way. The per-request sampler is created before prefill and released
  * exactly once on the single exit path.
+ *
+ * Roll-back (a prompt cache): el_session_truncate keeps the first n
+ * positions when every row the next position reads is still there (any
+ * prefix of a full-context layer; a sliding-window ring only the rule at
+ * el_session_can_truncate), else refuses and changes nothing;
+ * el_generate_cached then evaluates only the prompt after the positions kept,
+ * its sampler seeing the whole prompt as el_generate's does.
  */
 #include <math.h>
 #include <stdio.h>

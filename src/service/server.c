@@ -6,8 +6,18 @@
  * pool), its SHA-256 fingerprint, the chat template family, and N slots,
  * each a worker thread owning one el_session whose KV cache and scratch are
  * allocated at startup (el_session_new). Request state is one el_req per HTTP
- * request; a slot resets its session before each request, so no history
- * crosses requests.
+ * request. A slot's session keeps its positions between requests as a
+ * prompt cache (cache_prompt): the slot records the ids of the positions it
+ * holds (ctoks[0..n_cache), always the session's n_past while idle); a
+ * request keeps the longest prefix its prompt shares with them that the
+ * session can roll back to (el_session_truncate; a sliding-window ring only
+ * so far) and prefills the rest (el_generate_cached: the sampler still sees
+ * the whole prompt), so no request sees another's text, only reuses the
+ * arithmetic of a prefix equal to its own. A request that names no slot is
+ * left to the idle slot whose cache shares the longest prefix with it
+ * (slot_prefers). Slot actions (POST /slots/N?action=save|restore|erase,
+ * h_slot_action, file format in slot_file.h) hold an idle slot (sl->held:
+ * its thread takes no request) and work on its session from the HTTP thread.
  *
  * Request lifecycle. QUEUED → PREFILL → DECODE → DONE | CANCELLED | FAILED.
  * All transitions happen under srv->mu and have one owner each:
@@ -93,8 +103,8 @@
  * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
  * and reply shape, built by native_json), /props and /slots (read under
  * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
- * terminal transition), /apply-template, the chat token count, 501 for
- * slot actions, and the embeddings routes (h_embeddings: 501 without
+ * terminal transition), /apply-template, the chat token count, the slot
+ * actions (501 without --slot-save-path), and the embeddings routes (h_embeddings: 501 without
  * --embeddings; else each input runs through el_embed on a slot, queued like
  * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
  * skip queued requests meant for another slot, and enqueueing wakes every
