@@ -1185,10 +1185,12 @@ static cJSON *head(const char *object, const char *id, const char *model, long c
 }
 
 static int add_usage(cJSON *root, el_api_usage u) {
-    cJSON *o = cJSON_AddObjectToObject(root, "usage");
+    cJSON *o = cJSON_AddObjectToObject(root, "usage"), *d = NULL;
     return o && cJSON_AddNumberToObject(o, "prompt_tokens", u.prompt_tokens) &&
                    cJSON_AddNumberToObject(o, "completion_tokens", u.completion_tokens) &&
-                   cJSON_AddNumberToObject(o, "total_tokens", (double)u.prompt_tokens + (double)u.completion_tokens)
+                   cJSON_AddNumberToObject(o, "total_tokens", (double)u.prompt_tokens + (double)u.completion_tokens) &&
+                   (d = cJSON_AddObjectToObject(o, "prompt_tokens_details")) &&
+                   cJSON_AddNumberToObject(d, "cached_tokens", u.cached_tokens)
                ? 0
                : -1;
 }

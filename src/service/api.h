@@ -251,7 +251,8 @@ void el_api_set_error(el_api_error *err, int status, const char *type, const cha
 /* {"error":{"message":…,"type":…,"param":…,"code":…}} — malloc'd. */
 char *el_api_error_json(const el_api_error *err);
 
-typedef struct el_api_usage { int prompt_tokens, completion_tokens; } el_api_usage;
+/* cached_tokens: prompt tokens reused from the slot's cache (usage.prompt_tokens_details.cached_tokens) */
+typedef struct el_api_usage { int prompt_tokens, completion_tokens, cached_tokens; } el_api_usage;
 
 /* Whole (non-streamed) response bodies, malloc'd. finish: "stop" | "length".
  * Text is content[0..len) (NULL: ""). logprobs: raw JSON from

@@ -826,7 +826,7 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
              frame_json(tail, route_first(r, make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj)));
         free(lj);
         if (ok && r->api.include_usage) {
-            el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
+            el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
             ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
         }
     } else {
@@ -2186,7 +2186,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_DONE) {
         el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
         r->canary = NULL;
-        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
+        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
         const char *fin = finish_name(r->stats.finish);
         char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
         char *json = NULL;

@@ -36,7 +36,8 @@ real HTTP:
     flipped), truncated file, or one saved by another model or another
     context size (servers sharing the directory): 400 with why, the slot
     unchanged (its next request still reuses its cache); a busy slot: 409;
-    a slot that does not exist: 404; the servers exit 0 on SIGINT.
+    a slot that does not exist: 404; the servers exit 0 on SIGINT with no
+    sanitizer report.
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
@@ -50,7 +51,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (expect_error, post, request, require_setup, Runner, Server, shared_dir)  # noqa: E402
+from test_server import (expect_error, post, request, require_setup, Runner, SANITIZER_MARKERS, Server,  # noqa: E402
+                         shared_dir)
 
 PROMPT = ("The lighthouse keeper climbed the stairs every evening, counting each step, and lit the lamp "
           "before the ships came round the point")
@@ -160,6 +162,10 @@ def t_chat_second_turn(ctx):
         c = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0,
                                                     "cache_prompt": False})
         assert b["choices"][0]["message"] == c["choices"][0]["message"], (b, c)
+        # OpenAI's usage.prompt_tokens_details.cached_tokens: the prompt tokens the slot reused
+        busiest = max(s, key=lambda x: x["n_prompt_tokens_cache"])
+        assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == busiest["n_prompt_tokens_cache"], (b, s)
+        assert c["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, c["usage"]
         if port == ctx.llama.port:  # full context: at least the first turn's prompt is reused
             assert s[0]["n_prompt_tokens_cache"] >= a["usage"]["prompt_tokens"] - 1, (s, a["usage"])
 
@@ -371,6 +377,8 @@ def main():
             def stop(s=s):
                 code = s.interrupt()
                 assert code == 0, (code, s.stderr()[-2000:])
+                for m in SANITIZER_MARKERS:
+                    assert m not in s.stderr(), s.stderr()[-3000:]
             R.run("SIGINT %s: exit 0" % name, stop)
     finally:
         for s in servers:
