@@ -97,7 +97,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
-    p.no_cache_prompt = o->no_cache_prompt;
+    p.cache_prompt = o->cache_prompt;
     p.slot_save_path = o->slot_save_path;
     p.embeddings = o->embeddings;
     p.pooling = o->pooling;

@@ -150,8 +150,9 @@ static void print_usage(FILE *f) {
 "                              files (tokens + KV cache) in DIR only (else 501)\n"
 "      --cache-prompt, --no-cache-prompt\n"
 "                              whether requests that do not say reuse the prefix their\n"
-"                              prompt shares with a slot's last one (default: reuse,\n"
-"                              as llama-server; see README on determinism)\n"
+"                              prompt shares with a slot's cache, on every route (default:\n"
+"                              /completion yes, as llama-server; /v1 routes no, so their\n"
+"                              replies reproduce exactly; README: Prompt cache)\n"
 "      --embeddings            answer /v1/embeddings, /embeddings, /embedding (else 501)\n"
 "      --pooling TYPE          none|mean|cls|last (default: the model's, else none, as\n"
 "                              llama-server; /v1/embeddings needs one other than none)\n"
@@ -723,8 +724,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
-        case F_CACHEPROMPT: o->no_cache_prompt = false; break;
-        case F_NOCACHEPROMPT: o->no_cache_prompt = true; break;
+        case F_CACHEPROMPT: o->cache_prompt = 1; break;
+        case F_NOCACHEPROMPT: o->cache_prompt = -1; break;
         case F_SLOTPATH:
             if (!*val || strlen(val) > 4000) return cli_usage_error(cmd, "--slot-save-path: expected a directory");
             o->slot_save_path = val;

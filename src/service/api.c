@@ -659,7 +659,6 @@ static void request_init(el_api_request *r, el_api_kind kind) {
     r->repeat_penalty = 1.0f;
     r->repeat_last_n = -1;
     r->id_slot = -1;
-    r->cache_prompt = true; /* llama-server reuses a slot's cached prefix unless told not to */
     if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
         r->temperature = 0.8f;
         r->top_p = 0.95f;

@@ -76,7 +76,8 @@ typedef struct el_api_request {
     int repeat_last_n;       /* native default 64; -1: the whole context */
     int n_probs;             /* 0..2^31-1 here; the server checks it against the vocabulary and EL_API_MAX_N_PROBS */
     bool ignore_eos, cache_prompt, return_tokens;
-    bool has_cache_prompt;   /* cache_prompt was given (else the server's default: serve --no-cache-prompt) */
+    bool has_cache_prompt;   /* cache_prompt was given (else: true on /completion, false on the OpenAI
+                                routes, unless serve --cache-prompt / --no-cache-prompt say otherwise) */
     int id_slot;             /* -1: any */
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;

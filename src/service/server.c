@@ -1621,7 +1621,7 @@ static void apply_defaults(const el_server *s, el_api_request *a) {
         a->seed = s->p.seed;
     }
     if (!a->has_max_tokens && s->p.n_predict != 0) a->max_tokens = s->p.n_predict;
-    if (!a->has_cache_prompt) a->cache_prompt = !s->p.no_cache_prompt;
+    if (!a->has_cache_prompt && s->p.cache_prompt) a->cache_prompt = s->p.cache_prompt > 0;
 }
 
 /* A /completion prompt's tokens: text parts tokenized (BOS when the prompt

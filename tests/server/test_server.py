@@ -362,10 +362,7 @@ def t_sse_raw(ctx):
 
 
 def t_seeded_sampling(ctx):
-    # cache_prompt false: the second request would otherwise reuse the first one's
-    # cached prompt, whose rows were computed in other batch shapes (README:
-    # cache_prompt and determinism), as llama.cpp's own seed tests do
-    body = {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.0, "seed": 1234, "cache_prompt": False}
+    body = {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.0, "seed": 1234}
     a = post(ctx.port, "/v1/completions", body)
     b = post(ctx.port, "/v1/completions", body)
     assert a[0] == 200 and b[0] == 200
@@ -378,15 +375,13 @@ def t_concurrent_greedy(ctx):
     prompts = ["The capital of France is", "Once upon a time, there was a little robot who"]
     solo = []
     for p in prompts:
-        st, _, b = post(ctx.port, "/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0,
-                                                      "cache_prompt": False})  # what this checks is concurrency
+        st, _, b = post(ctx.port, "/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0})
         assert st == 200, st
         solo.append(json.loads(b)["choices"][0]["text"])
     res = [None] * 4
 
     def go(i):
-        st, _, b = post(ctx.port, "/v1/completions", {"prompt": prompts[i % 2], "max_tokens": 24, "temperature": 0,
-                                                      "cache_prompt": False})
+        st, _, b = post(ctx.port, "/v1/completions", {"prompt": prompts[i % 2], "max_tokens": 24, "temperature": 0})
         res[i] = (st, b)
     ts = [threading.Thread(target=go, args=(i,)) for i in range(4)]
     [t.start() for t in ts]

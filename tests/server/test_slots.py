@@ -36,8 +36,10 @@ real HTTP:
     flipped), truncated file, or one saved by another model or another
     context size (servers sharing the directory): 400 with why, the slot
     unchanged (its next request still reuses its cache); a busy slot: 409;
-    a slot that does not exist: 404; the servers exit 0 on SIGINT with no
-    sanitizer report.
+    a slot that does not exist: 404;
+  defaults: without the field /completion reuses and the /v1 routes do not;
+    --cache-prompt turns it on for both, --no-cache-prompt off; the servers
+    exit 0 on SIGINT with no sanitizer report.
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
@@ -154,10 +156,12 @@ def t_ring_beyond(ctx):
 def t_chat_second_turn(ctx):
     for port in (ctx.port, ctx.llama.port):
         msgs = [{"role": "user", "content": "Tell me about lighthouses."}]
-        a = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0})
+        a = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0,
+                                                    "cache_prompt": True})
         msgs += [{"role": "assistant", "content": a["choices"][0]["message"]["content"]},
                  {"role": "user", "content": "And the keepers?"}]
-        b = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0})
+        b = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0,
+                                                    "cache_prompt": True})
         s = slots(port)
         c = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0,
                                                     "cache_prompt": False})
@@ -288,6 +292,27 @@ def t_busy(ctx):
     assert res["r"][0] == 200
 
 
+def t_defaults(ctx):
+    """cache_prompt left out: /completion reuses, the /v1 routes do not (their
+    replies reproduce exactly); --cache-prompt / --no-cache-prompt set both."""
+    def native_twice(port):
+        for _ in range(2):
+            st, _, b = post(port, "/completion", {"prompt": PROMPT, "n_predict": 1, "id_slot": 0})
+            assert st == 200, b[:200]
+        j = json.loads(b)
+        assert j["generation_settings"]["cache_prompt"] == (j["timings"]["cache_n"] > 0), j
+        return j["timings"]["cache_n"]
+
+    def openai_twice(port):
+        for _ in range(2):
+            st, _, b = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 1})  # 1: within the ring's reach
+            assert st == 200, b[:200]
+        return json.loads(b)["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert native_twice(ctx.port) > 0 and openai_twice(ctx.port) == 0
+    assert native_twice(ctx.small.port) > 0 and openai_twice(ctx.small.port) > 0  # --cache-prompt
+    assert native_twice(ctx.small2.port) == 0 and openai_twice(ctx.small2.port) == 0  # --no-cache-prompt
+
+
 def t_no_path(ctx):
     for action in ("save", "restore", "erase"):
         st, b = slot_action(ctx.small2.port, 0, action, {"filename": "x.bin"})
@@ -322,10 +347,12 @@ def t_real_gemma(cli):
             reused.append(a["timings"]["cache_n"])
             prompt, prev = prompt + a["tokens"] + [" Then"], a
         msgs = [{"role": "user", "content": "Tell me about lighthouses."}]
-        a = post_json(srv.port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0})
+        a = post_json(srv.port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0,
+                                                        "cache_prompt": True})
         msgs += [{"role": "assistant", "content": a["choices"][0]["message"]["content"]},
                  {"role": "user", "content": "And the keepers?"}]
-        b = post_json(srv.port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0})
+        b = post_json(srv.port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0,
+                                                        "cache_prompt": True})
         s0 = slots(srv.port)[0]
         c = post_json(srv.port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0,
                                                         "cache_prompt": False})
@@ -349,9 +376,9 @@ def main():
     R = Runner()
     common = ("-t", "1", "-b", "1", "--slot-save-path", ctx.dir)
     srv = Server(cli, gemma, "--parallel", "2", "-c", "256", *common)
-    ctx.small = Server(cli, gemma, "--parallel", "1", "-c", "128", *common)
+    ctx.small = Server(cli, gemma, "--parallel", "1", "-c", "128", "--cache-prompt", *common)
     ctx.llama = Server(cli, llama, "--parallel", "1", "-c", "256", *common)
-    ctx.small2 = Server(cli, gemma, "--parallel", "1", "-c", "128", "-t", "1")
+    ctx.small2 = Server(cli, gemma, "--parallel", "1", "-c", "128", "-t", "1", "--no-cache-prompt")
     servers = [srv, ctx.small, ctx.llama, ctx.small2]
     try:
         for s, name in ((srv, "gemma -c 256 --parallel 2"), (ctx.small, "gemma -c 128"), (ctx.llama, "llama"),
@@ -370,6 +397,7 @@ def main():
                          ("bad file names: 400, nothing outside the directory", t_bad_names),
                          ("bad files: missing, corrupt, truncated, foreign: 400", t_bad_files),
                          ("busy slot: 409", t_busy),
+                         ("defaults: /completion yes, /v1 no; --cache-prompt, --no-cache-prompt", t_defaults),
                          ("no --slot-save-path: 501", t_no_path)]:
             R.run(name, fn, ctx)
         R.run("Gemma 3 270M: cached == recomputed (greedy, default batch)", t_real_gemma, cli)
