@@ -118,7 +118,7 @@ static void round_trip(const el_api_request *r) {
     const char *model = r->model ? r->model : "";
     const char *text = r->kind == EL_API_CHAT ? r->msgs[r->n_msgs - 1].content : r->prompt;
     const char *fp = r->n_stop ? r->stop[0] : NULL;
-    el_api_usage u = {r->max_tokens, r->n_msgs};
+    el_api_usage u = {r->max_tokens, r->n_msgs, r->n_msgs};
     cJSON *p;
 
     p = reparse(el_api_chat_response(model, model, (long)r->seed, fp, text, strlen(text), "stop", u, NULL));
@@ -337,7 +337,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     raw[size] = 0;
     size_t nuls = 0;
     for (size_t i = 0; i < size; i++) nuls += data[i] == 0;
-    el_api_usage u = {1, 2};
+    el_api_usage u = {1, 2, 0};
     cJSON_Delete(reparse(el_api_chat_chunk(raw, raw, 1, raw, raw, size, true, NULL, NULL, NULL)));
     char *s = el_api_completion_response(raw, raw, 1, raw, raw, size, raw, u, NULL);
     REQUIRE(s && count_sub(s, "\\u0000") >= nuls); /* every NUL of the text is there, escaped */

@@ -208,6 +208,14 @@ EL_API void el_session_free(el_session *s);
 EL_API void el_session_reset(el_session *s);        /* forget history, keep buffers */
 EL_API int  el_session_n_ctx(const el_session *s);
 EL_API int  el_session_n_past(const el_session *s); /* tokens in KV */
+/* Keep only the first n_keep positions of the KV cache (a prompt cache rolls
+ * back to the prefix a new prompt shares). Any prefix of a full-context
+ * layer; a sliding-window layer's ring (Gemma 3) only while it still holds
+ * the window the next position needs (a roll-back of at most n_batch + 1
+ * positions once the ring has wrapped). 0, or EL_ERR_CONTEXT (the ring has
+ * lost those rows: truncate to 0 and recompute), EL_ERR_INVALID_ARG (n_keep
+ * outside 0..n_past, NULL, busy); the session is unchanged on error. */
+EL_API int  el_session_truncate(el_session *s, int n_keep, el_error *err);
 
 /* ---- sampling ---------------------------------------------------------- */
 typedef struct el_sampling {

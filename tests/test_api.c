@@ -601,14 +601,18 @@ static int check_head(const cJSON *p, const char *object, const char *fp) {
     return ok;
 }
 
-static void check_usage(const cJSON *p, int pt, int ct) {
+static void check_usage_cached(const cJSON *p, int pt, int ct, int cached) {
     const cJSON *u = get(p, "usage");
-    CHECK(cJSON_IsObject(u) && n_keys(u) == 3 && num_is(u, "prompt_tokens", pt) && num_is(u, "completion_tokens", ct) &&
+    CHECK(cJSON_IsObject(u) && n_keys(u) == 4 && num_is(u, "prompt_tokens", pt) && num_is(u, "completion_tokens", ct) &&
           num_is(u, "total_tokens", pt + ct));
+    const cJSON *d = get(u, "prompt_tokens_details"); /* OpenAI's: the prompt tokens reused from the cache */
+    CHECK(cJSON_IsObject(d) && n_keys(d) == 1 && num_is(d, "cached_tokens", cached));
 }
 
+static void check_usage(const cJSON *p, int pt, int ct) { check_usage_cached(p, pt, ct, 0); }
+
 static void test_chat_response(void) {
-    el_api_usage u = {12, 5};
+    el_api_usage u = {12, 5, 4};
     cJSON *p = parse_free(el_api_chat_response("chatcmpl-1", "gemma", 1700000000L, "fp_el", "Hi \"there\"\n\xF0\x9F\x98\x80",
                                                SL("Hi \"there\"\n\xF0\x9F\x98\x80"), "stop", u, NULL));
     if (!p) return;
@@ -620,7 +624,7 @@ static void test_chat_response(void) {
     CHECK(n_keys(c) == 4 && num_is(c, "index", 0) && str_is(c, "finish_reason", "stop") && is_null(c, "logprobs"));
     const cJSON *m = get(c, "message");
     CHECK(n_keys(m) == 2 && str_is(m, "role", "assistant") && str_is(m, "content", "Hi \"there\"\n\xF0\x9F\x98\x80"));
-    check_usage(p, 12, 5);
+    check_usage_cached(p, 12, 5, 4);
     cJSON_Delete(p);
 
     /* NULL fingerprint -> null; invalid UTF-8 in generated text -> U+FFFD */
@@ -635,7 +639,7 @@ static void test_chat_response(void) {
 }
 
 static void test_completion_response(void) {
-    el_api_usage u = {3, 16};
+    el_api_usage u = {3, 16, 0};
     cJSON *p = parse_free(el_api_completion_response("chatcmpl-1", "gemma", 1700000000L, "fp", " there was", 10, "length", u, NULL));
     if (!p) return;
     check_head(p, "text_completion", "fp");
@@ -674,7 +678,7 @@ static void test_chat_chunks(void) {
     CHECK(cJSON_IsObject(get(c, "delta")) && n_keys(get(c, "delta")) == 0 && str_is(c, "finish_reason", "stop"));
     cJSON_Delete(p);
     /* usage chunk: choices [] and usage */
-    el_api_usage u = {7, 9};
+    el_api_usage u = {7, 9, 0};
     p = parse_free(el_api_chat_chunk("chatcmpl-1", "gemma", 1700000000L, "fp", NULL, 0, false, NULL, &u, NULL));
     check_head(p, "chat.completion.chunk", "fp");
     CHECK(cJSON_IsArray(get(p, "choices")) && cJSON_GetArraySize(get(p, "choices")) == 0);
@@ -702,7 +706,7 @@ static void test_completion_chunks(void) {
     c = cJSON_GetArrayItem(get(p, "choices"), 0);
     CHECK(str_is(c, "text", "") && str_is(c, "finish_reason", "length"));
     cJSON_Delete(p);
-    el_api_usage u = {1, 2};
+    el_api_usage u = {1, 2, 0};
     p = parse_free(el_api_completion_chunk("chatcmpl-1", "gemma", 1700000000L, NULL, NULL, 0, NULL, &u, NULL));
     check_head(p, "text_completion", NULL);
     CHECK(cJSON_GetArraySize(get(p, "choices")) == 0);
@@ -716,7 +720,7 @@ static void test_completion_chunks(void) {
           str_is(cJSON_GetArrayItem(get(p, "choices"), 0), "text", "x\r\ny\x01\"\\"));
     cJSON_Delete(p);
     /* large created values and token counts survive */
-    el_api_usage big = {1 << 30, 1 << 30};
+    el_api_usage big = {1 << 30, 1 << 30, 0};
     p = parse_free(el_api_completion_response("i", "m", 4102444800L, "f", "t", 1, "stop", big, NULL));
     CHECK(num_is(p, "created", 4102444800.0) && num_is(get(p, "usage"), "total_tokens", 2147483648.0));
     cJSON_Delete(p);
@@ -726,7 +730,7 @@ static void test_completion_chunks(void) {
 static void test_round_trip(void) {
     el_api_request r;
     if (OK(CHAT, "{\"model\":\"m\\u00e9\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"\\u2028q\\t\"}]}", &r)) return;
-    cJSON *p = parse_free(el_api_chat_response("id", r.model, 1, "fp", r.msgs[0].content, strlen(r.msgs[0].content), "stop", (el_api_usage){1, 1}, NULL));
+    cJSON *p = parse_free(el_api_chat_response("id", r.model, 1, "fp", r.msgs[0].content, strlen(r.msgs[0].content), "stop", (el_api_usage){1, 1, 0}, NULL));
     CHECK(str_is(p, "model", "m\xC3\xA9\"x"));
     CHECK(str_is(get(cJSON_GetArrayItem(get(p, "choices"), 0), "message"), "content", "\xE2\x80\xA8q\t"));
     cJSON_Delete(p);
@@ -804,7 +808,7 @@ static void test_tokenize_bodies(void) {
 /* ---- text goes by length: NUL bytes survive as \u0000 ---- */
 
 static void test_nul_in_text(void) {
-    el_api_usage u = {1, 3};
+    el_api_usage u = {1, 3, 0};
     char *s = el_api_completion_response("i", "m", 1, "f", "et\0ab", 5, "length", u, NULL);
     CHECK(s && strstr(s, "\"text\":\"et\\u0000ab\""));
     free(s);

@@ -119,6 +119,7 @@ _sigs = {
     "el_session_reset": (None, [_S]),
     "el_session_n_ctx": (c_int, [_S]),
     "el_session_n_past": (c_int, [_S]),
+    "el_session_truncate": (c_int, [_S, c_int, POINTER(el_error)]),
     "el_sampling_default": (el_sampling, []),
     "el_generate": (c_int, [_S, POINTER(c_int32), c_int, POINTER(el_generate_params), TOKEN_CB, c_void_p,
                             POINTER(el_generate_stats), POINTER(el_error)]),

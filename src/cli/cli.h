@@ -57,6 +57,8 @@ typedef struct cli_opts {
     const char *cors;          /* --cors ORIGIN */
     const char *alias;         /* --alias NAME: the model id */
     bool no_slots;             /* --no-slots: /slots answers 501 */
+    int cache_prompt;          /* --cache-prompt 1 / --no-cache-prompt -1 / 0: each route's default */
+    const char *slot_save_path; /* --slot-save-path DIR: slot save/restore files live there */
     bool embeddings;           /* --embeddings: the embedding routes answer (else 501) */
     int pooling;               /* --pooling none|mean|cls|last (el_pooling); -1: the model's */
     /* bench */

@@ -99,6 +99,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
+    p.cache_prompt = o->cache_prompt;
+    p.slot_save_path = o->slot_save_path;
     p.embeddings = o->embeddings;
     p.pooling = o->pooling;
     p.pooling_set = o->pooling >= 0;

@@ -164,6 +164,13 @@ static void print_usage(FILE *f) {
 "                              the API; default: same-origin only, other Origins get 403\n"
 "  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"      --slot-save-path DIR    POST /slots/N?action=save|restore write and read slot\n"
+"                              files (tokens + KV cache) in DIR only (else 501)\n"
+"      --cache-prompt, --no-cache-prompt\n"
+"                              whether requests that do not say reuse the prefix their\n"
+"                              prompt shares with a slot's cache, on every route (default:\n"
+"                              /completion yes, as llama-server; /v1 routes no, so their\n"
+"                              replies reproduce exactly; README: Prompt cache)\n"
 "      --embeddings            answer /v1/embeddings, /embeddings, /embedding (else 501)\n"
 "      --pooling TYPE          none|mean|cls|last (default: the model's, else none, as\n"
 "                              llama-server; /v1/embeddings needs one other than none)\n"
@@ -560,7 +567,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_LOAD, F_COLD, F_CTXOVER,
@@ -614,6 +621,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--cors", F_CORS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
+    {NULL, "--slot-save-path", F_SLOTPATH, true, C_SERVE},
+    {NULL, "--cache-prompt", F_CACHEPROMPT, false, C_SERVE},
+    {NULL, "--no-cache-prompt", F_NOCACHEPROMPT, false, C_SERVE},
     {NULL, "--embeddings", F_EMBD, false, C_SERVE},
     {NULL, "--embedding", F_EMBD, false, C_SERVE},
     {NULL, "--pooling", F_POOLING, true, C_SERVE},
@@ -771,6 +781,12 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_CACHEPROMPT: o->cache_prompt = 1; break;
+        case F_NOCACHEPROMPT: o->cache_prompt = -1; break;
+        case F_SLOTPATH:
+            if (!*val || strlen(val) > 4000) return cli_usage_error(cmd, "--slot-save-path: expected a directory");
+            o->slot_save_path = val;
+            break;
         case F_EMBD: o->embeddings = true; break;
         case F_POOLING:
             if (!strcmp(val, "none")) o->pooling = EL_POOLING_NONE;

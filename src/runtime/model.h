@@ -112,6 +112,20 @@ struct el_session {
     float *embd_out;
 };
 
+/* Clears a cancel that arrived after the generation it meant had ended
+ * (el_session_reset without forgetting the cache). */
+void el_session_uncancel(el_session *s);
+/* Whether el_session_truncate(s, n_keep) would succeed (1) or not (0). */
+int el_session_can_truncate(const el_session *s, int n_keep);
+/* el_generate whose first n_cached prompt tokens (0 <= n_cached < n_prompt,
+ * n_cached <= n_past) are the session's last n_cached positions already: only
+ * prompt[n_cached..] is evaluated; the sampler's history (penalties) and the
+ * drafter still see the whole prompt, so the result equals el_generate of the
+ * whole prompt on a session holding n_past - n_cached positions (session.c). */
+el_finish el_generate_cached(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
+                             const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                             el_error *err);
+
 /* Sends a formatted message to the model's log callback, if any (api.c). m may be NULL. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))

@@ -11,6 +11,13 @@
  * EL_ERR_NUMERIC naming the step (counted in the sampler's pass over the
  * row, so it costs nothing); el_session_eval checks its last row the same way. The per-request sampler is created before prefill and released
  * exactly once on the single exit path.
+ *
+ * Roll-back (a prompt cache): el_session_truncate keeps the first n
+ * positions when every row the next position reads is still there (any
+ * prefix of a full-context layer; a sliding-window ring only the rule at
+ * el_session_can_truncate), else refuses and changes nothing;
+ * el_generate_cached then evaluates only the prompt after the positions kept,
+ * its sampler seeing the whole prompt as el_generate's does.
  */
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +193,42 @@ int el_session_n_ctx(const el_session *s) { return s ? s->n_ctx : 0; }
 int el_session_n_past(const el_session *s) { return s ? s->n_past : 0; }
 const float *el_session_logits(const el_session *s) { return s ? s->logits : NULL; }
 void el_session_cancel(el_session *s) { if (s) atomic_store(&s->cancel, true); }
+void el_session_uncancel(el_session *s) { if (s) atomic_store(&s->cancel, false); }
+
+static bool session_claim(el_session *s, el_error *err);
+
+/* Rolling back. A full-context layer keeps position j in row j, so any
+ * prefix is intact. A sliding-window ring (kv_ring rows, position j in row
+ * j % kv_ring) holds only positions n_past - kv_ring .. n_past - 1; the next
+ * token at position n attends to positions n - window + 1 .. n (blocks.c,
+ * el_attn_lo), so keeping n positions works only while all of those are
+ * still in the ring: max(0, n - window + 1) >= n_past - kv_ring. With
+ * kv_ring = window + n_batch that is a roll-back of at most n_batch + 1
+ * positions (or any, while n_past <= kv_ring). */
+int el_session_can_truncate(const el_session *s, int n_keep) {
+    if (!s || n_keep < 0 || n_keep > s->n_past) return 0;
+    if (s->kv_ring <= 0 || n_keep == 0 || n_keep == s->n_past) return 1;
+    const int window = s->m->hp.n_swa;
+    const int lo = window > 0 && n_keep - window + 1 > 0 ? n_keep - window + 1 : 0;
+    return lo >= s->n_past - s->kv_ring;
+}
+
+int el_session_truncate(el_session *s, int n_keep, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+    if (!session_claim(s, err)) return EL_ERR_INVALID_ARG;
+    int rc = 0;
+    if (n_keep < 0 || n_keep > s->n_past)
+        rc = el_set_error(err, EL_ERR_INVALID_ARG, "cannot keep %d positions: the session holds %d", n_keep, s->n_past);
+    else if (!el_session_can_truncate(s, n_keep))
+        rc = el_set_error(err, EL_ERR_CONTEXT,
+                          "cannot roll back from %d to %d positions: the sliding-window cache (%d rows, window %d) "
+                          "no longer holds the positions %d needs; start over from 0",
+                          s->n_past, n_keep, s->kv_ring, s->m->hp.n_swa, n_keep);
+    else
+        s->n_past = n_keep;
+    atomic_store(&s->busy, false);
+    return rc;
+}
 
 /* Claims the session for one eval/generation; false (err filled) if NULL or already claimed. */
 static bool session_claim(el_session *s, el_error *err) {
@@ -382,11 +425,13 @@ int el_embed(el_session *s, const int32_t *toks, int n, el_pooling pooling, floa
     return rc;
 }
 
-static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
-                                  el_token_cb cb, void *user, el_generate_stats *stats, el_error *err);
+static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
+                                  const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                                  el_error *err);
 
-el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
-                      el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
+static el_finish generate_entry(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
+                                const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                                el_error *err) {
     if (err) { err->code = EL_OK; err->msg[0] = 0; }
     if (stats) memset(stats, 0, sizeof *stats);
     if (stats) stats->finish = EL_DONE_FAILED;
@@ -400,13 +445,25 @@ el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const 
     }
     el_finish fin = !prompt && n_prompt > 0
                         ? (el_set_error(err, EL_ERR_INVALID_ARG, "prompt tokens are NULL"), EL_DONE_FAILED)
-                        : generate_claimed(s, prompt, n_prompt, gp, cb, user, stats, err);
+                        : generate_claimed(s, prompt, n_prompt, n_cached, gp, cb, user, stats, err);
     atomic_store(&s->busy, false);
     return fin;
 }
 
-static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
-                                  el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
+el_finish el_generate(el_session *s, const int32_t *prompt, int n_prompt, const el_generate_params *gp,
+                      el_token_cb cb, void *user, el_generate_stats *stats, el_error *err) {
+    return generate_entry(s, prompt, n_prompt, 0, gp, cb, user, stats, err);
+}
+
+el_finish el_generate_cached(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
+                             const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                             el_error *err) {
+    return generate_entry(s, prompt, n_prompt, n_cached, gp, cb, user, stats, err);
+}
+
+static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
+                                  const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
+                                  el_error *err) {
     el_generate_stats st = {0};
     el_finish fin = EL_DONE_FAILED;
     el_sampler *smp = NULL;
@@ -420,9 +477,14 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
 
     if (n_prompt <= 0) { el_set_error(err, EL_ERR_INVALID_ARG, "empty prompt"); goto done; }
     if (check_tokens(s, prompt, n_prompt, err)) goto done;
-    if (s->n_past + n_prompt > s->n_ctx) {
+    if (n_cached < 0 || n_cached >= n_prompt || n_cached > s->n_past) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "%d cached prompt tokens: expected 0..%d (a prompt of %d, %d in the cache)",
+                     n_cached, n_prompt - 1 < s->n_past ? n_prompt - 1 : s->n_past, n_prompt, s->n_past);
+        goto done;
+    }
+    if (s->n_past - n_cached + n_prompt > s->n_ctx) {
         el_set_error(err, EL_ERR_CONTEXT, "prompt of %d tokens (+ %d already in context) does not fit the context of %d tokens",
-                     n_prompt, s->n_past, s->n_ctx);
+                     n_prompt - n_cached, s->n_past, s->n_ctx);
         goto done;
     }
     const int n_top = gp->n_top_logprobs < 0 ? 0 : gp->n_top_logprobs > 64 ? 64 : gp->n_top_logprobs;
@@ -432,8 +494,8 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     if (!smp) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the sampler"); goto done; }
     for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
 
-    /* PREFILL */
-    if (eval_tokens(s, prompt, n_prompt, true, err)) {
+    /* PREFILL (the first n_cached prompt tokens are in the cache already) */
+    if (eval_tokens(s, prompt + n_cached, n_prompt - n_cached, true, err)) {
         fin = err && err->code == EL_ERR_CANCELLED ? EL_DONE_CANCELLED : EL_DONE_FAILED;
         goto done;
     }

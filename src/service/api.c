@@ -262,7 +262,7 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
-    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_COUNT
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -288,6 +288,7 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_BEST_OF] = {"best_of", K_COMP},
     [F_SUFFIX] = {"suffix", K_COMP},
     [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
+    [F_CACHE_PROMPT] = {"cache_prompt", K_CHAT | K_COMP}, /* llama-server's, default true */
 };
 
 /* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
@@ -565,6 +566,11 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     if ((it = f[F_FREQUENCY])) {
         if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
         out->frequency_penalty = (float)v;
+    }
+    if ((it = f[F_CACHE_PROMPT])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "cache_prompt", "a boolean", it);
+        out->cache_prompt = cJSON_IsTrue(it);
+        out->has_cache_prompt = true;
     }
     if ((it = f[F_SEED])) {
         /* int64 (stored two's complement) or uint64 */
@@ -1001,6 +1007,7 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
     }
     if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
     if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
+    if (it) out->has_cache_prompt = true;
     if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
     if ((it = f[N_STREAM]) && native_bool(it, "stream", &out->stream, err)) return -1;
     if ((it = f[N_ID_SLOT])) {
@@ -1177,10 +1184,12 @@ static cJSON *head(const char *object, const char *id, const char *model, long c
 }
 
 static int add_usage(cJSON *root, el_api_usage u) {
-    cJSON *o = cJSON_AddObjectToObject(root, "usage");
+    cJSON *o = cJSON_AddObjectToObject(root, "usage"), *d = NULL;
     return o && cJSON_AddNumberToObject(o, "prompt_tokens", u.prompt_tokens) &&
                    cJSON_AddNumberToObject(o, "completion_tokens", u.completion_tokens) &&
-                   cJSON_AddNumberToObject(o, "total_tokens", (double)u.prompt_tokens + (double)u.completion_tokens)
+                   cJSON_AddNumberToObject(o, "total_tokens", (double)u.prompt_tokens + (double)u.completion_tokens) &&
+                   (d = cJSON_AddObjectToObject(o, "prompt_tokens_details")) &&
+                   cJSON_AddNumberToObject(d, "cached_tokens", u.cached_tokens)
                ? 0
                : -1;
 }
@@ -1460,8 +1469,8 @@ char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
 static int add_timings(cJSON *root, const el_api_native_result *r) {
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     if (!t) return -1;
-    double pn = r->n_prompt, gn = r->n_predicted;
-    return cJSON_AddNumberToObject(t, "cache_n", 0) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
+    double pn = r->n_prompt - r->n_cache_reused, gn = r->n_predicted;
+    return cJSON_AddNumberToObject(t, "cache_n", r->n_cache_reused) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
                    cJSON_AddNumberToObject(t, "prompt_ms", r->prompt_ms) &&
                    cJSON_AddNumberToObject(t, "prompt_per_token_ms", pn > 0 ? r->prompt_ms / pn : 0) &&
                    cJSON_AddNumberToObject(t, "prompt_per_second", r->prompt_ms > 0 ? 1e3 * pn / r->prompt_ms : 0) &&
@@ -1526,7 +1535,7 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
              cJSON_AddBoolToObject(root, "has_new_line", nl) && cJSON_AddBoolToObject(root, "truncated", r->truncated) &&
              !add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
              !add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
-             cJSON_AddNumberToObject(root, "tokens_cached", 0) && !add_timings(root, r);
+             cJSON_AddNumberToObject(root, "tokens_cached", r->n_cached) && !add_timings(root, r);
     }
     if (ok && r->probs) ok = cJSON_AddRawToObject(root, "completion_probabilities", r->probs) != NULL;
     if (!ok) {

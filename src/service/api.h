@@ -76,6 +76,8 @@ typedef struct el_api_request {
     int repeat_last_n;       /* native default 64; -1: the whole context */
     int n_probs;             /* 0..2^31-1 here; the server checks it against the vocabulary and EL_API_MAX_N_PROBS */
     bool ignore_eos, cache_prompt, return_tokens;
+    bool has_cache_prompt;   /* cache_prompt was given (else: true on /completion, false on the OpenAI
+                                routes, unless serve --cache-prompt / --no-cache-prompt say otherwise) */
     int id_slot;             /* -1: any */
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;
@@ -225,6 +227,8 @@ typedef struct el_api_native_result {
     const char *model;
     int id_slot;
     int n_prompt, n_predicted;
+    int n_cache_reused;      /* final: prompt tokens taken from the slot's cache (timings cache_n; prompt_n is the rest) */
+    int n_cached;            /* final: tokens the slot's cache holds after the request ("tokens_cached") */
     const char *stop_type;   /* final only: "eos", "limit", "word" (else "none") */
     const char *stopping_word;
     bool truncated;
@@ -240,7 +244,7 @@ typedef struct el_api_native_result {
 char *el_api_native_response(const el_api_native_result *r, char *const *fields, int n_fields);
 /* {"timings": ...} member values: prompt_n, prompt_ms, prompt_per_token_ms,
  * prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
- * predicted_per_second, cache_n (0: no prompt cache yet). */
+ * predicted_per_second, cache_n (prompt tokens reused from the slot's cache). */
 
 /* --ctx-overflow truncate: json (a response body or the finish chunk, taken
  * and freed) with "truncated": true and "n_messages_dropped": n added at the
@@ -254,7 +258,8 @@ void el_api_set_error(el_api_error *err, int status, const char *type, const cha
 /* {"error":{"message":…,"type":…,"param":…,"code":…}} — malloc'd. */
 char *el_api_error_json(const el_api_error *err);
 
-typedef struct el_api_usage { int prompt_tokens, completion_tokens; } el_api_usage;
+/* cached_tokens: prompt tokens reused from the slot's cache (usage.prompt_tokens_details.cached_tokens) */
+typedef struct el_api_usage { int prompt_tokens, completion_tokens, cached_tokens; } el_api_usage;
 
 /* Whole (non-streamed) response bodies, malloc'd. finish: "stop" | "length".
  * Text is content[0..len) (NULL: ""). logprobs: raw JSON from

@@ -6,8 +6,18 @@
  * pool), its SHA-256 fingerprint, the chat template family, and N slots,
  * each a worker thread owning one el_session whose KV cache and scratch are
  * allocated at startup (el_session_new). Request state is one el_req per HTTP
- * request; a slot resets its session before each request, so no history
- * crosses requests.
+ * request. A slot's session keeps its positions between requests as a
+ * prompt cache (cache_prompt): the slot records the ids of the positions it
+ * holds (ctoks[0..n_cache), always the session's n_past while idle); a
+ * request keeps the longest prefix its prompt shares with them that the
+ * session can roll back to (el_session_truncate; a sliding-window ring only
+ * so far) and prefills the rest (el_generate_cached: the sampler still sees
+ * the whole prompt), so no request sees another's text, only reuses the
+ * arithmetic of a prefix equal to its own. A request that names no slot is
+ * left to the idle slot whose cache shares the longest prefix with it
+ * (slot_prefers). Slot actions (POST /slots/N?action=save|restore|erase,
+ * h_slot_action, file format in slot_file.h) hold an idle slot (sl->held:
+ * its thread takes no request) and work on its session from the HTTP thread.
  *
  * Request lifecycle. QUEUED → PREFILL → DECODE → DONE | CANCELLED | FAILED.
  * All transitions happen under srv->mu and have one owner each:
@@ -93,8 +103,8 @@
  * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
  * and reply shape, built by native_json), /props and /slots (read under
  * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
- * terminal transition), /apply-template, the chat token count, 501 for
- * slot actions, and the embeddings routes (h_embeddings: 501 without
+ * terminal transition), /apply-template, the chat token count, the slot
+ * actions (501 without --slot-save-path), and the embeddings routes (h_embeddings: 501 without
  * --embeddings; else each input runs through el_embed on a slot, queued like
  * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
  * skip queued requests meant for another slot, and enqueueing wakes every
@@ -133,6 +143,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,11 +153,13 @@
 
 #include "memory/capacity.h"
 #include "runtime/chat.h"
+#include "runtime/model.h"
 #include "service/api.h"
 #include "service/cloud.h"
 #include "service/metrics.h"
 #include "service/policy.h"
 #include "service/router.h"
+#include "service/slot_file.h"
 #include "service/thermal.h"
 #include "util/buf.h"
 #include "util/utf8.h"
@@ -262,6 +275,12 @@ struct el_req {
     int32_t *ids;               /* native /completion: every generated id ("tokens", stopping_word) */
     int n_ids, cap_ids, ids_sent;
     int slot_idx;               /* the slot that runs it (set when popped) */
+    /* prompt cache (run_request): prompt tokens reused from the slot's cache,
+     * tokens the slot caches after it; ctoks: the slot's token record, where
+     * on_token appends each generated id (n_ctoks of cap_ctoks) */
+    int n_cache_reused, n_cache_after;
+    int32_t *ctoks;
+    int n_ctoks, cap_ctoks;
     atomic_int n_decoded;       /* tokens generated so far (/slots) */
     size_t lp_offset;           /* completions: text_offset of the next token */
     el_generate_stats stats;
@@ -289,6 +308,14 @@ typedef struct slot {
     el_session *sess;
     pthread_t th;
     bool started;
+    /* prompt cache: ctoks[0..n_cache) are the ids of the session's n_cache
+     * positions (n_cache == el_session_n_past while idle). The slot's thread
+     * writes ctoks only while it runs a request (cur set), a slot action only
+     * while it holds the slot (held); n_cache and held change under srv->mu. */
+    int32_t *ctoks;
+    int n_cache;
+    int last_reused, last_processed; /* the last request's prompt: from the cache / evaluated (/slots) */
+    bool held;                  /* a slot action (save/restore/erase) owns the session: take no request */
 } slot;
 
 struct el_server {
@@ -301,6 +328,8 @@ struct el_server {
     el_model *model;
     char model_id[256];
     char fingerprint[64];
+    uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
+    char *slot_dir;             /* --slot-save-path, or NULL */
     el_chat_family fam;
     char fam_desc[200];
     int n_ctx;
@@ -672,6 +701,8 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
         res.prompt_ms = r->stats.prefill_ms;
         res.predicted_ms = r->stats.decode_ms;
         res.n_prompt = r->stats.n_prompt ? r->stats.n_prompt : r->n_prompt;
+        res.n_cache_reused = r->n_cache_reused;
+        res.n_cached = r->n_cache_after;
         cJSON *sj = settings_cjson(s, a, &r->gp);
         settings = sj ? cJSON_PrintUnformatted(sj) : NULL;
         cJSON_Delete(sj);
@@ -761,6 +792,7 @@ static bool on_token(const el_token_info *t, void *user) {
         r->t_last = now;
         el_metrics_tokens(&s->metrics, 0, 1);
         atomic_fetch_add(&r->n_decoded, 1);
+        if (r->ctoks && r->n_ctoks < r->cap_ctoks) r->ctoks[r->n_ctoks++] = t->id;
         if (r->api.logprobs && !lp_record(r, t)) { r->oom = true; return false; }
         if (r->api.kind == EL_API_NATIVE) {
             if (r->n_ids == r->cap_ids) {
@@ -796,7 +828,7 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
         ok = fin && frame_json(tail, route_first(r, fin));
         free(lj);
         if (ok && r->api.include_usage) {
-            el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
+            el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
             ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
         }
     } else {
@@ -827,11 +859,30 @@ static req_state run_embd(slot *sl, el_req *r) {
     return atomic_load(&r->cancel) ? RS_CANCELLED : RS_DONE;
 }
 
+/* Length of the common prefix of a[0..na) and b[0..nb). */
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The prompt cache (cache_prompt): how many of r's prompt tokens the slot's
+ * session can keep. At most n_prompt - 1 (the last prompt token is always
+ * evaluated: its logits give the first token), and 0 when a sliding-window
+ * ring can no longer roll back that far (el_session_truncate): recompute. */
+static int cache_reuse(const slot *sl, const el_req *r) {
+    if (!r->api.cache_prompt || r->embd) return 0;
+    int n = common_prefix(sl->ctoks, sl->n_cache, r->prompt, r->n_prompt - 1);
+    return n > 0 && el_session_can_truncate(sl->sess, n) ? n : 0;
+}
+
 static void run_request(slot *sl, el_req *r) {
     el_server *s = sl->srv;
     if (r->embd) {
         req_state st = run_embd(sl, r);
+        el_session_reset(sl->sess); /* el_embed leaves no positions: the cache is empty */
         pthread_mutex_lock(&s->mu);
+        sl->n_cache = 0;
         r->session = NULL;
         sl->cur = NULL;
         finish_locked(s, r, st);
@@ -842,22 +893,47 @@ static void run_request(slot *sl, el_req *r) {
                     st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->embd_k);
         return;
     }
-    el_metrics_tokens(&s->metrics, r->n_prompt, 0);
+    /* keep the longest prefix the slot's cache shares with the prompt; the
+     * record then holds the prompt, and on_token appends what is generated */
+    const int reuse = cache_reuse(sl, r);
+    if (el_session_truncate(sl->sess, reuse, NULL)) el_session_truncate(sl->sess, 0, NULL);
+    const int kept = el_session_n_past(sl->sess);
+    const int n_rec = r->n_prompt < s->n_ctx ? r->n_prompt : s->n_ctx; /* the HTTP side refused longer ones */
+    if (n_rec > kept) memcpy(sl->ctoks + kept, r->prompt + kept, sizeof *r->prompt * (size_t)(n_rec - kept));
+    r->n_cache_reused = kept;
+    r->ctoks = sl->ctoks;
+    r->n_ctoks = n_rec;
+    r->cap_ctoks = s->n_ctx;
+    pthread_mutex_lock(&s->mu);
+    sl->n_cache = kept;
+    sl->last_reused = kept;
+    sl->last_processed = r->n_prompt - kept;
+    pthread_mutex_unlock(&s->mu);
+    el_metrics_tokens(&s->metrics, r->n_prompt - kept, 0);
     memset(&r->err, 0, sizeof r->err);
     double t_gen = now_s();
-    el_finish fin = el_generate(sl->sess, r->prompt, r->n_prompt, &r->gp, on_token, r, &r->stats, &r->err);
+    el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, on_token, r, &r->stats, &r->err);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
     if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
     req_state st = atomic_load(&r->cancel) ? RS_CANCELLED
                  : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
                  : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
     if (r->oom && r->err.code == EL_OK) r->err.code = EL_ERR_NOMEM;
+    /* what the cache holds now: every position the session kept, whose ids
+     * are the prompt and the generated tokens recorded (a failed request
+     * leaves nothing to trust) */
+    int after = fin == EL_DONE_FAILED || r->oom ? 0 : el_session_n_past(sl->sess);
+    if (after > r->n_ctoks) after = 0;
+    if (after != el_session_n_past(sl->sess)) el_session_truncate(sl->sess, after, NULL);
+    r->n_cache_after = after;
+    r->ctoks = NULL;
     if (st == RS_DONE && s->router) /* the router's time estimate follows measured speed */
         el_router_local_speed(s->router, r->stats.n_prompt, r->stats.prefill_ms, r->stats.n_generated, r->stats.decode_ms);
     el_buf tail = {0};
     if (r->api.stream) stream_tail(r, st, &tail);
     else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
     pthread_mutex_lock(&s->mu);
+    sl->n_cache = after;
     r->session = NULL;
     sl->cur = NULL; /* with the terminal state: /slots never shows a slot busy with an answered request */
     if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
@@ -881,13 +957,29 @@ static int admitted_slots(const el_server *s) {
     return n < s->n_slots ? n : s->n_slots;
 }
 
+/* Whether slot sl should take queued request r (srv->mu held): r names sl
+ * (id_slot), or names none and no other idle slot's cache shares a longer
+ * prefix with r's prompt (llama-server's prompt-similarity slot choice; an
+ * idle slot is woken with every enqueue, so the better one takes it). */
+static bool slot_prefers(const el_server *s, const slot *sl, const el_req *r, int admitted) {
+    if (r->api.id_slot >= 0) return r->api.id_slot == sl->idx;
+    if (r->embd || !r->api.cache_prompt) return true;
+    const int mine = common_prefix(sl->ctoks, sl->n_cache, r->prompt, r->n_prompt - 1);
+    for (int i = 0; i < admitted; i++) {
+        const slot *o = &s->slots[i];
+        if (o == sl || o->cur || o->held) continue;
+        if (common_prefix(o->ctoks, o->n_cache, r->prompt, r->n_prompt - 1) > mine) return false;
+    }
+    return true;
+}
+
 static void *slot_main(void *arg) {
     slot *sl = arg;
     el_server *s = sl->srv;
     for (;;) {
-        el_session_reset(sl->sess); /* idle and detached: no one else can touch it now */
+        el_session_uncancel(sl->sess); /* idle and detached: a late cancel meant the request that ended */
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && !s->q_head) pthread_cond_wait(&s->queue_cv, &s->mu);
+        while (!s->stopping && (!s->q_head || sl->held)) pthread_cond_wait(&s->queue_cv, &s->mu);
         if (!s->stopping && sl->idx >= admitted_slots(s)) { /* thermal derating: fewer slots take work */
             struct timespec dl;
             deadline_in_ms(&dl, 200);
@@ -896,7 +988,8 @@ static void *slot_main(void *arg) {
             continue;
         }
         el_req *r = s->q_head;
-        while (r && r->api.id_slot >= 0 && r->api.id_slot != sl->idx) r = r->next; /* id_slot: another's */
+        const int admitted = admitted_slots(s);
+        while (r && !slot_prefers(s, sl, r, admitted)) r = r->next; /* another's (id_slot, or a better cache) */
         if (!r && !s->stopping) { /* only requests for other slots: wait for a change */
             pthread_cond_wait(&s->queue_cv, &s->mu);
             pthread_mutex_unlock(&s->mu);
@@ -941,6 +1034,7 @@ typedef struct conn_ctx {
     bool over_budget;           /* the in-flight budget refused the body: 503 at its end */
     size_t held;                /* bytes of the in-flight budget this connection holds */
     size_t discarded;
+    int slot_id;                /* /slots/{id}: the slot (checked to exist) */
 } conn_ctx;
 
 typedef enum MHD_Result (*route_fn)(el_server *s, struct MHD_Connection *c, conn_ctx *cc);
@@ -1571,6 +1665,7 @@ static void apply_defaults(const el_server *s, el_api_request *a) {
         a->seed = s->p.seed;
     }
     if (!a->has_max_tokens && s->p.n_predict != 0) a->max_tokens = s->p.n_predict;
+    if (!a->has_cache_prompt && s->p.cache_prompt) a->cache_prompt = s->p.cache_prompt > 0;
 }
 
 /* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
@@ -2139,7 +2234,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_DONE) {
         el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
         r->canary = NULL;
-        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated};
+        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
         const char *fin = finish_name(r->stats.finish);
         char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
         char *json = NULL;
@@ -2282,6 +2377,14 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
         el_req *r = sl->cur;
         cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
                               r ? atomic_load(&r->n_decoded) : 0);
+        /* the prompt cache: tokens the slot holds, and the last prompt's reused / evaluated split */
+        if (o && (!cJSON_AddNumberToObject(o, "n_prompt_tokens", sl->n_cache) ||
+                  !cJSON_AddNumberToObject(o, "n_prompt_tokens_cache", sl->last_reused) ||
+                  !cJSON_AddNumberToObject(o, "n_prompt_tokens_processed", sl->last_processed) ||
+                  !cJSON_AddNumberToObject(o, "n_cache_tokens", sl->n_cache))) {
+            cJSON_Delete(o);
+            o = NULL;
+        }
         if (o) cJSON_AddItemToArray(arr, o);
         else ok = false;
     }
@@ -2293,11 +2396,103 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
     return send_cjson(c, MHD_HTTP_OK, arr);
 }
 
-/* /slots/{id}: the slot must exist (404); its actions are not implemented yet (501). */
+/* The "filename" of a slot action's body: 0 with name filled, or -1 with e
+ * filled (400: not JSON, no string, a NUL escape, not a plain file name). */
+static int slot_filename(const conn_ctx *cc, char *name, size_t cap, el_api_error *e) {
+    const char *body = cc->body.p ? cc->body.p : "";
+    cJSON *root = cc->body.len ? cJSON_ParseWithLength(body, cc->body.len) : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "filename");
+    int rc = -1;
+    el_error ne;
+    if (!cJSON_IsString(f) || !f->valuestring) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value",
+                         "the body must be a JSON object with a string \"filename\"");
+    } else if (memmem(body, cc->body.len, "\\u0000", 6) || memchr(body, 0, cc->body.len)) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value", "the file name holds a NUL byte");
+    } else if (el_slot_name_check(f->valuestring, strlen(f->valuestring), &ne)) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value", "%s", ne.msg);
+    } else {
+        snprintf(name, cap, "%s", f->valuestring);
+        rc = 0;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* POST /slots/{id}?action=save|restore|erase (llama-server's slot actions).
+ * 501 without --slot-save-path (as llama-server, for every action); 400 for
+ * another action or a bad file name; 409 while the slot runs a request or
+ * another action. The action holds the slot (sl->held: its thread takes no
+ * request meanwhile) and works on its session from this thread; restore
+ * validates the whole file before changing the slot (400 with why). */
 static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    (void)cc;
-    return send_error(c, 501, "not_supported_error", NULL, "not_supported",
-                      "slot save/restore/erase is not implemented (this server has slots 0..%d)", s->n_slots - 1);
+    if (!s->slot_dir)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "this server does not support slot actions; start it with --slot-save-path DIR");
+    const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    const int save = action && !strcmp(action, "save"), restore = action && !strcmp(action, "restore"),
+              erase = action && !strcmp(action, "erase");
+    if (!save && !restore && !erase)
+        return send_error(c, 400, "invalid_request_error", "action", "invalid_value",
+                          "action must be save, restore or erase (got '%.40s')", action ? action : "");
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    char name[EL_SLOT_NAME_MAX + 1] = "";
+    if (!erase && slot_filename(cc, name, sizeof name, &e)) return send_api_error(c, &e);
+    slot *sl = &s->slots[cc->slot_id];
+    pthread_mutex_lock(&s->mu);
+    const bool busy = sl->cur || sl->held;
+    if (!busy) sl->held = true;
+    pthread_mutex_unlock(&s->mu);
+    if (busy)
+        return send_error(c, 409, "invalid_request_error", "id_slot", "slot_busy",
+                          "slot %d is busy (running a request or another slot action); retry when it is idle", sl->idx);
+    const double t0 = now_s();
+    el_error err;
+    memset(&err, 0, sizeof err);
+    int n = sl->n_cache, rc = 0;
+    size_t bytes = 0;
+    if (save) {
+        rc = el_slot_save(sl->sess, s->model_sha256, sl->ctoks, n, s->slot_dir, name, &bytes, &err);
+    } else if (restore) {
+        int got = el_slot_restore(sl->sess, s->model_sha256, s->slot_dir, name, sl->ctoks, &bytes, &err);
+        if (got >= 0) n = got;
+        else rc = -got;
+    } else {
+        el_session_reset(sl->sess); /* n: the tokens erased */
+    }
+    const double ms = (now_s() - t0) * 1e3;
+    pthread_mutex_lock(&s->mu);
+    if (restore && rc == 0) sl->n_cache = n;
+    if (erase) sl->n_cache = 0;
+    sl->held = false;
+    pthread_cond_broadcast(&s->queue_cv); /* requests for this slot may be waiting */
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        const bool io = rc == EL_ERR_IO || rc == EL_ERR_NOMEM;
+        const int status = save && io ? 500 : 400;
+        if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s refused: %s\n", sl->idx, action, name, err.msg);
+        return send_error(c, status, status == 500 ? "server_error" : "invalid_request_error", "filename",
+                          save ? "save_failed" : "restore_failed", "slot %d: %s of '%s' failed: %s", sl->idx, action, name,
+                          err.msg);
+    }
+    cJSON *root = cJSON_CreateObject(), *t = NULL;
+    bool ok = root && cJSON_AddNumberToObject(root, "id_slot", sl->idx);
+    if (ok && erase) {
+        ok = cJSON_AddNumberToObject(root, "n_erased", n) != NULL;
+    }
+    if (ok && !erase) {
+        ok = cJSON_AddStringToObject(root, "filename", name) &&
+             cJSON_AddNumberToObject(root, save ? "n_saved" : "n_restored", n) &&
+             cJSON_AddNumberToObject(root, save ? "n_written" : "n_read", (double)bytes) &&
+             (t = cJSON_AddObjectToObject(root, "timings")) && cJSON_AddNumberToObject(t, save ? "save_ms" : "restore_ms", ms);
+    }
+    if (!ok) {
+        cJSON_Delete(root);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s: %d tokens, %zu bytes\n", sl->idx, action, name, n, bytes);
+    return send_cjson(c, MHD_HTTP_OK, root);
 }
 
 /* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
@@ -2740,6 +2935,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                 return send_error(c, 404, "invalid_request_error", "id_slot", "not_found",
                                   "no such slot: '%.40s' (the server has slots 0..%d)", d, n_slots - 1);
             cc->rt = &SLOT_ACTION;
+            cc->slot_id = (int)id;
         }
         if (!cc->rt) return send_error(c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint: %s", url);
         bool get = !strcmp(cc->rt->method, "GET");
@@ -2974,6 +3170,15 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->chat_template = dup_or_null(p->chat_template);
     s->alias = p->alias && *p->alias ? strdup(p->alias) : NULL;
     if (p->alias && *p->alias && !s->alias) FAIL(EL_ERR_NOMEM, "out of memory");
+    if (p->slot_save_path && *p->slot_save_path) { /* as llama-server: created if absent; must be a directory */
+        struct stat st;
+        if (mkdir(p->slot_save_path, 0755) && errno != EEXIST)
+            FAIL(EL_ERR_IO, "--slot-save-path %s: cannot create it: %s", p->slot_save_path, strerror(errno));
+        if (stat(p->slot_save_path, &st) || !S_ISDIR(st.st_mode))
+            FAIL(EL_ERR_IO, "--slot-save-path %s is not a directory", p->slot_save_path);
+        if (!(s->slot_dir = strdup(p->slot_save_path))) FAIL(EL_ERR_NOMEM, "out of memory");
+    }
+    s->p.slot_save_path = s->slot_dir;
     if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template))
         FAIL(EL_ERR_NOMEM, "out of memory");
     s->p.model_path = s->model_path;
@@ -3115,6 +3320,7 @@ int el_server_load(el_server *s, el_error *err) {
 
     unsigned char h[crypto_hash_sha256_BYTES];
     if (hash_file(s->model_path, h, err)) return -1;
+    memcpy(s->model_sha256, h, sizeof s->model_sha256);
     int off = snprintf(s->fingerprint, sizeof s->fingerprint, "edgellm-%s-", EL_VERSION_STRING);
     for (int i = 0; i < 8; i++) off += snprintf(s->fingerprint + off, sizeof s->fingerprint - (size_t)off, "%02x", h[i]);
     const char *base = strrchr(s->model_path, '/');
@@ -3185,6 +3391,14 @@ int el_server_load(el_server *s, el_error *err) {
         sp.type_v = s->p.type_v;
         sl->sess = el_session_new(m, &sp, err);
         if (!sl->sess) return -1;
+        sl->ctoks = calloc((size_t)s->n_ctx, sizeof *sl->ctoks);
+        if (!sl->ctoks) {
+            err->code = EL_ERR_NOMEM;
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            el_session_free(sl->sess);
+            sl->sess = NULL;
+            return -1;
+        }
         s->n_slots = i + 1;
     }
     for (int i = 0; i < s->n_slots; i++) {
@@ -3252,8 +3466,12 @@ void el_server_free(el_server *s) {
     }
     if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads */
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
-    for (int i = 0; i < s->n_slots; i++) el_session_free(s->slots[i].sess);
+    for (int i = 0; i < s->n_slots; i++) {
+        el_session_free(s->slots[i].sess);
+        free(s->slots[i].ctoks);
+    }
     free(s->slots);
+    free(s->slot_dir);
     el_model_free(s->model);
     el_thermal_stop(s->thermal);
     el_router_free(s->router);

@@ -50,6 +50,12 @@ typedef struct el_server_params {
     /* llama-server compatibility */
     const char *alias;         /* the model id in replies, /v1/models and /props; NULL: the file name */
     bool no_slots;             /* GET /slots answers 501 */
+    int cache_prompt;          /* the cache_prompt of requests that do not give it: 0, the route's default
+                                  (true on /completion as llama-server, false on the OpenAI routes, whose
+                                  replies then reproduce exactly: README "Prompt cache"); 1 true
+                                  everywhere (--cache-prompt); -1 false everywhere (--no-cache-prompt) */
+    const char *slot_save_path; /* POST /slots/N?action=save|restore files live here (created if absent);
+                                  NULL: those actions answer 501 (slot_file.h) */
     bool has_temp;             /* temp: the temperature of requests that give none */
     float temp;
     bool has_seed;             /* seed: the seed of requests that give none (else random per request) */
