@@ -74,7 +74,7 @@ typedef struct cli_opts {
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
     uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
-    /* speculative decoding (run, chat) */
+    /* speculative decoding (run, chat, serve) */
     int spec_mode;             /* --spec ngram|off (el_spec_mode) */
     int draft_max, draft_min;  /* --draft-max N (default 8), --draft-min N (default 1) */
     int spec_ngram;            /* --spec-ngram N: longest n-gram looked up (default 4) */

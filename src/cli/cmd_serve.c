@@ -82,6 +82,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.n_parallel = o->n_parallel;
     p.n_ctx = o->n_ctx;
     p.n_batch = o->n_batch;
+    el_session_params spec_sp = el_session_default_params(); /* the slots get n_draft_max in the server */
+    cli_spec_setup(o, &spec_sp, &p.spec);
     p.type_k = o->cache_type_k;
     p.type_v = o->cache_type_v;
     p.n_threads = o->n_threads;

@@ -105,7 +105,8 @@ static void print_usage(FILE *f) {
 "      --seed S                sampling seed (default -1: random)\n"
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
-"      --spec ngram|off        speculative decoding by n-gram prompt lookup (default off):\n"
+"      --spec ngram|off        speculative decoding by n-gram prompt lookup (run, chat,\n"
+"                              serve; default off):\n"
 "                              the same output, faster where it copies its context\n"
 "      --draft-max N           most tokens drafted per step (1..32, default 8)\n"
 "      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
@@ -641,11 +642,11 @@ static const flag_def FLAGS[] = {
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
     /* speculative decoding */
-    {NULL, "--spec", F_SPEC, true, C_GEN},
-    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN},
-    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN},
-    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN},
-    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN},
+    {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE},
+    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE},
+    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
+    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
+    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
     /* routing (serve): src/service/router.h */
     {NULL, "--policy", F_POLICY, true, C_SERVE},
     {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},

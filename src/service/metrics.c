@@ -49,6 +49,15 @@ void el_metrics_tokens(el_metrics *m, int n_prompt, int n_generated) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void el_metrics_spec(el_metrics *m, int drafted, int accepted, int rounds, int plain_steps) {
+    pthread_mutex_lock(&m->mu);
+    if (drafted > 0) m->spec_drafted += (uint64_t)drafted;
+    if (accepted > 0) m->spec_accepted += (uint64_t)accepted;
+    if (rounds > 0) m->spec_rounds += (uint64_t)rounds;
+    if (plain_steps > 0) m->spec_plain += (uint64_t)plain_steps;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void el_metrics_ttft(el_metrics *m, double s) {
     pthread_mutex_lock(&m->mu);
     hist_observe(&m->ttft, s);
@@ -112,6 +121,24 @@ char *el_metrics_render(el_metrics *m, int slots_busy, int slots_total, int queu
     tb_printf(&b, "# HELP edgellm_generated_tokens_total Tokens generated.\n"
                   "# TYPE edgellm_generated_tokens_total counter\n"
                   "edgellm_generated_tokens_total %llu\n", (unsigned long long)m->generated_tokens);
+    tb_printf(&b, "# HELP edgellm_spec_drafted_tokens_total Draft tokens verified (speculative decoding).\n"
+                  "# TYPE edgellm_spec_drafted_tokens_total counter\n"
+                  "edgellm_spec_drafted_tokens_total %llu\n"
+                  "# HELP edgellm_spec_accepted_tokens_total Draft tokens accepted.\n"
+                  "# TYPE edgellm_spec_accepted_tokens_total counter\n"
+                  "edgellm_spec_accepted_tokens_total %llu\n"
+                  "# HELP edgellm_spec_verifications_total Forward passes that verified a draft.\n"
+                  "# TYPE edgellm_spec_verifications_total counter\n"
+                  "edgellm_spec_verifications_total %llu\n"
+                  "# HELP edgellm_spec_plain_steps_total Decode steps without a draft (speculation off or nothing to draft).\n"
+                  "# TYPE edgellm_spec_plain_steps_total counter\n"
+                  "edgellm_spec_plain_steps_total %llu\n"
+                  "# HELP edgellm_spec_acceptance_rate Accepted / drafted tokens since start (0 before any).\n"
+                  "# TYPE edgellm_spec_acceptance_rate gauge\n"
+                  "edgellm_spec_acceptance_rate %.6f\n",
+              (unsigned long long)m->spec_drafted, (unsigned long long)m->spec_accepted,
+              (unsigned long long)m->spec_rounds, (unsigned long long)m->spec_plain,
+              m->spec_drafted ? (double)m->spec_accepted / (double)m->spec_drafted : 0.0);
     hist_render(&b, "edgellm_ttft_seconds", "Time from request arrival to the first generated token.", &m->ttft);
     hist_render(&b, "edgellm_itl_seconds", "Time between consecutive generated tokens.", &m->itl);
     pthread_mutex_unlock(&m->mu);

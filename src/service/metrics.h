@@ -26,6 +26,7 @@ typedef struct el_metrics {
     pthread_mutex_t mu;
     uint64_t requests[EL_REQ_N_OUTCOMES];
     uint64_t prompt_tokens, generated_tokens;
+    uint64_t spec_drafted, spec_accepted, spec_rounds, spec_plain; /* speculative decoding (serve --spec) */
     el_hist ttft, itl;
 } el_metrics;
 
@@ -34,6 +35,8 @@ void el_metrics_destroy(el_metrics *m);
 void el_metrics_request(el_metrics *m, el_req_outcome o);
 void el_metrics_tokens(el_metrics *m, int n_prompt, int n_generated);
 void el_metrics_ttft(el_metrics *m, double seconds);
+/* One generation's speculative-decoding counts (el_generate_stats). */
+void el_metrics_spec(el_metrics *m, int drafted, int accepted, int rounds, int plain_steps);
 void el_metrics_itl(el_metrics *m, double seconds);
 /* Prometheus text exposition format 0.0.4, malloc'd (NULL when out of memory). */
 char *el_metrics_render(el_metrics *m, int slots_busy, int slots_total, int queue_depth);

@@ -913,6 +913,7 @@ static void run_request(slot *sl, el_req *r) {
     memset(&r->err, 0, sizeof r->err);
     double t_gen = now_s();
     el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, on_token, r, &r->stats, &r->err);
+    el_metrics_spec(&s->metrics, r->stats.n_drafted, r->stats.n_accepted, r->stats.n_spec_rounds, r->stats.n_plain_steps);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
     if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
     req_state st = atomic_load(&r->cancel) ? RS_CANCELLED
@@ -2169,6 +2170,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->sampling.logit_bias = r->api.logit_bias;
     if (r->api.has_seed) gp->sampling.seed = r->api.seed;
     else randombytes_buf(&gp->sampling.seed, sizeof gp->sampling.seed);
+    gp->spec = s->p.spec.mode ? &s->p.spec : NULL; /* same output, fewer forward passes where drafts hold */
 
     unsigned char rnd[12];
     randombytes_buf(rnd, sizeof rnd);
@@ -3389,6 +3391,7 @@ int el_server_load(el_server *s, el_error *err) {
         if (s->p.n_batch > 0) sp.n_batch = s->p.n_batch;
         sp.type_k = s->p.type_k;
         sp.type_v = s->p.type_v;
+        sp.n_draft_max = s->p.spec.mode ? s->p.spec.n_draft_max : 0;
         sl->sess = el_session_new(m, &sp, err);
         if (!sl->sess) return -1;
         sl->ctoks = calloc((size_t)s->n_ctx, sizeof *sl->ctoks);

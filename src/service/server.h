@@ -79,6 +79,7 @@ typedef struct el_server_params {
                                   "truncated": true, "n_messages_dropped": K); still 400 when the system
                                   messages + the last user turn alone do not fit */
     int type_k, type_v;        /* the slots' KV cache types (el_cache_type; 0 = F16), -ctk / -ctv */
+    el_spec_params spec;       /* speculative decoding of every request (mode 0: off), --spec / --draft-* */
 } el_server_params;
 
 typedef struct el_server el_server;
