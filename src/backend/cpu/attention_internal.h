@@ -57,6 +57,22 @@ static inline void el_attn_plan_make(const el_attn_args *a, int nth, el_attn_pla
     }
 }
 
+/* Work unit u of a plan: query tokens [t0, t1) × query heads [h0, h1), all of KV head kvh. */
+typedef struct el_attn_unit { int t0, t1, h0, h1, kvh; } el_attn_unit;
+
+static inline el_attn_unit el_attn_unit_of(const el_attn_args *a, const el_attn_plan *pl, int u) {
+    const int group = a->n_head / a->n_head_kv;
+    el_attn_unit w;
+    const int hb = u % pl->n_hb; /* token block outermost, then KV head, then head block */
+    w.kvh = (u / pl->n_hb) % a->n_head_kv;
+    const int tbi = u / (pl->n_hb * a->n_head_kv);
+    w.t0 = tbi * pl->tb;
+    w.t1 = w.t0 + pl->tb < a->n ? w.t0 + pl->tb : a->n;
+    w.h0 = w.kvh * group + hb * pl->hpu;
+    w.h1 = w.h0 + pl->hpu < (w.kvh + 1) * group ? w.h0 + pl->hpu : (w.kvh + 1) * group;
+    return w;
+}
+
 /* The kernels (el_pool_fn on an el_attn_args); same bits at every level.
  * el_attn_task_*: one-row kernel (attention_impl.h), batches below
  * EL_ATT_TILE_Q; el_attn_tiled_*: tiled kernel (attention_tiled_impl.h). */

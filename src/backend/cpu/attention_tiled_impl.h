@@ -52,7 +52,6 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
     const el_attn_args *a = vctx;
     const int hd = a->head_dim;
     const int kv_row = a->n_head_kv * hd;
-    const int group = a->n_head / a->n_head_kv;
     el_attn_plan pl;
     el_attn_plan_make(a, nth, &pl);
 
@@ -65,12 +64,8 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
 
     for (int u = ith; u < pl.n_units; u += nth) {
-        const int hb = u % pl.n_hb;
-        const int kvh = (u / pl.n_hb) % a->n_head_kv;
-        const int tbi = u / (pl.n_hb * a->n_head_kv);
-        const int t0 = tbi * pl.tb, t1 = t0 + pl.tb < a->n ? t0 + pl.tb : a->n;
-        const int h0 = kvh * group + hb * pl.hpu;
-        const int h1 = h0 + pl.hpu < (kvh + 1) * group ? h0 + pl.hpu : (kvh + 1) * group;
+        const el_attn_unit w = el_attn_unit_of(a, &pl, u);
+        const int t0 = w.t0, t1 = w.t1, h0 = w.h0, h1 = w.h1, kvh = w.kvh;
         const int nh = h1 - h0;
         const int nq = (t1 - t0) * nh;
         const int R = (nq + 15) & ~15;
