@@ -340,13 +340,10 @@ char *el_route_decline_json(const el_route *r) {
 
 /* ---- battery ----------------------------------------------------------------- */
 
+/* A small sysfs file's text without its trailing newline / spaces. */
 static int read_line(const char *path, char *buf, size_t cap) {
-    int fd = el_open_regular(path, NULL, NULL, 0);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
+    int n = el_read_small(path, buf, cap);
     if (n < 0) return -1;
-    buf[n] = 0;
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
     return (int)n;
 }

@@ -156,6 +156,7 @@
 #include "runtime/model.h"
 #include "service/api.h"
 #include "service/cloud.h"
+#include "service/manifest.h"
 #include "service/metrics.h"
 #include "service/policy.h"
 #include "service/router.h"
@@ -3276,36 +3277,13 @@ static int pick_family(el_server *s, el_error *err) {
     return 0;
 }
 
-/* SHA-256 of the model file, read in 1 MiB blocks. */
+/* SHA-256 of the model file (the package code's hasher: a regular file only, 1 MiB blocks). */
 static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTES], el_error *err) {
-    char why[sizeof err->msg - 32];
-    int fd = el_open_regular(path, NULL, why, sizeof why); /* never an endless or blocking file */
-    if (fd < 0) {
-        err->code = EL_ERR_IO;
-        snprintf(err->msg, sizeof err->msg, "cannot open for hashing: %s", why);
-        return -1;
-    }
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    size_t cap = 1u << 20;
-    unsigned char *buf = malloc(cap);
-    int rc = buf ? 0 : -1;
-    if (!buf) { err->code = EL_ERR_NOMEM; snprintf(err->msg, sizeof err->msg, "out of memory"); }
-    while (rc == 0) {
-        ssize_t n = read(fd, buf, cap);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            err->code = EL_ERR_IO;
-            snprintf(err->msg, sizeof err->msg, "%s: read error while hashing: %s", path, strerror(errno));
-            rc = -1;
-        }
-        if (n <= 0) break;
-        crypto_hash_sha256_update(&st, buf, (unsigned long long)n);
-    }
-    free(buf);
-    close(fd);
-    if (rc == 0) crypto_hash_sha256_final(&st, out);
-    return rc;
+    el_pkg_error pe;
+    if (el_pkg_hash_file(path, out, NULL, &pe) == EL_PKG_OK) return 0;
+    err->code = EL_ERR_IO;
+    snprintf(err->msg, sizeof err->msg, "hashing the model: %.360s", pe.msg);
+    return -1;
 }
 
 int el_server_load(el_server *s, el_error *err) {

@@ -67,17 +67,6 @@ el_thermal_level el_thermal_step(el_thermal_level cur, bool ok, double t, const 
     return EL_THERMAL_NORMAL;
 }
 
-/* Reads up to 63 bytes of a regular file; -1 if it cannot be read. */
-static int read_small(const char *path, char *buf, size_t cap) {
-    int fd = el_open_regular(path, NULL, NULL, 0);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0) return -1;
-    buf[n] = 0;
-    return (int)n;
-}
-
 /* The hottest zone under root/class/thermal; returns zones read sanely, -1 if none exist. */
 static int read_zones(const char *root, double *hottest, int *bad) {
     char dir[512];
@@ -93,7 +82,7 @@ static int read_zones(const char *root, double *hottest, int *bad) {
         snprintf(path, sizeof path, "%s/%s/temp", dir, e->d_name);
         found++;
         double c;
-        int n = read_small(path, buf, sizeof buf);
+        int n = el_read_small(path, buf, sizeof buf);
         if (n < 0 || !el_thermal_parse_millideg(buf, (size_t)n, &c)) { (*bad)++; continue; }
         if (!ok || c > *hottest) *hottest = c;
         ok++;
@@ -110,9 +99,9 @@ static double read_freq_ratio(const char *root) {
         char p1[512], p2[512], b1[64], b2[64];
         snprintf(p1, sizeof p1, "%s/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu);
         snprintf(p2, sizeof p2, "%s/devices/system/cpu/cpu%d/cpufreq/cpuinfo_max_freq", root, cpu);
-        int n1 = read_small(p1, b1, sizeof b1);
+        int n1 = el_read_small(p1, b1, sizeof b1);
         if (n1 < 0) break;
-        int n2 = read_small(p2, b2, sizeof b2);
+        int n2 = el_read_small(p2, b2, sizeof b2);
         if (n2 < 0) break;
         long long cur = atoll(b1), max = atoll(b2);
         if (cur > 0 && max > 0) {
@@ -130,7 +119,7 @@ static void sample(el_thermal *t) {
     char why[160];
     if (t->source) {
         char buf[64];
-        int n = read_small(t->source, buf, sizeof buf);
+        int n = el_read_small(t->source, buf, sizeof buf);
         if (n < 0) snprintf(why, sizeof why, "sensor %.100s cannot be read (%s)", t->source, strerror(errno));
         else if (!el_thermal_parse_millideg(buf, (size_t)n, &c))
             snprintf(why, sizeof why, "sensor %.100s does not hold millidegrees", t->source);

@@ -79,3 +79,15 @@ FILE *el_fopen_regular(const char *path, char *msg, size_t msg_cap) {
     }
     return f;
 }
+
+int el_read_small(const char *path, char *buf, size_t cap) {
+    if (!buf || cap == 0) return -1;
+    buf[0] = 0;
+    int fd = el_open_regular(path, NULL, NULL, 0);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0) return -1;
+    buf[n] = 0;
+    return (int)n;
+}

@@ -28,6 +28,11 @@ const char *el_file_kind(mode_t mode);
  * file". */
 int el_open_regular(const char *path, struct stat *st, char *msg, size_t msg_cap);
 
+/* The first cap - 1 bytes (at most) of a small regular file (sysfs, a
+ * sensor file), NUL-terminated in buf; the byte count, or -1 if it cannot
+ * be opened as a regular file or read. */
+int el_read_small(const char *path, char *buf, size_t cap);
+
 /* el_open_regular as a stdio stream ("rb"); NULL with errno and msg set. */
 FILE *el_fopen_regular(const char *path, char *msg, size_t msg_cap);
 
