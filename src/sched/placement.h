@@ -1,0 +1,122 @@
+/*
+ * placement.h — the scheduler (L4): which device runs each op of a forward
+ * pass, and the evidence of why (seed 000 §5.3, seed 002).
+ *
+ * Input: the ops of one forward pass as the executor described them
+ * (el_place_op, in execution order, with the tensors each reads and writes)
+ * and a device table (el_device_caps; device 0 is the CPU, the host). For
+ * each op and each device that runs it, t(op, d) = max(flops / rate,
+ * bytes / bandwidth) + launch overhead. The preferred device wins when
+ * within `tolerance` (1.5x) of the fastest, else the fastest; an op no
+ * other device runs stays on the CPU and the fallback is recorded with its
+ * reason. Every boundary — an op reading a tensor whose current copy is on
+ * another device — costs bytes / fabric bandwidth (the transfer tax);
+ * consecutive ops on one device share their tensors (a run of fallback ops
+ * costs one transfer in and one out, not one per op). Ops of one group (a
+ * layer's KV store and attention: the cache lives with them) go to one
+ * device. Decisions are cached per shape key (same-shape layers are decided
+ * once). If Σtax / total exceeds the budget the placement carries an alarm
+ * naming the costliest boundaries; a plan whose estimate (compute + tax) is
+ * worse than the CPU alone is replaced by the CPU-only plan, recorded.
+ *
+ * Everything here is arithmetic over the tables: no device is touched, so the
+ * same code plans for simulated devices (edgellm plan --devices) and real ones.
+ */
+#ifndef EL_SCHED_PLACEMENT_H
+#define EL_SCHED_PLACEMENT_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+
+/* One op as the scheduler sees it (the executor fills these from el_op). */
+typedef struct el_place_op {
+    el_op_kind kind;
+    int layer;                      /* -1 outside the layers */
+    const char *site;               /* "attn_qkv", ... (not owned) */
+    int wtype;                      /* weight el_type (matmul, get_rows); -1 none */
+    int kv_type;                    /* kv_store / attention: cache el_type; -1 none */
+    double flops, bytes_w, bytes_in, bytes_out;
+    int src[3];                     /* tensor ids read; -1 none */
+    size_t src_bytes[3];
+    int dst[3];                     /* tensor ids written; -1 none */
+    size_t dst_bytes[3];
+    int group;                      /* > 0: every op with this group id goes to one device */
+    uint64_t shape_key;             /* equal keys: equal kind, shapes, types and costs */
+    uint32_t runs_on;               /* bit d: device d runs it (0: derive from the caps, el_caps_runs) */
+} el_place_op;
+
+/* Whether a device with these caps runs the op (kinds, weight types, cache types). */
+bool el_caps_runs(const el_device_caps *c, const el_place_op *op);
+
+typedef struct el_sched_params {
+    int prefer;          /* preferred device index; -1: none (the fastest wins) */
+    double tolerance;    /* the preferred device wins within this factor of the fastest (1.5) */
+    double tax_budget;   /* alarm when Σtax / total exceeds it (0.15) */
+    int force;           /* >= 0: every op this device runs goes there, regardless of speed (--backend NAME) */
+} el_sched_params;
+
+el_sched_params el_sched_default_params(void);
+
+typedef enum el_place_why {
+    EL_WHY_ONLY = 0,    /* one device runs it */
+    EL_WHY_PREFERRED,   /* the preferred device, within tolerance of the fastest */
+    EL_WHY_FASTEST,     /* the fastest (no preference, or the preferred one too slow) */
+    EL_WHY_FORCED,      /* params.force */
+    EL_WHY_UNSUPPORTED, /* fallback: the wanted device does not run it */
+    EL_WHY_SLOWER,      /* fallback: the preferred device beyond tolerance */
+    EL_WHY_TAX,         /* moved back: its transfers cost more than it saves */
+    EL_WHY_MEMORY,      /* fallback: the device's memory is full */
+    EL_WHY_GROUP,       /* follows its group */
+    EL_WHY_PLAN,        /* the whole partitioned plan lost to the CPU alone */
+    EL_WHY_ERROR        /* fallback at run time: the device failed (set by the executor) */
+} el_place_why;
+
+const char *el_place_why_name(el_place_why w); /* "preferred", "fallback:unsupported", ... */
+
+typedef struct el_place_decision {
+    int dev;                        /* where it runs */
+    int wanted;                     /* where it would have run (== dev unless a fallback) */
+    el_place_why why;
+    double t_est[EL_MAX_BACKENDS];  /* seconds on each device; < 0: does not run it */
+} el_place_decision;
+
+/* A maximal run of consecutive ops on one device. */
+typedef struct el_partition {
+    int dev, op_begin, op_end;      /* ops [op_begin, op_end) */
+    double t_est;                   /* Σ op estimates */
+    double t_meas;                  /* measured by the executor (0: not measured) */
+    size_t bytes_in;                /* bytes moved onto dev at its start (the boundary before it) */
+    double tax_est;                 /* their estimated copy time */
+} el_partition;
+
+typedef struct el_placement {
+    int n_dev, n_ops;
+    el_place_decision *d;           /* [n_ops] */
+    int n_parts;
+    el_partition *parts;            /* [n_parts] */
+    double t_compute, t_tax, t_total; /* estimated seconds for the whole pass */
+    double t_cpu_only;              /* the same pass all on device 0 */
+    int n_fallbacks;                /* ops with dev != wanted */
+    int n_shapes, n_cache_hits;     /* distinct shape keys decided; ops that reused a decision */
+    bool tax_alarm;
+    char alarm[320];                /* when tax_alarm: the share and the costliest boundaries */
+    size_t dev_weight_bytes[EL_MAX_BACKENDS]; /* weight bytes each device holds under this plan */
+} el_placement;
+
+/* Places ops[0..n_ops) on devs[0..n_dev) (devs[0]: the CPU). Returns 0, or
+ * -1 with err (a table without a CPU at 0, n_dev out of range, allocation). */
+int el_sched_place(const el_device_caps *devs, int n_dev, const el_sched_params *sp, const el_place_op *ops,
+                   int n_ops, el_placement *out, el_error *err);
+void el_placement_free(el_placement *p);
+
+/* The report (seed 002's evidence): per layer where each op ran, the
+ * partitions with bytes crossing each boundary and estimated vs measured
+ * time, every fallback with its reason, the tax and its alarm. */
+void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs);
+/* The same as one JSON object (no trailing newline). */
+void el_placement_print_json(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs);
+
+#endif
