@@ -305,7 +305,16 @@ typedef struct el_generate_params {
     int n_top_logprobs;      /* 0..64 */
     el_sampling sampling;
     const el_spec_params *spec; /* speculative decoding (NULL: off; added after 0.1.0) */
-    void *reserved[7];       /* zero */
+    /* GBNF grammar text (llama.cpp's syntax, start rule "root") the output must
+     * follow, or NULL (added after 0.1.0). Compiled before prefill: an invalid
+     * grammar fails with EL_ERR_GRAMMAR naming line and column. Every sampler
+     * setting and speculative decoding work under it (a draft token the
+     * grammar rejects is never accepted); end-of-generation tokens are allowed
+     * only where the grammar can end and then end the generation even with
+     * ignore_eos; a step where the grammar allows no token fails with
+     * EL_ERR_GRAMMAR. */
+    const char *grammar;
+    void *reserved[6];       /* zero */
 } el_generate_params;
 
 typedef struct el_generate_stats {

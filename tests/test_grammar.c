@@ -12,6 +12,7 @@
  *   - on Gemma 3's real vocabulary (when the model is present): the same
  *     equality for a few JSON states, and the trie size and mask time.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "runtime/grammar.h"
 #include "runtime/model.h"
+#include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
 #include "testutil.h"
 
@@ -316,7 +318,88 @@ static void test_mask_gemma(void) {
     el_model_free(mod);
 }
 
+/* ---- the filtered sampler = the plain sampler on masked logits ---------------- */
+
+typedef struct {
+    const uint8_t *ok;
+    int n;
+    int n_allowed_calls, n_mask_calls;
+} set_filter;
+
+static int sf_allowed(void *u, int32_t id) {
+    set_filter *f = u;
+    f->n_allowed_calls++;
+    return f->ok[id];
+}
+static int sf_mask(void *u, uint8_t *flags) {
+    set_filter *f = u;
+    f->n_mask_calls++;
+    int c = 0;
+    for (int i = 0; i < f->n; i++) c += (flags[i] = f->ok[i]);
+    return c;
+}
+
+static void test_filtered_sampler(void) {
+    const int nv = 3000;
+    float *lg = malloc(sizeof *lg * nv), *masked = malloc(sizeof *masked * nv);
+    uint8_t *ok = malloc((size_t)nv);
+    unsigned seed = 99;
+#define RND() (seed = seed * 1664525u + 1013904223u, (double)(seed >> 8) / 16777216.0)
+    struct { float temp; int top_k; float top_p, min_p, rep; } cfg[] = {
+        {0.0f, 40, 0.95f, 0.05f, 1.0f}, {0.8f, 40, 0.95f, 0.05f, 1.0f}, {1.5f, 5, 1.0f, 0.0f, 1.0f},
+        {1.0f, 0, 1.0f, 0.0f, 1.0f},   {0.7f, 0, 0.9f, 0.0f, 1.1f},   {1.2f, 0, 1.0f, 0.1f, 1.0f},
+        {0.9f, 1, 1.0f, 0.0f, 1.0f},   {1.0f, 2900, 0.99f, 0.0f, 1.0f}};
+    int total = 0, same = 0, masks = 0;
+    for (size_t c = 0; c < sizeof cfg / sizeof *cfg; c++) {
+        el_sampling sp = el_sampling_default();
+        sp.temp = cfg[c].temp, sp.top_k = cfg[c].top_k, sp.top_p = cfg[c].top_p, sp.min_p = cfg[c].min_p;
+        sp.repeat_penalty = cfg[c].rep;
+        sp.seed = 1000 + (uint32_t)c;
+        el_sampler *a = el_sampler_new(&sp, nv), *b = el_sampler_new(&sp, nv);
+        set_filter sf = {.ok = ok, .n = nv};
+        el_sampler_filter f = {sf_allowed, sf_mask, &sf};
+        for (int step = 0; step < 300; step++) {
+            /* density: all, most, few, one, none */
+            int kind = step % 5;
+            double dens = kind == 0 ? 1.0 : kind == 1 ? 0.7 : kind == 2 ? 0.01 : 0.0;
+            int nallowed = 0;
+            for (int i = 0; i < nv; i++) {
+                lg[i] = (float)(RND() * 12.0 - 6.0);
+                ok[i] = RND() < dens;
+                nallowed += ok[i];
+            }
+            if (kind == 3) { int i = (int)(RND() * nv); ok[i] = 1; nallowed = 1; }
+            if (kind == 4) nallowed = 0;
+            for (int i = 0; i < nv; i++) masked[i] = ok[i] ? lg[i] : -INFINITY;
+            int32_t ta = el_sampler_sample_filtered(a, lg, &f, -1, NULL);
+            if (nallowed == 0) {
+                CHECKF(ta == EL_SAMPLER_NO_TOKEN, "cfg %zu step %d: no token allowed, got %d", c, step, ta);
+                continue; /* neither draws from its RNG */
+            }
+            int32_t tb = el_sampler_sample(b, masked);
+            total++;
+            same += ta == tb;
+            if (ta != tb && total - same < 5) fprintf(stderr, "  cfg %zu step %d: filtered %d, masked %d\n", c, step, ta, tb);
+            CHECK(ta >= 0 && ta < nv && ok[ta]);
+            el_sampler_accept(a, ta);
+            el_sampler_accept(b, tb);
+        }
+        int nm, nc;
+        el_sampler_filter_counts(a, &nm, &nc);
+        masks += nm;
+        el_sampler_free(a);
+        el_sampler_free(b);
+    }
+    printf("filtered sampler: %d/%d draws equal to the masked chain's, %d whole masks\n", same, total, masks);
+    CHECK(same == total && total > 1500);
+    free(lg);
+    free(masked);
+    free(ok);
+#undef RND
+}
+
 int main(void) {
+    test_filtered_sampler();
     test_parse();
     test_match();
     test_mask_small();

@@ -79,6 +79,11 @@ typedef struct cli_opts {
     int draft_max, draft_min;  /* --draft-max N (default 8), --draft-min N (default 1) */
     int spec_ngram;            /* --spec-ngram N: longest n-gram looked up (default 4) */
     bool spec_fixed;           /* --spec-fixed: always draft-max tokens, no controller */
+    /* constrained output (run, chat): at most one of the three */
+    const char *grammar_arg;   /* --grammar GBNF */
+    const char *grammar_file;  /* --grammar-file FILE */
+    const char *json_schema;   /* --json-schema TEXT or @FILE */
+    char *grammar;             /* the resolved GBNF (cli_grammar_setup), or NULL */
     /* routing (serve): src/service/router.h */
     const char *policy;        /* --policy FILE */
     const char *cloud_url;     /* --cloud-url URL */
@@ -94,6 +99,10 @@ typedef struct cli_opts {
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
+
+/* --grammar / --grammar-file / --json-schema → o->grammar (GBNF, checked by
+ * compiling it). -1 on success (or none given), else the exit code. */
+int cli_grammar_setup(cli_opts *o);
 
 /* Commands: each returns the process exit code. */
 int cli_cmd_run(cli_opts *o);

@@ -200,6 +200,7 @@ int cli_cmd_chat(cli_opts *o) {
     gp.stop = o->n_stops ? o->stops : NULL;
     gp.sampling = o->sampling;
     gp.spec = spec.mode ? &spec : NULL;
+    gp.grammar = o->grammar;
 
     chat_hist hist = {0};
     int n_keep = 0; /* messages kept by /reset (the system prompt) */

@@ -134,6 +134,7 @@ int cli_cmd_run(cli_opts *o) {
     gp.n_top_logprobs = o->json ? o->top_logprobs : 0;
     gp.sampling = o->sampling;
     gp.spec = spec.mode ? &spec : NULL;
+    gp.grammar = o->grammar;
 
     run_ctx rc = {.json = o->json};
     el_generate_stats st;

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +35,9 @@
 #include "cli/cli.h"
 #include "memory/capacity.h"
 #include "memory/load.h"
+#include "runtime/grammar.h"
+#include "service/json_schema.h"
+#include "util/error.h"
 #include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
@@ -112,6 +116,9 @@ static void print_usage(FILE *f) {
 "      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
 "      --spec-ngram N          longest n-gram looked up (1..64, default 4)\n"
 "      --spec-fixed            always --draft-max tokens (no controller)\n"
+"      --grammar GBNF          constrain the output to a GBNF grammar (run, chat)\n"
+"      --grammar-file FILE     the grammar from a file\n"
+"      --json-schema S|@FILE   constrain the output to JSON valid under a JSON Schema\n"
 "\n"
 "packages (run, chat, serve): the model must be a signed package whose manifest\n"
 "  (MODEL.manifest.json) verifies, unless --allow-unsigned and it has none\n"
@@ -572,7 +579,7 @@ enum {
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_LOAD, F_COLD, F_CTXOVER,
-    F_CTK, F_CTV
+    F_CTK, F_CTV, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA
 };
 
 typedef struct flag_def {
@@ -647,6 +654,10 @@ static const flag_def FLAGS[] = {
     {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
     {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
+    /* constrained output (docs/STRUCTURED.md) */
+    {NULL, "--grammar", F_GRAMMAR, true, C_GEN},
+    {NULL, "--grammar-file", F_GRAMMARFILE, true, C_GEN},
+    {NULL, "--json-schema", F_JSONSCHEMA, true, C_GEN},
     /* routing (serve): src/service/router.h */
     {NULL, "--policy", F_POLICY, true, C_SERVE},
     {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
@@ -835,6 +846,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_DRAFTMIN: NEED_INT(1, 32); o->draft_min = (int)lv; break;
         case F_SPECNGRAM: NEED_INT(1, 64); o->spec_ngram = (int)lv; break;
         case F_SPECFIXED: o->spec_fixed = true; break;
+        case F_GRAMMAR: o->grammar_arg = val; break;
+        case F_GRAMMARFILE: o->grammar_file = val; break;
+        case F_JSONSCHEMA: o->json_schema = val; break;
         case F_POLICY: o->policy = val; break;
         case F_CLOUDURL:
             if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
@@ -868,7 +882,58 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
     }
     if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
     if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
+    if (!!o->grammar_arg + !!o->grammar_file + !!o->json_schema > 1)
+        return cli_usage_error(cmd, "give only one of --grammar, --grammar-file and --json-schema");
     if (!o->seed_set) o->sampling.seed = random_seed();
+    return -1;
+}
+
+static char *read_text_file(const char *path, const char *flag, el_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { el_set_error(err, EL_ERR_IO, "%s: cannot open '%s': %s", flag, path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > EL_GRAMMAR_MAX_TEXT + 8192) { el_set_error(err, EL_ERR_GRAMMAR, "%s: '%s' is larger than %u bytes", flag, path, EL_GRAMMAR_MAX_TEXT); break; }
+            char *q = realloc(buf, cap);
+            if (!q) { el_set_error(err, EL_ERR_NOMEM, "%s: out of memory", flag); break; }
+            buf = q;
+        }
+        size_t r = fread(buf + n, 1, 4096, f);
+        n += r;
+        if (r < 4096) {
+            fclose(f);
+            buf[n] = 0;
+            return buf;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return NULL;
+}
+
+int cli_grammar_setup(cli_opts *o) {
+    el_error err = {0};
+    if (o->grammar_arg) o->grammar = strdup(o->grammar_arg);
+    else if (o->grammar_file) {
+        if (!(o->grammar = read_text_file(o->grammar_file, "--grammar-file", &err))) return cli_fail(&err);
+    } else if (o->json_schema) {
+        char *text = o->json_schema[0] == '@' ? read_text_file(o->json_schema + 1, "--json-schema", &err) : strdup(o->json_schema);
+        if (!text) return err.code ? cli_fail(&err) : cli_failf("out of memory");
+        o->grammar = el_json_schema_text_to_gbnf(text, strlen(text), &err);
+        free(text);
+        if (!o->grammar) return cli_fail(&err);
+    } else return -1;
+    if (!o->grammar) return cli_failf("out of memory");
+    el_grammar *g = el_grammar_parse(o->grammar, strlen(o->grammar), &err);
+    if (!g) {
+        free(o->grammar);
+        o->grammar = NULL;
+        return cli_fail(&err);
+    }
+    el_grammar_free(g);
     return -1;
 }
 
@@ -927,5 +992,8 @@ int main(int argc, char **argv) {
     o.ctx_overflow = -1;
     int rc = parse_args(argc, argv, bit, &o);
     if (rc >= 0) return rc;
-    return fn(&o);
+    if ((rc = cli_grammar_setup(&o)) >= 0) return rc;
+    rc = fn(&o);
+    free(o.grammar);
+    return rc;
 }

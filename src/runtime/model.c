@@ -8,6 +8,7 @@
  * the model owns) with the shape the forward pass expects.
  */
 #include "runtime/model.h"
+#include "runtime/grammar.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -327,6 +328,7 @@ void el_model_free(el_model *m) {
     free(m->meta_strs);
     free(m->layers);
     el_vocab_free(m->vocab);
+    el_gtrie_free(atomic_load(&m->gtrie));
     free(m->chat_template);
     free(m->arch_name);
     el_gguf_close(m->gguf);

@@ -80,6 +80,7 @@ struct el_model {
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
     el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */
+    _Atomic(struct el_gtrie *) gtrie;    /* grammar: the vocabulary trie, built on first use (runtime/constrain.c) */
 };
 
 struct el_session {

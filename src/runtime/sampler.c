@@ -76,6 +76,9 @@ struct el_sampler {
     int hist_cap, hist_len, hist_head;
     uint64_t rng[4];
     int n_nonfinite; /* NaN / inf logits in the row of the last sample */
+    uint8_t *allow;  /* filter: the whole mask, by token id */
+    int32_t *kept;   /* filter: allowed candidates found one by one */
+    int n_masks, n_checks;
 };
 
 int el_sampler_nonfinite(const el_sampler *s) { return s ? s->n_nonfinite : 0; }
@@ -153,11 +156,13 @@ static void heapify(const float *v, int32_t *h, int n, bool best_root) {
     for (int i = n / 2 - 1; i >= 0; i--) sift_down(v, h, n, i, best_root);
 }
 
-/* Puts the k best of ids 0..n-1 (by v) into out[0..k), best first. */
-static void select_top(const float *v, int n, int k, int32_t *out) {
-    for (int i = 0; i < k; i++) out[i] = i;
+/* Puts the k best of ids[0..n) (ids NULL: 0..n-1) by v into out[0..k), best
+ * first. out must not alias ids. */
+static void select_top_of(const float *v, const int32_t *ids, int n, int k, int32_t *out) {
+    for (int i = 0; i < k; i++) out[i] = ids ? ids[i] : i;
     heapify(v, out, k, false); /* root = worst of the kept */
-    for (int32_t id = k; id < n; id++) {
+    for (int32_t j = k; j < n; j++) {
+        int32_t id = ids ? ids[j] : j;
         if (better(v, id, out[0])) {
             out[0] = id;
             sift_down(v, out, k, 0, false);
@@ -171,6 +176,8 @@ static void select_top(const float *v, int n, int k, int32_t *out) {
         sift_down(v, out, end, 0, false);
     }
 }
+
+static void select_top(const float *v, int n, int k, int32_t *out) { select_top_of(v, NULL, n, k, out); }
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
@@ -194,7 +201,9 @@ el_sampler *el_sampler_new(const el_sampling *sp, int n_vocab) {
     int nb = s->p.n_logit_bias > 0 && s->p.logit_bias_id && s->p.logit_bias ? s->p.n_logit_bias : 0;
     s->bias_id = nb ? malloc((size_t)nb * sizeof *s->bias_id) : NULL;
     s->bias = nb ? malloc((size_t)nb * sizeof *s->bias) : NULL;
-    if (!s->cand || !s->work || !s->w || !s->count || !s->mark || (last_n > 0 && !s->hist) ||
+    s->allow = malloc(n);
+    s->kept = malloc(n * sizeof *s->kept);
+    if (!s->allow || !s->kept || !s->cand || !s->work || !s->w || !s->count || !s->mark || (last_n > 0 && !s->hist) ||
         (nb && (!s->bias_id || !s->bias))) {
         el_sampler_free(s);
         return NULL;
@@ -223,6 +232,8 @@ void el_sampler_free(el_sampler *s) {
     free(s->hist);
     free(s->bias_id);
     free(s->bias);
+    free(s->allow);
+    free(s->kept);
     free(s);
 }
 
@@ -276,15 +287,104 @@ static int32_t argmax(const float *v, int n) {
 }
 
 /* draft >= 0: the speculative-sampling rule for a one-token draft (see sampler.h). */
-static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted);
+static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted, const el_sampler_filter *f);
 
-int32_t el_sampler_sample(el_sampler *s, const float *logits) { return sample_impl(s, logits, -1, NULL); }
+int32_t el_sampler_sample(el_sampler *s, const float *logits) { return sample_impl(s, logits, -1, NULL, NULL); }
 
 int32_t el_sampler_sample_draft(el_sampler *s, const float *logits, int32_t draft, bool *accepted) {
     bool acc = false;
-    int32_t t = sample_impl(s, logits, draft, &acc);
+    int32_t t = sample_impl(s, logits, draft, &acc, NULL);
     if (accepted) *accepted = acc;
     return t;
+}
+
+int32_t el_sampler_sample_filtered(el_sampler *s, const float *logits, const el_sampler_filter *f, int32_t draft,
+                                   bool *accepted) {
+    bool acc = false;
+    int32_t t = sample_impl(s, logits, draft, &acc, f && f->allowed && f->mask ? f : NULL);
+    if (accepted) *accepted = acc;
+    return t;
+}
+
+void el_sampler_filter_counts(const el_sampler *s, int *n_masks, int *n_checks) {
+    if (n_masks) *n_masks = s ? s->n_masks : 0;
+    if (n_checks) *n_checks = s ? s->n_checks : 0;
+}
+
+/* The whole mask: c[0..*n) = the allowed ids in id order. */
+static int full_mask(el_sampler *s, const el_sampler_filter *f, int *n) {
+    s->n_masks++;
+    int cnt = f->mask(f->user, s->allow);
+    if (cnt < 0) return EL_SAMPLER_FILTER_ERROR;
+    int m = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (s->allow[i]) s->cand[m++] = i;
+    *n = m;
+    return m ? 0 : EL_SAMPLER_NO_TOKEN;
+}
+
+static int check_one(el_sampler *s, const el_sampler_filter *f, int32_t id) {
+    s->n_checks++;
+    return f->allowed(f->user, id);
+}
+
+#define EL_FILTER_LOOKAHEAD 64 /* tokens checked one by one before the whole mask */
+
+/* The candidates under a filter, in c[0..*n); *sorted when best-first.
+ * greedy: c[0] = the best allowed token. top_k in (0, nv): the top_k best
+ * allowed tokens, best first. Otherwise every allowed token (id order).
+ * 0, or EL_SAMPLER_NO_TOKEN / EL_SAMPLER_FILTER_ERROR. */
+static int filter_candidates(el_sampler *s, const el_sampler_filter *f, bool greedy, int *n, bool *sorted) {
+    const el_sampling *p = &s->p;
+    const int nv = s->n_vocab;
+    const float *v = s->work;
+    int32_t *c = s->cand;
+    *sorted = true;
+    if (greedy) {
+        int32_t t = argmax(v, nv);
+        int r = check_one(s, f, t);
+        if (r < 0) return EL_SAMPLER_FILTER_ERROR;
+        if (r == 1) { c[0] = t; *n = 1; return 0; }
+        int look = EL_FILTER_LOOKAHEAD < nv ? EL_FILTER_LOOKAHEAD : nv;
+        select_top(v, nv, look, s->kept);
+        for (int i = 1; i < look; i++) { /* kept[0] is t */
+            r = check_one(s, f, s->kept[i]);
+            if (r < 0) return EL_SAMPLER_FILTER_ERROR;
+            if (r == 1) { c[0] = s->kept[i]; *n = 1; return 0; }
+        }
+        if (look == nv) return EL_SAMPLER_NO_TOKEN;
+        int m, e = full_mask(s, f, &m);
+        if (e) return e;
+        int32_t best = c[0];
+        for (int i = 1; i < m; i++) if (better(v, c[i], best)) best = c[i];
+        c[0] = best;
+        *n = 1;
+        return 0;
+    }
+    if (p->top_k > 0 && p->top_k < nv) {
+        const int k = p->top_k;
+        int look = k + EL_FILTER_LOOKAHEAD < nv ? k + EL_FILTER_LOOKAHEAD : nv;
+        select_top(v, nv, look, s->kept);
+        int m = 0;
+        for (int i = 0; i < look && m < k; i++) {
+            int r = check_one(s, f, s->kept[i]);
+            if (r < 0) return EL_SAMPLER_FILTER_ERROR;
+            if (r == 1) c[m++] = s->kept[i];
+        }
+        if (m == k || look == nv) {
+            *n = m;
+            return m ? 0 : EL_SAMPLER_NO_TOKEN;
+        }
+        int e = full_mask(s, f, &m);
+        if (e) return e;
+        int kk = k < m ? k : m;
+        select_top_of(v, c, m, kk, s->kept);
+        memcpy(c, s->kept, sizeof *c * (size_t)kk);
+        *n = kk;
+        return 0;
+    }
+    *sorted = false;
+    return full_mask(s, f, n);
 }
 
 static int32_t greedy_pick(el_sampler *s, const float *v, int nv, int32_t draft, bool *accepted) {
@@ -294,7 +394,7 @@ static int32_t greedy_pick(el_sampler *s, const float *v, int nv, int32_t draft,
     return t;
 }
 
-static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted) {
+static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bool *accepted, const el_sampler_filter *f) {
     if (accepted) *accepted = false;
     if (!s || !logits) return -1;
     const el_sampling *p = &s->p;
@@ -313,12 +413,19 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
     for (int i = 0; i < s->n_bias; i++) v[s->bias_id[i]] = san(v[s->bias_id[i]] + s->bias[i]);
     apply_penalties(s);
 
-    if (!(p->temp > 0.0f) || p->top_k == 1) return greedy_pick(s, v, nv, draft, accepted);
-
-    /* top-k */
+    const bool greedy = !(p->temp > 0.0f) || p->top_k == 1;
     int n;
     bool sorted = false;
-    if (p->top_k > 0 && p->top_k < nv) {
+    if (f) { /* the grammar's candidates: top-k is applied there */
+        int e = filter_candidates(s, f, greedy, &n, &sorted);
+        if (e) return e;
+        if (greedy) {
+            if (accepted) *accepted = draft >= 0 && c[0] == draft;
+            return c[0];
+        }
+    } else if (greedy) {
+        return greedy_pick(s, v, nv, draft, accepted);
+    } else if (p->top_k > 0 && p->top_k < nv) { /* top-k */
         n = p->top_k;
         select_top(v, nv, n, c);
         sorted = true;
@@ -329,7 +436,9 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
 
     /* top-p */
     if (p->top_p > 0.0f && p->top_p < 1.0f && n > 1) {
-        float mx = sorted ? v[c[0]] : v[argmax(v, nv)];
+        float mx = v[c[0]];
+        if (!sorted)
+            for (int i = 1; i < n; i++) mx = v[c[i]] > mx ? v[c[i]] : mx;
         double sum = 0.0;
         for (int i = 0; i < n; i++) sum += exp((double)v[c[i]] - mx);
         const double target = (double)p->top_p * sum;
@@ -380,7 +489,9 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
     /* temperature, softmax, draw */
     const double u = rng_unit(s->rng);
     if (mx == -INFINITY) { /* nothing finite */
-        int32_t t = sorted ? c[0] : argmax(v, nv);
+        int32_t t = c[0];
+        if (!sorted)
+            for (int i = 1; i < n; i++) t = better(v, c[i], t) ? c[i] : t;
         if (accepted) *accepted = t == draft;
         return t;
     }

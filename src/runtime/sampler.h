@@ -27,6 +27,29 @@ int32_t el_sampler_sample(el_sampler *s, const float *logits);
  * draft removed (renormalised) — so the token is distributed exactly as
  * el_sampler_sample's, though the RNG stream differs. */
 int32_t el_sampler_sample_draft(el_sampler *s, const float *logits, int32_t draft, bool *accepted);
+/* A constraint on which tokens may be drawn (a grammar: runtime/grammar.h).
+ * allowed(user, id): 1 the token may follow, 0 not, < 0 an error.
+ * mask(user, flags): flags[id] = 1 / 0 for every id of the vocabulary; the
+ * number allowed, or < 0 on error. */
+typedef struct el_sampler_filter {
+    int (*allowed)(void *user, int32_t id);
+    int (*mask)(void *user, uint8_t *flags);
+    void *user;
+} el_sampler_filter;
+#define EL_SAMPLER_NO_TOKEN (-2)     /* the filter allows no token */
+#define EL_SAMPLER_FILTER_ERROR (-3) /* the filter failed (a limit) */
+/* el_sampler_sample_draft (draft < 0: el_sampler_sample) under a filter f
+ * (NULL: none). The token is distributed exactly as the unfiltered chain's
+ * would be on logits where every token f rejects is -inf (greedy: the best
+ * allowed token, ties → lowest id), but f->mask runs only when needed: the
+ * best token (greedy) or the top_k + 64 best (top-k) are checked one by one
+ * first; only without top-k and with top-p / min-p, or when those checks find
+ * too few allowed tokens, is the whole mask computed. Returns
+ * EL_SAMPLER_NO_TOKEN / EL_SAMPLER_FILTER_ERROR instead of a token. */
+int32_t el_sampler_sample_filtered(el_sampler *s, const float *logits, const el_sampler_filter *f, int32_t draft,
+                                   bool *accepted);
+/* How many times the filtered sampler computed a whole mask / checked single tokens. */
+void el_sampler_filter_counts(const el_sampler *s, int *n_masks, int *n_checks);
 /* How many logits of the row the last el_sampler_sample read were NaN or
  * ±inf (counted in the pass that copies the row: costs nothing extra). */
 int el_sampler_nonfinite(const el_sampler *s);

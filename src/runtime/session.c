@@ -22,10 +22,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
 #include "memory/plan.h"
+#include "runtime/constrain.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "sched/spec.h"
@@ -38,6 +40,8 @@ el_session_params el_session_default_params(void) {
 
 _Static_assert(sizeof(el_session_params) == 3 * sizeof(int) + sizeof(void *) * 6 + (sizeof(void *) == 8 ? 4 : 0),
                "el_session_params keeps its 0.1.0 size (n_draft_max, type_k, type_v came from the reserved space)");
+_Static_assert(sizeof(el_generate_params) == offsetof(el_generate_params, grammar) + sizeof(void *) * 7,
+               "el_generate_params keeps its 0.1.0 size (spec and grammar came from the reserved space)");
 
 int el_cache_type_parse(const char *name) {
     static const struct { const char *name; int type; } k[] = {
@@ -467,6 +471,7 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     el_generate_stats st = {0};
     el_finish fin = EL_DONE_FAILED;
     el_sampler *smp = NULL;
+    el_constraint *con = NULL; /* gp->grammar, compiled */
     int32_t *hist = NULL; /* speculation: the drafter's history */
     int n_hist = 0;
     const el_model *m = s->m;
@@ -493,6 +498,7 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     smp = el_sampler_new(&sp, nv);
     if (!smp) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the sampler"); goto done; }
     for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
+    if (gp->grammar && !(con = el_constraint_new(s->m, gp->grammar, err))) goto done;
 
     /* PREFILL (the first n_cached prompt tokens are in the cache already) */
     if (eval_tokens(s, prompt + n_cached, n_prompt - n_cached, true, err)) {
@@ -554,8 +560,15 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         just_accepted = false;
         const int32_t dtok = i_draft < n_draft ? draft[i_draft] : -1;
         bool acc = false;
-        int32_t tok = dtok >= 0 ? el_sampler_sample_draft(smp, row, dtok, &acc) : el_sampler_sample(smp, row);
+        int32_t tok = con ? el_sampler_sample_filtered(smp, row, el_constraint_filter(con), dtok, &acc)
+                      : dtok >= 0 ? el_sampler_sample_draft(smp, row, dtok, &acc) : el_sampler_sample(smp, row);
         int bad = el_sampler_nonfinite(smp); /* counted in the sampler's copy of the row */
+        if (!bad && tok < 0) {
+            el_set_error(err, EL_ERR_GRAMMAR, tok == EL_SAMPLER_NO_TOKEN ? "grammar: no token can follow at step %d"
+                                                                          : "grammar: matcher limit hit at step %d", st.n_generated);
+            fin = EL_DONE_FAILED;
+            break;
+        }
         if (bad) {
             char step[64];
             if (st.n_generated == 0) snprintf(step, sizeof step, "the logits after the prompt (%d tokens)", n_prompt);
@@ -580,10 +593,11 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
             ti.top_logprob = s->top_lps;
         }
         if (st.ttft_ms == 0.0) st.ttft_ms = now_ms() - t0;
-        if (!gp->ignore_eos && el_vocab_is_eog(m->vocab, tok)) {
+        if ((!gp->ignore_eos || con) && el_vocab_is_eog(m->vocab, tok)) {
             fin = EL_DONE_EOS;
             break;
         }
+        if (con && el_constraint_accept(con, tok, err)) { fin = EL_DONE_FAILED; break; }
         st.n_generated++;
         int plen = el_vocab_token_to_piece(m->vocab, tok, piece, (int)sizeof piece, false);
         if (plen < 0 || plen > (int)sizeof piece) plen = 0;
@@ -663,7 +677,13 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
 done:
     if (fin == EL_DONE_CANCELLED) el_set_error(err, EL_ERR_CANCELLED, "cancelled after %d generated tokens", st.n_generated);
     atomic_store(&s->cancel, false);
+    if (con) {
+        int nm, nc;
+        el_sampler_filter_counts(smp, &nm, &nc);
+        el_logf(m, EL_LOG_DEBUG, "grammar: %d whole masks, %d single-token checks for %d tokens", nm, nc, st.n_generated);
+    }
     el_sampler_free(smp); /* the one release point of per-request state */
+    el_constraint_free(con);
     free(hist);
     st.finish = fin;
     if (stats) *stats = st;
