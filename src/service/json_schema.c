@@ -606,6 +606,7 @@ static void ktrie_free(ktrie *t) {
 static const char *not_keys(gen *g, ktrie *node, bool is_end, const char *base) {
     sbuf b = {0};
     bool alt = false;
+    if (!is_end) sb_puts(&b, "| "); /* the key may end here (an empty first alternative) */
     for (ktrie *k = node; k; k = k->next) {
         const char *sub = not_keys(g, k->kid, k->end, base);
         if (!sub) { free(b.p); return NULL; }
@@ -617,7 +618,6 @@ static const char *not_keys(gen *g, ktrie *node, bool is_end, const char *base) 
     sb_puts(&b, "[^\"\\\\\\x7F\\x00-\\x1F");
     for (ktrie *k = node; k; k = k->next) sb_printf(&b, "\\U%08X", k->cp);
     sb_puts(&b, "] char* | [\\\\] ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) char*");
-    if (!is_end) sb_puts(&b, " | ");
     if (b.oom) { fail(g, "", "out of memory"); free(b.p); return NULL; }
     const char *r = add_rule(g, base, b.p);
     free(b.p);
