@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 #define MAX_DEPTH 64
 #define MAX_RULES 4096
@@ -188,8 +189,10 @@ static const char *prim(gen *g, const char *name) {
     return NULL;
 }
 
-/* text as a GBNF string literal (quotes included) */
-static void gbnf_literal(sbuf *b, const char *s, size_t n) {
+/* text as a GBNF string literal (quotes included); false (b unchanged in
+ * meaning) when s is not valid UTF-8 */
+static bool gbnf_literal(sbuf *b, const char *s, size_t n) {
+    if (el_utf8_check((const unsigned char *)s, n) != n) return false;
     sb_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -202,15 +205,17 @@ static void gbnf_literal(sbuf *b, const char *s, size_t n) {
         else sb_add(b, (const char *)&c, 1);
     }
     sb_puts(b, "\"");
+    return true;
 }
 
 /* a JSON value's compact text as a GBNF literal */
 static bool json_literal(gen *g, sbuf *b, const cJSON *v, const char *path) {
     char *t = cJSON_PrintUnformatted(v);
     if (!t) { fail(g, path, "out of memory"); return false; }
-    gbnf_literal(b, t, strlen(t));
+    bool ok = gbnf_literal(b, t, strlen(t));
     free(t);
-    return true;
+    if (!ok) fail(g, path, "a string that is not valid UTF-8");
+    return ok;
 }
 
 static const char *visit(gen *g, const cJSON *s, const char *name, const char *path);
@@ -375,6 +380,7 @@ static void rx_range(sbuf *b, uint32_t lo, uint32_t hi) {
 }
 
 static bool rx_utf8(rx *r, uint32_t *cp) {
+    if (!el_utf8_seq((const unsigned char *)r->s + r->i, r->n - r->i)) return RX_FAIL(r, "pattern: invalid UTF-8");
     unsigned char c = (unsigned char)r->s[r->i];
     int need = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
     if (need < 0 || r->i + (size_t)need >= r->n + (need ? 0 : 1)) return RX_FAIL(r, "pattern: invalid UTF-8");
@@ -453,6 +459,7 @@ static bool rx_atom(rx *r, sbuf *b) {
             if (r->s[r->i] == '\\') {
                 if (r->i + 1 >= r->n) return RX_FAIL(r, "pattern: trailing '\\'");
                 char e = r->s[r->i + 1];
+                if ((unsigned char)e >= 0x80) return RX_FAIL(r, "pattern: '\\' before a non-ASCII character");
                 bool sneg;
                 uint32_t tmp[4][2];
                 int k = rx_shorthand(e, tmp, &sneg);
@@ -471,6 +478,7 @@ static bool rx_atom(rx *r, sbuf *b) {
                 if (r->s[r->i] == '\\') {
                     if (r->i + 1 >= r->n) return RX_FAIL(r, "pattern: trailing '\\'");
                     hi = (unsigned char)r->s[r->i + 1];
+                    if (hi >= 0x80) return RX_FAIL(r, "pattern: '\\' before a non-ASCII character");
                     r->i += 2;
                 } else if (!rx_utf8(r, &hi)) return false;
                 if (hi < lo) return RX_FAIL(r, "pattern: reversed range in a class");
@@ -485,6 +493,7 @@ static bool rx_atom(rx *r, sbuf *b) {
     if (c == '\\') {
         if (r->i + 1 >= r->n) return RX_FAIL(r, "pattern: trailing '\\'");
         char e = r->s[r->i + 1];
+        if ((unsigned char)e >= 0x80) return RX_FAIL(r, "pattern: '\\' before a non-ASCII character");
         r->i += 2;
         uint32_t rg[4][2];
         bool neg;
@@ -687,8 +696,9 @@ static const char *visit_object(gen *g, const cJSON *s, const char *name, const 
         sbuf kb = {0};
         char *key = cJSON_PrintUnformatted(&(cJSON){.type = cJSON_String, .valuestring = p->string});
         if (!key) { fail(g, path, "out of memory"); goto out; }
-        gbnf_literal(&kb, key, strlen(key));
+        bool kok = gbnf_literal(&kb, key, strlen(key));
         free(key);
+        if (!kok) { free(kb.p); fail(g, path, "a property name that is not valid UTF-8"); goto out; }
         sb_printf(&kb, " space \":\" space %s", v);
         snprintf(nm, sizeof nm, "%s-%s-kv", name, p->string);
         kv[i] = kb.oom ? NULL : add_rule(g, nm, kb.p);
