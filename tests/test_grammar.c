@@ -377,6 +377,10 @@ static void test_filtered_sampler(void) {
                 continue; /* neither draws from its RNG */
             }
             int32_t tb = el_sampler_sample(b, masked);
+            if (cfg[c].temp > 0 && cfg[c].top_k != 1 && (cfg[c].top_k <= 0 || cfg[c].top_k >= nv) &&
+                !(cfg[c].top_p < 1.0f) && !(cfg[c].min_p > 0.0f)) {
+                tb = ta; /* rejection sampling: the RNG streams differ; the distribution is tested below */
+            }
             total++;
             same += ta == tb;
             if (ta != tb && total - same < 5) fprintf(stderr, "  cfg %zu step %d: filtered %d, masked %d\n", c, step, ta, tb);
@@ -391,6 +395,43 @@ static void test_filtered_sampler(void) {
         el_sampler_free(b);
     }
     printf("filtered sampler: %d/%d draws equal to the masked chain's, %d whole masks\n", same, total, masks);
+    /* rejection sampling (no truncation): frequencies = the masked softmax */
+    {
+        enum { NV = 40, DRAWS = 200000 };
+        float l2[NV];
+        uint8_t ok2[NV];
+        double pm[NV] = {0}, z = 0;
+        for (int i = 0; i < NV; i++) {
+            l2[i] = (float)(RND() * 4.0);
+            ok2[i] = i % 3 != 0 || i == 3; /* the best tokens mostly refused */
+        }
+        l2[0] = 8.0f, l2[6] = 7.5f; /* refused, and most of the mass: forces fallbacks too */
+        for (int i = 0; i < NV; i++) z += ok2[i] ? exp(l2[i]) : 0.0;
+        for (int i = 0; i < NV; i++) pm[i] = ok2[i] ? exp(l2[i]) / z : 0.0;
+        el_sampling sp = el_sampling_default();
+        sp.temp = 1.0f, sp.top_k = 0, sp.top_p = 1.0f, sp.min_p = 0.0f, sp.seed = 4242;
+        el_sampler *a = el_sampler_new(&sp, NV);
+        set_filter sf = {.ok = ok2, .n = NV};
+        el_sampler_filter f = {sf_allowed, sf_mask, &sf};
+        static int cnt[NV];
+        memset(cnt, 0, sizeof cnt);
+        bool allok = true;
+        for (int d = 0; d < DRAWS; d++) {
+            int32_t t = el_sampler_sample_filtered(a, l2, &f, -1, NULL);
+            if (t < 0 || t >= NV || !ok2[t]) { allok = false; break; }
+            cnt[t]++;
+        }
+        double worst = 0;
+        for (int i = 0; i < NV; i++) {
+            double dv = fabs(cnt[i] / (double)DRAWS - pm[i]);
+            if (dv > worst) worst = dv;
+        }
+        int nm, nc;
+        el_sampler_filter_counts(a, &nm, &nc);
+        printf("rejection sampling: max |freq - p| = %.4f over %d draws (%d whole masks, %d checks)\n", worst, DRAWS, nm, nc);
+        CHECK(allok && worst < 0.005 && nm > 0 && nm < DRAWS);
+        el_sampler_free(a);
+    }
     CHECK(same == total && total > 1500);
     free(lg);
     free(masked);

@@ -329,12 +329,13 @@ static int check_one(el_sampler *s, const el_sampler_filter *f, int32_t id) {
 }
 
 #define EL_FILTER_LOOKAHEAD 64 /* tokens checked one by one before the whole mask */
+#define EL_FILTER_REDRAWS 8     /* rejection sampling: draws before the whole mask */
 
 /* The candidates under a filter, in c[0..*n); *sorted when best-first.
  * greedy: c[0] = the best allowed token. top_k in (0, nv): the top_k best
  * allowed tokens, best first. Otherwise every allowed token (id order).
  * 0, or EL_SAMPLER_NO_TOKEN / EL_SAMPLER_FILTER_ERROR. */
-static int filter_candidates(el_sampler *s, const el_sampler_filter *f, bool greedy, int *n, bool *sorted) {
+static int filter_candidates(el_sampler *s, const el_sampler_filter *f, bool greedy, bool reject, int *n, bool *sorted) {
     const el_sampling *p = &s->p;
     const int nv = s->n_vocab;
     const float *v = s->work;
@@ -384,6 +385,11 @@ static int filter_candidates(el_sampler *s, const el_sampler_filter *f, bool gre
         return 0;
     }
     *sorted = false;
+    if (reject) { /* every token: the draw rejects what the filter refuses (sample_impl) */
+        for (int i = 0; i < nv; i++) c[i] = i;
+        *n = nv;
+        return 0;
+    }
     return full_mask(s, f, n);
 }
 
@@ -416,8 +422,15 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
     const bool greedy = !(p->temp > 0.0f) || p->top_k == 1;
     int n;
     bool sorted = false;
+    /* No truncation at all (no top-k / top-p / min-p) and no draft: p restricted
+     * to the allowed set A is p(t) / p(A), which rejection sampling draws
+     * exactly — draw from p, redraw while the token is refused; after
+     * EL_FILTER_REDRAWS refusals the whole mask decides (still exact: the
+     * result is A-distributed given either branch). */
+    const bool reject = f && !greedy && draft < 0 && !(p->top_k > 0 && p->top_k < nv) &&
+                        !(p->top_p > 0.0f && p->top_p < 1.0f) && !(p->min_p > 0.0f);
     if (f) { /* the grammar's candidates: top-k is applied there */
-        int e = filter_candidates(s, f, greedy, &n, &sorted);
+        int e = filter_candidates(s, f, greedy, reject, &n, &sorted);
         if (e) return e;
         if (greedy) {
             if (accepted) *accepted = draft >= 0 && c[0] == draft;
@@ -487,7 +500,12 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
     }
 
     /* temperature, softmax, draw */
-    const double u = rng_unit(s->rng);
+    double u = rng_unit(s->rng);
+    if (mx == -INFINITY && reject) { /* nothing finite: the best allowed token */
+        int e = full_mask(s, f, &n);
+        if (e) return e;
+        sorted = false;
+    }
     if (mx == -INFINITY) { /* nothing finite */
         int32_t t = c[0];
         if (!sorted)
@@ -527,6 +545,28 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
         for (int i = n - 1; i >= 0; i--)
             if (s->w[i] > 0.0) return c[i];
         return c[0];
+    }
+    if (reject) {
+        double uu = u;
+        for (int k = 0; k < EL_FILTER_REDRAWS; k++) {
+            const double tg = uu * sum;
+            double cm = 0.0;
+            int32_t t = c[n - 1];
+            for (int i = 0; i < n; i++) {
+                cm += s->w[i];
+                if (cm > tg) { t = c[i]; break; }
+            }
+            int r = check_one(s, f, t);
+            if (r < 0) return EL_SAMPLER_FILTER_ERROR;
+            if (r == 1 && s->w[t] > 0.0) return t; /* c is the identity here: w[t] is t's weight */
+            uu = rng_unit(s->rng);
+        }
+        int e = full_mask(s, f, &n);
+        if (e) return e;
+        sum = 0.0;
+        for (int i = 0; i < n; i++) sum += (s->w[i] = exp(((double)v[c[i]] - mx) * inv_t));
+        if (!(sum > 0.0)) return c[0];
+        u = uu;
     }
     const double target = u * sum;
     double cum = 0.0;
