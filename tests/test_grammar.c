@@ -158,6 +158,17 @@ static void test_match(void) {
     CHECK(el_gmatch_check(m, "\xe6", 1) == 0);     /* U+6000.. */
     CHECK(el_gmatch_check(m, "\xff", 1) == 0);     /* never UTF-8 */
     CHECK(el_gmatch_check(m, "a\xc3\xa9z", 4) == 1);
+    CHECK(el_gmatch_check(m, "\xc1\xa1", 2) == 0);         /* overlong 'a' */
+    CHECK(el_gmatch_check(m, "\xe0\x81\xa1", 3) == 0);     /* overlong 'a' */
+    CHECK(el_gmatch_check(m, "\xe0", 1) == 0);             /* can only become U+0800.. */
+    el_gmatch_free(m);
+    el_grammar_free(g);
+    g = compile("root ::= [^a]+\n");
+    m = el_gmatch_new(g, &e);
+    CHECK(el_gmatch_check(m, "\xed\xa0\x80", 3) == 0);     /* a surrogate */
+    CHECK(el_gmatch_check(m, "\xf4\x90\x80\x80", 4) == 0); /* above U+10FFFF */
+    CHECK(el_gmatch_check(m, "\xf4\x8f\xbf\xbf", 4) == 1);
+    CHECK(el_gmatch_check(m, "\xed\x9f", 2) == 1);
     el_gmatch_free(m);
     el_grammar_free(g);
 

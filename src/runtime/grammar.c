@@ -719,9 +719,20 @@ static size_t advance(el_gmatch *m, size_t lo, size_t hi, uint32_t c) {
     return out;
 }
 
-/* some stack in [lo,hi) could take a code point in [lo_cp, hi_cp] */
+/* A code point split across bytes: acc holds its bits so far; need packs
+ * the sequence length (need >> 4) and the bytes still to come (need & 7);
+ * need == 0 between code points. Only well-formed UTF-8 gets through (no
+ * overlong forms, surrogates or values above U+10FFFF: the second byte is
+ * checked as in Unicode's table 3-7), so the values a prefix can still become
+ * are exactly [acc << 6r, (acc << 6r) | (2^6r - 1)] clamped to the sequence
+ * length's range. */
 static bool partial_ok(const el_gmatch *m, size_t lo, size_t hi, uint32_t acc, int need) {
-    uint32_t a = acc << (6 * need), b = a | ((1u << (6 * need)) - 1);
+    static const uint32_t MINV[5] = {0, 0, 0x80, 0x800, 0x10000};
+    int rem = need & 7, len = need >> 4;
+    uint32_t a = acc << (6 * rem), b = a | ((1u << (6 * rem)) - 1);
+    if (a < MINV[len]) a = MINV[len];
+    if (b > 0x10ffff) b = 0x10ffff;
+    if (a > b) return false;
     for (size_t i = lo; i < hi; i++) {
         gstack s = m->st[i];
         if (s.len && class_meets(m->g, EVAL(m->g->elems[m->pos[s.off + s.len - 1]]), a, b)) return true;
@@ -729,19 +740,27 @@ static bool partial_ok(const el_gmatch *m, size_t lo, size_t hi, uint32_t acc, i
     return false;
 }
 
-/* UTF-8 decoder step: returns 1 a code point is complete (*cp), 0 more bytes needed, -1 invalid */
+/* UTF-8 decoder step: 1 a code point is complete (*cp), 0 more bytes needed, -1 ill-formed */
 static int utf8_step(uint32_t *acc, int *need, unsigned char b, uint32_t *cp) {
-    if (*need > 0) {
+    if (*need) {
         if ((b & 0xc0) != 0x80) return -1;
+        int rem = *need & 7, len = *need >> 4;
+        if (rem == len - 1) { /* the second byte */
+            if (len == 3 && *acc == 0x0 && b < 0xa0) return -1;  /* E0: overlong */
+            if (len == 3 && *acc == 0xd && b > 0x9f) return -1;  /* ED: surrogates */
+            if (len == 4 && *acc == 0x0 && b < 0x90) return -1;  /* F0: overlong */
+            if (len == 4 && *acc == 0x4 && b > 0x8f) return -1;  /* F4: above U+10FFFF */
+        }
         *acc = *acc << 6 | (b & 0x3fu);
-        if (--*need > 0) return 0;
+        if (--rem > 0) { *need = len << 4 | rem; return 0; }
+        *need = 0;
         *cp = *acc;
         return 1;
     }
     if (b < 0x80) { *cp = b; return 1; }
-    if ((b & 0xe0) == 0xc0) { *acc = b & 0x1fu; *need = 1; return 0; }
-    if ((b & 0xf0) == 0xe0) { *acc = b & 0x0fu; *need = 2; return 0; }
-    if ((b & 0xf8) == 0xf0) { *acc = b & 0x07u; *need = 3; return 0; }
+    if (b >= 0xc2 && b <= 0xdf) { *acc = b & 0x1fu; *need = 2 << 4 | 1; return 0; }
+    if ((b & 0xf0) == 0xe0) { *acc = b & 0x0fu; *need = 3 << 4 | 2; return 0; }
+    if (b >= 0xf0 && b <= 0xf4) { *acc = b & 0x07u; *need = 4 << 4 | 3; return 0; }
     return -1;
 }
 

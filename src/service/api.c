@@ -53,6 +53,9 @@
 #include "util/utf8.h"
 
 #include <cjson/cJSON.h>
+
+#include "runtime/grammar.h"
+#include "service/json_schema.h"
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -262,7 +265,7 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
-    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_COUNT
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -289,7 +292,59 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_SUFFIX] = {"suffix", K_COMP},
     [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
     [F_CACHE_PROMPT] = {"cache_prompt", K_CHAT | K_COMP}, /* llama-server's, default true */
+    [F_RESPONSE_FORMAT] = {"response_format", K_CHAT | K_COMP},
 };
+
+/* schema (NULL: any JSON object when object_only, else any value) → out->grammar, checked by compiling it */
+static int set_schema_grammar(const cJSON *schema, bool object_only, const char *param, el_api_request *out,
+                              el_api_error *err) {
+    el_error e = {0};
+    char *g = schema ? el_json_schema_to_gbnf(schema, &e)
+                     : object_only ? strdup(el_json_object_gbnf()) : el_json_schema_text_to_gbnf("{}", 2, &e);
+    if (!g) {
+        if (!schema && !e.code) return oom(err);
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
+        return -1;
+    }
+    el_grammar *cg = el_grammar_parse(g, strlen(g), &e);
+    if (!cg) {
+        free(g);
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
+        return -1;
+    }
+    el_grammar_free(cg);
+    free(out->grammar);
+    out->grammar = g;
+    return 0;
+}
+
+static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return type_error(err, "response_format", "an object", it);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+    if (!cJSON_IsString(type)) {
+        BAD(err, "response_format", "invalid_value", "response_format.type: expected \"text\", \"json_object\" or \"json_schema\"");
+        return -1;
+    }
+    if (!strcmp(type->valuestring, "text")) return 0;
+    if (!strcmp(type->valuestring, "json_object")) {
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "schema");
+        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, true, "response_format", out, err);
+    }
+    if (!strcmp(type->valuestring, "json_schema")) {
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(it, "json_schema");
+        if (!cJSON_IsObject(js)) {
+            BAD(err, "response_format", "invalid_value", "response_format.json_schema: expected an object");
+            return -1;
+        }
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, false, "response_format", out, err);
+    }
+    BAD(err, "response_format", "invalid_value", "response_format.type '%.40s' is not supported (text, json_object, json_schema)",
+        type->valuestring);
+    return -1;
+}
 
 /* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
 static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
@@ -646,6 +701,7 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         }
     }
     if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
+    if ((it = f[F_RESPONSE_FORMAT]) && parse_response_format(it, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
     return 0;
 }
@@ -766,12 +822,13 @@ int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request 
 enum {
     N_PROMPT, N_N_PREDICT, N_MAX_TOKENS, N_TEMPERATURE, N_TOP_K, N_TOP_P, N_MIN_P, N_REPEAT_PENALTY,
     N_REPEAT_LAST_N, N_PRESENCE, N_FREQUENCY, N_SEED, N_STOP, N_LOGIT_BIAS, N_N_PROBS, N_IGNORE_EOS,
-    N_CACHE_PROMPT, N_RETURN_TOKENS, N_RESPONSE_FIELDS, N_STREAM, N_ID_SLOT, N_MODEL, N_COUNT
+    N_CACHE_PROMPT, N_RETURN_TOKENS, N_RESPONSE_FIELDS, N_STREAM, N_ID_SLOT, N_MODEL, N_GRAMMAR, N_JSON_SCHEMA, N_COUNT
 };
 static const char *const g_native[N_COUNT] = {
     "prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty",
     "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "stop", "logit_bias", "n_probs",
     "ignore_eos", "cache_prompt", "return_tokens", "response_fields", "stream", "id_slot", "model",
+    "grammar", "json_schema",
 };
 /* kind: 'n' number equal to num, 'b' false, 's' "" , 'a' [] , 'z' absent (null only) */
 static const struct { const char *name; char kind; double num; } g_neutral[] = {
@@ -779,8 +836,7 @@ static const struct { const char *name; char kind; double num; } g_neutral[] = {
     {"dry_multiplier", 'n', 0},  {"xtc_probability", 'n', 0},    {"top_n_sigma", 'n', -1},
     {"n_keep", 'n', 0},          {"n_discard", 'n', 0},          {"n_indent", 'n', 0},
     {"n_cmpl", 'n', 1},          {"n", 'n', 1},                  {"min_keep", 'n', 0},
-    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"grammar", 's', 0},
-    {"json_schema", 'z', 0},     {"samplers", 'z', 0},           {"lora", 'a', 0},
+    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"samplers", 'z', 0},           {"lora", 'a', 0},
     {"image_data", 'a', 0},      {"multimodal_data", 'a', 0},    {"post_sampling_probs", 'b', 0},
     {"timings_per_token", 'b', 0}, {"return_progress", 'b', 0},  {"echo", 'b', 0},
 };
@@ -1006,6 +1062,25 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
         out->n_probs = (int)v;
     }
     if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
+    if (f[N_GRAMMAR] && f[N_JSON_SCHEMA] && !(cJSON_IsString(f[N_GRAMMAR]) && !f[N_GRAMMAR]->valuestring[0])) {
+        BAD(err, "grammar", "invalid_value", "give either 'json_schema' or 'grammar', not both");
+        return -1;
+    }
+    if ((it = f[N_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[N_GRAMMAR])) {
+        if (!cJSON_IsString(it)) return type_error(err, "grammar", "a string", it);
+        if (it->valuestring[0]) {
+            el_error e = {0};
+            el_grammar *cg = el_grammar_parse(it->valuestring, strlen(it->valuestring), &e);
+            if (!cg) {
+                if (e.code == EL_ERR_NOMEM) return oom(err);
+                BAD(err, "grammar", "invalid_value", "grammar: %s", e.msg);
+                return -1;
+            }
+            el_grammar_free(cg);
+            if (!(out->grammar = dupstr(it->valuestring, err))) return -1;
+        }
+    }
     if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
     if (it) out->has_cache_prompt = true;
     if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
@@ -1164,6 +1239,7 @@ void el_api_request_free(el_api_request *r) {
     for (int i = 0; r->parts && i < r->n_parts; i++) free(r->parts[i].text);
     free(r->parts);
     for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);
+    free(r->grammar);
     request_init(r, kind);
 }
 

@@ -81,6 +81,13 @@ typedef struct el_api_request {
     int id_slot;             /* -1: any */
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;
+    /* constrained output: GBNF the reply must follow (compiled and checked at
+     * parse time), or NULL. OpenAI routes: "response_format" {"type":"text"},
+     * {"type":"json_object"} (any JSON object; with a "schema" member, that
+     * schema, as llama-server), {"type":"json_schema","json_schema":{"schema":
+     * …,"strict":…}} (the schema; absent: any JSON value). /completion:
+     * "grammar" (GBNF text; "" = none) or "json_schema" (a schema), not both. */
+    char *grammar;
 } el_api_request;
 
 /* /tokenize {"content": str, "add_special": bool, "parse_special": bool} and

@@ -2172,6 +2172,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (r->api.has_seed) gp->sampling.seed = r->api.seed;
     else randombytes_buf(&gp->sampling.seed, sizeof gp->sampling.seed);
     gp->spec = s->p.spec.mode ? &s->p.spec : NULL; /* same output, fewer forward passes where drafts hold */
+    gp->grammar = r->api.grammar; /* response_format / grammar / json_schema (api.c compiled it) */
 
     unsigned char rnd[12];
     randombytes_buf(rnd, sizeof rnd);
