@@ -1072,8 +1072,29 @@ static void test_native_fields(void) {
     BAD(NAT, "{\"prompt\":\"x\",\"typical_p\":0.5}", 400, "typical_p", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"dry_multiplier\":0.8}", 400, "dry_multiplier", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"xtc_probability\":0.2}", 400, "xtc_probability", NULL);
-    BAD(NAT, "{\"prompt\":\"x\",\"grammar\":\"root ::= x\"}", 400, "grammar", NULL);
-    BAD(NAT, "{\"prompt\":\"x\",\"json_schema\":{}}", 400, "json_schema", NULL);
+    /* grammar / json_schema are supported (docs/STRUCTURED.md): invalid ones are 400 with the place */
+    BAD(NAT, "{\"prompt\":\"x\",\"grammar\":\"root ::= x\"}", 400, "grammar", "line 1, column 10: undefined rule 'x'");
+    BAD(NAT, "{\"prompt\":\"x\",\"json_schema\":{\"type\":\"nope\"}}", 400, "json_schema", "unknown type 'nope'");
+    BAD(NAT, "{\"prompt\":\"x\",\"json_schema\":{},\"grammar\":\"root ::= \\\"a\\\"\"}", 400, "grammar", "not both");
+    BAD(CHAT, "{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", 400, "response_format", "not supported");
+    BAD(CHAT, "{" MSG ",\"response_format\":{\"type\":\"json_schema\"}}", 400, "response_format", "expected an object");
+    BAD(COMP, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+              "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":2,\"maximum\":1}}}}}}",
+        400, "response_format", "at /a: no integer");
+    {
+        el_api_request rq;
+        el_api_error ae;
+        const char *b = "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":true,"
+                        "\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"]}}}}";
+        CHECK(el_api_parse(CHAT, b, strlen(b), &rq, &ae) == 0 && rq.grammar && strstr(rq.grammar, "root ::="));
+        el_api_request_free(&rq);
+        b = "{" MSG ",\"response_format\":{\"type\":\"text\"}}";
+        CHECK(el_api_parse(CHAT, b, strlen(b), &rq, &ae) == 0 && !rq.grammar);
+        el_api_request_free(&rq);
+        b = "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}";
+        CHECK(el_api_parse(CHAT, b, strlen(b), &rq, &ae) == 0 && rq.grammar && strstr(rq.grammar, "root ::= object"));
+        el_api_request_free(&rq);
+    }
     BAD(NAT, "{\"prompt\":\"x\",\"samplers\":[\"top_k\"]}", 400, "samplers", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", 400, "lora", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"n_keep\":-1}", 400, "n_keep", NULL);

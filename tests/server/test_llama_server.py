@@ -294,7 +294,7 @@ BAD = [
     ({"prompt": "x", "ignore_eos": 1}, "ignore_eos"), ({"prompt": "x", "return_tokens": "yes"}, "return_tokens"),
     ({"prompt": "x", "cache_prompt": "no"}, "cache_prompt"), ({"prompt": "x", "stream": "no"}, "stream"),
     ({"prompt": "x", "mirostat": 2}, "mirostat"), ({"prompt": "x", "typical_p": 0.5}, "typical_p"),
-    ({"prompt": "x", "grammar": "root ::= \"a\""}, "grammar"), ({"prompt": "x", "json_schema": {}}, "json_schema"),
+    ({"prompt": "x", "grammar": "root ::= \"a"}, "grammar"), ({"prompt": "x", "json_schema": {"type": 1}}, "json_schema"),
     ({"prompt": "x", "samplers": ["top_k"]}, "samplers"), ({"prompt": "x", "lora": [{"id": 0, "scale": 1}]}, "lora"),
     ({"prompt": "x", "n_keep": 5}, "n_keep"), ({"prompt": "x", "dry_multiplier": 0.8}, "dry_multiplier"),
     ({"prompt": "x", "xtc_probability": 0.5}, "xtc_probability"), ({"prompt": "x", "n_cmpl": 2}, "n_cmpl"),
