@@ -10,7 +10,16 @@
  *     one (brute force), on a synthetic vocabulary of all 1..3-byte strings
  *     over a small alphabet plus UTF-8 pieces, along random walks;
  *   - on Gemma 3's real vocabulary (when the model is present): the same
- *     equality for a few JSON states, and the trie size and mask time.
+ *     equality for a few JSON states, and the trie size and mask time;
+ *   - the filtered sampler: the same token as the plain sampler on masked
+ *     logits (same seed) over 8 settings and allowed sets from all to one
+ *     token; no allowed token → EL_SAMPLER_NO_TOKEN; rejection sampling's
+ *     frequencies equal the masked softmax;
+ *   - el_generate with a grammar (tiny llama): the text is in the language
+ *     under six sampler settings and ends at the grammar's end even with
+ *     ignore_eos; speculative decoding gives the plain greedy text; an
+ *     invalid grammar fails before any token with line:column; a state no
+ *     token can follow fails with EL_ERR_GRAMMAR instead of looping.
  */
 #include <math.h>
 #include <stdio.h>
@@ -450,7 +459,99 @@ static void test_filtered_sampler(void) {
 #undef RND
 }
 
+/* ---- el_generate under a grammar (tiny reference model) ---------------------------- */
+
+typedef struct {
+    char text[4096];
+    int len, n_ids;
+    int32_t ids[1024];
+} collect;
+
+static bool collect_cb(const el_token_info *t, void *u) {
+    collect *c = u;
+    if (t->piece_len > 0 && c->len + t->piece_len < (int)sizeof c->text) {
+        memcpy(c->text + c->len, t->piece, (size_t)t->piece_len);
+        c->len += t->piece_len;
+        c->text[c->len] = 0;
+    }
+    if (t->id >= 0 && c->n_ids < 1024) c->ids[c->n_ids++] = t->id;
+    return true;
+}
+
+static void test_generate(void) {
+    const char *path = el_test_ref_path("models/tiny-llama-Q8_0.gguf");
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("SKIP generate: %s absent\n", path); return; }
+    fclose(f);
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 2;
+    el_model *m = el_model_load(path, &mp, &err);
+    CHECKF(m != NULL, "%s", err.msg);
+    if (!m) return;
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 512;
+    sp.n_draft_max = 4;
+    el_session *s = el_session_new(m, &sp, &err);
+    int32_t toks[64];
+    int n = el_tokenize(m, "Numbers:", 8, toks, 64, EL_TOK_ADD_SPECIAL);
+    CHECK(s && n > 0);
+    el_generate_params gp = {0};
+    gp.sampling = el_sampling_default();
+    gp.max_tokens = 200;
+    el_generate_stats st;
+    collect c;
+    /* a grammar's language, over sampler settings; with ignore_eos the grammar's end still ends it */
+    const char *g1 = "root ::= \"[\" [0-9]{1,3} (\", \" [0-9]{1,3}){2,4} \"]\"\n";
+    for (int k = 0; k < 6; k++) {
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        gp.grammar = g1;
+        gp.ignore_eos = k == 5;
+        gp.sampling.temp = k == 0 ? 0.0f : 0.5f + 0.3f * (float)k;
+        gp.sampling.top_k = k == 2 ? 0 : 40;
+        gp.sampling.top_p = k == 3 ? 1.0f : 0.95f;
+        gp.sampling.min_p = k >= 3 ? 0.0f : 0.05f;
+        gp.sampling.seed = 11 + (uint32_t)k;
+        el_finish fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        el_grammar *g = compile(g1);
+        CHECKF(fin == EL_DONE_EOS && matches(g, c.text) == 1, "setting %d: finish %d (%s), text '%s'", k, fin, err.msg, c.text);
+        el_grammar_free(g);
+    }
+    /* speculative decoding under the grammar: the plain greedy text */
+    collect plain;
+    memset(&plain, 0, sizeof plain);
+    el_session_reset(s);
+    gp.sampling.temp = 0;
+    gp.ignore_eos = false;
+    gp.grammar = "root ::= (\"ab\" | \"abc\" | [a-c]) (\" \" (\"ab\" | \"abc\" | [a-c])){20,40}\n";
+    el_generate(s, toks, n, &gp, collect_cb, &plain, &st, &err);
+    el_spec_params spec = {.mode = EL_SPEC_NGRAM, .n_draft_max = 4, .fixed = 1};
+    gp.spec = &spec;
+    memset(&c, 0, sizeof c);
+    el_session_reset(s);
+    el_finish fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+    CHECKF(fin == EL_DONE_EOS && !strcmp(c.text, plain.text) && st.n_drafted > 0,
+           "spec: %d '%s' vs '%s', drafted %d", fin, c.text, plain.text, st.n_drafted);
+    gp.spec = NULL;
+    /* errors: an invalid grammar before any work; a grammar no token can follow */
+    el_session_reset(s);
+    gp.grammar = "root ::= \"a\" (\n";
+    fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+    CHECKF(fin == EL_DONE_FAILED && err.code == EL_ERR_GRAMMAR && strstr(err.msg, "line 1, column 14") && st.n_generated == 0,
+           "%d %s", fin, err.msg);
+    el_session_reset(s);
+    gp.grammar = "root ::= \"x\" [^\\x00-\\U0010FFFF]\n"; /* after x: a class that matches nothing */
+    memset(&c, 0, sizeof c);
+    fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+    CHECKF(fin == EL_DONE_FAILED && err.code == EL_ERR_GRAMMAR && strstr(err.msg, "no token can follow at step 1"),
+           "%d %s", fin, err.msg);
+    el_session_free(s);
+    el_model_free(m);
+}
+
 int main(void) {
+    test_generate();
     test_filtered_sampler();
     test_parse();
     test_match();
