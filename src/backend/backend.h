@@ -38,6 +38,7 @@
 #include "util/error.h"
 
 #define EL_MAX_BACKENDS 4 /* index 0 is always the CPU backend */
+#define EL_ROPE_CS_MAX 512 /* the most rotated dims per head an op may ask for */
 
 /* ---- ops ---------------------------------------------------------------- */
 
@@ -100,6 +101,7 @@ typedef struct el_op {
         struct { int count; } elt;        /* gelu_mul, add */
         struct { void (*fn)(void *ctx); void *ctx; } host;
     } p;
+    void *cpu_scratch;   /* matmul on the CPU backend: el_op_matmul_wsize bytes (the session's) */
     /* what it costs (the scheduler's inputs): arithmetic, weight bytes read
      * once, activation bytes read and written */
     double flops, bytes_w, bytes_in, bytes_out;
@@ -188,6 +190,10 @@ struct el_backend {
 
 /* The CPU backend over a thread pool (not owned). Never fails short of memory. */
 el_backend *el_backend_cpu_new(el_pool *pool, el_error *err);
+/* Limits the op kinds (bit k: el_op_kind k) a CPU backend at index > 0
+ * takes: a second CPU backend tests the executor's moves between devices
+ * with the CPU's own arithmetic, cut into as many partitions as wanted. */
+void el_backend_cpu_limit(el_backend *be, uint32_t ops);
 
 /* The OpenCL backend on device `device` (0-based over every platform's devices,
  * in ICD order), or NULL with the reason (no platform, no device, context

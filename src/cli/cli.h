@@ -90,10 +90,16 @@ typedef struct cli_opts {
     bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
     int ctx_overflow;          /* --ctx-overflow: -1 = the command's default (chat truncate, serve error),
                                   0 = error, 1 = truncate (drop the oldest whole turns after the system prompt) */
+    /* backends and placement (run, chat, serve, bench): sched/exec.h */
+    el_backend_params backend; /* --backend cpu|opencl[:N]|auto, --prefer DEV, --tax-budget F */
+    bool placement_report;     /* --placement-report: time every partition, print the report at the end */
 } cli_opts;
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
+
+/* The session's placement report (el_session_placement_report) to f, text or JSON. */
+void cli_print_placement(el_session *s, FILE *f, bool json);
 
 /* Commands: each returns the process exit code. */
 int cli_cmd_run(cli_opts *o);

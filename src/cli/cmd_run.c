@@ -54,7 +54,7 @@ static bool on_token(const el_token_info *t, void *user) {
     return true;
 }
 
-static void print_json_done(const el_generate_stats *st) {
+static void print_json_done(const el_generate_stats *st, el_session *s, bool report) {
     double ptps = st->prefill_ms > 0 ? st->n_prompt * 1e3 / st->prefill_ms : 0;
     double dtps = st->decode_ms > 0 ? st->n_generated * 1e3 / st->decode_ms : 0;
     printf("{\"done\":true,\"finish\":\"%s\",\"n_prompt\":%d,\"n_generated\":%d,\"prefill_ms\":",
@@ -78,6 +78,10 @@ static void print_json_done(const el_generate_stats *st) {
         const int passes = st->n_spec_rounds + st->n_plain_steps;
         cli_json_num(stdout, passes ? (double)st->n_generated / passes : 0.0);
         fputc('}', stdout);
+    }
+    if (report) {
+        fputs(",\"placement\":", stdout);
+        cli_print_placement(s, stdout, true);
     }
     fputs("}\n", stdout);
     fflush(stdout);
@@ -155,10 +159,11 @@ int cli_cmd_run(cli_opts *o) {
     } else {
         st.finish = fin;
         if (o->json) {
-            print_json_done(&st);
+            print_json_done(&st, s, o->placement_report);
         } else {
             fflush(stdout);
             cli_print_perf(&st);
+            if (o->placement_report) cli_print_placement(s, stderr, false);
         }
         if (fin == EL_DONE_CANCELLED) code = CLI_EXIT_CANCELLED;
     }

@@ -117,6 +117,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.cloud_model = o->cloud_model;
     p.thermal_source = o->thermal_source;
     p.load = o->load;
+    p.backend = &o->backend;
     p.ctx_overflow_truncate = o->ctx_overflow == 1; /* serve's default: error */
 
     el_error err = {0};

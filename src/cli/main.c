@@ -135,6 +135,17 @@ static void print_usage(FILE *f) {
 "      --ctx-overflow POLICY   (chat, serve) when a conversation no longer fits the context:\n"
 "                              error, or truncate (drop the oldest whole turns after the\n"
 "                              system prompt, and say so); default: chat truncate, serve error\n"
+"      --backend B             (run, chat, serve, bench) where the ops run: cpu (default),\n"
+"                              opencl[:N] (every op OpenCL device N runs, the rest on the\n"
+"                              cpu), auto (the scheduler places each op by the devices'\n"
+"                              measured rates); a device that cannot be had falls back to\n"
+"                              the cpu and the report says so (docs/HETEROGENEOUS.md)\n"
+"      --prefer DEV            (auto) the device that wins within 1.5x of the fastest\n"
+"      --tax-budget F          warn when copies between devices exceed this share of a\n"
+"                              pass (default 0.15)\n"
+"      --placement-report      time every partition and print where each op ran, the\n"
+"                              partitions, bytes across boundaries, estimated vs measured\n"
+"                              time and every fallback (run --json: in the final object)\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -458,11 +469,21 @@ int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int
     return cli_tokenize_with(plain_tokenize, &t, len, out);
 }
 
+void cli_print_placement(el_session *s, FILE *f, bool json) {
+    const size_t need = el_session_placement_report(s, json, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return;
+    el_session_placement_report(s, json, buf, need + 1);
+    fputs(buf, f);
+    free(buf);
+}
+
 el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {
     el_model_params mp = el_model_default_params();
     mp.n_threads = o->n_threads;
     mp.vocab_only = vocab_only;
     mp.load = vocab_only ? EL_LOAD_MMAP : o->load;
+    mp.backend = &o->backend;
     return el_model_load(o->model, &mp, err);
 }
 
@@ -572,7 +593,8 @@ enum {
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_LOAD, F_COLD, F_CTXOVER,
-    F_CTK, F_CTV
+    F_CTK, F_CTV,
+    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT
 };
 
 typedef struct flag_def {
@@ -657,6 +679,11 @@ static const flag_def FLAGS[] = {
     {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--cold", F_COLD, false, C_BENCH},
     {NULL, "--ctx-overflow", F_CTXOVER, true, C_CHAT | C_SERVE},
+    /* backends and placement (sched/exec.h) */
+    {NULL, "--backend", F_BACKEND, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--prefer", F_PREFER, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--tax-budget", F_TAXBUDGET, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
 };
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
@@ -852,6 +879,24 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
                 return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
             break;
         case F_COLD: o->bench_cold = true; break;
+        case F_BACKEND:
+            if (strcmp(val, "cpu") && strcmp(val, "auto") && strcmp(val, "cpu,cpu") && strncmp(val, "opencl", 6))
+                return cli_usage_error(cmd, "--backend: expected cpu, opencl, opencl:N or auto, got '%s'", val);
+            o->backend.backend = val;
+            break;
+        case F_PREFER: o->backend.prefer = val; break;
+        case F_TAXBUDGET: {
+            char *end;
+            const double v = strtod(val, &end);
+            if (end == val || *end || !(v > 0 && v <= 1))
+                return cli_usage_error(cmd, "--tax-budget: expected a share in (0, 1], got '%s'", val);
+            o->backend.tax_budget = (float)v;
+            break;
+        }
+        case F_PLACEREPORT:
+            o->placement_report = true;
+            o->backend.measure = true;
+            break;
         case F_CTXOVER:
             if (!strcmp(val, "error")) o->ctx_overflow = 0;
             else if (!strcmp(val, "truncate")) o->ctx_overflow = 1;

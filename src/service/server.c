@@ -2808,11 +2808,24 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
     }
     char *tjs = tj ? cJSON_PrintUnformatted(tj) : NULL;
     cJSON_Delete(tj);
-    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + 32;
+    /* where the ops run (sched/exec.h): the backends, ops each ran, fallbacks */
+    char *pj = NULL;
+    size_t pj_len = 0;
+    if (ready) {
+        FILE *pf = open_memstream(&pj, &pj_len);
+        if (pf) {
+            el_backends_json(s->model, pf);
+            fclose(pf);
+        }
+    }
+    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + pj_len + 48;
     char *copy = malloc(cap); /* send_buf frees it */
-    if (copy && rj && tjs) n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s}", n - 1, body, rj, tjs);
+    if (copy && rj && tjs)
+        n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s%s%s}", n - 1, body, rj, tjs, pj ? ",\"placement\":" : "",
+                     pj ? pj : "");
     free(rj);
     free(tjs);
+    free(pj);
     if (!copy || n < 0 || (size_t)n >= cap) {
         free(copy);
         return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
@@ -3294,6 +3307,7 @@ int el_server_load(el_server *s, el_error *err) {
     el_model_params mp = el_model_default_params();
     mp.n_threads = s->p.n_threads;
     mp.load = s->p.load;
+    mp.backend = s->p.backend;
     el_model *m = el_model_load(s->model_path, &mp, err);
     if (!m) return -1;
     s->model = m;

@@ -73,6 +73,7 @@ typedef struct el_server_params {
     const char *thermal_source; /* sensor file (millidegrees C) instead of /sys/class/thermal, or NULL */
     /* memory */
     el_load_mode load;         /* how the weights come into memory (memory/load.h); 0: mmap */
+    const el_backend_params *backend; /* where the ops run (sched/exec.h); NULL: the CPU alone */
     bool ctx_overflow_truncate; /* a chat that does not fit: false (default) 400 context_length_exceeded with
                                   n_prompt_tokens and n_ctx; true: the oldest whole turns after the leading
                                   system messages are dropped until it fits (the reply then says
