@@ -166,9 +166,13 @@ static void session_paths(const char *path, const char *label) {
     if (!ref || !m) { el_model_free(ref); el_model_free(m); return; }
 
     /* speculative greedy verification equals plain decoding on the CPU */
-    el_spec_params spec = {.mode = EL_SPEC_NGRAM, .n_draft_max = 4, .fixed = 1};
     run_out a, b;
     run_gen(ref, 40, 0, NULL, true, &a);
+    /* drafts from a prediction: the plain output with one token changed mid-way (a rejection, a roll-back) */
+    int32_t pred[N_GEN];
+    memcpy(pred, a.toks.ids, sizeof pred);
+    pred[N_GEN / 2] = (pred[N_GEN / 2] + 1) % el_model_n_vocab(ref);
+    el_spec_params spec = {.mode = EL_SPEC_PREDICT, .n_draft_max = 4, .fixed = 1, .prediction = pred, .n_prediction = N_GEN};
     run_gen(m, 40, 0, &spec, true, &b);
     CHECKF(a.toks.n == b.toks.n && memcmp(a.toks.ids, b.toks.ids, sizeof(int32_t) * (size_t)a.toks.n) == 0,
            "%s: speculative tokens on the split differ from plain decoding", label);
