@@ -686,6 +686,27 @@ static const flag_def FLAGS[] = {
     {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
 };
 
+/* One backend name, or (bench) several joined by '/'. */
+static bool cli_backend_list_ok(const char *v, bool many) {
+    if (!*v || strlen(v) > 200) return false;
+    const char *p = v;
+    for (;;) {
+        const char *e = strchr(p, '/');
+        const size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (e && !many) return false;
+        bool ok = (l == 3 && !strncmp(p, "cpu", 3)) || (l == 4 && !strncmp(p, "auto", 4)) ||
+                  (l == 7 && !strncmp(p, "cpu,cpu", 7)) || (l == 6 && !strncmp(p, "opencl", 6));
+        if (!ok && l > 7 && !strncmp(p, "opencl:", 7)) {
+            ok = true;
+            for (size_t i = 7; i < l; i++) ok = ok && p[i] >= '0' && p[i] <= '9';
+            ok = ok && l <= 9;
+        }
+        if (!ok) return false;
+        if (!e) return true;
+        p = e + 1;
+    }
+}
+
 static bool parse_int(const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
@@ -880,8 +901,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             break;
         case F_COLD: o->bench_cold = true; break;
         case F_BACKEND:
-            if (strcmp(val, "cpu") && strcmp(val, "auto") && strcmp(val, "cpu,cpu") && strncmp(val, "opencl", 6))
-                return cli_usage_error(cmd, "--backend: expected cpu, opencl, opencl:N or auto, got '%s'", val);
+            if (!cli_backend_list_ok(val, cmd_bit == C_BENCH))
+                return cli_usage_error(cmd, "--backend: expected cpu, opencl, opencl:N or auto%s, got '%s'",
+                                       cmd_bit == C_BENCH ? " (bench: several joined by '/')" : "", val);
             o->backend.backend = val;
             break;
         case F_PREFER: o->backend.prefer = val; break;
