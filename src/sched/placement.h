@@ -45,8 +45,27 @@ typedef struct el_place_op {
     size_t dst_bytes[3];
     int group;                      /* > 0: every op with this group id goes to one device */
     uint64_t shape_key;             /* equal keys: equal kind, shapes, types and costs */
-    uint32_t runs_on;               /* bit d: device d runs it (0: derive from the caps, el_caps_runs) */
+    uint32_t runs_on;               /* bit d: device d runs it (0: derive from the caps, el_caps_runs);
+                                     * device 0 (the CPU) runs every op whatever the bits say */
+    uint64_t weight_id;             /* ops with equal nonzero ids read the same weight (tied
+                                     * embeddings): a device holds it once. 0: the weight is
+                                     * identified by (layer, site, wtype, bytes_w) */
 } el_place_op;
+
+/* Transfers the scheduler simulates (see el_sched_place): before an op runs
+ * on device d, every tensor it reads — src[i] (src_bytes[i] bytes) and, for
+ * the in-place kinds (rope, scale, fwht, silu_mul, gelu_mul, add), dst[0]
+ * (dst_bytes[0]) — whose current copy is not on d is copied there
+ * (device -> host at the source's d2h_gbps, host -> device at d's h2d_gbps,
+ * device -> device through the host: both). A tensor an op writes is then
+ * current on that device only. Tensors first seen as a read are the pass's
+ * inputs and start on the host; a tensor first seen as a write starts where
+ * it is written (so a layer's KV cache, written by kv_store before attention
+ * reads it, stays with its group). At the end of the pass the last op's
+ * outputs (the logits) are read back to the host. */
+
+/* "matmul", ... — the names el_op_kind_name gives; -1 for an unknown name. */
+int el_op_kind_parse(const char *name);
 
 /* Whether a device with these caps runs the op (kinds, weight types, cache types). */
 bool el_caps_runs(const el_device_caps *c, const el_place_op *op);
@@ -92,8 +111,18 @@ typedef struct el_partition {
     double tax_est;                 /* their estimated copy time */
 } el_partition;
 
+/* One copy the plan makes: tensor `tensor` (bytes) from device `from` to
+ * device `to` (device -> device goes through the host), before op `op` runs
+ * (op == n_ops: the read-back of the pass's outputs). */
+typedef struct el_boundary {
+    int op, tensor, from, to;
+    size_t bytes;
+    double t;                       /* seconds */
+} el_boundary;
+
 typedef struct el_placement {
     int n_dev, n_ops;
+    el_sched_params params;         /* as used (defaults filled in) */
     el_place_decision *d;           /* [n_ops] */
     int n_parts;
     el_partition *parts;            /* [n_parts] */
@@ -101,8 +130,15 @@ typedef struct el_placement {
     double t_cpu_only;              /* the same pass all on device 0 */
     int n_fallbacks;                /* ops with dev != wanted */
     int n_shapes, n_cache_hits;     /* distinct shape keys decided; ops that reused a decision */
-    bool tax_alarm;
-    char alarm[320];                /* when tax_alarm: the share and the costliest boundaries */
+    int n_bounds;
+    el_boundary *bounds;            /* [n_bounds] every copy of the final plan, in order */
+    /* the plan as first placed (choice + memory), before the tax pass and
+     * the CPU-only comparison; equal to the final figures when neither changed it */
+    double placed_compute, placed_tax, placed_total;
+    bool tax_alarm;                 /* the placed plan's or the final plan's Σtax / total > tax_budget */
+    char alarm[512];                /* when tax_alarm: the share and the costliest boundaries */
+    int n_top;                      /* when tax_alarm: the costliest boundaries (copies summed per op) */
+    el_boundary top[3];             /*   of the plan the alarm is about; tensor -1 when several */
     size_t dev_weight_bytes[EL_MAX_BACKENDS]; /* weight bytes each device holds under this plan */
 } el_placement;
 
