@@ -430,6 +430,8 @@ static void describe_bound(char *buf, size_t cap, const el_boundary *b, const el
     else {
         const el_place_op *o = &ops[b->op];
         snprintf(where, sizeof where, "L%d %s (%s)", o->layer, o->site ? o->site : "-", el_op_kind_name(o->kind));
+        for (char *q = where; *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
     }
     snprintf(buf, cap, "%s %s->%s %zu B %.3f ms", where, dev_name(devs, n_dev, b->from), dev_name(devs, n_dev, b->to),
              b->bytes, b->t * 1e3);
@@ -804,6 +806,11 @@ static void fmt_bytes(char *b, size_t cap, double v) {
     else snprintf(b, cap, "%.0f B", v);
 }
 
+/* Text for the human report: control bytes as '?'. */
+static void put_safe(FILE *f, const char *s) {
+    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
+}
+
 void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs) {
     if (!f || !p) return;
     const int nd = p->n_dev;
@@ -836,23 +843,42 @@ void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, 
             }
         }
 
-    /* per layer: op -> device */
+    /* per layer: op -> device; a run of layers placed alike is one row */
     fprintf(f, "ops by layer (site:kind -> device; * = fallback):\n");
     for (int i = 0; i < p->n_ops;) {
         const int layer = ops[i].layer;
-        char lab[16];
+        int e = i;
+        while (e < p->n_ops && ops[e].layer == layer) e++;
+        /* following layers whose ops equal this one's (site, kind, device, fallback) */
+        int last = layer, j = e;
+        while (layer >= 0 && j < p->n_ops && ops[j].layer == last + 1) {
+            int k = j;
+            while (k < p->n_ops && ops[k].layer == last + 1) k++;
+            bool same = k - j == e - i;
+            for (int m = 0; same && m < e - i; m++) {
+                const el_place_op *a = &ops[i + m], *b = &ops[j + m];
+                same = a->kind == b->kind && p->d[i + m].dev == p->d[j + m].dev &&
+                       p->d[i + m].wanted == p->d[j + m].wanted &&
+                       ((!a->site && !b->site) || (a->site && b->site && strcmp(a->site, b->site) == 0));
+            }
+            if (!same) break;
+            last++;
+            j = k;
+        }
+        char lab[32];
         if (layer < 0) snprintf(lab, sizeof lab, "-");
+        else if (last > layer) snprintf(lab, sizeof lab, "L%d-%d", layer, last);
         else snprintf(lab, sizeof lab, "L%d", layer);
-        fprintf(f, "  %-5s", lab);
-        int col = 0;
-        for (; i < p->n_ops && ops[i].layer == layer; i++) {
-            const el_place_decision *d = &p->d[i];
-            if (col && col % 4 == 0) fprintf(f, "\n  %-5s", "");
-            fprintf(f, " %s:%s->%s%s", ops[i].site ? ops[i].site : "-", el_op_kind_name(ops[i].kind),
-                    devs[d->dev].name, d->dev != d->wanted ? "*" : "");
-            col++;
+        fprintf(f, "  %-7s", lab);
+        for (int m = i, col = 0; m < e; m++, col++) {
+            const el_place_decision *d = &p->d[m];
+            if (col && col % 4 == 0) fprintf(f, "\n  %-7s", "");
+            fputc(' ', f);
+            put_safe(f, ops[m].site ? ops[m].site : "-");
+            fprintf(f, ":%s->%s%s", el_op_kind_name(ops[m].kind), devs[d->dev].name, d->dev != d->wanted ? "*" : "");
         }
         fprintf(f, "\n");
+        i = j > e ? j : e;
     }
 
     fprintf(f, "partitions (%d):\n", p->n_parts);
@@ -885,8 +911,10 @@ void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, 
     for (int i = 0; i < p->n_ops; i++) {
         const el_place_decision *d = &p->d[i];
         if (d->dev == d->wanted) continue;
-        fprintf(f, "  op %d L%d %s (%s): on %s, wanted %s: %s", i, ops[i].layer, ops[i].site ? ops[i].site : "-",
-                el_op_kind_name(ops[i].kind), devs[d->dev].name, devs[d->wanted].name, el_place_why_name(d->why));
+        fprintf(f, "  op %d L%d ", i, ops[i].layer);
+        put_safe(f, ops[i].site ? ops[i].site : "-");
+        fprintf(f, " (%s): on %s, wanted %s: %s", el_op_kind_name(ops[i].kind), devs[d->dev].name,
+                devs[d->wanted].name, el_place_why_name(d->why));
         if (d->t_est[d->wanted] >= 0)
             fprintf(f, " (%.4f ms there vs %.4f ms here)", 1e3 * d->t_est[d->wanted], 1e3 * d->t_est[d->dev]);
         fprintf(f, "\n");
