@@ -12,7 +12,7 @@
  * anything after `end`, a file over 64 KiB, a directory in its place (store
  * refused too). Bad keys (empty, newline) are refused.
  *
- * devices_json: the example tables parse (examples/devices/*.json) with the
+ * devices_json: the example tables parse (both in examples/devices/) with the
  * fields as written, every device simulated; a table without a cpu takes the
  * caller's host as device 0; each malformed or self-contradictory table is
  * refused with a message naming the device and field, leaving devs untouched;
