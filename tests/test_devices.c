@@ -67,7 +67,7 @@ static el_device_caps sample_caps(void) {
     c.kv_types = 1u << EL_TYPE_F16;
     c.matmul_gflops = 123.456789012345678;
     c.matmul_gflops_type[EL_TYPE_Q4_K] = 0.1 + 0.2;
-    c.matmul_gflops_type[EL_TYPE_Q6_K] = 1e-7;
+    c.matmul_gflops_type[EL_TYPE_Q6_K] = 1e-5;
     c.gflops = 33.3;
     c.mem_gbps = 17.25;
     c.h2d_gbps = 5.5;
@@ -156,6 +156,8 @@ static void test_devcache(void) {
         {"gflops 33.299999999999997", "gflops nan"},
         {"gflops 33.299999999999997", "gflops inf"},
         {"gflops 33.299999999999997", "gflops 33.3x"},
+        {"gflops 33.299999999999997", "gflops 1e-300"},
+        {"gflops 33.299999999999997", "gflops 2e9"},
         {"gflops 33.299999999999997", "gflops "},
         {"kind 1", "kind 9"},
         {"ops 0x", "ops 0xfffff"},
@@ -224,6 +226,9 @@ static void test_devcache(void) {
     CHECK(el_devcache_store(key, &bad) == -1);
     bad = c;
     bad.matmul_gflops_type[3] = -1;
+    CHECK(el_devcache_store(key, &bad) == -1);
+    bad = c;
+    bad.mem_gbps = 1e-320; /* a rate whose estimates would overflow */
     CHECK(el_devcache_store(key, &bad) == -1);
     CHECK(load_checked(key) == 0);
 
@@ -338,6 +343,9 @@ static void test_hostile_tables(void) {
          "devices[1] \"npu0\": mem_gbps = -1"},
         {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"launch_us\":1e999}]}", "launch_us = inf"},
         {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"gflops\":\"fast\"}]}", "gflops must be a number"},
+        {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"h2d_gbps\":1e-9}]}", "given twice"},
+        {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"gflops\":1e-9}]}", "gflops = 1e-09 (out of range"},
+        {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"launch_us\":5e9}]}", "launch_us = 5e+09 (out of range"},
         {"{\"version\":1,\"devices\":[" CPU_OK ",{\"name\":\"npu0\",\"kind\":\"npu\",\"ops\":[\"matmul\"],"
          "\"matmul_types\":[\"Q8_0\"],\"matmul_gflops\":0,\"mem_gbps\":5,\"h2d_gbps\":4,\"d2h_gbps\":4}]}",
          "devices[1] \"npu0\": matmul_gflops must be > 0"},
@@ -373,7 +381,7 @@ static void test_hostile_tables(void) {
         {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"matmul_gflops_type\":{\"Q4_0\":10}}]}",
          "matmul_gflops_type.Q4_0: the type is not in matmul_types"},
         {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"matmul_gflops_type\":{\"Q8_0\":0}}]}",
-         "matmul_gflops_type.Q8_0 must be a number > 0"},
+         "matmul_gflops_type.Q8_0 must be a number in 1e-06 .. 1e+09"},
         {"{\"version\":1,\"devices\":[" CPU_OK "," NPU_OK ",\"matmul_gflops_type\":{\"Q8_0\":5,\"q8_0\":6}}]}",
          "given twice"},
         {"{\"version\":1,\"devices\":[" CPU_OK ",{\"name\":\"g\",\"kind\":\"gpu\",\"ops\":[\"host\"],"

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sched/placement.h"
 #include "util/file.h"
 
 static uint64_t fnv1a(const char *s) {
@@ -121,6 +122,7 @@ static bool parse_rate(const char *v, double *out) {
     errno = 0;
     const double x = strtod(v, &e);
     if (errno || !e || *e || !isfinite(x) || x < 0) return false;
+    if (x != 0 && !(x >= EL_RATE_MIN && x <= EL_RATE_MAX)) return false;
     *out = x;
     return true;
 }
@@ -199,15 +201,23 @@ int el_devcache_load(const char *key, el_device_caps *caps) {
         len += (size_t)r;
     }
     close(fd);
+    const int hit = ok && len <= EL_DEVCACHE_MAX_BYTES ? el_devcache_parse(buf, len, key, caps) : 0;
+    free(buf);
+    return hit;
+}
+
+int el_devcache_parse(const char *text, size_t len, const char *key, el_device_caps *caps) {
+    if (!text || !caps || !key_ok(key) || len > EL_DEVCACHE_MAX_BYTES || memchr(text, 0, len)) return 0;
+    char *buf = malloc(len + 1);
+    if (!buf) return 0;
+    memcpy(buf, text, len);
+    buf[len] = 0;
+    el_device_caps c = *caps;
     int hit = 0;
-    if (ok && len <= EL_DEVCACHE_MAX_BYTES && !memchr(buf, 0, len)) {
-        buf[len] = 0;
-        el_device_caps c = *caps;
-        if (parse_caps(buf, len, key, &c)) {
-            c.simulated = false;
-            *caps = c;
-            hit = 1;
-        }
+    if (parse_caps(buf, len, key, &c)) {
+        c.simulated = false;
+        *caps = c;
+        hit = 1;
     }
     free(buf);
     return hit;
@@ -240,7 +250,7 @@ static void put_text(FILE *f, const char *name, const char *s, size_t cap) {
     fputc('\n', f);
 }
 
-static bool rate_ok(double x) { return isfinite(x) && x >= 0; }
+static bool rate_ok(double x) { return x == 0 || (x >= EL_RATE_MIN && x <= EL_RATE_MAX); }
 
 int el_devcache_store(const char *key, const el_device_caps *c) {
     char path[4200], dir[4096];

@@ -22,7 +22,8 @@
  *     end
  *
  * Contract: load answers 1 only for a complete file of this version whose
- * key equals the caller's and whose every value is in range (finite, >= 0,
+ * key equals the caller's and whose every value is in range (rates 0 or in
+ * [EL_RATE_MIN, EL_RATE_MAX] of placement.h,
  * names fitting their fields); anything else — no file, a directory or other
  * non-regular file in its place, over 64 KiB, truncated (no `end`), garbage,
  * another version, another key — is 0 and leaves *caps untouched (the caller
@@ -46,6 +47,9 @@
 int el_devcache_load(const char *key, el_device_caps *caps);
 /* 0: stored; -1: not (bad key, no directory, write failed). */
 int el_devcache_store(const char *key, const el_device_caps *caps);
+/* The parser load uses, on text[0..len): 1 and *caps filled (simulated
+ * false) when it is a complete cache file for key, else 0 (*caps untouched). */
+int el_devcache_parse(const char *text, size_t len, const char *key, el_device_caps *caps);
 /* The file the key maps to, in buf; 0, or -1 (no directory known, or too long). */
 int el_devcache_path(const char *key, char *buf, size_t cap);
 

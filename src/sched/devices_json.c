@@ -67,6 +67,9 @@ static int get_rate(const cJSON *dev, const char *field, double *out, bool *pres
     if (!cJSON_IsNumber(v)) return fail(err, EL_ERR_BAD_VALUE, "%s: %s must be a number", who, field);
     if (!isfinite(v->valuedouble) || v->valuedouble < 0)
         return fail(err, EL_ERR_BAD_VALUE, "%s: %s = %g (must be a finite number >= 0)", who, field, v->valuedouble);
+    if (v->valuedouble != 0 && !(v->valuedouble >= EL_RATE_MIN && v->valuedouble <= EL_RATE_MAX))
+        return fail(err, EL_ERR_BAD_VALUE, "%s: %s = %g (out of range: 0 or %g .. %g)", who, field, v->valuedouble,
+                    EL_RATE_MIN, EL_RATE_MAX);
     *out = v->valuedouble;
     return 0;
 }
@@ -171,8 +174,9 @@ static int parse_device(const cJSON *dev, int index, el_device_caps *c, el_error
             if (t < 0)
                 return fail(err, EL_ERR_BAD_VALUE, "%s: matmul_gflops_type: unknown type \"%.40s\"", who,
                             e->string ? e->string : "");
-            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || !(e->valuedouble > 0))
-                return fail(err, EL_ERR_BAD_VALUE, "%s: matmul_gflops_type.%s must be a number > 0", who, e->string);
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= EL_RATE_MIN && e->valuedouble <= EL_RATE_MAX))
+                return fail(err, EL_ERR_BAD_VALUE, "%s: matmul_gflops_type.%s must be a number in %g .. %g", who,
+                            e->string, EL_RATE_MIN, EL_RATE_MAX);
             if (c->matmul_gflops_type[t] > 0)
                 return fail(err, EL_ERR_BAD_VALUE, "%s: matmul_gflops_type.%s given twice", who, e->string);
             c->matmul_gflops_type[t] = e->valuedouble;

@@ -38,7 +38,8 @@
  * field: not JSON, not an object, a version other than 1, no devices, more
  * than EL_MAX_BACKENDS in all (host included), duplicate names, two CPUs, a
  * cpu not first, no cpu and no host, unknown op / type / kind names, a rate
- * that is NaN, infinite, negative or missing/zero where required (a non-CPU
+ * that is NaN, infinite, negative, neither 0 nor within [1e-6, 1e9]
+ * (EL_RATE_MIN/MAX), or missing/zero where required (a non-CPU
  * device needs mem_gbps, h2d_gbps and d2h_gbps > 0; matmul_gflops > 0 when
  * it runs matmul or get_rows; gflops > 0 when it runs any other op), ops
  * listing matmul/get_rows without matmul_types or kv_store/attention without

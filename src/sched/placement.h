@@ -67,6 +67,12 @@ typedef struct el_place_op {
 /* "matmul", ... — the names el_op_kind_name gives; -1 for an unknown name. */
 int el_op_kind_parse(const char *name);
 
+/* Every rate of an el_device_caps from outside (a --devices table, the
+ * capability cache) is 0 (none) or within these bounds (GFLOP/s, GB/s,
+ * microseconds): estimates stay finite. */
+#define EL_RATE_MIN 1e-6
+#define EL_RATE_MAX 1e9
+
 /* Whether a device with these caps runs the op (kinds, weight types, cache types). */
 bool el_caps_runs(const el_device_caps *c, const el_place_op *op);
 
