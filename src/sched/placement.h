@@ -19,6 +19,27 @@
  * naming the costliest boundaries; a plan whose estimate (compute + tax) is
  * worse than the CPU alone is replaced by the CPU-only plan, recorded.
  *
+ * The passes of el_sched_place, in order (placement.c has the details):
+ *  1. estimates t(op, d) for every device that runs the op (runs_on or
+ *     el_caps_runs; a device other than the CPU also needs copy bandwidths
+ *     both ways and the op's rates > 0; the CPU runs everything);
+ *  2. choice per op, or per group (Σ over the group, devices running all of
+ *     it), cached per shape key: force, else preferred within tolerance,
+ *     else fastest (ties: the lower index, so the CPU);
+ *  3. memory: walking in order, a unit whose new weights overflow its
+ *     device's mem_bytes goes to the CPU (EL_WHY_MEMORY) — "the placed plan";
+ *  4. the tax pass (not with force): the run of ops off the CPU whose removal
+ *     most improves the pass's total (compute + copies) goes back to the CPU
+ *     (EL_WHY_TAX), repeated until none improves it; a run on the preferred
+ *     device stays while it costs at most (tolerance - 1) x its CPU time;
+ *  5. the CPU-only comparison (not with force): the plan is replaced by the
+ *     CPU alone (EL_WHY_PLAN on every op the placed plan had put elsewhere)
+ *     when it is still slower than the CPU alone (x tolerance if it uses the
+ *     preferred device), or when the placed plan was and the tax pass took
+ *     everything back;
+ *  6. the evidence: partitions, copies, tax share and alarm (about the placed
+ *     plan when it broke the budget, else the final one).
+ *
  * Everything here is arithmetic over the tables: no device is touched, so the
  * same code plans for simulated devices (edgellm plan --devices) and real ones.
  */
