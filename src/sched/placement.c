@@ -22,8 +22,10 @@
  *     does not fit goes to the CPU (EL_WHY_MEMORY). This is "the placed plan".
  *  4. the tax pass (not when forced): a run of ops on a device other than the
  *     CPU whose removal makes the whole pass faster — its transfers cost more
- *     than it saves — goes back to the CPU (EL_WHY_TAX), the worst run first,
- *     until none does. A run on the preferred device may cost up to
+ *     than it saves — goes back to the CPU (EL_WHY_TAX). Each round measures
+ *     every run against the current plan and moves back all that gain when
+ *     together they improve the total (else the one that gains most), until
+ *     none gains. A run on the preferred device may cost up to
  *     (tolerance - 1) x its CPU time before it goes back.
  *  5. the CPU-only comparison (not when forced): a plan still slower than
  *     the whole pass on the CPU (times the tolerance when it uses the
@@ -348,49 +350,62 @@ static void memory_pass(ctx *c, int *dev, int *wanted, el_place_why *why) {
     free(held);
 }
 
-/* Pass 4: the tax pass. */
-static void tax_pass(ctx *c, int *dev, int *wanted, el_place_why *why) {
+/* Moves every op of run [b, e) (and of the groups they belong to) in plan[]
+ * to the CPU; returns the ops' CPU time. With why != NULL records the move. */
+static double move_back(const ctx *c, int *plan, int b, int e, int *wanted, el_place_why *why) {
+    double cpu = 0;
+    for (int i = b; i < e; i++) {
+        int cnt;
+        const int *u = unit_of(c, &i, i, &cnt);
+        for (int k = 0; k < cnt; k++)
+            if (plan[u[k]] != 0) {
+                if (why) {
+                    wanted[u[k]] = plan[u[k]];
+                    why[u[k]] = EL_WHY_TAX;
+                }
+                plan[u[k]] = 0;
+                cpu += T(c, u[k], 0);
+            }
+    }
+    return cpu;
+}
+
+/* Pass 4: the tax pass. Each round measures, against the current plan, what
+ * taking each run off-CPU back would gain; the runs that gain are moved back
+ * together when that improves the total, else only the one that gains most.
+ * Every round lowers the total, so it ends (at most one round per run). */
+static void tax_pass(ctx *c, int *dev, int *wanted, el_place_why *why, int *gain_b, int *gain_e, double *gain) {
     for (;;) {
         const double base = sim_total(c, dev);
-        double best_excess = 0;
-        int best_b = -1, best_e = -1;
+        int n_gain = 0, best = -1;
         for (int b = 0; b < c->n;) {
             int e = b + 1;
             while (e < c->n && dev[e] == dev[b]) e++;
             if (dev[b] != 0) {
                 memcpy(c->trial, dev, (size_t)c->n * sizeof *dev);
-                double cpu = 0;
-                for (int i = b; i < e; i++) {
-                    int cnt;
-                    const int *u = unit_of(c, &i, i, &cnt);
-                    for (int k = 0; k < cnt; k++)
-                        if (c->trial[u[k]] != 0) {
-                            c->trial[u[k]] = 0;
-                            cpu += T(c, u[k], 0);
-                        }
-                }
+                const double cpu = move_back(c, c->trial, b, e, NULL, NULL);
                 const double without = sim_total(c, c->trial);
                 const double allowance = dev[b] == c->sp.prefer ? (c->sp.tolerance - 1) * cpu : 0;
                 const double excess = base - without - allowance;
-                if (excess > 1e-9 * base && excess > best_excess) {
-                    best_excess = excess;
-                    best_b = b;
-                    best_e = e;
+                if (excess > 1e-9 * base) {
+                    gain_b[n_gain] = b;
+                    gain_e[n_gain] = e;
+                    gain[n_gain] = excess;
+                    if (best < 0 || excess > gain[best]) best = n_gain;
+                    n_gain++;
                 }
             }
             b = e;
         }
-        if (best_b < 0) return;
-        for (int i = best_b; i < best_e; i++) {
-            int cnt;
-            const int *u = unit_of(c, &i, i, &cnt);
-            for (int k = 0; k < cnt; k++)
-                if (dev[u[k]] != 0) {
-                    wanted[u[k]] = dev[u[k]];
-                    dev[u[k]] = 0;
-                    why[u[k]] = EL_WHY_TAX;
-                }
+        if (n_gain == 0) return;
+        bool all = false;
+        if (n_gain > 1) {
+            memcpy(c->trial, dev, (size_t)c->n * sizeof *dev);
+            for (int k = 0; k < n_gain; k++) move_back(c, c->trial, gain_b[k], gain_e[k], NULL, NULL);
+            all = sim_total(c, c->trial) < base - gain[best];
         }
+        for (int k = 0; k < n_gain; k++)
+            if (all || k == best) move_back(c, dev, gain_b[k], gain_e[k], wanted, why);
     }
 }
 
@@ -675,7 +690,19 @@ int el_sched_place(const el_device_caps *devs, int n_dev, const el_sched_params 
     bool replaced = false;
     if (sp.force < 0) {
         /* pass 4: the tax pass */
-        tax_pass(&c, dev, wanted, why);
+        int *gb = malloc(n1 * sizeof *gb), *ge = malloc(n1 * sizeof *ge);
+        double *gg = malloc(n1 * sizeof *gg);
+        if (!gb || !ge || !gg) {
+            free(gb);
+            free(ge);
+            free(gg);
+            el_set_error(err, EL_ERR_NOMEM, "placement: out of memory");
+            goto done;
+        }
+        tax_pass(&c, dev, wanted, why, gb, ge, gg);
+        free(gb);
+        free(ge);
+        free(gg);
         /* pass 5: the CPU-only comparison */
         bool p0_off = false, p1_off = false, p0_pref = false, p1_pref = false;
         for (int i = 0; i < n_ops; i++) {

@@ -28,10 +28,11 @@
  *     else fastest (ties: the lower index, so the CPU);
  *  3. memory: walking in order, a unit whose new weights overflow its
  *     device's mem_bytes goes to the CPU (EL_WHY_MEMORY) — "the placed plan";
- *  4. the tax pass (not with force): the run of ops off the CPU whose removal
- *     most improves the pass's total (compute + copies) goes back to the CPU
- *     (EL_WHY_TAX), repeated until none improves it; a run on the preferred
- *     device stays while it costs at most (tolerance - 1) x its CPU time;
+ *  4. the tax pass (not with force): runs of ops off the CPU whose removal
+ *     improves the pass's total (compute + copies) go back to the CPU
+ *     (EL_WHY_TAX) — all of them in a round when together they improve it,
+ *     else the best one — until none does; a run on the preferred device
+ *     stays while it costs at most (tolerance - 1) x its CPU time;
  *  5. the CPU-only comparison (not with force): the plan is replaced by the
  *     CPU alone (EL_WHY_PLAN on every op the placed plan had put elsewhere)
  *     when it is still slower than the CPU alone (x tolerance if it uses the
