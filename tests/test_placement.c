@@ -302,6 +302,8 @@ static void test_seed_chopped(void) {
         /* the shape cache: 11 decision units per layer (the kv_store + attention group is one) and 2 in the
          * head, decided once: 13 shapes; the other 15 layers reuse them: 15 x 12 = 180 hits */
         CHECK(p.n_shapes == 13 && p.n_cache_hits == 180);
+        if (pref == -1 && getenv("EL_PLACEMENT_SHOW")) /* the worked example of docs/HETEROGENEOUS.md */
+            el_placement_print(stdout, &p, ops, d);
         el_placement_free(&p);
     }
 
@@ -320,6 +322,7 @@ static void test_seed_chopped(void) {
     CHECK(near(p.t_compute, 1940e-6) && near(p.t_tax, 200e-6) && near(p.t_total, 2140e-6));
     CHECK(!p.tax_alarm && p.n_fallbacks == 0);
     for (int i = 0; i < N_SEED; i++) CHECK(p.d[i].dev == 1 && p.d[i].why == EL_WHY_PREFERRED);
+    if (getenv("EL_PLACEMENT_SHOW")) el_placement_print(stdout, &p, ops, d);
     el_placement_free(&p);
 }
 
@@ -514,7 +517,6 @@ static void test_report(void) {
     p.parts[0].t_meas = 0.0081; /* as the executor would fill it */
     char *txt = capture(&p, ops, d, false);
     CHECK(txt != NULL);
-    if (txt && getenv("EL_PLACEMENT_SHOW")) fputs(txt, stdout); /* the worked example of docs/HETEROGENEOUS.md */
     if (txt) {
         CHECKF(strstr(txt, "TAX ALARM: transfer tax 87.0%") && strstr(txt, "fallback:plan") &&
                    strstr(txt, "L15") && strstr(txt, "attn_qkv:matmul->cpu*") && strstr(txt, "CPU alone 7.790 ms") &&
@@ -585,7 +587,6 @@ static void test_report(void) {
     }
     free(js);
     txt = capture(&p, ops, d, false);
-    if (txt && getenv("EL_PLACEMENT_SHOW")) fputs(txt, stdout);
     CHECK(txt && strstr(txt, "within the 15% budget") && strstr(txt, "outputs read back to the host"));
     free(txt);
     el_placement_free(&p);
