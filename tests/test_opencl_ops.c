@@ -643,13 +643,18 @@ static void test_construction(void) {
     CHECK(mkdtemp(dir) != NULL);
     char sub[300];
     snprintf(sub, sizeof sub, "%s/nested/cache", dir);
+    char saved[300];
+    snprintf(saved, sizeof saved, "%s", getenv("EL_OPENCL_CACHE_DIR") ? getenv("EL_OPENCL_CACHE_DIR") : "");
     setenv("EL_OPENCL_CACHE_DIR", sub, 1);
     el_error err = {0};
     el_opencl_info i1, i2, i3, i4;
 
     el_backend *b1 = el_backend_opencl_new(0, &err);
     CHECKF(b1 != NULL, "%s", err.msg);
-    if (!b1) return;
+    if (!b1) {
+        setenv("EL_OPENCL_CACHE_DIR", saved, 1);
+        return;
+    }
     CHECK(el_backend_opencl_info(b1, &i1) == 0);
     CHECK(!i1.from_cache && i1.cache_written);
     el_backend_free(b1);
@@ -726,6 +731,7 @@ static void test_construction(void) {
     CHECK(el_backend_opencl_new(-1, &err) == NULL);
 
     /* clean up the temp cache */
+    setenv("EL_OPENCL_CACHE_DIR", saved, 1);
     unlink(i1.cache_path);
     char p[400];
     snprintf(p, sizeof p, "%s/nested/cache", dir);

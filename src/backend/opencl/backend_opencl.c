@@ -147,7 +147,8 @@ static const el_type k_mm_types[MM_NTYPES] = {EL_TYPE_F32,  EL_TYPE_F16,  EL_TYP
                                               EL_TYPE_Q5_0, EL_TYPE_Q4_K, EL_TYPE_Q6_K};
 static const char *const k_mm_names[MM_NTYPES] = {"f32", "f16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k"};
 
-#define MM_NR 4   /* output rows per matmul work-group (kernels.cl NR) */
+#define MM_NR 4   /* output rows per batched matmul work-group (kernels.cl NR) */
+#define MM_NR1 8  /* output rows per one-token matmul work-group (NR1; EL_OPENCL_MM_NR1 overrides) */
 #define MM_NT 4   /* tokens per batched matmul work-group (NT) */
 #define ATT_DPI 8 /* head dims per attention work-item (ATT_DPI) */
 
@@ -163,6 +164,7 @@ typedef struct ocl {
     cl_ulong max_alloc;
     size_t max_wg;
     size_t mm_ls, norm_ls, att_ls;
+    int mm_nr1;
     bool host_ptr;
     const_map consts;
     pthread_mutex_t mu;
@@ -307,7 +309,7 @@ static uint8_t *program_binary(ocl *c, size_t *len) {
 static int build_program(ocl *c, el_error *err) {
     char opts[1024];
     const char *extra = getenv("EL_OPENCL_BUILD_OPTIONS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNR=%d -DNT=%d -DATT_DPI=%d%s%s", MM_NR, MM_NT, ATT_DPI,
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNR=%d -DNR1=%d -DNT=%d -DATT_DPI=%d%s%s", MM_NR, c->mm_nr1, MM_NT, ATT_DPI,
              extra && *extra ? " " : "", extra && *extra ? extra : "");
 
     char dname[256], dver[256], pver[256];
@@ -488,7 +490,7 @@ static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int 
                          cl_mem y, int y0, cl_mem bias, el_error *err) {
     const bool one = n == 1;
     cl_kernel k = one ? c->mm1[ti] : c->mmb[ti];
-    const int ntk = one ? 1 : MM_NT;
+    const int ntk = one ? 1 : MM_NT, nr = one ? c->mm_nr1 : MM_NR;
     const size_t ls = c->mm_ls;
     ARG(k, 0, cl_mem, w);
     ARG(k, 1, cl_ulong, (cl_ulong)row_bytes);
@@ -501,8 +503,8 @@ static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int 
     ARG(k, 8, cl_int, y0);
     ARG(k, 9, cl_mem, bias ? bias : c->dummy);
     ARG(k, 10, cl_int, bias ? 1 : 0);
-    LOCAL(k, 11, sizeof(float) * (size_t)ntk * MM_NR * ls);
-    const size_t gws[2] = {ls * (size_t)((M + MM_NR - 1) / MM_NR), (size_t)((n + ntk - 1) / ntk)};
+    LOCAL(k, 11, sizeof(float) * (size_t)ntk * nr * ls);
+    const size_t gws[2] = {ls * (size_t)((M + nr - 1) / nr), (size_t)((n + ntk - 1) / ntk)};
     const size_t lws[2] = {ls, 1};
     return enqueue(c, k, 2, gws, lws, one ? "matmul n=1" : "matmul", err);
 }
@@ -1041,6 +1043,8 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
     const bool is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     const size_t wg = pow2_floor(c->max_wg);
     c->mm_ls = pow2_floor(env_size("EL_OPENCL_MM_LS", is_cpu ? 8 : 64));
+    c->mm_nr1 = (int)env_size("EL_OPENCL_MM_NR1", MM_NR1);
+    if (c->mm_nr1 > 64) c->mm_nr1 = 64;
     if (c->mm_ls > wg) c->mm_ls = wg;
     c->norm_ls = is_cpu ? 64 : 256;
     if (c->norm_ls > wg) c->norm_ls = wg;

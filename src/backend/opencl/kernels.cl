@@ -12,8 +12,8 @@
  *     vload_half / vstore_half_rte, core OpenCL: no cl_khr_fp16 needed;
  *   - work-group size comes from the host (get_local_size); the __local
  *     scratch arguments are sized by the host to match.
- * Compile-time constants from the host's build options: NR (output rows per
- * matmul work-group), NT (tokens per batched matmul work-group), ATT_DPI
+ * Compile-time constants from the host's build options: NR and NR1 (output
+ * rows per batched / one-token matmul work-group), NT (tokens per batched matmul work-group), ATT_DPI
  * (head dims per attention work-item: head_dim <= ATT_DPI * local size).
  */
 #pragma OPENCL FP_CONTRACT OFF
@@ -23,6 +23,9 @@
 #endif
 #ifndef NT
 #define NT 4
+#endif
+#ifndef NR1
+#define NR1 8
 #endif
 #ifndef ATT_DPI
 #define ATT_DPI 8
@@ -191,19 +194,50 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
         }                                                                                                  \
     }
 
-MM_KERNEL(mm1_f32, deq_f32, 1)
+/* One token (decode): the same split, with vector accumulators reduced once
+ * at the end instead of a horizontal sum per unit. */
+#define MM1_KERNEL(NAME, DEQ)                                                                              \
+    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const float *X,    \
+                       int x0, int n, __global float *Y, int y0, __global const float *bias, int has_bias, \
+                       __local float *red) {                                                               \
+        const int lid = get_local_id(0), ls = get_local_size(0);                                           \
+        const int o0 = get_group_id(0) * NR1;                                                              \
+        const int nu = K / 32;                                                                             \
+        const int nr = min(NR1, M - o0);                                                                   \
+        float16 acc[NR1];                                                                                  \
+        for (int r = 0; r < NR1; r++) acc[r] = (float16)(0.0f);                                            \
+        __global const float *xr = X + x0;                                                                 \
+        for (int u = lid; u < nu; u += ls) {                                                               \
+            const float16 xa = vload16(0, xr + 32 * u), xb = vload16(1, xr + 32 * u);                      \
+            for (int r = 0; r < nr; r++) {                                                                 \
+                float16 wa, wb;                                                                            \
+                DEQ(W + (size_t)(o0 + r) * row_bytes, u, &wa, &wb);                                        \
+                acc[r] += wa * xa + wb * xb;                                                               \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int r = 0; r < NR1; r++) red[r * ls + lid] = sum16(acc[r]);                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                      \
+        for (int r = lid; r < nr; r += ls) {                                                               \
+            float s = 0.0f;                                                                                \
+            for (int j = 0; j < ls; j++) s += red[r * ls + j];                                             \
+            if (has_bias) s += bias[o0 + r];                                                               \
+            Y[y0 + o0 + r] = s;                                                                            \
+        }                                                                                                  \
+    }
+
+MM1_KERNEL(mm1_f32, deq_f32)
 MM_KERNEL(mmb_f32, deq_f32, NT)
-MM_KERNEL(mm1_f16, deq_f16, 1)
+MM1_KERNEL(mm1_f16, deq_f16)
 MM_KERNEL(mmb_f16, deq_f16, NT)
-MM_KERNEL(mm1_q8_0, deq_q8_0, 1)
+MM1_KERNEL(mm1_q8_0, deq_q8_0)
 MM_KERNEL(mmb_q8_0, deq_q8_0, NT)
-MM_KERNEL(mm1_q4_0, deq_q4_0, 1)
+MM1_KERNEL(mm1_q4_0, deq_q4_0)
 MM_KERNEL(mmb_q4_0, deq_q4_0, NT)
-MM_KERNEL(mm1_q5_0, deq_q5_0, 1)
+MM1_KERNEL(mm1_q5_0, deq_q5_0)
 MM_KERNEL(mmb_q5_0, deq_q5_0, NT)
-MM_KERNEL(mm1_q4_k, deq_q4_k, 1)
+MM1_KERNEL(mm1_q4_k, deq_q4_k)
 MM_KERNEL(mmb_q4_k, deq_q4_k, NT)
-MM_KERNEL(mm1_q6_k, deq_q6_k, 1)
+MM1_KERNEL(mm1_q6_k, deq_q6_k)
 MM_KERNEL(mmb_q6_k, deq_q6_k, NT)
 
 /* ---- RMS norm: one work-group per row; out may be in (same buffer, same offset) ---- */
