@@ -25,10 +25,12 @@
  * And the machinery: the program-binary cache (second construction loads
  * the binary; a truncated or corrupt file is rebuilt), a bad
  * EL_OPENCL_BUILD_OPTIONS (NULL + clear message), allocations beyond
- * CL_DEVICE_MAX_MEM_ALLOC_SIZE (clean EL_ERR_NOMEM), no device 99, supports()
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE (clean EL_ERR_NOMEM), no device 99, no
+ * platform at all (a child run with OCL_ICD_VENDORS naming an empty folder), supports()
  * refusals, run() on missing operands/constants, measure(), and the decode
  * matmul speed on Gemma 3 270M shapes next to the CPU kernels (printed).
- * Skips (77) where no OpenCL device exists.
+ * Skips (77) where no OpenCL device exists. EL_OPENCL_TEST_ONLY=speed runs
+ * only the speed section (for tuning the kernels).
  */
 #include <float.h>
 #include <math.h>
@@ -841,7 +843,38 @@ static void test_speed(void) {
     bench_case("output (tied token_embd)", EL_TYPE_Q8_0, 640, 262144);
 }
 
-int main(void) {
+/* Child mode (--no-platform): run with OCL_ICD_VENDORS naming an empty folder,
+ * so the ICD loader finds no platform. */
+static int no_platform_child(void) {
+    el_error err = {0};
+    const int n = el_backend_opencl_count();
+    el_backend *be = el_backend_opencl_new(0, &err);
+    printf("count=%d backend=%s msg=%s\n", n, be ? "yes" : "NULL", err.msg);
+    el_backend_free(be);
+    return n == 0 && !be && strstr(err.msg, "no OpenCL platform") ? 0 : 1;
+}
+
+static void test_no_platform(void) {
+    char dir[] = "/tmp/el_ocl_novendorsXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char old[512];
+    snprintf(old, sizeof old, "%s", getenv("OCL_ICD_VENDORS") ? getenv("OCL_ICD_VENDORS") : "");
+    setenv("OCL_ICD_VENDORS", dir, 1);
+    el_test_proc r;
+    const char *args[] = {"--no-platform", NULL};
+    const bool ran = el_test_run_timeout("/proc/self/exe", args, 60, &r);
+    if (old[0]) setenv("OCL_ICD_VENDORS", old, 1);
+    else unsetenv("OCL_ICD_VENDORS");
+    rmdir(dir);
+    CHECK(ran);
+    if (!ran) return;
+    CHECKF(r.status == 0, "status %d: %s %s", r.status, r.out, r.err);
+    printf("  no platform (OCL_ICD_VENDORS=<empty folder>): %s", r.out);
+    el_test_proc_free(&r);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--no-platform") == 0) return no_platform_child();
     const int ndev = el_backend_opencl_count();
     if (ndev == 0) el_test_skip("no OpenCL device (el_backend_opencl_count() == 0)");
     /* the binary cache of every construction goes to a temp folder */
@@ -867,6 +900,11 @@ int main(void) {
     CHECK(!(g_be->caps.ops & (1u << EL_OPK_GET_ROWS)));
     g_pool = el_pool_new(2);
 
+    const char *only = getenv("EL_OPENCL_TEST_ONLY"); /* "speed": just the speed section (tuning) */
+    if (only && strcmp(only, "speed") == 0) {
+        test_speed();
+        goto out;
+    }
     test_matmul();
     test_rmsnorm();
     test_rope();
@@ -877,6 +915,7 @@ int main(void) {
     test_measure();
     test_speed();
     test_construction();
+    test_no_platform();
 
     /* constants copied instead of used in place: one matmul per type on a second backend */
     setenv("EL_OPENCL_COPY_CONST", "1", 1);
@@ -896,6 +935,7 @@ int main(void) {
         el_backend_free(copy_be);
     }
 
+out:
     el_backend_free(g_be);
     el_pool_free(g_pool);
     for (int i = 0; i < g_nkeep; i++) free(g_keep[i]);
