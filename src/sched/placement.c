@@ -480,10 +480,8 @@ int el_sched_place(const el_device_caps *devs, int n_dev, const el_sched_params 
                             EL_MAX_BACKENDS), -1;
     if (devs[0].kind != EL_DEV_CPU)
         return el_set_error(err, EL_ERR_INVALID_ARG, "placement: device 0 (%s) is not the CPU", devs[0].name), -1;
-    for (int d = 1; d < n_dev; d++)
-        if (devs[d].kind == EL_DEV_CPU)
-            return el_set_error(err, EL_ERR_INVALID_ARG, "placement: device %d (%s) is a second CPU", d,
-                                devs[d].name), -1;
+    /* a second device of kind CPU is a backend of its own (an OpenCL CPU device
+     * such as PoCL, with buffers of its own): planned like any other device */
     if (n_ops < 0 || (n_ops > 0 && !ops))
         return el_set_error(err, EL_ERR_INVALID_ARG, "placement: %d ops", n_ops), -1;
     el_sched_params sp = spp ? *spp : el_sched_default_params();
