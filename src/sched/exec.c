@@ -26,7 +26,7 @@
 #include "util/error.h"
 
 #define EXEC_PLANS 8 /* placements cached per pass shape */
-#define EXEC_MAX_CONST 4
+#define EXEC_MAX_CONST 7 /* 3 weights, 3 biases (Q/K/V), or a norm vector, or rope factors */
 
 typedef struct exec_const {
     const void *p;
