@@ -831,7 +831,57 @@ static void bench_case(const char *what, el_type t, int K, int M) {
     keep(w);
 }
 
+/* Decode attention (one query) at position pos over an F16 cache, OpenCL vs CPU. */
+static void bench_attention(int hd, int n_head, int n_head_kv, int pos) {
+    const int kvrow = n_head_kv * hd, rows = pos + 1;
+    el_tensor *q = tensor(sizeof(float) * n_head * hd), *o = tensor(sizeof(float) * n_head * hd);
+    el_tensor *k = tensor(sizeof(el_fp16) * (size_t)rows * kvrow), *v = tensor(sizeof(el_fp16) * (size_t)rows * kvrow);
+    fill(q->host, (size_t)n_head * hd, 1.0f);
+    el_fp16 *kh = k->host, *vh = v->host;
+    for (size_t i = 0; i < (size_t)rows * kvrow; i++) {
+        kh[i] = el_fp32_to_fp16(rndf());
+        vh[i] = el_fp32_to_fp16(rndf());
+    }
+    put(q);
+    put(k);
+    put(v);
+    el_attn_args a = {.n = 1, .pos0 = pos, .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd,
+                      .scale = 1.0f / sqrtf((float)hd)};
+    el_op op = {.kind = EL_OPK_ATTENTION, .n = 1, .layer = 0};
+    op.src[0] = ref(q, 0, q->bytes);
+    op.dst[0] = ref(o, 0, o->bytes);
+    op.src[1] = ref(k, 0, k->bytes);
+    op.src[2] = ref(v, 0, v->bytes);
+    op.p.attn.a = a;
+    CHECK(run_op(&op) == 0);
+    double best_ocl = 1e30, best_cpu = 1e30;
+    for (int r = 0; r < 10; r++) {
+        const double t0 = now_ms();
+        CHECK(run_op(&op) == 0);
+        best_ocl = fmin(best_ocl, now_ms() - t0);
+    }
+    float *cpu_out = malloc(o->bytes);
+    el_attn_args ca = a;
+    ca.q = q->host;
+    ca.out = cpu_out;
+    ca.kcache = kh;
+    ca.vcache = vh;
+    for (int r = 0; r < 10; r++) {
+        const double t0 = now_ms();
+        el_op_attention(g_pool, &ca);
+        best_cpu = fmin(best_cpu, now_ms() - t0);
+    }
+    printf("  n=1 attention hd=%d heads=%d/%d at pos %d: OpenCL %8.3f ms  CPU (%d threads) %8.3f ms\n", hd, n_head,
+           n_head_kv, pos, best_ocl, el_pool_size(g_pool), best_cpu);
+    free(cpu_out);
+    tensor_free(q);
+    tensor_free(o);
+    tensor_free(k);
+    tensor_free(v);
+}
+
 static void test_speed(void) {
+    bench_attention(256, 4, 1, 511);
     bench_case("ffn_down (Gemma 3 270M)", EL_TYPE_Q4_K, 2048, 640);
     bench_case("attn_output", EL_TYPE_Q4_K, 1024, 640);
     bench_case("ffn_gate/up", EL_TYPE_Q5_0, 640, 2048);

@@ -530,6 +530,7 @@ static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem k
     ARG(k, 14, cl_float, a->scale);
     LOCAL(k, 15, sizeof(float) * (size_t)a->head_dim);
     LOCAL(k, 16, sizeof(float) * ls);
+    LOCAL(k, 17, sizeof(float) * ls);
     const size_t gws[2] = {ls * (size_t)a->n_head, (size_t)a->n};
     const size_t lws[2] = {ls, 1};
     return enqueue(c, k, 2, gws, lws, "attention", err);
@@ -562,7 +563,7 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
     case EL_OPK_KV_STORE: return f16_cache(op->p.kv_store.type) && op->p.kv_store.row_len > 0;
     case EL_OPK_ATTENTION: {
         const el_attn_args *a = &op->p.attn.a;
-        return f16_cache(a->type_k) && f16_cache(a->type_v) && a->head_dim > 0 &&
+        return f16_cache(a->type_k) && f16_cache(a->type_v) && a->head_dim > 0 && a->head_dim % 8 == 0 &&
                (size_t)a->head_dim <= ATT_DPI * c->att_ls && a->n_head > 0 && a->n_head_kv > 0 &&
                a->n_head % a->n_head_kv == 0 && a->n >= 1;
     }
