@@ -49,6 +49,14 @@ inline float sum16(float16 v) {
     return c.x + c.y;
 }
 
+/* the 16 lanes folded to 4 (lane i: lanes i, i+4, i+8, i+12) */
+inline float4 fold4(float16 v) {
+    float8 a = v.lo + v.hi;
+    return a.lo + a.hi;
+}
+
+inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
 /* ---- dequantising one unit (32 elements) of a weight row -------------------
  * deq_T(row, u, &a, &b): elements 32u..32u+15 in a, 32u+16..32u+31 in b. */
 
@@ -148,8 +156,9 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
 /* ---- matmul ----------------------------------------------------------------
  * Y[y0 + t*M + o] = sum_k X[x0 + t*K + k] * W[o][k] (+ bias[o]) for t < n,
  * o < M. Work-group (group 0) = NR output rows × (group 1) NTK tokens; its
- * work-items split the row's units (u = lid, lid + ls, ...) and their
- * partial sums meet in local memory (red: NTK*NR*ls floats). */
+ * work-items split the row's units (u = lid, lid + ls, ...), each unit's 32
+ * products folded into 4-lane accumulators, and their partial sums meet in
+ * local memory (red: NTK*NR*ls floats). */
 #define MM_KERNEL(NAME, DEQ, NTK)                                                                          \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const float *X,    \
                        int x0, int n, __global float *Y, int y0, __global const float *bias, int has_bias, \
@@ -157,9 +166,9 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
         const int lid = get_local_id(0), ls = get_local_size(0);                                           \
         const int o0 = get_group_id(0) * NR, t0 = get_group_id(1) * NTK;                                   \
         const int nu = K / 32;                                                                             \
-        float acc[NTK][NR];                                                                                \
+        float4 acc[NTK][NR];                                                                               \
         for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) acc[t][r] = 0.0f;                                                 \
+            for (int r = 0; r < NR; r++) acc[t][r] = (float4)(0.0f);                                       \
         for (int u = lid; u < nu; u += ls) {                                                               \
             float16 xa[NTK], xb[NTK];                                                                      \
             for (int t = 0; t < NTK; t++) {                                                                \
@@ -176,12 +185,12 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
                 if (o0 + r < M) {                                                                          \
                     float16 wa, wb;                                                                        \
                     DEQ(W + (size_t)(o0 + r) * row_bytes, u, &wa, &wb);                                    \
-                    for (int t = 0; t < NTK; t++) acc[t][r] += sum16(wa * xa[t] + wb * xb[t]);             \
+                    for (int t = 0; t < NTK; t++) acc[t][r] += fold4(wa * xa[t] + wb * xb[t]);             \
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
         for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) red[(t * NR + r) * ls + lid] = acc[t][r];                         \
+            for (int r = 0; r < NR; r++) red[(t * NR + r) * ls + lid] = sum4(acc[t][r]);                   \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                      \
         for (int i = lid; i < NTK * NR; i += ls) {                                                         \
             const int t = i / NR, r = i % NR;                                                              \
