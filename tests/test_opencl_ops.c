@@ -6,7 +6,8 @@
  * buffer from buf_alloc; write, run, sync, read), at byte offsets != 0, and
  * is compared with the CPU operator of backend/cpu/ops.h called directly:
  *   - matmul, weights F32 F16 Q8_0 Q4_0 Q5_0 Q4_K Q6_K made by the project's
- *     quantizer, n = 1, 7, 64, 1..3 products, with and without bias:
+ *     quantizer, n = 1, 7, 9, 64, row lengths 256/512 (and 640 for the
+ *     32-element types), 1..3 products, with and without bias:
  *     |ocl - ref| <= 2e-5 * sum_k |x_k w_k| per output, where ref is the
  *     double-precision product of x with the weights dequantised by the
  *     type's to_float (the kernels dequantise the same bytes); and
@@ -19,7 +20,7 @@
  *     F16 rounding step, ggml's table semantics), copy incl. overlapping
  *     ranges of one buffer (exact, memmove);
  *   - kv_store flat and ring with a wrap: bit-identical F16 rows;
- *   - attention over F16 caches, head_dim 64/128/256, GQA, n = 1, 7, 64,
+ *   - attention over F16 caches, head_dim 64/80/128/256, GQA, n = 1, 3, 7, 64,
  *     window + ring: |ocl - cpu| <= 4e-3 * max|V| (the CPU accumulates V in
  *     an F16 vector, the OpenCL kernel in float).
  * And the machinery: the program-binary cache (second construction loads
@@ -291,6 +292,11 @@ static void test_matmul(void) {
         matmul_case(t, 1, 1, 512, false);
         matmul_case(t, 7, 3, 512, true);
         matmul_case(t, 64, 2, 256, true);
+        if (el_type_get(t)->blck_size == 32 || t == EL_TYPE_F32 || t == EL_TYPE_F16) {
+            /* Gemma 3 270M's row length: 20 units, not a multiple of the work-group */
+            matmul_case(t, 1, 1, 640, false);
+            matmul_case(t, 9, 1, 640, true);
+        }
     }
 }
 
@@ -573,7 +579,7 @@ static void test_attention(void) {
     static const attn_case cases[] = {
         {64, 8, 8, 1, 37, 0, 0},    {128, 8, 2, 7, 50, 0, 0},   {256, 4, 1, 64, 0, 0, 0},
         {256, 4, 1, 1, 300, 0, 0},  {128, 4, 2, 7, 100, 16, 0}, {256, 4, 1, 7, 100, 16, 24},
-        {64, 6, 3, 64, 40, 32, 96}, {256, 4, 1, 1, 1000, 512, 512},
+        {64, 6, 3, 64, 40, 32, 96}, {256, 4, 1, 1, 1000, 512, 512}, {80, 4, 4, 3, 70, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) attention_case(&cases[i]);
 }
