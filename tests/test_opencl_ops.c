@@ -275,8 +275,8 @@ static void matmul_case(el_type t, int n, int n_w, int K, bool bias) {
     CHECKF(worst_ref <= 2e-5, "matmul %s n=%d n_w=%d: error vs float reference %.3g (of sum|x*w|)", el_type_name(t),
            n, n_w, worst_ref);
     CHECKF(worst_cpu <= 0.03, "matmul %s n=%d: error vs CPU kernel %.3g (of max|y|)", el_type_name(t), n, worst_cpu);
-    printf("  matmul %-5s n=%-2d n_w=%d bias=%d: vs float ref %.2e, vs CPU %.2e\n", el_type_name(t), n, n_w, bias,
-           worst_ref, worst_cpu);
+    printf("  matmul %-5s K=%-3d n=%-2d n_w=%d bias=%d: vs float ref %.2e, vs CPU %.2e\n", el_type_name(t), K, n, n_w,
+           bias, worst_ref, worst_cpu);
     free(ws);
     for (int i = 0; i < n_w; i++) {
         wmat_free(&w[i]);
