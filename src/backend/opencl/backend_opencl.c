@@ -149,7 +149,8 @@ static const char *const k_mm_names[MM_NTYPES] = {"f32", "f16", "q8_0", "q4_0", 
 
 #define MM_NR 4   /* output rows per batched matmul work-group (kernels.cl NR) */
 #define MM_NR1 8  /* output rows per one-token matmul work-group (NR1; EL_OPENCL_MM_NR1 overrides) */
-#define MM_NT 4   /* tokens per batched matmul work-group (NT) */
+#define MM_NT_CPU 8 /* tokens per batched matmul work-group (NT) on a CPU device */
+#define MM_NT_GPU 4 /* ... elsewhere (fewer accumulator registers) */
 #define ATT_DPI 8 /* head dims per attention work-item (ATT_DPI) */
 
 typedef struct ocl {
@@ -164,7 +165,7 @@ typedef struct ocl {
     cl_ulong max_alloc;
     size_t max_wg;
     size_t mm_ls, norm_ls, att_ls;
-    int mm_nr1;
+    int mm_nr1, mm_nt;
     bool host_ptr;
     const_map consts;
     pthread_mutex_t mu;
@@ -309,7 +310,7 @@ static uint8_t *program_binary(ocl *c, size_t *len) {
 static int build_program(ocl *c, el_error *err) {
     char opts[1024];
     const char *extra = getenv("EL_OPENCL_BUILD_OPTIONS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNR=%d -DNR1=%d -DNT=%d -DATT_DPI=%d%s%s", MM_NR, c->mm_nr1, MM_NT, ATT_DPI,
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNR=%d -DNR1=%d -DNT=%d -DATT_DPI=%d%s%s", MM_NR, c->mm_nr1, c->mm_nt, ATT_DPI,
              extra && *extra ? " " : "", extra && *extra ? extra : "");
 
     char dname[256], dver[256], pver[256];
@@ -490,7 +491,7 @@ static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int 
                          cl_mem y, int y0, cl_mem bias, el_error *err) {
     const bool one = n == 1;
     cl_kernel k = one ? c->mm1[ti] : c->mmb[ti];
-    const int ntk = one ? 1 : MM_NT, nr = one ? c->mm_nr1 : MM_NR;
+    const int ntk = one ? 1 : c->mm_nt, nr = one ? c->mm_nr1 : MM_NR;
     const size_t ls = c->mm_ls;
     ARG(k, 0, cl_mem, w);
     ARG(k, 1, cl_ulong, (cl_ulong)row_bytes);
@@ -530,6 +531,7 @@ static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem k
     ARG(k, 14, cl_float, a->scale);
     LOCAL(k, 15, sizeof(float) * (size_t)a->head_dim);
     LOCAL(k, 16, sizeof(float) * ls);
+    LOCAL(k, 17, sizeof(float) * ls);
     const size_t gws[2] = {ls * (size_t)a->n_head, (size_t)a->n};
     const size_t lws[2] = {ls, 1};
     return enqueue(c, k, 2, gws, lws, "attention", err);
@@ -562,7 +564,7 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
     case EL_OPK_KV_STORE: return f16_cache(op->p.kv_store.type) && op->p.kv_store.row_len > 0;
     case EL_OPK_ATTENTION: {
         const el_attn_args *a = &op->p.attn.a;
-        return f16_cache(a->type_k) && f16_cache(a->type_v) && a->head_dim > 0 &&
+        return f16_cache(a->type_k) && f16_cache(a->type_v) && a->head_dim > 0 && a->head_dim % 8 == 0 &&
                (size_t)a->head_dim <= ATT_DPI * c->att_ls && a->n_head > 0 && a->n_head_kv > 0 &&
                a->n_head % a->n_head_kv == 0 && a->n >= 1;
     }
@@ -788,8 +790,8 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
     bench_bufs b = {0};
     float *host = NULL;
     void *wq = NULL;
-    /* matmul: n = 32 tokens x K = 1024 against M = 512 rows, per weight type */
-    enum { N = 32, K = 1024, M = 512 };
+    /* matmul: n = 32 tokens x K = 1024 against M = 256 rows, per weight type */
+    enum { N = 32, K = 1024, M = 256, YF = 16384 /* floats of y: N*M, the attention's 16x8x128, read_bw's groups*ls */ };
     const size_t big_bytes = 32u << 20; /* 32 MiB: read bandwidth and copies */
     host = malloc(big_bytes);
     wq = malloc((size_t)M * K * 4);
@@ -800,7 +802,7 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
     uint64_t s = 0x243F6A8885A308D3ull;
     const size_t nf = big_bytes / 4;
     for (size_t i = 0; i < nf; i++) host[i] = (float)bench_rnd(&s) / 4294967296.0f - 0.5f;
-    if (!(b.x = bench_buf(c, (size_t)N * K * 4, host, err)) || !(b.y = bench_buf(c, (size_t)N * M * 4, NULL, err)) ||
+    if (!(b.x = bench_buf(c, (size_t)N * K * 4, host, err)) || !(b.y = bench_buf(c, (size_t)YF * 4, NULL, err)) ||
         !(b.big = bench_buf(c, big_bytes, NULL, err))) {
         rc = err ? err->code : EL_ERR_INTERNAL;
         goto done;
@@ -852,13 +854,13 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
     {
         cl_kernel k = c->k_read_bw;
         const int n4 = (int)(big_bytes / 16), groups = 64, chunk = (n4 + groups - 1) / groups;
-        const size_t ls = c->mm_ls;
+        const size_t ls = c->mm_ls > 64 ? 64 : c->mm_ls;
         double best = 1e30;
         for (int it = 0; it < 3; it++) {
             ARG(k, 0, cl_mem, b.big);
             ARG(k, 1, cl_int, n4);
             ARG(k, 2, cl_int, chunk);
-            ARG(k, 3, cl_mem, b.y); /* N*M floats >= groups*ls */
+            ARG(k, 3, cl_mem, b.y); /* YF floats >= groups*ls (ls <= 64) */
             const size_t gws[1] = {ls * groups}, lws[1] = {ls};
             const double t0 = now_ms();
             if ((rc = enqueue(c, k, 1, gws, lws, "read_bw", err)) != 0) goto done;
@@ -888,7 +890,8 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         double best = 1e30;
         for (int it = 0; it < 3; it++) {
             const double t0 = now_ms();
-            if ((rc = launch_attention(c, b.x, 0, b.y, 0, b.big, 0, b.big, (int)(rows * row), &a, err)) != 0) goto done;
+            if ((rc = launch_attention(c, b.x, 0, b.y, 0, b.big, 0, b.big, (int)(rows * row), &a, err)) != 0)
+                goto done;
             if ((e = clFinish(c->q)) != CL_SUCCESS) {
                 rc = cl_fail(err, "clFinish", e);
                 goto done;
@@ -1045,6 +1048,7 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
     c->mm_ls = pow2_floor(env_size("EL_OPENCL_MM_LS", is_cpu ? 8 : 64));
     c->mm_nr1 = (int)env_size("EL_OPENCL_MM_NR1", MM_NR1);
     if (c->mm_nr1 > 64) c->mm_nr1 = 64;
+    c->mm_nt = is_cpu ? MM_NT_CPU : MM_NT_GPU;
     if (c->mm_ls > wg) c->mm_ls = wg;
     c->norm_ls = is_cpu ? 64 : 256;
     if (c->norm_ls > wg) c->norm_ls = wg;

@@ -49,6 +49,14 @@ inline float sum16(float16 v) {
     return c.x + c.y;
 }
 
+/* the 16 lanes folded to 4 (lane i: lanes i, i+4, i+8, i+12) */
+inline float4 fold4(float16 v) {
+    float8 a = v.lo + v.hi;
+    return a.lo + a.hi;
+}
+
+inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
 /* ---- dequantising one unit (32 elements) of a weight row -------------------
  * deq_T(row, u, &a, &b): elements 32u..32u+15 in a, 32u+16..32u+31 in b. */
 
@@ -148,8 +156,9 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
 /* ---- matmul ----------------------------------------------------------------
  * Y[y0 + t*M + o] = sum_k X[x0 + t*K + k] * W[o][k] (+ bias[o]) for t < n,
  * o < M. Work-group (group 0) = NR output rows × (group 1) NTK tokens; its
- * work-items split the row's units (u = lid, lid + ls, ...) and their
- * partial sums meet in local memory (red: NTK*NR*ls floats). */
+ * work-items split the row's units (u = lid, lid + ls, ...), each unit's 32
+ * products folded into 4-lane accumulators, and their partial sums meet in
+ * local memory (red: NTK*NR*ls floats). */
 #define MM_KERNEL(NAME, DEQ, NTK)                                                                          \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const float *X,    \
                        int x0, int n, __global float *Y, int y0, __global const float *bias, int has_bias, \
@@ -157,9 +166,9 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
         const int lid = get_local_id(0), ls = get_local_size(0);                                           \
         const int o0 = get_group_id(0) * NR, t0 = get_group_id(1) * NTK;                                   \
         const int nu = K / 32;                                                                             \
-        float acc[NTK][NR];                                                                                \
+        float4 acc[NTK][NR];                                                                               \
         for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) acc[t][r] = 0.0f;                                                 \
+            for (int r = 0; r < NR; r++) acc[t][r] = (float4)(0.0f);                                       \
         for (int u = lid; u < nu; u += ls) {                                                               \
             float16 xa[NTK], xb[NTK];                                                                      \
             for (int t = 0; t < NTK; t++) {                                                                \
@@ -176,12 +185,12 @@ inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
                 if (o0 + r < M) {                                                                          \
                     float16 wa, wb;                                                                        \
                     DEQ(W + (size_t)(o0 + r) * row_bytes, u, &wa, &wb);                                    \
-                    for (int t = 0; t < NTK; t++) acc[t][r] += sum16(wa * xa[t] + wb * xb[t]);             \
+                    for (int t = 0; t < NTK; t++) acc[t][r] += fold4(wa * xa[t] + wb * xb[t]);             \
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
         for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) red[(t * NR + r) * ls + lid] = acc[t][r];                         \
+            for (int r = 0; r < NR; r++) red[(t * NR + r) * ls + lid] = sum4(acc[t][r]);                   \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                      \
         for (int i = lid; i < NTK * NR; i += ls) {                                                         \
             const int t = i / NR, r = i % NR;                                                              \
@@ -329,12 +338,15 @@ __kernel void kv_store(__global half *C, int c0, __global const float *X, int x0
  * Query at position p = pos0 + t sees positions j in [lo, p] (lo from the
  * window), stored at row j (ring = 0) or j % ring. Q is rounded to F16 (as
  * the CPU kernel does); the softmax runs online over chunks of ls positions:
- * each item scores one position, the chunk's probabilities go through local
- * memory, and each item accumulates head dims lid, lid + ls, ... in float.
- * lq: head_dim floats; lp: ls floats. */
+ * each item scores one position (8 dims at a time), the chunk's
+ * probabilities go through local memory, and each item accumulates the head
+ * dims 4*lid.., 4*(lid + ls).. as float4 (ATT_DPI / 4 of them). Needs
+ * head_dim % 8 == 0 and head_dim <= ATT_DPI * ls. lq: head_dim floats;
+ * lp, lw: ls floats each. */
 __kernel void attention(__global const float *Q, int q0, __global float *O, int o0, __global const half *Kc,
                         int k0, __global const half *Vc, int v0, int n_head, int n_head_kv, int hd, int pos0,
-                        int window, int ring, float scale, __local float *lq, __local float *lp) {
+                        int window, int ring, float scale, __local float *lq, __local float *lp,
+                        __local float *lw) {
     const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
     const int kvh = h / (n_head / n_head_kv);
     const int kv_row = n_head_kv * hd;
@@ -343,43 +355,39 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
     __global const float *q = Q + q0 + ((size_t)t * n_head + h) * hd;
     for (int d = lid; d < hd; d += ls) lq[d] = round_half(q[d]);
     barrier(CLK_LOCAL_MEM_FENCE);
-    float acc[ATT_DPI];
-    for (int k = 0; k < ATT_DPI; k++) acc[k] = 0.0f;
+    float4 acc[ATT_DPI / 4];
+    for (int k = 0; k < ATT_DPI / 4; k++) acc[k] = (float4)(0.0f);
     float M = -INFINITY, S = 0.0f;
+    __global const half *kbase = Kc + k0 + (size_t)kvh * hd;
+    __global const half *vbase = Vc + v0 + (size_t)kvh * hd;
     for (int j0 = lo; j0 <= p; j0 += ls) {
         const int j = j0 + lid;
         const int cnt = min(ls, p - j0 + 1);
         float s = -INFINITY;
         if (j <= p) {
-            const int r = ring > 0 ? j % ring : j;
-            __global const half *kr = Kc + k0 + (size_t)r * kv_row + (size_t)kvh * hd;
-            float dot = 0.0f;
-            int d = 0;
-            for (; d + 4 <= hd; d += 4) {
-                const float4 kv = vload_half4(0, kr + d);
-                dot += kv.x * lq[d] + kv.y * lq[d + 1] + kv.z * lq[d + 2] + kv.w * lq[d + 3];
-            }
-            for (; d < hd; d++) dot += vload_half(0, kr + d) * lq[d];
-            s = dot * scale;
+            __global const half *kr = kbase + (size_t)(ring > 0 ? j % ring : j) * kv_row;
+            float8 dot = (float8)(0.0f);
+            for (int d = 0; d < hd; d += 8) dot += vload_half8(0, kr + d) * vload8(0, lq + d);
+            const float4 d4 = dot.lo + dot.hi;
+            s = ((d4.x + d4.y) + (d4.z + d4.w)) * scale;
         }
         lp[lid] = s;
         barrier(CLK_LOCAL_MEM_FENCE);
         float mx = M;
         for (int jj = 0; jj < cnt; jj++) mx = fmax(mx, lp[jj]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        lp[lid] = lid < cnt ? exp(s - mx) : 0.0f;
+        lw[lid] = lid < cnt ? exp(s - mx) : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         const float ms = exp(M - mx);
         float sum = 0.0f;
-        for (int jj = 0; jj < cnt; jj++) sum += lp[jj];
+        for (int jj = 0; jj < cnt; jj++) sum += lw[jj];
         S = S * ms + sum;
-        for (int k = 0; k < ATT_DPI; k++) {
-            const int d = lid + k * ls;
+        for (int k = 0; k < ATT_DPI / 4; k++) {
+            const int d = 4 * (lid + k * ls);
             if (d >= hd) break;
-            float a = acc[k] * ms;
+            float4 a = acc[k] * ms;
             for (int jj = 0; jj < cnt; jj++) {
-                const int jp = j0 + jj, r = ring > 0 ? jp % ring : jp;
-                a += lp[jj] * vload_half(0, Vc + v0 + (size_t)r * kv_row + (size_t)kvh * hd + d);
+                const int jp = j0 + jj;
+                a += lw[jj] * vload_half4(0, vbase + (size_t)(ring > 0 ? jp % ring : jp) * kv_row + d);
             }
             acc[k] = a;
         }
@@ -388,10 +396,10 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     __global float *o = O + o0 + ((size_t)t * n_head + h) * hd;
-    for (int k = 0; k < ATT_DPI; k++) {
-        const int d = lid + k * ls;
+    for (int k = 0; k < ATT_DPI / 4; k++) {
+        const int d = 4 * (lid + k * ls);
         if (d >= hd) break;
-        o[d] = acc[k] * inv;
+        vstore4(acc[k] * inv, 0, o + d);
     }
 }
 
