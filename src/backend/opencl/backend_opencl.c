@@ -160,8 +160,11 @@ typedef struct ocl {
     cl_command_queue q;
     cl_program prog;
     cl_kernel mm1[MM_NTYPES], mmb[MM_NTYPES];
-    cl_kernel k_rmsnorm, k_rope, k_scale, k_add, k_silu, k_gelu, k_kv_store, k_attn, k_read_bw;
+    cl_kernel k_rmsnorm, k_rope, k_scale, k_add, k_silu, k_gelu, k_kv_store, k_attn, k_read_bw, k_act;
     cl_mem dummy; /* bound where an optional buffer argument is absent */
+    cl_mem act;   /* a matmul's activations rounded as the CPU rounds them (act_quant) */
+    size_t act_cap;
+    bool float_act; /* EL_OPENCL_FLOAT_ACT=1: matmuls read the float activations as they are */
     cl_ulong max_alloc;
     size_t max_wg;
     size_t mm_ls, norm_ls, att_ls;
@@ -222,7 +225,7 @@ static void dev_str(cl_device_id d, cl_device_info what, char *out, size_t cap) 
 /* ---- program build + binary cache ---------------------------------------- */
 
 static const char *k_kernel_names[] = {"rmsnorm", "rope", "scale_f32", "add_f32", "silu_mul",
-                                       "gelu_mul", "kv_store", "attention", "read_bw"};
+                                       "gelu_mul", "kv_store", "attention", "read_bw", "act_quant"};
 
 static int make_kernels(ocl *c, el_error *err) {
     cl_int e;
@@ -236,7 +239,7 @@ static int make_kernels(ocl *c, el_error *err) {
         if (e != CL_SUCCESS) return el_set_error(err, EL_ERR_INTERNAL, "OpenCL: clCreateKernel(%s) failed: %s", name, cl_err_name(e));
     }
     cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope, &c->k_scale, &c->k_add, &c->k_silu,
-                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw};
+                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw, &c->k_act};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         *ks[i] = clCreateKernel(c->prog, k_kernel_names[i], &e);
         if (e != CL_SUCCESS)
@@ -252,7 +255,7 @@ static void free_kernels(ocl *c) {
         c->mm1[t] = c->mmb[t] = NULL;
     }
     cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope, &c->k_scale, &c->k_add, &c->k_silu,
-                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw};
+                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw, &c->k_act};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         if (*ks[i]) clReleaseKernel(*ks[i]);
         *ks[i] = NULL;
@@ -510,6 +513,43 @@ static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int 
     return enqueue(c, k, 2, gws, lws, one ? "matmul n=1" : "matmul", err);
 }
 
+/* How the CPU backend rounds a matmul's activations for weights of type t
+ * (kernels.cl act_quant's mode): 0 none (F32), 1 F16, 2 Q8_0, 3 Q8_K. */
+static int act_mode(el_type t) {
+    switch (t) {
+    case EL_TYPE_F16: return 1;
+    case EL_TYPE_Q8_0: case EL_TYPE_Q4_0: case EL_TYPE_Q5_0: return 2;
+    case EL_TYPE_Q4_K: case EL_TYPE_Q6_K: return 3;
+    default: return 0;
+    }
+}
+
+/* x (n rows of K at x0) rounded for mode into c->act (grown as needed). */
+static int launch_act_quant(ocl *c, cl_mem x, int x0, int K, int n, int mode, el_error *err) {
+    const size_t need = sizeof(float) * (size_t)K * (size_t)n;
+    if (need > c->act_cap) {
+        if (c->act) clReleaseMemObject(c->act);
+        c->act = NULL, c->act_cap = 0;
+        cl_int e;
+        c->act = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, need, NULL, &e);
+        if (e != CL_SUCCESS || !c->act) {
+            c->act = NULL;
+            return el_set_error(err, e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ? EL_ERR_NOMEM : EL_ERR_INTERNAL,
+                                "OpenCL: clCreateBuffer(activations, %zu bytes) failed: %s", need, cl_err_name(e));
+        }
+        c->act_cap = need;
+    }
+    cl_kernel k = c->k_act;
+    ARG(k, 0, cl_mem, x);
+    ARG(k, 1, cl_int, x0);
+    ARG(k, 2, cl_int, K);
+    ARG(k, 3, cl_int, n);
+    ARG(k, 4, cl_int, mode);
+    ARG(k, 5, cl_mem, c->act);
+    const size_t gws[1] = {(size_t)n * (size_t)(K / (mode == 3 ? 256 : 32))};
+    return enqueue(c, k, 1, gws, NULL, "act_quant", err);
+}
+
 static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem kc, int k0, cl_mem vc, int v0,
                             const el_attn_args *a, el_error *err) {
     cl_kernel k = c->k_attn;
@@ -624,6 +664,7 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
     switch (op->kind) {
     case EL_OPK_MATMUL: {
         TRY(operand(be, &op->src[0], 4, "src0", &a, &a0, err));
+        int ready = -1; /* the activation mode c->act holds for this op */
         for (int i = 0; i < op->n_w; i++) {
             const el_mat *w = op->w[i];
             cl_mem wm, bm;
@@ -631,7 +672,17 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
             TRY(constant(c, w->data, "weight", &wm, err));
             if (!wm) return el_set_error(err, EL_ERR_INVALID_ARG, "OpenCL: matmul weight %d has no data", i);
             TRY(constant(c, op->vec[i], "bias", &bm, err));
-            TRY(launch_matmul(c, mm_index(w->type), wm, w->row_bytes, (int)w->ne0, (int)w->ne1, a, a0, op->n, y, y0,
+            /* the activations rounded as the CPU rounds them for this weight type, so both backends
+             * compute the same products (the log-probabilities of the two then agree to ~1e-3) */
+            const int mode = c->float_act ? 0 : act_mode(w->type);
+            cl_mem xa = a;
+            int xa0 = a0;
+            if (mode) {
+                if (mode != ready) TRY(launch_act_quant(c, a, a0, (int)w->ne0, op->n, mode, err));
+                ready = mode;
+                xa = c->act, xa0 = 0;
+            }
+            TRY(launch_matmul(c, mm_index(w->type), wm, w->row_bytes, (int)w->ne0, (int)w->ne1, xa, xa0, op->n, y, y0,
                               bm, err));
         }
         return 0;
@@ -952,6 +1003,7 @@ static void ocl_destroy(ocl *c) {
     free(c->consts.e);
     free_kernels(c);
     if (c->dummy) clReleaseMemObject(c->dummy);
+    if (c->act) clReleaseMemObject(c->act);
     if (c->prog) clReleaseProgram(c->prog);
     if (c->q) clReleaseCommandQueue(c->q);
     if (c->ctx) clReleaseContext(c->ctx);
@@ -1040,6 +1092,8 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
     }
     const char *cc = getenv("EL_OPENCL_COPY_CONST");
     c->host_ptr = unified == CL_TRUE && !(cc && strcmp(cc, "1") == 0);
+    const char *fa = getenv("EL_OPENCL_FLOAT_ACT");
+    c->float_act = fa && strcmp(fa, "1") == 0;
     /* work-group sizes: a GPU wants wide groups; PoCL's CPU device runs a
      * group's items as a loop, so fewer items per row split means less
      * reduction work there (EL_OPENCL_MM_LS overrides, for tuning) */

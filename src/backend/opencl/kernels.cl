@@ -249,6 +249,50 @@ MM_KERNEL(mmb_q4_k, deq_q4_k, NT)
 MM1_KERNEL(mm1_q6_k, deq_q6_k)
 MM_KERNEL(mmb_q6_k, deq_q6_k, NT)
 
+/* ---- activations in the CPU's arithmetic -------------------------------------
+ * Xq[t*K + k] = X[x0 + t*K + k] rounded as the CPU backend quantizes a matmul's
+ * activations for the weight type (its vec_dot_type) and read back as float:
+ * mode 1 F16 (round to nearest even); mode 2 Q8_0 blocks of 32 (d = amax/127
+ * stored as F16, q = rint(x * 127/amax): llama.cpp's x86 quantizer); mode 3
+ * Q8_K blocks of 256 (iscale = -127/max over the signed value of largest
+ * magnitude, q = min(127, rint(iscale * x)), d = 1/iscale in float). The
+ * float kernels then form the CPU's products (q_w d_w)(q_x d_x) up to the
+ * order of the sums. One work-item per block (mode 1: per 32 values). */
+__kernel void act_quant(__global const float *X, int x0, int K, int n, int mode, __global float *Xq) {
+    const int blk = mode == 3 ? 256 : 32;
+    const int nb = K / blk;
+    const int i = get_global_id(0);
+    if (i >= nb * n) return;
+    const int t = i / nb, b = i % nb;
+    __global const float *x = X + x0 + (size_t)t * K + (size_t)b * blk;
+    __global float *y = Xq + (size_t)t * K + (size_t)b * blk;
+    if (mode == 1) {
+        for (int j = 0; j < 32; j++) y[j] = round_half(x[j]);
+    } else if (mode == 2) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[j]));
+        const float d = round_half(amax / 127.0f);
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 32; j++) y[j] = rint(x[j] * id) * d;
+    } else {
+        float mx = 0.0f, amax = 0.0f;
+        for (int j = 0; j < 256; j++) {
+            const float ax = fabs(x[j]);
+            if (ax > amax) {
+                amax = ax;
+                mx = x[j];
+            }
+        }
+        if (amax == 0.0f) {
+            for (int j = 0; j < 256; j++) y[j] = 0.0f;
+            return;
+        }
+        const float iscale = -127.0f / mx;
+        const float d = 1.0f / iscale;
+        for (int j = 0; j < 256; j++) y[j] = fmin(rint(iscale * x[j]), 127.0f) * d;
+    }
+}
+
 /* ---- RMS norm: one work-group per row; out may be in (same buffer, same offset) ---- */
 __kernel void rmsnorm(__global const float *X, int x0, __global float *Y, int y0, int d, float eps,
                       __global const float *w, int has_w, __local float *red) {
