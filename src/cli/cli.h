@@ -85,6 +85,12 @@ typedef struct cli_opts {
     const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
     const char *cloud_model;   /* --cloud-model NAME */
     const char *thermal_source; /* --thermal-source FILE */
+    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    const char *telemetry_dir; /* --telemetry-dir DIR */
+    long telemetry_max_bytes;  /* --telemetry-max-bytes N (0: 1 MiB) */
+    int telemetry_keep;        /* --telemetry-keep N (0: 3) */
+    const char *otlp_url;      /* --otlp-url URL */
+    const char *audit_log;     /* --audit-log FILE */
     /* load strategy (run, chat, serve, bench) and context overflow (chat, serve) */
     el_load_mode load;         /* --load preload|mmap|prefetch|hot (default mmap) */
     bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
@@ -120,6 +126,7 @@ int cli_cmd_quantize(int argc, char **argv);
 /* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
 int cli_cmd_plan(int argc, char **argv);
 int cli_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: parses its own argv */
+int cli_cmd_route(int argc, char **argv);      /* cmd_route.c: `route explain`, parses its own argv */
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);
