@@ -18,7 +18,12 @@
  *   - the audit line of every decision-table row parses back (el_audit_parse)
  *     into inputs that el_route_decide turns into the same decision; the
  *     line of an unknown class holds no trace of the name sent;
- *   - hostile audit lines and device states are refused with the field named.
+ *   - hostile audit lines and device states are refused with the field named;
+ *   - the SSE text reader (sse_text.c, run/chat --route's cloud stream):
+ *     chat and completion text, split anywhere, [DONE], finish reasons, an
+ *     error event's code, and hostile events (not JSON, not an object, a
+ *     bad "choices", an over-long line, a code that is not a word) failing
+ *     typed; nothing is read after the end.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -32,7 +37,9 @@
 #include "service/audit.h"
 #include "service/policy.h"
 #include "service/router.h"
+#include "service/sse_text.h"
 #include "service/telemetry.h"
+#include "util/buf.h"
 #include "testutil.h"
 
 static const char POLICY[] =
@@ -437,6 +444,76 @@ static void t_audit_file(void) {
     el_audit_decision(NULL, &P, &x, &d, &r); /* off */
 }
 
+static void sse_emit(void *user, const char *t, size_t n) { el_buf_append(user, t, n); }
+
+static el_buf sse_run(const char *in, bool chat, size_t piece, el_sse_text *p) {
+    el_buf out = {0};
+    el_sse_text_init(p, chat);
+    const size_t n = strlen(in);
+    for (size_t off = 0; off < n; off += piece)
+        el_sse_text_feed(p, in + off, n - off < piece ? n - off : piece, sse_emit, &out);
+    return out;
+}
+
+static void t_sse_text(void) {
+    const char *chat =
+        ": keep-alive\n\n"
+        "data: {\"edgellm\":{\"route\":{}},\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\r\n\r\n"
+        "event: x\ndata:{\"choices\":[{\"delta\":{\"content\":\"lo \\u00e9\"},\"finish_reason\":null}]}\n\n"
+        "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n"
+        "data: [DONE]\n\n"
+        "data: {\"choices\":[{\"delta\":{\"content\":\"AFTER\"}}]}\n\n";
+    for (size_t piece = 1; piece <= 64; piece = piece * 2 + 1) {
+        el_sse_text p;
+        el_buf out = sse_run(chat, true, piece, &p);
+        CHECKF(out.len == 8 && !memcmp(out.p, "Hello \xc3\xa9", 8), "piece %zu: '%s'", piece, out.p ? out.p : "");
+        CHECK(p.done && !p.failed && !strcmp(p.finish, "length") && p.n_events == 4);
+        el_sse_text_free(&p);
+        el_buf_free(&out);
+    }
+    el_sse_text p;
+    el_buf out = sse_run("data: {\"choices\":[{\"text\":\"a\"},{\"text\":\"IGNORED\"}]}\n"
+                         "data: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"Stop Now!\"}]}\n"
+                         "data: {\"choices\":[]}\ndata: [DONE]\n", false, 7, &p);
+    CHECK(out.len == 2 && !memcmp(out.p, "ab", 2) && p.done && !strcmp(p.finish, "other"));
+    el_sse_text_free(&p);
+    el_buf_free(&out);
+    struct { const char *in, *code, *text; } bad[] = {
+        {"data: {\"choices\":[{\"delta\":{\"content\":\"part\"}}]}\n\ndata: {\"error\":{\"code\":\"cloud_stream_broken\"}}\n\n",
+         "cloud_stream_broken", "part"},
+        {"data: {\"error\":{\"code\":\"Bad Code\\n\"}}\n", "cloud_error", ""},
+        {"data: {\"error\":\"boom\"}\n", "cloud_error", ""},
+        {"data: not json\n", "cloud_bad_response", ""},
+        {"data: [1,2]\n", "cloud_bad_response", ""},
+        {"data: {\"choices\":{}}\n", "cloud_bad_response", ""},
+        {"data: {\"choices\":[7]}\n", "cloud_bad_response", ""},
+        {"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\ndata: {}}\ndata: [DONE]\n", "cloud_bad_response", "x"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        out = sse_run(bad[i].in, true, 3, &p);
+        CHECKF(p.failed && !p.done && !strcmp(p.code, bad[i].code) && out.len == strlen(bad[i].text) &&
+                   (!out.len || !memcmp(out.p, bad[i].text, out.len)),
+               "bad %zu: failed %d code '%s' text '%s'", i, p.failed, p.code, out.p ? out.p : "");
+        el_sse_text_free(&p);
+        el_buf_free(&out);
+    }
+    /* an endless line: failed at the cap, memory bounded */
+    el_sse_text_init(&p, true);
+    char chunk[4096];
+    memset(chunk, 'a', sizeof chunk);
+    memcpy(chunk, "data: ", 6);
+    size_t fed = 0;
+    while (el_sse_text_feed(&p, chunk, sizeof chunk, sse_emit, NULL) && fed < 4u * EL_SSE_LINE_MAX) fed += sizeof chunk;
+    CHECK(p.failed && !strcmp(p.code, "cloud_bad_response") && p.cap <= EL_SSE_LINE_MAX);
+    el_sse_text_free(&p);
+    /* a stream without [DONE]: neither done nor failed (the caller calls it broken) */
+    out = sse_run("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", true, 5, &p);
+    CHECK(!p.done && !p.failed && out.len == 1);
+    el_sse_text_free(&p);
+    el_buf_free(&out);
+}
+
 int main(void) {
     char err[300];
     CHECKF(el_policy_parse(POLICY, strlen(POLICY), &P, err, sizeof err) == 0, "%s", err);
@@ -446,6 +523,7 @@ int main(void) {
     t_audit_roundtrip();
     t_audit_hostile();
     t_audit_file();
+    t_sse_text();
     printf("%d checks, %d failures\n", el_test_checks, el_test_failures);
     return el_test_failures ? 1 : 0;
 }

@@ -26,6 +26,18 @@
  * Exit status: 0 explained (--line: the same decision), 3 the replayed
  * decision differs from the recorded one, 1 an error (unreadable or
  * malformed file, line out of range), 2 a usage error.
+ *
+ * Also here: `run`/`chat --route` (cli_route_decide, cli_route_cloud; cli.h).
+ * The device state of a one-shot command: the model file is there and its
+ * package checks passed, one thermal sample (--thermal-source or sysfs,
+ * with the policy's thresholds), memory pressure (PSI), the battery, a cloud
+ * configured (--cloud-url; reachable until a call fails: a one-shot command
+ * has no history), no measured speed. The request: --data-class,
+ * --consent, the prompt's bytes / 4 + 1 tokens (the model is not loaded
+ * before the decision), -n (or 256). Then el_route_decide, as serve. Cloud:
+ * the request goes to the cloud streamed, through the same checked relay
+ * serve uses (el_cloud_relay_*), and its text is read out of the SSE
+ * (sse_text.h); a cloud failure is a typed error, and nothing runs locally.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,10 +47,16 @@
 
 #include <cjson/cJSON.h>
 
+#include <sys/stat.h>
+
 #include "cli/cli.h"
+#include "memory/capacity.h"
 #include "service/audit.h"
+#include "service/cloud.h"
 #include "service/policy.h"
 #include "service/router.h"
+#include "service/sse_text.h"
+#include "service/thermal.h"
 #include "util/file.h"
 
 #define ROUTE_EXIT_DIFFERS 3
@@ -336,4 +354,162 @@ int cli_cmd_route(int argc, char **argv) {
     if (mt == 0) printf("  (max tokens not in the body: 256 assumed)\n");
     print_decision(&r);
     return CLI_EXIT_OK;
+}
+
+/* ---- run / chat --route ------------------------------------------------------- */
+
+int cli_route_decide(cli_opts *o, bool verified, size_t text_len, cli_route *cr) {
+    memset(cr, 0, sizeof *cr);
+    el_policy p;
+    char msg[400];
+    if (o->policy) {
+        if (el_policy_load(o->policy, &p, msg, sizeof msg)) return cli_failf("--policy: %s", msg);
+    } else {
+        el_policy_builtin(&p);
+    }
+    el_route_req x;
+    memset(&x, 0, sizeof x);
+    x.class_ok = true;
+    if (o->data_class) {
+        x.class_ok = el_policy_name_ok(o->data_class);
+        snprintf(x.data_class, sizeof x.data_class, "%s", x.class_ok ? o->data_class : "?");
+    }
+    x.consent = o->consent;
+    x.n_prompt = (int)(text_len / 4) + 1;
+    x.max_tokens = o->n_predict > 0 ? o->n_predict : 256;
+    x.cloud_capable = true;
+
+    el_route_device s;
+    memset(&s, 0, sizeof s);
+    struct stat st;
+    if (!o->model || stat(o->model, &st) || !S_ISREG(st.st_mode))
+        snprintf(s.local_why, sizeof s.local_why, "no model file at %.150s", o->model ? o->model : "(none)");
+    else if (!verified)
+        snprintf(s.local_why, sizeof s.local_why, "the model package did not pass its checks");
+    else
+        s.local_ready = true;
+    char why[160];
+    if (el_mem_pressure(0, why, sizeof why)) {
+        s.mem_pressure = true;
+        snprintf(s.mem_why, sizeof s.mem_why, "%s", why);
+    }
+    el_thermal_cfg tc = {o->thermal_source, NULL, p.derate_c, p.hot_c, p.hysteresis_c, 60000, NULL, NULL};
+    el_thermal *th = el_thermal_start(&tc, msg, sizeof msg);
+    if (!th) return cli_failf("thermal monitor: %s", msg);
+    const el_thermal_state ts = el_thermal_get(th);
+    el_thermal_stop(th);
+    s.thermal = ts.level;
+    s.thermal_factor = ts.factor;
+    s.battery_pct = -1;
+    el_battery_read(NULL, &s.battery_pct, &s.discharging);
+    s.cloud_configured = s.cloud_up = o->cloud_url != NULL;
+
+    el_route r;
+    el_route_decide(&p, &x, &s, &r);
+    cr->source = (int)r.source;
+    snprintf(cr->reason, sizeof cr->reason, "%s", r.reason);
+    char *rj = el_route_json(&r);
+    if (rj) snprintf(cr->route_json, sizeof cr->route_json, "%s", rj);
+    free(rj);
+    char hv[400];
+    el_route_header(&r, hv, sizeof hv);
+    fprintf(stderr, "edgellm %s: route %s\n", o->cmd, hv);
+    if (r.source == EL_ROUTE_DECLINED) {
+        fprintf(stderr, "edgellm %s: declined (%s): %s. What you can do: %s\n", o->cmd, r.reason, r.detail, r.advice);
+        return CLI_EXIT_DECLINED;
+    }
+    if (r.source == EL_ROUTE_LOCAL) return -1;
+
+    /* the cloud: its key as serve reads it */
+    char key[512] = "";
+    if (o->cloud_key_file) {
+        FILE *kf = el_fopen_regular(o->cloud_key_file, msg, sizeof msg);
+        if (!kf) return cli_failf("--cloud-key-file: %s", msg);
+        size_t kn = fread(key, 1, sizeof key - 1, kf);
+        fclose(kf);
+        key[kn] = 0;
+        while (kn > 0 && (key[kn - 1] == '\n' || key[kn - 1] == '\r' || key[kn - 1] == ' ')) key[--kn] = 0;
+        if (!kn) return cli_failf("--cloud-key-file: %s is empty", o->cloud_key_file);
+    } else if (getenv("EDGELLM_CLOUD_KEY")) {
+        snprintf(key, sizeof key, "%s", getenv("EDGELLM_CLOUD_KEY"));
+    }
+    el_cloud_cfg cc = {o->cloud_url, key[0] ? key : NULL, o->cloud_model, p.cloud_timeout_s};
+    cr->cloud = el_cloud_new(&cc, msg, sizeof msg);
+    memset(key, 0, sizeof key);
+    if (!cr->cloud) return cli_failf("--cloud-url: %s", msg);
+    return -1;
+}
+
+typedef struct cloud_out {
+    bool json;
+    bool out_error;
+    el_buf *reply;
+    bool oom;
+} cloud_out;
+
+static void cloud_emit(void *user, const char *t, size_t n) {
+    cloud_out *co = user;
+    if (co->json) {
+        fputs("{\"cloud\":true,\"piece\":", stdout);
+        cli_json_str(stdout, t, n);
+        fputs(",\"bytes\":", stdout);
+        cli_json_bytes(stdout, t, n);
+        fputs("}\n", stdout);
+    } else {
+        fwrite(t, 1, n, stdout);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) co->out_error = true;
+    if (co->reply && !el_buf_append(co->reply, t, n)) co->oom = true;
+}
+
+int cli_route_cloud(cli_route *cr, const char *path, const char *body, bool json, el_buf *reply, char *finish,
+                    size_t finish_cap) {
+    if (finish && finish_cap) finish[0] = 0;
+    char *req = el_cloud_request_body(cr->cloud, body, strlen(body), true); /* body says "stream": true */
+    if (!req) return cli_failf("out of memory");
+    el_route rt; /* the relay injects a route member in the first event; the text reader ignores it */
+    memset(&rt, 0, sizeof rt);
+    rt.source = EL_ROUTE_CLOUD;
+    snprintf(rt.reason, sizeof rt.reason, "%s", cr->reason);
+    el_cloud_reply rep;
+    el_cloud_relay *relay = el_cloud_relay_open(cr->cloud, path, req, strlen(req), &rt, &rep);
+    free(req);
+    if (!relay) {
+        const char *code = rep.kind == EL_CLOUD_ERR_HTTP           ? "cloud_http_error"
+                           : rep.kind == EL_CLOUD_ERR_BAD_RESPONSE ? "cloud_bad_response"
+                           : (strstr(rep.error, "imeout") || strstr(rep.error, "timed out")) ? "cloud_timeout"
+                                                                                              : "cloud_unreachable";
+        fprintf(stderr, "error: cloud_error (%s): %s; routed to the cloud (%s): nothing ran locally\n", code, rep.error,
+                cr->reason);
+        el_cloud_reply_free(&rep);
+        return CLI_EXIT_ERROR;
+    }
+    el_sse_text sse;
+    el_sse_text_init(&sse, strstr(path, "chat") != NULL);
+    cloud_out co = {.json = json, .reply = reply};
+    char buf[4096];
+    size_t n;
+    while (!co.out_error && !co.oom && (n = el_cloud_relay_read(relay, buf, sizeof buf)) > 0)
+        if (!el_sse_text_feed(&sse, buf, n, cloud_emit, &co)) break;
+    const bool broken = el_cloud_relay_broken(relay);
+    el_cloud_relay_close(relay);
+    int code = CLI_EXIT_OK;
+    if (!json) fflush(stdout);
+    if (co.out_error) code = cli_failf("writing to stdout failed");
+    else if (co.oom) code = cli_failf("out of memory");
+    else if (sse.failed || broken || !sse.done) {
+        if (!json) fputc('\n', stderr);
+        fprintf(stderr, "error: cloud_error (%s): the cloud's stream failed; nothing ran locally, nothing was spliced\n",
+                sse.failed ? sse.code : "cloud_stream_broken");
+        code = CLI_EXIT_ERROR;
+    }
+    if (finish && finish_cap) snprintf(finish, finish_cap, "%s", sse.finish[0] ? sse.finish : "stop");
+    el_sse_text_free(&sse);
+    return code;
+}
+
+void cli_route_free(cli_route *cr) {
+    if (!cr) return;
+    el_cloud_free(cr->cloud);
+    cr->cloud = NULL;
 }

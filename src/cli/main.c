@@ -194,6 +194,12 @@ static void print_usage(FILE *f) {
 "      --audit-log FILE        every routing decision and refusal, one JSON line each\n"
 "      --telemetry-max-bytes N rotate the spool / audit file at N bytes (default 1048576)\n"
 "      --telemetry-keep N      rotated files kept (default 3)\n"
+"  run/chat --route: decide local / cloud / declined before running, as serve\n"
+"  (with --policy, --cloud-url, --cloud-key-file, --cloud-model, --thermal-source):\n"
+"      --data-class NAME       the request's data class (default: the strictest)\n"
+"      --consent               the user consents to the cloud (with_consent classes)\n"
+"                              cloud: the cloud's completion streamed to stdout;\n"
+"                              declined: why on stderr, exit status 4\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -580,7 +586,7 @@ enum {
     F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
-    F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT,
+    F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
     F_CTK, F_CTV
 };
@@ -658,11 +664,15 @@ static const flag_def FLAGS[] = {
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
     {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
     /* routing (serve): src/service/router.h */
-    {NULL, "--policy", F_POLICY, true, C_SERVE},
-    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
-    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
-    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
-    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
+    {NULL, "--policy", F_POLICY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE | C_GEN},
+    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE | C_GEN},
+    /* run/chat --route: decided before anything runs, as serve (cmd_route.c) */
+    {NULL, "--route", F_ROUTE, false, C_GEN},
+    {NULL, "--data-class", F_DATACLASS, true, C_GEN},
+    {NULL, "--consent", F_CONSENT, false, C_GEN},
     /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
     {NULL, "--telemetry-dir", F_TELDIR, true, C_SERVE},
     {NULL, "--telemetry-max-bytes", F_TELMAX, true, C_SERVE},
@@ -872,6 +882,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->otlp_url = val;
             break;
         case F_AUDIT: o->audit_log = val; break;
+        case F_ROUTE: o->route = true; break;
+        case F_DATACLASS: o->data_class = val; break;
+        case F_CONSENT: o->consent = true; break;
         case F_LOAD:
             if (el_load_mode_parse(val, &o->load))
                 return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
@@ -892,6 +905,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
     }
     if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
+    if ((cmd_bit & C_GEN) && !o->route && (o->policy || o->cloud_url || o->cloud_key_file || o->cloud_model ||
+                                           o->thermal_source || o->data_class || o->consent))
+        return cli_usage_error(cmd, "--policy, --cloud-*, --thermal-source, --data-class and --consent need --route");
     if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
     if (!o->seed_set) o->sampling.seed = random_seed();
     return -1;
