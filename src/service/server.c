@@ -2042,6 +2042,15 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
         ev.http_status = rep.http_status;
         if (rep.ttfb_ms > 0) ev.ttft_ms = rep.ttfb_ms;
         ev.total_ms = (now_s() - t0) * 1000.0;
+        if (s->tel && rep.kind == EL_CLOUD_OK && rep.body) { /* the cloud's usage: two numbers */
+            cJSON *cj = cJSON_ParseWithLength(rep.body, rep.len);
+            const cJSON *u = cJSON_GetObjectItemCaseSensitive(cj, "usage");
+            const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+            const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+            if (cJSON_IsNumber(pt) && pt->valuedouble >= 0 && pt->valuedouble < 1e9) ev.n_prompt = (int)pt->valuedouble;
+            if (cJSON_IsNumber(ct) && ct->valuedouble >= 0 && ct->valuedouble < 1e9) ev.n_gen = (int)ct->valuedouble;
+            cJSON_Delete(cj);
+        }
         el_telemetry_emit(s->tel, &ev);
         if (rep.kind != EL_CLOUD_OK) {
             enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);

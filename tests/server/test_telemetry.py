@@ -314,6 +314,7 @@ def t_events(ctx):
     local_ends = [e for e in ends if e.get("edgellm.route.source") == "local"]
     assert cloud_ends and local_ends, kinds
     assert all(e["gen_ai.system"] == "openai" for e in cloud_ends)
+    assert any(e.get("gen_ai.usage.output_tokens", 0) > 0 and not e["edgellm.streamed"] for e in cloud_ends), cloud_ends
     le = local_ends[0]
     for k in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.response.finish_reasons",
               "edgellm.ttft_bucket", "edgellm.total_time_bucket", "edgellm.peak_memory_bucket", "edgellm.fingerprint",
