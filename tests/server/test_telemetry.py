@@ -283,6 +283,7 @@ def t_no_marker_anywhere(ctx):
             blobs.append(("otlp#%d" % i, path.encode() + b"\n" + hdrs + b"\n" + data))
     assert sum(len(b) for _, b in blobs) > 1000, [(p, len(b)) for p, b in blobs]
     assert len(MARKERS) >= 40, len(MARKERS)
+    print("  %d markers, %d bytes searched" % (len(MARKERS), sum(len(b) for _, b in blobs)))
     # the search works: the declined answer (sent to the client, not written) holds a marker
     assert any(m.encode() in ctx.echoed for m in MARKERS), ctx.echoed[:300]
     leaks = []
