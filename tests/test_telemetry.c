@@ -175,6 +175,21 @@ static void t_schema(void) {
     rmdir(sub);
     rmdir(dir);
 
+    /* OTLP to a collector that is not there: the events are counted as dropped, close returns */
+    el_telemetry_cfg dead = {NULL, 0, 0, "http://127.0.0.1:1/v1/logs", "m", &P};
+    el_telemetry *td = el_telemetry_open(&dead, err, sizeof err);
+    CHECKF(td != NULL, "%s", err);
+    if (td) {
+        for (int i = 0; i < 3; i++) el_telemetry_emit(td, &e);
+        long ex2 = -1, dr2 = 0;
+        for (int i = 0; i < 200 && dr2 < 3; i++) {
+            el_telemetry_counts(td, NULL, &ex2, &dr2);
+            if (dr2 < 3) usleep(50 * 1000);
+        }
+        CHECKF(dr2 == 3 && ex2 == 0, "dropped %ld exported %ld", dr2, ex2);
+        el_telemetry_close(td);
+    }
+
     /* off: neither dir nor url; a bad URL refused */
     el_telemetry_cfg off = {NULL, 0, 0, NULL, "m", &P};
     CHECK(el_telemetry_open(&off, err, sizeof err) == NULL && err[0] == 0);

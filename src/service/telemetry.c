@@ -476,6 +476,10 @@ static void *otlp_main(void *arg) {
         t->posting = false;
         if (ok) t->exported += nb;
         else t->dropped += nb;
+        if (!ok && t->stop) { /* stopping and the collector fails: the rest is dropped, shutdown stays bounded */
+            t->dropped += t->q_len;
+            t->q_len = 0;
+        }
         pthread_cond_broadcast(&t->idle_cv);
     }
     pthread_mutex_unlock(&t->mu);

@@ -27,7 +27,8 @@
  *     with OpenTelemetry's gen_ai.* attribute names where they apply, from
  *     a background thread with a bounded queue (full: the event is counted
  *     as dropped, never blocks a request). el_telemetry_close sends what is
- *     queued (bounded by a timeout).
+ *     queued (each post has a 5 s timeout; once one fails while stopping,
+ *     the rest is dropped, so stopping stays bounded).
  *   - Thread-safe; el_telemetry_emit never blocks on the network.
  */
 #ifndef EL_SERVICE_TELEMETRY_H
