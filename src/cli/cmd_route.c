@@ -8,8 +8,9 @@
  *   edgellm route explain --audit-log FILE --line N --policy POLICY.json [--json]
  *
  * The first form replays a request — REQUEST.json is the body a client
- * would POST; its "edgellm" member and the X-Data-Class header are read by
- * serve's own parser (el_route_parse_meta) — against the policy and a
+ * would POST, or {"body": BODY, "headers": {"X-Data-Class": NAME}}; its
+ * "edgellm" member and the X-Data-Class header (from the file or --header)
+ * are read by serve's own parser (el_route_parse_meta) — against the policy and a
  * device state (STATE.json, the shape of an audit line's "device" object;
  * without it a healthy device: model verified, cool, no battery, cloud
  * configured and reachable, no measured speed), and prints each input, the
@@ -315,6 +316,34 @@ int cli_cmd_route(int argc, char **argv) {
     size_t len = 0;
     char *body = read_file(req, &len, "REQUEST.json");
     if (!body) return CLI_EXIT_ERROR;
+    { /* {"body": {...}, "headers": {"X-Data-Class": "..."}}: a request with its headers */
+        cJSON *w = cJSON_ParseWithLength(body, len);
+        const cJSON *wb = cJSON_GetObjectItemCaseSensitive(w, "body");
+        const cJSON *wh = cJSON_GetObjectItemCaseSensitive(w, "headers");
+        if (cJSON_IsObject(w) && cJSON_IsObject(wb) && (!wh || cJSON_IsObject(wh)) &&
+            cJSON_GetArraySize(w) == 1 + (wh != NULL)) {
+            for (const cJSON *h = wh ? wh->child : NULL; h; h = h->next) {
+                if (strcasecmp(h->string, "X-Data-Class")) continue; /* the one header routing reads */
+                if (!cJSON_IsString(h) || hdr_class) {
+                    cJSON_Delete(w);
+                    free(body);
+                    return cli_failf("REQUEST.json: headers.X-Data-Class must be one string (and not also --header)");
+                }
+                snprintf(hv, sizeof hv, "%s", h->valuestring);
+                hdr_class = hv;
+            }
+            char *inner = cJSON_PrintUnformatted(wb);
+            if (!inner) {
+                cJSON_Delete(w);
+                free(body);
+                return cli_failf("out of memory");
+            }
+            free(body);
+            body = inner;
+            len = strlen(inner);
+        }
+        cJSON_Delete(w);
+    }
     const int mt = body_max_tokens(body, len);
     if (mt < 0) {
         free(body);

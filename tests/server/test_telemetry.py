@@ -278,6 +278,8 @@ def t_no_marker_anywhere(ctx):
     for p in spool_files(ctx) + audit_files(ctx):
         with open(p, "rb") as f:
             blobs.append((p, f.read()))
+    for i, text in enumerate(getattr(ctx, "extra_blobs", [])):
+        blobs.append(("load-error spool#%d" % i, text.encode()))
     with Otlp.lock:
         for i, (path, hdrs, data) in enumerate(Otlp.got):
             blobs.append(("otlp#%d" % i, path.encode() + b"\n" + hdrs + b"\n" + data))
@@ -421,6 +423,13 @@ def t_explain_request(ctx):
     assert j["request"]["class_source"] == "header" and j["device"]["thermal"] == "hot", j
     rc, out, err = explain(ctx, req, "--policy", ctx.policy_path)
     assert rc == 0 and "decision: local (reason local_only_class)" in out and "strictest" in out, (rc, out, err)
+    # the header in the file: {"body": ..., "headers": ...}
+    with open(req, "w") as f:
+        json.dump({"body": {"messages": [{"role": "user", "content": "hi"}]}, "headers": {"x-data-class": "secret"}}, f)
+    rc, out, err = explain(ctx, req, "--policy", ctx.policy_path, "--json")
+    j = json.loads(out)
+    assert rc == 0 and j["reason"] == "unknown_data_class" and j["request"]["class_source"] == "header", (rc, out, err)
+    assert j["request"]["max_tokens"] == 256, j
     # usage errors and bad files
     rc, _, err = explain(ctx, req)
     assert rc == 2 and "--policy" in err, err
@@ -428,6 +437,38 @@ def t_explain_request(ctx):
         f.write('{"thermal": "warm"}')
     rc, _, err = explain(ctx, req, "--policy", ctx.policy_path, "--state", state)
     assert rc == 1 and "thermal" in err, err
+
+
+def t_load_error(ctx):
+    """A model that fails to load (a file that is not GGUF) with --policy: a load_error event, content-free."""
+    bad = os.path.join(ctx.tmp, "broken-model.gguf")  # its name is the operator's: telemetry may name it
+    with open(bad, "w") as f:
+        f.write("not a gguf file %s\n" % marker())
+    tel = os.path.join(ctx.tmp, "tel-load")
+    edge = Server(ctx.cli, bad, "-c", "256", "--policy", ctx.policy_path, "--telemetry-dir", tel)
+    edge.proc = subprocess.Popen(edge.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    edge.reader = threading.Thread(target=edge._read_stderr, daemon=True)
+    edge.reader.start()
+    try:
+        assert edge.ready.wait(60), edge.stderr()
+        deadline = time.time() + 30
+        while json.loads(request(edge.port, "GET", "/health")[2])["status"] != "no_local_model":
+            assert time.time() < deadline
+            time.sleep(0.1)
+        st, _, b = post(edge.port, "/v1/chat/completions", chat_body(edgellm={"data_class": "private"}))
+        assert st == 503 and route_of(b)["reason"] == "model_unavailable", b[:300]
+        assert edge.interrupt() == 0, edge.stderr()[-2000:]
+        assert not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
+    finally:
+        edge.kill()
+    with open(os.path.join(tel, "telemetry.jsonl")) as f:
+        text = f.read()
+    ev = [json.loads(line) for line in text.splitlines()]
+    le = [e for e in ev if e["event"] == "load_error"]
+    assert len(le) == 1 and le[0]["error.type"] == "bad_magic", ev
+    assert le[0]["gen_ai.request.model"] == "broken-model.gguf", le
+    assert any(e["event"] == "route_decision" and e["edgellm.route.reason"] == "model_unavailable" for e in ev), ev
+    ctx.extra_blobs = [text]
 
 
 def main():
@@ -462,6 +503,7 @@ def main():
     try:
         r.run("traffic through every route, with markers", t_traffic, ctx)
         r.run("thermal derating of threads", t_thread_derating, ctx)
+        r.run("load error event", t_load_error, ctx)
         code = ctx.edge.interrupt()  # flushes the OTLP queue
         if code != 0 or any(mk in ctx.edge.stderr() for mk in SANITIZER_MARKERS):
             r.failed += 1
