@@ -125,6 +125,15 @@
  * until every connection has sent its answer; the reaper is stopped;
  * MHD_stop_daemon joins the connection threads; then sessions and the model
  * are freed.
+ *
+ * Telemetry and audit (service/telemetry.h, audit.h; off unless configured):
+ * every routing decision and refusal goes to the audit log and a
+ * route_decision / route_refused event (route_request); every local request
+ * end or cancellation is an event from finish_locked (its one terminal
+ * transition), a cloud request's end from route_cloud / cloud_stream_free;
+ * el_server_load's failure and el_server_set_local_unavailable a load_error;
+ * the thermal monitor's level changes (on_thermal_change) an event, and they
+ * cap the model's thread pool (derated: half, hot: a quarter).
  */
 #include "service/server.h"
 
