@@ -365,6 +365,7 @@ def t_otlp(ctx):
 
 def explain(ctx, *args):
     p = subprocess.run([ctx.cli, "route", "explain", *args], capture_output=True, text=True, timeout=60)
+    assert not any(mk in p.stderr for mk in SANITIZER_MARKERS), p.stderr[-3000:]
     return p.returncode, p.stdout, p.stderr
 
 
