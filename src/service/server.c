@@ -3034,6 +3034,23 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         free(rm);
         txt = all;
     }
+    if (s->tel) { /* telemetry's own counters */
+        long sp = 0, ex = 0, dr = 0;
+        el_telemetry_counts(s->tel, &sp, &ex, &dr);
+        char tm[512];
+        const int n = snprintf(tm, sizeof tm,
+                               "# HELP edgellm_telemetry_events_total Telemetry events spooled, exported over OTLP, dropped.\n"
+                               "# TYPE edgellm_telemetry_events_total counter\n"
+                               "edgellm_telemetry_events_total{outcome=\"spooled\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"exported\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
+                               sp, ex, dr);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, tm, (size_t)n + 1);
+        txt = both;
+    }
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 

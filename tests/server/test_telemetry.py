@@ -269,6 +269,9 @@ def t_thread_derating(ctx):
     st, _, b = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
                                                     "max_tokens": 8, "temperature": 0})
     assert st == 200 and json.loads(b)["usage"]["completion_tokens"] == 8, b[:300]
+    m = metrics(port)
+    assert m['edgellm_telemetry_events_total{outcome="spooled"}'] > 20, m
+    assert m['edgellm_telemetry_events_total{outcome="dropped"}'] == 0, m
 
 
 # ---------------------------------------------------------------- after the edge stopped
