@@ -15,6 +15,7 @@
  *   edgellm quantize  IN.gguf OUT.gguf TYPE                     GGUF -> GGUF at another type (cmd_quantize.c)
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
+ *   edgellm route explain REQUEST.json --policy P [...]          replay a routing decision (cmd_route.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -57,6 +58,8 @@ static void print_usage(FILE *f) {
 "  rollback  --store DIR                   make the previous version active again\n"
 "  gc        --store DIR                   remove interrupted installs\n"
 "  status    --store DIR                   the store's active and previous versions\n"
+"  route explain REQUEST.json --policy P   why a request goes local, cloud or declined\n"
+"                                          ('edgellm route help'; docs/ROUTING.md)\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
 "  quantize  IN.gguf OUT.gguf TYPE       a GGUF at another type, as llama-quantize ('edgellm\n"
@@ -200,6 +203,18 @@ static void print_usage(FILE *f) {
 "      --cloud-model NAME      the model name sent to the cloud\n"
 "      --thermal-source FILE   read the temperature (millidegrees C) from FILE instead\n"
 "                              of /sys/class/thermal\n"
+"      --telemetry-dir DIR     content-free telemetry events, DIR/telemetry.jsonl (off\n"
+"                              unless given; docs/ROUTING.md: Telemetry)\n"
+"      --otlp-url URL          also export them as OTLP/HTTP JSON logs (off unless given)\n"
+"      --audit-log FILE        every routing decision and refusal, one JSON line each\n"
+"      --telemetry-max-bytes N rotate the spool / audit file at N bytes (default 1048576)\n"
+"      --telemetry-keep N      rotated files kept (default 3)\n"
+"  run/chat --route: decide local / cloud / declined before running, as serve\n"
+"  (with --policy, --cloud-url, --cloud-key-file, --cloud-model, --thermal-source):\n"
+"      --data-class NAME       the request's data class (default: the strictest)\n"
+"      --consent               the user consents to the cloud (with_consent classes)\n"
+"                              cloud: the cloud's completion streamed to stdout;\n"
+"                              declined: why on stderr, exit status 4\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -596,6 +611,7 @@ enum {
     F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
+    F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
     F_CTK, F_CTV,
     F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT
@@ -674,11 +690,21 @@ static const flag_def FLAGS[] = {
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
     {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
     /* routing (serve): src/service/router.h */
-    {NULL, "--policy", F_POLICY, true, C_SERVE},
-    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
-    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
-    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
-    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
+    {NULL, "--policy", F_POLICY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE | C_GEN},
+    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE | C_GEN},
+    /* run/chat --route: decided before anything runs, as serve (cmd_route.c) */
+    {NULL, "--route", F_ROUTE, false, C_GEN},
+    {NULL, "--data-class", F_DATACLASS, true, C_GEN},
+    {NULL, "--consent", F_CONSENT, false, C_GEN},
+    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    {NULL, "--telemetry-dir", F_TELDIR, true, C_SERVE},
+    {NULL, "--telemetry-max-bytes", F_TELMAX, true, C_SERVE},
+    {NULL, "--telemetry-keep", F_TELKEEP, true, C_SERVE},
+    {NULL, "--otlp-url", F_OTLP, true, C_SERVE},
+    {NULL, "--audit-log", F_AUDIT, true, C_SERVE},
     /* load strategy (memory/load.h) and context overflow policy */
     {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--cold", F_COLD, false, C_BENCH},
@@ -899,6 +925,18 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->cloud_model = val;
             break;
         case F_THERMALSRC: o->thermal_source = val; break;
+        case F_TELDIR: o->telemetry_dir = val; break;
+        case F_TELMAX: NEED_INT(256, 1L << 30); o->telemetry_max_bytes = lv; break;
+        case F_TELKEEP: NEED_INT(1, 99); o->telemetry_keep = (int)lv; break;
+        case F_OTLP:
+            if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+                return cli_usage_error(cmd, "--otlp-url: expected http://... or https://..., got '%s'", val);
+            o->otlp_url = val;
+            break;
+        case F_AUDIT: o->audit_log = val; break;
+        case F_ROUTE: o->route = true; break;
+        case F_DATACLASS: o->data_class = val; break;
+        case F_CONSENT: o->consent = true; break;
         case F_LOAD:
             if (el_load_mode_parse(val, &o->load))
                 return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
@@ -938,6 +976,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
     }
     if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
+    if ((cmd_bit & C_GEN) && !o->route && (o->policy || o->cloud_url || o->cloud_key_file || o->cloud_model ||
+                                           o->thermal_source || o->data_class || o->consent))
+        return cli_usage_error(cmd, "--policy, --cloud-*, --thermal-source, --data-class and --consent need --route");
     if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
     if (!o->seed_set) o->sampling.seed = random_seed();
     return -1;
@@ -961,6 +1002,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
+    if (!strcmp(cmd, "route")) return cli_cmd_route(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }
