@@ -272,9 +272,12 @@ static void matmul_case(el_type t, int n, int n_w, int K, bool bias) {
         free(got);
         free(cpu);
     }
-    CHECKF(worst_ref <= 2e-5, "matmul %s n=%d n_w=%d: error vs float reference %.3g (of sum|x*w|)", el_type_name(t),
+    /* the kernels round the activations as the CPU does for the weight type (act_quant): they compute the CPU's
+     * products, and differ from the exact float product by the CPU's own rounding of x (F16: 2^-11, Q8: 1/254) */
+    const double ref_bound = t == EL_TYPE_F32 ? 2e-5 : t == EL_TYPE_F16 ? 5e-4 : 1e-2;
+    CHECKF(worst_ref <= ref_bound, "matmul %s n=%d n_w=%d: error vs float reference %.3g (of sum|x*w|)", el_type_name(t),
            n, n_w, worst_ref);
-    CHECKF(worst_cpu <= 0.03, "matmul %s n=%d: error vs CPU kernel %.3g (of max|y|)", el_type_name(t), n, worst_cpu);
+    CHECKF(worst_cpu <= 2e-6, "matmul %s n=%d: error vs CPU kernel %.3g (of max|y|)", el_type_name(t), n, worst_cpu);
     printf("  matmul %-5s K=%-3d n=%-2d n_w=%d bias=%d: vs float ref %.2e, vs CPU %.2e\n", el_type_name(t), K, n, n_w,
            bias, worst_ref, worst_cpu);
     free(ws);

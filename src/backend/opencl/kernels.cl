@@ -42,6 +42,12 @@ inline float round_half(float x) {
     return vload_half(0, (__private const half *)&h);
 }
 
+inline float4 round_half4(float4 x) {
+    ushort4 h;
+    vstore_half4_rte(x, 0, (__private half *)&h);
+    return vload_half4(0, (__private const half *)&h);
+}
+
 inline float sum16(float16 v) {
     float8 a = v.lo + v.hi;
     float4 b = a.lo + a.hi;
@@ -410,32 +416,56 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
         float s = -INFINITY;
         if (j <= p) {
             __global const half *kr = kbase + (size_t)(ring > 0 ? j % ring : j) * kv_row;
-            float8 dot = (float8)(0.0f);
-            for (int d = 0; d < hd; d += 8) dot += vload_half8(0, kr + d) * vload8(0, lq + d);
-            const float4 d4 = dot.lo + dot.hi;
-            s = ((d4.x + d4.y) + (d4.z + d4.w)) * scale;
+            /* the CPU's Q·K in its order (backend/cpu/attention.c att_dot, ggml's F16 dot
+             * on x86): 4 accumulators of 16 lanes, fma per element, 64 elements a step,
+             * then its reduction tree; a tail below a multiple of 64 summed after */
+            const int np = hd & ~63;
+            float sum = 0.0f;
+            if (np > 0) {
+                float16 a0 = (float16)(0.0f), a1 = a0, a2 = a0, a3 = a0;
+                for (int i = 0; i < np; i += 64) {
+                    a0 = fma(vload_half16(0, kr + i), vload16(0, lq + i), a0);
+                    a1 = fma(vload_half16(0, kr + i + 16), vload16(0, lq + i + 16), a1);
+                    a2 = fma(vload_half16(0, kr + i + 32), vload16(0, lq + i + 32), a2);
+                    a3 = fma(vload_half16(0, kr + i + 48), vload16(0, lq + i + 48), a3);
+                }
+                a0 += a2;
+                a1 += a3;
+                a0 += a1;
+                const float8 t3 = a0.hi + a0.lo;
+                const float4 t6 = t3.hi + t3.lo;
+                sum = (t6.x + t6.z) + (t6.y + t6.w);
+            }
+            for (int i = np; i < hd; i++) sum += vload_half(0, kr + i) * lq[i];
+            s = sum * scale;
         }
         lp[lid] = s;
         barrier(CLK_LOCAL_MEM_FENCE);
-        float mx = M;
-        for (int jj = 0; jj < cnt; jj++) mx = fmax(mx, lp[jj]);
-        lw[lid] = lid < cnt ? exp(s - mx) : 0.0f;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const float ms = exp(M - mx);
-        float sum = 0.0f;
-        for (int jj = 0; jj < cnt; jj++) sum += lw[jj];
-        S = S * ms + sum;
-        for (int k = 0; k < ATT_DPI / 4; k++) {
-            const int d = 4 * (lid + k * ls);
-            if (d >= hd) break;
-            float4 a = acc[k] * ms;
-            for (int jj = 0; jj < cnt; jj++) {
-                const int jp = j0 + jj;
-                a += lw[jj] * vload_half4(0, vbase + (size_t)(ring > 0 ? jp % ring : jp) * kv_row + d);
+        /* the CPU's sequence (backend/cpu/attention_impl.h), position by position in
+         * ascending order: the online-softmax update, then the accumulator in F16 —
+         * acc = fp16(acc * m) when the maximum moved, acc = fp16(fma(v, w, acc)) —
+         * each work-item for its own dims (the scalar softmax state is the same in all) */
+        for (int jj = 0; jj < cnt; jj++) {
+            const float sj = lp[jj];
+            float m = 1.0f, w = 1.0f;
+            if (sj > M) {
+                const float Mold = M;
+                M = sj;
+                m = exp(Mold - M);
+            } else {
+                w = exp(sj - M);
             }
-            acc[k] = a;
+            S = fma(S, m, w);
+            const int jp = j0 + jj;
+            __global const half *vr = vbase + (size_t)(ring > 0 ? jp % ring : jp) * kv_row;
+            for (int k = 0; k < ATT_DPI / 4; k++) {
+                const int d = 4 * (lid + k * ls);
+                if (d >= hd) break;
+                float4 a = acc[k];
+                if (m != 1.0f) a = round_half4(a * m);
+                acc[k] = round_half4(fma(vload_half4(0, vr + d), (float4)(w), a));
+            }
         }
-        M = mx;
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
