@@ -73,6 +73,8 @@ static el_device_caps sample_caps(void) {
     c.h2d_gbps = 5.5;
     c.d2h_gbps = 6.5;
     c.launch_us = 12.125;
+    c.matmul1_gbps = 3.5;
+    c.sync_us = 250;
     c.mem_bytes = 8589934592ull;
     c.simulated = true;
     return c;
@@ -82,7 +84,8 @@ static bool caps_equal(const el_device_caps *a, const el_device_caps *b) {
     if (strcmp(a->name, b->name) || a->kind != b->kind || a->ops != b->ops || a->matmul_types != b->matmul_types ||
         a->kv_types != b->kv_types || a->matmul_gflops != b->matmul_gflops || a->gflops != b->gflops ||
         a->mem_gbps != b->mem_gbps || a->h2d_gbps != b->h2d_gbps || a->d2h_gbps != b->d2h_gbps ||
-        a->launch_us != b->launch_us || a->mem_bytes != b->mem_bytes)
+        a->launch_us != b->launch_us || a->matmul1_gbps != b->matmul1_gbps || a->sync_us != b->sync_us ||
+        a->mem_bytes != b->mem_bytes)
         return false;
     for (int t = 0; t < EL_TYPE_COUNT; t++)
         if (a->matmul_gflops_type[t] != b->matmul_gflops_type[t]) return false;
@@ -151,7 +154,7 @@ static void test_devcache(void) {
     struct {
         const char *from, *to;
     } edits[] = {
-        {"edgellm-devcache 1", "edgellm-devcache 2"},
+        {"edgellm-devcache 2", "edgellm-devcache 1"}, /* the version before matmul1_gbps / sync_us */
         {"gflops 33.299999999999997", "gflops -33.3"},
         {"gflops 33.299999999999997", "gflops nan"},
         {"gflops 33.299999999999997", "gflops inf"},
@@ -170,6 +173,7 @@ static void test_devcache(void) {
         {"matmul_gflops_type 12", "matmul_gflops_type 99"},
         {"matmul_gflops_type 14", "matmul_gflops_type 12"},
         {"launch_us", "launch_ms"},
+        {"sync_us", "sync_ms"},
     };
     int edit_hits = 0, applied = 0;
     for (size_t k = 0; k < sizeof edits / sizeof *edits; k++) {

@@ -595,7 +595,51 @@ static void test_report(void) {
     el_placement_free(&p);
 }
 
+/* ---- decode-shaped products and the read-back round trip ----------------- */
+
+static void test_decode_shape_and_sync(void) {
+    /* One Q8_0 matmul, 2e7 flops, 1e7 weight bytes. cpu: 100 GFLOP/s, 20 GB/s, matmul1 20 GB/s; gpu0: 1000 GFLOP/s,
+     * 100 GB/s, but streams a one-row product's weights at only 2 GB/s (dequantising without reuse).
+     * rows 64 (prefill): cpu max(2e7/100e9, 1e7/20e9) = 0.5 ms; gpu0 max(2e7/1000e9, 1e7/100e9) = 0.1 ms -> gpu0.
+     * rows 1 (decode):  cpu 0.5 ms (matmul1 20 GB/s = mem); gpu0 max(0.02 ms, 0.1 ms, 1e7/2e9 = 5 ms) -> cpu. */
+    el_device_caps d[2] = {cpu_caps(100, 10, 20),
+                           acc_caps("gpu0", EL_DEV_GPU, ALL_OPS & ~(1u << EL_OPK_HOST), ~0ull, ~0u, 1000, 100, 100, 10)};
+    d[0].matmul1_gbps = 20;
+    d[1].matmul1_gbps = 2;
+    el_place_op op = mkop(EL_OPK_MATMUL, 0, "ffn_down", EL_TYPE_Q8_0, 2e7, -1, -1, 0);
+    op.bytes_w = 1e7;
+    el_sched_params sp = el_sched_default_params();
+    el_placement p;
+    op.rows = 64;
+    CHECK(place(d, 2, &sp, &op, 1, &p) == 0);
+    CHECK(p.d[0].dev == 1 && near(p.d[0].t_est[1], 1e-4) && near(p.d[0].t_est[0], 5e-4));
+    el_placement_free(&p);
+    op.rows = 1;
+    CHECK(place(d, 2, &sp, &op, 1, &p) == 0);
+    CHECK(p.d[0].dev == 0 && near(p.d[0].t_est[1], 5e-3) && near(p.d[0].t_est[0], 5e-4));
+    el_placement_free(&p);
+    /* the read-back round trip: op 0 matmul (rows 64) x -> y on gpu0 (0.1 ms), op 1 rmsnorm y -> z on the cpu
+     * only (1e6 / 10e9 = 0.1 ms): y (4000 bytes) comes back: 4000 / 10e9 = 0.4 us + sync 250 us = 250.4 us of tax;
+     * total 0.1 + 0.1 + 0.2504 ms = 0.4504 ms, still below the cpu alone (0.5 + 0.1 = 0.6 ms): gpu0 keeps the matmul */
+    d[1].sync_us = 250;
+    d[1].ops &= ~(1u << EL_OPK_RMSNORM);
+    el_place_op ops[2] = {mkop(EL_OPK_MATMUL, 0, "ffn_down", EL_TYPE_Q8_0, 2e7, 0, 1, 4000),
+                          mkop(EL_OPK_RMSNORM, 0, "norm", -1, 1e6, 1, 2, 4000)};
+    ops[0].bytes_w = 1e7;
+    ops[0].rows = 64;
+    CHECK(place(d, 2, &sp, ops, 2, &p) == 0);
+    CHECK(p.d[0].dev == 1 && p.d[1].dev == 0);
+    CHECKF(near(p.t_tax, 250.4e-6 + 0.4e-6), "tax %.9g", p.t_tax); /* and the input x going up: 4000 / 10e9 */
+    el_placement_free(&p);
+    /* at 600 us per round trip the copy costs more than the matmul saves (0.1 + 0.1 + 0.6008 > 0.6): the cpu */
+    d[1].sync_us = 600;
+    CHECK(place(d, 2, &sp, ops, 2, &p) == 0);
+    CHECK(p.d[0].dev == 0 && p.d[1].dev == 0);
+    el_placement_free(&p);
+}
+
 int main(void) {
+    test_decode_shape_and_sync();
     test_fastest_and_tolerance();
     test_fused_fallback();
     test_seed_chopped();

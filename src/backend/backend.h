@@ -137,6 +137,10 @@ typedef struct el_device_caps {
     double mem_gbps;          /* device memory read bandwidth, GB/s */
     double h2d_gbps, d2h_gbps; /* host -> device, device -> host copies, GB/s (CPU: unused) */
     double launch_us;         /* per-op overhead, microseconds */
+    double matmul1_gbps;      /* weight bytes a one-row matmul (a decode step) streams per second: dequantising
+                               * without reuse across rows; 0: mem_gbps */
+    double sync_us;           /* a boundary's fixed cost: an op's result waited for and read back (a round trip),
+                               * microseconds (CPU: 0) */
     uint64_t mem_bytes;       /* device memory for weights + tensors (0: unbounded / host memory) */
     bool simulated;           /* from a --devices table, not measured */
 } el_device_caps;

@@ -174,6 +174,8 @@ static bool parse_caps(char *text, size_t len, const char *key, el_device_caps *
     if (!expect(&l, "h2d_gbps", &v) || !parse_rate(v, &c->h2d_gbps)) return false;
     if (!expect(&l, "d2h_gbps", &v) || !parse_rate(v, &c->d2h_gbps)) return false;
     if (!expect(&l, "launch_us", &v) || !parse_rate(v, &c->launch_us)) return false;
+    if (!expect(&l, "matmul1_gbps", &v) || !parse_rate(v, &c->matmul1_gbps)) return false;
+    if (!expect(&l, "sync_us", &v) || !parse_rate(v, &c->sync_us)) return false;
     if (!expect(&l, "mem_bytes", &v) || !parse_u64(v, &x)) return false;
     c->mem_bytes = x;
     if (!expect(&l, "end", &v) || *v) return false;
@@ -258,8 +260,9 @@ int el_devcache_store(const char *key, const el_device_caps *c) {
     if ((int)c->kind < 0 || c->kind > EL_DEV_OTHER || (c->ops >> EL_OPK_COUNT) ||
         (EL_TYPE_COUNT < 64 && (c->matmul_types >> EL_TYPE_COUNT)))
         return -1;
-    const double r[6] = {c->matmul_gflops, c->gflops, c->mem_gbps, c->h2d_gbps, c->d2h_gbps, c->launch_us};
-    for (int k = 0; k < 6; k++)
+    const double r[8] = {c->matmul_gflops, c->gflops, c->mem_gbps, c->h2d_gbps, c->d2h_gbps, c->launch_us,
+                         c->matmul1_gbps, c->sync_us};
+    for (int k = 0; k < 8; k++)
         if (!rate_ok(r[k])) return -1;
     for (int t = 0; t < EL_TYPE_COUNT; t++)
         if (!rate_ok(c->matmul_gflops_type[t])) return -1;
@@ -282,8 +285,11 @@ int el_devcache_store(const char *key, const el_device_caps *c) {
             c->matmul_gflops);
     for (int t = 0; t < EL_TYPE_COUNT; t++)
         if (c->matmul_gflops_type[t] > 0) fprintf(f, "matmul_gflops_type %d %.17g\n", t, c->matmul_gflops_type[t]);
-    fprintf(f, "gflops %.17g\nmem_gbps %.17g\nh2d_gbps %.17g\nd2h_gbps %.17g\nlaunch_us %.17g\nmem_bytes %llu\nend\n",
-            c->gflops, c->mem_gbps, c->h2d_gbps, c->d2h_gbps, c->launch_us, (unsigned long long)c->mem_bytes);
+    fprintf(f,
+            "gflops %.17g\nmem_gbps %.17g\nh2d_gbps %.17g\nd2h_gbps %.17g\nlaunch_us %.17g\nmatmul1_gbps %.17g\n"
+            "sync_us %.17g\nmem_bytes %llu\nend\n",
+            c->gflops, c->mem_gbps, c->h2d_gbps, c->d2h_gbps, c->launch_us, c->matmul1_gbps, c->sync_us,
+            (unsigned long long)c->mem_bytes);
     bool ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {

@@ -17,7 +17,7 @@
  *     kv_types 0x<hex>
  *     matmul_gflops <%.17g>
  *     matmul_gflops_type <el_type id> <%.17g>     (0 or more, nonzero rates only)
- *     gflops, mem_gbps, h2d_gbps, d2h_gbps, launch_us <%.17g>
+ *     gflops, mem_gbps, h2d_gbps, d2h_gbps, launch_us, matmul1_gbps, sync_us <%.17g>
  *     mem_bytes <decimal>
  *     end
  *
@@ -40,7 +40,7 @@
 
 #include "backend/backend.h"
 
-#define EL_DEVCACHE_VERSION 1
+#define EL_DEVCACHE_VERSION 2 /* 2: matmul1_gbps and sync_us */
 #define EL_DEVCACHE_MAX_BYTES 65536
 
 /* 1: *caps filled from the cache; 0: miss, stale or corrupt (*caps untouched). */

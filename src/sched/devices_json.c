@@ -37,7 +37,7 @@ static int fail(el_error *err, el_status code, const char *fmt, ...) {
 
 static const char *const k_fields[] = {"name",     "kind",     "desc",     "ops",       "matmul_types",
                                        "kv_types", "matmul_gflops", "matmul_gflops_type", "gflops", "mem_gbps",
-                                       "h2d_gbps", "d2h_gbps", "launch_us", "mem_bytes"};
+                                       "h2d_gbps", "d2h_gbps", "launch_us", "matmul1_gbps", "sync_us", "mem_bytes"};
 
 static int type_parse(const char *s) {
     for (int t = 0; t < EL_TYPE_COUNT; t++)
@@ -153,10 +153,11 @@ static int parse_device(const cJSON *dev, int index, el_device_caps *c, el_error
                   who, err) ||
         get_names(dev, "kv_types", type_parse, 32, &kvtypes, &has_kv, "type", who, err))
         return -1;
-    bool has[6];
-    double *rates[6] = {&c->matmul_gflops, &c->gflops, &c->mem_gbps, &c->h2d_gbps, &c->d2h_gbps, &c->launch_us};
-    const char *rnames[6] = {"matmul_gflops", "gflops", "mem_gbps", "h2d_gbps", "d2h_gbps", "launch_us"};
-    for (int k = 0; k < 6; k++)
+    bool has[8];
+    double *rates[8] = {&c->matmul_gflops, &c->gflops, &c->mem_gbps, &c->h2d_gbps, &c->d2h_gbps, &c->launch_us,
+                        &c->matmul1_gbps, &c->sync_us};
+    const char *rnames[8] = {"matmul_gflops", "gflops", "mem_gbps", "h2d_gbps", "d2h_gbps", "launch_us", "matmul1_gbps", "sync_us"};
+    for (int k = 0; k < 8; k++)
         if (get_rate(dev, rnames[k], rates[k], &has[k], who, err)) return -1;
     const cJSON *mb = cJSON_GetObjectItemCaseSensitive(dev, "mem_bytes");
     if (mb) {

@@ -23,7 +23,8 @@
  * el_op_kind_name gives them), matmul_types (el_type names, "Q4_0"; any
  * case), kv_types (cache types below id 32), matmul_gflops,
  * matmul_gflops_type (type name -> rate), gflops, mem_gbps, h2d_gbps,
- * d2h_gbps, launch_us (default 0), mem_bytes (integer; 0 or absent:
+ * d2h_gbps, launch_us (default 0), matmul1_gbps (weight bytes/s of a one-row
+ * matmul; 0: mem_gbps), sync_us (a read-back round trip, default 0), mem_bytes (integer; 0 or absent:
  * unbounded). Unknown fields are errors (a misspelt rate must not pass
  * silently).
  *

@@ -189,6 +189,7 @@ static void describe(el_exec *x, el_op *op) {
     p->kv_type = op->kind == EL_OPK_KV_STORE ? op->p.kv_store.type
                : op->kind == EL_OPK_ATTENTION ? op->p.attn.a.type_k : -1;
     p->flops = op->flops, p->bytes_w = op->bytes_w, p->bytes_in = op->bytes_in, p->bytes_out = op->bytes_out;
+    p->rows = op->n;
     for (int i = 0; i < 3; i++) {
         p->src[i] = op->src[i].t ? op->src[i].t->id : -1;
         p->src_bytes[i] = op->src[i].t ? op->src[i].len : 0;
@@ -596,6 +597,8 @@ static void caps_rates(el_model *m, el_backend *be) {
     memcpy(k->matmul_gflops_type, c.matmul_gflops_type, sizeof k->matmul_gflops_type);
     k->gflops = c.gflops, k->mem_gbps = c.mem_gbps, k->h2d_gbps = c.h2d_gbps, k->d2h_gbps = c.d2h_gbps;
     k->launch_us = c.launch_us;
+    k->matmul1_gbps = c.matmul1_gbps;
+    k->sync_us = c.sync_us;
 }
 
 static void add_backend(el_model *m, el_backend *be) {

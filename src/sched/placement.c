@@ -111,6 +111,13 @@ static double op_time(const el_device_caps *c, const el_place_op *op) {
         if (!(c->mem_gbps > 0) || !isfinite(c->mem_gbps)) return -1;
         tm = bytes / (c->mem_gbps * 1e9);
     }
+    /* a decode-shaped product (a few rows) streams its weights at the device's one-row rate,
+     * which on devices that dequantise without reuse is well below its memory bandwidth */
+    if (is_matmul_like(op->kind) && op->rows > 0 && op->rows <= 4 && op->bytes_w > 0 && c->matmul1_gbps > 0 &&
+        isfinite(c->matmul1_gbps)) {
+        const double tw = op->bytes_w / (c->matmul1_gbps * 1e9);
+        if (tw > tm) tm = tw;
+    }
     const double launch = c->launch_us > 0 && isfinite(c->launch_us) ? c->launch_us * 1e-6 : 0;
     const double t = (tc > tm ? tc : tm) + launch;
     return isfinite(t) ? t : -1;
@@ -140,6 +147,8 @@ typedef struct {
 
 static double copy_time(const el_device_caps *devs, int from, int to, size_t bytes) {
     double t = 0;
+    /* reading a result back waits for the device's queue: a round trip */
+    if (from != 0 && devs[from].sync_us > 0 && isfinite(devs[from].sync_us)) t += devs[from].sync_us * 1e-6;
     if (from != 0) t += (double)bytes / (devs[from].d2h_gbps * 1e9);
     if (to != 0) t += (double)bytes / (devs[to].h2d_gbps * 1e9);
     return t;

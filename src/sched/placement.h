@@ -61,6 +61,7 @@ typedef struct el_place_op {
     int wtype;                      /* weight el_type (matmul, get_rows); -1 none */
     int kv_type;                    /* kv_store / attention: cache el_type; -1 none */
     double flops, bytes_w, bytes_in, bytes_out;
+    int rows;                       /* rows of the pass the op computes (matmul: tokens); 0: unknown */
     int src[3];                     /* tensor ids read; -1 none */
     size_t src_bytes[3];
     int dst[3];                     /* tensor ids written; -1 none */

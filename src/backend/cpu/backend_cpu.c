@@ -240,6 +240,29 @@ static int cpu_measure(el_backend *be, el_device_caps *caps, el_error *err) {
     caps->mem_gbps = el_membw_read_gbs((size_t)64 << 20, el_pool_size(pool), 3);
     if (caps->mem_gbps <= 0) caps->mem_gbps = 10.0;
     caps->h2d_gbps = caps->d2h_gbps = caps->mem_gbps; /* host memory: a copy is a read and a write */
+    /* a one-row product (a decode step): 8192 rows of 1024 Q8_0 weights (8.9 MB), the weight bytes per second */
+    {
+        const int K1 = 1024, M1 = 8192;
+        const size_t rb = el_row_size(EL_TYPE_Q8_0, K1);
+        float *src = malloc(sizeof(float) * (size_t)K1);
+        void *w1 = malloc(rb * M1), *sc1 = malloc(el_op_matmul_wsize(EL_TYPE_Q8_0, K1, 1));
+        float *y1 = malloc(sizeof(float) * (size_t)M1);
+        if (src && w1 && sc1 && y1) {
+            for (int k = 0; k < K1; k++) src[k] = (float)((k * 7919) % 200) / 400.0f - 0.25f;
+            for (int r = 0; r < M1; r++) el_type_get(EL_TYPE_Q8_0)->from_float(src, (char *)w1 + rb * r, K1);
+            el_mat W1 = {.type = EL_TYPE_Q8_0, .ne0 = K1, .ne1 = M1, .data = w1, .row_bytes = rb};
+            double best = 1e30;
+            for (int rep = 0; rep < 4; rep++) {
+                const double t0 = now_s();
+                el_op_matmul(pool, &W1, src, 1, y1, NULL, sc1);
+                const double dt = now_s() - t0;
+                if (rep > 0 && dt < best) best = dt;
+            }
+            caps->matmul1_gbps = (double)rb * M1 / best / 1e9;
+        }
+        free(src), free(w1), free(sc1), free(y1);
+    }
+    caps->sync_us = 0; /* results are in host memory when run() returns */
     caps->launch_us = 2.0; /* a job handed to the pool and waited for */
 done:
     free(x), free(y), free(wf), free(wq), free(scratch);

@@ -901,6 +901,25 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         }
         caps->d2h_gbps = big_bytes / ((now_ms() - t0) * 1e6);
     }
+    /* a one-row product (a decode step): 8192 rows of 1024 Q8_0 weights (8.9 MB of `big`, whatever its
+     * bytes mean as blocks) streamed for one token; the weight bytes per second */
+    {
+        const size_t rb = el_row_size(EL_TYPE_Q8_0, 1024);
+        const int m1 = 8192;
+        double best = 1e30;
+        for (int it = 0; it < 3; it++) {
+            const double t0 = now_ms();
+            if ((rc = launch_matmul(c, MM_Q8_0, b.big, rb, 1024, m1, b.x, 0, 1, b.y, 0, NULL, err)) != 0) goto done;
+            cl_int e = clFinish(c->q);
+            if (e != CL_SUCCESS) {
+                rc = cl_fail(err, "clFinish", e);
+                goto done;
+            }
+            const double dt = now_ms() - t0;
+            if (it > 0 && dt < best) best = dt;
+        }
+        caps->matmul1_gbps = (double)rb * m1 / (best * 1e6);
+    }
     /* device read bandwidth: the read_bw kernel over the 32 MiB */
     {
         cl_kernel k = c->k_read_bw;
@@ -973,6 +992,17 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
             goto done;
         }
         caps->launch_us = (now_ms() - t0) * 1e3 / 200;
+        /* a boundary's round trip: a tiny op, then its result read back (blocking) */
+        float back = 0;
+        const double t1 = now_ms();
+        for (int i = 0; i < 20; i++) {
+            if ((rc = enqueue(c, k, 1, gws, NULL, "scale", err)) != 0) goto done;
+            if ((e = clEnqueueReadBuffer(c->q, b.y, CL_TRUE, 0, sizeof back, &back, 0, NULL, NULL)) != CL_SUCCESS) {
+                rc = cl_fail(err, "clEnqueueReadBuffer (measure)", e);
+                goto done;
+            }
+        }
+        caps->sync_us = (now_ms() - t1) * 1e3 / 20;
     }
 done:
     if (b.x) clReleaseMemObject(b.x);
