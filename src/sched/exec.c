@@ -511,10 +511,48 @@ static void el_json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* One plan's placement with its measured partition times as means per pass. */
+static void print_plan(FILE *f, const exec_plan *P, const el_device_caps *caps, bool json) {
+    el_placement pl = P->pl;
+    el_partition *avg = malloc(sizeof *avg * (size_t)(pl.n_parts ? pl.n_parts : 1));
+    if (avg) {
+        for (int k = 0; k < pl.n_parts; k++) {
+            avg[k] = pl.parts[k];
+            if (P->runs) avg[k].t_meas /= (double)P->runs;
+        }
+        pl.parts = avg;
+    }
+    if (json) {
+        fprintf(f, "{\"rows\":%d,\"runs\":%llu,\"placement\":", P->n, (unsigned long long)P->runs);
+        el_placement_print_json(f, &pl, P->ops, caps);
+        fputc('}', f);
+    } else {
+        fprintf(f, "\n-- pass of %d row%s%s (%llu run%s; measured times are means per pass)\n", P->n, P->n == 1 ? "" : "s",
+                P->embd ? ", embedding" : P->out_rows > 1 ? ", all rows' logits" : "", (unsigned long long)P->runs,
+                P->runs == 1 ? "" : "s");
+        el_placement_print(f, &pl, P->ops, caps);
+    }
+    free(avg);
+}
+
+/* The plans that ran, largest pass first (a prefill batch, then the decode step). */
+static int plans_in_order(const el_exec *x, const exec_plan *out[EXEC_PLANS]) {
+    int n = 0;
+    for (int i = 0; i < EXEC_PLANS; i++)
+        if (x->plans[i].planned && x->plans[i].runs) out[n++] = &x->plans[i];
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && out[j]->n > out[j - 1]->n; j--) {
+            const exec_plan *t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+        }
+    return n;
+}
+
 void el_exec_report(const el_session *s, FILE *f, bool json) {
     const el_exec *x = s->exec;
     const el_model *m = s->m;
-    const exec_plan *P = x->last;
+    const exec_plan *plans[EXEC_PLANS];
+    const int np = plans_in_order(x, plans);
     el_device_caps caps[EL_MAX_BACKENDS];
     for (int b = 0; b < m->n_be; b++) caps[b] = m->be[b]->caps;
     if (!json) {
@@ -522,52 +560,44 @@ void el_exec_report(const el_session *s, FILE *f, bool json) {
         for (int b = 0; b < m->n_be; b++) fprintf(f, " %s [%s]", caps[b].name, caps[b].desc);
         fprintf(f, ")\n");
         if (m->backend_note[0]) fprintf(f, "note: %s\n", m->backend_note);
-        if (!P) {
-            fprintf(f, "every op ran on the cpu (no placement was planned: --placement-report measures and plans)\n");
-        } else {
-            el_placement pl = P->pl;
-            el_partition *avg = malloc(sizeof *avg * (size_t)(pl.n_parts ? pl.n_parts : 1));
-            if (avg) {
-                for (int k = 0; k < pl.n_parts; k++) {
-                    avg[k] = pl.parts[k];
-                    if (P->runs) avg[k].t_meas /= (double)P->runs;
-                }
-                pl.parts = avg;
-            }
-            fprintf(f, "pass of %d row%s (%llu run%s; measured times are means per pass)\n", P->n, P->n == 1 ? "" : "s",
-                    (unsigned long long)P->runs, P->runs == 1 ? "" : "s");
-            el_placement_print(f, &pl, P->ops, caps);
-            free(avg);
-        }
-        fprintf(f, "ops run:");
+        if (!np) fprintf(f, "every op ran on the cpu (no placement was planned: --placement-report measures and plans)\n");
+        for (int i = 0; i < np; i++) print_plan(f, plans[i], caps, false);
+        fprintf(f, "\nops run:");
         for (int b = 0; b < m->n_be; b++) fprintf(f, " %s %llu", caps[b].name, (unsigned long long)x->st.ops[b]);
         fprintf(f, "; bytes moved between devices %llu; run-time fallbacks %llu%s%s%s\n",
                 (unsigned long long)x->st.bytes_moved, (unsigned long long)x->st.fallbacks,
                 x->st.fallbacks ? " (last: " : "", x->st.fallbacks ? x->st.last_fallback : "", x->st.fallbacks ? ")" : "");
         return;
     }
-    fprintf(f, "{\"backend\":\"%s\",\"devices\":[", m->backend_req);
-    for (int b = 0; b < m->n_be; b++) fprintf(f, "%s\"%s\"", b ? "," : "", caps[b].name);
+    fprintf(f, "{\"backend\":");
+    el_json_str(f, m->backend_req);
+    fprintf(f, ",\"devices\":[");
+    for (int b = 0; b < m->n_be; b++) {
+        fprintf(f, "%s", b ? "," : "");
+        el_json_str(f, caps[b].name);
+    }
     fprintf(f, "],\"note\":");
     el_json_str(f, m->backend_note);
     fprintf(f, ",\"ops_run\":{");
-    for (int b = 0; b < m->n_be; b++) fprintf(f, "%s\"%s\":%llu", b ? "," : "", caps[b].name, (unsigned long long)x->st.ops[b]);
+    for (int b = 0; b < m->n_be; b++) {
+        fprintf(f, "%s", b ? "," : "");
+        el_json_str(f, caps[b].name);
+        fprintf(f, ":%llu", (unsigned long long)x->st.ops[b]);
+    }
     fprintf(f, "},\"bytes_moved\":%llu,\"fallbacks\":%llu,\"last_fallback\":", (unsigned long long)x->st.bytes_moved,
             (unsigned long long)x->st.fallbacks);
     el_json_str(f, x->st.last_fallback);
-    if (P) {
-        el_placement pl = P->pl;
-        el_partition *avg = malloc(sizeof *avg * (size_t)(pl.n_parts ? pl.n_parts : 1));
-        if (avg) {
-            for (int k = 0; k < pl.n_parts; k++) {
-                avg[k] = pl.parts[k];
-                if (P->runs) avg[k].t_meas /= (double)P->runs;
-            }
-            pl.parts = avg;
+    if (np) {
+        /* the decode step's placement (the smallest pass) as "placement"; every pass under "passes" */
+        fprintf(f, ",\"placement\":");
+        el_placement pl = plans[np - 1]->pl;
+        el_placement_print_json(f, &pl, plans[np - 1]->ops, caps);
+        fprintf(f, ",\"passes\":[");
+        for (int i = 0; i < np; i++) {
+            if (i) fputc(',', f);
+            print_plan(f, plans[i], caps, true);
         }
-        fprintf(f, ",\"rows\":%d,\"runs\":%llu,\"placement\":", P->n, (unsigned long long)P->runs);
-        el_placement_print_json(f, &pl, P->ops, caps);
-        free(avg);
+        fputc(']', f);
     }
     fprintf(f, "}");
 }
