@@ -2886,12 +2886,13 @@ static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *
                     NULL, NULL);
 }
 
-/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table. */
+/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table
+ * (except /completions: llama-server's is its native /completion, not /v1/completions). */
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", true, true, h_chat},
     {"/chat/completions", "POST", true, true, h_chat},
     {"/v1/completions", "POST", true, true, h_completions},
-    {"/completions", "POST", true, true, h_completions},
+    {"/completions", "POST", true, true, h_native},
     {"/completion", "POST", true, true, h_native},
     {"/v1/models", "GET", true, true, h_models},
     {"/models", "GET", true, true, h_models},

@@ -83,9 +83,13 @@ def t_routes_without_v1(ctx):
     b = post_json(ctx.port, "/chat/completions", {"messages": msgs, "max_tokens": 6, "temperature": 0})
     assert a["choices"][0]["message"] == b["choices"][0]["message"], (a, b)
     assert b["object"] == "chat.completion"
+    # /completions is llama-server's native /completion (its server.cpp routes both to one handler),
+    # not a twin of /v1/completions
     a = post_json(ctx.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 6, "temperature": 0})
-    b = post_json(ctx.port, "/completions", {"prompt": PROMPT, "max_tokens": 6, "temperature": 0})
-    assert a["choices"][0]["text"] == b["choices"][0]["text"] and b["object"] == "text_completion", (a, b)
+    b = post_json(ctx.port, "/completions", {"prompt": PROMPT, "n_predict": 6, "temperature": 0})
+    c = post_json(ctx.port, "/completion", {"prompt": PROMPT, "n_predict": 6, "temperature": 0})
+    assert a["choices"][0]["text"] == b["content"] == c["content"] and "object" not in b, (a, b)
+    assert b["stop_type"] == c["stop_type"] and b["tokens_predicted"] == c["tokens_predicted"] == 6, (b, c)
     for path in ("/models", "/v1/models"):
         st, _, body = request(ctx.port, "GET", path)
         assert st == 200, (path, st)
@@ -470,7 +474,7 @@ def t_context_overflow(ctx):
     e = expect_error(st, b, 400, "chat overflow")
     assert e["code"] == "context_length_exceeded" and e["n_ctx"] == ctx.n_ctx, e
     assert isinstance(e["n_prompt_tokens"], int) and 0 < e["n_prompt_tokens"] < ctx.n_ctx, e
-    st, _, b = post(ctx.port, "/completions", {"prompt": "hello " * ctx.n_ctx})
+    st, _, b = post(ctx.port, "/v1/completions", {"prompt": "hello " * ctx.n_ctx})
     e = expect_error(st, b, 400, "prompt alone overflows")
     assert e["code"] == "context_length_exceeded" and e["n_prompt_tokens"] >= ctx.n_ctx and e["n_ctx"] == ctx.n_ctx, e
     st, _, b = post(ctx.port, "/completion", {"prompt": PROMPT, "n_predict": ctx.n_ctx})
