@@ -2380,6 +2380,8 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
         el_req *r = sl->cur;
         cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
                               r ? atomic_load(&r->n_decoded) : 0);
+        /* "params" are a running request's (llama-server lists none for a slot without a task) */
+        if (o && !r) cJSON_DeleteItemFromObjectCaseSensitive(o, "params");
         /* the prompt cache: tokens the slot holds, and the last prompt's reused / evaluated split */
         if (o && (!cJSON_AddNumberToObject(o, "n_prompt_tokens", sl->n_cache) ||
                   !cJSON_AddNumberToObject(o, "n_prompt_tokens_cache", sl->last_reused) ||

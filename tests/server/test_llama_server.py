@@ -389,7 +389,7 @@ def t_slots(ctx):
     th.join(120)
     assert seen is not None, "slot 1 was never seen processing"
     assert seen[1]["params"]["n_predict"] == ctx.n_ctx - 64 and seen[1]["params"]["ignore_eos"] is True, seen[1]
-    assert seen[0]["is_processing"] is False, seen
+    assert seen[0]["is_processing"] is False and "params" not in seen[0], seen  # idle: no request, no params
     assert res["r"][0] == 200
     last = json.loads(sse_events(res["r"][2])[-1])
     assert last["id_slot"] == 1, last
