@@ -629,12 +629,15 @@ static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const 
     cJSON_AddNumberToObject(o, "n_probs", a->kind == EL_API_NATIVE ? a->n_probs : 0);
     cJSON_AddNumberToObject(o, "min_keep", 0);
     cJSON_AddBoolToObject(o, "cache_prompt", a->cache_prompt);
+    /* llama-server's shape: [{"bias", "token"}], a banned token's bias (-inf there, -1e30 here) as null */
     cJSON *lb = cJSON_AddArrayToObject(o, "logit_bias");
     for (int i = 0; lb && i < a->n_logit_bias; i++) {
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias_id[i]));
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias[i]));
-        cJSON_AddItemToArray(lb, pair);
+        cJSON *e = cJSON_CreateObject();
+        if (!e) break;
+        if (a->logit_bias[i] <= -1e30f) cJSON_AddNullToObject(e, "bias");
+        else cJSON_AddNumberToObject(e, "bias", a->logit_bias[i]);
+        cJSON_AddNumberToObject(e, "token", a->logit_bias_id[i]);
+        cJSON_AddItemToArray(lb, e);
     }
     static const char *const samplers[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
     cJSON *sm = cJSON_CreateStringArray(samplers, 5);

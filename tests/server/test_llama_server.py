@@ -223,6 +223,10 @@ def t_ignore_eos_logit_bias(ctx):
     kept = native(ctx, n_predict=5, temperature=0, logit_bias=[[eos[0], 100]], ignore_eos=True)
     assert kept["tokens_predicted"] == 5 and kept["stop_type"] == "limit", kept
     assert kept["generation_settings"]["ignore_eos"] is True
+    # generation_settings.logit_bias in llama-server's shape: the request's bias, and with ignore_eos
+    # every end-of-generation token banned (bias null, llama-server's -inf)
+    assert forced["generation_settings"]["logit_bias"] == [{"bias": 100, "token": eos[0]}], forced
+    assert {"bias": None, "token": eos[0]} in kept["generation_settings"]["logit_bias"], kept["generation_settings"]
     # false bans a token: the greedy first token never comes
     first = native(ctx, n_predict=1, temperature=0, return_tokens=True)["tokens"][0]
     banned = native(ctx, n_predict=1, temperature=0, return_tokens=True, logit_bias=[[first, False]])
