@@ -771,6 +771,8 @@ static void test_tokenize_bodies(void) {
     TOK_BAD("{\"content\":\"a\",\"content\":\"b\"}", 400, "content", "duplicate");
     TOK_BAD("{\"content\":\"a\",\"add_special\":1}", 400, "add_special", "boolean");
     TOK_BAD("{\"content\":\"a\",\"parse_special\":\"no\"}", 400, "parse_special", "boolean");
+    TOK_BAD("{\"content\":\"a\",\"with_pieces\":1}", 400, "with_pieces", "boolean");
+    TOK_BAD("{\"content\":\"a\",\"with_pieces\":true,\"with_pieces\":false}", 400, "with_pieces", "duplicate");
     size_t big = EL_API_MAX_BODY + 1;
     char *huge = malloc(big);
     if (huge) {
@@ -787,7 +789,10 @@ static void test_tokenize_bodies(void) {
     CHECK(q.content && q.content_len == 6 && !memcmp(q.content, "h\xC3\xA9llo", 6) && q.add_special && !q.parse_special);
     el_api_tok_request_free(&q);
     CHECK(el_api_parse_tokenize("{\"content\":\"\",\"add_special\":null}", 33, &q, &e) == 0);
-    CHECK(q.content && q.content_len == 0 && !q.add_special && q.parse_special);
+    CHECK(q.content && q.content_len == 0 && !q.add_special && q.parse_special && !q.with_pieces);
+    el_api_tok_request_free(&q);
+    CHECK(el_api_parse_tokenize("{\"content\":\"x\",\"with_pieces\":true}", 34, &q, &e) == 0);
+    CHECK(q.content && q.with_pieces);
     el_api_tok_request_free(&q);
 
     DETOK_BAD("{\"tokens\":[1,2]} x", 400, NULL, "not valid JSON");
@@ -830,6 +835,19 @@ static void test_nul_in_text(void) {
     s = el_api_tokenize_response(NULL, 0);
     CHECK(s && !strcmp(s, "{\"tokens\":[]}"));
     free(s);
+    /* with_pieces: a whole character is a string (a NUL byte as \u0000), part of one its bytes */
+    {
+        const char pieces[] = "He\0\xE2\x82\xAC\xF0\x9F";
+        const size_t off[] = {0, 2, 3, 3, 6, 8};
+        s = el_api_tokenize_pieces_response((const int32_t[]){7, 0, 5, 9, 300}, 5, pieces, off);
+        CHECK(s && !strcmp(s, "{\"tokens\":[{\"id\":7,\"piece\":\"He\"},{\"id\":0,\"piece\":\"\\u0000\"},"
+                              "{\"id\":5,\"piece\":\"\"},{\"id\":9,\"piece\":\"\xE2\x82\xAC\"},"
+                              "{\"id\":300,\"piece\":[240,159]}]}"));
+        free(s);
+        s = el_api_tokenize_pieces_response(NULL, 0, "", (const size_t[]){0});
+        CHECK(s && !strcmp(s, "{\"tokens\":[]}"));
+        free(s);
+    }
     /* every byte value through the escaper parses back (except NUL, which cJSON cannot hold) */
     char all[256];
     for (int i = 0; i < 256; i++) all[i] = (char)(i == 0 ? 1 : i);

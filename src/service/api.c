@@ -1078,8 +1078,9 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!root) return -1;
     const cJSON *content, *add, *parse;
     int rc = -1;
+    const cJSON *pieces;
     if (tok_field(root, "content", &content, err) || tok_field(root, "add_special", &add, err) ||
-        tok_field(root, "parse_special", &parse, err))
+        tok_field(root, "parse_special", &parse, err) || tok_field(root, "with_pieces", &pieces, err))
         goto done;
     if (!content) {
         BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
@@ -1088,6 +1089,8 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
     if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
     if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
+    if (pieces && !cJSON_IsBool(pieces)) { type_error(err, "with_pieces", "a boolean", pieces); goto done; }
+    out->with_pieces = cJSON_IsTrue(pieces);
     out->add_special = cJSON_IsTrue(add);
     out->parse_special = !cJSON_IsFalse(parse);
     /* the cJSON tree is freed below: the content moves out instead of being copied */
@@ -1353,6 +1356,32 @@ char *el_api_tokenize_response(const int32_t *toks, int n) {
         char num[16];
         int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)toks[i]);
         ok = el_buf_append(&b, num, (size_t)k);
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_tokenize_pieces_response(const int32_t *toks, int n, const char *pieces, const size_t *off) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[40];
+        int k = snprintf(num, sizeof num, "%s{\"id\":%d,\"piece\":", i ? "," : "", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+        const unsigned char *p = (const unsigned char *)pieces + off[i];
+        const size_t len = off[i + 1] - off[i];
+        if (ok && el_utf8_check(p, len) == len) {
+            ok = el_api_json_string(&b, (const char *)p, len);
+        } else {
+            ok = ok && el_buf_str(&b, "[");
+            for (size_t j = 0; ok && j < len; j++) {
+                k = snprintf(num, sizeof num, j ? ",%u" : "%u", (unsigned)p[j]);
+                ok = el_buf_append(&b, num, (size_t)k);
+            }
+            ok = ok && el_buf_str(&b, "]");
+        }
+        ok = ok && el_buf_str(&b, "}");
     }
     if (ok) ok = el_buf_str(&b, "]}");
     if (!ok) { el_buf_free(&b); return NULL; }

@@ -2724,11 +2724,36 @@ static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_c
     int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
     int32_t *toks = NULL;
     int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    const bool with_pieces = q.with_pieces;
     el_api_tok_request_free(&q);
     if (n < 0)
         return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
                        : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
-    char *json = el_api_tokenize_response(toks, n);
+    char *json = NULL;
+    if (with_pieces) { /* each token's text (control tokens' too, as llama-server's common_token_to_piece) */
+        el_buf raw = {0};
+        size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+        bool ok = off != NULL;
+        for (int i = 0; ok && i < n; i++) {
+            char piece[256];
+            off[i] = raw.len;
+            int len = el_token_to_piece(s->model, toks[i], piece, (int)sizeof piece, true);
+            if (len > (int)sizeof piece) {
+                char *big = malloc((size_t)len);
+                ok = big && el_token_to_piece(s->model, toks[i], big, len, true) == len &&
+                     el_buf_append(&raw, big, (size_t)len);
+                free(big);
+            } else if (len > 0) {
+                ok = el_buf_append(&raw, piece, (size_t)len);
+            }
+        }
+        if (ok) off[n] = raw.len;
+        json = ok ? el_api_tokenize_pieces_response(toks, n, raw.p ? raw.p : "", off) : NULL;
+        free(off);
+        el_buf_free(&raw);
+    } else {
+        json = el_api_tokenize_response(toks, n);
+    }
     free(toks);
     return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }

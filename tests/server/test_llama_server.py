@@ -235,6 +235,23 @@ def t_ignore_eos_logit_bias(ctx):
     assert obj["tokens"][0] != first, obj
 
 
+def t_tokenize_pieces(ctx):
+    # llama-server's with_pieces: {id, piece}; a piece that is part of a character is its bytes
+    text = "Hello \u5abd and \u00e9t\u00e9 \U0001F917"
+    ids = tokenize(ctx, text)
+    r = post_json(ctx.port, "/tokenize", {"content": text, "add_special": True, "with_pieces": True})["tokens"]
+    assert [t["id"] for t in r] == ids, (r, ids)
+    raw = b"".join(t["piece"].encode("utf-8") if isinstance(t["piece"], str) else bytes(t["piece"]) for t in r)
+    detok = post_json(ctx.port, "/detokenize", {"tokens": ids})["content"]
+    # (the tiny vocabulary lacks "\u2581" alone, so a space before a byte-fallback character comes back
+    # as its three bytes, "\u2581", in /detokenize as in llama.cpp: the pieces must say the same)
+    assert raw.decode("utf-8") == detok and detok.startswith("<s> Hello"), (raw, detok)
+    assert any(isinstance(t["piece"], list) for t in r), r  # the byte-fallback tokens of the CJK/emoji text
+    assert all(isinstance(t["piece"], str) or all(0 <= b < 256 for b in t["piece"]) for t in r), r
+    st, _, b = post(ctx.port, "/tokenize", {"content": text, "with_pieces": "yes"})
+    assert expect_error(st, b, 400, "with_pieces 'yes'")["param"] == "with_pieces"
+
+
 def t_n_probs(ctx):
     r = native(ctx, n_predict=5, temperature=0, n_probs=4, return_tokens=True)
     probs = r["completion_probabilities"]
@@ -590,6 +607,7 @@ def main():
                          ("/completion stop word", t_stop_word),
                          ("/completion ignore_eos, logit_bias", t_ignore_eos_logit_bias),
                          ("/completion n_probs", t_n_probs),
+                         ("/tokenize with_pieces", t_tokenize_pieces),
                          ("/completion response_fields", t_response_fields),
                          ("/completion sampler fields, seed", t_sampler_fields),
                          ("/completion hostile input: 400 naming the field", t_native_bad_input),
