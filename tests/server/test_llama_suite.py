@@ -85,9 +85,10 @@ PASSING = [
     "unit/test_chat_completion.py::test_logprobs_stream",
     "unit/test_chat_completion.py::test_logit_bias",
     "unit/test_chat_completion.py::test_chat_completions_token_count",
-    # /tokenize, /detokenize
+    # /tokenize (with_pieces too), /detokenize
     "unit/test_tokenize.py::test_tokenize_detokenize",
     "unit/test_tokenize.py::test_tokenize_with_bos",
+    "unit/test_tokenize.py::test_tokenize_with_pieces",
     # API key (Bearer, X-Api-Key, the openai client), public /health, local media refused
     "unit/test_security.py::test_access_public_endpoint[/health]",
     "unit/test_security.py::test_incorrect_api_key[None]",
@@ -99,7 +100,8 @@ PASSING = [
     # generation up to n_predict without context shift; a streamed /v1/completions ends with "length"
     "unit/test_ctx_shift.py::test_ctx_shift_disabled_short_prompt[64-64-False]",
     "unit/test_ctx_shift.py::test_ctx_shift_disabled_stream",
-    # no end-of-generation biases in generation_settings without ignore_eos
+    # end-of-generation biases (null = -inf) in generation_settings with ignore_eos, none without
+    "unit/test_ignore_eos.py::test_ignore_eos_populates_logit_bias",
     "unit/test_ignore_eos.py::test_ignore_eos_false_no_logit_bias",
     # slot save/restore round trip on a Gemma 3 (sliding-window) slot, text only
     "unit/test_slot_save.py::test_slot_save_restore_text_only_on_multimodal",
