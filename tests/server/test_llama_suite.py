@@ -8,7 +8,8 @@ conftest.py and utils.py, unmodified. The suite starts `llama-server` from
 LLAMA_SERVER_BIN_PATH; that is tests/server/llama-server-wrapper, which maps
 llama-server's flags (and the suite's Hugging Face model names) onto
 `edgellm serve` ($EL_CLI_PATH) and the reference models ($EL_SHARED_DIR).
-Fails if any listed test fails, errors, is skipped or is not found.
+Fails if any listed test fails, errors, is skipped or is not found, or (in a
+sanitizer build) if any server wrote an ASan/LSan/UBSan report.
 
 Where the suite is looked for: $EL_LLAMA_SERVER_TESTS (a path to
 tools/server/tests), else ~/.cache/edgellm/llama-server-tests (what
@@ -181,6 +182,12 @@ def main(argv):
             "PYTHONDONTWRITEBYTECODE": "1",
         })
         env.pop("DEBUG_EXTERNAL", None)
+        # a sanitizer build's reports (ASan, LSan at a server's exit, UBSan) go to files checked below:
+        # the suite's own assertions never see a server's stderr
+        san = os.path.join(work, "san")
+        os.makedirs(san)
+        for var, name in (("ASAN_OPTIONS", "asan"), ("UBSAN_OPTIONS", "ubsan")):
+            env[var] = (env[var] + ":" if env.get(var) else "") + "log_path=" + os.path.join(san, name)
         cmd = [sys.executable, "-m", "pytest", "-p", "test_llama_suite", "-p", "no:cacheprovider",
                "-rfEsp", "-q", "--color=no", "-o", "console_output_style=classic"]
         if run_all:
@@ -195,6 +202,12 @@ def main(argv):
             m = re.match(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (unit/\S.*?)(?: - .*)?$", line)
             if m:
                 outcome.setdefault(m.group(2), m.group(1))
+        reports = sorted(os.listdir(san))
+        for r in reports:
+            with open(os.path.join(san, r), encoding="utf-8", errors="replace") as f:
+                print("FAIL: sanitizer report %s:\n%s" % (r, f.read()[-6000:]))
+        if reports:
+            return 1
         if run_all:
             print(out[-20000:] if os.environ.get("EL_SUITE_VERBOSE") else "")
             for tid, o in outcome.items():
