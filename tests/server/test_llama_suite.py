@@ -215,6 +215,9 @@ def main(argv):
             counts = {}
             for o in outcome.values():
                 counts[o] = counts.get(o, 0) + 1
+            for n, where in re.findall(r"^SKIPPED \[(\d+)\] (\S+)", out, re.M):  # skips name no test id
+                print("SKIPPED  %s (%s test%s)" % (where, n, "" if n == "1" else "s"))
+                counts["SKIPPED"] = counts.get("SKIPPED", 0) + int(n)
             print("totals: %s" % ", ".join("%s %d" % kv for kv in sorted(counts.items())))
             return 0 if p.returncode == 0 else 1
         bad = [(t, outcome.get(t, "NOT RUN")) for t in ids if outcome.get(t) != "PASSED"]
