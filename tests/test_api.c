@@ -1344,7 +1344,45 @@ static void test_embeddings_bodies(void) {
     CHECK(isfinite(h[0]) && isfinite(h[1]));
 }
 
+/* Output constraints are accepted by the parse (a cloud route forwards them) and noted for the
+ * server, which refuses them before generating locally; values that ask for nothing are not noted. */
+static void test_local_unsupported(void) {
+    static const struct { const char *field, *want; } cases[] = {
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "tools"},
+        {"\"functions\":[{\"name\":\"f\"}]", "functions"},
+        {"\"tool_choice\":\"required\"", "tool_choice"},
+        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", "tool_choice"},
+        {"\"function_call\":{\"name\":\"f\"}", "function_call"},
+        {"\"response_format\":{\"type\":\"json_object\"}", "response_format"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}", "response_format"},
+        {"\"response_format\":\"json\"", "response_format"},
+        {"\"response_format\":{}", "response_format"},
+        {"\"grammar\":\"root ::= \\\"a\\\"\"", "grammar"},
+        {"\"grammar\":5", "grammar"},
+        {"\"json_schema\":{}", "json_schema"},
+        {"\"tools\":[],\"tool_choice\":\"auto\",\"response_format\":{\"type\":\"text\"},\"grammar\":\"\"", NULL},
+        {"\"tools\":null,\"tool_choice\":\"none\",\"response_format\":null,\"json_schema\":null", NULL},
+    };
+    el_api_request r;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (OK(CHAT, chat_with(cases[i].field), &r)) continue;
+        CHECKF(cases[i].want ? r.local_unsupported && !strcmp(r.local_unsupported, cases[i].want)
+                             : r.local_unsupported == NULL,
+               "case %zu: %s", i, r.local_unsupported ? r.local_unsupported : "(none)");
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_object\"}}", &r)) {
+        CHECK(r.local_unsupported && !strcmp(r.local_unsupported, "response_format"));
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\"}", &r)) {
+        CHECK(r.local_unsupported == NULL);
+        el_api_request_free(&r);
+    }
+}
+
 int main(void) {
+    test_local_unsupported();
     test_native_defaults_and_prompts();
     test_native_fields();
     test_native_builders();

@@ -26,6 +26,11 @@
  *
  * Unsupported values are a 400 that names the field, never ignored: n and
  * best_of other than 1, a non-empty suffix, echo together with logprobs.
+ * Output constraints (tools, tool_choice, functions, function_call,
+ * response_format other than text, llama-server's grammar and json_schema)
+ * are noted in local_unsupported instead: the server refuses them (400
+ * naming the field) when it would generate locally, and a cloud route
+ * forwards the body unchanged.
  * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
  * chat leaves it unset (the server fills the context).
  *
@@ -513,6 +518,34 @@ static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
     return add_stop(it, -1, out, err);
 }
 
+/* The first output constraint in an OpenAI-route body that local generation cannot honour (see
+ * el_api_request.local_unsupported), or NULL. Values that ask for nothing pass: null, tools [],
+ * tool_choice "none"/"auto" (with no tools), response_format {"type": "text"}, grammar "". */
+static const char *local_unsupported(const cJSON *root) {
+    static const char *const lists[] = {"tools", "functions"};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
+        if (it && !cJSON_IsNull(it) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0)) return lists[i];
+    }
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < sizeof choices / sizeof *choices; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, choices[i]);
+        if (it && !cJSON_IsNull(it) &&
+            !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+            return choices[i];
+    }
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (it && !cJSON_IsNull(it)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(t) || strcmp(t->valuestring, "text")) return "response_format";
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (it && !cJSON_IsNull(it) && !(cJSON_IsString(it) && !it->valuestring[0])) return "grammar";
+    it = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    if (it && !cJSON_IsNull(it)) return "json_schema";
+    return NULL;
+}
+
 static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
     const cJSON *f[F_COUNT] = {0};
     unsigned kbit = kind == EL_API_CHAT ? K_CHAT : K_COMP;
@@ -647,6 +680,7 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     }
     if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
+    out->local_unsupported = local_unsupported(root);
     return 0;
 }
 

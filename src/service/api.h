@@ -81,6 +81,11 @@ typedef struct el_api_request {
     int id_slot;             /* -1: any */
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;
+    /* OpenAI routes: the first constraint the request asks for that edgellm's own generation cannot
+     * honour ("tools", "tool_choice", "functions", "function_call", "response_format", "grammar",
+     * "json_schema"; a static string), NULL when none. The parse accepts it (a cloud route forwards
+     * the body as sent); the server refuses it with 400 naming the field before generating locally. */
+    const char *local_unsupported;
 } el_api_request;
 
 /* /tokenize {"content": str, "add_special": bool, "parse_special": bool, "with_pieces": bool} and

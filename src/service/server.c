@@ -2111,6 +2111,12 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         enum MHD_Result ret;
         if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
     }
+    if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
+        el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
+                         "'%s' is not supported by edgellm (no tool calls or constrained decoding); "
+                         "the reply would not follow it", r->api.local_unsupported);
+        return reject(s, c, r, &e, NULL, NULL);
+    }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (r->api.ignore_eos && ban_eog(s, &r->api)) {

@@ -252,6 +252,29 @@ def t_tokenize_pieces(ctx):
     assert expect_error(st, b, 400, "with_pieces 'yes'")["param"] == "with_pieces"
 
 
+def t_constraints_refused(ctx):
+    # tools, response_format, grammar, json_schema: local generation cannot follow them, so the OpenAI
+    # routes refuse them naming the field instead of answering unconstrained text
+    msgs = [{"role": "user", "content": "Say hello."}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    for path, base in (("/v1/chat/completions", {"messages": msgs}), ("/chat/completions", {"messages": msgs}),
+                       ("/v1/completions", {"prompt": PROMPT})):
+        for extra, field in (({"tools": [tool]}, "tools"), ({"tool_choice": "required"}, "tool_choice"),
+                             ({"response_format": {"type": "json_object"}}, "response_format"),
+                             ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+                              "response_format"),
+                             ({"grammar": "root ::= \"a\""}, "grammar"), ({"json_schema": {"const": "42"}}, "json_schema")):
+            st, _, b = post(ctx.port, path, dict(base, max_tokens=4, temperature=0, **extra))
+            e = expect_error(st, b, 400, "%s %s" % (path, field))
+            assert e["param"] == field and field in e["message"], (path, e)
+        # values that ask for nothing are answered as without them
+        plain = post_json(ctx.port, path, dict(base, max_tokens=4, temperature=0))
+        same = post_json(ctx.port, path, dict(base, max_tokens=4, temperature=0, tools=[], tool_choice="auto",
+                                              response_format={"type": "text"}, grammar=""))
+        key = "message" if "messages" in base else "text"
+        assert plain["choices"][0][key] == same["choices"][0][key], (plain, same)
+
+
 def t_n_probs(ctx):
     r = native(ctx, n_predict=5, temperature=0, n_probs=4, return_tokens=True)
     probs = r["completion_probabilities"]
@@ -608,6 +631,7 @@ def main():
                          ("/completion ignore_eos, logit_bias", t_ignore_eos_logit_bias),
                          ("/completion n_probs", t_n_probs),
                          ("/tokenize with_pieces", t_tokenize_pieces),
+                         ("tools/response_format/grammar refused (400)", t_constraints_refused),
                          ("/completion response_fields", t_response_fields),
                          ("/completion sampler fields, seed", t_sampler_fields),
                          ("/completion hostile input: 400 naming the field", t_native_bad_input),
