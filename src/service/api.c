@@ -26,6 +26,11 @@
  *
  * Unsupported values are a 400 that names the field, never ignored: n and
  * best_of other than 1, a non-empty suffix, echo together with logprobs.
+ * Output constraints (tools, tool_choice, functions, function_call,
+ * response_format other than text, llama-server's grammar and json_schema)
+ * are noted in local_unsupported instead: the server refuses them (400
+ * naming the field) when it would generate locally, and a cloud route
+ * forwards the body unchanged.
  * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
  * chat leaves it unset (the server fills the context).
  *
@@ -513,6 +518,34 @@ static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
     return add_stop(it, -1, out, err);
 }
 
+/* The first output constraint in an OpenAI-route body that local generation cannot honour (see
+ * el_api_request.local_unsupported), or NULL. Values that ask for nothing pass: null, tools [],
+ * tool_choice "none"/"auto" (with no tools), response_format {"type": "text"}, grammar "". */
+static const char *local_unsupported(const cJSON *root) {
+    static const char *const lists[] = {"tools", "functions"};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
+        if (it && !cJSON_IsNull(it) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0)) return lists[i];
+    }
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < sizeof choices / sizeof *choices; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, choices[i]);
+        if (it && !cJSON_IsNull(it) &&
+            !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+            return choices[i];
+    }
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (it && !cJSON_IsNull(it)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "type");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(t) || strcmp(t->valuestring, "text")) return "response_format";
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "grammar");
+    if (it && !cJSON_IsNull(it) && !(cJSON_IsString(it) && !it->valuestring[0])) return "grammar";
+    it = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    if (it && !cJSON_IsNull(it)) return "json_schema";
+    return NULL;
+}
+
 static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
     const cJSON *f[F_COUNT] = {0};
     unsigned kbit = kind == EL_API_CHAT ? K_CHAT : K_COMP;
@@ -647,6 +680,7 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     }
     if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
+    out->local_unsupported = local_unsupported(root);
     return 0;
 }
 
@@ -1078,8 +1112,9 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!root) return -1;
     const cJSON *content, *add, *parse;
     int rc = -1;
+    const cJSON *pieces;
     if (tok_field(root, "content", &content, err) || tok_field(root, "add_special", &add, err) ||
-        tok_field(root, "parse_special", &parse, err))
+        tok_field(root, "parse_special", &parse, err) || tok_field(root, "with_pieces", &pieces, err))
         goto done;
     if (!content) {
         BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
@@ -1088,6 +1123,8 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
     if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
     if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
+    if (pieces && !cJSON_IsBool(pieces)) { type_error(err, "with_pieces", "a boolean", pieces); goto done; }
+    out->with_pieces = cJSON_IsTrue(pieces);
     out->add_special = cJSON_IsTrue(add);
     out->parse_special = !cJSON_IsFalse(parse);
     /* the cJSON tree is freed below: the content moves out instead of being copied */
@@ -1353,6 +1390,32 @@ char *el_api_tokenize_response(const int32_t *toks, int n) {
         char num[16];
         int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)toks[i]);
         ok = el_buf_append(&b, num, (size_t)k);
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_tokenize_pieces_response(const int32_t *toks, int n, const char *pieces, const size_t *off) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[40];
+        int k = snprintf(num, sizeof num, "%s{\"id\":%d,\"piece\":", i ? "," : "", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+        const unsigned char *p = (const unsigned char *)pieces + off[i];
+        const size_t len = off[i + 1] - off[i];
+        if (ok && el_utf8_check(p, len) == len) {
+            ok = el_api_json_string(&b, (const char *)p, len);
+        } else {
+            ok = ok && el_buf_str(&b, "[");
+            for (size_t j = 0; ok && j < len; j++) {
+                k = snprintf(num, sizeof num, j ? ",%u" : "%u", (unsigned)p[j]);
+                ok = el_buf_append(&b, num, (size_t)k);
+            }
+            ok = ok && el_buf_str(&b, "]");
+        }
+        ok = ok && el_buf_str(&b, "}");
     }
     if (ok) ok = el_buf_str(&b, "]}");
     if (!ok) { el_buf_free(&b); return NULL; }

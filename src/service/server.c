@@ -713,12 +713,15 @@ static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const 
     cJSON_AddNumberToObject(o, "n_probs", a->kind == EL_API_NATIVE ? a->n_probs : 0);
     cJSON_AddNumberToObject(o, "min_keep", 0);
     cJSON_AddBoolToObject(o, "cache_prompt", a->cache_prompt);
+    /* llama-server's shape: [{"bias", "token"}], a banned token's bias (-inf there, -1e30 here) as null */
     cJSON *lb = cJSON_AddArrayToObject(o, "logit_bias");
     for (int i = 0; lb && i < a->n_logit_bias; i++) {
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias_id[i]));
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias[i]));
-        cJSON_AddItemToArray(lb, pair);
+        cJSON *e = cJSON_CreateObject();
+        if (!e) break;
+        if (a->logit_bias[i] <= -1e30f) cJSON_AddNullToObject(e, "bias");
+        else cJSON_AddNumberToObject(e, "bias", a->logit_bias[i]);
+        cJSON_AddNumberToObject(e, "token", a->logit_bias_id[i]);
+        cJSON_AddItemToArray(lb, e);
     }
     static const char *const samplers[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
     cJSON *sm = cJSON_CreateStringArray(samplers, 5);
@@ -2262,6 +2265,12 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         enum MHD_Result ret;
         if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
     }
+    if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
+        el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
+                         "'%s' is not supported by edgellm (no tool calls or constrained decoding); "
+                         "the reply would not follow it", r->api.local_unsupported);
+        return reject(s, c, r, &e, NULL, NULL);
+    }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (r->api.ignore_eos && ban_eog(s, &r->api)) {
@@ -2534,6 +2543,8 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
         el_req *r = sl->cur;
         cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
                               r ? atomic_load(&r->n_decoded) : 0);
+        /* "params" are a running request's (llama-server lists none for a slot without a task) */
+        if (o && !r) cJSON_DeleteItemFromObjectCaseSensitive(o, "params");
         /* the prompt cache: tokens the slot holds, and the last prompt's reused / evaluated split */
         if (o && (!cJSON_AddNumberToObject(o, "n_prompt_tokens", sl->n_cache) ||
                   !cJSON_AddNumberToObject(o, "n_prompt_tokens_cache", sl->last_reused) ||
@@ -2873,11 +2884,36 @@ static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_c
     int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
     int32_t *toks = NULL;
     int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    const bool with_pieces = q.with_pieces;
     el_api_tok_request_free(&q);
     if (n < 0)
         return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
                        : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
-    char *json = el_api_tokenize_response(toks, n);
+    char *json = NULL;
+    if (with_pieces) { /* each token's text (control tokens' too, as llama-server's common_token_to_piece) */
+        el_buf raw = {0};
+        size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+        bool ok = off != NULL;
+        for (int i = 0; ok && i < n; i++) {
+            char piece[256];
+            off[i] = raw.len;
+            int len = el_token_to_piece(s->model, toks[i], piece, (int)sizeof piece, true);
+            if (len > (int)sizeof piece) {
+                char *big = malloc((size_t)len);
+                ok = big && el_token_to_piece(s->model, toks[i], big, len, true) == len &&
+                     el_buf_append(&raw, big, (size_t)len);
+                free(big);
+            } else if (len > 0) {
+                ok = el_buf_append(&raw, piece, (size_t)len);
+            }
+        }
+        if (ok) off[n] = raw.len;
+        json = ok ? el_api_tokenize_pieces_response(toks, n, raw.p ? raw.p : "", off) : NULL;
+        free(off);
+        el_buf_free(&raw);
+    } else {
+        json = el_api_tokenize_response(toks, n);
+    }
     free(toks);
     return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
@@ -3074,12 +3110,13 @@ static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *
                     NULL, NULL);
 }
 
-/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table. */
+/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table
+ * (except /completions: llama-server's is its native /completion, not /v1/completions). */
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", true, true, h_chat},
     {"/chat/completions", "POST", true, true, h_chat},
     {"/v1/completions", "POST", true, true, h_completions},
-    {"/completions", "POST", true, true, h_completions},
+    {"/completions", "POST", true, true, h_native},
     {"/completion", "POST", true, true, h_native},
     {"/v1/models", "GET", true, true, h_models},
     {"/models", "GET", true, true, h_models},
