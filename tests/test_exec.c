@@ -20,7 +20,10 @@
  *   - el_exec_sync_host brings the caches' current rows to the host (equal to
  *     the CPU-alone session's), and after el_exec_host_wrote a generation
  *     continues from the host bytes;
- *   - the placement report (text and JSON) names the devices and counts.
+ *   - the placement report (text and JSON) names the devices and counts;
+ *   - a device that fails mid-pass (EL_CPU1_FAIL_AFTER): the op runs on the
+ *     CPU, the device takes no more ops, the bits are still the CPU's, and
+ *     the report records the fallback with its reason.
  * Bad requests: an unknown backend or preferred device is refused at load; an
  * OpenCL device that does not exist falls back to the CPU, and the report
  * says so.
@@ -247,6 +250,41 @@ out:
     el_model_free(ref);
 }
 
+/* A device that fails mid-pass: the op runs on the CPU, the device takes no
+ * more, the report records it — and the bits are still the CPU's. */
+static void device_failure(const char *path) {
+    el_error err = {0};
+    el_model *ref = load(path, "cpu", false, &err);
+    setenv("EL_CPU1_OPS", "matmul,attention,kv_store", 1);
+    setenv("EL_CPU1_FAIL_AFTER", "25", 1);
+    el_model *m = load(path, "cpu,cpu", true, &err);
+    unsetenv("EL_CPU1_OPS");
+    unsetenv("EL_CPU1_FAIL_AFTER");
+    CHECKF(ref && m, "device_failure: %s", err.msg);
+    if (!ref || !m) { el_model_free(ref); el_model_free(m); return; }
+    run_out a, b;
+    run_gen(ref, 9, 0, NULL, false, &a);
+    run_gen(m, 9, 0, NULL, false, &b);
+    same(&a, &b, "a device failing mid-pass");
+    CHECKF(m->fallbacks == 1, "%llu run-time fallbacks (expected exactly 1: the device takes no more ops)", m->fallbacks);
+    CHECKF(m->ops_run[1] == 25, "the device ran %llu ops before failing (25 expected)", m->ops_run[1]);
+    /* the report says which op fell back and why */
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 64;
+    el_session *s = el_session_new(m, &sp, &err);
+    int32_t p[3];
+    prompt_of(m, 3, p);
+    CHECK(s && el_session_eval(s, p, 3, &err) == 0);
+    /* (the device's failure counter has run out: this session's first op there fails too) */
+    static char text[1 << 17];
+    el_session_placement_report(s, 0, text, sizeof text);
+    CHECKF(strstr(text, "fallback:error") && strstr(text, "injected failure"), "the report does not record the failure");
+    el_session_free(s);
+    free(a.logits), free(b.logits);
+    el_model_free(m);
+    el_model_free(ref);
+}
+
 static void bad_requests(const char *path) {
     el_error err = {0};
     el_model *m = load(path, "warp-drive", false, &err);
@@ -295,6 +333,7 @@ int main(void) {
     }
     session_paths(el_test_ref_path("models/tiny-gemma3-Q4_K_M.gguf"), "tiny-gemma3-Q4_K_M");
     session_paths(el_test_ref_path("models/tiny-llama-Q4_K_M.gguf"), "tiny-llama-Q4_K_M");
+    device_failure(el_test_ref_path("models/tiny-llama-Q4_K_M.gguf"));
     bad_requests(el_test_ref_path("models/tiny-llama-Q4_K_M.gguf"));
     return el_test_finish("test_exec");
 }

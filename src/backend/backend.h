@@ -198,6 +198,9 @@ el_backend *el_backend_cpu_new(el_pool *pool, el_error *err);
  * takes: a second CPU backend tests the executor's moves between devices
  * with the CPU's own arithmetic, cut into as many partitions as wanted. */
 void el_backend_cpu_limit(el_backend *be, uint32_t ops);
+/* Makes a CPU backend's run() fail once n ops have run (n > 0): a device
+ * failing mid-pass, to test the executor's run-time fallback. */
+void el_backend_cpu_fail_after(el_backend *be, long n);
 
 /* The OpenCL backend on device `device` (0-based over every platform's devices,
  * in ICD order), or NULL with the reason (no platform, no device, context

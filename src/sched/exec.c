@@ -689,6 +689,9 @@ int el_backends_open(el_model *m, const el_backend_params *bp, el_error *err) {
             }
             el_backend_cpu_limit(b, ops);
         }
+        /* EL_CPU1_FAIL_AFTER=N: it fails at its N+1th op (the run-time fallback's test) */
+        const char *fa = getenv("EL_CPU1_FAIL_AFTER");
+        if (fa && *fa) el_backend_cpu_fail_after(b, strtol(fa, NULL, 10));
         add_backend(m, b);
         m->sched.force = 1;
     } else {

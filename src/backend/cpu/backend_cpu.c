@@ -85,6 +85,8 @@ void el_op_cost(el_op *op) {
 typedef struct cpu_ctx {
     el_pool *pool;
     uint32_t ops; /* op kinds it takes (an instance at index > 0 may be limited: EL_CPU1_OPS) */
+    long fail_after; /* > 0: run() fails once this many ops have run (a device failing mid-pass, for tests) */
+    long ran;
 } cpu_ctx;
 
 static void *base_of(const el_backend *be, const el_tensor *t) { return be->index == 0 ? t->host : t->dev[be->index]; }
@@ -123,7 +125,10 @@ static bool cpu_supports(el_backend *be, const el_op *op) {
 }
 
 static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
-    el_pool *pool = ((cpu_ctx *)be->ctx)->pool;
+    cpu_ctx *cc = be->ctx;
+    el_pool *pool = cc->pool;
+    if (cc->fail_after > 0 && ++cc->ran > cc->fail_after)
+        return el_set_error(err, EL_ERR_INTERNAL, "%s: injected failure after %ld ops", be->caps.name, cc->fail_after);
     switch (op->kind) {
     case EL_OPK_GET_ROWS: {
         float *out = F(be, &op->dst[0]);
@@ -305,6 +310,11 @@ el_backend *el_backend_cpu_new(el_pool *pool, el_error *err) {
     be->caps.kv_types = 1u << EL_TYPE_F16 | 1u << EL_TYPE_BF16 | 1u << EL_TYPE_Q8_0 | 1u << EL_TYPE_Q4_0;
     snprintf(be->cache_key, sizeof be->cache_key, "cpu|%s|threads=%d", be->caps.desc, el_pool_size(pool));
     return be;
+}
+
+void el_backend_cpu_fail_after(el_backend *be, long n) {
+    ((cpu_ctx *)be->ctx)->fail_after = n;
+    ((cpu_ctx *)be->ctx)->ran = 0;
 }
 
 void el_backend_cpu_limit(el_backend *be, uint32_t ops) {
