@@ -155,6 +155,25 @@ int main(void) {
         {"tiny-qwen3-Q6_K", 0.15},    {"tiny-gemma3-F16", 0.05},    {"tiny-gemma3-Q8_0", 0.05},
         {"tiny-gemma3-Q4_K_M", 0.15},
     };
+    /* a driver that cannot build the kernels: a clean CPU run that the report names, never a crash */
+    {
+        setenv("EL_OPENCL_BUILD_OPTIONS", "-cl-no-such-option-edgellm", 1);
+        el_error err = {0};
+        el_model *m = load(el_test_ref_path("models/tiny-llama-Q4_0.gguf"), "opencl", &err);
+        unsetenv("EL_OPENCL_BUILD_OPTIONS");
+        CHECKF(m != NULL, "a kernel build failure must fall back, not fail the load: %s", err.msg);
+        if (m) {
+            CHECKF(m->n_be == 1 && strstr(m->backend_note, "unavailable") && strstr(m->backend_note, "clBuildProgram"),
+                   "note: %s", m->backend_note);
+            el_session_params sp = el_session_default_params();
+            sp.n_ctx = 32;
+            el_session *s = el_session_new(m, &sp, &err);
+            const int32_t t[2] = {1, 2};
+            CHECK(s && el_session_eval(s, t, 2, &err) == 0);
+            el_session_free(s);
+            el_model_free(m);
+        }
+    }
     char rel[128];
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         snprintf(rel, sizeof rel, "models/%s.gguf", models[i].name);
