@@ -228,8 +228,9 @@ static void describe(el_exec *x, el_op *op) {
 
 static void note_fallback(el_exec *x, const char *what, const el_op *op, int dev, const el_error *e) {
     x->st.fallbacks++;
-    snprintf(x->st.last_fallback, sizeof x->st.last_fallback, "%s %s (layer %d) on %s: %s", el_op_kind_name(op->kind),
-             op->site ? op->site : "", op->layer, x->m->be[dev]->caps.name, e && e->msg[0] ? e->msg : what);
+    snprintf(x->st.last_fallback, sizeof x->st.last_fallback, "%s %.24s (layer %d) on %.16s: %.96s",
+             el_op_kind_name(op->kind), op->site ? op->site : "", op->layer, x->m->be[dev]->caps.name,
+             e && e->msg[0] ? e->msg : what);
     el_logf(x->m, EL_LOG_WARN, "fallback to cpu: %s", x->st.last_fallback);
 }
 
