@@ -221,6 +221,33 @@ static void check_tok_bodies(const uint8_t *data, size_t size) {
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "content");
         REQUIRE(cJSON_IsString(c) && !strcmp(c->valuestring, q.content));
         cJSON_Delete(p);
+        /* with_pieces: the content cut into 1..3-byte pieces (cutting characters); each piece
+         * comes back as its string or its bytes, in order */
+        size_t np = 0, off[66];
+        off[0] = 0;
+        while (np < 64 && off[np] < q.content_len) {
+            size_t step = 1 + (off[np] + np) % 3;
+            off[np + 1] = off[np] + step < q.content_len ? off[np] + step : q.content_len;
+            np++;
+        }
+        int32_t ids[64];
+        for (size_t i = 0; i < np; i++) ids[i] = (int32_t)i;
+        p = reparse(el_api_tokenize_pieces_response(ids, (int)np, q.content, off));
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(p, "tokens");
+        REQUIRE(cJSON_GetArraySize(arr) == (int)np);
+        for (size_t i = 0; i < np; i++) {
+            const cJSON *t = cJSON_GetArrayItem(arr, (int)i), *pc = cJSON_GetObjectItemCaseSensitive(t, "piece");
+            const size_t len = off[i + 1] - off[i];
+            REQUIRE(cJSON_GetObjectItemCaseSensitive(t, "id")->valuedouble == (double)i);
+            if (cJSON_IsString(pc)) {
+                REQUIRE(strlen(pc->valuestring) == len && !memcmp(pc->valuestring, q.content + off[i], len));
+            } else {
+                REQUIRE(cJSON_IsArray(pc) && cJSON_GetArraySize(pc) == (int)len);
+                for (size_t j = 0; j < len; j++)
+                    REQUIRE(cJSON_GetArrayItem(pc, (int)j)->valuedouble == (double)(unsigned char)q.content[off[i] + j]);
+            }
+        }
+        cJSON_Delete(p);
     } else {
         REQUIRE((e.status == 400 || e.status == 413) && e.type && e.message[0]);
         REQUIRE(q.content == NULL && q.tokens == NULL);

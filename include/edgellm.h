@@ -124,13 +124,31 @@ typedef enum {
                            * embedding table (sparse rows) stays on demand */
 } el_load_mode;
 
+/*
+ * Where the ops run (L3/L4, docs/HETEROGENEOUS.md). "cpu" (NULL): the CPU
+ * backend alone. "opencl" or "opencl:N": every op the OpenCL device N (0)
+ * runs goes there, the rest to the CPU. "auto": the scheduler places each op
+ * on the CPU or any OpenCL device by their measured capability tables (the
+ * preferred device within 1.5x of the fastest). A device that cannot be had
+ * falls back to the CPU, logged and shown in the placement report.
+ */
+typedef struct el_backend_params {
+    const char *backend;  /* "cpu" | "opencl[:N]" | "auto"; NULL = "cpu" */
+    const char *prefer;   /* "auto": the device preferred ("opencl0", "cpu"); NULL: the fastest */
+    float tax_budget;     /* alarm share of transfer time in a pass; 0 = 0.15 */
+    float tolerance;      /* the preferred device's allowance; 0 = 1.5 */
+    bool measure;         /* synchronise and time every partition (for the report) */
+} el_backend_params;
+
 typedef struct el_model_params {
     int n_threads;        /* 0 = number of online CPUs */
     bool vocab_only;      /* load tokenizer only (vocab GGUF files) */
     el_log_cb log_cb;     /* NULL: silent. Used by the model and its sessions */
     void *log_user;
     el_load_mode load;    /* EL_LOAD_MMAP (0) = as before */
-    void *reserved[5];    /* zero */
+    /* (added after 0.1.0, from the reserved space) */
+    const el_backend_params *backend; /* NULL: the CPU backend alone */
+    void *reserved[4];    /* zero */
 } el_model_params;
 
 EL_API el_model_params el_model_default_params(void);
@@ -206,6 +224,12 @@ EL_API size_t el_session_bytes_for(const el_model *m, const el_session_params *p
 EL_API el_session_params el_session_default_params(void);
 EL_API el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err);
 EL_API void el_session_free(el_session *s);
+/* The placement report of the session's last forward pass (where each op
+ * ran, partitions, bytes across boundaries, estimated and measured times,
+ * fallbacks): text, or JSON when json != 0, into buf (cap bytes, always
+ * terminated when cap > 0). Returns the length the whole report needs
+ * (excluding the terminator), as snprintf does. */
+EL_API size_t el_session_placement_report(el_session *s, int json, char *buf, size_t cap);
 EL_API void el_session_reset(el_session *s);        /* forget history, keep buffers */
 EL_API int  el_session_n_ctx(const el_session *s);
 EL_API int  el_session_n_past(const el_session *s); /* tokens in KV */

@@ -771,6 +771,8 @@ static void test_tokenize_bodies(void) {
     TOK_BAD("{\"content\":\"a\",\"content\":\"b\"}", 400, "content", "duplicate");
     TOK_BAD("{\"content\":\"a\",\"add_special\":1}", 400, "add_special", "boolean");
     TOK_BAD("{\"content\":\"a\",\"parse_special\":\"no\"}", 400, "parse_special", "boolean");
+    TOK_BAD("{\"content\":\"a\",\"with_pieces\":1}", 400, "with_pieces", "boolean");
+    TOK_BAD("{\"content\":\"a\",\"with_pieces\":true,\"with_pieces\":false}", 400, "with_pieces", "duplicate");
     size_t big = EL_API_MAX_BODY + 1;
     char *huge = malloc(big);
     if (huge) {
@@ -787,7 +789,10 @@ static void test_tokenize_bodies(void) {
     CHECK(q.content && q.content_len == 6 && !memcmp(q.content, "h\xC3\xA9llo", 6) && q.add_special && !q.parse_special);
     el_api_tok_request_free(&q);
     CHECK(el_api_parse_tokenize("{\"content\":\"\",\"add_special\":null}", 33, &q, &e) == 0);
-    CHECK(q.content && q.content_len == 0 && !q.add_special && q.parse_special);
+    CHECK(q.content && q.content_len == 0 && !q.add_special && q.parse_special && !q.with_pieces);
+    el_api_tok_request_free(&q);
+    CHECK(el_api_parse_tokenize("{\"content\":\"x\",\"with_pieces\":true}", 34, &q, &e) == 0);
+    CHECK(q.content && q.with_pieces);
     el_api_tok_request_free(&q);
 
     DETOK_BAD("{\"tokens\":[1,2]} x", 400, NULL, "not valid JSON");
@@ -830,6 +835,19 @@ static void test_nul_in_text(void) {
     s = el_api_tokenize_response(NULL, 0);
     CHECK(s && !strcmp(s, "{\"tokens\":[]}"));
     free(s);
+    /* with_pieces: a whole character is a string (a NUL byte as \u0000), part of one its bytes */
+    {
+        const char pieces[] = "He\0\xE2\x82\xAC\xF0\x9F";
+        const size_t off[] = {0, 2, 3, 3, 6, 8};
+        s = el_api_tokenize_pieces_response((const int32_t[]){7, 0, 5, 9, 300}, 5, pieces, off);
+        CHECK(s && !strcmp(s, "{\"tokens\":[{\"id\":7,\"piece\":\"He\"},{\"id\":0,\"piece\":\"\\u0000\"},"
+                              "{\"id\":5,\"piece\":\"\"},{\"id\":9,\"piece\":\"\xE2\x82\xAC\"},"
+                              "{\"id\":300,\"piece\":[240,159]}]}"));
+        free(s);
+        s = el_api_tokenize_pieces_response(NULL, 0, "", (const size_t[]){0});
+        CHECK(s && !strcmp(s, "{\"tokens\":[]}"));
+        free(s);
+    }
     /* every byte value through the escaper parses back (except NUL, which cJSON cannot hold) */
     char all[256];
     for (int i = 0; i < 256; i++) all[i] = (char)(i == 0 ? 1 : i);
@@ -1347,7 +1365,50 @@ static void test_embeddings_bodies(void) {
     CHECK(isfinite(h[0]) && isfinite(h[1]));
 }
 
+/* Tool calls are accepted by the parse (a cloud route forwards them) and noted for the server,
+ * which refuses them before generating locally; output-format constraints (response_format,
+ * grammar, json_schema) are honoured locally now (el_api_request.grammar) and never noted;
+ * values that ask for nothing are not noted either. */
+static void test_local_unsupported(void) {
+    static const struct { const char *field, *want; bool grammar; } cases[] = {
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "tools", false},
+        {"\"functions\":[{\"name\":\"f\"}]", "functions", false},
+        {"\"tool_choice\":\"required\"", "tool_choice", false},
+        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", "tool_choice", false},
+        {"\"function_call\":{\"name\":\"f\"}", "function_call", false},
+        {"\"response_format\":{\"type\":\"json_object\"}", NULL, true},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}", NULL, true},
+        {"\"grammar\":\"root ::= \\\"a\\\"\"", NULL, true},
+        {"\"json_schema\":{}", NULL, true},
+        {"\"tools\":[],\"tool_choice\":\"auto\",\"response_format\":{\"type\":\"text\"},\"grammar\":\"\"", NULL, false},
+        {"\"tools\":null,\"tool_choice\":\"none\",\"response_format\":null,\"json_schema\":null", NULL, false},
+    };
+    el_api_request r;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (OK(CHAT, chat_with(cases[i].field), &r)) continue;
+        CHECKF(cases[i].want ? r.local_unsupported && !strcmp(r.local_unsupported, cases[i].want)
+                             : r.local_unsupported == NULL,
+               "case %zu: %s", i, r.local_unsupported ? r.local_unsupported : "(none)");
+        CHECKF((r.grammar != NULL) == cases[i].grammar, "case %zu: grammar %s", i, r.grammar ? "set" : "absent");
+        el_api_request_free(&r);
+    }
+    /* malformed constraints are a 400 naming the field */
+    BAD(CHAT, chat_with("\"response_format\":\"json\""), 400, "response_format", NULL);
+    BAD(CHAT, chat_with("\"response_format\":{}"), 400, "response_format", NULL);
+    BAD(CHAT, chat_with("\"grammar\":5"), 400, "grammar", NULL);
+    BAD(CHAT, chat_with("\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{}"), 400, "grammar", "only one");
+    if (!OK(COMP, "{\"prompt\":\"a\",\"response_format\":{\"type\":\"json_object\"}}", &r)) {
+        CHECK(r.local_unsupported == NULL && r.grammar);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\"}", &r)) {
+        CHECK(r.local_unsupported == NULL && !r.grammar);
+        el_api_request_free(&r);
+    }
+}
+
 int main(void) {
+    test_local_unsupported();
     test_native_defaults_and_prompts();
     test_native_fields();
     test_native_builders();

@@ -92,7 +92,9 @@ int main(void) {
         CHECK(num(j, "first_token_ms") > 0);
         CHECK(num(j, "first_decode_ms") > 0);
         CHECK(num(j, "rss_loaded_bytes") > 0 && num(j, "rss_first_token_bytes") >= num(j, "rss_loaded_bytes"));
-        CHECKF(cJSON_GetArraySize(j) == 25, "%d fields", cJSON_GetArraySize(j));
+        const cJSON *bk = cJSON_GetObjectItem(j, "backend"); /* where the ops ran (sched/exec.h) */
+        CHECK(cJSON_IsString(bk) && !strcmp(bk->valuestring, "cpu"));
+        CHECKF(cJSON_GetArraySize(j) == 26, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -105,6 +107,25 @@ int main(void) {
     const char *bad2[] = {"bench", "-m", model, "-r", "0", NULL};
     out = run_cli(bad2, &status);
     CHECKF(status == 2, "bench -r 0: exit %d", status);
+    free(out);
+
+    /* --backend A/B: one benchmark per backend, then side by side; with
+     * --placement-report each placement names its devices */
+    const char *two[] = {"bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--backend", "cpu,cpu/cpu",
+                         "--placement-report", NULL};
+    out = run_cli(two, &status);
+    CHECKF(status == 0, "bench --backend cpu,cpu/cpu: exit %d", status);
+    CHECKF(out && strstr(out, "side by side") && strstr(out, "| cpu,cpu ") && strstr(out, "| cpu    "),
+           "no side-by-side table: %s", out ? out : "");
+    CHECKF(out && strstr(out, "cpu1") && strstr(out, "partitions"), "no placement report naming cpu1: %s", out ? out : "");
+    free(out);
+    const char *bad3[] = {"bench", "-m", model, "--backend", "cpu/warp", NULL};
+    out = run_cli(bad3, &status);
+    CHECKF(status == 2, "bench --backend cpu/warp: exit %d", status);
+    free(out);
+    const char *bad4[] = {"run", "-m", model, "-p", "hi", "--backend", "cpu/cpu", NULL};
+    out = run_cli(bad4, &status);
+    CHECKF(status == 2, "run --backend cpu/cpu (a list is bench's): exit %d", status);
     free(out);
     return el_test_finish("test_bench");
 }

@@ -466,7 +466,7 @@ static void t_thermal_pure(void) {
     const char *bad[] = {"", "\n", "hot", "45.5", "45000x", "4500000", "-200000", "1e5", "0x10", "--1", "45000\n45000"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECKF(!el_thermal_parse_millideg(bad[i], strlen(bad[i]), &c), "accepted '%s'", bad[i]);
-    el_thermal_cfg cfg = {NULL, NULL, 70, 85, 5, 100};
+    el_thermal_cfg cfg = {NULL, NULL, 70, 85, 5, 100, NULL, NULL};
     el_thermal_level L = EL_THERMAL_NORMAL;
     struct { double t; el_thermal_level want; } seq[] = {
         {60, EL_THERMAL_NORMAL}, {69.9, EL_THERMAL_NORMAL}, {70, EL_THERMAL_DERATED}, {66, EL_THERMAL_DERATED},
@@ -504,7 +504,7 @@ static void t_thermal_sampler(void) {
     char path[512];
     snprintf(path, sizeof path, "/tmp/el_test_thermal_%d", (int)getpid());
     write_temp(path, "40000\n");
-    el_thermal_cfg cfg = {path, "/nonexistent-sysfs", 70, 85, 5, 20};
+    el_thermal_cfg cfg = {path, "/nonexistent-sysfs", 70, 85, 5, 20, NULL, NULL};
     char msg[200];
     el_thermal *t = el_thermal_start(&cfg, msg, sizeof msg);
     CHECK(t != NULL);
@@ -530,7 +530,7 @@ static void t_thermal_sampler(void) {
     CHECK(s.level == EL_THERMAL_HOT && !s.sensor_ok && strstr(s.why, "cannot be read"));
     el_thermal_stop(t);
     /* no sensor at all (an empty sysfs): normal, "no sensor" */
-    el_thermal_cfg none = {NULL, "/nonexistent-sysfs", 70, 85, 5, 20};
+    el_thermal_cfg none = {NULL, "/nonexistent-sysfs", 70, 85, 5, 20, NULL, NULL};
     t = el_thermal_start(&none, msg, sizeof msg);
     s = el_thermal_get(t);
     CHECK(t && !s.has_sensor && s.level == EL_THERMAL_NORMAL);

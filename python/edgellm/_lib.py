@@ -25,7 +25,7 @@ LOG_CB = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 
 class el_model_params(Structure):
     _fields_ = [("n_threads", c_int), ("vocab_only", c_bool), ("log_cb", LOG_CB), ("log_user", c_void_p),
-                ("load", c_int), ("reserved", c_void_p * 5)]
+                ("load", c_int), ("backend", c_void_p), ("reserved", c_void_p * 4)]
 
 
 class el_session_params(Structure):

@@ -38,6 +38,7 @@
 #include "util/error.h"
 
 #define EL_MAX_BACKENDS 4 /* index 0 is always the CPU backend */
+#define EL_ROPE_CS_MAX 512 /* the most rotated dims per head an op may ask for */
 
 /* ---- ops ---------------------------------------------------------------- */
 
@@ -100,6 +101,7 @@ typedef struct el_op {
         struct { int count; } elt;        /* gelu_mul, add */
         struct { void (*fn)(void *ctx); void *ctx; } host;
     } p;
+    void *cpu_scratch;   /* matmul on the CPU backend: el_op_matmul_wsize bytes (the session's) */
     /* what it costs (the scheduler's inputs): arithmetic, weight bytes read
      * once, activation bytes read and written */
     double flops, bytes_w, bytes_in, bytes_out;
@@ -135,6 +137,10 @@ typedef struct el_device_caps {
     double mem_gbps;          /* device memory read bandwidth, GB/s */
     double h2d_gbps, d2h_gbps; /* host -> device, device -> host copies, GB/s (CPU: unused) */
     double launch_us;         /* per-op overhead, microseconds */
+    double matmul1_gbps;      /* weight bytes a one-row matmul (a decode step) streams per second: dequantising
+                               * without reuse across rows; 0: mem_gbps */
+    double sync_us;           /* a boundary's fixed cost: an op's result waited for and read back (a round trip),
+                               * microseconds (CPU: 0) */
     uint64_t mem_bytes;       /* device memory for weights + tensors (0: unbounded / host memory) */
     bool simulated;           /* from a --devices table, not measured */
 } el_device_caps;
@@ -188,6 +194,13 @@ struct el_backend {
 
 /* The CPU backend over a thread pool (not owned). Never fails short of memory. */
 el_backend *el_backend_cpu_new(el_pool *pool, el_error *err);
+/* Limits the op kinds (bit k: el_op_kind k) a CPU backend at index > 0
+ * takes: a second CPU backend tests the executor's moves between devices
+ * with the CPU's own arithmetic, cut into as many partitions as wanted. */
+void el_backend_cpu_limit(el_backend *be, uint32_t ops);
+/* Makes a CPU backend's run() fail once n ops have run (n > 0): a device
+ * failing mid-pass, to test the executor's run-time fallback. */
+void el_backend_cpu_fail_after(el_backend *be, long n);
 
 /* The OpenCL backend on device `device` (0-based over every platform's devices,
  * in ICD order), or NULL with the reason (no platform, no device, context

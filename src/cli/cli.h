@@ -12,8 +12,8 @@
 #include "edgellm.h"
 #include "util/buf.h"
 
-/* Exit codes. */
-enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_CANCELLED = 130 };
+/* Exit codes. CLI_EXIT_DECLINED: run/chat --route declined the request (nothing ran). */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_DECLINED = 4, CLI_EXIT_CANCELLED = 130 };
 
 #define CLI_MAX_STOPS 16
 #define CLI_MAX_HOSTS 16
@@ -90,16 +90,31 @@ typedef struct cli_opts {
     const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
     const char *cloud_model;   /* --cloud-model NAME */
     const char *thermal_source; /* --thermal-source FILE */
+    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    const char *telemetry_dir; /* --telemetry-dir DIR */
+    long telemetry_max_bytes;  /* --telemetry-max-bytes N (0: 1 MiB) */
+    int telemetry_keep;        /* --telemetry-keep N (0: 3) */
+    const char *otlp_url;      /* --otlp-url URL */
+    const char *audit_log;     /* --audit-log FILE */
+    /* run/chat --route (cmd_route.c); --policy, --cloud-*, --thermal-source apply too */
+    bool route;                /* --route */
+    const char *data_class;    /* --data-class NAME */
+    bool consent;              /* --consent */
     /* load strategy (run, chat, serve, bench) and context overflow (chat, serve) */
     el_load_mode load;         /* --load preload|mmap|prefetch|hot (default mmap) */
     bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
     int ctx_overflow;          /* --ctx-overflow: -1 = the command's default (chat truncate, serve error),
                                   0 = error, 1 = truncate (drop the oldest whole turns after the system prompt) */
+    /* backends and placement (run, chat, serve, bench): sched/exec.h */
+    el_backend_params backend; /* --backend cpu|opencl[:N]|auto, --prefer DEV, --tax-budget F */
+    bool placement_report;     /* --placement-report: time every partition, print the report at the end */
 } cli_opts;
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
 
+/* The session's placement report (el_session_placement_report) to f, text or JSON. */
+void cli_print_placement(el_session *s, FILE *f, bool json);
 /* --grammar / --grammar-file / --json-schema → o->grammar (GBNF, checked by
  * compiling it). -1 on success (or none given), else the exit code. */
 int cli_grammar_setup(cli_opts *o);
@@ -129,6 +144,33 @@ int cli_cmd_quantize(int argc, char **argv);
 /* `plan` parses its own arguments (cmd_plan.c): the capacity plan. */
 int cli_cmd_plan(int argc, char **argv);
 int cli_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: parses its own argv */
+int cli_cmd_route(int argc, char **argv);      /* cmd_route.c: `route explain`, parses its own argv */
+
+/* run/chat --route (cmd_route.c): the decision before anything runs, with
+ * serve's decision function. cli_route_decide reads the device (model file
+ * present and its package checks passed, thermal sensor, memory pressure,
+ * battery, cloud configured) and decides for a prompt of text_len bytes;
+ * prints the route on stderr. Returns -1 to go on (cr->route.source local
+ * or cloud; for cloud, cr->cloud is ready), else the exit code (declined:
+ * why and what to do on stderr, CLI_EXIT_DECLINED). verified: the package
+ * checks' result (cli_verify_before_load returned -1). */
+struct el_cloud;
+typedef struct cli_route {
+    char route_json[2048];     /* el_route_json of the decision ("" before) */
+    int source;                /* el_route_source */
+    struct el_cloud *cloud;    /* the cloud client, when routed there */
+    char reason[48];
+} cli_route;
+int cli_route_decide(cli_opts *o, bool verified, size_t text_len, cli_route *cr);
+/* Sends body (an OpenAI request JSON with "stream": true; the caller's, not consumed)
+ * to path ("/completions" or "/chat/completions") streamed; writes the text
+ * to stdout (json: {"cloud":true,"piece":...,"bytes":...} lines) and, when
+ * reply is not NULL, appends it there. Returns CLI_EXIT_OK or, after a typed
+ * "cloud_error (<code>)" message (nothing runs locally), CLI_EXIT_ERROR.
+ * *finish: the finish reason ("" when none). */
+int cli_route_cloud(cli_route *cr, const char *path, const char *body, bool json, el_buf *reply, char *finish,
+                    size_t finish_cap);
+void cli_route_free(cli_route *cr);
 
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);

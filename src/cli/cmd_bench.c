@@ -108,7 +108,7 @@ static void fmt_size(char *buf, size_t cap, double bytes) {
     else snprintf(buf, cap, "%.2f MiB", bytes / (double)(1u << 20));
 }
 
-int cli_cmd_bench(cli_opts *o) {
+static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     const int np = o->bench_n_prompt, ng = o->bench_n_gen, reps = o->bench_reps;
     int n_threads = o->n_threads;
     if (n_threads <= 0) {
@@ -257,6 +257,13 @@ int cli_cmd_bench(cli_opts *o) {
         cli_json_num(stdout, first_decode_ms);
         printf(",\"rss_loaded_bytes\":%llu,\"rss_first_token_bytes\":%llu", (unsigned long long)rss_loaded,
                (unsigned long long)rss_first);
+        fputs(",\"backend\":", stdout);
+        const char *bk = o->backend.backend ? o->backend.backend : "cpu";
+        cli_json_str(stdout, bk, strlen(bk));
+        if (o->placement_report) {
+            fputs(",\"placement\":", stdout);
+            cli_print_placement(s, stdout, true);
+        }
         fputs("}\n", stdout);
     } else {
         char size[32], model[160];
@@ -294,7 +301,12 @@ int cli_cmd_bench(cli_opts *o) {
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
+        if (o->placement_report) {
+            printf("\nplacement (--backend %s):\n", o->backend.backend ? o->backend.backend : "cpu");
+            cli_print_placement(s, stdout, false);
+        }
     }
+    *pp_out = spp.mean, *tg_out = stg.mean;
     if (fflush(stdout) != 0) code = cli_failf("writing to stdout failed");
 
 done:
@@ -305,4 +317,37 @@ done:
     free(tg);
     free(tt);
     return code;
+}
+
+/* --backend A/B/...: the whole benchmark once per backend, then the figures
+ * side by side (the "delegate forced off" comparison in one command). */
+int cli_cmd_bench(cli_opts *o) {
+    const char *list = o->backend.backend;
+    if (!list || !strchr(list, '/')) {
+        double pp, tg;
+        return bench_one(o, &pp, &tg);
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    const char *names[8];
+    double pp[8], tg[8];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, "/", &save); t && n < 8; t = strtok_r(NULL, "/", &save)) names[n++] = t;
+    for (int i = 0; i < n; i++) {
+        o->backend.backend = names[i];
+        if (!o->json) printf("%s== --backend %s ==\n", i ? "\n" : "", names[i]);
+        const int rc = bench_one(o, &pp[i], &tg[i]);
+        if (rc != CLI_EXIT_OK) return rc;
+    }
+    o->backend.backend = list;
+    if (!o->json) {
+        printf("\nside by side (ratios against --backend %s):\n", names[n - 1]);
+        printf("| %-14s | %12s | %7s | %12s | %7s |\n", "backend", "pp t/s", "ratio", "tg t/s", "ratio");
+        printf("| %.14s | %.11s: | %.6s: | %.11s: | %.6s: |\n", "--------------", "------------", "-------",
+               "------------", "-------");
+        for (int i = 0; i < n; i++)
+            printf("| %-14s | %12.2f | %7.3f | %12.2f | %7.3f |\n", names[i], pp[i], pp[i] / pp[n - 1], tg[i],
+                   tg[i] / tg[n - 1]);
+    }
+    return CLI_EXIT_OK;
 }

@@ -21,6 +21,14 @@
  * again from the start and says on stderr how many messages (and tokens) it
  * dropped. When even the system prompt and the last user message do not
  * fit, the turn is refused as with "error".
+ *
+ * --route (cmd_route.c): the conversation is routed once, before anything
+ * is loaded, as serve routes a request (the prompt length it sees is the
+ * system prompt's): local chats as above; cloud sends every turn, with the
+ * whole history, to the cloud's /chat/completions streamed (the replies
+ * stream to stdout; a failed turn is a typed error and is forgotten,
+ * nothing runs locally); declined prints why on stderr and exits with
+ * CLI_EXIT_DECLINED (4).
  */
 #include <errno.h>
 #include <limits.h>
@@ -28,8 +36,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
 #include "runtime/chat.h"
+#include "service/router.h"
 
 typedef struct chat_hist {
     el_chat_msg *msgs;
@@ -169,8 +180,79 @@ static bool on_token(const el_token_info *t, void *user) {
     return true;
 }
 
+/* --route sent the conversation to the cloud: each turn with the whole history. */
+static int chat_cloud(cli_opts *o, cli_route *cr) {
+    chat_hist hist = {0};
+    int n_keep = 0, code = CLI_EXIT_OK;
+    char *line = NULL;
+    size_t line_cap = 0;
+    el_buf reply = {0};
+    const bool tty = isatty(STDIN_FILENO);
+    if (o->system) {
+        if (!hist_push(&hist, "system", o->system, strlen(o->system))) return cli_failf("out of memory");
+        n_keep = 1;
+    }
+    for (;;) {
+        if (tty) { fputs("> ", stderr); fflush(stderr); }
+        ssize_t r = getline(&line, &line_cap, stdin);
+        if (r < 0) break;
+        while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r')) line[--r] = 0;
+        if (!strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            hist_truncate(&hist, n_keep);
+            fputs("(conversation cleared)\n", stderr);
+            continue;
+        }
+        if (r == 0) continue;
+        if ((size_t)r != strlen(line)) { fputs("error: a NUL byte in the message: not sent\n", stderr); continue; }
+        if (!hist_push(&hist, "user", line, (size_t)r)) { code = cli_failf("out of memory"); break; }
+        cJSON *b = cJSON_CreateObject(), *msgs = b ? cJSON_AddArrayToObject(b, "messages") : NULL;
+        for (int i = 0; msgs && i < hist.n; i++) {
+            cJSON *m = cJSON_CreateObject();
+            if (!m) break;
+            cJSON_AddStringToObject(m, "role", hist.msgs[i].role);
+            cJSON_AddStringToObject(m, "content", hist.msgs[i].content);
+            cJSON_AddItemToArray(msgs, m);
+        }
+        if (b) cJSON_AddBoolToObject(b, "stream", true);
+        if (b && o->n_predict > 0) cJSON_AddNumberToObject(b, "max_tokens", o->n_predict);
+        if (b && o->temp_set) cJSON_AddNumberToObject(b, "temperature", o->sampling.temp);
+        if (b && o->seed_set) cJSON_AddNumberToObject(b, "seed", (double)o->sampling.seed);
+        if (b && o->n_stops) cJSON_AddItemToObject(b, "stop", cJSON_CreateStringArray(o->stops, o->n_stops));
+        char *body = b ? cJSON_PrintUnformatted(b) : NULL;
+        cJSON_Delete(b);
+        if (!body) { code = cli_failf("out of memory"); break; }
+        reply.len = 0;
+        int rc = cli_route_cloud(cr, "/chat/completions", body, false, &reply, NULL, 0);
+        free(body);
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (rc != CLI_EXIT_OK) { /* a typed failure: this turn is forgotten, nothing ran locally */
+            hist_truncate(&hist, hist.n - 1);
+            code = rc;
+            continue;
+        }
+        if (!hist_push(&hist, "assistant", reply.p ? reply.p : "", reply.len)) { code = cli_failf("out of memory"); break; }
+        code = CLI_EXIT_OK;
+    }
+    free(line);
+    el_buf_free(&reply);
+    hist_truncate(&hist, 0);
+    free(hist.msgs);
+    return code;
+}
+
 int cli_cmd_chat(cli_opts *o) {
     int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
+    if (o->route) { /* decided once, before anything is loaded */
+        cli_route cr;
+        int rr = cli_route_decide(o, vr < 0, o->system ? strlen(o->system) : 0, &cr);
+        if (rr >= 0 || cr.source == EL_ROUTE_CLOUD) {
+            int code = rr >= 0 ? rr : chat_cloud(o, &cr);
+            cli_route_free(&cr);
+            return code;
+        }
+    }
     if (vr >= 0) return vr;
     el_error err = {0};
     cli_measure_runtime(o);

@@ -19,6 +19,9 @@
 #include "memory/capacity.h"
 #include "package/gguf.h"
 #include "runtime/model.h"
+#include "sched/devices_json.h"
+#include "sched/exec.h"
+#include "sched/placement.h"
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -38,6 +41,9 @@ typedef struct plan_args {
     int n_ctx, n_batch, n_threads;
     int type_k, type_v; /* -ctk / -ctv (el_cache_type); sel: one was given */
     bool sel;
+    const char *devices;  /* --devices TABLE: the placement plan on simulated devices */
+    const char *prefer;   /* --prefer NAME */
+    double tax_budget;    /* --tax-budget F (0: the default) */
 } plan_args;
 
 static int parse_plan_args(int argc, char **argv, plan_args *a) {
@@ -69,6 +75,15 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
             *(!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k") ? &a->type_k : &a->type_v) = t;
             a->sel = true;
         } else if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "--devices")) { NEED_VAL(); a->devices = v; }
+        else if (!strcmp(o, "--prefer")) { NEED_VAL(); a->prefer = v; }
+        else if (!strcmp(o, "--tax-budget")) {
+            NEED_VAL();
+            char *end;
+            a->tax_budget = strtod(v, &end);
+            if (end == v || *end || !(a->tax_budget > 0 && a->tax_budget <= 1))
+                return cli_usage_error("plan", "--tax-budget: expected a share in (0, 1], got '%s'", v);
+        }
         else return cli_usage_error("plan", "unknown option '%s'", o);
 #undef NEED_VAL
 #undef SIZE_OPT
@@ -76,7 +91,84 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
     if (!a->model == !a->shape) return cli_usage_error("plan", "give -m MODEL or --shape SHAPE --weights SIZE");
     if (a->shape && !a->have_weights) return cli_usage_error("plan", "--shape needs --weights SIZE");
     if (a->model && a->have_weights) return cli_usage_error("plan", "--weights is for --shape (a model file's weights are read from it)");
+    if (a->devices && !a->model) return cli_usage_error("plan", "--devices plans a model's ops: give -m MODEL");
+    if ((a->prefer || a->tax_budget > 0) && !a->devices) return cli_usage_error("plan", "--prefer and --tax-budget go with --devices");
     return -1;
+}
+
+/*
+ * plan --devices TABLE: the model's passes (a decode step of 1 row and a
+ * prefill batch of -b rows) described by the executor and placed by the
+ * scheduler on the table's devices (the host: the table's cpu, else this
+ * machine's measured CPU). Simulation: plans and reports, never a speed.
+ */
+static int plan_devices(const plan_args *a) {
+    el_error err = {0};
+    el_backend_params bp = {.backend = "cpu", .measure = true}; /* the host's rates: measured or from the cache */
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = a->n_threads;
+    mp.backend = &bp;
+    el_model *m = el_model_load(a->model, &mp, &err);
+    if (!m) return cli_fail(&err);
+    el_device_caps devs[EL_MAX_BACKENDS];
+    const int n_dev = el_devices_load(a->devices, &m->be[0]->caps, devs, &err);
+    if (n_dev < 0) {
+        el_model_free(m);
+        return cli_fail(&err);
+    }
+    el_sched_params sp = el_sched_default_params();
+    if (a->tax_budget > 0) sp.tax_budget = a->tax_budget;
+    if (a->prefer) {
+        for (int d = 0; d < n_dev; d++)
+            if (!strcmp(devs[d].name, a->prefer)) sp.prefer = d;
+        if (sp.prefer < 0) {
+            el_model_free(m);
+            return cli_usage_error("plan", "--prefer %s: the table has no such device", a->prefer);
+        }
+    }
+    el_session_params ssp = el_session_default_params();
+    ssp.n_ctx = a->n_ctx > 0 ? a->n_ctx : 512;
+    ssp.n_batch = a->n_batch;
+    ssp.type_k = a->type_k, ssp.type_v = a->type_v;
+    el_session *s = el_session_new(m, &ssp, &err);
+    if (!s) {
+        el_model_free(m);
+        return cli_fail(&err);
+    }
+    int code = CLI_EXIT_OK;
+    const int rows[2] = {1, ssp.n_batch < ssp.n_ctx ? ssp.n_batch : ssp.n_ctx};
+    const char *what[2] = {"decode (1 row)", "prefill"};
+    if (a->json) printf("{\"simulated\":true,\"devices\":\"%s\",\"passes\":[", a->devices);
+    for (int k = 0; k < 2; k++) {
+        const el_place_op *dops;
+        int n_ops;
+        if (el_exec_describe(s, rows[k], &dops, &n_ops, &err)) { code = cli_fail(&err); break; }
+        el_place_op *ops = malloc(sizeof *ops * (size_t)(n_ops ? n_ops : 1));
+        if (!ops) { code = cli_failf("out of memory"); break; }
+        memcpy(ops, dops, sizeof *ops * (size_t)n_ops);
+        for (int i = 0; i < n_ops; i++) ops[i].runs_on = 0; /* from the table's caps, not this machine's backends */
+        el_placement pl;
+        if (el_sched_place(devs, n_dev, &sp, ops, n_ops, &pl, &err)) {
+            free(ops);
+            code = cli_fail(&err);
+            break;
+        }
+        if (a->json) {
+            printf("%s{\"pass\":\"%s\",\"rows\":%d,\"placement\":", k ? "," : "", k ? "prefill" : "decode", rows[k]);
+            el_placement_print_json(stdout, &pl, ops, devs);
+            printf("}");
+        } else {
+            printf("%s== %s, %d row%s: SIMULATED placement on %s (the table's rates; no speed is measured) ==\n", k ? "\n" : "",
+                   what[k], rows[k], rows[k] == 1 ? "" : "s", a->devices);
+            el_placement_print(stdout, &pl, ops, devs);
+        }
+        el_placement_free(&pl);
+        free(ops);
+    }
+    if (a->json && code == CLI_EXIT_OK) printf("]}\n");
+    el_session_free(s);
+    el_model_free(m);
+    return code;
 }
 
 static const el_kv_type file_types[] = {EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0};
@@ -93,6 +185,7 @@ int cli_cmd_plan(int argc, char **argv) {
     plan_args a = {.n_batch = 512};
     int rc = parse_plan_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    if (a.devices) return plan_devices(&a);
 
     /* the budget, before anything is loaded */
     const char *src = "--device-mem";

@@ -4,11 +4,21 @@
  * Every --json line is valid JSON in valid UTF-8: "piece" is the text with
  * U+FFFD where bytes are not (yet) a whole character, "bytes" the exact bytes;
  * the "bytes" of all lines, concatenated, are the plain run's output.
+ *
+ * --route (cmd_route.c): decided before anything is loaded, as serve
+ * decides: local runs as above (the final --json object carries "route");
+ * cloud streams the cloud's completion of the prompt to stdout (--json:
+ * {"cloud":true,"piece","bytes"} lines, then the final object with
+ * "source":"cloud" and "route"); declined prints why on stderr and exits
+ * with CLI_EXIT_DECLINED (4). The route is printed on stderr.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
+#include "service/router.h"
 
 typedef struct run_ctx {
     bool json;
@@ -54,7 +64,7 @@ static bool on_token(const el_token_info *t, void *user) {
     return true;
 }
 
-static void print_json_done(const el_generate_stats *st) {
+static void print_json_done(const el_generate_stats *st, const char *route_json, el_session *s, bool report) {
     double ptps = st->prefill_ms > 0 ? st->n_prompt * 1e3 / st->prefill_ms : 0;
     double dtps = st->decode_ms > 0 ? st->n_generated * 1e3 / st->decode_ms : 0;
     printf("{\"done\":true,\"finish\":\"%s\",\"n_prompt\":%d,\"n_generated\":%d,\"prefill_ms\":",
@@ -79,16 +89,66 @@ static void print_json_done(const el_generate_stats *st) {
         cli_json_num(stdout, passes ? (double)st->n_generated / passes : 0.0);
         fputc('}', stdout);
     }
+    if (route_json && route_json[0]) printf(",\"route\":%s", route_json);
+    if (report && s) {
+        fputs(",\"placement\":", stdout);
+        cli_print_placement(s, stdout, true);
+    }
     fputs("}\n", stdout);
     fflush(stdout);
 }
 
+/* --route sent the prompt to the cloud: its completion, streamed. */
+static int run_cloud(cli_opts *o, cli_route *cr, const char *text, size_t len) {
+    cJSON *b = cJSON_CreateObject();
+    char *body = NULL;
+    if (b) {
+        if (strlen(text) != len) { /* a NUL byte: JSON could carry it, but the cloud would get another prompt */
+            cJSON_Delete(b);
+            return cli_failf("the prompt holds a NUL byte: it cannot be sent to the cloud as text");
+        }
+        cJSON_AddStringToObject(b, "prompt", text);
+        cJSON_AddBoolToObject(b, "stream", true);
+        if (o->n_predict > 0) cJSON_AddNumberToObject(b, "max_tokens", o->n_predict);
+        if (o->temp_set) cJSON_AddNumberToObject(b, "temperature", o->sampling.temp);
+        if (o->seed_set) cJSON_AddNumberToObject(b, "seed", (double)o->sampling.seed);
+        if (o->n_stops) cJSON_AddItemToObject(b, "stop", cJSON_CreateStringArray(o->stops, o->n_stops));
+        body = cJSON_PrintUnformatted(b);
+        cJSON_Delete(b);
+    }
+    if (!body) return cli_failf("out of memory");
+    char finish[16];
+    int code = cli_route_cloud(cr, "/completions", body, o->json, NULL, finish, sizeof finish);
+    free(body);
+    if (code == CLI_EXIT_OK) {
+        if (o->json) printf("{\"done\":true,\"finish\":\"%s\",\"source\":\"cloud\",\"route\":%s}\n", finish, cr->route_json);
+        else putchar('\n');
+        fflush(stdout);
+    }
+    return code;
+}
+
 int cli_cmd_run(cli_opts *o) {
     int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
-    if (vr >= 0) return vr;
+    cli_route cr;
+    memset(&cr, 0, sizeof cr);
+    if (vr >= 0 && !o->route) return vr;
     size_t len = 0;
     char *text = cli_read_prompt(o, true, &len);
     if (!text) return CLI_EXIT_ERROR;
+    if (o->route) { /* decided before anything runs */
+        int rr = cli_route_decide(o, vr < 0, len, &cr);
+        if (rr >= 0 || cr.source == EL_ROUTE_CLOUD) {
+            int code = rr >= 0 ? rr : run_cloud(o, &cr, text, len);
+            cli_route_free(&cr);
+            free(text);
+            return code;
+        }
+        if (vr >= 0) { /* unreachable: local needs the checks passed */
+            free(text);
+            return vr;
+        }
+    }
 
     el_error err = {0};
     cli_measure_runtime(o);
@@ -156,10 +216,11 @@ int cli_cmd_run(cli_opts *o) {
     } else {
         st.finish = fin;
         if (o->json) {
-            print_json_done(&st);
+            print_json_done(&st, cr.route_json, s, o->placement_report);
         } else {
             fflush(stdout);
             cli_print_perf(&st);
+            if (o->placement_report) cli_print_placement(s, stderr, false);
         }
         if (fin == EL_DONE_CANCELLED) code = CLI_EXIT_CANCELLED;
     }

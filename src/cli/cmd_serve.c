@@ -116,7 +116,13 @@ int cli_cmd_serve(cli_opts *o) {
     p.cloud_key = cloud_key[0] ? cloud_key : NULL;
     p.cloud_model = o->cloud_model;
     p.thermal_source = o->thermal_source;
+    p.telemetry_dir = o->telemetry_dir;
+    p.telemetry_max_bytes = o->telemetry_max_bytes;
+    p.telemetry_keep = o->telemetry_keep;
+    p.otlp_url = o->otlp_url;
+    p.audit_log = o->audit_log;
     p.load = o->load;
+    p.backend = &o->backend;
     p.ctx_overflow_truncate = o->ctx_overflow == 1; /* serve's default: error */
 
     el_error err = {0};

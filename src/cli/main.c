@@ -15,6 +15,7 @@
  *   edgellm quantize  IN.gguf OUT.gguf TYPE                     GGUF -> GGUF at another type (cmd_quantize.c)
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
+ *   edgellm route explain REQUEST.json --policy P [...]          replay a routing decision (cmd_route.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -61,6 +62,8 @@ static void print_usage(FILE *f) {
 "  rollback  --store DIR                   make the previous version active again\n"
 "  gc        --store DIR                   remove interrupted installs\n"
 "  status    --store DIR                   the store's active and previous versions\n"
+"  route explain REQUEST.json --policy P   why a request goes local, cloud or declined\n"
+"                                          ('edgellm route help'; docs/ROUTING.md)\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
 "  quantize  IN.gguf OUT.gguf TYPE       a GGUF at another type, as llama-quantize ('edgellm\n"
@@ -71,6 +74,10 @@ static void print_usage(FILE *f) {
 "                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
 "                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
 "                                          window=W,ctx=C]\n"
+"            -m MODEL --devices TABLE.json  placement plan on simulated devices: where each op of a\n"
+"                                          decode step and a prefill batch (-b N) would run, the\n"
+"                                          partitions, transfer tax and fallbacks (--prefer NAME,\n"
+"                                          --tax-budget F, --json; docs/HETEROGENEOUS.md)\n"
 "  perplexity -m MODEL -f TEXT            perplexity by llama-perplexity's definition (-c N per\n"
 "                                          chunk, --chunks N, -ctk/-ctv T, --vs-f16: the cost of a\n"
 "                                          KV cache type against F16, --json)\n"
@@ -142,6 +149,17 @@ static void print_usage(FILE *f) {
 "      --ctx-overflow POLICY   (chat, serve) when a conversation no longer fits the context:\n"
 "                              error, or truncate (drop the oldest whole turns after the\n"
 "                              system prompt, and say so); default: chat truncate, serve error\n"
+"      --backend B             (run, chat, serve, bench) where the ops run: cpu (default),\n"
+"                              opencl[:N] (every op OpenCL device N runs, the rest on the\n"
+"                              cpu), auto (the scheduler places each op by the devices'\n"
+"                              measured rates); a device that cannot be had falls back to\n"
+"                              the cpu and the report says so (docs/HETEROGENEOUS.md)\n"
+"      --prefer DEV            (auto) the device that wins within 1.5x of the fastest\n"
+"      --tax-budget F          warn when copies between devices exceed this share of a\n"
+"                              pass (default 0.15)\n"
+"      --placement-report      time every partition and print where each op ran, the\n"
+"                              partitions, bytes across boundaries, estimated vs measured\n"
+"                              time and every fallback (run --json: in the final object)\n"
 "\n"
 "run only:\n"
 "      --json                  one JSON object per generated token per line, then a\n"
@@ -192,6 +210,18 @@ static void print_usage(FILE *f) {
 "      --cloud-model NAME      the model name sent to the cloud\n"
 "      --thermal-source FILE   read the temperature (millidegrees C) from FILE instead\n"
 "                              of /sys/class/thermal\n"
+"      --telemetry-dir DIR     content-free telemetry events, DIR/telemetry.jsonl (off\n"
+"                              unless given; docs/ROUTING.md: Telemetry)\n"
+"      --otlp-url URL          also export them as OTLP/HTTP JSON logs (off unless given)\n"
+"      --audit-log FILE        every routing decision and refusal, one JSON line each\n"
+"      --telemetry-max-bytes N rotate the spool / audit file at N bytes (default 1048576)\n"
+"      --telemetry-keep N      rotated files kept (default 3)\n"
+"  run/chat --route: decide local / cloud / declined before running, as serve\n"
+"  (with --policy, --cloud-url, --cloud-key-file, --cloud-model, --thermal-source):\n"
+"      --data-class NAME       the request's data class (default: the strictest)\n"
+"      --consent               the user consents to the cloud (with_consent classes)\n"
+"                              cloud: the cloud's completion streamed to stdout;\n"
+"                              declined: why on stderr, exit status 4\n"
 "      --temp T, -s/--seed S, -n/--n-predict N: defaults for requests that omit\n"
 "                              temperature / seed / max_tokens (n_predict)\n"
 "  limits: 256 connections, 64 per client address; request headers within 10 s, the\n"
@@ -465,11 +495,21 @@ int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int
     return cli_tokenize_with(plain_tokenize, &t, len, out);
 }
 
+void cli_print_placement(el_session *s, FILE *f, bool json) {
+    const size_t need = el_session_placement_report(s, json, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) return;
+    el_session_placement_report(s, json, buf, need + 1);
+    fputs(buf, f);
+    free(buf);
+}
+
 el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err) {
     el_model_params mp = el_model_default_params();
     mp.n_threads = o->n_threads;
     mp.vocab_only = vocab_only;
     mp.load = vocab_only ? EL_LOAD_MMAP : o->load;
+    mp.backend = &o->backend;
     return el_model_load(o->model, &mp, err);
 }
 
@@ -578,8 +618,10 @@ enum {
     F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
+    F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
-    F_CTK, F_CTV, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA
+    F_CTK, F_CTV,
+    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA
 };
 
 typedef struct flag_def {
@@ -659,16 +701,52 @@ static const flag_def FLAGS[] = {
     {NULL, "--grammar-file", F_GRAMMARFILE, true, C_GEN},
     {NULL, "--json-schema", F_JSONSCHEMA, true, C_GEN},
     /* routing (serve): src/service/router.h */
-    {NULL, "--policy", F_POLICY, true, C_SERVE},
-    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE},
-    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE},
-    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE},
-    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE},
+    {NULL, "--policy", F_POLICY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE | C_GEN},
+    {NULL, "--cloud-model", F_CLOUDMODEL, true, C_SERVE | C_GEN},
+    {NULL, "--thermal-source", F_THERMALSRC, true, C_SERVE | C_GEN},
+    /* run/chat --route: decided before anything runs, as serve (cmd_route.c) */
+    {NULL, "--route", F_ROUTE, false, C_GEN},
+    {NULL, "--data-class", F_DATACLASS, true, C_GEN},
+    {NULL, "--consent", F_CONSENT, false, C_GEN},
+    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    {NULL, "--telemetry-dir", F_TELDIR, true, C_SERVE},
+    {NULL, "--telemetry-max-bytes", F_TELMAX, true, C_SERVE},
+    {NULL, "--telemetry-keep", F_TELKEEP, true, C_SERVE},
+    {NULL, "--otlp-url", F_OTLP, true, C_SERVE},
+    {NULL, "--audit-log", F_AUDIT, true, C_SERVE},
     /* load strategy (memory/load.h) and context overflow policy */
     {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--cold", F_COLD, false, C_BENCH},
     {NULL, "--ctx-overflow", F_CTXOVER, true, C_CHAT | C_SERVE},
+    /* backends and placement (sched/exec.h) */
+    {NULL, "--backend", F_BACKEND, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--prefer", F_PREFER, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--tax-budget", F_TAXBUDGET, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
 };
+
+/* One backend name, or (bench) several joined by '/'. */
+static bool cli_backend_list_ok(const char *v, bool many) {
+    if (!*v || strlen(v) > 200) return false;
+    const char *p = v;
+    for (;;) {
+        const char *e = strchr(p, '/');
+        const size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (e && !many) return false;
+        bool ok = (l == 3 && !strncmp(p, "cpu", 3)) || (l == 4 && !strncmp(p, "auto", 4)) ||
+                  (l == 7 && !strncmp(p, "cpu,cpu", 7)) || (l == 6 && !strncmp(p, "opencl", 6));
+        if (!ok && l > 7 && !strncmp(p, "opencl:", 7)) {
+            ok = true;
+            for (size_t i = 7; i < l; i++) ok = ok && p[i] >= '0' && p[i] <= '9';
+            ok = ok && l <= 9;
+        }
+        if (!ok) return false;
+        if (!e) return true;
+        p = e + 1;
+    }
+}
 
 static bool parse_int(const char *s, long lo, long hi, long *out) {
     char *end;
@@ -861,11 +939,42 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->cloud_model = val;
             break;
         case F_THERMALSRC: o->thermal_source = val; break;
+        case F_TELDIR: o->telemetry_dir = val; break;
+        case F_TELMAX: NEED_INT(256, 1L << 30); o->telemetry_max_bytes = lv; break;
+        case F_TELKEEP: NEED_INT(1, 99); o->telemetry_keep = (int)lv; break;
+        case F_OTLP:
+            if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
+                return cli_usage_error(cmd, "--otlp-url: expected http://... or https://..., got '%s'", val);
+            o->otlp_url = val;
+            break;
+        case F_AUDIT: o->audit_log = val; break;
+        case F_ROUTE: o->route = true; break;
+        case F_DATACLASS: o->data_class = val; break;
+        case F_CONSENT: o->consent = true; break;
         case F_LOAD:
             if (el_load_mode_parse(val, &o->load))
                 return cli_usage_error(cmd, "--load: expected preload, mmap, prefetch or hot, got '%s'", val);
             break;
         case F_COLD: o->bench_cold = true; break;
+        case F_BACKEND:
+            if (!cli_backend_list_ok(val, cmd_bit == C_BENCH))
+                return cli_usage_error(cmd, "--backend: expected cpu, opencl, opencl:N or auto%s, got '%s'",
+                                       cmd_bit == C_BENCH ? " (bench: several joined by '/')" : "", val);
+            o->backend.backend = val;
+            break;
+        case F_PREFER: o->backend.prefer = val; break;
+        case F_TAXBUDGET: {
+            char *end;
+            const double v = strtod(val, &end);
+            if (end == val || *end || !(v > 0 && v <= 1))
+                return cli_usage_error(cmd, "--tax-budget: expected a share in (0, 1], got '%s'", val);
+            o->backend.tax_budget = (float)v;
+            break;
+        }
+        case F_PLACEREPORT:
+            o->placement_report = true;
+            o->backend.measure = true;
+            break;
         case F_CTXOVER:
             if (!strcmp(val, "error")) o->ctx_overflow = 0;
             else if (!strcmp(val, "truncate")) o->ctx_overflow = 1;
@@ -881,6 +990,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         if (o->prompt && o->prompt_file) return cli_usage_error(cmd, "give only one of -p and -f");
     }
     if (o->top_logprobs && !o->json) return cli_usage_error(cmd, "--top-logprobs needs --json");
+    if ((cmd_bit & C_GEN) && !o->route && (o->policy || o->cloud_url || o->cloud_key_file || o->cloud_model ||
+                                           o->thermal_source || o->data_class || o->consent))
+        return cli_usage_error(cmd, "--policy, --cloud-*, --thermal-source, --data-class and --consent need --route");
     if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
     if (!!o->grammar_arg + !!o->grammar_file + !!o->json_schema > 1)
         return cli_usage_error(cmd, "give only one of --grammar, --grammar-file and --json-schema");
@@ -955,6 +1067,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "quantize")) return cli_cmd_quantize(argc, argv);
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
+    if (!strcmp(cmd, "route")) return cli_cmd_route(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

@@ -1,11 +1,17 @@
 /*
  * blocks.c — the building blocks the architecture files compose: token
  * embedding, the attention block (projections, Q/K norm, RoPE, KV store,
- * attention, output projection) and the gated FFN, and the output head.
+ * attention, output projection) and the gated FFN, norms, residual adds, and
+ * the output head.
  *
  * Each block reads its input from session scratch (s->x / s->xb) and writes
  * its result to s->tmp, so an architecture's forward() reads like the paper:
  * norm → block → (post-norm) → residual add.
+ *
+ * No block calls a kernel: each describes its ops (el_op: kind, shapes,
+ * operands as ranges of the session's tensors, constants) and hands them to
+ * the executor (sched/exec.h), which runs them on the backend the placement
+ * chose — or, while the executor describes a pass, only records them.
  */
 #include <math.h>
 #include <string.h>
@@ -23,9 +29,10 @@
 #ifdef EL_DEBUG_DUMP
 #include <stdio.h>
 #include <stdlib.h>
+static el_session *g_dump_session; /* the session whose pass is dumped (CPU backend alone: host copies) */
 static void dbg_dump(const char *name, int il, const float *x, size_t n) {
     const char *d = getenv("EL_DUMP_DIR");
-    if (!d) return;
+    if (!d || (g_dump_session && g_dump_session->describing)) return;
     char p[512];
     snprintf(p, sizeof p, "%s/%s-%d.bin", d, name, il);
     FILE *f = fopen(p, "wbx");
@@ -42,13 +49,98 @@ void el_fwd_dump(const char *name, int il, const float *x, size_t n) {
     (void)name, (void)il, (void)x, (void)n;
 }
 
+/* ---- building ops ---- */
+
+static el_op op_new(el_op_kind k, int il, const char *site) {
+    el_op o;
+    memset(&o, 0, sizeof o);
+    o.kind = k;
+    o.layer = il;
+    o.site = site;
+    return o;
+}
+
+static el_tref R(el_session *s, int id, size_t off, size_t n) { return el_exec_ref(s->exec, id, off, n); }
+
+static void run(el_session *s, el_op *o) {
+#ifdef EL_DEBUG_DUMP
+    g_dump_session = s;
+#endif
+    el_exec_op(s, o);
+}
+
+void el_fwd_norm(el_session *s, int il, const char *site, int src, const float *w, int dst, int n, int d, float eps) {
+    el_op o = op_new(EL_OPK_RMSNORM, il, site);
+    o.src[0] = R(s, src, 0, (size_t)n * d);
+    o.dst[0] = R(s, dst, 0, (size_t)n * d);
+    o.vec[0] = w;
+    o.n = n, o.d = d;
+    o.p.rmsnorm.eps = eps;
+    run(s, &o);
+}
+
+void el_fwd_add(el_session *s, int il, const char *site, int y, int x, int count) {
+    el_op o = op_new(EL_OPK_ADD, il, site);
+    o.dst[0] = R(s, y, 0, (size_t)count);
+    o.src[1] = R(s, x, 0, (size_t)count);
+    o.p.elt.count = count;
+    o.n = 1, o.d = count;
+    run(s, &o);
+}
+
+static void op_scale(el_session *s, int il, const char *site, int id, float sc, int count) {
+    el_op o = op_new(EL_OPK_SCALE, il, site);
+    o.dst[0] = R(s, id, 0, (size_t)count);
+    o.p.scale.s = sc, o.p.scale.count = count;
+    o.n = 1, o.d = count;
+    run(s, &o);
+}
+
+static void op_fwht(el_session *s, int il, const char *site, int id, int rows, int nrot) {
+    el_op o = op_new(EL_OPK_FWHT, il, site);
+    o.dst[0] = R(s, id, 0, (size_t)rows * nrot);
+    o.n = rows, o.d = nrot;
+    o.p.fwht.nrot = nrot;
+    run(s, &o);
+}
+
+static void op_rope(el_session *s, int il, const char *site, int id, int n, int n_heads, int hd, const el_rope *rope) {
+    el_op o = op_new(EL_OPK_ROPE, il, site);
+    o.dst[0] = R(s, id, 0, (size_t)n * n_heads * hd);
+    o.n = n, o.d = n_heads * hd;
+    o.p.rope.rope = *rope;
+    o.p.rope.n_heads = n_heads, o.p.rope.head_dim = hd, o.p.rope.pos0 = s->n_past;
+    run(s, &o);
+}
+
+/* dst_i = src · W_iᵀ (+ bias_i) for i < count */
+static void op_matmul(el_session *s, int il, const char *site, int count, const el_mat *const W[], int src, int n,
+                      const int dst[], const float *const bias[]) {
+    el_op o = op_new(EL_OPK_MATMUL, il, site);
+    o.src[0] = R(s, src, 0, (size_t)n * (size_t)W[0]->ne0);
+    for (int i = 0; i < count; i++) {
+        o.w[i] = W[i];
+        o.dst[i] = R(s, dst[i], 0, (size_t)n * (size_t)W[i]->ne1);
+        o.vec[i] = bias ? bias[i] : NULL;
+    }
+    o.n_w = count;
+    o.n = n, o.d = (int)W[0]->ne0;
+    run(s, &o);
+}
+
+/* ---- blocks ---- */
+
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale) {
     const el_model *m = s->m;
     const int E = m->hp.n_embd;
-    for (int t = 0; t < n; t++) {
-        el_op_get_row(&m->tok_embd, toks[t], s->x + (size_t)t * E);
-        if (scale != 1.0f) el_op_scale(s->x + (size_t)t * E, scale, E);
-    }
+    el_op o = op_new(EL_OPK_GET_ROWS, -1, "token_embd");
+    o.dst[0] = R(s, EL_T_X, 0, (size_t)n * E);
+    o.w[0] = &m->tok_embd;
+    o.n_w = 1;
+    o.n = n, o.d = E;
+    o.p.get_rows.toks = toks;
+    o.p.get_rows.scale = scale;
+    run(s, &o);
 }
 
 void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window) {
@@ -59,46 +151,61 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     const int q_row = hp->n_head * hd, kv_row = hp->n_head_kv * hd;
 
     const el_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *const qkv_out[3] = {s->q, s->k, s->v};
+    static const int qkv_out[3] = {EL_T_Q, EL_T_K, EL_T_V};
     const float *const qkv_bias[3] = {L->bq, L->bk, L->bv};
     dbg_dump("attn_norm", il, s->xb, (size_t)n * hp->n_embd);
-    el_op_matmul_n(m->pool, 3, qkv, s->xb, n, qkv_out, qkv_bias, s->wq8);
+    op_matmul(s, il, "attn_qkv", 3, qkv, EL_T_XB, n, qkv_out, qkv_bias);
     dbg_dump("Q", il, s->q, (size_t)n * q_row);
     dbg_dump("K", il, s->k, (size_t)n * kv_row);
-    if (L->q_norm) el_op_rmsnorm(s->q, L->q_norm, s->q, n * hp->n_head, hd, hp->norm_eps);
-    if (L->k_norm) el_op_rmsnorm(s->k, L->k_norm, s->k, n * hp->n_head_kv, hd, hp->norm_eps);
+    if (L->q_norm) el_fwd_norm(s, il, "attn_q_norm", EL_T_Q, L->q_norm, EL_T_Q, n * hp->n_head, hd, hp->norm_eps);
+    if (L->k_norm) el_fwd_norm(s, il, "attn_k_norm", EL_T_K, L->k_norm, EL_T_K, n * hp->n_head_kv, hd, hp->norm_eps);
     if (L->q_norm) dbg_dump("Qnorm", il, s->q, (size_t)n * q_row);
     if (L->k_norm) dbg_dump("Knorm", il, s->k, (size_t)n * kv_row);
-    for (int t = 0; t < n; t++) {
-        const int pos = s->n_past + t;
-        el_op_rope(s->q + (size_t)t * q_row, hp->n_head, hd, pos, rope, s->rope_cs);
-        el_op_rope(s->k + (size_t)t * kv_row, hp->n_head_kv, hd, pos, rope, s->rope_cs);
-    }
+    op_rope(s, il, "rope_q", EL_T_Q, n, hp->n_head, hd, rope);
+    op_rope(s, il, "rope_k", EL_T_K, n, hp->n_head_kv, hd, rope);
     dbg_dump("Qrope", il, s->q, (size_t)n * q_row);
     dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
     dbg_dump("V", il, s->v, (size_t)n * kv_row);
-    if (hp->q_prescale) el_op_scale(s->q, hp->attn_scale, n * q_row);
+    if (hp->q_prescale) op_scale(s, il, "q_scale", EL_T_Q, hp->attn_scale, n * q_row);
     /* a Q8_0/Q4_0 cache: Q, K, V rotated as llama.cpp does before the store (ops.h, el_kv_rot_k) */
     const int rot_k = el_kv_rot_k(s->type_k, hd), rot_v = el_kv_rot_v(s->type_v, hp->head_dim_v);
     if (rot_k) {
-        el_op_fwht(s->q, n * q_row / rot_k, rot_k);
-        el_op_fwht(s->k, n * kv_row / rot_k, rot_k);
+        op_fwht(s, il, "rot_q", EL_T_Q, n * q_row / rot_k, rot_k);
+        op_fwht(s, il, "rot_k", EL_T_K, n * kv_row / rot_k, rot_k);
     }
-    if (rot_v) el_op_fwht(s->v, n * kv_row / rot_v, rot_v);
+    if (rot_v) op_fwht(s, il, "rot_v", EL_T_V, n * kv_row / rot_v, rot_v);
     const int ring = window > 0 && L->swa ? s->kv_ring : 0; /* this layer's cache is a ring (memory/plan.h) */
-    el_op_kv_store_typed(s->type_k, s->kc[il], s->k, n, s->n_past, kv_row, ring);
-    el_op_kv_store_typed(s->type_v, s->vc[il], s->v, n, s->n_past, kv_row, ring);
+    for (int kv = 0; kv < 2; kv++) {
+        const int type = kv ? s->type_v : s->type_k;
+        el_tensor *c = el_exec_tensor(s->exec, kv ? el_t_vc(il) : el_t_kc(il));
+        const size_t rb = el_row_size((el_type)type, kv_row);
+        const size_t rows_end = ring > 0 ? (size_t)ring : (size_t)(s->n_past + n);
+        el_op o = op_new(EL_OPK_KV_STORE, il, kv ? "kv_store_v" : "kv_store_k");
+        o.src[0] = R(s, kv ? EL_T_V : EL_T_K, 0, (size_t)n * kv_row);
+        o.dst[0] = (el_tref){c, 0, rows_end * rb < c->bytes ? rows_end * rb : c->bytes};
+        o.n = n, o.d = kv_row;
+        o.p.kv_store.type = type, o.p.kv_store.pos0 = s->n_past, o.p.kv_store.row_len = kv_row, o.p.kv_store.ring = ring;
+        run(s, &o);
+    }
 
-    el_attn_args a = {
-        .q = s->q, .out = s->att, .kcache = s->kc[il], .vcache = s->vc[il],
+    el_op o = op_new(EL_OPK_ATTENTION, il, "attention");
+    o.src[0] = R(s, EL_T_Q, 0, (size_t)n * q_row);
+    el_tensor *kc = el_exec_tensor(s->exec, el_t_kc(il)), *vc = el_exec_tensor(s->exec, el_t_vc(il));
+    o.src[1] = (el_tref){kc, 0, kc->bytes};
+    o.src[2] = (el_tref){vc, 0, vc->bytes};
+    o.dst[0] = R(s, EL_T_ATT, 0, (size_t)n * q_row);
+    o.n = n, o.d = q_row;
+    o.p.attn.a = (el_attn_args){
         .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
         .type_k = s->type_k, .type_v = s->type_v,
     };
-    el_op_attention(m->pool, &a);
+    run(s, &o);
     dbg_dump("kqv", il, s->att, (size_t)n * q_row);
-    if (rot_v) el_op_fwht(s->att, n * q_row / rot_v, rot_v); /* back: H·H = I */
-    el_op_matmul(m->pool, &L->wo, s->att, n, s->tmp, NULL, s->wq8);
+    if (rot_v) op_fwht(s, il, "rot_out", EL_T_ATT, n * q_row / rot_v, rot_v); /* back: H·H = I */
+    const el_mat *wo[1] = {&L->wo};
+    static const int tmp[1] = {EL_T_TMP};
+    op_matmul(s, il, "attn_out", 1, wo, EL_T_ATT, n, tmp, NULL);
     dbg_dump("attn_out", il, s->tmp, (size_t)n * hp->n_embd);
 }
 
@@ -107,15 +214,21 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
     const el_layer *L = &m->layers[il];
     const int F = m->hp.n_ff;
     const el_mat *gate_up[2] = {&L->w_gate, &L->w_up};
-    float *const gate_up_out[2] = {s->gate, s->up};
-    el_op_matmul_n(m->pool, 2, gate_up, s->xb, n, gate_up_out, NULL, s->wq8);
+    static const int gate_up_out[2] = {EL_T_GATE, EL_T_UP};
+    op_matmul(s, il, "ffn_gate_up", 2, gate_up, EL_T_XB, n, gate_up_out, NULL);
     dbg_dump("ffn_norm", il, s->xb, (size_t)n * m->hp.n_embd);
     dbg_dump("gate", il, s->gate, (size_t)n * F);
     dbg_dump("up", il, s->up, (size_t)n * F);
-    if (gelu) el_op_gelu_mul(s->gate, s->up, n * F);
-    else el_op_silu_mul(s->gate, s->up, n, F);
+    el_op o = op_new(gelu ? EL_OPK_GELU_MUL : EL_OPK_SILU_MUL, il, gelu ? "ffn_gelu" : "ffn_silu");
+    o.dst[0] = R(s, EL_T_GATE, 0, (size_t)n * F);
+    o.src[1] = R(s, EL_T_UP, 0, (size_t)n * F);
+    o.n = n, o.d = F;
+    o.p.elt.count = n * F;
+    run(s, &o);
     dbg_dump("swiglu", il, s->gate, (size_t)n * F);
-    el_op_matmul(m->pool, &L->w_down, s->gate, n, s->tmp, NULL, s->wq8);
+    const el_mat *down[1] = {&L->w_down};
+    static const int tmp[1] = {EL_T_TMP};
+    op_matmul(s, il, "ffn_down", 1, down, EL_T_GATE, n, tmp, NULL);
     dbg_dump("ffn_out", il, s->tmp, (size_t)n * m->hp.n_embd);
 }
 
@@ -123,15 +236,27 @@ void el_fwd_keep_last_row(el_session *s, int *n) {
     if (s->out_rows > 1) return; /* every row's logits are wanted */
     if (s->embd_pool) return; /* an embedding pass needs every row (llama.cpp outputs all of them then) */
     const int E = s->m->hp.n_embd;
-    if (*n > 1) memmove(s->x, s->x + (size_t)(*n - 1) * E, sizeof(float) * (size_t)E);
+    if (*n > 1) {
+        el_op o = op_new(EL_OPK_COPY, s->m->hp.n_layer - 1, "keep_last_row");
+        o.src[0] = R(s, EL_T_X, (size_t)(*n - 1) * E, (size_t)E);
+        o.dst[0] = R(s, EL_T_X, 0, (size_t)E);
+        o.n = 1, o.d = E;
+        run(s, &o);
+    }
     *n = 1;
 }
 
-/* el_embed's output: rows r0..r0+n of the input, output-normed, pooled. */
-static void embd_output(el_session *s, int n) {
-    const el_model *m = s->m;
-    const int E = m->hp.n_embd;
-    el_op_rmsnorm(s->x, m->output_norm, s->xb, n, E, m->hp.norm_eps);
+/* el_embed's output: rows r0..r0+n of the input, output-normed (in s->xb), pooled. */
+typedef struct pool_ctx {
+    el_session *s;
+    int n;
+} pool_ctx;
+
+static void embd_pool_rows(void *ctx) {
+    const pool_ctx *c = ctx;
+    el_session *s = c->s;
+    const int n = c->n;
+    const int E = s->m->hp.n_embd;
     el_fwd_dump("result_norm", -1, s->xb, (size_t)n * E);
     const int r0 = s->embd_row0;
     float *out = s->embd_out;
@@ -152,11 +277,32 @@ static void embd_output(el_session *s, int n) {
     }
 }
 
+static void embd_output(el_session *s, int n) {
+    const el_model *m = s->m;
+    const int E = m->hp.n_embd;
+    el_fwd_norm(s, -1, "output_norm", EL_T_X, m->output_norm, EL_T_XB, n, E, m->hp.norm_eps);
+    pool_ctx c = {s, n};
+    el_op o = op_new(EL_OPK_HOST, -1, "embd_pool");
+    o.src[0] = R(s, EL_T_XB, 0, (size_t)n * E);
+    o.n = n, o.d = E;
+    o.p.host.fn = embd_pool_rows;
+    o.p.host.ctx = &c;
+    run(s, &o);
+}
+
 void el_fwd_output(el_session *s, int n) {
     if (s->embd_pool) { embd_output(s, n); return; }
     const el_model *m = s->m;
     const int E = m->hp.n_embd;
     const int r = s->out_rows > 1 ? n : 1;
-    el_op_rmsnorm(s->x + (size_t)(n - r) * E, m->output_norm, s->xb, r, E, m->hp.norm_eps);
-    el_op_matmul(m->pool, &m->output, s->xb, r, s->logits, NULL, s->wq8);
+    el_op o = op_new(EL_OPK_RMSNORM, -1, "output_norm");
+    o.src[0] = R(s, EL_T_X, (size_t)(n - r) * E, (size_t)r * E);
+    o.dst[0] = R(s, EL_T_XB, 0, (size_t)r * E);
+    o.vec[0] = m->output_norm;
+    o.n = r, o.d = E;
+    o.p.rmsnorm.eps = m->hp.norm_eps;
+    run(s, &o);
+    const el_mat *out[1] = {&m->output};
+    static const int logits[1] = {EL_T_LOGITS};
+    op_matmul(s, -1, "output", 1, out, EL_T_XB, r, logits, NULL);
 }

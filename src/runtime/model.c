@@ -300,6 +300,7 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     m->n_threads = nt;
     m->pool = el_pool_new(nt);
     if (!m->pool) { el_set_error(err, EL_ERR_NOMEM, "cannot start %d threads", nt); goto fail; }
+    if (el_backends_open(m, p->backend, err)) goto fail;
     /* last: the weights come in as the load strategy says (memory/load.h); on failure nothing stays locked */
     if (el_load_prepare(&m->load, m->gguf, m->hp.n_layer, p->load, err) || el_load_apply(&m->load, err)) goto fail;
     if (p->load != EL_LOAD_MMAP)
@@ -320,6 +321,7 @@ fail:
 
 void el_model_free(el_model *m) {
     if (!m) return;
+    el_backends_close(m); /* before the pool the CPU backend runs on */
     if (m->pool) el_pool_free(m->pool);
     el_load_release(&m->load); /* before the mapping goes */
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);

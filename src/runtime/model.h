@@ -16,11 +16,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/ops.h"
 #include "edgellm.h"
 #include "memory/load.h"
 #include "package/gguf.h"
 #include "runtime/tokenizer.h"
+#include "sched/exec.h"
+#include "sched/placement.h"
 
 #define EL_MAX_HEAD_DIM 512
 
@@ -80,6 +83,15 @@ struct el_model {
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
     el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */
+    /* the backends (sched/exec.h, el_backends_open): be[0] the CPU */
+    el_backend *be[EL_MAX_BACKENDS];
+    int n_be;
+    el_sched_params sched;
+    bool measure;                        /* el_backend_params.measure */
+    char backend_req[32];                /* what was asked for ("cpu", "opencl", "auto") */
+    char backend_note[256];              /* why a device asked for is absent */
+    /* every session's executor adds its counts here after each pass (/health) */
+    _Atomic unsigned long long ops_run[EL_MAX_BACKENDS], bytes_moved, fallbacks;
     _Atomic(struct el_gtrie *) gtrie;    /* grammar: the vocabulary trie, built on first use (runtime/constrain.c) */
 };
 
@@ -111,6 +123,8 @@ struct el_session {
      * embd_row0: this batch's first row within the input of embd_n rows. */
     int embd_pool, embd_row0, embd_n;
     float *embd_out;
+    el_exec *exec;      /* runs the forward passes' ops (sched/exec.h) */
+    bool describing;    /* the executor is describing a pass: nothing runs */
 };
 
 /* Clears a cancel that arrived after the generation it meant had ended
@@ -136,7 +150,7 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
 /* The forward pass calls this at the start of each layer (the load
  * strategy's hook: prefetch requests the next layers' weights). */
 static inline void el_fwd_layer_begin(el_session *s, int il) {
-    if (s->m->load.mode == EL_LOAD_PREFETCH) el_load_on_layer(&s->m->load, il);
+    if (s->m->load.mode == EL_LOAD_PREFETCH && !s->describing) el_load_on_layer(&s->m->load, il);
 }
 
 /* Helpers for arch loaders (model.c). */
@@ -154,7 +168,11 @@ int el_load_common_hparams(el_model *m, el_error *err);
 /* Common: token_embd, output_norm, output (tied if absent), per-layer attention + FFN. */
 int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_norms, el_error *err);
 
-/* Shared building blocks for forward passes (arch/common.c). */
+/* Shared building blocks for forward passes (blocks.c); each hands its ops to the executor. */
+/* dst = rmsnorm(src) * w (w may be NULL): n rows of d; tensors are EL_T_* ids (sched/exec.h); dst may be src. */
+void el_fwd_norm(el_session *s, int il, const char *site, int src, const float *w, int dst, int n, int d, float eps);
+/* y += x over count floats (the residual add). */
+void el_fwd_add(el_session *s, int il, const char *site, int y, int x, int count);
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale);
 /* x → norm → Q,K,V (+bias) → (q/k norm) → rope → store KV → attention → out proj into s->tmp. */
 void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window);

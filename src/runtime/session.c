@@ -106,7 +106,7 @@ size_t el_session_bytes_for(const el_model *m, const el_session_params *p) {
     if (nd < 0 || nd > EL_SPEC_MAX_DRAFT ||
         el_plan_session_full(m, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd, &plan))
         return 0;
-    return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer;
+    return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer + el_exec_bytes(m->hp.n_layer);
 }
 
 el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err) {
@@ -170,6 +170,22 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->rope_cs = (float *)(sc + plan.off_rope);
     s->top_ids = (int32_t *)(sc + plan.off_top_ids);
     s->top_lps = (float *)(sc + plan.off_top_lps);
+    s->exec = el_exec_new(s, err);
+    if (!s->exec) {
+        el_session_free(s);
+        return NULL;
+    }
+    {
+        static const char *const names[EL_T_N_FIXED] = {"x", "xb", "q", "k", "v", "att", "gate", "up", "tmp", "logits"};
+        const size_t offs[EL_T_N_FIXED + 1] = {plan.off_x, plan.off_xb, plan.off_q, plan.off_k, plan.off_v, plan.off_att,
+                                               plan.off_gate, plan.off_up, plan.off_tmp, plan.off_logits, plan.off_wq8};
+        for (int i = 0; i < EL_T_N_FIXED; i++) el_exec_bind(s->exec, i, names[i], -1, sc + offs[i], offs[i + 1] - offs[i]);
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            const bool ring = plan.kv_ring > 0 && m->layers[il].swa;
+            el_exec_bind(s->exec, el_t_kc(il), "kc", il, s->kc[il], ring ? plan.kv_layer_swa : plan.kv_layer);
+            el_exec_bind(s->exec, el_t_vc(il), "vc", il, s->vc[il], ring ? plan.kv_layer_v_swa : plan.kv_layer_v);
+        }
+    }
     /* touch every page now, so the memory is really there before work starts */
     memset(s->block, 0, plan.total);
     atomic_init(&s->cancel, false);
@@ -182,6 +198,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
 
 void el_session_free(el_session *s) {
     if (!s) return;
+    el_exec_free(s->exec);
     free(s->block);
     free(s->kc);
     free(s->vc);
@@ -193,6 +210,24 @@ void el_session_reset(el_session *s) {
     s->n_past = 0;
     atomic_store(&s->cancel, false);
 }
+size_t el_session_placement_report(el_session *s, int json, char *buf, size_t cap) {
+    if (cap) buf[0] = 0;
+    if (!s) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return 0;
+    el_exec_report(s, f, json != 0);
+    fclose(f);
+    if (cap) {
+        const size_t k = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, text, k);
+        buf[k] = 0;
+    }
+    free(text);
+    return len;
+}
+
 int el_session_n_ctx(const el_session *s) { return s ? s->n_ctx : 0; }
 int el_session_n_past(const el_session *s) { return s ? s->n_past : 0; }
 const float *el_session_logits(const el_session *s) { return s ? s->logits : NULL; }
@@ -281,7 +316,8 @@ static int eval_tokens(el_session *s, const int32_t *toks, int n, bool check_can
     for (int i = 0; i < n; i += s->n_batch) {
         if (check_cancel && atomic_load(&s->cancel)) return el_set_error(err, EL_ERR_CANCELLED, "cancelled");
         int nb = n - i < s->n_batch ? n - i : s->n_batch;
-        s->m->arch->forward(s, toks + i, nb);
+        const int rc = el_exec_forward(s, toks + i, nb, err);
+        if (rc) return rc;
         s->n_past += nb;
     }
     return 0;
@@ -398,7 +434,8 @@ static int embed_claimed(el_session *s, const int32_t *toks, int n, el_pooling p
         if (atomic_load(&s->cancel)) { rc = el_set_error(err, EL_ERR_CANCELLED, "cancelled"); break; }
         const int nb = n - i < s->n_batch ? n - i : s->n_batch;
         s->embd_row0 = i;
-        s->m->arch->forward(s, toks + i, nb);
+        rc = el_exec_forward(s, toks + i, nb, err);
+        if (rc) break;
         s->n_past += nb;
     }
     s->embd_pool = 0;
@@ -643,16 +680,17 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
             pos0 = s->n_past;
             s->out_rows = g + 1;
             el_op_matmul_row_order(true); /* each row as a decode step computes it */
-            s->m->arch->forward(s, batch, g + 1);
+            const int rc = el_exec_forward(s, batch, g + 1, err);
             el_op_matmul_row_order(false);
             s->out_rows = 1;
+            if (rc) { fin = EL_DONE_FAILED; break; }
             s->n_past += g + 1;
             n_draft = g;
             i_draft = 0;
             st.n_spec_rounds++;
             el_spec_time_verify(&ctl, g + 1, now_ms() - tf);
         } else {
-            s->m->arch->forward(s, &tok, 1);
+            if (el_exec_forward(s, &tok, 1, err)) { fin = EL_DONE_FAILED; break; }
             s->n_past++;
             st.n_plain_steps++;
             if (spp) el_spec_time_plain(&ctl, now_ms() - tf);

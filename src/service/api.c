@@ -26,6 +26,12 @@
  *
  * Unsupported values are a 400 that names the field, never ignored: n and
  * best_of other than 1, a non-empty suffix, echo together with logprobs.
+ * Tool calls (tools, tool_choice, functions, function_call) are noted in
+ * local_unsupported instead: the server refuses them (400 naming the field)
+ * when it would generate locally, and a cloud route forwards the body
+ * unchanged. Output formats (response_format, llama-server's grammar and
+ * json_schema) become el_api_request.grammar, compiled here: an invalid one
+ * is a 400 naming the field and the place.
  * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
  * chat leaves it unset (the server fills the context).
  *
@@ -265,7 +271,7 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
-    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_COUNT
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -293,6 +299,8 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
     [F_CACHE_PROMPT] = {"cache_prompt", K_CHAT | K_COMP}, /* llama-server's, default true */
     [F_RESPONSE_FORMAT] = {"response_format", K_CHAT | K_COMP},
+    [F_GRAMMAR] = {"grammar", K_CHAT | K_COMP},         /* llama-server's extensions */
+    [F_JSON_SCHEMA] = {"json_schema", K_CHAT | K_COMP},
 };
 
 /* schema (NULL: any JSON object when object_only, else any value) → out->grammar, checked by compiling it */
@@ -318,6 +326,22 @@ static int set_schema_grammar(const cJSON *schema, bool object_only, const char 
     free(out->grammar);
     out->grammar = g;
     return 0;
+}
+
+/* "grammar": GBNF text ("" = none), compiled to check it */
+static int parse_grammar_field(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsString(it)) return type_error(err, "grammar", "a string", it);
+    if (!it->valuestring[0]) return 0;
+    el_error e = {0};
+    el_grammar *cg = el_grammar_parse(it->valuestring, strlen(it->valuestring), &e);
+    if (!cg) {
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, "grammar", "invalid_value", "grammar: %s", e.msg);
+        return -1;
+    }
+    el_grammar_free(cg);
+    free(out->grammar);
+    return (out->grammar = dupstr(it->valuestring, err)) ? 0 : -1;
 }
 
 static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
@@ -568,6 +592,26 @@ static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
     return add_stop(it, -1, out, err);
 }
 
+/* The first output constraint in an OpenAI-route body that local generation cannot honour (see
+ * el_api_request.local_unsupported), or NULL: tool calls. Values that ask for nothing pass: null,
+ * tools [], tool_choice "none"/"auto" (with no tools). */
+static const char *local_unsupported(const cJSON *root) {
+    static const char *const lists[] = {"tools", "functions"};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
+        if (it && !cJSON_IsNull(it) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0)) return lists[i];
+    }
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (size_t i = 0; i < sizeof choices / sizeof *choices; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, choices[i]);
+        if (it && !cJSON_IsNull(it) &&
+            !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+            return choices[i];
+    }
+    /* response_format, grammar and json_schema are honoured locally (el_api_request.grammar) */
+    return NULL;
+}
+
 static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
     const cJSON *f[F_COUNT] = {0};
     unsigned kbit = kind == EL_API_CHAT ? K_CHAT : K_COMP;
@@ -701,8 +745,16 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         }
     }
     if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
+    if (!!f[F_RESPONSE_FORMAT] + !!f[F_JSON_SCHEMA] + !!(f[F_GRAMMAR] && !(cJSON_IsString(f[F_GRAMMAR]) && !f[F_GRAMMAR]->valuestring[0])) > 1) {
+        BAD(err, f[F_RESPONSE_FORMAT] ? "response_format" : "grammar", "invalid_value",
+            "give only one of 'response_format', 'json_schema' and 'grammar'");
+        return -1;
+    }
     if ((it = f[F_RESPONSE_FORMAT]) && parse_response_format(it, out, err)) return -1;
+    if ((it = f[F_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[F_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
+    out->local_unsupported = local_unsupported(root);
     return 0;
 }
 
@@ -1067,20 +1119,7 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
         return -1;
     }
     if ((it = f[N_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
-    if ((it = f[N_GRAMMAR])) {
-        if (!cJSON_IsString(it)) return type_error(err, "grammar", "a string", it);
-        if (it->valuestring[0]) {
-            el_error e = {0};
-            el_grammar *cg = el_grammar_parse(it->valuestring, strlen(it->valuestring), &e);
-            if (!cg) {
-                if (e.code == EL_ERR_NOMEM) return oom(err);
-                BAD(err, "grammar", "invalid_value", "grammar: %s", e.msg);
-                return -1;
-            }
-            el_grammar_free(cg);
-            if (!(out->grammar = dupstr(it->valuestring, err))) return -1;
-        }
-    }
+    if ((it = f[N_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
     if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
     if (it) out->has_cache_prompt = true;
     if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
@@ -1153,8 +1192,9 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!root) return -1;
     const cJSON *content, *add, *parse;
     int rc = -1;
+    const cJSON *pieces;
     if (tok_field(root, "content", &content, err) || tok_field(root, "add_special", &add, err) ||
-        tok_field(root, "parse_special", &parse, err))
+        tok_field(root, "parse_special", &parse, err) || tok_field(root, "with_pieces", &pieces, err))
         goto done;
     if (!content) {
         BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
@@ -1163,6 +1203,8 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
     if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
     if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
     if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
+    if (pieces && !cJSON_IsBool(pieces)) { type_error(err, "with_pieces", "a boolean", pieces); goto done; }
+    out->with_pieces = cJSON_IsTrue(pieces);
     out->add_special = cJSON_IsTrue(add);
     out->parse_special = !cJSON_IsFalse(parse);
     /* the cJSON tree is freed below: the content moves out instead of being copied */
@@ -1429,6 +1471,32 @@ char *el_api_tokenize_response(const int32_t *toks, int n) {
         char num[16];
         int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)toks[i]);
         ok = el_buf_append(&b, num, (size_t)k);
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_tokenize_pieces_response(const int32_t *toks, int n, const char *pieces, const size_t *off) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[40];
+        int k = snprintf(num, sizeof num, "%s{\"id\":%d,\"piece\":", i ? "," : "", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+        const unsigned char *p = (const unsigned char *)pieces + off[i];
+        const size_t len = off[i + 1] - off[i];
+        if (ok && el_utf8_check(p, len) == len) {
+            ok = el_api_json_string(&b, (const char *)p, len);
+        } else {
+            ok = ok && el_buf_str(&b, "[");
+            for (size_t j = 0; ok && j < len; j++) {
+                k = snprintf(num, sizeof num, j ? ",%u" : "%u", (unsigned)p[j]);
+                ok = el_buf_append(&b, num, (size_t)k);
+            }
+            ok = ok && el_buf_str(&b, "]");
+        }
+        ok = ok && el_buf_str(&b, "}");
     }
     if (ok) ok = el_buf_str(&b, "]}");
     if (!ok) { el_buf_free(&b); return NULL; }

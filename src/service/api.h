@@ -81,22 +81,28 @@ typedef struct el_api_request {
     int id_slot;             /* -1: any */
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;
+    /* OpenAI routes: the first constraint the request asks for that edgellm's own generation cannot
+     * honour ("tools", "tool_choice", "functions", "function_call"; a static string), NULL when none. The parse accepts it (a cloud route forwards
+     * the body as sent); the server refuses it with 400 naming the field before generating locally. */
+    const char *local_unsupported;
     /* constrained output: GBNF the reply must follow (compiled and checked at
      * parse time), or NULL. OpenAI routes: "response_format" {"type":"text"},
      * {"type":"json_object"} (any JSON object; with a "schema" member, that
      * schema, as llama-server), {"type":"json_schema","json_schema":{"schema":
-     * …,"strict":…}} (the schema; absent: any JSON value). /completion:
-     * "grammar" (GBNF text; "" = none) or "json_schema" (a schema), not both. */
+     * …,"strict":…}} (the schema; absent: any JSON value); llama-server's
+     * "grammar" (GBNF text; "" = none) and "json_schema" (a schema) on every
+     * route; at most one of them. */
     char *grammar;
 } el_api_request;
 
-/* /tokenize {"content": str, "add_special": bool, "parse_special": bool} and
+/* /tokenize {"content": str, "add_special": bool, "parse_special": bool, "with_pieces": bool} and
  * /detokenize {"tokens": [int, ...]} bodies, parsed by the same pipeline. */
 typedef struct el_api_tok_request {
     char *content;           /* tokenize: valid UTF-8 without NUL */
     size_t content_len;
     bool add_special;        /* default false */
     bool parse_special;      /* default true */
+    bool with_pieces;        /* tokenize: each token as {id, piece} (llama-server's); default false */
     int32_t *tokens;         /* detokenize: ids in [0, 2^31) (the server checks the vocabulary) */
     int n_tokens;
 } el_api_tok_request;
@@ -201,6 +207,10 @@ bool el_api_json_string(el_buf *out, const char *s, size_t n);
 
 /* /tokenize and /detokenize response bodies, malloc'd. */
 char *el_api_tokenize_response(const int32_t *toks, int n);
+/* /tokenize with "with_pieces" (llama-server's shape): {"tokens": [{"id": N, "piece": P}]}, token
+ * i's piece being bytes [off[i], off[i+1]) of pieces: a string when valid UTF-8, else an array of
+ * its byte values (a token that is part of a character). NULL on OOM. */
+char *el_api_tokenize_pieces_response(const int32_t *toks, int n, const char *pieces, const size_t *off);
 char *el_api_detokenize_response(const char *text, size_t len);
 
 /* Log-probabilities of generated tokens, for the response's "logprobs". */

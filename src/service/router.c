@@ -445,6 +445,7 @@ void el_router_device(el_router *r, el_route_device *s) {
     s->cloud_up = r->cloud_configured && mono_s() >= r->cloud_down_until;
     s->local_pp_tps = r->pp_tps;
     s->local_tg_tps = r->tg_tps;
+    s->cloud_rtt_ms = r->cloud_rtt_ms;
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -70,6 +70,8 @@ typedef struct el_route_device {
     bool cloud_configured;
     bool cloud_up;
     double local_pp_tps, local_tg_tps; /* measured; 0: none yet */
+    double cloud_rtt_ms;     /* the last cloud answer's time to first byte (0: none); audit only */
+    double mem_avail_mib;    /* the device's available memory (0: unknown); audit only */
 } el_route_device;
 
 typedef struct el_route {

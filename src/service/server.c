@@ -125,6 +125,15 @@
  * until every connection has sent its answer; the reaper is stopped;
  * MHD_stop_daemon joins the connection threads; then sessions and the model
  * are freed.
+ *
+ * Telemetry and audit (service/telemetry.h, audit.h; off unless configured):
+ * every routing decision and refusal goes to the audit log and a
+ * route_decision / route_refused event (route_request); every local request
+ * end or cancellation is an event from finish_locked (its one terminal
+ * transition), a cloud request's end from route_cloud / cloud_stream_free;
+ * el_server_load's failure and el_server_set_local_unavailable a load_error;
+ * the thermal monitor's level changes (on_thermal_change) an event, and they
+ * cap the model's thread pool (derated: half, hot: a quarter).
  */
 #include "service/server.h"
 
@@ -151,16 +160,19 @@
 #include <microhttpd.h>
 #include <sodium.h>
 
+#include "backend/cpu/threadpool.h"
 #include "memory/capacity.h"
 #include "runtime/chat.h"
 #include "runtime/model.h"
 #include "service/api.h"
+#include "service/audit.h"
 #include "service/cloud.h"
 #include "service/manifest.h"
 #include "service/metrics.h"
 #include "service/policy.h"
 #include "service/router.h"
 #include "service/slot_file.h"
+#include "service/telemetry.h"
 #include "service/thermal.h"
 #include "util/buf.h"
 #include "util/utf8.h"
@@ -367,7 +379,58 @@ struct el_server {
     el_cloud *cloud;
     el_thermal *thermal;
     char local_why[200];             /* el_server_set_local_unavailable: why there is no local model */
+    /* content-free telemetry and the routing audit log (NULL: off); see "telemetry hooks" */
+    el_telemetry *tel;
+    el_audit *audit;
+    atomic_int load_err;             /* el_server_load's error code, for the load_error event */
 };
+
+/* ---- telemetry hooks (service/telemetry.h, audit.h) ----------------------
+ * Events are filled from codes and numbers only (el_tev has no string); the
+ * data class goes in as its index in the policy, so a class a client sent
+ * that the policy lacks is never written. Thermal derating of threads lives
+ * here too: the level decides how many of the pool's threads generate. */
+
+static el_tev_op tev_op(el_api_kind k) {
+    return k == EL_API_CHAT ? EL_TOP_CHAT : k == EL_API_COMPLETION ? EL_TOP_COMPLETION : EL_TOP_NATIVE;
+}
+
+static void tev_route(const el_server *s, el_tev *e, const el_route *rt) {
+    const el_policy *p = el_router_policy(s->router);
+    e->route_source = (int)rt->source;
+    e->reason = el_route_reason_code(rt->reason);
+    e->class_given = rt->class_source && strcmp(rt->class_source, "default") != 0;
+    e->data_class = -1;
+    for (int i = 0; i < p->n_classes; i++)
+        if (!strcmp(p->classes[i].name, rt->data_class)) e->data_class = i;
+    e->canary = rt->canary;
+}
+
+static int threads_for(const el_server *s, el_thermal_level l) {
+    const int n = el_pool_size(s->model->pool);
+    const int k = l == EL_THERMAL_HOT ? n / 4 : l == EL_THERMAL_DERATED ? n / 2 : n;
+    return k < 1 ? 1 : k;
+}
+
+/* The thread cap for level l (after load; any thread). */
+static void derate_threads(el_server *s, el_thermal_level l) {
+    if (!atomic_load(&s->ready) || !s->model) return;
+    el_pool_set_active(s->model->pool, threads_for(s, l));
+}
+
+static int threads_active(const el_server *s) {
+    return atomic_load(&s->ready) && s->model ? el_pool_active(s->model->pool) : 0;
+}
+
+static void on_thermal_change(void *user, el_thermal_level from, el_thermal_level to) {
+    el_server *s = user;
+    derate_threads(s, to);
+    el_tev e = el_tev_init(EL_TEV_THERMAL);
+    e.thermal_from = from;
+    e.thermal = to;
+    e.threads_active = threads_active(s);
+    el_telemetry_emit(s->tel, &e);
+}
 
 static el_req *req_new(el_server *s) {
     el_req *r = calloc(1, sizeof *r);
@@ -416,6 +479,27 @@ static void finish_locked(el_server *s, el_req *r, req_state st) {
     r->state = st;
     el_metrics_request(&s->metrics, st == RS_DONE ? EL_REQ_DONE : st == RS_CANCELLED ? EL_REQ_CANCELLED : EL_REQ_FAILED);
     pthread_cond_broadcast(&r->cv);
+    if (s->tel) { /* a local request's end (codes and numbers only) */
+        el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
+        e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
+        if (!r->embd) tev_route(s, &e, &r->route);
+        e.streamed = r->api.stream;
+        e.thermal = el_thermal_get(s->thermal).level;
+        const el_finish f = r->stats.finish;
+        e.finish = st == RS_CANCELLED ? EL_TFIN_CANCELLED : st == RS_FAILED ? EL_TFIN_ERROR
+                 : f == EL_DONE_LENGTH ? EL_TFIN_LENGTH : EL_TFIN_STOP;
+        e.error = st == RS_FAILED ? (int)(r->err.code ? r->err.code : EL_ERR_INTERNAL) : 0;
+        e.n_prompt = r->embd ? -1 : r->stats.n_prompt;
+        e.n_gen = r->embd ? -1 : r->stats.n_generated;
+        if (r->stats.ttft_ms > 0) e.ttft_ms = r->stats.ttft_ms;
+        if (r->stats.n_generated > 1) e.itl_ms = r->stats.decode_ms / (r->stats.n_generated - 1);
+        e.total_ms = (now_s() - r->t_arrival) * 1000.0;
+        e.peak_mem_bytes = el_tev_peak_rss();
+        e.spec_drafted = r->stats.n_drafted;
+        e.spec_accepted = r->stats.n_accepted;
+        e.threads_active = threads_active(s);
+        el_telemetry_emit(s->tel, &e);
+    }
 }
 
 static void queue_unlink_locked(el_server *s, el_req *r) {
@@ -629,12 +713,15 @@ static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const 
     cJSON_AddNumberToObject(o, "n_probs", a->kind == EL_API_NATIVE ? a->n_probs : 0);
     cJSON_AddNumberToObject(o, "min_keep", 0);
     cJSON_AddBoolToObject(o, "cache_prompt", a->cache_prompt);
+    /* llama-server's shape: [{"bias", "token"}], a banned token's bias (-inf there, -1e30 here) as null */
     cJSON *lb = cJSON_AddArrayToObject(o, "logit_bias");
     for (int i = 0; lb && i < a->n_logit_bias; i++) {
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias_id[i]));
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(a->logit_bias[i]));
-        cJSON_AddItemToArray(lb, pair);
+        cJSON *e = cJSON_CreateObject();
+        if (!e) break;
+        if (a->logit_bias[i] <= -1e30f) cJSON_AddNullToObject(e, "bias");
+        else cJSON_AddNumberToObject(e, "bias", a->logit_bias[i]);
+        cJSON_AddNumberToObject(e, "token", a->logit_bias_id[i]);
+        cJSON_AddItemToArray(lb, e);
     }
     static const char *const samplers[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
     cJSON *sm = cJSON_CreateStringArray(samplers, 5);
@@ -1846,6 +1933,7 @@ static void route_device(el_server *s, el_route_device *d) {
     el_thermal_state ts = el_thermal_get(s->thermal);
     d->thermal = ts.level;
     d->thermal_factor = ts.factor;
+    if (s->audit) d->mem_avail_mib = (double)el_mem_device_available(NULL) / 1048576.0;
     d->battery_pct = -1;
     el_battery_read(NULL, &d->battery_pct, &d->discharging);
     el_router_device(s->router, d);
@@ -1903,7 +1991,26 @@ static enum MHD_Result send_cloud_failure(el_server *s, struct MHD_Connection *c
 typedef struct cloud_stream {
     el_server *srv;
     el_cloud_relay *relay;
+    el_tev ev;                  /* the request_end event, completed when the stream ends */
+    double t0;
 } cloud_stream;
+
+/* The end of a request routed to the cloud (telemetry). */
+static el_tev cloud_event(const el_server *s, const el_route *rt, el_api_kind kind, bool stream) {
+    el_tev e = el_tev_init(EL_TEV_REQUEST_END);
+    e.op = tev_op(kind);
+    tev_route(s, &e, rt);
+    e.streamed = stream;
+    e.thermal = el_thermal_get(s->thermal).level;
+    return e;
+}
+
+static el_tev_cloud_err cloud_err_code(const el_cloud_reply *rep) {
+    if (rep->kind == EL_CLOUD_ERR_HTTP) return EL_TCLOUD_HTTP_ERROR;
+    if (rep->kind == EL_CLOUD_ERR_BAD_RESPONSE) return EL_TCLOUD_BAD_RESPONSE;
+    if (strstr(rep->error, "imeout") || strstr(rep->error, "timed out")) return EL_TCLOUD_TIMEOUT;
+    return EL_TCLOUD_UNREACHABLE;
+}
 
 static ssize_t cloud_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
@@ -1918,6 +2025,11 @@ static void cloud_stream_free(void *cls) {
     /* neither: the client left mid-stream (the transfer is dropped here) */
     el_metrics_request(&cs->srv->metrics, ok ? EL_REQ_DONE : broken ? EL_REQ_FAILED : EL_REQ_CANCELLED);
     if (broken) el_router_cloud_result(cs->srv->router, false, 0); /* a broken stream marks the cloud down */
+    if (!ok && !broken) cs->ev.kind = EL_TEV_CANCELLED;
+    cs->ev.finish = ok ? EL_TFIN_STOP : broken ? EL_TFIN_ERROR : EL_TFIN_CANCELLED;
+    if (broken) cs->ev.cloud_error = EL_TCLOUD_STREAM_BROKEN;
+    cs->ev.total_ms = (now_s() - cs->t0) * 1000.0;
+    el_telemetry_emit(cs->srv->tel, &cs->ev);
     el_cloud_relay_close(cs->relay);
     free(cs);
 }
@@ -1930,11 +2042,28 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
     char *body = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, stream);
     if (!body) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     el_cloud_reply rep;
+    el_tev ev = cloud_event(s, rt, kind, stream);
+    const double t0 = now_s();
     if (!stream) {
         el_cloud_call(s->cloud, path, body, strlen(body), &rep);
         free(body);
         el_router_cloud_result(s->router, rep.kind == EL_CLOUD_OK || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500),
                                rep.ttfb_ms);
+        ev.finish = rep.kind == EL_CLOUD_OK ? EL_TFIN_STOP : EL_TFIN_ERROR;
+        ev.cloud_error = rep.kind == EL_CLOUD_OK ? EL_TCLOUD_NONE : cloud_err_code(&rep);
+        ev.http_status = rep.http_status;
+        if (rep.ttfb_ms > 0) ev.ttft_ms = rep.ttfb_ms;
+        ev.total_ms = (now_s() - t0) * 1000.0;
+        if (s->tel && rep.kind == EL_CLOUD_OK && rep.body) { /* the cloud's usage: two numbers */
+            cJSON *cj = cJSON_ParseWithLength(rep.body, rep.len);
+            const cJSON *u = cJSON_GetObjectItemCaseSensitive(cj, "usage");
+            const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+            const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+            if (cJSON_IsNumber(pt) && pt->valuedouble >= 0 && pt->valuedouble < 1e9) ev.n_prompt = (int)pt->valuedouble;
+            if (cJSON_IsNumber(ct) && ct->valuedouble >= 0 && ct->valuedouble < 1e9) ev.n_gen = (int)ct->valuedouble;
+            cJSON_Delete(cj);
+        }
+        el_telemetry_emit(s->tel, &ev);
         if (rep.kind != EL_CLOUD_OK) {
             enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
             el_cloud_reply_free(&rep);
@@ -1948,7 +2077,13 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
     el_cloud_relay *relay = el_cloud_relay_open(s->cloud, path, body, strlen(body), rt, &rep);
     free(body);
     el_router_cloud_result(s->router, relay || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500), rep.ttfb_ms);
+    ev.http_status = rep.http_status;
+    if (rep.ttfb_ms > 0) ev.ttft_ms = rep.ttfb_ms;
     if (!relay) {
+        ev.finish = EL_TFIN_ERROR;
+        ev.cloud_error = cloud_err_code(&rep);
+        ev.total_ms = (now_s() - t0) * 1000.0;
+        el_telemetry_emit(s->tel, &ev);
         enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
         el_cloud_reply_free(&rep);
         return ret;
@@ -1964,6 +2099,8 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
     }
     cs->srv = s;
     cs->relay = relay;
+    cs->ev = ev;
+    cs->t0 = t0;
     char hv[400];
     el_route_header(rt, hv, sizeof hv);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -1986,6 +2123,14 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
     char err[300];
     const char *hdr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Data-Class");
     if (el_route_parse_meta(cc->body.p, cc->body.len, hdr, &x, err, sizeof err)) {
+        el_audit_refusal(s->audit, el_router_policy(s->router), "bad_route_metadata", 400);
+        el_tev te = el_tev_init(EL_TEV_REFUSED);
+        te.op = tev_op(kind);
+        te.reason = EL_RR_BAD_ROUTE_METADATA;
+        te.http_status = 400;
+        te.streamed = r->api.stream;
+        te.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &te);
         el_api_error e;
         memset(&e, 0, sizeof e);
         el_api_set_error(&e, 400, "invalid_request_error", "edgellm", "invalid_value", "%s", err);
@@ -2005,6 +2150,18 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
         r->canary = el_cloud_canary_start(s->cloud, s->router, kind == EL_API_CHAT ? "/chat/completions" : "/completions",
                                           cb, kind == EL_API_CHAT);
         r->route.canary = r->canary != NULL;
+    }
+    el_audit_decision(s->audit, el_router_policy(s->router), &x, &d, &r->route);
+    if (s->tel) {
+        el_tev te = el_tev_init(EL_TEV_ROUTE);
+        te.op = tev_op(kind);
+        tev_route(s, &te, &r->route);
+        te.consent = x.consent;
+        te.streamed = r->api.stream;
+        te.thermal = d.thermal;
+        te.n_prompt = n_prompt;
+        te.http_status = r->route.source == EL_ROUTE_DECLINED ? r->route.status : 0;
+        el_telemetry_emit(s->tel, &te);
     }
     if (s->p.verbose)
         fprintf(stderr, "edgellm serve: route %s (%s, class %s, policy %s)\n", el_route_source_name(r->route.source),
@@ -2107,6 +2264,12 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     {
         enum MHD_Result ret;
         if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
+    }
+    if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
+        el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
+                         "'%s' is not supported by edgellm (no tool calls); "
+                         "the reply would not follow it", r->api.local_unsupported);
+        return reject(s, c, r, &e, NULL, NULL);
     }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
@@ -2381,6 +2544,8 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
         el_req *r = sl->cur;
         cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
                               r ? atomic_load(&r->n_decoded) : 0);
+        /* "params" are a running request's (llama-server lists none for a slot without a task) */
+        if (o && !r) cJSON_DeleteItemFromObjectCaseSensitive(o, "params");
         /* the prompt cache: tokens the slot holds, and the last prompt's reused / evaluated split */
         if (o && (!cJSON_AddNumberToObject(o, "n_prompt_tokens", sl->n_cache) ||
                   !cJSON_AddNumberToObject(o, "n_prompt_tokens_cache", sl->last_reused) ||
@@ -2720,11 +2885,36 @@ static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_c
     int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
     int32_t *toks = NULL;
     int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    const bool with_pieces = q.with_pieces;
     el_api_tok_request_free(&q);
     if (n < 0)
         return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
                        : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
-    char *json = el_api_tokenize_response(toks, n);
+    char *json = NULL;
+    if (with_pieces) { /* each token's text (control tokens' too, as llama-server's common_token_to_piece) */
+        el_buf raw = {0};
+        size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+        bool ok = off != NULL;
+        for (int i = 0; ok && i < n; i++) {
+            char piece[256];
+            off[i] = raw.len;
+            int len = el_token_to_piece(s->model, toks[i], piece, (int)sizeof piece, true);
+            if (len > (int)sizeof piece) {
+                char *big = malloc((size_t)len);
+                ok = big && el_token_to_piece(s->model, toks[i], big, len, true) == len &&
+                     el_buf_append(&raw, big, (size_t)len);
+                free(big);
+            } else if (len > 0) {
+                ok = el_buf_append(&raw, piece, (size_t)len);
+            }
+        }
+        if (ok) off[n] = raw.len;
+        json = ok ? el_api_tokenize_pieces_response(toks, n, raw.p ? raw.p : "", off) : NULL;
+        free(off);
+        el_buf_free(&raw);
+    } else {
+        json = el_api_tokenize_response(toks, n);
+    }
     free(toks);
     return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
@@ -2806,14 +2996,29 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
         cJSON_AddNumberToObject(tj, "samples", (double)ts.samples);
         cJSON_AddStringToObject(tj, "detail", ts.why);
         cJSON_AddNumberToObject(tj, "admitted_slots", ready ? admitted_slots(s) : 0);
+        cJSON_AddNumberToObject(tj, "threads_active", threads_active(s)); /* derated: fewer generate */
+        cJSON_AddNumberToObject(tj, "threads_total", ready ? el_pool_size(s->model->pool) : 0);
     }
     char *tjs = tj ? cJSON_PrintUnformatted(tj) : NULL;
     cJSON_Delete(tj);
-    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + 32;
+    /* where the ops run (sched/exec.h): the backends, ops each ran, fallbacks */
+    char *pj = NULL;
+    size_t pj_len = 0;
+    if (ready) {
+        FILE *pf = open_memstream(&pj, &pj_len);
+        if (pf) {
+            el_backends_json(s->model, pf);
+            fclose(pf);
+        }
+    }
+    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + pj_len + 48;
     char *copy = malloc(cap); /* send_buf frees it */
-    if (copy && rj && tjs) n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s}", n - 1, body, rj, tjs);
+    if (copy && rj && tjs)
+        n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s%s%s}", n - 1, body, rj, tjs, pj ? ",\"placement\":" : "",
+                     pj ? pj : "");
     free(rj);
     free(tjs);
+    free(pj);
     if (!copy || n < 0 || (size_t)n >= cap) {
         free(copy);
         return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
@@ -2854,7 +3059,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     {   /* routing and thermal */
         char *rm = el_router_metrics(s->router);
         const el_thermal_state ts = el_thermal_get(s->thermal);
-        char th[900];
+        char th[1400];
         snprintf(th, sizeof th,
                  "# HELP edgellm_thermal_level Thermal level: 0 normal, 1 derated, 2 hot.\n"
                  "# TYPE edgellm_thermal_level gauge\nedgellm_thermal_level %d\n"
@@ -2863,8 +3068,10 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  "# HELP edgellm_thermal_derate_factor Share of the measured local speed counted on.\n"
                  "# TYPE edgellm_thermal_derate_factor gauge\nedgellm_thermal_derate_factor %.3f\n"
                  "# HELP edgellm_thermal_transitions_total Thermal level changes.\n"
-                 "# TYPE edgellm_thermal_transitions_total counter\nedgellm_thermal_transitions_total %ld\n",
-                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions);
+                 "# TYPE edgellm_thermal_transitions_total counter\nedgellm_thermal_transitions_total %ld\n"
+                 "# HELP edgellm_threads_active Threads generating (fewer while thermally derated).\n"
+                 "# TYPE edgellm_threads_active gauge\nedgellm_threads_active %d\n",
+                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions, threads_active(s));
         const size_t tl = strlen(txt), rl = rm ? strlen(rm) : 0, hl = strlen(th);
         char *all = rm ? realloc(txt, tl + rl + hl + 1) : NULL;
         if (!all) {
@@ -2877,6 +3084,23 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         free(rm);
         txt = all;
     }
+    if (s->tel) { /* telemetry's own counters */
+        long sp = 0, ex = 0, dr = 0;
+        el_telemetry_counts(s->tel, &sp, &ex, &dr);
+        char tm[512];
+        const int n = snprintf(tm, sizeof tm,
+                               "# HELP edgellm_telemetry_events_total Telemetry events spooled, exported over OTLP, dropped.\n"
+                               "# TYPE edgellm_telemetry_events_total counter\n"
+                               "edgellm_telemetry_events_total{outcome=\"spooled\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"exported\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
+                               sp, ex, dr);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, tm, (size_t)n + 1);
+        txt = both;
+    }
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
@@ -2887,12 +3111,13 @@ static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *
                     NULL, NULL);
 }
 
-/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table. */
+/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table
+ * (except /completions: llama-server's is its native /completion, not /v1/completions). */
 static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", true, true, h_chat},
     {"/chat/completions", "POST", true, true, h_chat},
     {"/v1/completions", "POST", true, true, h_completions},
-    {"/completions", "POST", true, true, h_completions},
+    {"/completions", "POST", true, true, h_native},
     {"/completion", "POST", true, true, h_native},
     {"/v1/models", "GET", true, true, h_models},
     {"/models", "GET", true, true, h_models},
@@ -3207,7 +3432,19 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
         }
         s->router = el_router_new(pol, s->cloud != NULL);
         if (!s->router) FAIL(EL_ERR_NOMEM, "out of memory");
-        el_thermal_cfg tc = {p->thermal_source, NULL, pol->derate_c, pol->hot_c, pol->hysteresis_c, pol->sample_ms};
+        if (p->telemetry_dir || p->otlp_url) {
+            const char *base = strrchr(s->model_path, '/');
+            el_telemetry_cfg tcfg = {p->telemetry_dir, p->telemetry_max_bytes, p->telemetry_keep, p->otlp_url,
+                                     s->alias ? s->alias : base ? base + 1 : s->model_path, pol};
+            s->tel = el_telemetry_open(&tcfg, msg, sizeof msg);
+            if (!s->tel) FAIL(EL_ERR_INVALID_ARG, "telemetry: %s", msg);
+        }
+        if (p->audit_log) {
+            s->audit = el_audit_open(p->audit_log, p->telemetry_max_bytes, p->telemetry_keep, msg, sizeof msg);
+            if (!s->audit) FAIL(EL_ERR_IO, "--audit-log: %s", msg);
+        }
+        el_thermal_cfg tc = {p->thermal_source, NULL, pol->derate_c, pol->hot_c, pol->hysteresis_c, pol->sample_ms,
+                             on_thermal_change, s};
         s->thermal = el_thermal_start(&tc, msg, sizeof msg);
         if (!s->thermal) FAIL(EL_ERR_INTERNAL, "thermal monitor: %s", msg);
     }
@@ -3287,14 +3524,33 @@ static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTE
     return -1;
 }
 
+static int server_load(el_server *s, el_error *err);
+
 int el_server_load(el_server *s, el_error *err) {
     el_error tmp;
     if (!err) err = &tmp;
+    const int rc = server_load(s, err);
+    if (rc) { /* the load_error event goes out with el_server_set_local_unavailable or here */
+        atomic_store(&s->load_err, err->code ? (int)err->code : (int)EL_ERR_INTERNAL);
+        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
+        e.error = atomic_load(&s->load_err);
+        e.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &e);
+        return rc;
+    }
+    el_telemetry_set_fingerprint(s->tel, s->fingerprint);
+    el_audit_set_fingerprint(s->audit, s->fingerprint);
+    derate_threads(s, el_thermal_get(s->thermal).level); /* the level at load; changes follow on_thermal_change */
+    return 0;
+}
+
+static int server_load(el_server *s, el_error *err) {
     err->code = EL_OK;
     err->msg[0] = 0;
     el_model_params mp = el_model_default_params();
     mp.n_threads = s->p.n_threads;
     mp.load = s->p.load;
+    mp.backend = s->p.backend;
     el_model *m = el_model_load(s->model_path, &mp, err);
     if (!m) return -1;
     s->model = m;
@@ -3400,6 +3656,12 @@ void el_server_set_local_unavailable(el_server *s, const char *why) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->local_why, sizeof s->local_why, "%s", why && *why ? why : "no local model");
     pthread_mutex_unlock(&s->mu);
+    if (!atomic_load(&s->load_err)) { /* not a failed el_server_load (it sent its event): the package checks */
+        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
+        e.error = EL_TEV_ERR_PACKAGE;
+        e.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &e);
+    }
 }
 
 int el_server_port(const el_server *s) { return s ? s->port : -1; }
@@ -3454,9 +3716,11 @@ void el_server_free(el_server *s) {
     }
     free(s->slots);
     free(s->slot_dir);
+    el_thermal_stop(s->thermal); /* before the model: its callback derates the model's pool */
     el_model_free(s->model);
-    el_thermal_stop(s->thermal);
     el_router_free(s->router);
+    el_audit_close(s->audit);
+    el_telemetry_close(s->tel); /* sends what the OTLP queue holds */
     el_cloud_free(s->cloud);
     el_metrics_destroy(&s->metrics);
     pthread_cond_destroy(&s->queue_cv);

@@ -71,8 +71,15 @@ typedef struct el_server_params {
     const char *cloud_key;     /* bearer key for the cloud, or NULL */
     const char *cloud_model;   /* replaces "model" in requests sent to the cloud, or NULL */
     const char *thermal_source; /* sensor file (millidegrees C) instead of /sys/class/thermal, or NULL */
+    /* telemetry and audit (service/telemetry.h, audit.h): content-free, off unless given */
+    const char *telemetry_dir;  /* spool DIR/telemetry.jsonl (--telemetry-dir), or NULL */
+    long telemetry_max_bytes;   /* per spool / audit file before rotation (0: 1 MiB) */
+    int telemetry_keep;         /* rotated files kept (0: 3) */
+    const char *otlp_url;       /* OTLP/HTTP JSON logs endpoint (--otlp-url), or NULL */
+    const char *audit_log;      /* routing decisions and refusals, one JSON line each (--audit-log), or NULL */
     /* memory */
     el_load_mode load;         /* how the weights come into memory (memory/load.h); 0: mmap */
+    const el_backend_params *backend; /* where the ops run (sched/exec.h); NULL: the CPU alone */
     bool ctx_overflow_truncate; /* a chat that does not fit: false (default) 400 context_length_exceeded with
                                   n_prompt_tokens and n_ctx; true: the oldest whole turns after the leading
                                   system messages are dropped until it fits (the reply then says

@@ -294,6 +294,10 @@ int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *t
     wr32(fixed + 64, g->n_swa);
     wr32(fixed + 68, nt);
     bool ok = put(fd, &st, fixed, sizeof fixed) == 0;
+    if (ok && el_exec_sync_host(s, err)) { /* the caches' current rows may be on a device */
+        ok = false;
+        rc = err && err->code ? err->code : EL_ERR_INTERNAL;
+    }
     for (uint32_t il = 0; ok && il < nl; il++) {
         const el_slot_layer *L = &g->layers[il];
         uint8_t r[SLOT_LAYER_REC];
@@ -382,6 +386,8 @@ int el_slot_restore(el_session *s, const uint8_t sha256[32], const char *dir, co
     for (uint32_t il = 0; il < g->n_layer; il++) {
         memcpy(s->kc[il], v->k[il], (size_t)v->n_stored[il] * g->layers[il].k_row_bytes);
         memcpy(s->vc[il], v->v[il], (size_t)v->n_stored[il] * g->layers[il].v_row_bytes);
+        el_exec_host_wrote(s, el_t_kc((int)il)); /* the host copies alone are current now */
+        el_exec_host_wrote(s, el_t_vc((int)il));
     }
     for (uint32_t i = 0; i < v->n_tokens; i++) toks[i] = (int32_t)rd32(v->tokens + 4 * (size_t)i);
     s->n_past = (int)v->n_tokens;

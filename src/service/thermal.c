@@ -144,13 +144,16 @@ static void sample(el_thermal *t) {
     if (ok) s->temp_c = c;
     s->freq_ratio = fr;
     el_thermal_level next = has ? el_thermal_step(s->level, ok, c, &t->cfg) : EL_THERMAL_NORMAL;
-    if (next != s->level && s->samples > 0) s->transitions++;
+    const el_thermal_level prev = s->level;
+    const bool changed = next != s->level && s->samples > 0;
+    if (changed) s->transitions++;
     s->level = next;
     s->factor = (next == EL_THERMAL_HOT ? 0.0 : next == EL_THERMAL_DERATED ? 0.5 : 1.0) * fr;
     if (ok) snprintf(why, sizeof why, "%.1f C (%s)", c, el_thermal_level_name(next));
     snprintf(s->why, sizeof s->why, "%s", why);
     s->samples++;
     pthread_mutex_unlock(&t->mu);
+    if (changed && t->cfg.on_change) t->cfg.on_change(t->cfg.user, prev, next);
 }
 
 static void *sampler_main(void *arg) {

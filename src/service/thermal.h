@@ -34,6 +34,10 @@ typedef struct el_thermal_cfg {
     const char *sysfs_root; /* NULL: "/sys"; tests may point it elsewhere */
     double derate_c, hot_c, hysteresis_c;
     int sample_ms;
+    /* optional: called from the sampler thread after each level change
+     * (not for the first sample), outside the monitor's lock */
+    void (*on_change)(void *user, el_thermal_level from, el_thermal_level to);
+    void *user;
 } el_thermal_cfg;
 
 typedef struct el_thermal_state {

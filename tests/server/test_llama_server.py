@@ -83,9 +83,13 @@ def t_routes_without_v1(ctx):
     b = post_json(ctx.port, "/chat/completions", {"messages": msgs, "max_tokens": 6, "temperature": 0})
     assert a["choices"][0]["message"] == b["choices"][0]["message"], (a, b)
     assert b["object"] == "chat.completion"
+    # /completions is llama-server's native /completion (its server.cpp routes both to one handler),
+    # not a twin of /v1/completions
     a = post_json(ctx.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 6, "temperature": 0})
-    b = post_json(ctx.port, "/completions", {"prompt": PROMPT, "max_tokens": 6, "temperature": 0})
-    assert a["choices"][0]["text"] == b["choices"][0]["text"] and b["object"] == "text_completion", (a, b)
+    b = post_json(ctx.port, "/completions", {"prompt": PROMPT, "n_predict": 6, "temperature": 0})
+    c = post_json(ctx.port, "/completion", {"prompt": PROMPT, "n_predict": 6, "temperature": 0})
+    assert a["choices"][0]["text"] == b["content"] == c["content"] and "object" not in b, (a, b)
+    assert b["stop_type"] == c["stop_type"] and b["tokens_predicted"] == c["tokens_predicted"] == 6, (b, c)
     for path in ("/models", "/v1/models"):
         st, _, body = request(ctx.port, "GET", path)
         assert st == 200, (path, st)
@@ -219,12 +223,53 @@ def t_ignore_eos_logit_bias(ctx):
     kept = native(ctx, n_predict=5, temperature=0, logit_bias=[[eos[0], 100]], ignore_eos=True)
     assert kept["tokens_predicted"] == 5 and kept["stop_type"] == "limit", kept
     assert kept["generation_settings"]["ignore_eos"] is True
+    # generation_settings.logit_bias in llama-server's shape: the request's bias, and with ignore_eos
+    # every end-of-generation token banned (bias null, llama-server's -inf)
+    assert forced["generation_settings"]["logit_bias"] == [{"bias": 100, "token": eos[0]}], forced
+    assert {"bias": None, "token": eos[0]} in kept["generation_settings"]["logit_bias"], kept["generation_settings"]
     # false bans a token: the greedy first token never comes
     first = native(ctx, n_predict=1, temperature=0, return_tokens=True)["tokens"][0]
     banned = native(ctx, n_predict=1, temperature=0, return_tokens=True, logit_bias=[[first, False]])
     assert banned["tokens"][0] != first, (first, banned)
     obj = native(ctx, n_predict=1, temperature=0, return_tokens=True, logit_bias={str(first): -100})
     assert obj["tokens"][0] != first, obj
+
+
+def t_tokenize_pieces(ctx):
+    # llama-server's with_pieces: {id, piece}; a piece that is part of a character is its bytes
+    text = "Hello \u5abd and \u00e9t\u00e9 \U0001F917"
+    ids = tokenize(ctx, text)
+    r = post_json(ctx.port, "/tokenize", {"content": text, "add_special": True, "with_pieces": True})["tokens"]
+    assert [t["id"] for t in r] == ids, (r, ids)
+    raw = b"".join(t["piece"].encode("utf-8") if isinstance(t["piece"], str) else bytes(t["piece"]) for t in r)
+    detok = post_json(ctx.port, "/detokenize", {"tokens": ids})["content"]
+    # (the tiny vocabulary lacks "\u2581" alone, so a space before a byte-fallback character comes back
+    # as its three bytes, "\u2581", in /detokenize as in llama.cpp: the pieces must say the same)
+    assert raw.decode("utf-8") == detok and detok.startswith("<s> Hello"), (raw, detok)
+    assert any(isinstance(t["piece"], list) for t in r), r  # the byte-fallback tokens of the CJK/emoji text
+    assert all(isinstance(t["piece"], str) or all(0 <= b < 256 for b in t["piece"]) for t in r), r
+    st, _, b = post(ctx.port, "/tokenize", {"content": text, "with_pieces": "yes"})
+    assert expect_error(st, b, 400, "with_pieces 'yes'")["param"] == "with_pieces"
+
+
+def t_constraints_refused(ctx):
+    # tools: local generation cannot follow them, so the OpenAI routes refuse them naming the field
+    # instead of answering unconstrained text (response_format, grammar and json_schema are honoured:
+    # tests/server/test_structured.py)
+    msgs = [{"role": "user", "content": "Say hello."}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    for path, base in (("/v1/chat/completions", {"messages": msgs}), ("/chat/completions", {"messages": msgs}),
+                       ("/v1/completions", {"prompt": PROMPT})):
+        for extra, field in (({"tools": [tool]}, "tools"), ({"tool_choice": "required"}, "tool_choice")):
+            st, _, b = post(ctx.port, path, dict(base, max_tokens=4, temperature=0, **extra))
+            e = expect_error(st, b, 400, "%s %s" % (path, field))
+            assert e["param"] == field and field in e["message"], (path, e)
+        # values that ask for nothing are answered as without them
+        plain = post_json(ctx.port, path, dict(base, max_tokens=4, temperature=0))
+        same = post_json(ctx.port, path, dict(base, max_tokens=4, temperature=0, tools=[], tool_choice="auto",
+                                              response_format={"type": "text"}, grammar=""))
+        key = "message" if "messages" in base else "text"
+        assert plain["choices"][0][key] == same["choices"][0][key], (plain, same)
 
 
 def t_n_probs(ctx):
@@ -385,7 +430,7 @@ def t_slots(ctx):
     th.join(120)
     assert seen is not None, "slot 1 was never seen processing"
     assert seen[1]["params"]["n_predict"] == ctx.n_ctx - 64 and seen[1]["params"]["ignore_eos"] is True, seen[1]
-    assert seen[0]["is_processing"] is False, seen
+    assert seen[0]["is_processing"] is False and "params" not in seen[0], seen  # idle: no request, no params
     assert res["r"][0] == 200
     last = json.loads(sse_events(res["r"][2])[-1])
     assert last["id_slot"] == 1, last
@@ -470,7 +515,7 @@ def t_context_overflow(ctx):
     e = expect_error(st, b, 400, "chat overflow")
     assert e["code"] == "context_length_exceeded" and e["n_ctx"] == ctx.n_ctx, e
     assert isinstance(e["n_prompt_tokens"], int) and 0 < e["n_prompt_tokens"] < ctx.n_ctx, e
-    st, _, b = post(ctx.port, "/completions", {"prompt": "hello " * ctx.n_ctx})
+    st, _, b = post(ctx.port, "/v1/completions", {"prompt": "hello " * ctx.n_ctx})
     e = expect_error(st, b, 400, "prompt alone overflows")
     assert e["code"] == "context_length_exceeded" and e["n_prompt_tokens"] >= ctx.n_ctx and e["n_ctx"] == ctx.n_ctx, e
     st, _, b = post(ctx.port, "/completion", {"prompt": PROMPT, "n_predict": ctx.n_ctx})
@@ -582,6 +627,8 @@ def main():
                          ("/completion stop word", t_stop_word),
                          ("/completion ignore_eos, logit_bias", t_ignore_eos_logit_bias),
                          ("/completion n_probs", t_n_probs),
+                         ("/tokenize with_pieces", t_tokenize_pieces),
+                         ("tools refused (400)", t_constraints_refused),
                          ("/completion response_fields", t_response_fields),
                          ("/completion sampler fields, seed", t_sampler_fields),
                          ("/completion hostile input: 400 naming the field", t_native_bad_input),

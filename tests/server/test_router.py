@@ -153,7 +153,7 @@ class FaultHandler(http.server.BaseHTTPRequestHandler):
         elif mode == "garbage":
             self.reply(200, b"<html>this is not json</html>")
         elif mode == "slow":
-            time.sleep(6)
+            time.sleep(15)
             self.reply(200, b'{"choices":[]}')
         elif mode == "spoof":
             self.reply(200, json.dumps({"choices": [{"message": {"content": "x"}}],
@@ -354,7 +354,9 @@ def t_cloud_faults(ctx):
             else:  # a cloud claiming its answer ran locally: its member is dropped
                 assert st == 200 and route_of(b)["source"] == "cloud" and b.count(b'"edgellm"') == 1, b
             if mode == "slow":
-                assert time.time() - t < 5.5, "the timeout (3 s) did not apply"
+                # the cloud answers after 15 s; the 3 s timeout must cut it well before (the margin
+                # absorbs a loaded machine and a sanitizer build's slower server)
+                assert time.time() - t < 10, "the timeout (3 s) did not apply"
             # the body sent to the cloud: the client's, less the edgellm member
             assert "edgellm" not in FaultHandler.last_body and FaultHandler.last_body["messages"] == CHAT, FaultHandler.last_body
             # local-only requests still run here, untouched by the cloud's state

@@ -15,6 +15,13 @@
  *
  * Workers spin on the word for a bounded time between jobs (back-to-back jobs
  * of a decode step cost no syscalls), then sleep on a condition variable.
+ *
+ * The active cap (el_pool_set_active): el_pool_run reads it once per job and
+ * cuts the job into active * EL_POOL_CHUNKS pieces; a worker whose index is
+ * at or above the cap takes no piece and sleeps on its own condition
+ * variable (act_cv) until the cap covers it again. A worker that sees the
+ * cap drop while it looks at a job may still claim that job's pieces: that
+ * is safe (claims are per job) and lasts one job.
  */
 #include "backend/cpu/threadpool.h"
 
@@ -37,6 +44,8 @@ struct el_pool {
     _Atomic int done;      /* pieces finished of the current job */
     _Atomic int stop;
     _Atomic int sleepers;
+    _Atomic int active;    /* threads that work on new jobs (el_pool_set_active) */
+    pthread_cond_t act_cv; /* workers above the cap sleep here */
     el_pool_fn fn;
     void *ctx;
 };
@@ -75,6 +84,14 @@ static void *worker_main(void *arg) {
     el_pool *p = wa.p;
     uint32_t seen = 0; /* gen is 0 until the first job, which may start before this thread does */
     for (;;) {
+        if (wa.ith >= atomic_load_explicit(&p->active, memory_order_relaxed)) { /* above the cap: sleep */
+            pthread_mutex_lock(&p->mu);
+            while (wa.ith >= atomic_load(&p->active) && !atomic_load(&p->stop)) pthread_cond_wait(&p->act_cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+            if (atomic_load(&p->stop)) return NULL;
+            seen = w_gen(atomic_load_explicit(&p->word, memory_order_acquire)); /* from the next job on */
+            continue;
+        }
         int spins = 0;
         while (w_gen(atomic_load_explicit(&p->word, memory_order_acquire)) == seen) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
@@ -89,7 +106,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = w_gen(atomic_load_explicit(&p->word, memory_order_acquire));
-        run_pieces(p, seen);
+        if (wa.ith < atomic_load_explicit(&p->active, memory_order_relaxed)) run_pieces(p, seen);
     }
 }
 
@@ -99,9 +116,11 @@ el_pool *el_pool_new(int n_threads) {
     el_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
+    atomic_init(&p->active, n_threads);
     pthread_mutex_init(&p->run_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->act_cv, NULL);
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
     if (!p->threads) { free(p); return NULL; }
     for (int i = 1; i < n_threads; i++) {
@@ -124,9 +143,11 @@ void el_pool_free(el_pool *p) {
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stop, 1);
     pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->act_cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
     pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->act_cv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->run_lock);
     free(p->threads);
@@ -135,10 +156,22 @@ void el_pool_free(el_pool *p) {
 
 int el_pool_size(const el_pool *p) { return p->n; }
 
+int el_pool_active(const el_pool *p) { return atomic_load_explicit(&((el_pool *)p)->active, memory_order_relaxed); }
+
+void el_pool_set_active(el_pool *p, int n_active) {
+    if (n_active < 1) n_active = 1;
+    if (n_active > p->n) n_active = p->n;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->active, n_active);
+    pthread_cond_broadcast(&p->act_cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx) {
-    if (p->n == 1) { fn(ctx, 0, 1); return; }
+    const int act = atomic_load_explicit(&p->active, memory_order_relaxed);
+    if (act == 1) { fn(ctx, 0, 1); return; }
     pthread_mutex_lock(&p->run_lock);
-    const int count = p->n * EL_POOL_CHUNKS;
+    const int count = act * EL_POOL_CHUNKS;
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);

@@ -10,6 +10,14 @@
  * generation counter, then sleep on a condition variable. No allocation
  * happens after el_pool_new. A pool serves one caller at a time (calls are
  * serialised with a mutex), so sessions on different threads may share it.
+ *
+ * Active threads: el_pool_set_active(p, k) caps the threads that work on the
+ * jobs started after it (the caller and workers 1..k-1; k clamped to
+ * 1..el_pool_size). The other workers sleep (no spinning) until the cap
+ * rises again. A job is then cut into k * pieces-per-thread pieces, so fn
+ * sees nth follow the cap. Any thread may call it at any time (the server's
+ * thermal derating); el_pool_run reads the cap once per job (one relaxed
+ * atomic load).
  */
 #ifndef EL_BACKEND_CPU_THREADPOOL_H
 #define EL_BACKEND_CPU_THREADPOOL_H
@@ -21,6 +29,9 @@ el_pool *el_pool_new(int n_threads); /* n_threads >= 1; NULL on failure */
 void el_pool_free(el_pool *p);
 int el_pool_size(const el_pool *p);
 void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx);
+/* The threads the next jobs use (1..el_pool_size), and its setter (clamped). */
+int el_pool_active(const el_pool *p);
+void el_pool_set_active(el_pool *p, int n_active);
 
 /* Splits [0, n) into nth near-equal ranges; range of thread ith. */
 static inline void el_split_range(int n, int ith, int nth, int *lo, int *hi) {

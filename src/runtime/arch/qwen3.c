@@ -22,13 +22,13 @@ static void qwen3_forward(el_session *s, const int32_t *toks, int n) {
     for (int il = 0; il < hp->n_layer; il++) {
         el_fwd_layer_begin(s, il);
         const el_layer *L = &m->layers[il];
-        el_op_rmsnorm(s->x, L->attn_norm, s->xb, n, E, hp->norm_eps);
+        el_fwd_norm(s, il, "attn_norm", EL_T_X, L->attn_norm, EL_T_XB, n, E, hp->norm_eps);
         el_fwd_attention(s, il, n, &rope, 0); /* Q/K norm per head, then RoPE */
-        el_op_add(s->x, s->tmp, n * E);
+        el_fwd_add(s, il, "attn_residual", EL_T_X, EL_T_TMP, n * E);
         if (il == hp->n_layer - 1) el_fwd_keep_last_row(s, &n);
-        el_op_rmsnorm(s->x, L->ffn_norm, s->xb, n, E, hp->norm_eps);
+        el_fwd_norm(s, il, "ffn_norm", EL_T_X, L->ffn_norm, EL_T_XB, n, E, hp->norm_eps);
         el_fwd_ffn(s, il, n, false);
-        el_op_add(s->x, s->tmp, n * E);
+        el_fwd_add(s, il, "ffn_residual", EL_T_X, EL_T_TMP, n * E);
     }
     el_fwd_output(s, n);
 }
