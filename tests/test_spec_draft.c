@@ -11,6 +11,11 @@
  *   the target as its own draft every drafted token is accepted. On the real
  *   Gemma 3 270M (release build): the F16 target named by $EL_GEMMA_F16 with
  *   the Q4_K_M file as draft when set, else the Q4_K_M file drafting for itself.
+ * - The controller with a draft model's cost: c = (verification row + draft
+ *   time per token) / plain step; at α = 1, γ is the most while the draft is
+ *   cheap, speculation goes off (γ 0) once a draft token costs as much as a
+ *   plain step, and comes back when the draft's measured cost drops again
+ *   (the probes' timings).
  * - Cancellation at each of the first 30 tokens (inside verified drafts): the
  *   target's KV ends at the last accepted token as in plain decoding, the
  *   draft's in step with it, and the continuation is plain's.
@@ -22,11 +27,13 @@
  *   foreign tokenizer (the manifest's fingerprint) and a larger draft, --spec
  *   draft without a model, --spec ngram with --draft-model.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "edgellm.h"
+#include "sched/spec.h"
 #include "testutil.h"
 
 #define MAX_GEN 80
@@ -298,7 +305,30 @@ static void check_cli(void) {
     if (rb) el_test_proc_free(&b);
 }
 
+static void check_controller_draft(void) {
+    el_spec_ctl c;
+    el_spec_ctl_init(&c, 1, 8, false);
+    el_spec_time_plain(&c, 10.0);
+    el_spec_time_verify(&c, 5, 14.0); /* 1 ms per extra row: c_row 0.1 */
+    for (int i = 0; i < EL_SPEC_WINDOW; i++) el_spec_observe(&c, true);
+    CHECKF(fabs(el_spec_row_cost(&c) - 0.1) < 1e-9, "row cost %g", el_spec_row_cost(&c));
+    el_spec_time_draft(&c, 4, 8.0); /* 2 ms per drafted token: c 0.1 + 0.2 */
+    CHECKF(fabs(el_spec_row_cost(&c) - 0.3) < 1e-9, "cost with the draft %g", el_spec_row_cost(&c));
+    CHECKF(el_spec_choose(&c, 8) == 8, "alpha 1, c 0.3: gamma %d", c.last_gamma);
+    /* the draft gets dear: one token costs a plain step -> off */
+    for (int i = 0; i < 40; i++) el_spec_time_draft(&c, 1, 10.0);
+    CHECKF(el_spec_row_cost(&c) > 1.0, "cost %g", el_spec_row_cost(&c));
+    CHECKF(el_spec_choose(&c, 8) == 0, "alpha 1, c > 1: gamma %d, expected off", c.last_gamma);
+    /* probes measure it cheap again -> back on */
+    for (int i = 0; i < 40; i++) el_spec_time_draft(&c, 1, 1.0);
+    CHECKF(el_spec_choose(&c, 8) > 0, "the draft is cheap again but speculation stays off");
+    /* and a poor draft (alpha 0.1) is off even when cheap */
+    for (int i = 0; i < EL_SPEC_WINDOW; i++) el_spec_observe(&c, i % 10 == 0);
+    CHECKF(el_spec_choose(&c, 8) == 0, "alpha 0.1: gamma %d, expected off", c.last_gamma);
+}
+
 int main(void) {
+    check_controller_draft();
     if (!el_test_have_ref()) el_test_skip("../shared/reference is absent: draft-model tests skipped");
     char t[512];
 #define REF(x) (snprintf(t, sizeof t, "%s", el_test_ref_path("models/" x ".gguf")), t)

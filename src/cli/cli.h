@@ -109,6 +109,10 @@ typedef struct cli_opts {
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
 
+/* --draft-model: the draft's tokenizer fingerprint (the package manifest's)
+ * equals the target's? -1 to go on (also without --draft-model), else the
+ * exit code, the two fingerprints on stderr. */
+int cli_draft_check_tokenizer(const cli_opts *o);
 /* --draft-model: checks the draft's tokenizer fingerprint against the
  * target's (and its size), loads it, admits its memory and opens its session
  * (the target's n_ctx, n_batch, cache types); spec->draft points at it.

@@ -579,11 +579,8 @@ void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *sp
     spec->fixed = o->spec_fixed;
 }
 
-int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
-                   el_model **dm, el_session **ds) {
-    *dm = NULL;
-    *ds = NULL;
-    if (!o->draft_model || spec->mode != EL_SPEC_DRAFT) return -1;
+int cli_draft_check_tokenizer(const cli_opts *o) {
+    if (!o->draft_model) return -1;
     /* the tokenizer fingerprint the package manifest records, of both files */
     uint8_t ht[32], hd[32];
     el_pkg_error pe = {0};
@@ -599,6 +596,16 @@ int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params 
         return cli_failf("--draft-model %s: its tokenizer (fingerprint %s) differs from the target's (%s): a draft must "
                          "use the target's tokenizer", o->draft_model, b, a);
     }
+    return -1;
+}
+
+int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+                   el_model **dm, el_session **ds) {
+    *dm = NULL;
+    *ds = NULL;
+    if (!o->draft_model || spec->mode != EL_SPEC_DRAFT) return -1;
+    const int tc = cli_draft_check_tokenizer(o);
+    if (tc >= 0) return tc;
     el_model_params mp = el_model_default_params();
     mp.n_threads = o->n_threads;
     mp.load = o->load;
@@ -752,6 +759,7 @@ static const flag_def FLAGS[] = {
     /* speculative decoding */
     {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE},
     {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE},
+    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE}, /* llama.cpp's long name */
     {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE},
     {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},

@@ -542,7 +542,8 @@ static int draft_sync(draft_state *ds, const int32_t *hist, int n_upto, el_error
 /* Up to g tokens drafted greedily after hist[0..n_hist) (hist[n_hist-1] is the
  * token the target is about to take): the count (0 where the draft's
  * context has no room), or -1 on error. */
-static int draft_propose(draft_state *ds, const int32_t *hist, int n_hist, int g, int32_t *out, el_error *err) {
+static int draft_propose(draft_state *ds, const int32_t *hist, int n_hist, int g, int32_t *out, double *t_fwd_ms,
+                         el_error *err) {
     el_session *d = ds->d;
     const int nv = d->m->hp.n_vocab;
     int rc = draft_sync(ds, hist, n_hist - 1, err);
@@ -550,6 +551,7 @@ static int draft_propose(draft_state *ds, const int32_t *hist, int n_hist, int g
     if (g > d->n_ctx - d->n_past) g = d->n_ctx - d->n_past; /* tok and g - 1 drafts are fed */
     if (g < 1) return 0;
     int32_t t = hist[n_hist - 1];
+    const double t0 = now_ms();
     for (int i = 0; i < g; i++) { /* feeds tok and the first g - 1 drafts: g draft forwards */
         if (el_exec_forward(d, &t, 1, err)) return -1;
         d->n_past++;
@@ -561,6 +563,7 @@ static int draft_propose(draft_state *ds, const int32_t *hist, int n_hist, int g
             if (row[j] > row[best]) best = j;
         out[i] = t = best;
     }
+    *t_fwd_ms = now_ms() - t0;
     return g;
 }
 
@@ -792,14 +795,18 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
                 const bool probe = want == 0 && room > 0 && ++ds.since_probe >= EL_SPEC_PROBE_EVERY;
                 if (want > 0 || probe) {
                     const double td = now_ms();
-                    avail = draft_propose(&ds, hist, n_hist, want > 0 ? want : 1, draft, err);
+                    double t_fwd = 0.0;
+                    avail = draft_propose(&ds, hist, n_hist, want > 0 ? want : 1, draft, &t_fwd, err);
                     if (avail < 0) { fin = EL_DONE_FAILED; break; }
-                    if (want > 0) {
+                    if (want > 0) { /* a round: its whole drafting time (catching up included) per token */
                         if (avail > 0) el_spec_time_draft(&ctl, avail, now_ms() - td);
                         g = avail;
-                    } else {
+                    } else { /* a probe: α and the draft's one-token cost keep being measured while off */
                         ds.since_probe = 0;
-                        if (avail > 0) shadow = draft[0]; /* α keeps being measured while off */
+                        if (avail > 0) {
+                            shadow = draft[0];
+                            el_spec_time_draft(&ctl, 1, t_fwd);
+                        }
                     }
                 }
             } else {
