@@ -16,6 +16,9 @@
  *   cheap, speculation goes off (γ 0) once a draft token costs as much as a
  *   plain step, and comes back when the draft's measured cost drops again
  *   (the probes' timings).
+ * - Sampling (temperature 1, fixed γ 2, tiny-llama Q8_0 target, Q4_0 draft):
+ *   the token at a drafted step (step 1, drafted in every run) has plain decoding's distribution
+ *   (two-sample chi-square, 6,000 seeded generations each; 1,000 under ASan).
  * - Cancellation at each of the first 30 tokens (inside verified drafts): the
  *   target's KV ends at the last accepted token as in plain decoding, the
  *   draft's in step with it, and the continuation is plain's.
@@ -56,12 +59,16 @@ static const char *PLAIN_PROMPT = "The history of the lighthouse begins with";
 
 static bool g_ignore_eos; /* the cancellation test wants 30+ tokens from tiny models that stop early */
 
+static float g_temp = 0.0f;   /* the sampling test's temperature and seed */
+static uint64_t g_seed = 1;
+
 static el_finish gen(el_session *s, const int32_t *p, int n, const el_spec_params *spec, int max_tokens, gen_out *out,
                      el_generate_stats *st, el_error *err) {
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
     gp.sampling = el_sampling_default();
-    gp.sampling.temp = 0.0f;
+    gp.sampling.temp = g_temp;
+    gp.sampling.seed = g_seed;
     gp.max_tokens = max_tokens;
     gp.ignore_eos = g_ignore_eos;
     gp.spec = spec;
@@ -306,6 +313,78 @@ static void check_cli(void) {
     if (rb) el_test_proc_free(&b);
 }
 
+/* Upper 0.1% point of chi-square with d degrees of freedom (Wilson-Hilferty). */
+static double chi2_crit(int d) {
+    const double z = 3.09, a = 2.0 / (9.0 * d);
+    return d * pow(1 - a + z * sqrt(a), 3);
+}
+
+/* Sampling (temperature 1) with a draft model: the token at step 1 — a
+ * drafted position in every run (3 tokens: the round after the first token
+ * drafts one, as only one more fits) — has plain decoding's distribution
+ * (two-sample chi-square over RUNS seeded generations each). */
+static void check_sampling_draft(const char *tpath, const char *dpath) {
+    el_model *tm = load(tpath), *dm = load(dpath);
+    el_error err = {0};
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 128;
+    sp.n_draft_max = 2;
+    el_session_params dsp = sp;
+    dsp.n_draft_max = 0;
+    el_session *s = tm ? el_session_new(tm, &sp, &err) : NULL, *d = dm ? el_session_new(dm, &dsp, &err) : NULL;
+    CHECK(s && d);
+    const int nv = tm ? el_model_n_vocab(tm) : 1;
+    long *a = calloc((size_t)nv, sizeof *a), *b = calloc((size_t)nv, sizeof *b);
+    const char *text = "one two three four one two three four one two three";
+    int32_t toks[64];
+    const int n = tm ? el_tokenize(tm, text, strlen(text), toks, 64, EL_TOK_ADD_SPECIAL) : 0;
+#if defined(__SANITIZE_ADDRESS__)
+    enum { RUNS = 1000, STEP = 1 }; /* less power under the sanitizers */
+#else
+    enum { RUNS = 6000, STEP = 1 };
+#endif
+    el_spec_params spec = {.mode = EL_SPEC_DRAFT, .n_draft_max = 2, .fixed = 1, .draft = d};
+    long drafted = 0, accepted = 0, ta = 0, tb = 0;
+    g_temp = 1.0f;
+    for (int r = 0; r < RUNS && s && d && a && b; r++) {
+        gen_out o = {.n = 0};
+        el_generate_stats st;
+        el_session_reset(s);
+        g_seed = 1000 + (uint64_t)r;
+        gen(s, toks, n, NULL, STEP + 2, &o, &st, NULL);
+        if (o.n > STEP) a[o.ids[STEP]]++, ta++;
+        el_session_reset(s);
+        g_seed = 700000 + (uint64_t)r;
+        gen(s, toks, n, &spec, STEP + 2, &o, &st, NULL);
+        if (o.n > STEP) b[o.ids[STEP]]++, tb++;
+        drafted += st.n_drafted;
+        accepted += st.n_accepted;
+    }
+    g_temp = 0.0f;
+    g_seed = 1;
+    double chi = 0;
+    int bins = 0;
+    for (int i = 0; a && b && i < nv; i++) {
+        const double tot = (double)(a[i] + b[i]);
+        if (tot < 10) continue;
+        chi += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]) / tot;
+        bins++;
+    }
+    CHECK(ta == RUNS && tb == RUNS);
+    CHECKF(drafted == RUNS && accepted > 0 && accepted < drafted, "%ld of %ld drafts accepted (one per run expected, "
+           "accepted and rejected both)", accepted, drafted);
+    const double crit = chi2_crit(bins > 1 ? bins - 1 : 1);
+    CHECKF(chi < crit, "sampling with a draft model: chi-square %.1f >= %.1f (%d bins)", chi, crit, bins);
+    printf("sampling with a draft model (%d runs each, token %d): chi-square %.1f (crit %.1f, %d bins), %ld drafted, "
+           "%ld accepted\n", RUNS, STEP, chi, crit, bins, drafted, accepted);
+    free(a);
+    free(b);
+    el_session_free(s);
+    el_session_free(d);
+    if (dm) el_model_free(dm);
+    if (tm) el_model_free(tm);
+}
+
 static void check_controller_draft(void) {
     el_spec_ctl c;
     el_spec_ctl_init(&c, 1, 8, false);
@@ -345,6 +424,7 @@ int main(void) {
     greedy_pair(tt, REF("tiny-qwen3-Q4_K_M"), "tiny-qwen3-F16 <- Q4_K_M draft", false, 512);
     snprintf(tt, sizeof tt, "%s", el_test_ref_path("models/tiny-qwen3-F16.gguf"));
     check_cancel(tt, REF("tiny-qwen3-Q8_0"));
+    check_sampling_draft(el_test_ref_path("models/tiny-llama-Q8_0.gguf"), REF("tiny-llama-Q4_0"));
     check_refusals();
     check_cli();
 
