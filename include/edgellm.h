@@ -307,7 +307,22 @@ typedef bool (*el_token_cb)(const el_token_info *tok, void *user);
  * acceptance rate and verification cost, and is 0 — a plain step — when
  * speculating would not pay; `fixed` = always n_draft_max.
  */
-typedef enum { EL_SPEC_OFF = 0, EL_SPEC_NGRAM = 1, EL_SPEC_PREDICT = 2 } el_spec_mode;
+/*
+ * EL_SPEC_DRAFT drafts with a second, smaller model (llama.cpp's -md): `draft`
+ * is a session of that model (its own KV cache; create it with the target's
+ * n_ctx and an n_batch of at least n_draft_max + 1). Each round the draft
+ * decodes γ tokens greedily; after verification its cache is rolled back to
+ * the accepted prefix. Between calls the draft session mirrors the target's
+ * history (kept in step by el_generate: drive both only through it, and
+ * reset or truncate the target freely — the draft follows at the next call;
+ * a draft that cannot follow is re-filled from this call's prompt, which
+ * changes only the acceptance rate, never the output). Refused before
+ * generation: a draft whose vocabulary differs from the target's (token
+ * count, or any token's text), a draft with more weight bytes than the
+ * target, a draft session that is the target session or is busy. The
+ * controller's cost c then includes the draft's measured time per token.
+ */
+typedef enum { EL_SPEC_OFF = 0, EL_SPEC_NGRAM = 1, EL_SPEC_PREDICT = 2, EL_SPEC_DRAFT = 3 } el_spec_mode;
 typedef struct el_spec_params {
     int mode;              /* el_spec_mode */
     int n_draft_max;       /* γ at most (1..the session's n_draft_max; 0: the session's) */
@@ -319,7 +334,9 @@ typedef struct el_spec_params {
      * el_generate, so it must stay valid until el_generate returns. */
     const int32_t *prediction;
     int n_prediction;
-    int reserved[7];       /* zero */
+    /* EL_SPEC_DRAFT (added from the reserved space): the draft model's session */
+    el_session *draft;
+    int reserved[sizeof(void *) == 8 ? 4 : 5]; /* zero; the struct keeps its size */
 } el_spec_params;
 
 typedef struct el_generate_params {
@@ -348,7 +365,11 @@ typedef struct el_generate_stats {
     /* speculative decoding (zero without): tokens drafted and verified, of them accepted,
      * verification rounds (forward passes of 2+ positions), plain decode steps */
     int n_drafted, n_accepted, n_spec_rounds, n_plain_steps;
-    int reserved[4];
+    /* (added from the reserved space) the controller's cost c per drafted token at the end,
+     * relative to a plain decode step (verification row + draft model step), in millionths;
+     * and the γ of the last verification round */
+    int spec_cost_ppm, spec_last_gamma;
+    int reserved[2];
 } el_generate_stats;
 
 /* Appends prompt tokens after the session's history, prefills, then decodes

@@ -44,19 +44,20 @@ class el_sampling(Structure):
 class el_spec_params(Structure):
     _fields_ = [("mode", c_int), ("n_draft_max", c_int), ("n_draft_min", c_int), ("ngram_min", c_int),
                 ("ngram_max", c_int), ("fixed", c_int), ("prediction", POINTER(c_int32)), ("n_prediction", c_int),
-                ("reserved", c_int * 7)]
+                ("draft", c_void_p), ("reserved", c_int * (4 if ctypes.sizeof(c_void_p) == 8 else 5))]
 
 
 class el_generate_params(Structure):
     _fields_ = [("max_tokens", c_int), ("ignore_eos", c_bool), ("stop", POINTER(c_char_p)),
                 ("n_top_logprobs", c_int), ("sampling", el_sampling), ("spec", POINTER(el_spec_params)),
-                ("reserved", c_void_p * 7)]
+                ("grammar", c_char_p), ("reserved", c_void_p * 6)]
 
 
 class el_generate_stats(Structure):
     _fields_ = [("n_prompt", c_int), ("n_generated", c_int), ("prefill_ms", c_double), ("decode_ms", c_double),
                 ("ttft_ms", c_double), ("finish", c_int), ("n_drafted", c_int), ("n_accepted", c_int),
-                ("n_spec_rounds", c_int), ("n_plain_steps", c_int), ("reserved", c_int * 4)]
+                ("n_spec_rounds", c_int), ("n_plain_steps", c_int), ("spec_cost_ppm", c_int),
+                ("spec_last_gamma", c_int), ("reserved", c_int * 2)]
 
 
 class el_token_info(Structure):

@@ -84,6 +84,7 @@ typedef struct cli_opts {
     const char *grammar_file;  /* --grammar-file FILE */
     const char *json_schema;   /* --json-schema TEXT or @FILE */
     char *grammar;             /* the resolved GBNF (cli_grammar_setup), or NULL */
+    const char *draft_model;   /* --draft-model FILE, -md: a draft model (implies --spec draft) */
     /* routing (serve): src/service/router.h */
     const char *policy;        /* --policy FILE */
     const char *cloud_url;     /* --cloud-url URL */
@@ -112,6 +113,18 @@ typedef struct cli_opts {
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
+
+/* --draft-model: the draft's tokenizer fingerprint (the package manifest's)
+ * equals the target's? -1 to go on (also without --draft-model), else the
+ * exit code, the two fingerprints on stderr. */
+int cli_draft_check_tokenizer(const cli_opts *o);
+/* --draft-model: checks the draft's tokenizer fingerprint against the
+ * target's (and its size), loads it, admits its memory and opens its session
+ * (the target's n_ctx, n_batch, cache types); spec->draft points at it.
+ * Returns -1 to go on (nothing opened when there is no --draft-model), else
+ * the exit code (nothing left open). */
+int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+                   el_model **dm, el_session **ds);
 
 /* The session's placement report (el_session_placement_report) to f, text or JSON. */
 void cli_print_placement(el_session *s, FILE *f, bool json);

@@ -274,6 +274,10 @@ int cli_cmd_chat(cli_opts *o) {
     if (ar >= 0) { el_model_free(m); return ar; }
     el_session *s = el_session_new(m, &sp, &err);
     if (!s) { el_model_free(m); return cli_fail(&err); }
+    el_model *dm = NULL; /* --draft-model: its session follows the chat's KV inside el_generate */
+    el_session *dsess = NULL;
+    const int dr = cli_draft_open(o, m, &sp, &spec, &dm, &dsess);
+    if (dr >= 0) { el_session_free(s); el_model_free(m); return dr; }
 
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
@@ -453,6 +457,8 @@ done:
     free(cc.gen.p);
     free(kv.p);
     free(feed.p);
+    el_session_free(dsess);
+    el_model_free(dm);
     el_session_free(s);
     el_model_free(m);
     return code;

@@ -87,6 +87,13 @@ static void print_json_done(const el_generate_stats *st, const char *route_json,
         fputs(",\"tokens_per_forward\":", stdout);
         const int passes = st->n_spec_rounds + st->n_plain_steps;
         cli_json_num(stdout, passes ? (double)st->n_generated / passes : 0.0);
+        /* the controller's cost model: c per drafted position (relative to a plain step) and
+         * the speedup it predicts for these rounds: tokens / (passes + drafted * c) plain steps */
+        const double c = st->spec_cost_ppm / 1e6;
+        fputs(",\"cost\":", stdout);
+        cli_json_num(stdout, c);
+        printf(",\"last_gamma\":%d,\"predicted_speedup\":", st->spec_last_gamma);
+        cli_json_num(stdout, passes ? st->n_generated / (passes + st->n_drafted * c) : 0.0);
         fputc('}', stdout);
     }
     if (route_json && route_json[0]) printf(",\"route\":%s", route_json);
@@ -185,6 +192,15 @@ int cli_cmd_run(cli_opts *o) {
         el_model_free(m);
         return cli_fail(&err);
     }
+    el_model *dm = NULL; /* --draft-model */
+    el_session *dsess = NULL;
+    const int dr = cli_draft_open(o, m, &sp, &spec, &dm, &dsess);
+    if (dr >= 0) {
+        el_session_free(s);
+        free(toks);
+        el_model_free(m);
+        return dr;
+    }
 
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
@@ -224,6 +240,8 @@ int cli_cmd_run(cli_opts *o) {
         }
         if (fin == EL_DONE_CANCELLED) code = CLI_EXIT_CANCELLED;
     }
+    el_session_free(dsess);
+    el_model_free(dm);
     el_session_free(s);
     el_model_free(m);
     return code;

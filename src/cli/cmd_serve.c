@@ -65,6 +65,10 @@ int cli_cmd_serve(cli_opts *o) {
     int vr = cli_verify_before_load(o);
     bool local_ok = vr < 0;
     if (!local_ok && !o->policy) return vr;
+    if (local_ok) { /* --draft-model: refused before the server starts when its tokenizer is not the target's */
+        const int dc = cli_draft_check_tokenizer(o);
+        if (dc >= 0) return dc;
+    }
 
     /* Block the stop signals before any thread starts, so all inherit the mask. */
     sigset_t stop_set;
@@ -84,6 +88,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.n_batch = o->n_batch;
     el_session_params spec_sp = el_session_default_params(); /* the slots get n_draft_max in the server */
     cli_spec_setup(o, &spec_sp, &p.spec);
+    p.draft_model = o->draft_model;
     p.type_k = o->cache_type_k;
     p.type_v = o->cache_type_v;
     p.n_threads = o->n_threads;

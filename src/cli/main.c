@@ -39,6 +39,7 @@
 #include "runtime/grammar.h"
 #include "service/json_schema.h"
 #include "util/error.h"
+#include "service/manifest.h"
 #include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
@@ -116,9 +117,11 @@ static void print_usage(FILE *f) {
 "      --seed S                sampling seed (default -1: random)\n"
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
-"      --spec ngram|off        speculative decoding by n-gram prompt lookup (run, chat,\n"
-"                              serve; default off):\n"
+"      --spec ngram|draft|off  speculative decoding by n-gram prompt lookup (run, chat,\n"
+"                              serve; default off) or by a draft model:\n"
 "                              the same output, faster where it copies its context\n"
+"  -md, --draft-model FILE     a smaller model with the target's tokenizer drafts\n"
+"                              (implies --spec draft; same context as the target)\n"
 "      --draft-max N           most tokens drafted per step (1..32, default 8)\n"
 "      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
 "      --spec-ngram N          longest n-gram looked up (1..64, default 4)\n"
@@ -573,6 +576,7 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec) {
     memset(spec, 0, sizeof *spec);
     if (!o->spec_mode) return;
+    if (o->spec_mode == EL_SPEC_DRAFT && !o->draft_model) return; /* refused in parsing */
     sp->n_draft_max = o->draft_max;
     spec->mode = o->spec_mode;
     spec->n_draft_max = o->draft_max;
@@ -580,6 +584,75 @@ void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *sp
     spec->ngram_min = 1;
     spec->ngram_max = o->spec_ngram;
     spec->fixed = o->spec_fixed;
+}
+
+int cli_draft_check_tokenizer(const cli_opts *o) {
+    if (!o->draft_model) return -1;
+    /* the tokenizer fingerprint the package manifest records, of both files */
+    uint8_t ht[32], hd[32];
+    el_pkg_error pe = {0};
+    if (el_pkg_tokenizer_sha256(o->model, ht, &pe) != EL_PKG_OK) return cli_failf("%s", pe.msg);
+    if (el_pkg_tokenizer_sha256(o->draft_model, hd, &pe) != EL_PKG_OK)
+        return cli_failf("--draft-model %s: %s", o->draft_model, pe.msg);
+    if (memcmp(ht, hd, 32) != 0) {
+        char a[17], b[17];
+        for (int i = 0; i < 8; i++) {
+            snprintf(a + 2 * i, 3, "%02x", ht[i]);
+            snprintf(b + 2 * i, 3, "%02x", hd[i]);
+        }
+        return cli_failf("--draft-model %s: its tokenizer (fingerprint %s) differs from the target's (%s): a draft must "
+                         "use the target's tokenizer", o->draft_model, b, a);
+    }
+    return -1;
+}
+
+int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+                   el_model **dm, el_session **ds) {
+    *dm = NULL;
+    *ds = NULL;
+    if (!o->draft_model || spec->mode != EL_SPEC_DRAFT) return -1;
+    const int tc = cli_draft_check_tokenizer(o);
+    if (tc >= 0) return tc;
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = o->n_threads;
+    mp.load = o->load;
+    mp.backend = &o->backend;
+    el_error err = {0};
+    el_model *d = el_model_load(o->draft_model, &mp, &err);
+    if (!d) return cli_failf("--draft-model %s: %s", o->draft_model, err.msg);
+    const uint64_t wd = el_mem_weights_bytes(d), wt = el_mem_weights_bytes(target);
+    if (wd > wt) {
+        el_model_free(d);
+        return cli_failf("--draft-model %s: the draft (%.1f MiB of weights) is larger than the target (%.1f MiB): "
+                         "drafting would cost more than it saves", o->draft_model, wd / 1048576.0, wt / 1048576.0);
+    }
+    el_session_params dsp = *sp;
+    dsp.n_draft_max = 0; /* the draft decodes one token at a time */
+    /* its memory: admitted against what the budget leaves after the target and its session */
+    cli_opts od = *o;
+    uint64_t budget = 0;
+    const int code = cli_admit(o, target, sp->n_ctx, sp->n_batch, 1, &budget);
+    if (code >= 0) { el_model_free(d); return code; }
+    if (budget) {
+        const uint64_t used = wt + el_session_bytes_for(target, sp);
+        od.mem_budget = budget > used ? budget - used : 1;
+        od.spec_mode = 0;
+        const int dc = cli_admit(&od, d, dsp.n_ctx, dsp.n_batch, 1, NULL);
+        if (dc >= 0) {
+            fprintf(stderr, "edgellm: (the draft model's memory, after the target's)\n");
+            el_model_free(d);
+            return dc;
+        }
+    }
+    el_session *s = el_session_new(d, &dsp, &err);
+    if (!s) {
+        el_model_free(d);
+        return cli_failf("--draft-model %s: %s", o->draft_model, err.msg);
+    }
+    *dm = d;
+    *ds = s;
+    spec->draft = s;
+    return -1;
 }
 
 /* ---- tokenize ---------------------------------------------------------- */
@@ -616,7 +689,7 @@ enum {
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
-    F_SPEC, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
+    F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
@@ -692,6 +765,8 @@ static const flag_def FLAGS[] = {
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
     /* speculative decoding */
     {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE},
+    {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE},
+    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE}, /* llama.cpp's long name */
     {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE},
     {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
     {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
@@ -917,8 +992,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         }
         case F_SPEC:
             if (!strcmp(val, "ngram")) o->spec_mode = EL_SPEC_NGRAM;
+            else if (!strcmp(val, "draft")) o->spec_mode = EL_SPEC_DRAFT;
             else if (!strcmp(val, "off")) o->spec_mode = EL_SPEC_OFF;
-            else return cli_usage_error(cmd, "--spec: expected ngram or off, got '%s'", val);
+            else return cli_usage_error(cmd, "--spec: expected ngram, draft or off, got '%s'", val);
             break;
         case F_DRAFTMAX: NEED_INT(1, 32); o->draft_max = (int)lv; break;
         case F_DRAFTMIN: NEED_INT(1, 32); o->draft_min = (int)lv; break;
@@ -927,6 +1003,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_GRAMMAR: o->grammar_arg = val; break;
         case F_GRAMMARFILE: o->grammar_file = val; break;
         case F_JSONSCHEMA: o->json_schema = val; break;
+        case F_DRAFTMODEL: o->draft_model = val; break;
         case F_POLICY: o->policy = val; break;
         case F_CLOUDURL:
             if (strncmp(val, "http://", 7) && strncmp(val, "https://", 8))
@@ -996,6 +1073,11 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
     if (o->draft_min > o->draft_max) return cli_usage_error(cmd, "--draft-min %d is above --draft-max %d", o->draft_min, o->draft_max);
     if (!!o->grammar_arg + !!o->grammar_file + !!o->json_schema > 1)
         return cli_usage_error(cmd, "give only one of --grammar, --grammar-file and --json-schema");
+    if (o->draft_model && o->spec_mode == EL_SPEC_NGRAM)
+        return cli_usage_error(cmd, "--draft-model drafts with a model; --spec ngram drafts by prompt lookup: pick one");
+    if (o->draft_model) o->spec_mode = EL_SPEC_DRAFT;
+    if (o->spec_mode == EL_SPEC_DRAFT && !o->draft_model)
+        return cli_usage_error(cmd, "--spec draft needs --draft-model FILE (-md)");
     if (!o->seed_set) o->sampling.seed = random_seed();
     return -1;
 }

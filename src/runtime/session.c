@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memory/capacity.h"
 #include "memory/plan.h"
 #include "runtime/constrain.h"
 #include "runtime/model.h"
@@ -42,6 +43,9 @@ _Static_assert(sizeof(el_session_params) == 3 * sizeof(int) + sizeof(void *) * 6
                "el_session_params keeps its 0.1.0 size (n_draft_max, type_k, type_v came from the reserved space)");
 _Static_assert(sizeof(el_generate_params) == offsetof(el_generate_params, grammar) + sizeof(void *) * 7,
                "el_generate_params keeps its 0.1.0 size (spec and grammar came from the reserved space)");
+
+_Static_assert(sizeof(el_spec_params) == (sizeof(void *) == 8 ? 64 : 60),
+               "el_spec_params keeps its size (draft came from the reserved space)");
 
 int el_cache_type_parse(const char *name) {
     static const struct { const char *name; int type; } k[] = {
@@ -470,6 +474,103 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
                                   const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
                                   el_error *err);
 
+/* ---- speculative decoding with a draft model (EL_SPEC_DRAFT) ---------------
+ * The draft session's cache holds hist[0..n_cached) of this call's token
+ * sequence (prompt + output) at positions base.., where seq records what was
+ * fed (drafted tokens may differ from what the target then chose; n_good of
+ * them are known to match). Each round it is rolled back to the longest
+ * prefix it shares with hist, catches up, and decodes γ tokens greedily. */
+typedef struct draft_state {
+    el_session *d;
+    int base, n_cached, n_good;
+    int32_t *seq;
+    int since_probe; /* plain steps since the last probe while speculation is off */
+    bool claimed;
+} draft_state;
+
+/* Refusals before generation: the draft must share the target's vocabulary and be smaller. */
+static int draft_check(const el_session *s, const el_session *d, el_error *err) {
+    if (!d) return el_set_error(err, EL_ERR_INVALID_ARG, "speculative decoding with a draft model: no draft session given");
+    if (d == s) return el_set_error(err, EL_ERR_INVALID_ARG, "the draft session is the target session itself");
+    const el_model *tm = s->m, *dm = d->m;
+    if (dm->hp.n_vocab != tm->hp.n_vocab || el_vocab_n_tokens(dm->vocab) != el_vocab_n_tokens(tm->vocab))
+        return el_set_error(err, EL_ERR_INVALID_ARG,
+                            "the draft model's vocabulary (%d tokens) differs from the target's (%d tokens): a draft "
+                            "must use the target's tokenizer", dm->hp.n_vocab, tm->hp.n_vocab);
+    char a[256], b[256];
+    for (int i = 0; i < tm->hp.n_vocab; i++) {
+        const int la = el_vocab_token_to_piece(tm->vocab, i, a, (int)sizeof a, true);
+        const int lb = el_vocab_token_to_piece(dm->vocab, i, b, (int)sizeof b, true);
+        if (la != lb || (la > 0 && la <= (int)sizeof a && memcmp(a, b, (size_t)la) != 0))
+            return el_set_error(err, EL_ERR_INVALID_ARG,
+                                "the draft model's vocabulary differs from the target's at token %d: a draft must use "
+                                "the target's tokenizer", i);
+    }
+    if (el_token_bos(dm) != el_token_bos(tm) || el_token_eos(dm) != el_token_eos(tm))
+        return el_set_error(err, EL_ERR_INVALID_ARG, "the draft model's BOS/EOS tokens (%d/%d) differ from the target's (%d/%d)",
+                            el_token_bos(dm), el_token_eos(dm), el_token_bos(tm), el_token_eos(tm));
+    const uint64_t wd = el_mem_weights_bytes(dm), wt = el_mem_weights_bytes(tm);
+    if (wd > wt)
+        return el_set_error(err, EL_ERR_INVALID_ARG,
+                            "the draft model (%llu weight bytes) is larger than the target (%llu): drafting would cost "
+                            "more than it saves", (unsigned long long)wd, (unsigned long long)wt);
+    return 0;
+}
+
+/* Makes the draft's cache hold exactly hist[0..n_upto): rolls back to the
+ * shared prefix (or, where its sliding-window ring cannot roll back that far,
+ * starts over at position 0) and feeds the rest. 1: it does not fit the
+ * draft's context (no draft this round); <0: error. */
+static int draft_sync(draft_state *ds, const int32_t *hist, int n_upto, el_error *err) {
+    el_session *d = ds->d;
+    int keep = ds->n_good;
+    while (keep < ds->n_cached && keep < n_upto && ds->seq[keep] == hist[keep]) keep++;
+    if (keep > n_upto) keep = n_upto;
+    if (ds->base + n_upto > d->n_ctx || !el_session_can_truncate(d, ds->base + keep)) {
+        if (n_upto > d->n_ctx) return 1;
+        ds->base = 0; /* start over: the draft loses older history, which changes α only */
+        keep = 0;
+    }
+    d->n_past = ds->base + keep;
+    ds->n_cached = ds->n_good = keep;
+    if (n_upto > keep) {
+        const int rc = eval_tokens(d, hist + keep, n_upto - keep, false, err);
+        const int fed = d->n_past - ds->base; /* eval_tokens advances n_past batch by batch */
+        memcpy(ds->seq + keep, hist + keep, sizeof *hist * (size_t)(fed - keep));
+        ds->n_cached = ds->n_good = fed;
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* Up to g tokens drafted greedily after hist[0..n_hist) (hist[n_hist-1] is the
+ * token the target is about to take): the count (0 where the draft's
+ * context has no room), or -1 on error. */
+static int draft_propose(draft_state *ds, const int32_t *hist, int n_hist, int g, int32_t *out, double *t_fwd_ms,
+                         el_error *err) {
+    el_session *d = ds->d;
+    const int nv = d->m->hp.n_vocab;
+    int rc = draft_sync(ds, hist, n_hist - 1, err);
+    if (rc) return rc < 0 ? -1 : 0;
+    if (g > d->n_ctx - d->n_past) g = d->n_ctx - d->n_past; /* tok and g - 1 drafts are fed */
+    if (g < 1) return 0;
+    int32_t t = hist[n_hist - 1];
+    const double t0 = now_ms();
+    for (int i = 0; i < g; i++) { /* feeds tok and the first g - 1 drafts: g draft forwards */
+        if (el_exec_forward(d, &t, 1, err)) return -1;
+        d->n_past++;
+        ds->seq[ds->n_cached++] = t;
+        if (i == 0) ds->n_good++;
+        const float *row = d->logits;
+        int best = 0;
+        for (int j = 1; j < nv; j++)
+            if (row[j] > row[best]) best = j;
+        out[i] = t = best;
+    }
+    *t_fwd_ms = now_ms() - t0;
+    return g;
+}
+
 static el_finish generate_entry(el_session *s, const int32_t *prompt, int n_prompt, int n_cached,
                                 const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
                                 el_error *err) {
@@ -511,6 +612,8 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     el_constraint *con = NULL; /* gp->grammar, compiled */
     int32_t *hist = NULL; /* speculation: the drafter's history */
     int n_hist = 0;
+    draft_state ds = {0}; /* EL_SPEC_DRAFT: the draft model's session and what its cache holds */
+    int n_past0 = s->n_past, t_base = 0; /* the target's positions at entry, and of prompt[0] */
     const el_model *m = s->m;
     const int nv = m->hp.n_vocab;
     if (err) { err->code = EL_OK; err->msg[0] = 0; }
@@ -529,6 +632,13 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
                      n_prompt - n_cached, s->n_past, s->n_ctx);
         goto done;
     }
+    t_base = s->n_past - n_cached;
+    if (gp->spec && gp->spec->mode == EL_SPEC_DRAFT) { /* refused before any work */
+        if (draft_check(s, gp->spec->draft, err)) goto done;
+        if (!session_claim(gp->spec->draft, err)) goto done;
+        ds.d = gp->spec->draft;
+        ds.claimed = true;
+    }
     const int n_top = gp->n_top_logprobs < 0 ? 0 : gp->n_top_logprobs > 64 ? 64 : gp->n_top_logprobs;
     el_sampling sp = gp->sampling;
     if (sp.penalty_last_n < 0) sp.penalty_last_n = s->n_ctx; /* -1 = the context (edgellm.h, as llama.cpp) */
@@ -543,11 +653,11 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         goto done;
     }
     st.prefill_ms = now_ms() - t0;
-    const double t1 = now_ms();
+    double t1 = now_ms();
 
     /* DECODE (with speculation: see el_spec_params in edgellm.h, src/sched/spec.h) */
     const el_spec_params *spp = gp->spec && gp->spec->mode != EL_SPEC_OFF ? gp->spec : NULL;
-    if (spp && spp->mode != EL_SPEC_NGRAM && spp->mode != EL_SPEC_PREDICT) {
+    if (spp && spp->mode != EL_SPEC_NGRAM && spp->mode != EL_SPEC_PREDICT && spp->mode != EL_SPEC_DRAFT) {
         el_set_error(err, EL_ERR_INVALID_ARG, "speculative decoding mode %d is unknown", spp->mode);
         goto done;
     }
@@ -570,6 +680,16 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
                          gmax, cap);
             goto done;
         }
+        if (spp->n_draft_min < 0 || spp->n_draft_min > gmax) {
+            el_set_error(err, EL_ERR_INVALID_ARG, "draft minimum %d: expected 0..%d (the draft maximum)", spp->n_draft_min, gmax);
+            goto done;
+        }
+        if (s->n_ctx < gmax + 2) {
+            el_set_error(err, EL_ERR_CONTEXT,
+                         "a context of %d tokens cannot hold a token and %d verification positions (drafts of up to %d)",
+                         s->n_ctx, gmax + 1, gmax);
+            goto done;
+        }
         ng_min = spp->ngram_min > 0 ? spp->ngram_min : 1;
         ng_max = spp->ngram_max > 0 ? spp->ngram_max : 4;
         if (ng_min > ng_max || ng_max > 64) {
@@ -578,10 +698,28 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         }
         el_spec_ctl_init(&ctl, spp->n_draft_min, gmax, spp->fixed != 0);
         /* the drafter's history: this call's prompt and output */
-        hist = malloc(sizeof *hist * ((size_t)n_prompt + (size_t)(s->n_ctx - s->n_past) + 2));
-        if (!hist) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the draft history"); goto done; }
+        const size_t n_alloc = (size_t)n_prompt + (size_t)(s->n_ctx - s->n_past) + EL_SPEC_MAX_DRAFT + 2;
+        hist = malloc(sizeof *hist * n_alloc);
+        if (ds.d) ds.seq = malloc(sizeof *hist * n_alloc);
+        if (!hist || (ds.d && !ds.seq)) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the draft history"); goto done; }
         memcpy(hist, prompt, sizeof *hist * (size_t)n_prompt);
         n_hist = n_prompt;
+        if (ds.d) { /* the draft's cache: the target's history if it mirrors it, else this prompt alone; then prefill */
+            el_session *d = ds.d;
+            ds.base = t_base;
+            if (d->n_past >= n_past0 && el_session_can_truncate(d, n_past0)) {
+                d->n_past = n_past0;
+                memcpy(ds.seq, prompt, sizeof *hist * (size_t)n_cached);
+                ds.n_cached = ds.n_good = n_cached;
+            } else if (d->n_past >= t_base && el_session_can_truncate(d, t_base)) {
+                d->n_past = t_base;
+            } else {
+                d->n_past = ds.base = 0;
+            }
+            if (draft_sync(&ds, hist, n_prompt, err) < 0) goto done;
+            st.prefill_ms = now_ms() - t0;
+            t1 = now_ms();
+        }
     }
     text_state ts = {.n_held = 0, .stop = gp->stop};
     el_detok_init(&ts.detok);
@@ -664,13 +802,36 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
             if (gp->max_tokens > 0 && gp->max_tokens - st.n_generated - 1 < room) room = gp->max_tokens - st.n_generated - 1;
             if (room > ctl.gamma_max) room = ctl.gamma_max;
             int avail = 0;
-            if (room > 0 && spp->mode == EL_SPEC_NGRAM) avail = el_spec_ngram_draft(hist, n_hist, ng_min, ng_max, room, draft);
-            if (room > 0 && spp->mode == EL_SPEC_PREDICT && st.n_generated < spp->n_prediction) {
-                avail = spp->n_prediction - st.n_generated < room ? spp->n_prediction - st.n_generated : room;
-                memcpy(draft, spp->prediction + st.n_generated, sizeof *draft * (size_t)avail);
+            /* HOOK(grammar): drafted tokens must pass the same constraint as sampled ones — a constrained
+             * generation cuts each draft below at its first token the grammar rejects (after any drafter). */
+            if (spp->mode == EL_SPEC_DRAFT) { /* γ first (drafting costs time), then the draft model runs */
+                const int want = el_spec_choose(&ctl, room);
+                const bool probe = want == 0 && room > 0 && ++ds.since_probe >= EL_SPEC_PROBE_EVERY;
+                if (want > 0 || probe) {
+                    const double td = now_ms();
+                    double t_fwd = 0.0;
+                    avail = draft_propose(&ds, hist, n_hist, want > 0 ? want : 1, draft, &t_fwd, err);
+                    if (avail < 0) { fin = EL_DONE_FAILED; break; }
+                    if (want > 0) { /* a round: its whole drafting time (catching up included) per token */
+                        if (avail > 0) el_spec_time_draft(&ctl, avail, now_ms() - td);
+                        g = avail;
+                    } else { /* a probe: α and the draft's one-token cost keep being measured while off */
+                        ds.since_probe = 0;
+                        if (avail > 0) {
+                            shadow = draft[0];
+                            el_spec_time_draft(&ctl, 1, t_fwd);
+                        }
+                    }
+                }
+            } else {
+                if (room > 0 && spp->mode == EL_SPEC_NGRAM) avail = el_spec_ngram_draft(hist, n_hist, ng_min, ng_max, room, draft);
+                if (room > 0 && spp->mode == EL_SPEC_PREDICT && st.n_generated < spp->n_prediction) {
+                    avail = spp->n_prediction - st.n_generated < room ? spp->n_prediction - st.n_generated : room;
+                    memcpy(draft, spp->prediction + st.n_generated, sizeof *draft * (size_t)avail);
+                }
+                g = el_spec_choose(&ctl, avail);
+                if (g == 0 && avail > 0) shadow = draft[0];
             }
-            g = el_spec_choose(&ctl, avail);
-            if (g == 0 && avail > 0) shadow = draft[0];
         }
         const double tf = now_ms();
         if (g > 0) {
@@ -688,6 +849,7 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
             n_draft = g;
             i_draft = 0;
             st.n_spec_rounds++;
+            st.spec_last_gamma = g;
             el_spec_time_verify(&ctl, g + 1, now_ms() - tf);
         } else {
             if (el_exec_forward(s, &tok, 1, err)) { fin = EL_DONE_FAILED; break; }
@@ -700,6 +862,9 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     /* Positions verified past the last token delivered leave the cache; as
      * after a plain step, the last token delivered is not in it either. */
     if (n_draft > 0) s->n_past = pos0 + i_draft + (just_accepted ? 0 : 1);
+    if (spp) {
+        st.spec_cost_ppm = (int)(el_spec_row_cost(&ctl) * 1e6 + 0.5);
+    }
     /* release text still held back (not when a stop string cut it) */
     if (fin != EL_DONE_STOP && fin != EL_DONE_FAILED && cb) {
         int n = 0;
@@ -720,6 +885,15 @@ done:
         el_sampler_filter_counts(smp, &nm, &nc);
         el_logf(m, EL_LOG_DEBUG, "grammar: %d whole masks, %d single-token checks for %d tokens", nm, nc, st.n_generated);
     }
+    if (ds.d && ds.seq && s->n_past - t_base >= 0) {
+        /* the draft's cache ends as the target's: hist[0..what the target holds), so the next call finds it in step */
+        el_error derr = {0};
+        int n_t = s->n_past - t_base;
+        if (n_t > n_hist) n_t = n_hist;
+        if (draft_sync(&ds, hist, n_t, &derr) != 0 || ds.d->n_past != s->n_past) ds.d->n_past = 0;
+    }
+    if (ds.claimed) atomic_store(&ds.d->busy, false);
+    free(ds.seq);
     el_sampler_free(smp); /* the one release point of per-request state */
     el_constraint_free(con);
     free(hist);

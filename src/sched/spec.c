@@ -22,6 +22,8 @@ int el_spec_ngram_draft(const int32_t *hist, int n, int ngram_min, int ngram_max
     return 0;
 }
 
+static double ema(double old, double x, int n) { return n == 0 ? x : old + (x - old) * (n < 8 ? 1.0 / (n + 1) : 0.125); }
+
 void el_spec_ctl_init(el_spec_ctl *c, int gamma_min, int gamma_max, bool fixed) {
     memset(c, 0, sizeof *c);
     if (gamma_max > EL_SPEC_MAX_DRAFT) gamma_max = EL_SPEC_MAX_DRAFT;
@@ -41,9 +43,17 @@ double el_spec_alpha(const el_spec_ctl *c) {
 }
 
 double el_spec_row_cost(const el_spec_ctl *c) {
-    if (c->n_plain == 0 || c->n_verify == 0 || c->t_plain_ms <= 0) return 0.1;
-    double r = c->t_row_ms / c->t_plain_ms;
-    return r < 0.0 ? 0.0 : r;
+    double r = 0.1;
+    if (c->n_plain > 0 && c->n_verify > 0 && c->t_plain_ms > 0) r = c->t_row_ms / c->t_plain_ms;
+    if (r < 0.0) r = 0.0;
+    if (c->n_plain > 0 && c->n_draft_timed > 0 && c->t_plain_ms > 0) r += c->t_draft_ms / c->t_plain_ms;
+    return r;
+}
+
+void el_spec_time_draft(el_spec_ctl *c, int n, double t_ms) {
+    if (n < 1) return;
+    c->t_draft_ms = ema(c->t_draft_ms, t_ms / n, c->n_draft_timed);
+    c->n_draft_timed++;
 }
 
 double el_spec_expected_gain(double alpha, double row_cost, int gamma) {
@@ -81,8 +91,6 @@ void el_spec_observe(el_spec_ctl *c, bool accepted) {
     c->head = (c->head + 1) % EL_SPEC_WINDOW;
     if (c->n_outcome < EL_SPEC_WINDOW) c->n_outcome++;
 }
-
-static double ema(double old, double x, int n) { return n == 0 ? x : old + (x - old) * (n < 8 ? 1.0 / (n + 1) : 0.125); }
 
 void el_spec_time_plain(el_spec_ctl *c, double t_ms) {
     c->t_plain_ms = ema(c->t_plain_ms, t_ms, c->n_plain);

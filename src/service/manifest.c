@@ -1251,3 +1251,13 @@ el_pkg_check el_pkg_describe_unsigned(const char *model_path, char *out, size_t 
     el_manifest_free(&m);
     return EL_PKG_OK;
 }
+
+el_pkg_check el_pkg_tokenizer_sha256(const char *model_path, uint8_t out[32], el_pkg_error *err) {
+    if (!el_pkg_init()) return el_pkg_fail(err, EL_PKG_ERR_IO, "libsodium failed to initialise");
+    el_manifest m;
+    memset(&m, 0, sizeof m);
+    el_pkg_check c = describe_gguf(model_path, &m, NULL, err);
+    if (c == EL_PKG_OK) memcpy(out, m.tokenizer_sha256, 32);
+    el_manifest_free(&m);
+    return c;
+}

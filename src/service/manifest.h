@@ -244,4 +244,9 @@ void el_pkg_describe(const el_manifest *m, const char *signed_by, char *out, siz
 /* For unsigned files: SHA-256 prefix, dominant tensor type and arch of a GGUF. */
 el_pkg_check el_pkg_describe_unsigned(const char *model_path, char *out, size_t cap, el_pkg_error *err);
 
+/* The tokenizer fingerprint a manifest records (SHA-256 over every
+ * tokenizer.* key but the chat templates, sorted by key) of a GGUF file;
+ * `--draft-model` refuses a draft whose fingerprint differs from the target's. */
+el_pkg_check el_pkg_tokenizer_sha256(const char *model_path, uint8_t out[32], el_pkg_error *err);
+
 #endif

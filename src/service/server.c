@@ -329,6 +329,8 @@ typedef struct slot {
     int n_cache;
     int last_reused, last_processed; /* the last request's prompt: from the cache / evaluated (/slots) */
     bool held;                  /* a slot action (save/restore/erase) owns the session: take no request */
+    el_session *dsess;          /* --draft-model: the draft's session (el_generate keeps it in step with sess) */
+    el_spec_params spec;        /* the server's, with this slot's draft session */
 } slot;
 
 struct el_server {
@@ -339,6 +341,7 @@ struct el_server {
     atomic_bool ready;
     /* process state, written by el_server_load before `ready` */
     el_model *model;
+    el_model *draft;            /* --draft-model, or NULL */
     char model_id[256];
     char fingerprint[64];
     uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
@@ -1000,6 +1003,7 @@ static void run_request(slot *sl, el_req *r) {
     el_metrics_tokens(&s->metrics, r->n_prompt - kept, 0);
     memset(&r->err, 0, sizeof r->err);
     double t_gen = now_s();
+    if (sl->dsess && r->gp.spec) r->gp.spec = &sl->spec; /* --draft-model: this slot's draft session */
     el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, on_token, r, &r->stats, &r->err);
     el_metrics_spec(&s->metrics, r->stats.n_drafted, r->stats.n_accepted, r->stats.n_spec_rounds, r->stats.n_plain_steps);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
@@ -3610,6 +3614,32 @@ static int server_load(el_server *s, el_error *err) {
             snprintf(err->msg, sizeof err->msg, "--parallel %d refused: %.300s (%.30s)", s->p.n_parallel, msg, src);
             return -1;
         }
+        if (s->p.spec.mode == EL_SPEC_DRAFT) { /* the draft model, and a draft session per slot, in what is left */
+            s->draft = el_model_load(s->p.draft_model ? s->p.draft_model : "", &mp, err);
+            if (!s->draft) return -1;
+            if (el_mem_weights_bytes(s->draft) > mr.weights) {
+                err->code = EL_ERR_INVALID_ARG;
+                snprintf(err->msg, sizeof err->msg, "--draft-model: the draft (%llu weight bytes) is larger than the "
+                         "target (%llu): drafting would cost more than it saves",
+                         (unsigned long long)el_mem_weights_bytes(s->draft), (unsigned long long)mr.weights);
+                return -1;
+            }
+            el_mem_request dr = mr;
+            dr.model = s->draft;
+            dr.runtime = 0;
+            dr.weights = el_mem_weights_bytes(s->draft);
+            el_mem_shape_of(s->draft, &dr.shape);
+            dr.budget = mr.budget > s->mem_planned ? mr.budget - s->mem_planned : 1;
+            s->mem_planned += dr.weights + el_mem_session_bytes_kv(&dr, el_kv_type_of_cache(s->p.type_k),
+                                                                   el_kv_type_of_cache(s->p.type_v), s->n_ctx) *
+                                               (uint64_t)s->p.n_parallel;
+            if (mr.budget && el_mem_admit(&dr, s->n_ctx, s->p.n_parallel, msg, sizeof msg)) {
+                err->code = EL_ERR_NOMEM;
+                snprintf(err->msg, sizeof err->msg, "--parallel %d with --draft-model refused (the draft's memory, after "
+                         "the target's): %.260s (%.30s)", s->p.n_parallel, msg, src);
+                return -1;
+            }
+        }
     }
     s->slots = calloc((size_t)s->p.n_parallel, sizeof *s->slots);
     if (!s->slots) {
@@ -3629,12 +3659,25 @@ static int server_load(el_server *s, el_error *err) {
         sp.n_draft_max = s->p.spec.mode ? s->p.spec.n_draft_max : 0;
         sl->sess = el_session_new(m, &sp, err);
         if (!sl->sess) return -1;
+        if (s->draft) {
+            el_session_params dsp = sp;
+            dsp.n_draft_max = 0;
+            sl->dsess = el_session_new(s->draft, &dsp, err);
+            if (!sl->dsess) {
+                el_session_free(sl->sess);
+                sl->sess = NULL;
+                return -1;
+            }
+            sl->spec = s->p.spec;
+            sl->spec.draft = sl->dsess;
+        }
         sl->ctoks = calloc((size_t)s->n_ctx, sizeof *sl->ctoks);
         if (!sl->ctoks) {
             err->code = EL_ERR_NOMEM;
             snprintf(err->msg, sizeof err->msg, "out of memory");
             el_session_free(sl->sess);
-            sl->sess = NULL;
+            el_session_free(sl->dsess);
+            sl->sess = sl->dsess = NULL;
             return -1;
         }
         s->n_slots = i + 1;
@@ -3712,12 +3755,14 @@ void el_server_free(el_server *s) {
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
     for (int i = 0; i < s->n_slots; i++) {
         el_session_free(s->slots[i].sess);
+        el_session_free(s->slots[i].dsess);
         free(s->slots[i].ctoks);
     }
     free(s->slots);
     free(s->slot_dir);
     el_thermal_stop(s->thermal); /* before the model: its callback derates the model's pool */
     el_model_free(s->model);
+    el_model_free(s->draft);
     el_router_free(s->router);
     el_audit_close(s->audit);
     el_telemetry_close(s->tel); /* sends what the OTLP queue holds */

@@ -87,6 +87,8 @@ typedef struct el_server_params {
                                   messages + the last user turn alone do not fit */
     int type_k, type_v;        /* the slots' KV cache types (el_cache_type; 0 = F16), -ctk / -ctv */
     el_spec_params spec;       /* speculative decoding of every request (mode 0: off), --spec / --draft-* */
+    const char *draft_model;   /* spec.mode EL_SPEC_DRAFT (--draft-model): the draft GGUF; each slot gets a draft
+                                  session of the slots' context (admission counts the draft and its sessions) */
 } el_server_params;
 
 typedef struct el_server el_server;

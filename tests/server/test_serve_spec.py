@@ -10,6 +10,11 @@ not; the speculative server's /metrics count drafted and accepted tokens
 (accepted <= drafted, both > 0 after the copy prompt), the plain one's stay
 0; bad flags (`--draft-max 0`, `--spec bogus`) exit 2 before listening;
 both servers exit 0 on SIGINT with no sanitizer report.
+With a draft model (`--draft-model`, tiny-llama-Q4_0 drafting for the Q8_0
+target, 2 slots, each with its own draft session): the same texts as the
+plain server on every route, drafts counted in /metrics; a draft with
+another tokenizer (tiny-qwen2) or a larger draft (F16) makes serve exit
+before listening with the reason.
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
@@ -65,12 +70,17 @@ def main():
     r = Runner()
     plain = Server(cli, model, "-c", "512").start()
     spec = Server(cli, model, "-c", "512", "--spec", "ngram", "--draft-max", "4", "--spec-fixed").start()
+    models = os.path.dirname(model)
+    draft = Server(cli, model, "-c", "512", "--parallel", "2", "--draft-model", os.path.join(models, "tiny-llama-Q4_0.gguf"),
+                   "--draft-max", "4", "--spec-fixed").start()
 
     def same(prompt, path, stream):
         a = complete(plain.port, prompt, path, stream)
         b = complete(spec.port, prompt, path, stream)
         assert a == b, "%s stream=%s: plain %r, speculative %r" % (path, stream, a, b)
         assert a[0], "empty output"
+        c = complete(draft.port, prompt, path, stream)
+        assert a == c, "%s stream=%s: plain %r, draft model %r" % (path, stream, a, c)
 
     for name, prompt in (("copy", COPY), ("plain", PLAIN)):
         for path in ("/v1/completions", "/v1/chat/completions", "/completion"):
@@ -88,6 +98,19 @@ def main():
         assert p.get("edgellm_spec_drafted_tokens_total") == 0 and p.get("edgellm_spec_verifications_total") == 0, p
     r.run("metrics count drafts", spec_metrics)
 
+    def draft_metrics():
+        m = metrics(draft.port)
+        d, a = m.get("edgellm_spec_drafted_tokens_total", -1), m.get("edgellm_spec_accepted_tokens_total", -1)
+        assert d > 0 and 0 <= a <= d and m.get("edgellm_spec_verifications_total", 0) > 0, m
+    r.run("metrics count the draft model's drafts", draft_metrics)
+
+    def bad_drafts():
+        for name, want in (("tiny-qwen2-F16.gguf", "tokenizer"), ("tiny-llama-F16.gguf", "larger than the target")):
+            p = subprocess.run([cli, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--draft-model",
+                                os.path.join(models, name)], capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0 and want in p.stderr, (name, p.returncode, p.stderr[-300:])
+    r.run("a foreign or larger draft: serve exits with the reason", bad_drafts)
+
     def bad_flags():
         for extra in (["--draft-max", "0"], ["--spec", "bogus"], ["--draft-max", "33"]):
             p = subprocess.run([cli, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--spec", "ngram", *extra],
@@ -102,6 +125,7 @@ def main():
         assert not any(mk in err for mk in SANITIZER_MARKERS), err[-2000:]
     r.run("plain server exits 0", clean_exit, plain)
     r.run("speculative server exits 0", clean_exit, spec)
+    r.run("draft-model server exits 0", clean_exit, draft)
     return r.finish()
 
 
