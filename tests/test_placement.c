@@ -166,6 +166,12 @@ static void test_fastest_and_tolerance(void) {
     CHECK(place(d, 2, &sp, &qk, 1, &p) == 0);
     CHECK(p.d[0].dev == 1 && p.d[0].why == EL_WHY_FASTEST);
     el_placement_free(&p);
+    /* ... but a host op (a function on host memory) stays on the cpu whatever runs_on says */
+    el_place_op ho = mkop(EL_OPK_HOST, -1, "pool", -1, 1e9, -1, -1, 0);
+    ho.runs_on = 0x3;
+    CHECK(place(d, 2, &sp, &ho, 1, &p) == 0);
+    CHECK(p.d[0].dev == 0 && p.d[0].why == EL_WHY_ONLY && p.d[0].t_est[1] < 0);
+    el_placement_free(&p);
 }
 
 /* ---- fallback runs fused ------------------------------------------------ */

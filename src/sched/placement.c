@@ -582,7 +582,8 @@ int el_sched_place(const el_device_caps *devs, int n_dev, const el_sched_params 
             double t = -1;
             if (d < n_dev) {
                 const el_device_caps *cd = &devs[d];
-                const bool runs = d == 0 || (o->runs_on ? (o->runs_on >> d & 1u) != 0 : el_caps_runs(cd, o));
+                const bool runs = d == 0 || (o->kind != EL_OPK_HOST && /* host memory only */
+                                                (o->runs_on ? (o->runs_on >> d & 1u) != 0 : el_caps_runs(cd, o)));
                 const bool copies = d == 0 || (cd->h2d_gbps > 0 && isfinite(cd->h2d_gbps) && cd->d2h_gbps > 0 &&
                                                isfinite(cd->d2h_gbps));
                 if (runs && copies) t = op_time(cd, o);
