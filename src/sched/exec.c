@@ -234,14 +234,19 @@ static void note_fallback(el_exec *x, const char *what, const el_op *op, int dev
     el_logf(x->m, EL_LOG_WARN, "fallback to cpu: %s", x->st.last_fallback);
 }
 
+/* t's buffer on device d > 0, allocated at first use. 0, or an el_status with err. */
+static int dev_buf(el_exec *x, el_tensor *t, int d, el_error *err) {
+    if (d == 0 || t->dev[d]) return 0;
+    t->dev[d] = x->m->be[d]->i->buf_alloc(x->m->be[d], t->bytes, err);
+    return t->dev[d] ? 0 : err && err->code ? (int)err->code : EL_ERR_NOMEM;
+}
+
 /* Makes t's copy on device d current. 0, or an el_status with err. */
 static int need(el_exec *x, el_tensor *t, int d, el_error *err) {
     if (t->valid >> d & 1) return 0;
     el_model *m = x->m;
-    if (d != 0 && !t->dev[d]) {
-        t->dev[d] = m->be[d]->i->buf_alloc(m->be[d], t->bytes, err);
-        if (!t->dev[d]) return err && err->code ? err->code : EL_ERR_NOMEM;
-    }
+    const int rc = dev_buf(x, t, d, err);
+    if (rc) return rc;
     const size_t n = t->extent;
     if (!(t->valid & 1)) {
         int b = 1;
@@ -270,9 +275,8 @@ static int gather(el_exec *x, const el_op *op, int d, el_error *err) {
         const bool covers = op->dst[i].off == 0 && op->dst[i].len >= t->extent;
         if ((i == 0 && in_place(op->kind)) || !covers) {
             if (need(x, t, d, err)) return -1;
-        } else if (d != 0 && !t->dev[d]) {
-            t->dev[d] = x->m->be[d]->i->buf_alloc(x->m->be[d], t->bytes, err);
-            if (!t->dev[d]) return -1;
+        } else if (dev_buf(x, t, d, err)) {
+            return -1;
         }
     }
     return 0;
@@ -682,11 +686,11 @@ int el_backends_open(el_model *m, const el_backend_params *bp, el_error *err) {
         const char *lim = getenv("EL_CPU1_OPS");
         if (lim && *lim) {
             uint32_t ops = 0;
-            for (int k = 0; k < EL_OPK_COUNT; k++) {
-                const char *name = el_op_kind_name((el_op_kind)k);
-                const size_t l = strlen(name);
-                for (const char *q = lim; (q = strstr(q, name)) != NULL; q += l)
-                    if ((q == lim || q[-1] == ',') && (q[l] == 0 || q[l] == ',')) ops |= 1u << k;
+            char list[256];
+            snprintf(list, sizeof list, "%s", lim);
+            for (char *save = NULL, *nm = strtok_r(list, ",", &save); nm; nm = strtok_r(NULL, ",", &save)) {
+                const int k = el_op_kind_parse(nm); /* the names of the --devices tables */
+                if (k >= 0) ops |= 1u << k;
             }
             el_backend_cpu_limit(b, ops);
         }

@@ -368,8 +368,8 @@ static int build_program(ocl *c, el_error *err) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-static void *ocl_buf_alloc(el_backend *be, size_t bytes, el_error *err) {
-    ocl *c = ctx_of(be);
+/* A device buffer of `bytes` (within the device's largest allocation); NULL with err. */
+static cl_mem alloc_mem(ocl *c, size_t bytes, el_error *err) {
     if (bytes == 0) bytes = 4;
     if ((cl_ulong)bytes > c->max_alloc) {
         el_set_error(err, EL_ERR_NOMEM,
@@ -385,6 +385,8 @@ static void *ocl_buf_alloc(el_backend *be, size_t bytes, el_error *err) {
     }
     return m;
 }
+
+static void *ocl_buf_alloc(el_backend *be, size_t bytes, el_error *err) { return alloc_mem(ctx_of(be), bytes, err); }
 
 static void ocl_buf_free(el_backend *be, void *buf) {
     (void)be;
@@ -529,14 +531,8 @@ static int launch_act_quant(ocl *c, cl_mem x, int x0, int K, int n, int mode, el
     const size_t need = sizeof(float) * (size_t)K * (size_t)n;
     if (need > c->act_cap) {
         if (c->act) clReleaseMemObject(c->act);
-        c->act = NULL, c->act_cap = 0;
-        cl_int e;
-        c->act = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, need, NULL, &e);
-        if (e != CL_SUCCESS || !c->act) {
-            c->act = NULL;
-            return el_set_error(err, e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ? EL_ERR_NOMEM : EL_ERR_INTERNAL,
-                                "OpenCL: clCreateBuffer(activations, %zu bytes) failed: %s", need, cl_err_name(e));
-        }
+        c->act_cap = 0;
+        if (!(c->act = alloc_mem(c, need, err))) return err && err->code ? (int)err->code : EL_ERR_NOMEM;
         c->act_cap = need;
     }
     cl_kernel k = c->k_act;
