@@ -16,6 +16,7 @@
  *   edgellm plan      (-m MODEL | --shape S --weights SIZE) [...]  capacity plan (cmd_plan.c)
  *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
  *   edgellm route explain REQUEST.json --policy P [...]          replay a routing decision (cmd_route.c)
+ *   edgellm act --policy ACTIONS.json (-m MODEL -p TEXT | --proposal F)  the proposal gate (cmd_act.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -65,6 +66,10 @@ static void print_usage(FILE *f) {
 "  status    --store DIR                   the store's active and previous versions\n"
 "  route explain REQUEST.json --policy P   why a request goes local, cloud or declined\n"
 "                                          ('edgellm route help'; docs/ROUTING.md)\n"
+"  act       --policy ACTIONS.json -m MODEL -p TEXT | --proposal FILE|-\n"
+"                                          the model proposes an action under the policy's schema,\n"
+"                                          the proposal gate accepts or refuses it with a reason\n"
+"                                          code ('edgellm act --help'; docs/STRUCTURED.md)\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
 "  quantize  IN.gguf OUT.gguf TYPE       a GGUF at another type, as llama-quantize ('edgellm\n"
@@ -1150,6 +1155,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "plan")) return cli_cmd_plan(argc, argv);
     if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
     if (!strcmp(cmd, "route")) return cli_cmd_route(argc, argv);
+    if (!strcmp(cmd, "act")) return cli_cmd_act(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

@@ -167,6 +167,37 @@ void el_audit_refusal(el_audit *a, const el_policy *p, const char *reason, int s
     free(txt);
 }
 
+void el_audit_gate(el_audit *a, const el_gate_audit_rec *r) {
+    if (!a || !r) return;
+    static const char *const KINDS[] = {"proposal", "transition", "handshake", "timeout"};
+    pthread_mutex_lock(&a->mu);
+    cJSON *o = cJSON_CreateObject();
+    char *txt = NULL;
+    if (o) {
+        cJSON_AddNumberToObject(o, "ts_ms", (double)now_ms());
+        cJSON_AddStringToObject(o, "fingerprint", a->fingerprint);
+        cJSON_AddStringToObject(o, "source", "gate");
+        cJSON_AddStringToObject(o, "kind", (unsigned)r->kind < 4 ? KINDS[r->kind] : "unknown");
+        if (r->kind == EL_GA_PROPOSAL) {
+            cJSON_AddStringToObject(o, "decision", r->reason == EL_GATE_OK ? "accepted" : "refused");
+            cJSON_AddStringToObject(o, "reason", el_gate_reason_name(r->reason));
+        }
+        if (r->kind == EL_GA_TRANSITION) cJSON_AddStringToObject(o, "event", el_gate_ev_name(r->ev));
+        cJSON_AddStringToObject(o, "device_id", r->device_id ? r->device_id : "");
+        cJSON_AddStringToObject(o, "request_id", r->request_id ? r->request_id : "");
+        cJSON_AddNumberToObject(o, "sequence", (double)r->sequence);
+        cJSON_AddStringToObject(o, "action", r->action ? r->action : "");
+        cJSON_AddStringToObject(o, "state", el_gate_state_name(r->from));
+        cJSON_AddStringToObject(o, "state_after", el_gate_state_name(r->to));
+        cJSON_AddNumberToObject(o, "gate_ms", (double)r->now_ms);
+        txt = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+    }
+    if (txt) el_spool_write(a->spool, txt, strlen(txt));
+    pthread_mutex_unlock(&a->mu);
+    free(txt);
+}
+
 /* ---- the reader ------------------------------------------------------------------ */
 
 static int rfail(char *err, size_t cap, const char *what) {
@@ -258,6 +289,11 @@ int el_audit_parse(const char *line, size_t len, el_audit_rec *out, char *err, s
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return rfail(err, cap, "not a JSON object");
+    }
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
+    if (cJSON_IsString(src) && !strcmp(src->valuestring, "gate")) {
+        cJSON_Delete(root);
+        return rfail(err, cap, "a proposal-gate line (source \"gate\"), not a routing decision");
     }
     el_audit_rec r;
     memset(&r, 0, sizeof r);

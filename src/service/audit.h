@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "service/gate.h"
 #include "service/policy.h"
 #include "service/router.h"
 
@@ -47,6 +48,16 @@ void el_audit_decision(el_audit *a, const el_policy *p, const el_route_req *x, c
 /* Appends a refusal before any decision (malformed routing metadata: reason
  * "bad_route_metadata", status 400). */
 void el_audit_refusal(el_audit *a, const el_policy *p, const char *reason, int status);
+
+/* Appends a proposal-gate record (`edgellm act --audit-log FILE`): one line
+ * {"ts_ms", "fingerprint", "source": "gate", "kind": proposal | transition |
+ * handshake | timeout, "decision": accepted | refused (proposals), "reason"
+ * (the gate's stable code), "device_id", "request_id", "sequence", "action"
+ * (authenticated fields only: "" for a frame that failed the source check),
+ * "state", "state_after", "event" (transitions), "gate_ms" (the gate's
+ * clock)}. No parameter value and no detail text. NULL a: no-op. These
+ * lines are not routing decisions: el_audit_parse refuses them. */
+void el_audit_gate(el_audit *a, const el_gate_audit_rec *r);
 
 /* The line for a decision (malloc'd JSON object text; NULL on OOM). ts_ms: its time. */
 char *el_audit_line(const el_policy *p, const char *fingerprint, const el_route_req *x, const el_route_device *s,
