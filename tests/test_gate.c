@@ -132,6 +132,15 @@ static el_gate_reason sub(int len) {
     } while (0)
 
 static void test_accept_and_duplicates(void) {
+    t_now = 100000;
+    fresh();
+    /* a frame made by tests/tools/gate_frame.py (Python's hmac, from the documented canonical bytes):
+     * gate_frame.py <greenhouse-1's key> greenhouse-1 py-1 1 100500 set_heater '{"celsius": 21}' */
+    snprintf(frame, sizeof frame, "%s",
+             "{\"schema_version\":1,\"device_id\":\"greenhouse-1\",\"request_id\":\"py-1\",\"sequence\":1,"
+             "\"deadline_ms\":100500,\"action\":\"set_heater\",\"params\":{\"celsius\": 21},"
+             "\"tag\":\"ebede75efc17eaa466df8c4a5a1e1d2e8030a5cb6508a11caf6a7db85f303a7f\"}");
+    EXPECT((int)strlen(frame), EL_GATE_OK);
     fresh();
     next_seq = 1;
     int n = good("set_heater", "{\"celsius\":21}");
@@ -728,7 +737,7 @@ static void test_cli_model(const char *policy_path) {
         const char *args[] = {"act",   "--policy", policy_path, "-m",          model,          "--allow-unsigned",
                               "-p",    runs[i].prompt, "--temp", runs[i].temp, "--seed",       runs[i].seed,
                               "-n",    "96",       "--json",    "--var",       "door_open=false", "--var",
-                              "mode=auto", "--var", "temp_c=18", "-t", "2", NULL};
+                              "mode=auto", "--var", "temp_c=18", "-t", "2", "--deadline-ms", "60000", NULL};
         el_test_proc r;
         CHECK(el_test_run_cli_timeout(args, 300, &r));
         CHECKF(r.status == 0 || r.status == 4, "run %zu: exit %d, stderr %s", i, r.status, r.err);
@@ -779,7 +788,8 @@ static void test_cli_model(const char *policy_path) {
     /* in safe_degraded (a timeout before the request) only safe actions pass */
     const char *args[] = {"act", "--policy", policy_path, "-m", model, "--allow-unsigned", "-p",
                           "It is cold in the greenhouse, heat it to 22 degrees.", "--temp", "0", "-n", "96", "--json",
-                          "--var", "door_open=false", "--var", "mode=auto", "--event", "timeout", "-t", "2", NULL};
+                          "--var", "door_open=false", "--var", "mode=auto", "--event", "timeout", "-t", "2",
+                          "--deadline-ms", "60000", NULL};
     el_test_proc r;
     CHECK(el_test_run_cli_timeout(args, 300, &r));
     cJSON *o = cJSON_Parse(r.out);
@@ -794,6 +804,19 @@ static void test_cli_model(const char *policy_path) {
     } else {
         CHECKF(0, "no JSON answer: %s / %s", r.out, r.err);
     }
+    cJSON_Delete(o);
+    el_test_proc_free(&r);
+    /* a deadline the model cannot meet: the pending request times out while it generates, its
+     * reply is discarded as late and the gate is left safe-degraded */
+    const char *a3[] = {"act", "--policy", policy_path, "-m", model, "--allow-unsigned", "-p", "Heat it to 22 degrees.",
+                        "--temp", "0", "-n", "96", "--json", "--deadline-ms", "1", "-t", "2", NULL};
+    CHECK(el_test_run_cli_timeout(a3, 300, &r));
+    o = cJSON_Parse(r.out);
+    rs = cJSON_GetObjectItem(o, "reason");
+    st = cJSON_GetObjectItem(o, "state");
+    CHECKF(r.status == 4 && cJSON_IsString(rs) && !strcmp(rs->valuestring, "late_reply") && cJSON_IsString(st) &&
+               !strcmp(st->valuestring, "safe_degraded"),
+           "deadline 1 ms: exit %d, %s", r.status, r.out);
     cJSON_Delete(o);
     el_test_proc_free(&r);
 }
