@@ -55,10 +55,15 @@
  *   8. state: state_forbids (the gate's state does not allow the action),
  *      precondition_failed (a state variable fails a precondition, or is
  *      unset)
- *   A proposal that passed the source check records its request_id in the
- *   window and its sequence as the device's last (from step 4 on), even if a
- *   later check refuses it: the host must send a new request, never retry
- *   one. Forged frames change nothing.
+ *   A frame that passed steps 1–4 records its request_id in the window and
+ *   its sequence as the device's last, even if a later check refuses it:
+ *   the host must send a new request, never retry one. Forged frames change
+ *   nothing. The window holds the last `window` ids per gate (a ring): a
+ *   replay older than that is stopped by its sequence (step 4).
+ *
+ * Not thread-safe: one caller at a time per el_gate (a device's main loop,
+ * or the caller's lock). Memory: sizeof(el_gate) with the limits below is
+ * about 60 KB; shrink the EL_GATE_MAX_* limits for a smaller target.
  *
  * The state machine (el_gate_event_apply; table in docs/STRUCTURED.md):
  *   online --host_slow--> host_slow --host_ok--> online
