@@ -733,7 +733,12 @@ static void test_cli_model(const char *policy_path) {
         {"Something is on fire, switch everything off!", "1.5", "3"},
     };
     int accepted = 0, refused = 0;
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+#if defined(__SANITIZE_ADDRESS__)
+    const size_t n_runs = 2; /* ASan: the model runs ~10x slower; two prompts (temp 0 and 0.8) */
+#else
+    const size_t n_runs = sizeof runs / sizeof runs[0];
+#endif
+    for (size_t i = 0; i < n_runs; i++) {
         const char *args[] = {"act",   "--policy", policy_path, "-m",          model,          "--allow-unsigned",
                               "-p",    runs[i].prompt, "--temp", runs[i].temp, "--seed",       runs[i].seed,
                               "-n",    "96",       "--json",    "--var",       "door_open=false", "--var",
