@@ -24,6 +24,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "service/audit.h"
 #include "service/gate.h"
 #include "service/json_schema.h"
 #include "testutil.h"
@@ -679,8 +680,12 @@ static void test_cli_proposal(const char *policy_path) {
     el_gate_frame_write(fr, sizeof fr, pol.devices[0].key, 1, "greenhouse-1", "c-4", 3, dl, "all_off", "{}");
     fprintf(f, "%s\n", fr);
     fclose(f);
-    const char *args[] = {"act", "--policy", policy_path, "--proposal", path, "--json",
-                          "--var", "door_open=false", "--var", "mode=auto", NULL};
+    char alog[] = "/tmp/test_gate_audit_XXXXXX";
+    const int afd = mkstemp(alog);
+    CHECK(afd >= 0);
+    if (afd >= 0) close(afd);
+    const char *args[] = {"act", "--policy", policy_path, "--proposal", path, "--json", "--var", "door_open=false",
+                          "--var", "mode=auto", "--audit-log", alog, NULL};
     el_test_proc r;
     CHECK(el_test_run_cli_timeout(args, 60, &r));
     CHECKF(r.status == 4, "exit %d (want 4: a frame refused); stderr %s", r.status, r.err);
@@ -698,6 +703,33 @@ static void test_cli_proposal(const char *policy_path) {
         line = nl + 1;
     }
     el_test_proc_free(&r);
+    /* every decision is in the audit log with its code, content-free, and is not a routing line */
+    size_t alen = 0;
+    char *atext = el_test_read_file(alog, &alen);
+    CHECK(atext != NULL);
+    int n_prop = 0;
+    for (char *l = atext, *nl; l && *l; l = nl + 1) {
+        nl = strchr(l, '\n');
+        if (!nl) break;
+        *nl = 0;
+        cJSON *o = cJSON_Parse(l);
+        const cJSON *kind = cJSON_GetObjectItem(o, "kind");
+        CHECKF(cJSON_IsObject(o) && cJSON_IsString(kind), "audit line %s", l);
+        CHECK(!cJSON_GetObjectItem(o, "params") && !cJSON_GetObjectItem(o, "detail"));
+        if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "proposal") && n_prop < 5) {
+            const cJSON *rs = cJSON_GetObjectItem(o, "reason"), *dec = cJSON_GetObjectItem(o, "decision");
+            CHECKF(cJSON_IsString(rs) && !strcmp(rs->valuestring, want[n_prop]), "audit %d: %s", n_prop, l);
+            CHECK(cJSON_IsString(dec) && !strcmp(dec->valuestring, n_prop == 0 || n_prop == 4 ? "accepted" : "refused"));
+            n_prop++;
+        }
+        el_audit_rec rec;
+        char aerr[200];
+        CHECK(el_audit_parse(l, strlen(l), &rec, aerr, sizeof aerr) == -1 && strstr(aerr, "gate"));
+        cJSON_Delete(o);
+    }
+    CHECK(n_prop == 5);
+    free(atext);
+    unlink(alog);
     /* a malformed policy is refused at start-up, naming the field */
     char pbad[] = "/tmp/test_gate_policy_XXXXXX";
     const int pfd = mkstemp(pbad);
