@@ -482,7 +482,13 @@ int cli_cmd_act(int argc, char **argv) {
             goto out;
         }
         const el_gate_state from = el_gate_get_state(&gate);
-        if (el_gate_event_apply(&gate, (el_gate_ev)ev)) {
+        if (ev == EL_GE_HANDSHAKE) { /* a real one: every device re-synced */
+            for (int d = 0; d < pol.n_devices; d++) {
+                el_gate_sync s;
+                el_gate_handshake(&gate, pol.devices[d].id, nonce, &s);
+                if (d == dev) sync = s;
+            }
+        } else if (el_gate_event_apply(&gate, (el_gate_ev)ev)) {
             code = cli_failf("--event %s: no transition from state %s", a.events[i], el_gate_state_name(from));
             goto out;
         }

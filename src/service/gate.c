@@ -144,7 +144,7 @@ static void cancel_pending(el_gate *g) {
     g->pending = false;
 }
 
-int el_gate_event_apply(el_gate *g, el_gate_ev ev) {
+static int apply_event(el_gate *g, el_gate_ev ev) {
     const int next = el_gate_next_state(g->state, ev);
     if (next < 0) return -1;
     const el_gate_state from = g->state;
@@ -159,6 +159,11 @@ int el_gate_event_apply(el_gate *g, el_gate_ev ev) {
                            .to = g->state, .ev = ev};
     audit(g, &r);
     return 0;
+}
+
+int el_gate_event_apply(el_gate *g, el_gate_ev ev) {
+    if (ev == EL_GE_HANDSHAKE) return -1; /* only el_gate_handshake, which also syncs the device */
+    return apply_event(g, ev);
 }
 
 el_gate_state el_gate_get_state(const el_gate *g) { return g->state; }
@@ -638,7 +643,7 @@ static el_gate_reason check(el_gate *g, const char *frame, size_t len, uint64_t 
     /* the reply to the pending request has come (whatever follows) */
     if (g->pending && g->pending_device == dev && !strcmp(g->pending_id, pp.req)) {
         g->pending = false;
-        if (g->state == EL_GS_HOST_SLOW) el_gate_event_apply(g, EL_GE_HOST_OK);
+        if (g->state == EL_GS_HOST_SLOW) apply_event(g, EL_GE_HOST_OK);
     }
     /* 4. ordering */
     if (!g->synced[dev]) return failr(r, EL_GATE_NOT_SYNCED, "%s has not handshaken since the link came up", pp.dev);
@@ -763,7 +768,7 @@ int el_gate_handshake(el_gate *g, const char *device_id, const uint8_t nonce[16]
                             .request_id = "", .sequence = g->last_seq[dev] + 1, .action = "", .from = g->state,
                             .to = g->state, .ev = EL_GE_HANDSHAKE};
     audit(g, &ar);
-    el_gate_event_apply(g, EL_GE_HANDSHAKE); /* always in the table */
+    apply_event(g, EL_GE_HANDSHAKE); /* always in the table */
     if (out) {
         out->now_ms = now;
         out->next_sequence = g->last_seq[dev] + 1;
@@ -792,10 +797,10 @@ int el_gate_tick(el_gate *g) {
                                 .action = "", .from = g->state, .to = g->state, .ev = EL_GE_TIMEOUT};
         audit(g, &ar);
         cancel_pending(g);
-        el_gate_event_apply(g, EL_GE_TIMEOUT); /* -1 outside online / host_slow: the state already says why */
+        apply_event(g, EL_GE_TIMEOUT); /* -1 outside online / host_slow: the state already says why */
         return 1;
     }
-    if (g->state == EL_GS_ONLINE && now - g->pending_start >= g->pol.slow_ms) el_gate_event_apply(g, EL_GE_HOST_SLOW);
+    if (g->state == EL_GS_ONLINE && now - g->pending_start >= g->pol.slow_ms) apply_event(g, EL_GE_HOST_SLOW);
     return 0;
 }
 

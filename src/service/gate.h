@@ -277,7 +277,9 @@ el_gate_reason el_gate_submit(el_gate *g, const char *frame, size_t len, el_gate
 
 /* Applies a state-machine event. 0, or -1 if the table has no transition for
  * (state, ev) (state unchanged). timeout / link_lost / model_failed /
- * sensor_fault / actuator_fault cancel the pending request. */
+ * sensor_fault / actuator_fault cancel the pending request. The handshake
+ * event is refused here (-1): it happens only through el_gate_handshake,
+ * which also syncs the device. */
 int el_gate_event_apply(el_gate *g, el_gate_ev ev);
 /* A (re)connection: the device is synced (its next sequence is the last
  * accepted + 1, kept across reconnects), link_down and safe_degraded go
