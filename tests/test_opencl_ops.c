@@ -733,7 +733,7 @@ static void test_construction(void) {
     CHECKF(strstr(err.msg, "clBuildProgram") != NULL, "%s", err.msg);
     printf("  bad build option: %s\n", err.msg);
     el_backend_free(bad);
-    setenv("EL_OPENCL_BUILD_OPTIONS", "-DNR=(", 1); /* a define that breaks the kernels' source */
+    setenv("EL_OPENCL_BUILD_OPTIONS", "-DNT=(", 1); /* a define that breaks the kernels' source */
     err = (el_error){0};
     bad = el_backend_opencl_new(0, &err);
     CHECK(bad == NULL);
