@@ -682,6 +682,7 @@ static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem k
     } else {
         LOCAL(k, 16, sizeof(float) * ls);
         LOCAL(k, 17, sizeof(float) * ls);
+        LOCAL(k, 18, sizeof(float) * ls);
     }
     const size_t gws[2] = {ls * (size_t)a->n_head, (size_t)a->n};
     const size_t lws[2] = {ls, 1};

@@ -499,11 +499,11 @@ __kernel void kv_store(__global half *C, int c0, __global const float *X, int x0
  * probabilities go through local memory, and each item accumulates the head
  * dims 4*lid.., 4*(lid + ls).. as float4 (ATT_DPI / 4 of them). Needs
  * head_dim % 8 == 0 and head_dim <= ATT_DPI * ls. lq: head_dim floats;
- * lp, lw: ls floats each. */
+ * lp, lw, lm: ls floats each. */
 __kernel void attention(__global const float *Q, int q0, __global float *O, int o0, __global const half *Kc,
                         int k0, __global const half *Vc, int v0, int n_head, int n_head_kv, int hd, int pos0,
                         int window, int ring, float scale, __local float *lq, __local float *lp,
-                        __local float *lw) {
+                        __local float *lw, __local float *lm) {
     const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
     const int kvh = h / (n_head / n_head_kv);
     const int kv_row = n_head_kv * hd;
@@ -548,20 +548,27 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
         }
         lp[lid] = s;
         barrier(CLK_LOCAL_MEM_FENCE);
+        /* the softmax factors of the chunk, item jj for position jj: the running maximum
+         * before it (M, then the chunk's earlier scores: the CPU's "if s > M: M = s"),
+         * m = exp(Mold - s) where s raises it, else w = exp(s - M) */
+        if (lid < cnt) {
+            float Mb = M;
+            for (int i = 0; i < lid; i++)
+                if (lp[i] > Mb) Mb = lp[i];
+            float m = 1.0f, w = 1.0f;
+            if (s > Mb) m = expf_libm(Mb - s);
+            else w = expf_libm(s - Mb);
+            lm[lid] = m;
+            lw[lid] = w;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
         /* the CPU's sequence (backend/cpu/attention_impl.h), position by position in
          * ascending order: the online-softmax update, then the accumulator in F16 —
          * acc = fp16(acc * m) when the maximum moved, acc = fp16(fma(v, w, acc)) —
          * each work-item for its own dims (the scalar softmax state is the same in all) */
         for (int jj = 0; jj < cnt; jj++) {
-            const float sj = lp[jj];
-            float m = 1.0f, w = 1.0f;
-            if (sj > M) {
-                const float Mold = M;
-                M = sj;
-                m = expf_libm(Mold - M);
-            } else {
-                w = expf_libm(sj - M);
-            }
+            const float m = lm[jj], w = lw[jj];
+            if (lp[jj] > M) M = lp[jj];
             S = fma(S, m, w);
             const int jp = j0 + jj;
             __global const half *vr = vbase + (size_t)(ring > 0 ? jp % ring : jp) * kv_row;
