@@ -176,52 +176,12 @@ inline float dot_f16(__global const uchar *w, __global const uchar *x, int K, in
 
 /* Q8_0 (34-byte blocks: F16 d, 32 int8) against Q8_0: 8 lanes,
  * acc[l] = fma(d_w * d_x, (float)lane_l, acc[l]), hsum8. */
-inline float dot_q8_0(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
-    float8 acc = (float8)(0.0f);
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 34 * ib, *xb = x + 34 * ib;
-        const float d = ldh(wb) * ldh(xb);
-        __global const char *qw = (__global const char *)(wb + 2), *qx = (__global const char *)(xb + 2);
-        const int8 l = lanes32(vload16(0, qw), vload16(1, qw), vload16(0, qx), vload16(1, qx));
-        acc = fma((float8)(d), convert_float8(l), acc);
-    }
-    return hsum8(acc);
-}
 
 /* Q4_0 (18 bytes: d, 16 bytes of nibbles, element j low, j+16 high; value q-8):
  * one chain, acc = fma((float)sumi, d_w * d_x, acc). */
-inline float dot_q4_0(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
-    float acc = 0.0f;
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 18 * ib, *xb = x + 34 * ib;
-        const uchar16 q = vload16(0, wb + 2);
-        const char16 a0 = as_char16(q & (uchar)0xF) - (char)8, a1 = as_char16(q >> (uchar)4) - (char)8;
-        __global const char *qx = (__global const char *)(xb + 2);
-        const int sumi = hsum_int8(lanes32(a0, a1, vload16(0, qx), vload16(1, qx)));
-        acc = fma((float)sumi, ldh(wb) * ldh(xb), acc);
-    }
-    return acc;
-}
 
 /* Q5_0 (22 bytes: d, qh — bit j the 5th bit of element j —, nibbles as Q4_0;
  * value q-16): lanes as Q8_0. */
-inline float dot_q5_0(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
-    float8 acc = (float8)(0.0f);
-    const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 22 * ib, *xb = x + 34 * ib;
-        const uint qh = (uint)wb[2] | ((uint)wb[3] << 8) | ((uint)wb[4] << 16) | ((uint)wb[5] << 24);
-        const uchar16 q = vload16(0, wb + 6);
-        const uchar16 hlo = convert_uchar16((((uint16)(qh) >> sh) & 1u) << 4);
-        const uchar16 hhi = convert_uchar16((((uint16)(qh >> 16) >> sh) & 1u) << 4);
-        const char16 a0 = as_char16((q & (uchar)0xF) | hlo) - (char)16;
-        const char16 a1 = as_char16((q >> (uchar)4) | hhi) - (char)16;
-        __global const char *qx = (__global const char *)(xb + 2);
-        const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
-        acc = fma((float8)(ldh(wb) * ldh(xb)), convert_float8(l), acc);
-    }
-    return hsum8(acc);
-}
 
 /* Q8_K activation blocks (292 bytes): float d, int8 qs[256], int16 bsums[16]. */
 #define Q8K_BYTES 292
@@ -244,81 +204,168 @@ inline void q4k_sm(__global const uchar *sc, int j, int *s, int *m) {
     }
 }
 
-inline float dot_q4_k(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
-    const bool x4 = t < n - n % 4;
-    float acc = 0.0f, accm = 0.0f;
-    for (int ib = 0; ib < K / 256; ib++) {
-        __global const uchar *wb = w + 144 * ib, *xb = x + Q8K_BYTES * ib;
-        const float dx = q8k_d(xb);
-        const float d = ldh(wb) * dx, dmin = ldh(wb + 2) * dx;
-        __global const char *qx = (__global const char *)(xb + 4);
-        int isum = 0, summ = 0;
-        for (int j = 0; j < 8; j++) {
-            int s, m;
-            q4k_sm(wb + 4, j, &s, &m);
-            uchar16 q0 = vload16(0, wb + 16 + 32 * (j >> 1)), q1 = vload16(1, wb + 16 + 32 * (j >> 1));
-            if (j & 1) {
-                q0 = q0 >> (uchar)4;
-                q1 = q1 >> (uchar)4;
-            } else {
-                q0 = q0 & (uchar)0xF;
-                q1 = q1 & (uchar)0xF;
-            }
-            const int p = hsum_int8(lanes32(as_char16(q0), as_char16(q1), vload16(0, qx + 32 * j), vload16(1, qx + 32 * j)));
-            isum += s * p;
-            summ += m * (q8k_bsum(xb, 2 * j) + q8k_bsum(xb, 2 * j + 1));
-            if (x4 && (j & 1)) {
-                acc = fma((float)isum, d, acc);
-                accm = fma((float)summ, dmin, accm);
-                isum = summ = 0;
-            }
-        }
-        if (!x4) {
-            acc = fma((float)isum, d, acc);
-            accm = fma((float)summ, dmin, accm);
-        }
-    }
-    return acc - accm;
-}
 
 /* Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], d): the quants unsigned
  * (0..63); chunk c (elements 32c..32c+31, c = 4n + k: low bits ql[64n +
  * 32(k&1) + l] >> (k >= 2 ? 4 : 0), high (qh[32n + l] >> 2k) & 3) adds
  * sc[2c + l/4] * (its lane l dot) to lane l; lane l -= 32 * (bsums[2l] sc[2l]
  * + bsums[2l+1] sc[2l+1]); acc[l] = fma(d_x d_w, (float)lane_l, acc[l]); hsum8. */
-inline float dot_q6_k(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
-    float8 acc = (float8)(0.0f);
+
+/* The quantized types' products, in the NT-token form: each weight block is
+ * unpacked once for the tokens (x: the first token's activation row, xrow
+ * bytes apart; nt <= NT tokens; out: their results), and every output gets
+ * the per-output operations stated above its type. */
+inline void dotn_q8_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 34 * ib;
+        const float dw = ldh(wb);
+        __global const char *qw = (__global const char *)(wb + 2);
+        const char16 a0 = vload16(0, qw), a1 = vload16(1, qw);
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
+            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
+}
+
+inline void dotn_q4_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 18 * ib;
+        const float dw = ldh(wb);
+        const uchar16 q = vload16(0, wb + 2);
+        const char16 a0 = as_char16(q & (uchar)0xF) - (char)8, a1 = as_char16(q >> (uchar)4) - (char)8;
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int sumi = hsum_int8(lanes32(a0, a1, vload16(0, qx), vload16(1, qx)));
+            acc[t] = fma((float)sumi, dw * ldh(xb), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+inline void dotn_q5_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
+    const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 22 * ib;
+        const float dw = ldh(wb);
+        const uint qh = (uint)wb[2] | ((uint)wb[3] << 8) | ((uint)wb[4] << 16) | ((uint)wb[5] << 24);
+        const uchar16 q = vload16(0, wb + 6);
+        const uchar16 hlo = convert_uchar16((((uint16)(qh) >> sh) & 1u) << 4);
+        const uchar16 hhi = convert_uchar16((((uint16)(qh >> 16) >> sh) & 1u) << 4);
+        const char16 a0 = as_char16((q & (uchar)0xF) | hlo) - (char)16;
+        const char16 a1 = as_char16((q >> (uchar)4) | hhi) - (char)16;
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
+            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
+}
+
+inline void dotn_q4_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float acc[NT], accm[NT];
+    for (int t = 0; t < NT; t++) acc[t] = accm[t] = 0.0f;
     for (int ib = 0; ib < K / 256; ib++) {
-        __global const uchar *wb = w + 210 * ib, *xb = x + Q8K_BYTES * ib;
+        __global const uchar *wb = w + 144 * ib;
+        const float dw = ldh(wb), dminw = ldh(wb + 2);
+        char16 a[16];
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) {
+            q4k_sm(wb + 4, j, &sc[j], &mn[j]);
+            const uchar16 q0 = vload16(0, wb + 16 + 32 * (j >> 1)), q1 = vload16(1, wb + 16 + 32 * (j >> 1));
+            a[2 * j] = as_char16((j & 1) ? q0 >> (uchar)4 : q0 & (uchar)0xF);
+            a[2 * j + 1] = as_char16((j & 1) ? q1 >> (uchar)4 : q1 & (uchar)0xF);
+        }
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            const bool x4 = t0 + t < n - n % 4;
+            __global const uchar *xb = x + t * xrow + Q8K_BYTES * ib;
+            const float dx = q8k_d(xb);
+            const float d = dw * dx, dmin = dminw * dx;
+            __global const char *qx = (__global const char *)(xb + 4);
+            int isum = 0, summ = 0;
+            for (int j = 0; j < 8; j++) {
+                const int p = hsum_int8(lanes32(a[2 * j], a[2 * j + 1], vload16(0, qx + 32 * j), vload16(1, qx + 32 * j)));
+                isum += sc[j] * p;
+                summ += mn[j] * (q8k_bsum(xb, 2 * j) + q8k_bsum(xb, 2 * j + 1));
+                if (x4 && (j & 1)) {
+                    acc[t] = fma((float)isum, d, acc[t]);
+                    accm[t] = fma((float)summ, dmin, accm[t]);
+                    isum = summ = 0;
+                }
+            }
+            if (!x4) {
+                acc[t] = fma((float)isum, d, acc[t]);
+                accm[t] = fma((float)summ, dmin, accm[t]);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t] - accm[t];
+}
+
+inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
+    for (int ib = 0; ib < K / 256; ib++) {
+        __global const uchar *wb = w + 210 * ib;
         __global const char *scales = (__global const char *)(wb + 192);
-        __global const char *qx = (__global const char *)(xb + 4);
-        int8 lanes = (int8)(0);
+        const float dw = ldh(wb + 208);
+        char16 a[16];
         for (int c = 0; c < 8; c++) {
             const int nn = c >> 2, k = c & 3;
             __global const uchar *ql = wb + 64 * nn + 32 * (k & 1);
             __global const uchar *qh = wb + 128 + 32 * nn;
             const uchar lsh = (uchar)(k >= 2 ? 4 : 0), hsh = (uchar)(2 * k);
-            const uchar16 a0 = ((vload16(0, ql) >> lsh) & (uchar)0xF) | (((vload16(0, qh) >> hsh) & (uchar)3) << (uchar)4);
-            const uchar16 a1 = ((vload16(1, ql) >> lsh) & (uchar)0xF) | (((vload16(1, qh) >> hsh) & (uchar)3) << (uchar)4);
-            const int8 l = lanes32(as_char16(a0), as_char16(a1), vload16(0, qx + 32 * c), vload16(1, qx + 32 * c));
-            const int s0 = scales[2 * c], s1 = scales[2 * c + 1];
-            lanes += l * (int8)(s0, s0, s0, s0, s1, s1, s1, s1);
+            a[2 * c] = as_char16(((vload16(0, ql) >> lsh) & (uchar)0xF) | (((vload16(0, qh) >> hsh) & (uchar)3) << (uchar)4));
+            a[2 * c + 1] = as_char16(((vload16(1, ql) >> lsh) & (uchar)0xF) | (((vload16(1, qh) >> hsh) & (uchar)3) << (uchar)4));
         }
-        int8 corr;
-        corr.s0 = q8k_bsum(xb, 0) * scales[0] + q8k_bsum(xb, 1) * scales[1];
-        corr.s1 = q8k_bsum(xb, 2) * scales[2] + q8k_bsum(xb, 3) * scales[3];
-        corr.s2 = q8k_bsum(xb, 4) * scales[4] + q8k_bsum(xb, 5) * scales[5];
-        corr.s3 = q8k_bsum(xb, 6) * scales[6] + q8k_bsum(xb, 7) * scales[7];
-        corr.s4 = q8k_bsum(xb, 8) * scales[8] + q8k_bsum(xb, 9) * scales[9];
-        corr.s5 = q8k_bsum(xb, 10) * scales[10] + q8k_bsum(xb, 11) * scales[11];
-        corr.s6 = q8k_bsum(xb, 12) * scales[12] + q8k_bsum(xb, 13) * scales[13];
-        corr.s7 = q8k_bsum(xb, 14) * scales[14] + q8k_bsum(xb, 15) * scales[15];
-        lanes -= 32 * corr;
-        acc = fma((float8)(q8k_d(xb) * ldh(wb + 208)), convert_float8(lanes), acc);
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + Q8K_BYTES * ib;
+            __global const char *qx = (__global const char *)(xb + 4);
+            int8 lanes = (int8)(0);
+            for (int c = 0; c < 8; c++) {
+                const int8 l = lanes32(a[2 * c], a[2 * c + 1], vload16(0, qx + 32 * c), vload16(1, qx + 32 * c));
+                const int s0 = scales[2 * c], s1 = scales[2 * c + 1];
+                lanes += l * (int8)(s0, s0, s0, s0, s1, s1, s1, s1);
+            }
+            int8 corr;
+            corr.s0 = q8k_bsum(xb, 0) * scales[0] + q8k_bsum(xb, 1) * scales[1];
+            corr.s1 = q8k_bsum(xb, 2) * scales[2] + q8k_bsum(xb, 3) * scales[3];
+            corr.s2 = q8k_bsum(xb, 4) * scales[4] + q8k_bsum(xb, 5) * scales[5];
+            corr.s3 = q8k_bsum(xb, 6) * scales[6] + q8k_bsum(xb, 7) * scales[7];
+            corr.s4 = q8k_bsum(xb, 8) * scales[8] + q8k_bsum(xb, 9) * scales[9];
+            corr.s5 = q8k_bsum(xb, 10) * scales[10] + q8k_bsum(xb, 11) * scales[11];
+            corr.s6 = q8k_bsum(xb, 12) * scales[12] + q8k_bsum(xb, 13) * scales[13];
+            corr.s7 = q8k_bsum(xb, 14) * scales[14] + q8k_bsum(xb, 15) * scales[15];
+            lanes -= 32 * corr;
+            acc[t] = fma((float8)(q8k_d(xb) * dw), convert_float8(lanes), acc[t]);
+        }
     }
-    return hsum8(acc);
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
 }
 
+/* Work-item (o, g): weight row o for the tokens g*NT .. (at most NT). */
 #define MM_KERNEL(NAME, DOT)                                                                                    \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
                        ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
@@ -334,13 +381,29 @@ inline float dot_q6_k(__global const uchar *w, __global const uchar *x, int K, i
         }                                                                                                       \
     }
 
+#define MMN_KERNEL(NAME, DOTN)                                                                                  \
+    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
+                       ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
+                       int has_bias) {                                                                           \
+        const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
+        if (o >= M) return;                                                                                     \
+        const int nt = min(NT, n - t0);                                                                         \
+        float r[NT];                                                                                            \
+        DOTN(W + (size_t)o * row_bytes, X + xoff + (size_t)t0 * xrow, xrow, K, n, t0, nt, r);                   \
+        for (int t = 0; t < nt; t++) {                                                                          \
+            float s = r[t];                                                                                     \
+            if (has_bias) s += bias[o];                                                                         \
+            Y[y0 + (size_t)(t0 + t) * M + o] = s;                                                               \
+        }                                                                                                       \
+    }
+
 MM_KERNEL(mm_f32, dot_f32)
 MM_KERNEL(mm_f16, dot_f16)
-MM_KERNEL(mm_q8_0, dot_q8_0)
-MM_KERNEL(mm_q4_0, dot_q4_0)
-MM_KERNEL(mm_q5_0, dot_q5_0)
-MM_KERNEL(mm_q4_k, dot_q4_k)
-MM_KERNEL(mm_q6_k, dot_q6_k)
+MMN_KERNEL(mm_q8_0, dotn_q8_0)
+MMN_KERNEL(mm_q4_0, dotn_q4_0)
+MMN_KERNEL(mm_q5_0, dotn_q5_0)
+MMN_KERNEL(mm_q4_k, dotn_q4_k)
+MMN_KERNEL(mm_q6_k, dotn_q6_k)
 
 /* ---- activations in the CPU's formats ------------------------------------------
  * Row t of X (K floats at x0 + t*K) written to Xq + t*xrow bytes as the CPU
