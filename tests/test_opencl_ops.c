@@ -361,6 +361,33 @@ static void test_matmul(void) {
     }
 }
 
+/* The CPU's row order (ops.h el_op_matmul_row_order, speculative verification):
+ * with it on, the backend computes every row of a batch as a one-row product,
+ * as the CPU then does. The variants differ in the last bits for F32/F16
+ * (tinyBLAS order) and Q4_K (repacked gemm order), which the first check
+ * confirms on the CPU so that the comparison can tell. */
+static void test_row_order(void) {
+    static const el_type ts[] = {EL_TYPE_F32, EL_TYPE_F16, EL_TYPE_Q4_K};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        const int n = 8, K = 512, M = 67;
+        wmat w;
+        wmat_make(&w, ts[i], K, M);
+        float *x = malloc(sizeof(float) * n * K), *a = malloc(sizeof(float) * n * M), *b = malloc(sizeof(float) * n * M);
+        fill(x, (size_t)n * K, 1.0f);
+        void *ws = malloc(el_op_matmul_wsize(ts[i], K, n) + 64);
+        el_op_matmul(g_pool, &w.m, x, n, a, NULL, ws);
+        el_op_matmul_row_order(true);
+        el_op_matmul(g_pool, &w.m, x, n, b, NULL, ws);
+        el_op_matmul_row_order(false);
+        CHECKF(memcmp(a, b, sizeof(float) * n * M) != 0, "%s: row order changes no bit on the CPU", el_type_name(ts[i]));
+        free(ws), free(x), free(a), free(b);
+        wmat_free(&w);
+        el_op_matmul_row_order(true);
+        matmul_case(ts[i], n, 1, K, true);
+        el_op_matmul_row_order(false);
+    }
+}
+
 /* ---- rmsnorm, rope, element-wise ------------------------------------------------ */
 
 static void test_rmsnorm(void) {
@@ -1064,6 +1091,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     test_matmul();
+    test_row_order();
     test_rmsnorm();
     test_rope();
     test_elementwise();

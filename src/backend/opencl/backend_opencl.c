@@ -501,9 +501,10 @@ static int mm_index(el_type t) {
 /* y[y0 + t*M + o] = W[o] · activation row t (+ bias), t < n: the rows at
  * byte offset xoff of x, xrow bytes apart, in the weight type's activation
  * format (act_quant's bytes; F32 weights: floats). One work-item per weight
- * row and NT tokens (kernels.cl MM_KERNEL). */
+ * row and NT tokens (kernels.cl MM_KERNEL). row1: every row in the
+ * arithmetic of a one-row product (the CPU's row order). */
 static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int M, cl_mem x, size_t xoff,
-                         size_t xrow, int n, cl_mem y, int y0, cl_mem bias, el_error *err) {
+                         size_t xrow, int n, cl_mem y, int y0, cl_mem bias, bool row1, el_error *err) {
     cl_kernel k = c->mm[ti];
     const size_t ls = c->mm_ls;
     ARG(k, 0, cl_mem, w);
@@ -518,6 +519,7 @@ static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int 
     ARG(k, 9, cl_int, y0);
     ARG(k, 10, cl_mem, bias ? bias : c->dummy);
     ARG(k, 11, cl_int, bias ? 1 : 0);
+    ARG(k, 12, cl_int, row1 ? 1 : 0);
     const size_t gws[2] = {ls * (((size_t)M + ls - 1) / ls), (size_t)((n + MM_NT - 1) / MM_NT)};
     const size_t lws[2] = {ls, 1};
     return enqueue(c, k, 2, gws, lws, n == 1 ? "matmul n=1" : "matmul", err);
@@ -777,6 +779,8 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
     case EL_OPK_MATMUL: {
         TRY(operand(be, &op->src[0], 4, "src0", &a, &a0, err));
         int ready = -1; /* the activation mode c->act holds for this op */
+        /* the CPU's row order, set on this (the calling) thread: each row as a one-row product */
+        const bool row1 = el_op_matmul_row_order_on();
         for (int i = 0; i < op->n_w; i++) {
             const el_mat *w = op->w[i];
             cl_mem wm, bm;
@@ -795,7 +799,7 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
                 xa = c->act, xoff = 0;
             }
             TRY(launch_matmul(c, mm_index(w->type), wm, w->row_bytes, (int)w->ne0, (int)w->ne1, xa, xoff,
-                              act_row_bytes(mode, (int)w->ne0), op->n, y, y0, bm, err));
+                              act_row_bytes(mode, (int)w->ne0), op->n, y, y0, bm, row1, err));
         }
         return 0;
     }
@@ -989,7 +993,7 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         double best = 1e30;
         for (int it = 0; it < 3; it++) { /* the first run warms up */
             const double t0 = now_ms();
-            if ((rc = launch_matmul(c, ti, b.w, rb, K, M, b.x, 0, act_row_bytes(act_mode(t), K), N, b.y, 0, NULL, err)) != 0)
+            if ((rc = launch_matmul(c, ti, b.w, rb, K, M, b.x, 0, act_row_bytes(act_mode(t), K), N, b.y, 0, NULL, false, err)) != 0)
                 goto done;
             cl_int e = clFinish(c->q);
             if (e != CL_SUCCESS) {
@@ -1028,7 +1032,7 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         double best = 1e30;
         for (int it = 0; it < 3; it++) {
             const double t0 = now_ms();
-            if ((rc = launch_matmul(c, MM_Q8_0, b.big, rb, 1024, m1, b.x, 0, rb, 1, b.y, 0, NULL, err)) != 0) goto done;
+            if ((rc = launch_matmul(c, MM_Q8_0, b.big, rb, 1024, m1, b.x, 0, rb, 1, b.y, 0, NULL, false, err)) != 0) goto done;
             cl_int e = clFinish(c->q);
             if (e != CL_SUCCESS) {
                 rc = cl_fail(err, "clFinish", e);

@@ -101,7 +101,9 @@ inline float expf_libm(float x) {
  * g*NTK.. (the weight row stays in cache across them). The variant the CPU
  * picks for an n-row product (F32/F16: tinyBLAS order when n >= 2 and K % 16
  * == 0; Q4_K: the repacked gemm order for rows t < n - n % 4) is chosen the
- * same way from n and t. */
+ * same way from n and t; row1 != 0 (the CPU's row order, ops.h
+ * el_op_matmul_row_order: speculative verification) computes every row as
+ * a one-row product. */
 
 /* x86 horizontal sum of 8 lanes: (hi128 + lo128), then (r0 + r2) + (r1 + r3). */
 inline float hsum8(float8 a) {
@@ -132,7 +134,7 @@ inline int hsum_int8(int8 v) {
 /* F32 / F16 weights. One-row order: 4 accumulators of 16 lanes over steps of
  * 64, (a0+a2)+(a1+a3), reduce16; the tail: F32 a float sum, F16 a double sum.
  * tinyBLAS order: one 16-lane fma chain, reduce16. */
-inline float dot_f32(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
+inline float dot_f32(__global const uchar *w, __global const uchar *x, int K, int n) {
     __global const float *a = (__global const float *)w, *b = (__global const float *)x;
     if (n >= 2 && K % 16 == 0) {
         float16 c = (float16)(0.0f);
@@ -152,7 +154,7 @@ inline float dot_f32(__global const uchar *w, __global const uchar *x, int K, in
     return s;
 }
 
-inline float dot_f16(__global const uchar *w, __global const uchar *x, int K, int n, int t) {
+inline float dot_f16(__global const uchar *w, __global const uchar *x, int K, int n) {
     __global const half *a = (__global const half *)w, *b = (__global const half *)x;
     if (n >= 2 && K % 16 == 0) {
         float16 c = (float16)(0.0f);
@@ -369,13 +371,13 @@ inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xr
 #define MM_KERNEL(NAME, DOT)                                                                                    \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
                        ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
-                       int has_bias) {                                                                           \
+                       int has_bias, int row1) {                                                                 \
         const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
         if (o >= M) return;                                                                                     \
         __global const uchar *wr = W + (size_t)o * row_bytes;                                                   \
         const int t1 = min(n, t0 + NT);                                                                         \
         for (int t = t0; t < t1; t++) {                                                                         \
-            float s = DOT(wr, X + xoff + (size_t)t * xrow, K, n, t);                                            \
+            float s = DOT(wr, X + xoff + (size_t)t * xrow, K, row1 ? 1 : n);                                    \
             if (has_bias) s += bias[o];                                                                         \
             Y[y0 + (size_t)t * M + o] = s;                                                                      \
         }                                                                                                       \
@@ -384,12 +386,12 @@ inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xr
 #define MMN_KERNEL(NAME, DOTN)                                                                                  \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
                        ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
-                       int has_bias) {                                                                           \
+                       int has_bias, int row1) {                                                                 \
         const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
         if (o >= M) return;                                                                                     \
         const int nt = min(NT, n - t0);                                                                         \
         float r[NT];                                                                                            \
-        DOTN(W + (size_t)o * row_bytes, X + xoff + (size_t)t0 * xrow, xrow, K, n, t0, nt, r);                   \
+        DOTN(W + (size_t)o * row_bytes, X + xoff + (size_t)t0 * xrow, xrow, K, row1 ? 1 : n, row1 ? 0 : t0, nt, r); \
         for (int t = 0; t < nt; t++) {                                                                          \
             float s = r[t];                                                                                     \
             if (has_bias) s += bias[o];                                                                         \
