@@ -19,11 +19,21 @@
  *     (CL_DEVICE_HOST_UNIFIED_MEMORY) they are used in place
  *     (CL_MEM_USE_HOST_PTR) unless EL_OPENCL_COPY_CONST=1; else copied
  *     (asynchronously when asked).
- *   - run() enqueues and returns; sync() is clFinish. run() allocates
- *     nothing; a mutex makes run/measure safe from several threads (kernel
- *     arguments are per kernel object).
+ *   - run() enqueues and returns; sync() is clFinish. run() allocates only
+ *     on first need: the activations scratch (grown to the largest op), the
+ *     GELU table, a RoPE cos/sin table per configuration (grown by doubling
+ *     positions; these two are written blocking, once). A mutex makes
+ *     run/measure safe from several threads (kernel arguments are per
+ *     kernel object).
+ *   - Numerics: every op gives the CPU backend's bits on a device with
+ *     cl_khr_fp64 (el_opencl_info.exact; kernels.cl states how), up to
+ *     libm's expf in attention and SiLU tails (the correctly rounded exp,
+ *     which glibc's expf misses in ~1 of 12,000 arguments): activations
+ *     converted to the CPU's vec_dot_type bytes, its dot products, its
+ *     RoPE cos/sin and GELU table made by its own code (el_op_rope,
+ *     el_op_gelu_mul), its row order (el_op_matmul_row_order_on).
  *   - supports(): MATMUL (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K weights;
- *     row length a multiple of 32; 1..3 products), RMSNORM, ROPE (NORM,
+ *     row length a multiple of 32, of 256 for Q4_K/Q6_K; 1..3 products), RMSNORM, ROPE (NORM,
  *     NEOX), SCALE, KV_STORE and ATTENTION on F16 caches, SILU_MUL,
  *     GELU_MUL, ADD, COPY. Float operands need 4-byte aligned offsets.
  *   - Every CL call is checked; errors name the call and the CL error
@@ -704,6 +714,7 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
         for (int i = 0; i < op->n_w; i++) {
             const el_mat *w = op->w[i];
             if (!w || mm_index(w->type) < 0 || w->ne0 % 32 != 0 || w->ne0 != op->w[0]->ne0 || w->ne1 < 1 ||
+                ((w->type == EL_TYPE_Q4_K || w->type == EL_TYPE_Q6_K) && w->ne0 % 256 != 0) ||
                 w->ne0 > INT32_MAX || w->ne1 > INT32_MAX)
                 return false;
             if ((int64_t)op->n * w->ne0 > INT32_MAX || (int64_t)op->n * w->ne1 > INT32_MAX) return false;
