@@ -1267,7 +1267,8 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
     {
         char ext[4096];
         dev_str(dev, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
-        c->info.exact = strstr(ext, "cl_khr_fp64") != NULL;
+        const char *bo = getenv("EL_OPENCL_BUILD_OPTIONS");
+        c->info.exact = strstr(ext, "cl_khr_fp64") != NULL && !(bo && strstr(bo, "EL_NO_FP64"));
     }
     c->norm_ls = is_cpu ? 64 : 256;
     if (c->norm_ls > wg) c->norm_ls = wg;

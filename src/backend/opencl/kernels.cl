@@ -28,7 +28,9 @@
  */
 #pragma OPENCL FP_CONTRACT OFF
 
-#if defined(cl_khr_fp64)
+/* EL_NO_FP64 (a build option) takes the float path on a device with fp64 too (tests) */
+#if defined(cl_khr_fp64) && !defined(EL_NO_FP64)
+#define EL_FP64 1
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double dbl;
 #else
@@ -81,7 +83,7 @@ inline float expf_poly(float x) {
  * rounded one except within ~0.002 ulp of a rounding boundary): exp of the
  * double, rounded once to float. Without fp64: the device's exp. */
 inline float expf_libm(float x) {
-#if defined(cl_khr_fp64)
+#if defined(EL_FP64)
     return (float)exp((double)x);
 #else
     return exp(x);
