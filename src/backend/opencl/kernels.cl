@@ -122,10 +122,10 @@ inline float reduce16(float16 v) {
 
 /* The 8 lanes of a 32-element integer dot: lane l = sum of elements 4l..4l+3. */
 inline int8 lanes32(char16 a0, char16 a1, char16 b0, char16 b1) {
-    const int16 p0 = convert_int16(a0) * convert_int16(b0), p1 = convert_int16(a1) * convert_int16(b1);
-    const int4 l0 = (p0.s048c + p0.s159d) + (p0.s26ae + p0.s37bf);
-    const int4 l1 = (p1.s048c + p1.s159d) + (p1.s26ae + p1.s37bf);
-    return (int8)(l0, l1);
+    /* products in 16 bits, pairs summed in 16 bits (|a·b| <= 128·127: a pair fits), then in 32 */
+    const short16 p0 = convert_short16(a0) * convert_short16(b0), p1 = convert_short16(a1) * convert_short16(b1);
+    const short8 q0 = p0.even + p0.odd, q1 = p1.even + p1.odd;
+    return (int8)(convert_int4(q0.even) + convert_int4(q0.odd), convert_int4(q1.even) + convert_int4(q1.odd));
 }
 
 inline int hsum_int8(int8 v) {
