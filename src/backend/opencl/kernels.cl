@@ -221,6 +221,7 @@ inline void q4k_sm(__global const uchar *sc, int j, int *s, int *m) {
  * the per-output operations stated above its type. */
 inline void dotn_q8_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
                       float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
     float8 acc[NT];
     for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
     for (int ib = 0; ib < K / 32; ib++) {
@@ -241,6 +242,7 @@ inline void dotn_q8_0(__global const uchar *w, __global const uchar *x, ulong xr
 
 inline void dotn_q4_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
                       float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
     float acc[NT];
     for (int t = 0; t < NT; t++) acc[t] = 0.0f;
     for (int ib = 0; ib < K / 32; ib++) {
@@ -261,6 +263,7 @@ inline void dotn_q4_0(__global const uchar *w, __global const uchar *x, ulong xr
 
 inline void dotn_q5_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
                       float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
     float8 acc[NT];
     for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
     const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -328,6 +331,7 @@ inline void dotn_q4_k(__global const uchar *w, __global const uchar *x, ulong xr
 
 inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
                       float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
     float8 acc[NT];
     for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
     for (int ib = 0; ib < K / 256; ib++) {
