@@ -46,6 +46,8 @@ static _Thread_local bool g_row_order;
 
 void el_op_matmul_row_order(bool on) { g_row_order = on; }
 
+bool el_op_matmul_row_order_on(void) { return g_row_order; }
+
 /*
  * Work split. The rows of all matrices of one call (Q, K, V; or gate, up)
  * are cut in units of EL_MM_ALIGN rows, and each thread takes a contiguous

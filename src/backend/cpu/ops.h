@@ -48,6 +48,8 @@ void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *
  * read once per block of rows.
  */
 void el_op_matmul_row_order(bool on);
+/* Whether row order is on for the calling thread (other backends follow it). */
+bool el_op_matmul_row_order_on(void);
 void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const float *x, int n,
                     float *const y[], const float *const bias[], void *wscratch);
 

@@ -19,11 +19,21 @@
  *     (CL_DEVICE_HOST_UNIFIED_MEMORY) they are used in place
  *     (CL_MEM_USE_HOST_PTR) unless EL_OPENCL_COPY_CONST=1; else copied
  *     (asynchronously when asked).
- *   - run() enqueues and returns; sync() is clFinish. run() allocates
- *     nothing; a mutex makes run/measure safe from several threads (kernel
- *     arguments are per kernel object).
+ *   - run() enqueues and returns; sync() is clFinish. run() allocates only
+ *     on first need: the activations scratch (grown to the largest op), the
+ *     GELU table, a RoPE cos/sin table per configuration (grown by doubling
+ *     positions; these two are written blocking, once). A mutex makes
+ *     run/measure safe from several threads (kernel arguments are per
+ *     kernel object).
+ *   - Numerics: every op gives the CPU backend's bits on a device with
+ *     cl_khr_fp64 (el_opencl_info.exact; kernels.cl states how), up to
+ *     libm's expf in attention and SiLU tails (the correctly rounded exp,
+ *     which glibc's expf misses in ~1 of 12,000 arguments): activations
+ *     converted to the CPU's vec_dot_type bytes, its dot products, its
+ *     RoPE cos/sin and GELU table made by its own code (el_op_rope,
+ *     el_op_gelu_mul), its row order (el_op_matmul_row_order_on).
  *   - supports(): MATMUL (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K weights;
- *     row length a multiple of 32; 1..3 products), RMSNORM, ROPE (NORM,
+ *     row length a multiple of 32, of 256 for Q4_K/Q6_K; 1..3 products), RMSNORM, ROPE (NORM,
  *     NEOX), SCALE, KV_STORE and ATTENTION on F16 caches, SILU_MUL,
  *     GELU_MUL, ADD, COPY. Float operands need 4-byte aligned offsets.
  *   - Every CL call is checked; errors name the call and the CL error
@@ -39,10 +49,12 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/ops.h"
 #include "backend/opencl/bincache.h"
 #include "backend/opencl/opencl.h"
 #include "package/quantize.h"
 #include "util/error.h"
+#include "util/fp16.h"
 
 extern const char el_opencl_kernels_src[];
 extern const size_t el_opencl_kernels_src_len;
@@ -147,11 +159,18 @@ static const el_type k_mm_types[MM_NTYPES] = {EL_TYPE_F32,  EL_TYPE_F16,  EL_TYP
                                               EL_TYPE_Q5_0, EL_TYPE_Q4_K, EL_TYPE_Q6_K};
 static const char *const k_mm_names[MM_NTYPES] = {"f32", "f16", "q8_0", "q4_0", "q5_0", "q4_k", "q6_k"};
 
-#define MM_NR 4   /* output rows per batched matmul work-group (kernels.cl NR) */
-#define MM_NR1 8  /* output rows per one-token matmul work-group (NR1; EL_OPENCL_MM_NR1 overrides) */
-#define MM_NT_CPU 8 /* tokens per batched matmul work-group (NT) on a CPU device */
-#define MM_NT_GPU 4 /* ... elsewhere (fewer accumulator registers) */
+#define MM_NT 4   /* tokens per matmul work-item (kernels.cl NT) */
 #define ATT_DPI 8 /* head dims per attention work-item (ATT_DPI) */
+#define ROPE_TABS 8 /* cos/sin tables kept (one per RoPE configuration: Gemma 3 has two) */
+
+/* The CPU's cos/sin of one RoPE configuration for positions 0..cap-1 (n_rot
+ * floats each), on the device. */
+typedef struct rope_tab {
+    float freq_base, freq_scale;
+    int n_rot, cap;
+    const float *ff;
+    cl_mem mem;
+} rope_tab;
 
 typedef struct ocl {
     cl_platform_id plat;
@@ -159,16 +178,17 @@ typedef struct ocl {
     cl_context ctx;
     cl_command_queue q;
     cl_program prog;
-    cl_kernel mm1[MM_NTYPES], mmb[MM_NTYPES];
-    cl_kernel k_rmsnorm, k_rope, k_scale, k_add, k_silu, k_gelu, k_kv_store, k_attn, k_read_bw, k_act;
+    cl_kernel mm[MM_NTYPES];
+    cl_kernel k_rmsnorm, k_rope, k_scale, k_add, k_silu, k_gelu, k_kv_store, k_attn, k_attn_tiled, k_read_bw, k_act;
     cl_mem dummy; /* bound where an optional buffer argument is absent */
-    cl_mem act;   /* a matmul's activations rounded as the CPU rounds them (act_quant) */
+    cl_mem act;   /* a matmul's activations in the CPU's vec_dot_type bytes (act_quant) */
     size_t act_cap;
-    bool float_act; /* EL_OPENCL_FLOAT_ACT=1: matmuls read the float activations as they are */
+    cl_mem gelu_tab; /* the CPU's GELU table (65536 floats), made on first use */
+    rope_tab rope[ROPE_TABS];
+    int rope_next; /* the slot replaced next when all are taken */
     cl_ulong max_alloc;
     size_t max_wg;
     size_t mm_ls, norm_ls, att_ls;
-    int mm_nr1, mm_nt;
     bool host_ptr;
     const_map consts;
     pthread_mutex_t mu;
@@ -224,22 +244,19 @@ static void dev_str(cl_device_id d, cl_device_info what, char *out, size_t cap) 
 
 /* ---- program build + binary cache ---------------------------------------- */
 
-static const char *k_kernel_names[] = {"rmsnorm", "rope", "scale_f32", "add_f32", "silu_mul",
-                                       "gelu_mul", "kv_store", "attention", "read_bw", "act_quant"};
+static const char *k_kernel_names[] = {"rmsnorm",  "rope",      "scale_f32",       "add_f32", "silu_mul", "gelu_mul",
+                                       "kv_store", "attention", "attention_tiled", "read_bw", "act_quant"};
 
 static int make_kernels(ocl *c, el_error *err) {
     cl_int e;
     char name[32];
     for (int t = 0; t < MM_NTYPES; t++) {
-        snprintf(name, sizeof name, "mm1_%s", k_mm_names[t]);
-        c->mm1[t] = clCreateKernel(c->prog, name, &e);
-        if (e != CL_SUCCESS) return el_set_error(err, EL_ERR_INTERNAL, "OpenCL: clCreateKernel(%s) failed: %s", name, cl_err_name(e));
-        snprintf(name, sizeof name, "mmb_%s", k_mm_names[t]);
-        c->mmb[t] = clCreateKernel(c->prog, name, &e);
+        snprintf(name, sizeof name, "mm_%s", k_mm_names[t]);
+        c->mm[t] = clCreateKernel(c->prog, name, &e);
         if (e != CL_SUCCESS) return el_set_error(err, EL_ERR_INTERNAL, "OpenCL: clCreateKernel(%s) failed: %s", name, cl_err_name(e));
     }
-    cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope, &c->k_scale, &c->k_add, &c->k_silu,
-                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw, &c->k_act};
+    cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope,       &c->k_scale,   &c->k_add, &c->k_silu, &c->k_gelu,
+                       &c->k_kv_store, &c->k_attn, &c->k_attn_tiled, &c->k_read_bw, &c->k_act};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         *ks[i] = clCreateKernel(c->prog, k_kernel_names[i], &e);
         if (e != CL_SUCCESS)
@@ -250,12 +267,11 @@ static int make_kernels(ocl *c, el_error *err) {
 
 static void free_kernels(ocl *c) {
     for (int t = 0; t < MM_NTYPES; t++) {
-        if (c->mm1[t]) clReleaseKernel(c->mm1[t]);
-        if (c->mmb[t]) clReleaseKernel(c->mmb[t]);
-        c->mm1[t] = c->mmb[t] = NULL;
+        if (c->mm[t]) clReleaseKernel(c->mm[t]);
+        c->mm[t] = NULL;
     }
-    cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope, &c->k_scale, &c->k_add, &c->k_silu,
-                       &c->k_gelu, &c->k_kv_store, &c->k_attn, &c->k_read_bw, &c->k_act};
+    cl_kernel *ks[] = {&c->k_rmsnorm, &c->k_rope,       &c->k_scale,   &c->k_add, &c->k_silu, &c->k_gelu,
+                       &c->k_kv_store, &c->k_attn, &c->k_attn_tiled, &c->k_read_bw, &c->k_act};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         if (*ks[i]) clReleaseKernel(*ks[i]);
         *ks[i] = NULL;
@@ -313,8 +329,9 @@ static uint8_t *program_binary(ocl *c, size_t *len) {
 static int build_program(ocl *c, el_error *err) {
     char opts[1024];
     const char *extra = getenv("EL_OPENCL_BUILD_OPTIONS");
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DNR=%d -DNR1=%d -DNT=%d -DATT_DPI=%d%s%s", MM_NR, c->mm_nr1, c->mm_nt, ATT_DPI,
-             extra && *extra ? " " : "", extra && *extra ? extra : "");
+    /* correctly rounded division and sqrt: the CPU's (RMSNorm's scale, the softmax's 1/S) */
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt -DNT=%d -DATT_DPI=%d%s%s", MM_NT,
+             ATT_DPI, extra && *extra ? " " : "", extra && *extra ? extra : "");
 
     char dname[256], dver[256], pver[256];
     dev_str(c->dev, CL_DEVICE_NAME, dname, sizeof dname);
@@ -491,32 +508,36 @@ static int mm_index(el_type t) {
     return -1;
 }
 
-/* y[y0 + t*M + o] = x[x0 + t*K ..] · W[o] (+ bias), t < n. Offsets in floats. */
-static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int M, cl_mem x, int x0, int n,
-                         cl_mem y, int y0, cl_mem bias, el_error *err) {
-    const bool one = n == 1;
-    cl_kernel k = one ? c->mm1[ti] : c->mmb[ti];
-    const int ntk = one ? 1 : c->mm_nt, nr = one ? c->mm_nr1 : MM_NR;
+/* y[y0 + t*M + o] = W[o] · activation row t (+ bias), t < n: the rows at
+ * byte offset xoff of x, xrow bytes apart, in the weight type's activation
+ * format (act_quant's bytes; F32 weights: floats). One work-item per weight
+ * row and NT tokens (kernels.cl MM_KERNEL). row1: every row in the
+ * arithmetic of a one-row product (the CPU's row order). */
+static int launch_matmul(ocl *c, int ti, cl_mem w, size_t row_bytes, int K, int M, cl_mem x, size_t xoff,
+                         size_t xrow, int n, cl_mem y, int y0, cl_mem bias, bool row1, el_error *err) {
+    cl_kernel k = c->mm[ti];
     const size_t ls = c->mm_ls;
     ARG(k, 0, cl_mem, w);
     ARG(k, 1, cl_ulong, (cl_ulong)row_bytes);
     ARG(k, 2, cl_int, K);
     ARG(k, 3, cl_int, M);
     ARG(k, 4, cl_mem, x);
-    ARG(k, 5, cl_int, x0);
-    ARG(k, 6, cl_int, n);
-    ARG(k, 7, cl_mem, y);
-    ARG(k, 8, cl_int, y0);
-    ARG(k, 9, cl_mem, bias ? bias : c->dummy);
-    ARG(k, 10, cl_int, bias ? 1 : 0);
-    LOCAL(k, 11, sizeof(float) * (size_t)ntk * nr * ls);
-    const size_t gws[2] = {ls * (size_t)((M + nr - 1) / nr), (size_t)((n + ntk - 1) / ntk)};
+    ARG(k, 5, cl_ulong, (cl_ulong)xoff);
+    ARG(k, 6, cl_ulong, (cl_ulong)xrow);
+    ARG(k, 7, cl_int, n);
+    ARG(k, 8, cl_mem, y);
+    ARG(k, 9, cl_int, y0);
+    ARG(k, 10, cl_mem, bias ? bias : c->dummy);
+    ARG(k, 11, cl_int, bias ? 1 : 0);
+    ARG(k, 12, cl_int, row1 ? 1 : 0);
+    const size_t gws[2] = {ls * (((size_t)M + ls - 1) / ls), (size_t)((n + MM_NT - 1) / MM_NT)};
     const size_t lws[2] = {ls, 1};
-    return enqueue(c, k, 2, gws, lws, one ? "matmul n=1" : "matmul", err);
+    return enqueue(c, k, 2, gws, lws, n == 1 ? "matmul n=1" : "matmul", err);
 }
 
-/* How the CPU backend rounds a matmul's activations for weights of type t
- * (kernels.cl act_quant's mode): 0 none (F32), 1 F16, 2 Q8_0, 3 Q8_K. */
+/* How the CPU backend converts a matmul's activations for weights of type t
+ * (its vec_dot_type; kernels.cl act_quant's mode): 0 none (F32), 1 F16,
+ * 2 Q8_0, 3 Q8_K. */
 static int act_mode(el_type t) {
     switch (t) {
     case EL_TYPE_F16: return 1;
@@ -526,9 +547,20 @@ static int act_mode(el_type t) {
     }
 }
 
-/* x (n rows of K at x0) rounded for mode into c->act (grown as needed). */
+/* Bytes of one activation row of K values in mode's format. */
+static size_t act_row_bytes(int mode, int K) {
+    switch (mode) {
+    case 1: return 2 * (size_t)K;
+    case 2: return (size_t)(K / 32) * 34;
+    case 3: return (size_t)(K / 256) * 292;
+    default: return 4 * (size_t)K;
+    }
+}
+
+/* x (n rows of K floats at x0) converted for mode into c->act (grown as needed). */
 static int launch_act_quant(ocl *c, cl_mem x, int x0, int K, int n, int mode, el_error *err) {
-    const size_t need = sizeof(float) * (size_t)K * (size_t)n;
+    const size_t xrow = act_row_bytes(mode, K);
+    const size_t need = xrow * (size_t)n;
     if (need > c->act_cap) {
         if (c->act) clReleaseMemObject(c->act);
         c->act_cap = 0;
@@ -542,13 +574,104 @@ static int launch_act_quant(ocl *c, cl_mem x, int x0, int K, int n, int mode, el
     ARG(k, 3, cl_int, n);
     ARG(k, 4, cl_int, mode);
     ARG(k, 5, cl_mem, c->act);
+    ARG(k, 6, cl_ulong, (cl_ulong)xrow);
     const size_t gws[1] = {(size_t)n * (size_t)(K / (mode == 3 ? 256 : 32))};
     return enqueue(c, k, 1, gws, NULL, "act_quant", err);
 }
 
+/* The CPU's RoPE cos/sin for r at positions 0..need-1 (el_op_rope's own code
+ * fills them: it is called with no heads to rotate), on the device; NULL
+ * with err on failure. Tables grow by doubling; ROPE_TABS configurations are
+ * kept, the oldest replaced. */
+static cl_mem rope_table(ocl *c, const el_rope *r, int need, el_error *err) {
+    rope_tab *t = NULL;
+    for (int i = 0; i < ROPE_TABS; i++) {
+        rope_tab *e = &c->rope[i];
+        if (e->mem && e->n_rot == r->n_rot && e->freq_base == r->freq_base && e->freq_scale == r->freq_scale &&
+            e->ff == r->freq_factors) {
+            t = e;
+            break;
+        }
+    }
+    if (t && t->cap >= need) return t->mem;
+    if (!t) {
+        for (int i = 0; i < ROPE_TABS && !t; i++)
+            if (!c->rope[i].mem) t = &c->rope[i];
+        if (!t) {
+            t = &c->rope[c->rope_next];
+            c->rope_next = (c->rope_next + 1) % ROPE_TABS;
+        }
+        if (t->mem) {
+            clFinish(c->q); /* queued kernels may still read it */
+            clReleaseMemObject(t->mem);
+        }
+        *t = (rope_tab){.freq_base = r->freq_base, .freq_scale = r->freq_scale, .n_rot = r->n_rot, .ff = r->freq_factors};
+    }
+    int cap = t->cap > 0 ? t->cap : 256;
+    while (cap < need) cap *= 2;
+    const size_t bytes = sizeof(float) * (size_t)cap * (size_t)r->n_rot;
+    float *host = malloc(bytes);
+    if (!host) {
+        el_set_error(err, EL_ERR_NOMEM, "OpenCL: out of host memory for a RoPE table");
+        return NULL;
+    }
+    for (int p = 0; p < cap; p++) el_op_rope(NULL, 0, r->n_rot, p, r, host + (size_t)p * r->n_rot);
+    cl_mem m = alloc_mem(c, bytes, err);
+    if (m) {
+        const cl_int e = clEnqueueWriteBuffer(c->q, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            clReleaseMemObject(m);
+            m = NULL;
+            cl_fail(err, "clEnqueueWriteBuffer (RoPE table)", e);
+        }
+    }
+    free(host);
+    if (!m) return NULL;
+    if (t->mem) {
+        clFinish(c->q);
+        clReleaseMemObject(t->mem);
+    }
+    t->mem = m;
+    t->cap = cap;
+    return m;
+}
+
+/* The CPU's GELU table on the device: T[h] for every F16 bit pattern h, made
+ * by the CPU's el_op_gelu_mul itself (gate = the value of h, up = 1; the
+ * kernel handles |x| >= 10 as the CPU does, outside the table). */
+static cl_mem gelu_table(ocl *c, el_error *err) {
+    if (c->gelu_tab) return c->gelu_tab;
+    float *g = malloc(sizeof(float) << 16), *one = malloc(sizeof(float) << 16);
+    if (!g || !one) {
+        free(g), free(one);
+        el_set_error(err, EL_ERR_NOMEM, "OpenCL: out of host memory for the GELU table");
+        return NULL;
+    }
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        g[h] = el_fp16_to_fp32((el_fp16)h);
+        one[h] = 1.0f;
+    }
+    el_op_gelu_mul(g, one, 1 << 16);
+    cl_mem m = alloc_mem(c, sizeof(float) << 16, err);
+    if (m) {
+        const cl_int e = clEnqueueWriteBuffer(c->q, m, CL_TRUE, 0, sizeof(float) << 16, g, 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            clReleaseMemObject(m);
+            m = NULL;
+            cl_fail(err, "clEnqueueWriteBuffer (GELU table)", e);
+        }
+    }
+    free(g), free(one);
+    c->gelu_tab = m;
+    return m;
+}
+
+/* Attention in the CPU's arithmetic: its one-row kernel's below 64 query
+ * rows, its tiled kernel's from 64 (backend/cpu/attention.c's switch). */
 static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem kc, int k0, cl_mem vc, int v0,
                             const el_attn_args *a, el_error *err) {
-    cl_kernel k = c->k_attn;
+    const bool tiled = a->n >= 64;
+    cl_kernel k = tiled ? c->k_attn_tiled : c->k_attn;
     const size_t ls = c->att_ls;
     ARG(k, 0, cl_mem, q);
     ARG(k, 1, cl_int, q0);
@@ -566,8 +689,13 @@ static int launch_attention(ocl *c, cl_mem q, int q0, cl_mem o, int o0, cl_mem k
     ARG(k, 13, cl_int, a->ring);
     ARG(k, 14, cl_float, a->scale);
     LOCAL(k, 15, sizeof(float) * (size_t)a->head_dim);
-    LOCAL(k, 16, sizeof(float) * ls);
-    LOCAL(k, 17, sizeof(float) * ls);
+    if (tiled) {
+        LOCAL(k, 16, sizeof(float) * 64);
+    } else {
+        LOCAL(k, 16, sizeof(float) * ls);
+        LOCAL(k, 17, sizeof(float) * ls);
+        LOCAL(k, 18, sizeof(float) * ls);
+    }
     const size_t gws[2] = {ls * (size_t)a->n_head, (size_t)a->n};
     const size_t lws[2] = {ls, 1};
     return enqueue(c, k, 2, gws, lws, "attention", err);
@@ -586,6 +714,7 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
         for (int i = 0; i < op->n_w; i++) {
             const el_mat *w = op->w[i];
             if (!w || mm_index(w->type) < 0 || w->ne0 % 32 != 0 || w->ne0 != op->w[0]->ne0 || w->ne1 < 1 ||
+                ((w->type == EL_TYPE_Q4_K || w->type == EL_TYPE_Q6_K) && w->ne0 % 256 != 0) ||
                 w->ne0 > INT32_MAX || w->ne1 > INT32_MAX)
                 return false;
             if ((int64_t)op->n * w->ne0 > INT32_MAX || (int64_t)op->n * w->ne1 > INT32_MAX) return false;
@@ -661,6 +790,8 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
     case EL_OPK_MATMUL: {
         TRY(operand(be, &op->src[0], 4, "src0", &a, &a0, err));
         int ready = -1; /* the activation mode c->act holds for this op */
+        /* the CPU's row order, set on this (the calling) thread: each row as a one-row product */
+        const bool row1 = el_op_matmul_row_order_on();
         for (int i = 0; i < op->n_w; i++) {
             const el_mat *w = op->w[i];
             cl_mem wm, bm;
@@ -668,18 +799,18 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
             TRY(constant(c, w->data, "weight", &wm, err));
             if (!wm) return el_set_error(err, EL_ERR_INVALID_ARG, "OpenCL: matmul weight %d has no data", i);
             TRY(constant(c, op->vec[i], "bias", &bm, err));
-            /* the activations rounded as the CPU rounds them for this weight type, so both backends
-             * compute the same products (the log-probabilities of the two then agree to ~1e-3) */
-            const int mode = c->float_act ? 0 : act_mode(w->type);
+            /* the activations in the CPU's format for this weight type (its bytes), then the
+             * CPU's dot product on them */
+            const int mode = act_mode(w->type);
             cl_mem xa = a;
-            int xa0 = a0;
+            size_t xoff = 4 * (size_t)a0;
             if (mode) {
                 if (mode != ready) TRY(launch_act_quant(c, a, a0, (int)w->ne0, op->n, mode, err));
                 ready = mode;
-                xa = c->act, xa0 = 0;
+                xa = c->act, xoff = 0;
             }
-            TRY(launch_matmul(c, mm_index(w->type), wm, w->row_bytes, (int)w->ne0, (int)w->ne1, xa, xa0, op->n, y, y0,
-                              bm, err));
+            TRY(launch_matmul(c, mm_index(w->type), wm, w->row_bytes, (int)w->ne0, (int)w->ne1, xa, xoff,
+                              act_row_bytes(mode, (int)w->ne0), op->n, y, y0, bm, row1, err));
         }
         return 0;
     }
@@ -703,9 +834,11 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
     }
     case EL_OPK_ROPE: {
         const el_rope *r = &op->p.rope.rope;
-        cl_mem ff;
         TRY(operand(be, &op->dst[0], 4, "dst0", &y, &y0, err));
-        TRY(constant(c, r->freq_factors, "rope freq_factors", &ff, err));
+        if ((int64_t)op->p.rope.pos0 + op->n > INT32_MAX / 2 || op->p.rope.pos0 < 0)
+            return el_set_error(err, EL_ERR_INVALID_ARG, "OpenCL: rope position %d out of range", op->p.rope.pos0);
+        cl_mem cs = rope_table(c, r, op->p.rope.pos0 + op->n, err);
+        if (!cs) return err && err->code ? (int)err->code : EL_ERR_INTERNAL;
         cl_kernel k = c->k_rope;
         ARG(k, 0, cl_mem, y);
         ARG(k, 1, cl_int, y0);
@@ -714,10 +847,7 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
         ARG(k, 4, cl_int, r->n_rot);
         ARG(k, 5, cl_int, op->p.rope.pos0);
         ARG(k, 6, cl_int, r->mode == EL_ROPE_NEOX ? 1 : 0);
-        ARG(k, 7, cl_float, powf(r->freq_base, -2.0f / (float)r->n_rot)); /* as el_op_rope computes it */
-        ARG(k, 8, cl_float, r->freq_scale);
-        ARG(k, 9, cl_mem, ff ? ff : c->dummy);
-        ARG(k, 10, cl_int, ff ? 1 : 0);
+        ARG(k, 7, cl_mem, cs);
         const size_t gws[3] = {(size_t)(r->n_rot / 2), (size_t)op->p.rope.n_heads, (size_t)op->n};
         return enqueue(c, k, 3, gws, NULL, "rope", err);
     }
@@ -738,11 +868,18 @@ static int run_locked(el_backend *be, const el_op *op, el_error *err) {
     case EL_OPK_SILU_MUL:
         TRY(operand(be, &op->dst[0], 4, "dst0", &y, &y0, err));
         TRY(operand(be, &op->src[1], 4, "src1", &b, &b0, err));
-        if ((int64_t)op->n * op->d > INT32_MAX) return el_set_error(err, EL_ERR_INVALID_ARG, "OpenCL: silu_mul too large");
+        if ((int64_t)op->n * op->d > INT32_MAX || op->d < 1)
+            return el_set_error(err, EL_ERR_INVALID_ARG, "OpenCL: silu_mul of %d x %d", op->n, op->d);
+        ARG(c->k_silu, 5, cl_int, op->d); /* the row length: the CPU's expf variant depends on the column */
         return elementwise(c, c->k_silu, y, y0, b, b0, op->n * op->d, "silu_mul", err);
     case EL_OPK_GELU_MUL:
         TRY(operand(be, &op->dst[0], 4, "dst0", &y, &y0, err));
         TRY(operand(be, &op->src[1], 4, "src1", &b, &b0, err));
+        {
+            cl_mem tab = gelu_table(c, err);
+            if (!tab) return err && err->code ? (int)err->code : EL_ERR_INTERNAL;
+            ARG(c->k_gelu, 5, cl_mem, tab);
+        }
         return elementwise(c, c->k_gelu, y, y0, b, b0, op->p.elt.count, "gelu_mul", err);
     case EL_OPK_KV_STORE: {
         TRY(operand(be, &op->src[0], 4, "src0", &a, &a0, err));
@@ -867,7 +1004,8 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         double best = 1e30;
         for (int it = 0; it < 3; it++) { /* the first run warms up */
             const double t0 = now_ms();
-            if ((rc = launch_matmul(c, ti, b.w, rb, K, M, b.x, 0, N, b.y, 0, NULL, err)) != 0) goto done;
+            if ((rc = launch_matmul(c, ti, b.w, rb, K, M, b.x, 0, act_row_bytes(act_mode(t), K), N, b.y, 0, NULL, false, err)) != 0)
+                goto done;
             cl_int e = clFinish(c->q);
             if (e != CL_SUCCESS) {
                 rc = cl_fail(err, "clFinish", e);
@@ -905,7 +1043,7 @@ static int measure_locked(ocl *c, el_device_caps *caps, el_error *err) {
         double best = 1e30;
         for (int it = 0; it < 3; it++) {
             const double t0 = now_ms();
-            if ((rc = launch_matmul(c, MM_Q8_0, b.big, rb, 1024, m1, b.x, 0, 1, b.y, 0, NULL, err)) != 0) goto done;
+            if ((rc = launch_matmul(c, MM_Q8_0, b.big, rb, 1024, m1, b.x, 0, rb, 1, b.y, 0, NULL, false, err)) != 0) goto done;
             cl_int e = clFinish(c->q);
             if (e != CL_SUCCESS) {
                 rc = cl_fail(err, "clFinish", e);
@@ -1030,6 +1168,9 @@ static void ocl_destroy(ocl *c) {
     free_kernels(c);
     if (c->dummy) clReleaseMemObject(c->dummy);
     if (c->act) clReleaseMemObject(c->act);
+    if (c->gelu_tab) clReleaseMemObject(c->gelu_tab);
+    for (int i = 0; i < ROPE_TABS; i++)
+        if (c->rope[i].mem) clReleaseMemObject(c->rope[i].mem);
     if (c->prog) clReleaseProgram(c->prog);
     if (c->q) clReleaseCommandQueue(c->q);
     if (c->ctx) clReleaseContext(c->ctx);
@@ -1118,18 +1259,17 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
     }
     const char *cc = getenv("EL_OPENCL_COPY_CONST");
     c->host_ptr = unified == CL_TRUE && !(cc && strcmp(cc, "1") == 0);
-    const char *fa = getenv("EL_OPENCL_FLOAT_ACT");
-    c->float_act = fa && strcmp(fa, "1") == 0;
-    /* work-group sizes: a GPU wants wide groups; PoCL's CPU device runs a
-     * group's items as a loop, so fewer items per row split means less
-     * reduction work there (EL_OPENCL_MM_LS overrides, for tuning) */
+    /* work-group sizes (EL_OPENCL_MM_LS overrides the matmul's, for tuning) */
     const bool is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     const size_t wg = pow2_floor(c->max_wg);
-    c->mm_ls = pow2_floor(env_size("EL_OPENCL_MM_LS", is_cpu ? 8 : 64));
-    c->mm_nr1 = (int)env_size("EL_OPENCL_MM_NR1", MM_NR1);
-    if (c->mm_nr1 > 64) c->mm_nr1 = 64;
-    c->mm_nt = is_cpu ? MM_NT_CPU : MM_NT_GPU;
+    c->mm_ls = pow2_floor(env_size("EL_OPENCL_MM_LS", is_cpu ? 16 : 64));
     if (c->mm_ls > wg) c->mm_ls = wg;
+    {
+        char ext[4096];
+        dev_str(dev, CL_DEVICE_EXTENSIONS, ext, sizeof ext);
+        const char *bo = getenv("EL_OPENCL_BUILD_OPTIONS");
+        c->info.exact = strstr(ext, "cl_khr_fp64") != NULL && !(bo && strstr(bo, "EL_NO_FP64"));
+    }
     c->norm_ls = is_cpu ? 64 : 256;
     if (c->norm_ls > wg) c->norm_ls = wg;
     c->att_ls = 64;
@@ -1148,17 +1288,16 @@ el_backend *el_backend_opencl_new(int device, el_error *err) {
         if (clGetKernelWorkGroupInfo(c->k_attn, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
             kwg > 0 && c->att_ls > pow2_floor(kwg))
             c->att_ls = pow2_floor(kwg);
+        if (clGetKernelWorkGroupInfo(c->k_attn_tiled, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
+            kwg > 0 && c->att_ls > pow2_floor(kwg))
+            c->att_ls = pow2_floor(kwg);
         if (clGetKernelWorkGroupInfo(c->k_rmsnorm, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
             kwg > 0 && c->norm_ls > pow2_floor(kwg))
             c->norm_ls = pow2_floor(kwg);
-        for (int t = 0; t < MM_NTYPES; t++) {
-            if (clGetKernelWorkGroupInfo(c->mmb[t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
+        for (int t = 0; t < MM_NTYPES; t++)
+            if (clGetKernelWorkGroupInfo(c->mm[t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
                 kwg > 0 && c->mm_ls > pow2_floor(kwg))
                 c->mm_ls = pow2_floor(kwg);
-            if (clGetKernelWorkGroupInfo(c->mm1[t], dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) == CL_SUCCESS &&
-                kwg > 0 && c->mm_ls > pow2_floor(kwg))
-                c->mm_ls = pow2_floor(kwg);
-        }
         c->info.mm_ls = (int)c->mm_ls;
     }
 

@@ -1,31 +1,44 @@
 /*
- * kernels.cl — the OpenCL backend's kernels (OpenCL C 1.2, no extension).
+ * kernels.cl — the OpenCL backend's kernels (OpenCL C 1.2; cl_khr_fp64 used
+ * where the device has it).
  *
  * Contract (backend_opencl.c launches them; backend.h's el_op_kind comments
  * and backend/cpu/ops.h state each op's meaning):
  *   - every buffer argument is a whole cl_mem; the operand's place in it is
- *     an element offset argument (x0, y0, ...), never a sub-buffer;
+ *     an element (or byte, where named so) offset argument, never a sub-buffer;
  *   - weights are read as the GGUF file holds them (ggml block layouts of
- *     src/package/quants_blocks.h) and dequantised in registers, 32 elements
- *     (one "unit") at a time; sums are in float;
+ *     src/package/quants_blocks.h), never a dequantised copy;
  *   - F16 data (weights, the KV cache) is read and written with
  *     vload_half / vstore_half_rte, core OpenCL: no cl_khr_fp16 needed;
+ *   - the arithmetic is the CPU backend's, operation for operation, so that
+ *     the results are its bits (test_opencl_ops checks them bit for bit):
+ *     no contraction (FP_CONTRACT OFF; fma() exactly where the CPU fuses),
+ *     the CPU's accumulation orders and rounding points, its expf variants
+ *     (expf_poly below: backend/cpu/expf_poly.h; expf_libm: glibc's
+ *     correctly-rounded-in-practice expf, as the correctly rounded exp of
+ *     the double), double sums where the CPU sums in double. The host builds
+ *     with -cl-fp32-correctly-rounded-divide-sqrt. On a device without
+ *     cl_khr_fp64 the double steps run in float: close, not the same bits
+ *     (the capability info says so: el_opencl_info.exact);
  *   - work-group size comes from the host (get_local_size); the __local
  *     scratch arguments are sized by the host to match.
- * Compile-time constants from the host's build options: NR and NR1 (output
- * rows per batched / one-token matmul work-group), NT (tokens per batched matmul work-group), ATT_DPI
- * (head dims per attention work-item: head_dim <= ATT_DPI * local size).
+ * Compile-time constants from the host's build options: NT (tokens per
+ * matmul work-item), ATT_DPI (head dims per attention work-item: head_dim <=
+ * ATT_DPI * local size).
  */
 #pragma OPENCL FP_CONTRACT OFF
 
-#ifndef NR
-#define NR 4
+/* EL_NO_FP64 (a build option) takes the float path on a device with fp64 too (tests) */
+#if defined(cl_khr_fp64) && !defined(EL_NO_FP64)
+#define EL_FP64 1
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double dbl;
+#else
+typedef float dbl;
 #endif
+
 #ifndef NT
 #define NT 4
-#endif
-#ifndef NR1
-#define NR1 8
 #endif
 #ifndef ATT_DPI
 #define ATT_DPI 8
@@ -48,239 +61,389 @@ inline float4 round_half4(float4 x) {
     return vload_half4(0, (__private const half *)&h);
 }
 
-inline float sum16(float16 v) {
-    float8 a = v.lo + v.hi;
-    float4 b = a.lo + a.hi;
-    float2 c = b.lo + b.hi;
-    return c.x + c.y;
+/* ---- exp ---------------------------------------------------------------------
+ * expf_poly: llama.cpp's vector expf as backend/cpu/expf_poly.h evaluates it,
+ * step for step: n = round(x log2 e) by the 1.5*2^23 trick, b = x - n ln2 in
+ * two fused steps, a degree-5 polynomial in fused steps, j * 2^n (ldexp,
+ * exact); |n| > 192: 0 or +inf; NaN stays NaN. */
+inline float expf_poly(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fma(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fma(-n, 0x1.7f7d1cp-20f, fma(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fma(fma(fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                        fma(0x1.ffffecp-1f, b, 1.0f));
+    if (fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    if (isnan(n)) return j;
+    return ldexp(j, (int)n);
 }
 
-/* the 16 lanes folded to 4 (lane i: lanes i, i+4, i+8, i+12) */
-inline float4 fold4(float16 v) {
-    float8 a = v.lo + v.hi;
-    return a.lo + a.hi;
+/* libm's expf (glibc: within 0.502 ulp, so its result is the correctly
+ * rounded one except within ~0.002 ulp of a rounding boundary): exp of the
+ * double, rounded once to float. Without fp64: the device's exp. */
+inline float expf_libm(float x) {
+#if defined(EL_FP64)
+    return (float)exp((double)x);
+#else
+    return exp(x);
+#endif
 }
 
-inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+/* ---- matmul in the CPU backend's arithmetic ----------------------------------
+ * Y[y0 + t*M + o] = dot(W[o], A[t]) (+ bias[o]) for t < n, o < M, where A[t]
+ * is activation row t in the CPU's vec_dot_type (act_quant's bytes: F16, Q8_0
+ * or Q8_K blocks; F32 weights read the float row), at byte offset xoff,
+ * xrow bytes apart. Each output is one work-item's sequential computation of
+ * the CPU's portable kernel for the weight type (backend/cpu/kernels_portable.c,
+ * kernels_kquants.c — the specification every CPU path gives the bits of):
+ * integer block sums are exact in any order; the float operations — which
+ * products are fused, the lanes and the order of their horizontal sum — are
+ * the CPU's, one for one. Work-item (o, g) computes row o for the NTK tokens
+ * g*NTK.. (the weight row stays in cache across them). The variant the CPU
+ * picks for an n-row product (F32/F16: tinyBLAS order when n >= 2 and K % 16
+ * == 0; Q4_K: the repacked gemm order for rows t < n - n % 4) is chosen the
+ * same way from n and t; row1 != 0 (the CPU's row order, ops.h
+ * el_op_matmul_row_order: speculative verification) computes every row as
+ * a one-row product. */
 
-/* ---- dequantising one unit (32 elements) of a weight row -------------------
- * deq_T(row, u, &a, &b): elements 32u..32u+15 in a, 32u+16..32u+31 in b. */
-
-inline void deq_f32(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const float *p = (__global const float *)row + 32 * u;
-    *a = vload16(0, p);
-    *b = vload16(1, p);
+/* x86 horizontal sum of 8 lanes: (hi128 + lo128), then (r0 + r2) + (r1 + r3). */
+inline float hsum8(float8 a) {
+    const float4 r = a.hi + a.lo;
+    return (r.x + r.z) + (r.y + r.w);
 }
 
-inline void deq_f16(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const half *p = (__global const half *)row + 32 * u;
-    *a = vload_half16(0, p);
-    *b = vload_half16(1, p);
+/* _mm512_reduce_add_ps: lanes i+8 onto i, i+4 onto i, then (0+2)+(1+3). */
+inline float reduce16(float16 v) {
+    const float8 a = v.hi + v.lo;
+    const float4 b = a.hi + a.lo;
+    return (b.x + b.z) + (b.y + b.w);
 }
 
-/* Q8_0: 34 bytes: d (F16), 32 int8. */
-inline void deq_q8_0(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const uchar *blk = row + 34 * u;
-    const float d = ldh(blk);
-    __global const char *q = (__global const char *)(blk + 2);
-    *a = convert_float16(vload16(0, q)) * d;
-    *b = convert_float16(vload16(1, q)) * d;
+/* The 8 lanes of a 32-element integer dot: lane l = sum of elements 4l..4l+3. */
+inline int8 lanes32(char16 a0, char16 a1, char16 b0, char16 b1) {
+    /* products in 16 bits, pairs summed in 16 bits (|a·b| <= 128·127: a pair fits), then in 32 */
+    const short16 p0 = convert_short16(a0) * convert_short16(b0), p1 = convert_short16(a1) * convert_short16(b1);
+    const short8 q0 = p0.even + p0.odd, q1 = p1.even + p1.odd;
+    return (int8)(convert_int4(q0.even) + convert_int4(q0.odd), convert_int4(q1.even) + convert_int4(q1.odd));
 }
 
-/* Q4_0: 18 bytes: d, 16 bytes of nibbles (element j low, j+16 high), value (q-8)*d. */
-inline void deq_q4_0(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const uchar *blk = row + 18 * u;
-    const float d = ldh(blk);
-    const uchar16 q = vload16(0, blk + 2);
-    *a = (convert_float16(q & (uchar)0xF) - 8.0f) * d;
-    *b = (convert_float16(q >> (uchar)4) - 8.0f) * d;
+inline int hsum_int8(int8 v) {
+    const int4 a = v.lo + v.hi;
+    return a.x + a.y + a.z + a.w;
 }
 
-/* Q5_0: 22 bytes: d, qh (bit j: 5th bit of element j), nibbles as Q4_0; value (q-16)*d. */
-inline void deq_q5_0(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const uchar *blk = row + 22 * u;
-    const float d = ldh(blk);
-    const uint qh = (uint)blk[2] | ((uint)blk[3] << 8) | ((uint)blk[4] << 16) | ((uint)blk[5] << 24);
-    const uchar16 q = vload16(0, blk + 6);
+/* F32 / F16 weights. One-row order: 4 accumulators of 16 lanes over steps of
+ * 64, (a0+a2)+(a1+a3), reduce16; the tail: F32 a float sum, F16 a double sum.
+ * tinyBLAS order: one 16-lane fma chain, reduce16. */
+inline float dot_f32(__global const uchar *w, __global const uchar *x, int K, int n) {
+    __global const float *a = (__global const float *)w, *b = (__global const float *)x;
+    if (n >= 2 && K % 16 == 0) {
+        float16 c = (float16)(0.0f);
+        for (int i = 0; i < K; i += 16) c = fma(vload16(0, a + i), vload16(0, b + i), c);
+        return reduce16(c);
+    }
+    const int np = K & ~63;
+    float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;
+    for (int i = 0; i < np; i += 64) {
+        c0 = fma(vload16(0, a + i), vload16(0, b + i), c0);
+        c1 = fma(vload16(0, a + i + 16), vload16(0, b + i + 16), c1);
+        c2 = fma(vload16(0, a + i + 32), vload16(0, b + i + 32), c2);
+        c3 = fma(vload16(0, a + i + 48), vload16(0, b + i + 48), c3);
+    }
+    float s = reduce16((c0 + c2) + (c1 + c3));
+    for (int i = np; i < K; i++) s += a[i] * b[i];
+    return s;
+}
+
+inline float dot_f16(__global const uchar *w, __global const uchar *x, int K, int n) {
+    __global const half *a = (__global const half *)w, *b = (__global const half *)x;
+    if (n >= 2 && K % 16 == 0) {
+        float16 c = (float16)(0.0f);
+        for (int i = 0; i < K; i += 16) c = fma(vload_half16(0, a + i), vload_half16(0, b + i), c);
+        return reduce16(c);
+    }
+    const int np = K & ~63;
+    float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;
+    for (int i = 0; i < np; i += 64) {
+        c0 = fma(vload_half16(0, a + i), vload_half16(0, b + i), c0);
+        c1 = fma(vload_half16(0, a + i + 16), vload_half16(0, b + i + 16), c1);
+        c2 = fma(vload_half16(0, a + i + 32), vload_half16(0, b + i + 32), c2);
+        c3 = fma(vload_half16(0, a + i + 48), vload_half16(0, b + i + 48), c3);
+    }
+    const float r = reduce16((c0 + c2) + (c1 + c3));
+    if (np == K) return r;
+    dbl s = (dbl)r;
+    for (int i = np; i < K; i++) s += (dbl)(vload_half(i, a) * vload_half(i, b));
+    return (float)s;
+}
+
+/* Q8_0 (34-byte blocks: F16 d, 32 int8) against Q8_0: 8 lanes,
+ * acc[l] = fma(d_w * d_x, (float)lane_l, acc[l]), hsum8. */
+
+/* Q4_0 (18 bytes: d, 16 bytes of nibbles, element j low, j+16 high; value q-8):
+ * one chain, acc = fma((float)sumi, d_w * d_x, acc). */
+
+/* Q5_0 (22 bytes: d, qh — bit j the 5th bit of element j —, nibbles as Q4_0;
+ * value q-16): lanes as Q8_0. */
+
+/* Q8_K activation blocks (292 bytes): float d, int8 qs[256], int16 bsums[16]. */
+#define Q8K_BYTES 292
+inline float q8k_d(__global const uchar *b) { return *(__global const float *)b; }
+inline int q8k_bsum(__global const uchar *b, int g) { return (int)((__global const short *)(b + 260))[g]; }
+
+/* Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of
+ * nibbles; sub-block j: the low (j even) / high (j odd) nibbles of
+ * qs[32*(j/2)..]): isum = sum_j sc_j * (sub-block j's dot), summ = sum_j m_j *
+ * (bsums[2j] + bsums[2j+1]); acc = fma((float)isum, d_w d_x, acc), accm =
+ * fma((float)summ, dmin_w d_x, accm) per super-block (gemv) or per pair of
+ * sub-blocks (gemm, rows t < n - n % 4); the result acc - accm. */
+inline void q4k_sm(__global const uchar *sc, int j, int *s, int *m) {
+    if (j < 4) {
+        *s = sc[j] & 63;
+        *m = sc[j + 4] & 63;
+    } else {
+        *s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
+        *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
+    }
+}
+
+
+/* Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], d): the quants unsigned
+ * (0..63); chunk c (elements 32c..32c+31, c = 4n + k: low bits ql[64n +
+ * 32(k&1) + l] >> (k >= 2 ? 4 : 0), high (qh[32n + l] >> 2k) & 3) adds
+ * sc[2c + l/4] * (its lane l dot) to lane l; lane l -= 32 * (bsums[2l] sc[2l]
+ * + bsums[2l+1] sc[2l+1]); acc[l] = fma(d_x d_w, (float)lane_l, acc[l]); hsum8. */
+
+/* The quantized types' products, in the NT-token form: each weight block is
+ * unpacked once for the tokens (x: the first token's activation row, xrow
+ * bytes apart; nt <= NT tokens; out: their results), and every output gets
+ * the per-output operations stated above its type. */
+inline void dotn_q8_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 34 * ib;
+        const float dw = ldh(wb);
+        __global const char *qw = (__global const char *)(wb + 2);
+        const char16 a0 = vload16(0, qw), a1 = vload16(1, qw);
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
+            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
+}
+
+inline void dotn_q4_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
+    float acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 18 * ib;
+        const float dw = ldh(wb);
+        const uchar16 q = vload16(0, wb + 2);
+        const char16 a0 = as_char16(q & (uchar)0xF) - (char)8, a1 = as_char16(q >> (uchar)4) - (char)8;
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int sumi = hsum_int8(lanes32(a0, a1, vload16(0, qx), vload16(1, qx)));
+            acc[t] = fma((float)sumi, dw * ldh(xb), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = acc[t];
+}
+
+inline void dotn_q5_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
     const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const uint16 hlo = (((uint16)(qh) >> sh) & 1u) << 4;
-    const uint16 hhi = (((uint16)(qh >> 16) >> sh) & 1u) << 4;
-    *a = (convert_float16(convert_uint16(q & (uchar)0xF) | hlo) - 16.0f) * d;
-    *b = (convert_float16(convert_uint16(q >> (uchar)4) | hhi) - 16.0f) * d;
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + 22 * ib;
+        const float dw = ldh(wb);
+        const uint qh = (uint)wb[2] | ((uint)wb[3] << 8) | ((uint)wb[4] << 16) | ((uint)wb[5] << 24);
+        const uchar16 q = vload16(0, wb + 6);
+        const uchar16 hlo = convert_uchar16((((uint16)(qh) >> sh) & 1u) << 4);
+        const uchar16 hhi = convert_uchar16((((uint16)(qh >> 16) >> sh) & 1u) << 4);
+        const char16 a0 = as_char16((q & (uchar)0xF) | hlo) - (char)16;
+        const char16 a1 = as_char16((q >> (uchar)4) | hhi) - (char)16;
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
+            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
 }
 
-/* Q4_K: 144-byte super-blocks of 256: d, dmin, 12 bytes of packed 6-bit
- * scales/mins, 128 bytes of nibbles. Unit s (0..7) of a super-block: the low
- * (s even) or high (s odd) nibbles of qs[32*(s/2) ..], value d*sc*q - dmin*m. */
-inline void deq_q4_k(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const uchar *blk = row + 144 * (u >> 3);
-    const int s = u & 7;
-    const float d = ldh(blk), dmin = ldh(blk + 2);
-    __global const uchar *sc = blk + 4;
-    uint scv, mv;
-    if (s < 4) {
-        scv = sc[s] & 63;
-        mv = sc[s + 4] & 63;
-    } else {
-        scv = (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4);
-        mv = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+inline void dotn_q4_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    float acc[NT], accm[NT];
+    for (int t = 0; t < NT; t++) acc[t] = accm[t] = 0.0f;
+    for (int ib = 0; ib < K / 256; ib++) {
+        __global const uchar *wb = w + 144 * ib;
+        const float dw = ldh(wb), dminw = ldh(wb + 2);
+        char16 a[16];
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) {
+            q4k_sm(wb + 4, j, &sc[j], &mn[j]);
+            const uchar16 q0 = vload16(0, wb + 16 + 32 * (j >> 1)), q1 = vload16(1, wb + 16 + 32 * (j >> 1));
+            a[2 * j] = as_char16((j & 1) ? q0 >> (uchar)4 : q0 & (uchar)0xF);
+            a[2 * j + 1] = as_char16((j & 1) ? q1 >> (uchar)4 : q1 & (uchar)0xF);
+        }
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            const bool x4 = t0 + t < n - n % 4;
+            __global const uchar *xb = x + t * xrow + Q8K_BYTES * ib;
+            const float dx = q8k_d(xb);
+            const float d = dw * dx, dmin = dminw * dx;
+            __global const char *qx = (__global const char *)(xb + 4);
+            int isum = 0, summ = 0;
+            for (int j = 0; j < 8; j++) {
+                const int p = hsum_int8(lanes32(a[2 * j], a[2 * j + 1], vload16(0, qx + 32 * j), vload16(1, qx + 32 * j)));
+                isum += sc[j] * p;
+                summ += mn[j] * (q8k_bsum(xb, 2 * j) + q8k_bsum(xb, 2 * j + 1));
+                if (x4 && (j & 1)) {
+                    acc[t] = fma((float)isum, d, acc[t]);
+                    accm[t] = fma((float)summ, dmin, accm[t]);
+                    isum = summ = 0;
+                }
+            }
+            if (!x4) {
+                acc[t] = fma((float)isum, d, acc[t]);
+                accm[t] = fma((float)summ, dmin, accm[t]);
+            }
+        }
     }
-    const float d1 = d * (float)scv, m1 = dmin * (float)mv;
-    __global const uchar *qs = blk + 16 + 32 * (s >> 1);
-    uchar16 q0 = vload16(0, qs), q1 = vload16(1, qs);
-    if (s & 1) {
-        q0 = q0 >> (uchar)4;
-        q1 = q1 >> (uchar)4;
-    } else {
-        q0 = q0 & (uchar)0xF;
-        q1 = q1 & (uchar)0xF;
-    }
-    *a = d1 * convert_float16(q0) - m1;
-    *b = d1 * convert_float16(q1) - m1;
+    for (int t = 0; t < nt; t++) out[t] = acc[t] - accm[t];
 }
 
-/* Q6_K: 210-byte super-blocks: ql[128] (low 4 bits), qh[64] (high 2 bits),
- * 16 int8 scales, d. Unit s = 4n + k covers elements 128n + 32k + l (l < 32):
- * low bits from ql[64n + 32(k&1) + l] (>> 4 when k >= 2), high bits
- * (qh[32n + l] >> 2k) & 3; scale scales[2s] for l < 16, scales[2s+1] after. */
-inline void deq_q6_k(__global const uchar *row, int u, float16 *a, float16 *b) {
-    __global const uchar *blk = row + 210 * (u >> 3);
-    const int s = u & 7, n = s >> 2, k = s & 3;
-    __global const uchar *ql = blk + 64 * n + 32 * (k & 1);
-    __global const uchar *qh = blk + 128 + 32 * n;
-    __global const char *scales = (__global const char *)(blk + 192);
-    const float d = ldh(blk + 208);
-    const uchar lsh = (uchar)(k >= 2 ? 4 : 0), hsh = (uchar)(2 * k);
-    const uchar16 l0 = (vload16(0, ql) >> lsh) & (uchar)0xF, l1 = (vload16(1, ql) >> lsh) & (uchar)0xF;
-    const uchar16 h0 = (vload16(0, qh) >> hsh) & (uchar)3, h1 = (vload16(1, qh) >> hsh) & (uchar)3;
-    const float16 v0 = convert_float16(convert_int16(l0 | (h0 << (uchar)4)) - 32);
-    const float16 v1 = convert_float16(convert_int16(l1 | (h1 << (uchar)4)) - 32);
-    *a = (d * (float)scales[2 * s]) * v0;
-    *b = (d * (float)scales[2 * s + 1]) * v1;
+inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
+                      float *out) {
+    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
+    float8 acc[NT];
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
+    for (int ib = 0; ib < K / 256; ib++) {
+        __global const uchar *wb = w + 210 * ib;
+        __global const char *scales = (__global const char *)(wb + 192);
+        const float dw = ldh(wb + 208);
+        char16 a[16];
+        for (int c = 0; c < 8; c++) {
+            const int nn = c >> 2, k = c & 3;
+            __global const uchar *ql = wb + 64 * nn + 32 * (k & 1);
+            __global const uchar *qh = wb + 128 + 32 * nn;
+            const uchar lsh = (uchar)(k >= 2 ? 4 : 0), hsh = (uchar)(2 * k);
+            a[2 * c] = as_char16(((vload16(0, ql) >> lsh) & (uchar)0xF) | (((vload16(0, qh) >> hsh) & (uchar)3) << (uchar)4));
+            a[2 * c + 1] = as_char16(((vload16(1, ql) >> lsh) & (uchar)0xF) | (((vload16(1, qh) >> hsh) & (uchar)3) << (uchar)4));
+        }
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + Q8K_BYTES * ib;
+            __global const char *qx = (__global const char *)(xb + 4);
+            int8 lanes = (int8)(0);
+            for (int c = 0; c < 8; c++) {
+                const int8 l = lanes32(a[2 * c], a[2 * c + 1], vload16(0, qx + 32 * c), vload16(1, qx + 32 * c));
+                const int s0 = scales[2 * c], s1 = scales[2 * c + 1];
+                lanes += l * (int8)(s0, s0, s0, s0, s1, s1, s1, s1);
+            }
+            int8 corr;
+            corr.s0 = q8k_bsum(xb, 0) * scales[0] + q8k_bsum(xb, 1) * scales[1];
+            corr.s1 = q8k_bsum(xb, 2) * scales[2] + q8k_bsum(xb, 3) * scales[3];
+            corr.s2 = q8k_bsum(xb, 4) * scales[4] + q8k_bsum(xb, 5) * scales[5];
+            corr.s3 = q8k_bsum(xb, 6) * scales[6] + q8k_bsum(xb, 7) * scales[7];
+            corr.s4 = q8k_bsum(xb, 8) * scales[8] + q8k_bsum(xb, 9) * scales[9];
+            corr.s5 = q8k_bsum(xb, 10) * scales[10] + q8k_bsum(xb, 11) * scales[11];
+            corr.s6 = q8k_bsum(xb, 12) * scales[12] + q8k_bsum(xb, 13) * scales[13];
+            corr.s7 = q8k_bsum(xb, 14) * scales[14] + q8k_bsum(xb, 15) * scales[15];
+            lanes -= 32 * corr;
+            acc[t] = fma((float8)(q8k_d(xb) * dw), convert_float8(lanes), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
 }
 
-/* ---- matmul ----------------------------------------------------------------
- * Y[y0 + t*M + o] = sum_k X[x0 + t*K + k] * W[o][k] (+ bias[o]) for t < n,
- * o < M. Work-group (group 0) = NR output rows × (group 1) NTK tokens; its
- * work-items split the row's units (u = lid, lid + ls, ...), each unit's 32
- * products folded into 4-lane accumulators, and their partial sums meet in
- * local memory (red: NTK*NR*ls floats). */
-#define MM_KERNEL(NAME, DEQ, NTK)                                                                          \
-    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const float *X,    \
-                       int x0, int n, __global float *Y, int y0, __global const float *bias, int has_bias, \
-                       __local float *red) {                                                               \
-        const int lid = get_local_id(0), ls = get_local_size(0);                                           \
-        const int o0 = get_group_id(0) * NR, t0 = get_group_id(1) * NTK;                                   \
-        const int nu = K / 32;                                                                             \
-        float4 acc[NTK][NR];                                                                               \
-        for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) acc[t][r] = (float4)(0.0f);                                       \
-        for (int u = lid; u < nu; u += ls) {                                                               \
-            float16 xa[NTK], xb[NTK];                                                                      \
-            for (int t = 0; t < NTK; t++) {                                                                \
-                if (t0 + t < n) {                                                                          \
-                    __global const float *xp = X + x0 + (size_t)(t0 + t) * K + 32 * u;                     \
-                    xa[t] = vload16(0, xp);                                                                \
-                    xb[t] = vload16(1, xp);                                                                \
-                } else {                                                                                   \
-                    xa[t] = (float16)(0.0f);                                                               \
-                    xb[t] = (float16)(0.0f);                                                               \
-                }                                                                                          \
-            }                                                                                              \
-            for (int r = 0; r < NR; r++) {                                                                 \
-                if (o0 + r < M) {                                                                          \
-                    float16 wa, wb;                                                                        \
-                    DEQ(W + (size_t)(o0 + r) * row_bytes, u, &wa, &wb);                                    \
-                    for (int t = 0; t < NTK; t++) acc[t][r] += fold4(wa * xa[t] + wb * xb[t]);             \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int t = 0; t < NTK; t++)                                                                      \
-            for (int r = 0; r < NR; r++) red[(t * NR + r) * ls + lid] = sum4(acc[t][r]);                   \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                      \
-        for (int i = lid; i < NTK * NR; i += ls) {                                                         \
-            const int t = i / NR, r = i % NR;                                                              \
-            if (t0 + t < n && o0 + r < M) {                                                                \
-                float s = 0.0f;                                                                            \
-                for (int j = 0; j < ls; j++) s += red[i * ls + j];                                         \
-                if (has_bias) s += bias[o0 + r];                                                           \
-                Y[y0 + (size_t)(t0 + t) * M + o0 + r] = s;                                                 \
-            }                                                                                              \
-        }                                                                                                  \
+/* Work-item (o, g): weight row o for the tokens g*NT .. (at most NT). */
+#define MM_KERNEL(NAME, DOT)                                                                                    \
+    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
+                       ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
+                       int has_bias, int row1) {                                                                 \
+        const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
+        if (o >= M) return;                                                                                     \
+        __global const uchar *wr = W + (size_t)o * row_bytes;                                                   \
+        const int t1 = min(n, t0 + NT);                                                                         \
+        for (int t = t0; t < t1; t++) {                                                                         \
+            float s = DOT(wr, X + xoff + (size_t)t * xrow, K, row1 ? 1 : n);                                    \
+            if (has_bias) s += bias[o];                                                                         \
+            Y[y0 + (size_t)t * M + o] = s;                                                                      \
+        }                                                                                                       \
     }
 
-/* One token (decode): the same split, with vector accumulators reduced once
- * at the end instead of a horizontal sum per unit. */
-#define MM1_KERNEL(NAME, DEQ)                                                                              \
-    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const float *X,    \
-                       int x0, int n, __global float *Y, int y0, __global const float *bias, int has_bias, \
-                       __local float *red) {                                                               \
-        const int lid = get_local_id(0), ls = get_local_size(0);                                           \
-        const int o0 = get_group_id(0) * NR1;                                                              \
-        const int nu = K / 32;                                                                             \
-        const int nr = min(NR1, M - o0);                                                                   \
-        float16 acc[NR1];                                                                                  \
-        for (int r = 0; r < NR1; r++) acc[r] = (float16)(0.0f);                                            \
-        __global const float *xr = X + x0;                                                                 \
-        for (int u = lid; u < nu; u += ls) {                                                               \
-            const float16 xa = vload16(0, xr + 32 * u), xb = vload16(1, xr + 32 * u);                      \
-            for (int r = 0; r < nr; r++) {                                                                 \
-                float16 wa, wb;                                                                            \
-                DEQ(W + (size_t)(o0 + r) * row_bytes, u, &wa, &wb);                                        \
-                acc[r] += wa * xa + wb * xb;                                                               \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int r = 0; r < NR1; r++) red[r * ls + lid] = sum16(acc[r]);                                   \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                      \
-        for (int r = lid; r < nr; r += ls) {                                                               \
-            float s = 0.0f;                                                                                \
-            for (int j = 0; j < ls; j++) s += red[r * ls + j];                                             \
-            if (has_bias) s += bias[o0 + r];                                                               \
-            Y[y0 + o0 + r] = s;                                                                            \
-        }                                                                                                  \
+#define MMN_KERNEL(NAME, DOTN)                                                                                  \
+    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
+                       ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
+                       int has_bias, int row1) {                                                                 \
+        const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
+        if (o >= M) return;                                                                                     \
+        const int nt = min(NT, n - t0);                                                                         \
+        float r[NT];                                                                                            \
+        DOTN(W + (size_t)o * row_bytes, X + xoff + (size_t)t0 * xrow, xrow, K, row1 ? 1 : n, row1 ? 0 : t0, nt, r); \
+        for (int t = 0; t < nt; t++) {                                                                          \
+            float s = r[t];                                                                                     \
+            if (has_bias) s += bias[o];                                                                         \
+            Y[y0 + (size_t)(t0 + t) * M + o] = s;                                                               \
+        }                                                                                                       \
     }
 
-MM1_KERNEL(mm1_f32, deq_f32)
-MM_KERNEL(mmb_f32, deq_f32, NT)
-MM1_KERNEL(mm1_f16, deq_f16)
-MM_KERNEL(mmb_f16, deq_f16, NT)
-MM1_KERNEL(mm1_q8_0, deq_q8_0)
-MM_KERNEL(mmb_q8_0, deq_q8_0, NT)
-MM1_KERNEL(mm1_q4_0, deq_q4_0)
-MM_KERNEL(mmb_q4_0, deq_q4_0, NT)
-MM1_KERNEL(mm1_q5_0, deq_q5_0)
-MM_KERNEL(mmb_q5_0, deq_q5_0, NT)
-MM1_KERNEL(mm1_q4_k, deq_q4_k)
-MM_KERNEL(mmb_q4_k, deq_q4_k, NT)
-MM1_KERNEL(mm1_q6_k, deq_q6_k)
-MM_KERNEL(mmb_q6_k, deq_q6_k, NT)
+MM_KERNEL(mm_f32, dot_f32)
+MM_KERNEL(mm_f16, dot_f16)
+MMN_KERNEL(mm_q8_0, dotn_q8_0)
+MMN_KERNEL(mm_q4_0, dotn_q4_0)
+MMN_KERNEL(mm_q5_0, dotn_q5_0)
+MMN_KERNEL(mm_q4_k, dotn_q4_k)
+MMN_KERNEL(mm_q6_k, dotn_q6_k)
 
-/* ---- activations in the CPU's arithmetic -------------------------------------
- * Xq[t*K + k] = X[x0 + t*K + k] rounded as the CPU backend quantizes a matmul's
- * activations for the weight type (its vec_dot_type) and read back as float:
- * mode 1 F16 (round to nearest even); mode 2 Q8_0 blocks of 32 (d = amax/127
- * stored as F16, q = rint(x * 127/amax): llama.cpp's x86 quantizer); mode 3
- * Q8_K blocks of 256 (iscale = -127/max over the signed value of largest
- * magnitude, q = min(127, rint(iscale * x)), d = 1/iscale in float). The
- * float kernels then form the CPU's products (q_w d_w)(q_x d_x) up to the
- * order of the sums. One work-item per block (mode 1: per 32 values). */
-__kernel void act_quant(__global const float *X, int x0, int K, int n, int mode, __global float *Xq) {
+/* ---- activations in the CPU's formats ------------------------------------------
+ * Row t of X (K floats at x0 + t*K) written to Xq + t*xrow bytes as the CPU
+ * backend quantizes a matmul's activations for the weight type (its
+ * vec_dot_type), byte for byte: mode 1 F16 (round to nearest even); mode 2
+ * Q8_0 blocks (d = fp16(amax/127), q = rint(x * (127/amax)): the CPU's
+ * el_cpu_quantize_q8_0); mode 3 Q8_K blocks (iscale = -127/max over the
+ * signed value of largest magnitude, q = min(127, rint(iscale * x)),
+ * d = 1/iscale, bsums: sums of 16; all zero for an all-zero block:
+ * el_quant_q8_k). One work-item per block (mode 1: per 32 values). */
+__kernel void act_quant(__global const float *X, int x0, int K, int n, int mode, __global uchar *Xq, ulong xrow) {
     const int blk = mode == 3 ? 256 : 32;
     const int nb = K / blk;
     const int i = get_global_id(0);
     if (i >= nb * n) return;
     const int t = i / nb, b = i % nb;
     __global const float *x = X + x0 + (size_t)t * K + (size_t)b * blk;
-    __global float *y = Xq + (size_t)t * K + (size_t)b * blk;
+    __global uchar *row = Xq + (size_t)t * xrow;
     if (mode == 1) {
-        for (int j = 0; j < 32; j++) y[j] = round_half(x[j]);
+        __global half *y = (__global half *)row + 32 * b;
+        for (int j = 0; j < 32; j++) vstore_half_rte(x[j], j, y);
     } else if (mode == 2) {
+        __global uchar *y = row + 34 * b;
         float amax = 0.0f;
         for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[j]));
-        const float d = round_half(amax / 127.0f);
+        vstore_half_rte(amax / 127.0f, 0, (__global half *)y);
         const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < 32; j++) y[j] = rint(x[j] * id) * d;
+        for (int j = 0; j < 32; j++) ((__global char *)(y + 2))[j] = (char)(int)rint(x[j] * id);
     } else {
+        __global uchar *y = row + Q8K_BYTES * b;
+        __global char *qs = (__global char *)(y + 4);
+        __global short *bs = (__global short *)(y + 260);
         float mx = 0.0f, amax = 0.0f;
         for (int j = 0; j < 256; j++) {
             const float ax = fabs(x[j]);
@@ -290,48 +453,56 @@ __kernel void act_quant(__global const float *X, int x0, int K, int n, int mode,
             }
         }
         if (amax == 0.0f) {
-            for (int j = 0; j < 256; j++) y[j] = 0.0f;
+            *(__global float *)y = 0.0f;
+            for (int j = 0; j < 256; j++) qs[j] = 0;
+            for (int g = 0; g < 16; g++) bs[g] = 0;
             return;
         }
         const float iscale = -127.0f / mx;
-        const float d = 1.0f / iscale;
-        for (int j = 0; j < 256; j++) y[j] = fmin(rint(iscale * x[j]), 127.0f) * d;
+        for (int j = 0; j < 256; j++) qs[j] = (char)(int)fmin(rint(iscale * x[j]), 127.0f);
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += qs[16 * g + l];
+            bs[g] = (short)s;
+        }
+        *(__global float *)y = 1.0f / iscale;
     }
 }
 
-/* ---- RMS norm: one work-group per row; out may be in (same buffer, same offset) ---- */
+/* ---- RMS norm: one work-group per row; out may be in (same buffer, same offset).
+ * The CPU's arithmetic (ops.c el_op_rmsnorm): the float squares summed in
+ * order in double, mean = (float)(sum / d), scale = 1 / sqrt(mean + eps)
+ * (correctly rounded: the host builds with -cl-fp32-correctly-rounded-divide-sqrt),
+ * out = (x * scale) * w. Without fp64 the sum is a float one (approximate). */
 __kernel void rmsnorm(__global const float *X, int x0, __global float *Y, int y0, int d, float eps,
                       __global const float *w, int has_w, __local float *red) {
     const int row = get_group_id(0), lid = get_local_id(0), ls = get_local_size(0);
     __global const float *xr = X + x0 + (size_t)row * d;
     __global float *yr = Y + y0 + (size_t)row * d;
-    float s = 0.0f;
-    for (int i = lid; i < d; i += ls) s += xr[i] * xr[i];
-    red[lid] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int h = ls / 2; h > 0; h >>= 1) { /* ls is a power of two */
-        if (lid < h) red[lid] += red[lid + h];
-        barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        dbl sum = 0;
+        for (int i = 0; i < d; i++) sum += (dbl)(xr[i] * xr[i]);
+        const float mean = (float)(sum / (dbl)d);
+        red[0] = 1.0f / sqrt(mean + eps);
     }
-    const float scale = 1.0f / sqrt(red[0] / (float)d + eps);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float scale = red[0];
     for (int i = lid; i < d; i += ls) {
         const float v = xr[i] * scale;
         yr[i] = has_w ? v * w[i] : v;
     }
 }
 
-/* ---- RoPE: item (i, h, t) rotates pair i of head h of token t, in place.
- * theta = pos * theta_scale^i by repeated multiplication in float (the CPU's
- * order; the host computes theta_scale = powf(freq_base, -2/n_rot)). */
+/* ---- RoPE: item (i, h, t) rotates pair i of head h of token t, in place,
+ * with the cos/sin the CPU computes for position pos0 + t (the host fills
+ * CS — n_rot floats per position, cos then sin of each pair — with
+ * el_op_rope's own code) and the CPU's fused products. */
 __kernel void rope(__global float *X, int x0, int n_heads, int head_dim, int n_rot, int pos0, int neox,
-                   float theta_scale, float freq_scale, __global const float *ff, int has_ff) {
+                   __global const float *CS) {
     const int i = get_global_id(0), h = get_global_id(1), t = get_global_id(2);
     if (2 * i >= n_rot) return;
-    float theta = (float)(pos0 + t);
-    for (int k = 0; k < i; k++) theta *= theta_scale;
-    const float f = has_ff ? ff[i] : 1.0f;
-    const float th = freq_scale * (theta / f);
-    const float c = cos(th), s = sin(th);
+    __global const float *cs = CS + (size_t)(pos0 + t) * n_rot;
+    const float c = cs[2 * i], s = cs[2 * i + 1];
     __global float *v = X + x0 + ((size_t)t * n_heads + h) * head_dim;
     const int ia = neox ? i : 2 * i, ib = neox ? i + n_rot / 2 : 2 * i + 1;
     const float a = v[ia], b = v[ib];
@@ -350,28 +521,33 @@ __kernel void add_f32(__global float *Y, int y0, __global const float *X, int x0
     if (i < count) Y[y0 + i] += X[x0 + i];
 }
 
-__kernel void silu_mul(__global float *G, int g0, __global const float *U, int u0, int count) {
+/* SiLU as the CPU computes it (ops.c): g / (1 + exp(-g)) with llama.cpp's
+ * vector expf (expf_poly) on the whole groups of 16 of each row of d, libm's
+ * expf on the rest. */
+__kernel void silu_mul(__global float *G, int g0, __global const float *U, int u0, int count, int d) {
     const int i = get_global_id(0);
     if (i >= count) return;
     const float g = G[g0 + i];
-    G[g0 + i] = (g / (1.0f + exp(-g))) * U[u0 + i];
+    const float e = i % d < (d & ~15) ? expf_poly(0.0f - g) : expf_libm(-g);
+    G[g0 + i] = (g / (1.0f + e)) * U[u0 + i];
 }
 
-inline float gelu_tanh(float x) {
-    const float A = 0.044715f, S = 0.79788456080286535587989211986876f;
-    return 0.5f * x * (1.0f + tanh(S * x * fma(A * x, x, 1.0f)));
-}
-
-/* ggml's table semantics (ops.c): x rounded to F16, gelu of that, rounded to
- * F16; x <= -10 gives 0 and x >= 10 gives x. */
-__kernel void gelu_mul(__global float *G, int g0, __global const float *U, int u0, int count) {
+/* GELU as the CPU computes it (ops.c): ggml's table — T[h] = fp16(gelu_tanh(h))
+ * for every F16 value h, the CPU's own table uploaded by the host — indexed
+ * by fp16(x); x <= -10 gives 0 and x >= 10 gives x. */
+__kernel void gelu_mul(__global float *G, int g0, __global const float *U, int u0, int count,
+                       __global const float *T) {
     const int i = get_global_id(0);
     if (i >= count) return;
     const float x = G[g0 + i];
     float g;
     if (x <= -10.0f) g = 0.0f;
     else if (x >= 10.0f) g = x;
-    else g = round_half(gelu_tanh(round_half(x)));
+    else {
+        ushort h;
+        vstore_half_rte(x, 0, (__private half *)&h);
+        g = T[h];
+    }
     G[g0 + i] = g * U[u0 + i];
 }
 
@@ -385,6 +561,8 @@ __kernel void kv_store(__global half *C, int c0, __global const float *X, int x0
 }
 
 /* ---- attention over the F16 cache: one work-group per (head h, token t) ----
+ * For fewer than 64 query rows (the CPU's one-row kernel,
+ * backend/cpu/attention_impl.h; 64 or more: attention_tiled below).
  * Query at position p = pos0 + t sees positions j in [lo, p] (lo from the
  * window), stored at row j (ring = 0) or j % ring. Q is rounded to F16 (as
  * the CPU kernel does); the softmax runs online over chunks of ls positions:
@@ -392,11 +570,11 @@ __kernel void kv_store(__global half *C, int c0, __global const float *X, int x0
  * probabilities go through local memory, and each item accumulates the head
  * dims 4*lid.., 4*(lid + ls).. as float4 (ATT_DPI / 4 of them). Needs
  * head_dim % 8 == 0 and head_dim <= ATT_DPI * ls. lq: head_dim floats;
- * lp, lw: ls floats each. */
+ * lp, lw, lm: ls floats each. */
 __kernel void attention(__global const float *Q, int q0, __global float *O, int o0, __global const half *Kc,
                         int k0, __global const half *Vc, int v0, int n_head, int n_head_kv, int hd, int pos0,
                         int window, int ring, float scale, __local float *lq, __local float *lp,
-                        __local float *lw) {
+                        __local float *lw, __local float *lm) {
     const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
     const int kvh = h / (n_head / n_head_kv);
     const int kv_row = n_head_kv * hd;
@@ -418,9 +596,9 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
             __global const half *kr = kbase + (size_t)(ring > 0 ? j % ring : j) * kv_row;
             /* the CPU's Q·K in its order (backend/cpu/attention.c att_dot, ggml's F16 dot
              * on x86): 4 accumulators of 16 lanes, fma per element, 64 elements a step,
-             * then its reduction tree; a tail below a multiple of 64 summed after */
+             * then its reduction tree; a tail below a multiple of 64 summed after in double */
             const int np = hd & ~63;
-            float sum = 0.0f;
+            dbl sum = 0;
             if (np > 0) {
                 float16 a0 = (float16)(0.0f), a1 = a0, a2 = a0, a3 = a0;
                 for (int i = 0; i < np; i += 64) {
@@ -434,27 +612,34 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
                 a0 += a1;
                 const float8 t3 = a0.hi + a0.lo;
                 const float4 t6 = t3.hi + t3.lo;
-                sum = (t6.x + t6.z) + (t6.y + t6.w);
+                sum = (dbl)((t6.x + t6.z) + (t6.y + t6.w));
             }
-            for (int i = np; i < hd; i++) sum += vload_half(0, kr + i) * lq[i];
-            s = sum * scale;
+            for (int i = np; i < hd; i++) sum += (dbl)(vload_half(0, kr + i) * lq[i]);
+            s = (float)sum * scale;
         }
         lp[lid] = s;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* the softmax factors of the chunk, item jj for position jj: the running maximum
+         * before it (M, then the chunk's earlier scores: the CPU's "if s > M: M = s"),
+         * m = exp(Mold - s) where s raises it, else w = exp(s - M) */
+        if (lid < cnt) {
+            float Mb = M;
+            for (int i = 0; i < lid; i++)
+                if (lp[i] > Mb) Mb = lp[i];
+            float m = 1.0f, w = 1.0f;
+            if (s > Mb) m = expf_libm(Mb - s);
+            else w = expf_libm(s - Mb);
+            lm[lid] = m;
+            lw[lid] = w;
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
         /* the CPU's sequence (backend/cpu/attention_impl.h), position by position in
          * ascending order: the online-softmax update, then the accumulator in F16 —
          * acc = fp16(acc * m) when the maximum moved, acc = fp16(fma(v, w, acc)) —
          * each work-item for its own dims (the scalar softmax state is the same in all) */
         for (int jj = 0; jj < cnt; jj++) {
-            const float sj = lp[jj];
-            float m = 1.0f, w = 1.0f;
-            if (sj > M) {
-                const float Mold = M;
-                M = sj;
-                m = exp(Mold - M);
-            } else {
-                w = exp(sj - M);
-            }
+            const float m = lm[jj], w = lw[jj];
+            if (lp[jj] > M) M = lp[jj];
             S = fma(S, m, w);
             const int jp = j0 + jj;
             __global const half *vr = vbase + (size_t)(ring > 0 ? jp % ring : jp) * kv_row;
@@ -467,6 +652,101 @@ __kernel void attention(__global const float *Q, int q0, __global float *O, int 
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    __global float *o = O + o0 + ((size_t)t * n_head + h) * hd;
+    for (int k = 0; k < ATT_DPI / 4; k++) {
+        const int d = 4 * (lid + k * ls);
+        if (d >= hd) break;
+        vstore4(acc[k] * inv, 0, o + d);
+    }
+}
+
+/* ---- attention for 64 or more query rows: the CPU's tiled kernel ------------
+ * (backend/cpu/attention_tiled_impl.h, ggml's tiled flash attention), one
+ * work-group per (head h, token t). Q stays float. The positions are walked
+ * in tiles of 64 aligned to multiples of 64 from the tile of lo; for a tile:
+ * s[k] = (fma chain over d ascending from 0 of q[d] K[k][d]) * scale for the
+ * visible positions (items score positions lid, lid + ls, ...; through local
+ * memory), -inf elsewhere; Mnew = max(M, max s); if it grew, acc and S are
+ * multiplied by expf(M - Mnew) (libm's); e[k] = expf_poly(s[k] - Mnew);
+ * S = (float)((double)S + the double sum of the four 16-lane reductions of
+ * e); acc[d] = fma(e[k], V[k][d], acc[d]) over the visible k ascending, in
+ * float (each item its own dims; the softmax state, computed by every item
+ * alike, is the same in all). out = acc * (1/S). ls: >= 64 floats. */
+__kernel void attention_tiled(__global const float *Q, int q0, __global float *O, int o0, __global const half *Kc,
+                              int k0, __global const half *Vc, int v0, int n_head, int n_head_kv, int hd, int pos0,
+                              int window, int ring, float scale, __local float *lq, __local float *lsc) {
+    const int h = get_group_id(0), t = get_group_id(1), lid = get_local_id(0), ls = get_local_size(0);
+    const int kvh = h / (n_head / n_head_kv);
+    const int kv_row = n_head_kv * hd;
+    const int p = pos0 + t;
+    const int lo = window > 0 ? max(0, p - window + 1) : 0;
+    __global const float *q = Q + q0 + ((size_t)t * n_head + h) * hd;
+    for (int d = lid; d < hd; d += ls) lq[d] = q[d];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 acc[ATT_DPI / 4];
+    for (int k = 0; k < ATT_DPI / 4; k++) acc[k] = (float4)(0.0f);
+    float M = -INFINITY, S = 0.0f;
+    __global const half *kbase = Kc + k0 + (size_t)kvh * hd;
+    __global const half *vbase = Vc + v0 + (size_t)kvh * hd;
+    for (int j0 = lo & ~63; j0 <= p; j0 += 64) {
+        const int va = max(j0, lo), vz = min(j0 + 63, p); /* visible positions of the tile */
+        for (int k = lid; k < 64; k += ls) {
+            const int j = j0 + k;
+            float s = -INFINITY;
+            if (j >= va && j <= vz) {
+                __global const half *kr = kbase + (size_t)(ring > 0 ? j % ring : j) * kv_row;
+                float a = 0.0f;
+                for (int d = 0; d < hd; d++) a = fma(lq[d], vload_half(d, kr), a);
+                s = a * scale;
+            }
+            lsc[k] = s;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float e[64];
+        float tmax = -INFINITY;
+        for (int k = 0; k < 64; k++) {
+            e[k] = lsc[k];
+            tmax = e[k] > tmax ? e[k] : tmax;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (tmax == -INFINITY) continue;
+        const float Mold = M, Mnew = fmax(Mold, tmax);
+        float ms = 1.0f;
+        if (Mnew > Mold) {
+            ms = expf_libm(Mold - Mnew);
+            S *= ms;
+        }
+        M = Mnew;
+        dbl sum = 0;
+        for (int g = 0; g < 64; g += 16) {
+            float16 v;
+            v.s0 = expf_poly(e[g + 0] - M), v.s1 = expf_poly(e[g + 1] - M), v.s2 = expf_poly(e[g + 2] - M);
+            v.s3 = expf_poly(e[g + 3] - M), v.s4 = expf_poly(e[g + 4] - M), v.s5 = expf_poly(e[g + 5] - M);
+            v.s6 = expf_poly(e[g + 6] - M), v.s7 = expf_poly(e[g + 7] - M), v.s8 = expf_poly(e[g + 8] - M);
+            v.s9 = expf_poly(e[g + 9] - M), v.sa = expf_poly(e[g + 10] - M), v.sb = expf_poly(e[g + 11] - M);
+            v.sc = expf_poly(e[g + 12] - M), v.sd = expf_poly(e[g + 13] - M), v.se = expf_poly(e[g + 14] - M);
+            v.sf = expf_poly(e[g + 15] - M);
+            vstore16(v, 0, e + g);
+            const float8 r8 = v.hi + v.lo;
+            const float4 r4 = r8.hi + r8.lo;
+            sum += (dbl)((r4.x + r4.z) + (r4.y + r4.w));
+        }
+        S = (float)((dbl)S + sum);
+        for (int k = 0; k < ATT_DPI / 4; k++) {
+            const int d = 4 * (lid + k * ls);
+            if (d >= hd) break;
+            float4 a = acc[k];
+            if (Mnew > Mold) a *= ms;
+            for (int j = va; j <= vz; j++) {
+                const float w = e[j - j0];
+                if (w == 0.0f) continue;
+                __global const half *vr = vbase + (size_t)(ring > 0 ? j % ring : j) * kv_row;
+                a = fma((float4)(w), vload_half4(0, vr + d), a);
+            }
+            acc[k] = a;
+        }
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     __global float *o = O + o0 + ((size_t)t * n_head + h) * hd;
