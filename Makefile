@@ -37,7 +37,7 @@ test-release:
 	@cd $(BUILD) && ctest --output-on-failure
 
 test-asan:
-	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure
 
 # Not part of `make test`: builds llama-cpp-python from its source package (minutes)
 # and rewrites the fidelity goldens in tests/data (scripts/make-goldens.sh).
