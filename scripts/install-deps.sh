@@ -27,7 +27,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ "${EL_SKIP_PIP:-0}" != "1" ]; then
   python3 -m pip --version >/dev/null 2>&1 && {
-    for mod in numpy gguf openai selenium pytest jsonschema; do
+    for mod in numpy gguf openai selenium pytest jsonschema matplotlib; do  # matplotlib: bench/vs-llamacpp --plot
       python3 -c "import $mod" >/dev/null 2>&1 || python3 -m pip install -q "$mod" || echo "warning: pip install $mod failed" >&2
     done
     # llama.cpp's own server test suite (from llama-cpp-python's sdist on PyPI) and the packages it

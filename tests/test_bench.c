@@ -94,7 +94,8 @@ int main(void) {
         CHECK(num(j, "rss_loaded_bytes") > 0 && num(j, "rss_first_token_bytes") >= num(j, "rss_loaded_bytes"));
         const cJSON *bk = cJSON_GetObjectItem(j, "backend"); /* where the ops ran (sched/exec.h) */
         CHECK(cJSON_IsString(bk) && !strcmp(bk->valuestring, "cpu"));
-        CHECKF(cJSON_GetArraySize(j) == 26, "%d fields", cJSON_GetArraySize(j));
+        CHECK(num(j, "depth") == 0);
+        CHECKF(cJSON_GetArraySize(j) == 27, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -127,5 +128,37 @@ int main(void) {
     out = run_cli(bad4, &status);
     CHECKF(status == 2, "run --backend cpu/cpu (a list is bench's): exit %d", status);
     free(out);
+
+    /* -d N (llama-bench's depth): pp and tg measured with N tokens in the
+     * cache; the JSON says so, the table names the tests "pp16 @ d40". */
+    const char *dep[] = {"bench", "-m", model, "-p", "16", "-n", "8", "-r", "2", "-d", "40", "-t", "2", NULL};
+    out = run_cli(dep, &status);
+    CHECKF(status == 0, "bench -d 40: exit %d", status);
+    CHECKF(out && strstr(out, "pp16 @ d40") && strstr(out, "tg8 @ d40"), "no depth in the table: %s", out ? out : "");
+    free(out);
+    const char *bad5[] = {"bench", "-m", model, "-d", "-1", NULL};
+    out = run_cli(bad5, &status);
+    CHECKF(status == 2, "bench -d -1: exit %d", status);
+    free(out);
+    /* a sliding-window model: a roll-back of 600 positions (more than the
+     * ring keeps) recomputes the depth instead of failing */
+    struct stat gst;
+    const char *gem = el_test_ref_path("models/tiny-gemma3-Q4_K_M.gguf");
+    if (stat(gem, &gst) == 0) {
+        char gpath[4096];
+        snprintf(gpath, sizeof gpath, "%s", gem);
+        const char *gd[] = {"bench", "-m", gpath, "-p", "600", "-n", "4", "-r", "2", "-d", "40", "--json", NULL};
+        out = run_cli(gd, &status);
+        CHECKF(status == 0, "bench -d 40 -p 600 on the sliding-window model: exit %d", status);
+        cJSON *g = out ? cJSON_Parse(out) : NULL;
+        CHECKF(cJSON_IsObject(g), "no JSON: %s", out ? out : "");
+        if (cJSON_IsObject(g)) {
+            CHECK(num(g, "depth") == 40);
+            CHECK(num(g, "pp_tokens") == 600);
+            CHECK(num(g, "pp_tps") > 0 && num(g, "tg_tps") > 0);
+        }
+        cJSON_Delete(g);
+        free(out);
+    }
     return el_test_finish("test_bench");
 }

@@ -65,6 +65,7 @@ typedef struct cli_opts {
     int bench_n_prompt;        /* -p, --n-prompt (default 512) */
     int bench_n_gen;           /* -n, --n-gen (default 128) */
     int bench_reps;            /* -r, --repetitions (default 5) */
+    int bench_depth;           /* -d, --n-depth: tokens in the cache before pp/tg (default 0) */
     /* packages (run, chat, serve): checked before the model is loaded */
     bool allow_unsigned;       /* --allow-unsigned: a plain GGUF without a manifest loads */
     const char *pub;           /* --pub KEY.pub (else $EL_TRUSTED_KEY) */

@@ -5,6 +5,11 @@
  *       llama-bench uses) on a reset session, per repetition, tokens/s
  *   tg  -n single-token decode steps (el_session_eval one token at a time)
  *       after a 1-token warm prompt, per repetition, tokens/s
+ *   -d N (depth, as llama-bench's -d): N tokens are evaluated first, untimed,
+ *       and pp / tg are measured from position N (the cache holds N tokens
+ *       the attention reads). The depth prefill runs once; each repetition
+ *       rolls the cache back to N with el_session_truncate (recomputing the
+ *       depth only when a sliding-window ring cannot roll back that far).
  *   mean ± sample standard deviation over -r repetitions; also load time
  *   (el_model_load), TTFT (p-token prefill + greedy pick of the first
  *   token), peak RSS, and the decode roofline: bytes of weights one decode
@@ -108,8 +113,18 @@ static void fmt_size(char *buf, size_t cap, double bytes) {
     else snprintf(buf, cap, "%.2f MiB", bytes / (double)(1u << 20));
 }
 
+/* The cache rolled back to `depth` tokens of toks[0..depth) (untimed): truncate
+ * when the session holds at least that prefix, else reset and evaluate it. */
+static int bench_to_depth(el_session *s, const int32_t *toks, int depth, el_error *err) {
+    if (el_session_n_past(s) >= depth && el_session_truncate(s, depth, err) == EL_OK) return EL_OK;
+    memset(err, 0, sizeof *err);
+    el_session_reset(s);
+    return el_session_eval(s, toks, depth, err);
+}
+
 static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     const int np = o->bench_n_prompt, ng = o->bench_n_gen, reps = o->bench_reps;
+    const int depth = o->bench_depth;
     int n_threads = o->n_threads;
     if (n_threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -137,10 +152,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     uint64_t rss_first = 0;
 
     int n_vocab = el_model_n_vocab(m);
-    int n_tok = np > ng ? np : ng;
+    int n_tok = depth + (np > ng ? np : ng);
     if (n_tok < 1) n_tok = 1;
     el_session_params sp = el_session_default_params();
-    sp.n_ctx = (np > ng + 1 ? np : ng + 1) + 8;
+    sp.n_ctx = depth + (np > ng + 1 ? np : ng + 1) + 8;
     if (o->n_batch > 0) sp.n_batch = o->n_batch;
     sp.type_k = o->cache_type_k;
     sp.type_v = o->cache_type_v;
@@ -185,9 +200,13 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     }
 
     for (int r = 0; r < reps && np > 0; r++) {
-        el_session_reset(s);
+        if (depth > 0) {
+            if (bench_to_depth(s, toks, depth, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        } else {
+            el_session_reset(s);
+        }
         double a = cli_now_ms();
-        if (el_session_eval(s, toks, np, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        if (el_session_eval(s, toks + depth, np, &err) != EL_OK) { code = cli_fail(&err); goto done; }
         double b = cli_now_ms();
         volatile int32_t first = argmax(el_session_logits(s), n_vocab);
         (void)first;
@@ -196,11 +215,15 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         tt[r] = c - a;
     }
     for (int r = 0; r < reps && ng > 0; r++) {
-        el_session_reset(s);
-        if (el_session_eval(s, toks, 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        if (depth > 0) {
+            if (bench_to_depth(s, toks, depth, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        } else {
+            el_session_reset(s);
+            if (el_session_eval(s, toks, 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+        }
         double a = cli_now_ms();
         for (int i = 0; i < ng; i++)
-            if (el_session_eval(s, &toks[i], 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
+            if (el_session_eval(s, &toks[depth + i], 1, &err) != EL_OK) { code = cli_fail(&err); goto done; }
         double b = cli_now_ms();
         tg[r] = ng * 1e3 / (b - a > 0 ? b - a : 1e-6);
     }
@@ -229,8 +252,8 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         fputs("{\"model\":", stdout);
         const char *bn = base_name(o->model);
         cli_json_str(stdout, bn, strlen(bn));
-        printf(",\"threads\":%d,\"type_k\":\"%s\",\"type_v\":\"%s\",\"pp_tokens\":%d,\"pp_tps\":", n_threads,
-               el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v), np);
+        printf(",\"threads\":%d,\"type_k\":\"%s\",\"type_v\":\"%s\",\"depth\":%d,\"pp_tokens\":%d,\"pp_tps\":",
+               n_threads, el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v), depth, np);
         cli_json_num(stdout, spp.mean);
         fputs(",\"pp_tps_sd\":", stdout);
         cli_json_num(stdout, spp.sd);
@@ -269,21 +292,23 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         char size[32], model[160];
         fmt_size(size, sizeof size, (double)fsize);
         snprintf(model, sizeof model, "%s %s", el_model_arch(m), base_name(o->model));
-        printf("| %-40s | %11s | %9s | %7s | %8s | %18s |\n", "model", "size", "params", "threads", "test", "t/s");
-        printf("| %.40s | %.10s: | %.8s: | %.6s: | %.7s: | %.17s: |\n",
+        printf("| %-40s | %11s | %9s | %7s | %14s | %18s |\n", "model", "size", "params", "threads", "test", "t/s");
+        printf("| %.40s | %.10s: | %.8s: | %.6s: | %.13s: | %.17s: |\n",
                "----------------------------------------", "-----------", "---------",
-               "-------", "--------", "------------------");
+               "-------", "--------------", "------------------");
         char params[32], test[32], tps[48];
         snprintf(params, sizeof params, "%.2f M", (double)nparams / 1e6);
         if (np > 0) {
-            snprintf(test, sizeof test, "pp%d", np);
+            if (depth > 0) snprintf(test, sizeof test, "pp%d @ d%d", np, depth);
+            else snprintf(test, sizeof test, "pp%d", np);
             snprintf(tps, sizeof tps, "%.2f ± %.2f", spp.mean, spp.sd);
-            printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
+            printf("| %-40s | %11s | %9s | %7d | %14s | %19s |\n", model, size, params, n_threads, test, tps);
         }
         if (ng > 0) {
-            snprintf(test, sizeof test, "tg%d", ng);
+            if (depth > 0) snprintf(test, sizeof test, "tg%d @ d%d", ng, depth);
+            else snprintf(test, sizeof test, "tg%d", ng);
             snprintf(tps, sizeof tps, "%.2f ± %.2f", stg.mean, stg.sd);
-            printf("| %-40s | %11s | %9s | %7d | %8s | %19s |\n", model, size, params, n_threads, test, tps);
+            printf("| %-40s | %11s | %9s | %7d | %14s | %19s |\n", model, size, params, n_threads, test, tps);
         }
         char res[64];
         if (isnan(resident)) snprintf(res, sizeof res, "the pages cached before it unknown to this user");

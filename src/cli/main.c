@@ -8,7 +8,7 @@
  *   edgellm tokenize  -m MODEL (-p TEXT | -f FILE) [options]   print token ids
  *   edgellm info      -m MODEL [-c CTX] [--verbose]            describe a GGUF file
  *   edgellm serve     -m MODEL [--host H] [--port P] [options]  OpenAI-compatible HTTP server
- *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-t N] [--json] [--load S] [--cold]  speed benchmark
+ *   edgellm bench     -m MODEL [-p N] [-n N] [-r N] [-d N] [-t N] [--json] [--load S] [--cold]  speed benchmark
  *   edgellm keygen | sign | verify                               signed packages (cmd_package.c)
  *   edgellm install | rollback | gc | status --store DIR         the model store (cmd_store.c)
  *   edgellm pack      HF_DIR -o OUT.gguf [--type T]             Hugging Face model -> GGUF
@@ -243,6 +243,8 @@ static void print_usage(FILE *f) {
 "  -p, --n-prompt N            prompt tokens per prefill test (default 512; 0: skip)\n"
 "  -n, --n-gen N               tokens per decode test (default 128; 0: skip)\n"
 "  -r, --repetitions N         repetitions of each test (default 5)\n"
+"  -d, --n-depth N             N tokens in the cache before each test (as llama-bench -d;\n"
+"                              evaluated once, untimed; default 0)\n"
 "      --load STRATEGY         as above; the first prompt and the first decode token after\n"
 "                              the load are timed on their own (first_token_ms, first_decode_ms)\n"
 "      --cold                  evict the model file's pages from the page cache first\n"
@@ -691,7 +693,7 @@ enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
-    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
+    F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
@@ -760,6 +762,7 @@ static const flag_def FLAGS[] = {
     {"-p", "--n-prompt", F_NPROMPT, true, C_BENCH},
     {"-n", "--n-gen", F_NGEN, true, C_BENCH},
     {"-r", "--repetitions", F_REPS, true, C_BENCH},
+    {"-d", "--n-depth", F_DEPTH, true, C_BENCH},
     /* packages: checked before run/chat/serve load the model */
     {NULL, "--allow-unsigned", F_ALLOW_UNSIGNED, false, C_GEN | C_SERVE},
     {NULL, "--pub", F_PUB, true, C_GEN | C_SERVE},
@@ -980,6 +983,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NPROMPT: NEED_INT(0, 1 << 20); o->bench_n_prompt = (int)lv; break;
         case F_NGEN: NEED_INT(0, 1 << 20); o->bench_n_gen = (int)lv; break;
         case F_REPS: NEED_INT(1, 10000); o->bench_reps = (int)lv; break;
+        case F_DEPTH: NEED_INT(0, 1 << 20); o->bench_depth = (int)lv; break;
         case F_ALLOW_UNSIGNED: o->allow_unsigned = true; break;
         case F_PUB: o->pub = val; break;
         case F_STORE: o->store = val; break;

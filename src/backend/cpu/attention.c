@@ -7,6 +7,9 @@
  * vector FMAs. All three share the blocked driver of attention_impl.h. The
  * kernel is chosen once, from el_cpu_kernels_level() (so EL_CPU_ISA and
  * EL_FORCE_PORTABLE select it as they select the matmul kernels).
+ * A one-token step over a long cache is split across it among the threads
+ * (flash-decoding, attention_internal.h): each range keeps this arithmetic,
+ * the ranges are combined as ggml's split-KV decode combines them.
  */
 #include <math.h>
 #include <pthread.h>
@@ -115,6 +118,16 @@ static el_cpu_level attn_level_cap(el_cpu_level level) {
     return EL_CPU_PORTABLE;
 }
 
+static el_pool_fn attn_split_for(el_cpu_level level) {
+    switch (attn_level_cap(level)) {
+#if defined(__x86_64__)
+    case EL_CPU_AVX512: return el_attn_task_avx512_split;
+    case EL_CPU_AVX2: return el_attn_task_avx2_split;
+#endif
+    default: return el_attn_task_portable_split;
+    }
+}
+
 static el_pool_fn attn_task_for(el_cpu_level level) {
     switch (attn_level_cap(level)) {
 #if defined(__x86_64__)
@@ -152,7 +165,7 @@ static f32_to_f16_fn f32_to_f16_for(el_cpu_level level) {
     }
 }
 
-static el_pool_fn g_attn, g_attn_tiled;
+static el_pool_fn g_attn, g_attn_tiled, g_attn_split;
 static f32_to_f16_fn g_to_f16;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -160,23 +173,65 @@ static void init_attn(void) {
     const el_cpu_level lv = el_cpu_kernels_level();
     g_attn = attn_task_for(lv);
     g_attn_tiled = attn_tiled_for(lv);
+    g_attn_split = attn_split_for(lv);
     g_to_f16 = f32_to_f16_for(lv);
+}
+
+/* The ranges in order, as ggml_flash_attn_ext_reduce_partials (attention_internal.h);
+ * one range is the unsplit step: the accumulator times 1/S, as att_out. */
+void el_attn_split_combine(const el_attn_args *a, const float *part, int n_chunk) {
+    const int hd = a->head_dim;
+    for (int h = 0; h < a->n_head; h++) {
+        float *o = a->out + (size_t)h * hd;
+        if (n_chunk == 1) {
+            const float inv = part[(size_t)h * (hd + 2) + 1] == 0.0f ? 0.0f : 1.0f / part[(size_t)h * (hd + 2) + 1];
+            for (int i = 0; i < hd; i++) o[i] = part[(size_t)h * (hd + 2) + 2 + i] * inv;
+            continue;
+        }
+        float M = -INFINITY, S = 0.0f;
+        memset(o, 0, sizeof(float) * (size_t)hd);
+        for (int c = 0; c < n_chunk; c++) {
+            const float *pc = part + ((size_t)h * n_chunk + c) * (size_t)(hd + 2);
+            if (pc[1] == 0.0f) continue;
+            const float Mn = fmaxf(M, pc[0]);
+            const float so = expf(M - Mn), sn = expf(pc[0] - Mn);
+            for (int i = 0; i < hd; i++) o[i] = o[i] * so + pc[2 + i] * sn;
+            S = S * so + pc[1] * sn;
+            M = Mn;
+        }
+        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+        for (int i = 0; i < hd; i++) o[i] *= inv;
+    }
+}
+
+/* A one-token step over a long cache: the ranges on the pool, then the combine. */
+static void attn_split_run(el_pool *pool, const el_attn_args *a, int n_chunk, el_pool_fn task) {
+    float part[EL_ATT_SPLIT_FLOATS];
+    el_attn_split sp = {.a = a, .n_chunk = n_chunk, .part = part};
+    el_pool_run(pool, task, &sp);
+    el_attn_split_combine(a, part, n_chunk);
 }
 
 /*
  * llama.cpp runs its tiled flash-attention kernel for a micro-batch of 64 or
  * more query rows and the one-row kernel below that; edgellm's batches are
  * llama.cpp's micro-batches (n_batch = n_ubatch), so the same rows take the
- * same arithmetic.
+ * same arithmetic. A one-token step over a cache view of 512+ cells is split
+ * across the cache among the threads (attention_internal.h), as llama.cpp's
+ * kernel splits it.
  */
 void el_op_attention(el_pool *pool, const el_attn_args *a) {
     if (el_attn_is_typed(a)) { el_attn_typed(pool, a); return; } /* BF16/Q8_0/Q4_0 K or V: attention_typed.c */
     pthread_once(&g_once, init_attn);
-    el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? g_attn_tiled : g_attn, (void *)a);
+    const int nc = el_attn_split_chunks(a, el_pool_active(pool));
+    if (nc) attn_split_run(pool, a, nc, g_attn_split);
+    else el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? g_attn_tiled : g_attn, (void *)a);
 }
 
 el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level) {
-    el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? attn_tiled_for(level) : attn_task_for(level), (void *)a);
+    const int nc = el_attn_split_chunks(a, el_pool_active(pool));
+    if (nc) attn_split_run(pool, a, nc, attn_split_for(level));
+    else el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? attn_tiled_for(level) : attn_task_for(level), (void *)a);
     return attn_level_cap(level);
 }
 

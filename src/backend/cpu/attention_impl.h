@@ -42,10 +42,63 @@
 
 #include "backend/cpu/attention_internal.h"
 
+/*
+ * One query token's heads (state at qi0 .. qi0 + nh - 1) advanced over the
+ * visible positions ja..jz (ascending, at most one block), in pairs of heads
+ * that share each V row: scores, the online-softmax factors, then the F16
+ * accumulators row by row. Both drivers below call it; it is the whole
+ * per-position arithmetic.
+ */
+static inline void att_span(const el_attn_args *a, const el_fp16 *kbase, const el_fp16 *vbase, int ja, int jz,
+                            int nh, int qi0, const float *qf, el_fp16 *acc, float *M, float *S, float *sc,
+                            float ms[2][EL_ATT_MAX_KVB], float vs[2][EL_ATT_MAX_KVB]) {
+    const int hd = a->head_dim;
+    const int kv_row = a->n_head_kv * hd;
+    const int cnt = jz - ja + 1;
+    const int r0 = a->ring > 0 ? ja % a->ring : ja;                 /* row of position ja */
+    const int c1 = a->ring > 0 && r0 + cnt > a->ring ? a->ring - r0 : cnt; /* rows before the wrap */
+    for (int hh = 0; hh < nh; hh += 2) {
+        const int nq = hh + 1 < nh ? 2 : 1;
+        for (int e = 0; e < nq; e++) {
+            const int qi = qi0 + hh + e;
+            const float *q = qf + (size_t)qi * hd;
+            att_scores(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, hd, a->scale, sc);
+            if (c1 < cnt) att_scores(kbase, (size_t)kv_row, cnt - c1, q, hd, a->scale, sc + c1);
+            float Mq = M[qi], Sq = S[qi];
+            for (int jj = 0; jj < cnt; jj++) {
+                const float s = sc[jj];
+                float m = 1.0f, v = 1.0f;
+                if (s > Mq) {
+                    const float Mold = Mq;
+                    Mq = s;
+                    m = expf(Mold - Mq);
+                } else {
+                    v = expf(s - Mq);
+                }
+                ms[e][jj] = m;
+                vs[e][jj] = v;
+                Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
+            }
+            M[qi] = Mq;
+            S[qi] = Sq;
+        }
+        const int qi = qi0 + hh;
+        for (int seg = 0; seg < 2; seg++) {
+            const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
+            if (c == 0) break;
+            const el_fp16 *v = vbase + (size_t)(seg ? 0 : r0) * kv_row;
+            if (nq == 2)
+                att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, c,
+                           ms[0] + off, vs[0] + off, ms[1] + off, vs[1] + off, hd);
+            else
+                att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, c, ms[0] + off, vs[0] + off, hd);
+        }
+    }
+}
+
 EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
     const el_attn_args *a = vctx;
     const int hd = a->head_dim;
-    const int kv_row = a->n_head_kv * hd;
     el_attn_plan pl;
     el_attn_plan_make(a, nth, &pl);
     const int jb = el_attn_kv_block(hd);
@@ -80,47 +133,7 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                 const int lo = el_attn_lo(p, a->window);
                 const int ja = j0 > lo ? j0 : lo, jz = j1 < p ? j1 : p;
                 if (ja > jz) continue;
-                const int cnt = jz - ja + 1;
-                const int r0 = a->ring > 0 ? ja % a->ring : ja;                 /* row of position ja */
-                const int c1 = a->ring > 0 && r0 + cnt > a->ring ? a->ring - r0 : cnt; /* rows before the wrap */
-                /* heads in pairs: the two share each V row and their accumulator chains interleave */
-                for (int h = h0; h < h1; h += 2) {
-                    const int nq = h + 1 < h1 ? 2 : 1;
-                    for (int e = 0; e < nq; e++) {
-                        const int qi = (t - t0) * nh + (h + e - h0);
-                        const float *q = qf + (size_t)qi * hd;
-                        att_scores(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, hd, a->scale, sc);
-                        if (c1 < cnt) att_scores(kbase, (size_t)kv_row, cnt - c1, q, hd, a->scale, sc + c1);
-                        float Mq = M[qi], Sq = S[qi];
-                        for (int jj = 0; jj < cnt; jj++) {
-                            const float s = sc[jj];
-                            float m = 1.0f, v = 1.0f;
-                            if (s > Mq) {
-                                const float Mold = Mq;
-                                Mq = s;
-                                m = expf(Mold - Mq);
-                            } else {
-                                v = expf(s - Mq);
-                            }
-                            ms[e][jj] = m;
-                            vs[e][jj] = v;
-                            Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
-                        }
-                        M[qi] = Mq;
-                        S[qi] = Sq;
-                    }
-                    const int qi = (t - t0) * nh + (h - h0);
-                    for (int seg = 0; seg < 2; seg++) {
-                        const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
-                        if (c == 0) break;
-                        const el_fp16 *v = vbase + (size_t)(seg ? 0 : r0) * kv_row;
-                        if (nq == 2)
-                            att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, c,
-                                       ms[0] + off, vs[0] + off, ms[1] + off, vs[1] + off, hd);
-                        else
-                            att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, c, ms[0] + off, vs[0] + off, hd);
-                    }
-                }
+                att_span(a, kbase, vbase, ja, jz, nh, (t - t0) * nh, qf, acc, M, S, sc, ms, vs);
             }
         }
 
@@ -130,5 +143,52 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
                 const float inv = S[qi] == 0.0f ? 0.0f : 1.0f / S[qi];
                 att_out(acc + (size_t)qi * hd, inv, a->out + (size_t)t * a->n_head * hd + (size_t)h * hd, hd);
             }
+    }
+}
+
+/*
+ * The split decode (attention_internal.h: el_attn_split_chunks decides when,
+ * el_attn_split_range gives the ranges): one query token; a work unit is one
+ * range × all the query heads of one KV head, so the cache is read once per
+ * step. Each unit runs the arithmetic above over its range from a fresh
+ * state and leaves M, S and the F16 accumulator (as float) in sp->part (an
+ * empty range leaves S = 0); el_op_attention combines the ranges.
+ */
+#define ATT_CAT2(x, y) x##y
+#define ATT_CAT(x, y) ATT_CAT2(x, y)
+EL_ATT_ATTR void ATT_CAT(ATT_TASK, _split)(void *vctx, int ith, int nth) {
+    const el_attn_split *sp = vctx;
+    const el_attn_args *a = sp->a;
+    const int hd = a->head_dim;
+    const int group = a->n_head / a->n_head_kv;
+    const int jb = el_attn_kv_block(hd);
+
+    float qf[EL_ATT_MAX_QHD];
+    el_fp16 acc[EL_ATT_MAX_QHD];
+    float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
+    float sc[EL_ATT_MAX_KVB], ms[2][EL_ATT_MAX_KVB], vs[2][EL_ATT_MAX_KVB];
+
+    for (int u = ith; u < a->n_head_kv * sp->n_chunk; u += nth) {
+        const int kvh = u / sp->n_chunk, c = u % sp->n_chunk, h0 = kvh * group;
+        int c0, c1;
+        el_attn_split_range(a, sp->n_chunk, c, &c0, &c1);
+        for (int e = 0; e < group; e++) {
+            att_round_q(a->q + (size_t)(h0 + e) * hd, qf + (size_t)e * hd, hd);
+            memset(acc + (size_t)e * hd, 0, sizeof(el_fp16) * (size_t)hd);
+            M[e] = -INFINITY;
+            S[e] = 0.0f;
+        }
+        const el_fp16 *kbase = (const el_fp16 *)a->kcache + (size_t)kvh * hd;
+        const el_fp16 *vbase = (const el_fp16 *)a->vcache + (size_t)kvh * hd;
+        for (int j0 = c0; j0 < c1; j0 += jb) {
+            const int jz = j0 + jb - 1 < c1 - 1 ? j0 + jb - 1 : c1 - 1;
+            att_span(a, kbase, vbase, j0, jz, group, 0, qf, acc, M, S, sc, ms, vs);
+        }
+        for (int e = 0; e < group; e++) {
+            float *part = sp->part + ((size_t)(h0 + e) * sp->n_chunk + c) * (size_t)(hd + 2);
+            part[0] = M[e];
+            part[1] = S[e];
+            att_out(acc + (size_t)e * hd, 1.0f, part + 2, hd);
+        }
     }
 }

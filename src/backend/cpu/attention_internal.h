@@ -73,14 +73,81 @@ static inline el_attn_unit el_attn_unit_of(const el_attn_args *a, const el_attn_
     return w;
 }
 
+/*
+ * Split decode (flash-decoding), as llama.cpp's CPU kernel splits a
+ * one-token step: with nth threads and a cache view of n_kv cells (the
+ * visible positions rounded up to 256, as llama_kv_cache::get_n_kv pads),
+ * n_kv >= 512 cuts the cells into nth ranges of ceil(n_kv / nth); each
+ * range runs the one-row arithmetic from a fresh state over its visible
+ * positions and the ranges are combined in order as
+ * ggml_flash_attn_ext_reduce_partials does: M' = max(M, Mc),
+ * a = exp(M - M'), b = exp(Mc - M'), O = O·a + Oc·b, S = S·a + Sc·b, then
+ * O · (1/S) (a range with S = 0 is skipped). So a step gives llama.cpp's
+ * bits for the same thread count, and, like llama.cpp's, depends on it.
+ * A sliding-window ring (its cells are not positions) is cut into nth
+ * near-equal ranges of its visible positions from 512 of them.
+ *
+ * A work unit is one range × every query head of a KV head, so the cache is
+ * read once per step (the blocked plan splits the heads of a model with few
+ * KV heads across units, each reading the whole cache). On one thread the
+ * step is one range: the blocked kernel's bits, the cache read once.
+ * Limits: at most EL_ATT_SPLIT_MAX_CHUNKS ranges, the partials within
+ * EL_ATT_SPLIT_FLOATS (the caller's stack), a KV head's query state within a
+ * unit; otherwise the blocked kernel runs.
+ */
+#define EL_ATT_SPLIT_MIN 512      /* cells (llama.cpp: nek1 >= 512) */
+#define EL_ATT_SPLIT_PAD 256      /* llama.cpp's KV view padding */
+#define EL_ATT_SPLIT_ONE 256      /* one thread: one range from this many visible positions */
+#define EL_ATT_SPLIT_MAX_CHUNKS 16
+#define EL_ATT_SPLIT_FLOATS 16384 /* partials on the caller's stack: 64 KiB */
+
+typedef struct el_attn_split {
+    const el_attn_args *a;
+    int n_chunk; /* ranges */
+    float *part; /* [query head][range][2 + head_dim]: M, S, the F16 accumulator as float */
+} el_attn_split;
+
+/* Ranges for the split decode of a on nth threads, or 0: the blocked kernel. */
+static inline int el_attn_split_chunks(const el_attn_args *a, int nth) {
+    if (a->n != 1 || a->n_head_kv <= 0 || a->n_head % a->n_head_kv || nth < 1) return 0;
+    const int lo = el_attn_lo(a->pos0, a->window), len = a->pos0 - lo + 1;
+    const int group = a->n_head / a->n_head_kv;
+    if (group > EL_ATT_MAX_Q || group * a->head_dim > EL_ATT_MAX_QHD) return 0;
+    if (nth == 1) return len >= EL_ATT_SPLIT_ONE ? 1 : 0;
+    const int n_kv = (a->pos0 + EL_ATT_SPLIT_PAD) / EL_ATT_SPLIT_PAD * EL_ATT_SPLIT_PAD;
+    if ((a->ring > 0 ? len : n_kv) < EL_ATT_SPLIT_MIN) return 0;
+    if (nth > EL_ATT_SPLIT_MAX_CHUNKS || nth * a->n_head * (a->head_dim + 2) > EL_ATT_SPLIT_FLOATS) return 0;
+    return nth;
+}
+
+/* Visible positions [*j0, *j1) of range c of nc (possibly empty). */
+static inline void el_attn_split_range(const el_attn_args *a, int nc, int c, int *j0, int *j1) {
+    const int lo = el_attn_lo(a->pos0, a->window), len = a->pos0 - lo + 1;
+    if (a->ring > 0) {
+        const int per = len / nc, rem = len % nc;
+        *j0 = lo + c * per + (c < rem ? c : rem);
+        *j1 = *j0 + per + (c < rem ? 1 : 0);
+        return;
+    }
+    const int n_kv = (a->pos0 + EL_ATT_SPLIT_PAD) / EL_ATT_SPLIT_PAD * EL_ATT_SPLIT_PAD;
+    const int cs = (n_kv + nc - 1) / nc;
+    *j0 = c * cs > lo ? c * cs : lo;
+    *j1 = (c + 1) * cs < a->pos0 + 1 ? (c + 1) * cs : a->pos0 + 1;
+    if (*j1 < *j0) *j1 = *j0;
+}
+
 /* The kernels (el_pool_fn on an el_attn_args); same bits at every level.
  * el_attn_task_*: one-row kernel (attention_impl.h), batches below
  * EL_ATT_TILE_Q; el_attn_tiled_*: tiled kernel (attention_tiled_impl.h). */
 void el_attn_task_portable(void *a, int ith, int nth);
 void el_attn_tiled_portable(void *a, int ith, int nth);
+/* el_attn_task_*_split: the ranges of the split decode (on an el_attn_split) */
+void el_attn_task_portable_split(void *sp, int ith, int nth);
 #if defined(__x86_64__)
 void el_attn_task_avx2(void *a, int ith, int nth);
 void el_attn_task_avx512(void *a, int ith, int nth);
+void el_attn_task_avx2_split(void *sp, int ith, int nth);
+void el_attn_task_avx512_split(void *sp, int ith, int nth);
 void el_attn_tiled_avx2(void *a, int ith, int nth);
 void el_attn_tiled_avx512(void *a, int ith, int nth);
 /* y[i] = fp16(x[i]) exactly as el_fp32_to_fp16 (NaN included). */
@@ -95,6 +162,8 @@ void el_fp32_to_fp16_row_avx512(const float *x, el_fp16 *y, int n);
  * EL_CPU_ISA / EL_FORCE_PORTABLE apply to it as to the matmul kernels.
  */
 el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level);
+/* The combine step of the split decode (attention.c), for the tests. */
+void el_attn_split_combine(const el_attn_args *a, const float *part, int n_chunk);
 /* el_op_kv_store likewise. */
 el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level);
 
