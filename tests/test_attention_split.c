@@ -18,6 +18,9 @@
  *   - its accuracy: against exact attention (double precision), its largest
  *     error is no more than the unsplit F16 kernel's (the shorter F16
  *     accumulation chains make it smaller), within a small slack.
+ *   - row order (el_op_matmul_row_order, speculative verification): a few
+ *     query rows in one call give each row the bits of its own one-token
+ *     step, split or not, so verified drafts are what plain decoding picks.
  * Shapes: Gemma 3 270M (head_dim 256, 4 query heads on 1 KV head) global and
  * sliding (window 512, ring cache wrapping mid-range), TinyLlama (64, 32 on
  * 4), a head dim with a tail (80), and one query head per KV head.
@@ -256,6 +259,34 @@ static void check_when(void) {
     CHECKF(el_attn_split_chunks(&a, 2) == 0, "64 × 256 query state: no split");
 }
 
+/* n rows at pos0.. in row order = n one-token steps, on 1-3 threads (rows at 512+ cells split on 2-3). */
+static void check_row_order(int hd, int nh, int nkv, int pos0, int n) {
+    const int kv_row = nkv * hd, qn = nh * hd, rows = pos0 + n;
+    el_fp16 *kc = malloc(sizeof(el_fp16) * (size_t)rows * kv_row), *vc = malloc(sizeof(el_fp16) * (size_t)rows * kv_row);
+    float *q = malloc(sizeof(float) * (size_t)qn * n), *rows_out = malloc(sizeof(float) * (size_t)qn * n);
+    float *step = malloc(sizeof(float) * qn);
+    for (size_t i = 0; i < (size_t)rows * kv_row; i++) kc[i] = el_fp32_to_fp16(urand()), vc[i] = el_fp32_to_fp16(urand());
+    for (int i = 0; i < qn * n; i++) q[i] = urand() * 2.0f;
+    for (int th = 1; th <= 3; th++) {
+        el_attn_args a = {.q = q, .out = rows_out, .kcache = kc, .vcache = vc, .n = n, .pos0 = pos0, .n_head = nh,
+                          .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+        el_op_matmul_row_order(true);
+        el_op_attention(pools[th], &a);
+        el_op_matmul_row_order(false);
+        int bad = -1, bad_row = -1;
+        for (int r = 0; r < n && bad < 0; r++) {
+            el_attn_args a1 = a;
+            a1.n = 1, a1.pos0 = pos0 + r, a1.q = q + (size_t)r * qn, a1.out = step;
+            el_op_attention(pools[th], &a1);
+            for (int i = 0; i < qn && bad < 0; i++)
+                if (!bits_equal(rows_out[(size_t)r * qn + i], step[i])) bad = i, bad_row = r;
+        }
+        CHECKF(bad < 0, "row order, %d threads, hd %d pos %d..%d: row %d out[%d] differs from its one-token step", th,
+               hd, pos0, pos0 + n - 1, bad_row, bad);
+    }
+    free(kc), free(vc), free(q), free(rows_out), free(step);
+}
+
 int main(void) {
     for (int th = 1; th <= 3; th++) {
         pools[th] = el_pool_new(th);
@@ -275,6 +306,9 @@ int main(void) {
         {64, 4, 4, 600, 700, 1500, 1.0f}, /* one query head per KV head, odd ring */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
+    check_row_order(256, 4, 1, 250, 9); /* Gemma global: rows from a 256- to a 512-cell view */
+    check_row_order(64, 32, 4, 900, 5); /* TinyLlama, every row split on 2-3 threads */
+    check_row_order(64, 32, 4, 100, 5); /* no row splits: the one-row kernel as it was */
     for (int th = 1; th <= 3; th++) el_pool_free(pools[th]);
     return el_test_finish("test_attention_split");
 }

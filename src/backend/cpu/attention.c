@@ -220,15 +220,39 @@ static void attn_split_run(el_pool *pool, const el_attn_args *a, int n_chunk, el
  * across the cache among the threads (attention_internal.h), as llama.cpp's
  * kernel splits it.
  */
+/* Row order (el_op_matmul_row_order: speculative verification): each of a
+ * few rows exactly as a one-token step computes it. The one-row kernel
+ * already gives every row a decode step's bits unless that step would be
+ * split across the cache (512+ cells, several threads): then every row runs
+ * as its own step, so the verified tokens are the ones plain decoding picks.
+ * Returns 1 when it ran the rows. */
+static int attention_rows_as_steps(el_pool *pool, const el_attn_args *a, el_pool_fn split, el_pool_fn one) {
+    if (a->n <= 1 || a->n >= EL_ATT_TILE_Q || !el_op_matmul_row_order_on()) return 0;
+    el_attn_args last = *a;
+    last.n = 1, last.pos0 = a->pos0 + a->n - 1;
+    if (!el_attn_split_chunks(&last, el_pool_active(pool))) return 0; /* no row splits (the last sees the most) */
+    const size_t row = (size_t)a->n_head * (size_t)a->head_dim;
+    for (int r = 0; r < a->n; r++) {
+        el_attn_args a1 = *a;
+        a1.n = 1, a1.pos0 = a->pos0 + r, a1.q = a->q + (size_t)r * row, a1.out = a->out + (size_t)r * row;
+        const int nc = el_attn_split_chunks(&a1, el_pool_active(pool));
+        if (nc) attn_split_run(pool, &a1, nc, split);
+        else el_pool_run(pool, one, &a1);
+    }
+    return 1;
+}
+
 void el_op_attention(el_pool *pool, const el_attn_args *a) {
     if (el_attn_is_typed(a)) { el_attn_typed(pool, a); return; } /* BF16/Q8_0/Q4_0 K or V: attention_typed.c */
     pthread_once(&g_once, init_attn);
+    if (attention_rows_as_steps(pool, a, g_attn_split, g_attn)) return;
     const int nc = el_attn_split_chunks(a, el_pool_active(pool));
     if (nc) attn_split_run(pool, a, nc, g_attn_split);
     else el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? g_attn_tiled : g_attn, (void *)a);
 }
 
 el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_level level) {
+    if (attention_rows_as_steps(pool, a, attn_split_for(level), attn_task_for(level))) return attn_level_cap(level);
     const int nc = el_attn_split_chunks(a, el_pool_active(pool));
     if (nc) attn_split_run(pool, a, nc, attn_split_for(level));
     else el_pool_run(pool, a->n >= EL_ATT_TILE_Q ? attn_tiled_for(level) : attn_task_for(level), (void *)a);
