@@ -1,0 +1,298 @@
+/*
+ * batch.c — the batched-decoding coordinator (contract in batch.h).
+ *
+ * State, all under b->mu:
+ *   - n_decoding: attached sessions in phase DECODING (batch_phase 2) — the
+ *     submissions a round waits for;
+ *   - pend[0..n_pend): submitted decode steps, oldest first (each lives on
+ *     its submitter's stack until `done`);
+ *   - busy: a forward (a round or a prefill chunk) runs; its runner holds no
+ *     lock while it computes;
+ *   - prefill_turn: set after a round when a chunk waits: the next forward is
+ *     a chunk, so prefill progresses one chunk per round.
+ * Leader rule: a waiting submitter whose step is not done, seeing !busy and
+ * round_ready(), takes up to max_rows submissions, runs them, marks them done
+ * and wakes everyone. Every thread waits with a deadline (the oldest
+ * submission's time + wait_us) so a round never waits for a session that has
+ * not submitted for longer than the bound, and a session leaving wakes the
+ * waiters (the set they wait for has shrunk). Nothing can wait on a thread
+ * that is not itself waiting in here or computing: no deadlock.
+ */
+#include "sched/batch.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/model.h"
+#include "util/error.h"
+
+typedef struct pend {
+    el_session *s;
+    int32_t tok;
+    bool done;
+    int rc;
+    el_error err;
+} pend;
+
+struct el_batcher {
+    el_model *m;
+    el_session *scratch; /* activations and logits for max_rows rows */
+    int max_rows, chunk;
+    long wait_ns;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n_attached, n_decoding, n_prefill_waiting;
+    pend *pend[EL_BATCH_MAX_ROWS * 4];
+    int n_pend;
+    struct timespec t_first; /* when pend[0] was submitted */
+    bool busy, prefill_turn;
+    el_batcher_stats st;
+    /* round scratch (used by the leader only, while busy) */
+    int32_t toks[EL_BATCH_MAX_ROWS];
+    el_batch_row rows[EL_BATCH_MAX_ROWS];
+};
+
+static void ts_now(struct timespec *t) { clock_gettime(CLOCK_MONOTONIC, t); }
+static void ts_add_ns(struct timespec *t, long ns) {
+    t->tv_nsec += ns;
+    while (t->tv_nsec >= 1000000000L) t->tv_nsec -= 1000000000L, t->tv_sec++;
+}
+static bool ts_reached(const struct timespec *now, const struct timespec *dl) {
+    return now->tv_sec > dl->tv_sec || (now->tv_sec == dl->tv_sec && now->tv_nsec >= dl->tv_nsec);
+}
+
+el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *err) {
+    if (err) err->code = EL_OK, err->msg[0] = 0;
+    if (!m || !m->arch) { el_set_error(err, EL_ERR_INVALID_ARG, "batcher: no model"); return NULL; }
+    const int rows = p && p->max_rows ? p->max_rows : 8;
+    if (rows < 1 || rows > EL_BATCH_MAX_ROWS) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "batcher: %d rows per round: expected 1..%d", rows, EL_BATCH_MAX_ROWS);
+        return NULL;
+    }
+    const int chunk = p && p->chunk ? p->chunk : EL_BATCH_CHUNK;
+    if (chunk < 1 || chunk > 1 << 16) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "batcher: prefill chunk of %d tokens: expected 1..65536", chunk);
+        return NULL;
+    }
+    const int wait_us = p && p->wait_us ? p->wait_us : EL_BATCH_WAIT_US;
+    if (wait_us > 1000000) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "batcher: wait bound of %d us: expected at most 1 s", wait_us);
+        return NULL;
+    }
+    if (m->n_be > 1 || m->measure) {
+        el_set_error(err, EL_ERR_UNSUPPORTED, "batcher: the model runs on more than the CPU backend (or measures): "
+                                              "batched decoding needs the CPU fast path");
+        return NULL;
+    }
+    el_batcher *b = calloc(1, sizeof *b);
+    if (!b) { el_set_error(err, EL_ERR_NOMEM, "batcher: out of memory"); return NULL; }
+    b->m = m;
+    b->max_rows = rows;
+    b->chunk = chunk;
+    b->wait_ns = wait_us < 0 ? 0 : (long)wait_us * 1000L;
+    if (rows > 1) {
+        el_session_params sp = el_session_default_params();
+        sp.n_ctx = rows < 2 ? 2 : rows; /* its own cache is never used */
+        sp.n_batch = rows;
+        sp.n_draft_max = rows - 1; /* logits for every row */
+        sp.type_k = p ? p->type_k : 0;
+        sp.type_v = p ? p->type_v : 0;
+        b->scratch = el_session_new(m, &sp, err);
+        if (!b->scratch) { free(b); return NULL; }
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return b;
+}
+
+void el_batcher_free(el_batcher *b) {
+    if (!b) return;
+    el_session_free(b->scratch);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+int el_batcher_attach(el_batcher *b, el_session *s, el_error *err) {
+    if (!b || !s) return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: attach of a NULL session");
+    if (s->m != b->m) return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: the session belongs to another model");
+    if (s->batcher) return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: the session is attached already");
+    if (b->scratch && (s->type_k != b->scratch->type_k || s->type_v != b->scratch->type_v))
+        return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: the session's KV types (K %s, V %s) are not the batcher's (K %s, V %s)",
+                            el_cache_type_name(s->type_k), el_cache_type_name(s->type_v),
+                            el_cache_type_name(b->scratch->type_k), el_cache_type_name(b->scratch->type_v));
+    if (atomic_load(&s->busy)) return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: the session is generating");
+    pthread_mutex_lock(&b->mu);
+    s->batcher = b;
+    s->batch_phase = 0;
+    b->n_attached++;
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+void el_batcher_detach(el_batcher *b, el_session *s) {
+    if (!b || !s || s->batcher != b || atomic_load(&s->busy)) return;
+    pthread_mutex_lock(&b->mu);
+    s->batcher = NULL;
+    b->n_attached--;
+    pthread_mutex_unlock(&b->mu);
+}
+
+el_batcher_stats el_batcher_get_stats(el_batcher *b) {
+    el_batcher_stats st = {0};
+    if (!b) return st;
+    pthread_mutex_lock(&b->mu);
+    st = b->st;
+    pthread_mutex_unlock(&b->mu);
+    return st;
+}
+
+int el_batcher_chunk(const el_batcher *b) { return b ? b->chunk : 0; }
+
+void el_batcher_join(el_batcher *b, el_session *s) {
+    pthread_mutex_lock(&b->mu);
+    s->batch_phase = 1;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void el_batcher_decoding(el_batcher *b, el_session *s) {
+    pthread_mutex_lock(&b->mu);
+    if (s->batch_phase == 1) {
+        s->batch_phase = 2;
+        b->n_decoding++;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void el_batcher_leave(el_batcher *b, el_session *s) {
+    pthread_mutex_lock(&b->mu);
+    if (s->batch_phase == 2) b->n_decoding--;
+    s->batch_phase = 0;
+    pthread_cond_broadcast(&b->cv); /* a round waiting for this session need not */
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Whether a round should start now (b->mu held, !busy). */
+static bool round_ready(const el_batcher *b, const struct timespec *now, bool *timed) {
+    *timed = false;
+    if (b->n_pend == 0) return false;
+    if (b->prefill_turn && b->n_prefill_waiting > 0) return false; /* a chunk goes first */
+    if (b->n_pend >= b->n_decoding || b->n_pend >= b->max_rows) return true;
+    struct timespec dl = b->t_first;
+    ts_add_ns(&dl, b->wait_ns);
+    return *timed = ts_reached(now, &dl);
+}
+
+/* Wait on b->cv until woken or the oldest submission's bound expires (b->mu held). */
+static void wait_turn(el_batcher *b) {
+    if (b->n_pend > 0 && !b->busy) {
+        struct timespec dl = b->t_first;
+        ts_add_ns(&dl, b->wait_ns);
+        pthread_cond_timedwait(&b->cv, &b->mu, &dl);
+    } else {
+        pthread_cond_wait(&b->cv, &b->mu);
+    }
+}
+
+/* The leader's round: rows pend[0..k) (taken off the queue, b->mu not held). */
+static void run_round(el_batcher *b, pend *const *ps, int k) {
+    if (k == 1) { /* one stream: the solo step on its own session */
+        pend *p = ps[0];
+        p->rc = el_exec_forward(p->s, &p->tok, 1, &p->err);
+        return;
+    }
+    el_session *x = b->scratch;
+    for (int i = 0; i < k; i++) {
+        b->toks[i] = ps[i]->tok;
+        b->rows[i] = (el_batch_row){ps[i]->s, ps[i]->s->n_past};
+    }
+    x->brow = b->rows;
+    x->n_brows = k;
+    x->out_rows = k;
+    el_op_matmul_row_order(true); /* each row in a one-row product's arithmetic: the solo step's bits */
+    el_error e = {0};
+    const int rc = el_exec_forward(x, b->toks, k, &e);
+    el_op_matmul_row_order(false);
+    x->out_rows = 1;
+    x->brow = NULL;
+    x->n_brows = 0;
+    const size_t nv = (size_t)b->m->hp.n_vocab;
+    for (int i = 0; i < k; i++) {
+        ps[i]->rc = rc;
+        if (rc) ps[i]->err = e;
+        else memcpy(ps[i]->s->logits, x->logits + (size_t)i * nv, sizeof(float) * nv);
+    }
+}
+
+int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) {
+    pend p = {.s = s, .tok = tok};
+    pthread_mutex_lock(&b->mu);
+    while (b->n_pend >= (int)(sizeof b->pend / sizeof b->pend[0])) pthread_cond_wait(&b->cv, &b->mu);
+    if (b->n_pend == 0) ts_now(&b->t_first);
+    b->pend[b->n_pend++] = &p;
+    pthread_cond_broadcast(&b->cv); /* the set may be complete now */
+    while (!p.done) {
+        struct timespec now;
+        ts_now(&now);
+        bool timed;
+        if (!b->busy && round_ready(b, &now, &timed)) {
+            const int k = b->n_pend < b->max_rows ? b->n_pend : b->max_rows;
+            pend *ps[EL_BATCH_MAX_ROWS];
+            memcpy(ps, b->pend, sizeof *ps * (size_t)k);
+            memmove(b->pend, b->pend + k, sizeof *b->pend * (size_t)(b->n_pend - k));
+            b->n_pend -= k;
+            if (b->n_pend > 0) b->t_first = now; /* the rest wait their bound from here */
+            b->busy = true;
+            pthread_mutex_unlock(&b->mu);
+            run_round(b, ps, k);
+            pthread_mutex_lock(&b->mu);
+            for (int i = 0; i < k; i++) ps[i]->done = true;
+            b->busy = false;
+            b->prefill_turn = b->n_prefill_waiting > 0;
+            b->st.rounds++;
+            b->st.streams += (uint64_t)k;
+            if (k > 1) b->st.multi_rounds++;
+            if (timed) b->st.timed_rounds++;
+            if (k > b->st.max_rows_seen) b->st.max_rows_seen = k;
+            pthread_cond_broadcast(&b->cv);
+            continue;
+        }
+        wait_turn(b);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (p.rc && err) *err = p.err;
+    return p.rc;
+}
+
+int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n, el_error *err) {
+    pthread_mutex_lock(&b->mu);
+    b->n_prefill_waiting++;
+    for (;;) {
+        if (!b->busy) {
+            struct timespec now;
+            ts_now(&now);
+            bool timed;
+            /* a chunk goes when it is prefill's turn, or when no round is due */
+            if (b->prefill_turn || !round_ready(b, &now, &timed)) break;
+        }
+        wait_turn(b);
+    }
+    b->n_prefill_waiting--;
+    b->prefill_turn = false;
+    b->busy = true;
+    pthread_mutex_unlock(&b->mu);
+    const int rc = el_exec_forward(s, toks, n, err);
+    pthread_mutex_lock(&b->mu);
+    b->busy = false;
+    b->st.prefill_chunks++;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
