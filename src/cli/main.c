@@ -193,6 +193,12 @@ static void print_usage(FILE *f) {
 "                              the API; default: same-origin only, other Origins get 403\n"
 "  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"      --no-batch              slots decode one by one (default: the slots decoding\n"
+"                              advance together, one forward per step for all)\n"
+"      --batch-chunk N         prompts are prefilled in chunks of N tokens between\n"
+"                              batched decode steps (default 64)\n"
+"      --batch-wait-us N       a batched step waits at most N us for slots still\n"
+"                              sampling (default 1000; 0: none)\n"
 "      --slot-save-path DIR    POST /slots/N?action=save|restore write and read slot\n"
 "                              files (tokens + KV cache) in DIR only (else 501)\n"
 "      --cache-prompt, --no-cache-prompt\n"
@@ -688,7 +694,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
@@ -744,6 +750,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--cors", F_CORS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
+    {NULL, "--no-batch", F_NOBATCH, false, C_SERVE},
+    {NULL, "--batch-chunk", F_BATCHCHUNK, true, C_SERVE},
+    {NULL, "--batch-wait-us", F_BATCHWAIT, true, C_SERVE},
     {NULL, "--slot-save-path", F_SLOTPATH, true, C_SERVE},
     {NULL, "--cache-prompt", F_CACHEPROMPT, false, C_SERVE},
     {NULL, "--no-cache-prompt", F_NOCACHEPROMPT, false, C_SERVE},
@@ -946,6 +955,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_NOBATCH: o->no_batch = true; break;
+        case F_BATCHCHUNK: NEED_INT(1, 65536); o->batch_chunk = (int)lv; break;
+        case F_BATCHWAIT: NEED_INT(0, 1000000); o->batch_wait_us = (int)lv; break;
         case F_CACHEPROMPT: o->cache_prompt = 1; break;
         case F_NOCACHEPROMPT: o->cache_prompt = -1; break;
         case F_SLOTPATH:
@@ -1176,6 +1188,7 @@ int main(int argc, char **argv) {
     o.port = 8080;
     o.n_parallel = 1;
     o.queue_cap = 16;
+    o.batch_wait_us = -1;
     o.pooling = -1;
     o.bench_n_prompt = 512;
     o.bench_n_gen = 128;
