@@ -552,6 +552,14 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 }
 
 #define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
+/* Q4_0 activation rows one qx_q4_0_rows8 call takes: a batched decode step
+ * (sched/batch.h) of up to 8 streams unpacks each weight block once for all
+ * of them; VNNI's 32 registers hold the 8 accumulators, AVX2 keeps 3. */
+#if defined(QX_VNNI)
+#define QX_DEC_TT 8
+#else
+#define QX_DEC_TT 3
+#endif
 /*
  * Decode prefetch: the next group of rows, spread over the block steps, into
  * L1 when the group is at most 8 KB, else into L2 (_MM_HINT_T1): a larger
@@ -629,7 +637,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
                              const int32_t *corr, const float *da, const uint8_t *next, size_t per, float *y,
                              size_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[3];
+    __m256 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
         qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
@@ -700,7 +708,7 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-/* Q4_0 with 1..3 activation rows (2 or 3: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
+/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
 QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
@@ -708,14 +716,14 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
         return;
     }
     const int nb = k / 32;
-    if (nb > QX_DEC_NBMAX || nt > 3) {
+    if (nb > QX_DEC_NBMAX || nt > QX_DEC_TT) {
         qx_gemm_sum_rows(QX_Q4_0, k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
     const int ng = nr / 8;
     const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
-    int32_t corr[3 * QX_DEC_NBMAX];
-    float da[3 * QX_DEC_NBMAX];
+    int32_t corr[QX_DEC_TT * QX_DEC_NBMAX];
+    float da[QX_DEC_TT * QX_DEC_NBMAX];
     for (int t = 0; t < nt; ++t) {
         const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
         for (int b = 0; b < nb; ++b) {
@@ -727,8 +735,15 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
     }
     for (int g = 0; g < ng; ++g) {
         const uint8_t *wg = w + ldw * (size_t)(8 * g);
-        switch (nt) { /* 2 or 3 */
+        switch (nt) { /* 2..QX_DEC_TT, each a constant so the row loop unrolls */
         case 2: qx_q4_0_rows8(2, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+#if QX_DEC_TT > 3
+        case 4: qx_q4_0_rows8(4, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 5: qx_q4_0_rows8(5, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 6: qx_q4_0_rows8(6, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 7: qx_q4_0_rows8(7, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 8: qx_q4_0_rows8(8, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+#endif
         default: qx_q4_0_rows8(3, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
         }
     }
@@ -738,7 +753,7 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
 
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
-    if (type == QX_Q4_0 && nt <= 3) {
+    if (type == QX_Q4_0 && nt <= QX_DEC_TT) {
         qx_gemm_q4_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
