@@ -118,7 +118,7 @@ static void print_usage(FILE *f) {
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
 "      --spec ngram|draft|off  speculative decoding by n-gram prompt lookup (run, chat,\n"
-"                              serve; default off) or by a draft model:\n"
+"                              serve, bench; default off) or by a draft model:\n"
 "                              the same output, faster where it copies its context\n"
 "  -md, --draft-model FILE     a smaller model with the target's tokenizer drafts\n"
 "                              (implies --spec draft; same context as the target)\n"
@@ -249,6 +249,9 @@ static void print_usage(FILE *f) {
 "      --cold                  evict the model file's pages from the page cache first\n"
 "                              (posix_fadvise DONTNEED; no privilege needed; pages another\n"
 "                              process maps stay: the fraction still cached is printed)\n"
+"      --spec ngram|draft, -md FILE (and --draft-max ...): also decode -n tokens greedily\n"
+"                              from a copy-heavy prompt, plain and speculative, -r times:\n"
+"                              tokens/s of both, the speedup, α, γ (JSON: \"spec\")\n"
 "      --json                  print one JSON object with all the results\n",
         f);
 }
@@ -773,13 +776,13 @@ static const flag_def FLAGS[] = {
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
     /* speculative decoding */
-    {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE},
-    {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE},
-    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE}, /* llama.cpp's long name */
-    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE},
-    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
-    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
-    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
+    {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE | C_BENCH},
+    {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE | C_BENCH}, /* llama.cpp's long name */
+    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE | C_BENCH},
     /* constrained output (docs/STRUCTURED.md) */
     {NULL, "--grammar", F_GRAMMAR, true, C_GEN},
     {NULL, "--grammar-file", F_GRAMMARFILE, true, C_GEN},
