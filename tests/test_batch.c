@@ -198,11 +198,19 @@ static void batch_case(const char *path, const char *label, bool check_multi) {
             CHECKF(solo[3].fin == EL_DONE_CANCELLED, "%s: stream 3 was cancelled (finish %d)", label, solo[3].fin);
             CHECKF(bat[3].r.n == CANCEL_AT[3], "%s: the cancelled stream delivered %d tokens", label, bat[3].r.n);
         }
-        printf("%s %s: %llu rounds, %llu rows (%llu of >1 row, largest %d, %llu by the wait bound), %llu prefill chunks\n",
+        const uint64_t ng = st.gaps - st0.gaps;
+        printf("%s %s: %llu rounds, %llu rows (%llu of >1 row, largest %d, %llu by the wait bound), %llu prefill chunks; "
+               "submission gap mean %.0f us (max so far %.0f us), wait bound now %.0f us\n",
                label, what, (unsigned long long)(st.rounds - st0.rounds), (unsigned long long)(st.streams - st0.streams),
                (unsigned long long)(st.multi_rounds - st0.multi_rounds), st.max_rows_seen,
                (unsigned long long)(st.timed_rounds - st0.timed_rounds),
-               (unsigned long long)(st.prefill_chunks - st0.prefill_chunks));
+               (unsigned long long)(st.prefill_chunks - st0.prefill_chunks),
+               ng ? (double)(st.gap_ns_sum - st0.gap_ns_sum) / ng / 1e3 : 0.0, st.gap_ns_max / 1e3, st.bound_ns / 1e3);
+        CHECKF(st.bound_ns >= 2000000, "%s %s: the wait bound %llu ns is below the 2 ms asked for", label, what,
+               (unsigned long long)st.bound_ns);
+        /* every decode step after a session's first is a gap: rows minus one first step per generation */
+        CHECKF(ng > 0 && ng <= st.streams - st0.streams, "%s %s: %llu gaps for %llu rows", label, what,
+               (unsigned long long)ng, (unsigned long long)(st.streams - st0.streams));
         if (check_multi) CHECKF(st.multi_rounds > st0.multi_rounds, "%s %s: no round had more than one row", label, what);
         CHECKF(st.prefill_chunks > st0.prefill_chunks, "%s %s: prefill did not go through the batcher", label, what);
     }

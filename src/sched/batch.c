@@ -41,7 +41,9 @@ struct el_batcher {
     el_model *m;
     el_session *scratch; /* activations and logits for max_rows rows */
     int max_rows, chunk;
-    long wait_ns;
+    long wait_ns;      /* the configured bound (0: none) */
+    long bound_ns;     /* the bound in force: wait_ns, stretched toward the sessions' measured gap (adapt_bound) */
+    double ewma_gap_ns, ewma_round_ns;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int n_attached, n_decoding, n_prefill_waiting;
@@ -50,6 +52,9 @@ struct el_batcher {
     struct timespec t_first; /* when pend[0] was submitted */
     bool busy, prefill_turn;
     el_batcher_stats st;
+    /* the attached sessions, and when each one's last round ended (0: none yet in this generation) */
+    el_session *att[EL_BATCH_MAX_ATTACHED];
+    struct timespec t_done[EL_BATCH_MAX_ATTACHED];
     /* round scratch (used by the leader only, while busy) */
     int32_t toks[EL_BATCH_MAX_ROWS];
     el_batch_row rows[EL_BATCH_MAX_ROWS];
@@ -93,6 +98,7 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
     b->max_rows = rows;
     b->chunk = chunk;
     b->wait_ns = wait_us < 0 ? 0 : (long)wait_us * 1000L;
+    b->bound_ns = b->wait_ns;
     if (rows > 1) {
         el_session_params sp = el_session_default_params();
         sp.n_ctx = rows < 2 ? 2 : rows; /* its own cache is never used */
@@ -130,8 +136,14 @@ int el_batcher_attach(el_batcher *b, el_session *s, el_error *err) {
                             el_cache_type_name(b->scratch->type_k), el_cache_type_name(b->scratch->type_v));
     if (atomic_load(&s->busy)) return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: the session is generating");
     pthread_mutex_lock(&b->mu);
+    if (b->n_attached >= EL_BATCH_MAX_ATTACHED) {
+        pthread_mutex_unlock(&b->mu);
+        return el_set_error(err, EL_ERR_INVALID_ARG, "batcher: %d sessions attached already", EL_BATCH_MAX_ATTACHED);
+    }
     s->batcher = b;
     s->batch_phase = 0;
+    b->att[b->n_attached] = s;
+    b->t_done[b->n_attached] = (struct timespec){0, 0};
     b->n_attached++;
     pthread_mutex_unlock(&b->mu);
     return 0;
@@ -141,7 +153,13 @@ void el_batcher_detach(el_batcher *b, el_session *s) {
     if (!b || !s || s->batcher != b || atomic_load(&s->busy)) return;
     pthread_mutex_lock(&b->mu);
     s->batcher = NULL;
-    b->n_attached--;
+    for (int i = 0; i < b->n_attached; i++)
+        if (b->att[i] == s) {
+            b->att[i] = b->att[b->n_attached - 1];
+            b->t_done[i] = b->t_done[b->n_attached - 1];
+            b->n_attached--;
+            break;
+        }
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -171,13 +189,34 @@ void el_batcher_decoding(el_batcher *b, el_session *s) {
     pthread_mutex_unlock(&b->mu);
 }
 
+static int att_index(const el_batcher *b, const el_session *s) {
+    for (int i = 0; i < b->n_attached; i++)
+        if (b->att[i] == s) return i;
+    return -1;
+}
+
 void el_batcher_leave(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
+    const int ai = att_index(b, s);
+    if (ai >= 0) b->t_done[ai] = (struct timespec){0, 0}; /* the next generation's first step has no gap */
     if (s->batch_phase == 2) b->n_decoding--;
     s->batch_phase = 0;
     pthread_cond_broadcast(&b->cv); /* a round waiting for this session need not */
     pthread_mutex_unlock(&b->mu);
 }
+
+/* The wait bound (b->mu held): at least wait_ns; up to 1.5x the sessions'
+ * mean submission gap (a model whose sampling takes longer than the bound —
+ * Gemma's 262k-entry vocabulary — would otherwise split every round in two),
+ * but never beyond half a round's mean duration (past that, a second round
+ * costs less than the wait). Means: exponential, weight 1/8. */
+static void adapt_bound(el_batcher *b) {
+    if (b->wait_ns == 0) return; /* no waiting asked for */
+    double want = 1.5 * b->ewma_gap_ns;
+    if (want > 0.5 * b->ewma_round_ns) want = 0.5 * b->ewma_round_ns;
+    b->bound_ns = want > (double)b->wait_ns ? (long)want : b->wait_ns;
+}
+static void ewma(double *m, double v) { *m = *m > 0 ? *m + (v - *m) / 8.0 : v; }
 
 /* Whether a round should start now (b->mu held, !busy). */
 static bool round_ready(const el_batcher *b, const struct timespec *now, bool *timed) {
@@ -186,7 +225,7 @@ static bool round_ready(const el_batcher *b, const struct timespec *now, bool *t
     if (b->prefill_turn && b->n_prefill_waiting > 0) return false; /* a chunk goes first */
     if (b->n_pend >= b->n_decoding || b->n_pend >= b->max_rows) return true;
     struct timespec dl = b->t_first;
-    ts_add_ns(&dl, b->wait_ns);
+    ts_add_ns(&dl, b->bound_ns);
     return *timed = ts_reached(now, &dl);
 }
 
@@ -194,7 +233,7 @@ static bool round_ready(const el_batcher *b, const struct timespec *now, bool *t
 static void wait_turn(el_batcher *b) {
     if (b->n_pend > 0 && !b->busy) {
         struct timespec dl = b->t_first;
-        ts_add_ns(&dl, b->wait_ns);
+        ts_add_ns(&dl, b->bound_ns);
         pthread_cond_timedwait(&b->cv, &b->mu, &dl);
     } else {
         pthread_cond_wait(&b->cv, &b->mu);
@@ -235,7 +274,20 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
     pend p = {.s = s, .tok = tok};
     pthread_mutex_lock(&b->mu);
     while (b->n_pend >= (int)(sizeof b->pend / sizeof b->pend[0])) pthread_cond_wait(&b->cv, &b->mu);
-    if (b->n_pend == 0) ts_now(&b->t_first);
+    struct timespec t_sub;
+    ts_now(&t_sub);
+    const int ai = att_index(b, s);
+    if (ai >= 0 && (b->t_done[ai].tv_sec || b->t_done[ai].tv_nsec)) { /* since this session's last round */
+        const long long gap = (long long)(t_sub.tv_sec - b->t_done[ai].tv_sec) * 1000000000LL + (t_sub.tv_nsec - b->t_done[ai].tv_nsec);
+        if (gap >= 0) {
+            b->st.gaps++;
+            b->st.gap_ns_sum += (uint64_t)gap;
+            ewma(&b->ewma_gap_ns, (double)gap);
+            adapt_bound(b);
+            if ((uint64_t)gap > b->st.gap_ns_max) b->st.gap_ns_max = (uint64_t)gap;
+        }
+    }
+    if (b->n_pend == 0) b->t_first = t_sub;
     b->pend[b->n_pend++] = &p;
     pthread_cond_broadcast(&b->cv); /* the set may be complete now */
     while (!p.done) {
@@ -253,7 +305,16 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
             pthread_mutex_unlock(&b->mu);
             run_round(b, ps, k);
             pthread_mutex_lock(&b->mu);
-            for (int i = 0; i < k; i++) ps[i]->done = true;
+            struct timespec t_end;
+            ts_now(&t_end);
+            ewma(&b->ewma_round_ns, (double)(t_end.tv_sec - now.tv_sec) * 1e9 + (double)(t_end.tv_nsec - now.tv_nsec));
+            adapt_bound(b);
+            b->st.bound_ns = (uint64_t)b->bound_ns;
+            for (int i = 0; i < k; i++) {
+                ps[i]->done = true;
+                const int j = att_index(b, ps[i]->s);
+                if (j >= 0) b->t_done[j] = t_end;
+            }
             b->busy = false;
             b->prefill_turn = b->n_prefill_waiting > 0;
             b->st.rounds++;

@@ -23,8 +23,11 @@
  *     cancelled, failed): a round never waits for a session that left.
  *   - Decode step (el_batcher_decode): the caller submits (session, token at
  *     s->n_past) and blocks. A round starts when every DECODING session has
- *     submitted, or when the oldest submission has waited wait_us (default
- *     EL_BATCH_WAIT_US), or max_rows are waiting. One of the waiting threads
+ *     submitted, or when the oldest submission has waited the bound, or
+ *     max_rows are waiting. The bound is wait_us (default EL_BATCH_WAIT_US),
+ *     stretched to 1.5x the measured mean gap between a session's round and
+ *     its next submission (its sampling and callback) when that is longer,
+ *     but to at most half the mean round time (batch.c, adapt_bound). One of the waiting threads
  *     (the leader) runs the forward; every waiter of the round wakes with its
  *     logits in s->logits. The caller advances s->n_past, as after a solo step.
  *     A round of one row runs on the session itself (no copy).
@@ -57,6 +60,7 @@ typedef struct el_batcher el_batcher;
 #define EL_BATCH_MAX_ROWS 33   /* rows of one round: the scratch session's logit rows (1 + EL_SPEC_MAX_DRAFT) */
 #define EL_BATCH_WAIT_US 1000  /* default bound on waiting for the other decoding sessions */
 #define EL_BATCH_CHUNK 64      /* default prefill chunk (tokens) */
+#define EL_BATCH_MAX_ATTACHED 256 /* sessions one batcher serves */
 
 typedef struct el_batcher_params {
     int max_rows;   /* rows per round, 1..EL_BATCH_MAX_ROWS (0: 8) */
@@ -72,6 +76,10 @@ typedef struct el_batcher_stats {
     uint64_t timed_rounds;   /* rounds started by the wait bound, not a full set */
     uint64_t prefill_chunks; /* prefill chunks run */
     int max_rows_seen;       /* the largest round */
+    /* a session's gap between its round's end and its next submission (its
+     * sampling and streaming callback): what the wait bound must cover */
+    uint64_t gaps, gap_ns_sum, gap_ns_max;
+    uint64_t bound_ns;       /* the wait bound in force after the last round */
 } el_batcher_stats;
 
 /* A batcher for sessions of model m. NULL with err set: a bad parameter, no
@@ -81,7 +89,8 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
 /* Frees it; no session may be generating through it (detach first, or free the sessions after). */
 void el_batcher_free(el_batcher *b);
 /* s's generations go through b from now on. 0, or an el_status: another
- * model, other KV types than b's, already attached elsewhere, or a generation running. */
+ * model, other KV types than b's, already attached elsewhere, a generation
+ * running, or EL_BATCH_MAX_ATTACHED sessions attached already. */
 int el_batcher_attach(el_batcher *b, el_session *s, el_error *err);
 /* s's generations run alone again (not while one runs). */
 void el_batcher_detach(el_batcher *b, el_session *s);
