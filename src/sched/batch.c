@@ -300,13 +300,16 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
             memcpy(ps, b->pend, sizeof *ps * (size_t)k);
             memmove(b->pend, b->pend + k, sizeof *b->pend * (size_t)(b->n_pend - k));
             b->n_pend -= k;
-            if (b->n_pend > 0) b->t_first = now; /* the rest wait their bound from here */
             b->busy = true;
             pthread_mutex_unlock(&b->mu);
             run_round(b, ps, k);
             pthread_mutex_lock(&b->mu);
             struct timespec t_end;
             ts_now(&t_end);
+            /* submissions that came in during the round wait their bound from its end, when a
+             * round could first take them — not from their arrival, or the sessions of this round
+             * (sampling now) would miss the next one and the streams split into alternating halves */
+            if (b->n_pend > 0) b->t_first = t_end;
             ewma(&b->ewma_round_ns, (double)(t_end.tv_sec - now.tv_sec) * 1e9 + (double)(t_end.tv_nsec - now.tv_nsec));
             adapt_bound(b);
             b->st.bound_ns = (uint64_t)b->bound_ns;
@@ -353,6 +356,7 @@ int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n,
     pthread_mutex_lock(&b->mu);
     b->busy = false;
     b->st.prefill_chunks++;
+    if (b->n_pend > 0) ts_now(&b->t_first); /* as after a round: the bound counts from when a round can run */
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     return rc;
