@@ -126,6 +126,13 @@
  * MHD_stop_daemon joins the connection threads; then sessions and the model
  * are freed.
  *
+ * Batched decoding (sched/batch.h): with more than one slot every slot's
+ * session is attached to one batcher at load (unless --no-batch, or the model
+ * is not on the CPU fast path), so el_generate's decode steps of the slots
+ * decoding run as rounds of one forward for all of them, and prompts prefill
+ * in --batch-chunk chunks between rounds; the slot loop itself is unchanged.
+ * Speculative requests and embeddings run alone. /metrics edgellm_batch_*.
+ *
  * Telemetry and audit (service/telemetry.h, audit.h; off unless configured):
  * every routing decision and refusal goes to the audit log and a
  * route_decision / route_refused event (route_request); every local request
