@@ -3,6 +3,7 @@
  * small reference model and checks the one JSON object it prints: every key
  * present, with sane values. Exit 77 (skipped) without ../shared/reference.
  */
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -99,6 +100,41 @@ int main(void) {
     }
     cJSON_Delete(j);
     free(out);
+
+    /* --spec ngram / --spec draft (-md: the model drafting for itself): the
+     * speculative decode test's "spec" object — tokens/s of both, the speedup
+     * their ratio, α = accepted / drafted (1 for the self-draft: every draft
+     * is the target's own greedy token), γ within --draft-max, the same
+     * tokens as plain greedy decoding (the random-weight model rarely repeats
+     * itself, so n-gram lookup may find nothing to draft) */
+    for (int dm = 0; dm < 2; dm++) {
+        const char *sargs[] = {"bench", "-m", model, "-p", "16", "-n", "48", "-r", "2", "--json", "-t", "2",
+                               "--draft-max", "4", dm ? "-md" : "--spec", dm ? model : "ngram", NULL};
+        out = run_cli(sargs, &status);
+        CHECKF(status == 0, "bench --spec (draft model %d): exit %d", dm, status);
+        cJSON *js = out ? cJSON_Parse(out) : NULL;
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(js, "spec");
+        CHECKF(cJSON_IsObject(sp), "no \"spec\" object: %s", out ? out : "");
+        if (cJSON_IsObject(sp)) {
+            const double pt = num(sp, "plain_tps"), st = num(sp, "spec_tps"), dr = num(sp, "drafted"), ac = num(sp, "accepted");
+            CHECK(pt > 0 && st > 0);
+            CHECKF(fabs(num(sp, "speedup") - st / pt) < 1e-5 * (st / pt), "speedup %g vs %g / %g", num(sp, "speedup"), st, pt);
+            CHECKF(ac >= 0 && ac <= dr, "drafted %g accepted %g", dr, ac);
+            CHECK(fabs(num(sp, "alpha") - (dr > 0 ? ac / dr : 0.0)) < 1e-6);
+            const double mg = num(sp, "mean_gamma"), lg = num(sp, "last_gamma");
+            CHECKF(mg >= 0 && mg <= 4 && lg >= 0 && lg <= 4, "gamma mean %g last %g (--draft-max 4)", mg, lg);
+            CHECK(num(sp, "plain_steps") >= 0 && num(sp, "cost") >= 0);
+            if (dm) { /* the model drafting for itself: every draft is the target's greedy token */
+                CHECKF(dr > 0 && ac == dr && num(sp, "rounds") > 0 && mg >= 1, "self-draft: drafted %g accepted %g", dr, ac);
+                CHECK(num(sp, "alpha") == 1.0);
+            }
+            CHECK(num(sp, "predicted_speedup") > 0);
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "same_tokens")));
+            CHECKF(cJSON_GetArraySize(js) == 28, "%d fields with spec", cJSON_GetArraySize(js));
+        }
+        cJSON_Delete(js);
+        free(out);
+    }
 
     /* Usage errors: -p takes a count for bench, -r must be >= 1. */
     const char *bad1[] = {"bench", "-m", model, "-p", "hello", NULL};

@@ -57,6 +57,9 @@ typedef struct cli_opts {
     const char *cors;          /* --cors ORIGIN */
     const char *alias;         /* --alias NAME: the model id */
     bool no_slots;             /* --no-slots: /slots answers 501 */
+    bool no_batch;             /* --no-batch: slots decode one by one (no batched rounds) */
+    int batch_chunk;           /* --batch-chunk N: prefill chunk between decode rounds (0: 64) */
+    int batch_wait_us;         /* --batch-wait-us N: a round's wait for slots still sampling (-1: unset) */
     int cache_prompt;          /* --cache-prompt 1 / --no-cache-prompt -1 / 0: each route's default */
     const char *slot_save_path; /* --slot-save-path DIR: slot save/restore files live there */
     bool embeddings;           /* --embeddings: the embedding routes answer (else 501) */

@@ -23,6 +23,14 @@
  * a user waits from a cold start — then one decode step (first_decode_ms),
  * with the resident set after the load and after that first decode token.
  * The repeated pp/tg tests come after (they see warm pages).
+ *
+ * Speculative decoding (--spec ngram | --spec draft -md FILE, --draft-max
+ * ...): after tg, -r repetitions of -n greedy tokens (ignore_eos) from a
+ * fixed copy-heavy prompt (SPEC_PROMPT), plain and speculative alternated on
+ * the reset session: decode tokens/s of both, the measured speedup, α
+ * (accepted / drafted), the mean and last γ, the controller's cost c and the
+ * speedup it predicts (as `run --json`), and whether both gave the same
+ * tokens (they must: greedy speculation is exact).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -122,6 +130,99 @@ static int bench_to_depth(el_session *s, const int32_t *toks, int depth, el_erro
     return el_session_eval(s, toks, depth, err);
 }
 
+/* A prompt that copies itself (n-gram drafts are accepted on it). */
+static const char SPEC_PROMPT[] =
+    "Rename the variables to snake_case and keep the code otherwise the same.\n\n"
+    "def computeTotal(itemList, taxRate):\n    subTotal = 0\n    for itemEntry in itemList:\n"
+    "        subTotal += itemEntry.unitPrice * itemEntry.quantity\n    return subTotal * (1 + taxRate)\n\n"
+    "Renamed:\n\ndef compute_total(item_list, tax_rate):\n";
+
+typedef struct spec_bench {
+    bool ran, same_tokens;
+    double plain_tps, spec_tps;     /* means over the repetitions */
+    int drafted, accepted, rounds, plain_steps, generated, last_gamma;
+    double cost;                    /* the controller's c (last repetition) */
+} spec_bench;
+
+typedef struct tok_rec { int32_t *ids; int n, cap; } tok_rec;
+static bool rec_tok(const el_token_info *t, void *user) {
+    tok_rec *r = user;
+    if (t->id >= 0 && r->n < r->cap) r->ids[r->n++] = t->id;
+    return true;
+}
+
+/* The speculative decode test (see the header comment). 0, or an exit code. */
+static int bench_spec(cli_opts *o, el_model *m, el_session *s, el_session *ds, const el_spec_params *spec, int ng, int reps,
+                      spec_bench *out) {
+    memset(out, 0, sizeof *out);
+    int32_t prompt[512];
+    const int np = el_tokenize(m, SPEC_PROMPT, sizeof SPEC_PROMPT - 1, prompt, 512, EL_TOK_ADD_SPECIAL);
+    if (np <= 0) return cli_failf("bench --spec: the prompt does not tokenize");
+    if (np + ng + 40 > el_session_n_ctx(s)) return cli_failf("bench --spec: -n %d does not fit the context", ng);
+    int32_t *ta = malloc(sizeof *ta * (size_t)ng), *tb = malloc(sizeof *tb * (size_t)ng);
+    if (!ta || !tb) { free(ta); free(tb); return cli_failf("out of memory"); }
+    out->same_tokens = true;
+    double sum_plain = 0, sum_spec = 0;
+    for (int r = 0; r < reps; r++) {
+        for (int mode = 0; mode < 2; mode++) {
+            el_generate_params gp;
+            memset(&gp, 0, sizeof gp);
+            gp.sampling = el_sampling_default();
+            gp.sampling.temp = 0.0f;
+            gp.max_tokens = ng;
+            gp.ignore_eos = true;
+            gp.spec = mode ? spec : NULL;
+            el_session_reset(s);
+            if (ds) el_session_reset(ds);
+            tok_rec rec = {mode ? tb : ta, 0, ng};
+            el_generate_stats st;
+            el_error err = {0};
+            if (el_generate(s, prompt, np, &gp, rec_tok, &rec, &st, &err) == EL_DONE_FAILED) {
+                free(ta); free(tb);
+                return cli_fail(&err);
+            }
+            const double tps = st.decode_ms > 0 ? st.n_generated * 1e3 / st.decode_ms : 0.0;
+            if (!mode) {
+                sum_plain += tps;
+                continue;
+            }
+            sum_spec += tps;
+            if (rec.n != ng || memcmp(ta, tb, sizeof *ta * (size_t)ng)) out->same_tokens = false;
+            out->drafted += st.n_drafted, out->accepted += st.n_accepted, out->rounds += st.n_spec_rounds;
+            out->plain_steps += st.n_plain_steps, out->generated += st.n_generated;
+            out->last_gamma = st.spec_last_gamma;
+            out->cost = st.spec_cost_ppm / 1e6;
+        }
+    }
+    (void)o;
+    free(ta);
+    free(tb);
+    out->ran = true;
+    out->plain_tps = sum_plain / reps;
+    out->spec_tps = sum_spec / reps;
+    return 0;
+}
+
+static void spec_json(const spec_bench *sb) {
+    fputs(",\"spec\":{\"plain_tps\":", stdout);
+    cli_json_num(stdout, sb->plain_tps);
+    fputs(",\"spec_tps\":", stdout);
+    cli_json_num(stdout, sb->spec_tps);
+    fputs(",\"speedup\":", stdout);
+    cli_json_num(stdout, sb->plain_tps > 0 ? sb->spec_tps / sb->plain_tps : NAN);
+    printf(",\"drafted\":%d,\"accepted\":%d,\"rounds\":%d,\"plain_steps\":%d,\"alpha\":", sb->drafted, sb->accepted,
+           sb->rounds, sb->plain_steps);
+    cli_json_num(stdout, sb->drafted ? (double)sb->accepted / sb->drafted : 0.0);
+    fputs(",\"mean_gamma\":", stdout);
+    cli_json_num(stdout, sb->rounds ? (double)sb->drafted / sb->rounds : 0.0);
+    printf(",\"last_gamma\":%d,\"cost\":", sb->last_gamma);
+    cli_json_num(stdout, sb->cost);
+    fputs(",\"predicted_speedup\":", stdout);
+    const int passes = sb->rounds + sb->plain_steps;
+    cli_json_num(stdout, passes ? sb->generated / (passes + sb->drafted * sb->cost) : 0.0);
+    printf(",\"same_tokens\":%s}", sb->same_tokens ? "true" : "false");
+}
+
 static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     const int np = o->bench_n_prompt, ng = o->bench_n_gen, reps = o->bench_reps;
     const int depth = o->bench_depth;
@@ -165,6 +266,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     double *tg = calloc((size_t)reps, sizeof *tg);
     double *tt = calloc((size_t)reps, sizeof *tt);
     el_session *s = NULL;
+    el_model *dm = NULL;    /* --draft-model */
+    el_session *ds = NULL;
+    el_spec_params spec;
+    spec_bench sb = {0};
     int code = CLI_EXIT_OK;
     if (!toks || !pp || !tg || !tt) { code = cli_failf("out of memory"); goto done; }
     if (n_vocab <= 0) { code = cli_failf("the model has no vocabulary"); goto done; }
@@ -180,8 +285,12 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
 
     if ((code = cli_check_cache_types(o, m)) >= 0) goto done; /* before the session allocates anything */
     code = CLI_EXIT_OK;
+    cli_spec_setup(o, &sp, &spec); /* --spec: the session verifies up to --draft-max drafts */
+    if (spec.mode && sp.n_ctx < ng + 512) sp.n_ctx = ng + 512; /* the speculative test's prompt and output */
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
+    if (spec.mode == EL_SPEC_DRAFT && (code = cli_draft_open(o, m, &sp, &spec, &dm, &ds)) >= 0) goto done;
+    code = CLI_EXIT_OK;
 
     /* The first prompt after the load (np tokens, at least 1), then one decode
      * step: what a user waits for after a (cold) start. Also the warm-up. */
@@ -227,6 +336,8 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         double b = cli_now_ms();
         tg[r] = ng * 1e3 / (b - a > 0 ? b - a : 1e-6);
     }
+
+    if (spec.mode && ng > 0 && (code = bench_spec(o, m, s, ds, &spec, ng, reps, &sb)) != 0) goto done;
 
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
@@ -283,6 +394,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         fputs(",\"backend\":", stdout);
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
+        if (sb.ran) spec_json(&sb);
         if (o->placement_report) {
             fputs(",\"placement\":", stdout);
             cli_print_placement(s, stdout, true);
@@ -326,6 +438,16 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
+        if (sb.ran) {
+            const int passes = sb.rounds + sb.plain_steps;
+            printf("spec:     --spec %s, %d tokens from a copy-heavy prompt: plain %.2f t/s, speculative %.2f t/s "
+                   "(%.2fx; the controller predicted %.2fx), alpha %.3f, mean gamma %.2f, last gamma %d%s\n",
+                   spec.mode == EL_SPEC_DRAFT ? "draft" : "ngram", ng, sb.plain_tps, sb.spec_tps,
+                   sb.plain_tps > 0 ? sb.spec_tps / sb.plain_tps : 0.0,
+                   passes ? sb.generated / (passes + sb.drafted * sb.cost) : 0.0,
+                   sb.drafted ? (double)sb.accepted / sb.drafted : 0.0, sb.rounds ? (double)sb.drafted / sb.rounds : 0.0,
+                   sb.last_gamma, sb.same_tokens ? "" : " — TOKENS DIFFER from plain decoding");
+        }
         if (o->placement_report) {
             printf("\nplacement (--backend %s):\n", o->backend.backend ? o->backend.backend : "cpu");
             cli_print_placement(s, stdout, false);
@@ -335,6 +457,8 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     if (fflush(stdout) != 0) code = cli_failf("writing to stdout failed");
 
 done:
+    el_session_free(ds);
+    el_model_free(dm);
     el_session_free(s);
     el_model_free(m);
     free(toks);

@@ -106,6 +106,9 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
+    p.no_batch = o->no_batch;
+    p.batch_chunk = o->batch_chunk;
+    p.batch_wait_us = o->batch_wait_us < 0 ? 0 : o->batch_wait_us == 0 ? -1 : o->batch_wait_us;
     p.cache_prompt = o->cache_prompt;
     p.slot_save_path = o->slot_save_path;
     p.embeddings = o->embeddings;

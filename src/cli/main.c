@@ -123,7 +123,7 @@ static void print_usage(FILE *f) {
 "      --stop STR              stop generating at STR (repeatable)\n"
 "      --ignore-eos            keep generating past end-of-generation tokens\n"
 "      --spec ngram|draft|off  speculative decoding by n-gram prompt lookup (run, chat,\n"
-"                              serve; default off) or by a draft model:\n"
+"                              serve, bench; default off) or by a draft model:\n"
 "                              the same output, faster where it copies its context\n"
 "  -md, --draft-model FILE     a smaller model with the target's tokenizer drafts\n"
 "                              (implies --spec draft; same context as the target)\n"
@@ -198,6 +198,12 @@ static void print_usage(FILE *f) {
 "                              the API; default: same-origin only, other Origins get 403\n"
 "  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"      --no-batch              slots decode one by one (default: the slots decoding\n"
+"                              advance together, one forward per step for all)\n"
+"      --batch-chunk N         prompts are prefilled in chunks of N tokens between\n"
+"                              batched decode steps (default 64)\n"
+"      --batch-wait-us N       a batched step waits at most N us for slots still\n"
+"                              sampling (default 1000; 0: none)\n"
 "      --slot-save-path DIR    POST /slots/N?action=save|restore write and read slot\n"
 "                              files (tokens + KV cache) in DIR only (else 501)\n"
 "      --cache-prompt, --no-cache-prompt\n"
@@ -250,6 +256,9 @@ static void print_usage(FILE *f) {
 "      --cold                  evict the model file's pages from the page cache first\n"
 "                              (posix_fadvise DONTNEED; no privilege needed; pages another\n"
 "                              process maps stay: the fraction still cached is printed)\n"
+"      --spec ngram|draft, -md FILE (and --draft-max ...): also decode -n tokens greedily\n"
+"                              from a copy-heavy prompt, plain and speculative, -r times:\n"
+"                              tokens/s of both, the speedup, α, γ (JSON: \"spec\")\n"
 "      --json                  print one JSON object with all the results\n",
         f);
 }
@@ -695,7 +704,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
-    F_ALIAS, F_NOSLOTS, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
@@ -751,6 +760,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--cors", F_CORS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
+    {NULL, "--no-batch", F_NOBATCH, false, C_SERVE},
+    {NULL, "--batch-chunk", F_BATCHCHUNK, true, C_SERVE},
+    {NULL, "--batch-wait-us", F_BATCHWAIT, true, C_SERVE},
     {NULL, "--slot-save-path", F_SLOTPATH, true, C_SERVE},
     {NULL, "--cache-prompt", F_CACHEPROMPT, false, C_SERVE},
     {NULL, "--no-cache-prompt", F_NOCACHEPROMPT, false, C_SERVE},
@@ -772,13 +784,13 @@ static const flag_def FLAGS[] = {
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
     /* speculative decoding */
-    {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE},
-    {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE},
-    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE}, /* llama.cpp's long name */
-    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE},
-    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE},
-    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE},
-    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE},
+    {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE | C_BENCH},
+    {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--model-draft", F_DRAFTMODEL, true, C_GEN | C_SERVE | C_BENCH}, /* llama.cpp's long name */
+    {NULL, "--draft-max", F_DRAFTMAX, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--draft-min", F_DRAFTMIN, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--spec-ngram", F_SPECNGRAM, true, C_GEN | C_SERVE | C_BENCH},
+    {NULL, "--spec-fixed", F_SPECFIXED, false, C_GEN | C_SERVE | C_BENCH},
     /* constrained output (docs/STRUCTURED.md) */
     {NULL, "--grammar", F_GRAMMAR, true, C_GEN},
     {NULL, "--grammar-file", F_GRAMMARFILE, true, C_GEN},
@@ -954,6 +966,9 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_NOBATCH: o->no_batch = true; break;
+        case F_BATCHCHUNK: NEED_INT(1, 65536); o->batch_chunk = (int)lv; break;
+        case F_BATCHWAIT: NEED_INT(0, 1000000); o->batch_wait_us = (int)lv; break;
         case F_CACHEPROMPT: o->cache_prompt = 1; break;
         case F_NOCACHEPROMPT: o->cache_prompt = -1; break;
         case F_SLOTPATH:
@@ -1186,6 +1201,7 @@ int main(int argc, char **argv) {
     o.port = 8080;
     o.n_parallel = 1;
     o.queue_cap = 16;
+    o.batch_wait_us = -1;
     o.pooling = -1;
     o.bench_n_prompt = 512;
     o.bench_n_gen = 128;

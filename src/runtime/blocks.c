@@ -104,13 +104,25 @@ static void op_fwht(el_session *s, int il, const char *site, int id, int rows, i
     run(s, &o);
 }
 
-static void op_rope(el_session *s, int il, const char *site, int id, int n, int n_heads, int hd, const el_rope *rope) {
+/* rows r0..r0+n of tensor id at positions pos0.. */
+static void op_rope(el_session *s, int il, const char *site, int id, int r0, int n, int pos0, int n_heads, int hd,
+                    const el_rope *rope) {
     el_op o = op_new(EL_OPK_ROPE, il, site);
-    o.dst[0] = R(s, id, 0, (size_t)n * n_heads * hd);
+    o.dst[0] = R(s, id, (size_t)r0 * n_heads * hd, (size_t)n * n_heads * hd);
     o.n = n, o.d = n_heads * hd;
     o.p.rope.rope = *rope;
-    o.p.rope.n_heads = n_heads, o.p.rope.head_dim = hd, o.p.rope.pos0 = s->n_past;
+    o.p.rope.n_heads = n_heads, o.p.rope.head_dim = hd, o.p.rope.pos0 = pos0;
     run(s, &o);
+}
+
+/* The rows' owners: group g of a pass is rows r0..r0+n of session *own at
+ * positions pos.. — the whole pass on s itself, or in a batched decode step
+ * (s->brow) one row per group, each its own session's (runtime/model.h). */
+static int row_groups(const el_session *s) { return s->brow ? s->n_brows : 1; }
+static el_session *row_group(el_session *s, int g, int n, int *r0, int *nr, int *pos) {
+    if (!s->brow) { *r0 = 0, *nr = n, *pos = s->n_past; return s; }
+    *r0 = g, *nr = 1, *pos = s->brow[g].pos;
+    return s->brow[g].s;
 }
 
 /* dst_i = src · W_iᵀ (+ bias_i) for i < count */
@@ -161,8 +173,12 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     if (L->k_norm) el_fwd_norm(s, il, "attn_k_norm", EL_T_K, L->k_norm, EL_T_K, n * hp->n_head_kv, hd, hp->norm_eps);
     if (L->q_norm) dbg_dump("Qnorm", il, s->q, (size_t)n * q_row);
     if (L->k_norm) dbg_dump("Knorm", il, s->k, (size_t)n * kv_row);
-    op_rope(s, il, "rope_q", EL_T_Q, n, hp->n_head, hd, rope);
-    op_rope(s, il, "rope_k", EL_T_K, n, hp->n_head_kv, hd, rope);
+    for (int g = 0; g < row_groups(s); g++) {
+        int r0, nr, pos;
+        row_group(s, g, n, &r0, &nr, &pos);
+        op_rope(s, il, "rope_q", EL_T_Q, r0, nr, pos, hp->n_head, hd, rope);
+        op_rope(s, il, "rope_k", EL_T_K, r0, nr, pos, hp->n_head_kv, hd, rope);
+    }
     dbg_dump("Qrope", il, s->q, (size_t)n * q_row);
     dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
     dbg_dump("V", il, s->v, (size_t)n * kv_row);
@@ -174,33 +190,37 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         op_fwht(s, il, "rot_k", EL_T_K, n * kv_row / rot_k, rot_k);
     }
     if (rot_v) op_fwht(s, il, "rot_v", EL_T_V, n * kv_row / rot_v, rot_v);
-    const int ring = window > 0 && L->swa ? s->kv_ring : 0; /* this layer's cache is a ring (memory/plan.h) */
-    for (int kv = 0; kv < 2; kv++) {
-        const int type = kv ? s->type_v : s->type_k;
-        el_tensor *c = el_exec_tensor(s->exec, kv ? el_t_vc(il) : el_t_kc(il));
-        const size_t rb = el_row_size((el_type)type, kv_row);
-        const size_t rows_end = ring > 0 ? (size_t)ring : (size_t)(s->n_past + n);
-        el_op o = op_new(EL_OPK_KV_STORE, il, kv ? "kv_store_v" : "kv_store_k");
-        o.src[0] = R(s, kv ? EL_T_V : EL_T_K, 0, (size_t)n * kv_row);
-        o.dst[0] = (el_tref){c, 0, rows_end * rb < c->bytes ? rows_end * rb : c->bytes};
-        o.n = n, o.d = kv_row;
-        o.p.kv_store.type = type, o.p.kv_store.pos0 = s->n_past, o.p.kv_store.row_len = kv_row, o.p.kv_store.ring = ring;
+    for (int g = 0; g < row_groups(s); g++) {
+        int r0, nr, pos;
+        el_session *own = row_group(s, g, n, &r0, &nr, &pos); /* whose cache: this session's, or a batched row's */
+        const int ring = window > 0 && L->swa ? own->kv_ring : 0; /* this layer's cache is a ring (memory/plan.h) */
+        for (int kv = 0; kv < 2; kv++) {
+            const int type = kv ? own->type_v : own->type_k;
+            el_tensor *c = el_exec_tensor(own->exec, kv ? el_t_vc(il) : el_t_kc(il));
+            const size_t rb = el_row_size((el_type)type, kv_row);
+            const size_t rows_end = ring > 0 ? (size_t)ring : (size_t)(pos + nr);
+            el_op o = op_new(EL_OPK_KV_STORE, il, kv ? "kv_store_v" : "kv_store_k");
+            o.src[0] = R(s, kv ? EL_T_V : EL_T_K, (size_t)r0 * kv_row, (size_t)nr * kv_row);
+            o.dst[0] = (el_tref){c, 0, rows_end * rb < c->bytes ? rows_end * rb : c->bytes};
+            o.n = nr, o.d = kv_row;
+            o.p.kv_store.type = type, o.p.kv_store.pos0 = pos, o.p.kv_store.row_len = kv_row, o.p.kv_store.ring = ring;
+            run(s, &o);
+        }
+
+        el_op o = op_new(EL_OPK_ATTENTION, il, "attention");
+        o.src[0] = R(s, EL_T_Q, (size_t)r0 * q_row, (size_t)nr * q_row);
+        el_tensor *kc = el_exec_tensor(own->exec, el_t_kc(il)), *vc = el_exec_tensor(own->exec, el_t_vc(il));
+        o.src[1] = (el_tref){kc, 0, kc->bytes};
+        o.src[2] = (el_tref){vc, 0, vc->bytes};
+        o.dst[0] = R(s, EL_T_ATT, (size_t)r0 * q_row, (size_t)nr * q_row);
+        o.n = nr, o.d = q_row;
+        o.p.attn.a = (el_attn_args){
+            .n = nr, .pos0 = pos, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+            .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
+            .type_k = own->type_k, .type_v = own->type_v,
+        };
         run(s, &o);
     }
-
-    el_op o = op_new(EL_OPK_ATTENTION, il, "attention");
-    o.src[0] = R(s, EL_T_Q, 0, (size_t)n * q_row);
-    el_tensor *kc = el_exec_tensor(s->exec, el_t_kc(il)), *vc = el_exec_tensor(s->exec, el_t_vc(il));
-    o.src[1] = (el_tref){kc, 0, kc->bytes};
-    o.src[2] = (el_tref){vc, 0, vc->bytes};
-    o.dst[0] = R(s, EL_T_ATT, 0, (size_t)n * q_row);
-    o.n = n, o.d = q_row;
-    o.p.attn.a = (el_attn_args){
-        .n = n, .pos0 = s->n_past, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-        .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
-        .type_k = s->type_k, .type_v = s->type_v,
-    };
-    run(s, &o);
     dbg_dump("kqv", il, s->att, (size_t)n * q_row);
     if (rot_v) op_fwht(s, il, "rot_out", EL_T_ATT, n * q_row / rot_v, rot_v); /* back: H·H = I */
     const el_mat *wo[1] = {&L->wo};

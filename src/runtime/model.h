@@ -125,7 +125,24 @@ struct el_session {
     float *embd_out;
     el_exec *exec;      /* runs the forward passes' ops (sched/exec.h) */
     bool describing;    /* the executor is describing a pass: nothing runs */
+    /* batched decoding (sched/batch.h): the batcher this session's
+     * generations go through (NULL: none), and where it stands in it (0: not
+     * generating through it, 1: prefilling, 2: decoding; batch.c writes it
+     * under its lock). brow: while a batched step runs on this (the
+     * batcher's scratch) session, its n_brows rows are one token each of
+     * brow[i].s at position brow[i].pos; el_fwd_attention ropes, stores and
+     * attends each row with that session's position and cache. */
+    struct el_batcher *batcher;
+    int batch_phase;
+    const struct el_batch_row *brow;
+    int n_brows;
 };
+
+/* One row of a batched decode step: a session and the position its token takes. */
+typedef struct el_batch_row {
+    el_session *s;
+    int pos;
+} el_batch_row;
 
 /* Clears a cancel that arrived after the generation it meant had ended
  * (el_session_reset without forgetting the cache). */

