@@ -2,13 +2,13 @@
  * toolcall.c — tool-call grammars and parsing (contract: toolcall.h).
  *
  * Grammar composition: one JSON Schema describes a call —
- *   {"anyOf": [{"type": "object", "properties": {"name": {"const": N_i},
- *               "arguments" (llama3: "parameters"): P_i},
+ *   {"$defs": {"tc<i>": P_i, ...},
+ *    "anyOf": [{"type": "object", "properties": {"name": {"const": N_i},
+ *               "arguments" (llama3: "parameters"): {"$ref": "#/$defs/tc<i>"}},
  *               "required": ["name", <args key>], "additionalProperties": false}, ...]}
  * — where P_i is a copy of tool i's parameters schema in which every "$ref"
- * ("#" or "#/…") is rebased onto P_i's place in the composed schema
- * ("#/anyOf/i/properties/arguments…"), so a tool's own definitions still
- * resolve. service/json_schema.c compiles it (its root rule renamed tc-call)
+ * ("#" or "#/…") is rebased onto P_i's place ("#/$defs/tc<i>…"), so a tool's
+ * own definitions still resolve. service/json_schema.c compiles it (its root rule renamed tc-call)
  * and the family's wrapper is added around it:
  *   chatml  root ::= tc-one ("\n" tc-one)*   tc-one ::= "<tool_call>\n" tc-call "\n</tool_call>"
  *   gemma   root ::= tc-one ("\n" tc-one)*   tc-one ::= "```tool_code\n" tc-call "\n```"
@@ -136,9 +136,10 @@ static const char *args_key(el_chat_family f) { return f == EL_CHAT_LLAMA3 ? "pa
 /* The composed call schema (see the file comment); NULL with err. */
 static cJSON *call_schema(el_chat_family f, const el_tool_def *tools, int n, int only, el_error *err) {
     cJSON *root = cJSON_CreateObject();
-    cJSON *any = root ? cJSON_AddArrayToObject(root, "anyOf") : NULL;
+    cJSON *defs = root ? cJSON_AddObjectToObject(root, "$defs") : NULL;
+    cJSON *any = defs ? cJSON_AddArrayToObject(root, "anyOf") : NULL;
     if (!any) goto oom;
-    for (int i = 0, k = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         if (only >= 0 && i != only) continue;
         cJSON *params = cJSON_Parse(tools[i].parameters ? tools[i].parameters : "{}");
         if (!params) {
@@ -146,23 +147,22 @@ static cJSON *call_schema(el_chat_family f, const el_tool_def *tools, int n, int
             cJSON_Delete(root);
             return NULL;
         }
-        char prefix[96];
-        snprintf(prefix, sizeof prefix, "#/anyOf/%d/properties/%s", k++, args_key(f));
-        cJSON *alt = cJSON_CreateObject(), *props = NULL, *name = NULL, *req = NULL;
+        char key[32], ref[48];
+        snprintf(key, sizeof key, "tc%d", i);
+        snprintf(ref, sizeof ref, "#/$defs/%s", key);
+        if (!rebase_refs(params, ref)) { cJSON_Delete(params); goto oom; }
+        cJSON_AddItemToObject(defs, key, params);
+        cJSON *alt = cJSON_CreateObject(), *props = NULL, *name = NULL, *args = NULL, *req = NULL;
         if (alt) cJSON_AddItemToArray(any, alt);
-        bool ok = alt && rebase_refs(params, prefix) && cJSON_AddStringToObject(alt, "type", "object") &&
+        bool ok = alt && cJSON_AddStringToObject(alt, "type", "object") &&
                   (props = cJSON_AddObjectToObject(alt, "properties")) &&
                   (name = cJSON_AddObjectToObject(props, "name")) &&
-                  cJSON_AddStringToObject(name, "const", tools[i].name);
-        if (ok) {
-            cJSON_AddItemToObject(props, args_key(f), params);
-            params = NULL;
-            ok = (req = cJSON_AddArrayToObject(alt, "required")) &&
-                 cJSON_AddItemToArray(req, cJSON_CreateString("name")) &&
-                 cJSON_AddItemToArray(req, cJSON_CreateString(args_key(f))) &&
-                 cJSON_AddFalseToObject(alt, "additionalProperties");
-        }
-        cJSON_Delete(params);
+                  cJSON_AddStringToObject(name, "const", tools[i].name) &&
+                  (args = cJSON_AddObjectToObject(props, args_key(f))) && cJSON_AddStringToObject(args, "$ref", ref) &&
+                  (req = cJSON_AddArrayToObject(alt, "required")) &&
+                  cJSON_AddItemToArray(req, cJSON_CreateString("name")) &&
+                  cJSON_AddItemToArray(req, cJSON_CreateString(args_key(f))) &&
+                  cJSON_AddFalseToObject(alt, "additionalProperties");
         if (!ok) goto oom;
     }
     if (cJSON_GetArraySize(any) == 0) {
