@@ -935,7 +935,7 @@ static int tool_frames(el_req *r, el_buf *tail) {
     if (!idv || parse_reply(r, &res, idv)) { free(idv); return -1; }
     bool ok = true;
     if (res.content) {
-        ok = frame_json(tail, route_first(r, make_chunk(r, res.content, strlen(res.content), !r->sent_first, NULL, NULL, NULL)));
+        ok = frame_json(tail, route_first(r, make_chunk(r, res.content, res.content_len, !r->sent_first, NULL, NULL, NULL)));
         r->sent_first = true;
     }
     for (int i = 0; ok && i < res.n_calls; i++) {
@@ -2502,7 +2502,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                 for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
                 el_api_tool_calls tc = {res.calls, idp, res.n_calls};
                 json = el_api_chat_response_tools(r->id, s->model_id, r->created, s->fingerprint, res.content,
-                                                  res.content ? strlen(res.content) : 0, &tc,
+                                                  res.content_len, &tc,
                                                   res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
                                                   u, lj);
                 el_toolcall_result_free(&res);

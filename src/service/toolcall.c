@@ -336,8 +336,9 @@ int el_toolcall_parse(el_chat_family f, const char *text, size_t len, const el_t
         ok = content_add(&content, s, l);
     }
     if (ok && content.len) {
-        ok = el_buf_append(&content, "", 1);
-        if (ok) { out->content = content.p; content.p = NULL; }
+        out->content_len = content.len;
+        out->content = content.p; /* el_buf keeps it NUL-terminated */
+        content.p = NULL;
     }
     el_buf_free(&content);
     if (!ok) {

@@ -55,7 +55,9 @@ typedef struct el_tool_call_out {
 typedef struct el_toolcall_result {
     el_tool_call_out *calls;
     int n_calls;
-    char *content; /* the text outside the calls, trimmed; NULL when nothing is left */
+    char *content; /* the text outside the calls, trimmed (pieces joined by "\n"); NULL when nothing is
+                      left; NUL-terminated, but may hold NUL bytes itself: content_len is its length */
+    size_t content_len;
 } el_toolcall_result;
 
 /* Python's json.dumps(v) (indent < 0: separators ", " and ": ") or
