@@ -118,6 +118,18 @@
  * llama-server's shape ({"error":{"code": status, "message", "type"}});
  * /v1 streams end in [DONE], /completion streams with their final object.
  *
+ * Tool calls (service/toolcall.h). A chat request with tools renders them
+ * with the family's convention (el_chat_tokenize_tools; a family without one
+ * is a 400); tool_choice "required" / a named function hands the composed call
+ * grammar to generation (gp->grammar), "auto" leaves generation free and
+ * parses the finished reply, "none" renders the tools but never parses
+ * (llama.cpp's common/chat.cpp does the same). A parsed reply answers
+ * message.tool_calls (content null when nothing else was said) with
+ * finish_reason "tool_calls" ("length" when cut short). Streaming holds the
+ * reply back (emit) until the end (stream_tail → tool_frames), then sends the
+ * content, and per call one delta with index, id, type and name (arguments
+ * "") and the arguments in fragments — OpenAI's shape.
+ *
  * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
  * requests are cancelled (a queued stream gets its error event and [DONE],
  * as a running one does) and running ones told to cancel (they stop at the
