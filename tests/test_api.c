@@ -1514,6 +1514,11 @@ static void test_tools_parse(void) {
         "cannot be combined with tools");
     BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"grammar\":\"root ::= \\\"a\\\"\""), 400, "grammar", "cannot be combined");
     BAD(COMP, "{\"prompt\":\"a\",\"tools\":[" TOOL_F "]}", 400, "tools", "chat/completions only");
+    BAD(COMP, "{\"prompt\":\"a\",\"tool_choice\":\"required\"}", 400, "tool_choice", "chat/completions only");
+    if (!OK(COMP, "{\"prompt\":\"a\",\"tools\":[],\"tool_choice\":\"auto\",\"function_call\":\"none\"}", &r)) {
+        CHECK(r.n_tools == 0); /* values that ask for nothing pass on completions too */
+        el_api_request_free(&r);
+    }
     BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":5}]}", 400, "messages", "tool_calls");
     BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}]}",
         400, "messages", "function.name");

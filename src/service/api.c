@@ -897,13 +897,19 @@ static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, 
 }
 
 static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_request *out, el_api_error *err) {
-    static const int ids[] = {F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS};
-    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
-        if (f[ids[i]] && kind != EL_API_CHAT) {
+    if (kind != EL_API_CHAT) { /* a field that asks for a call is a 400; [], "none", "auto" ask for nothing */
+        static const int ids[] = {F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL};
+        for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+            const cJSON *it = f[ids[i]];
+            if (!it || (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0) ||
+                (cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+                continue;
             BAD(err, g_fields[ids[i]].name, "unsupported_value", "'%s' is for /v1/chat/completions only",
                 g_fields[ids[i]].name);
             return -1;
         }
+        return 0;
+    }
     if (f[F_TOOLS] && f[F_FUNCTIONS]) {
         BAD(err, "functions", "invalid_value", "give 'tools' or the legacy 'functions', not both");
         return -1;
