@@ -5,6 +5,9 @@
  * Every input is parsed as both a chat and a completion body. On failure the
  * error must be a 400/413 with a type and a message, and its JSON must parse.
  * On success the request must satisfy every promise of api.h (ranges, roles,
+ * tools: unique valid names, compiled parameters, definitions within the
+ * limit, tool_choice consistent with them, calls only on assistant messages
+ * with JSON arguments,
  * stop list, valid UTF-8 strings), and responses and chunks built from the
  * parsed strings must parse back as JSON with the same strings. Finally the
  * raw input (possibly invalid UTF-8, possibly with NUL bytes) is fed to the
@@ -95,11 +98,39 @@ static void check_request(const el_api_request *r, el_api_kind kind) {
         REQUIRE(r->n_msgs > 0 && r->msgs && !r->prompt);
         for (int i = 0; i < r->n_msgs; i++) {
             const char *role = r->msgs[i].role;
-            REQUIRE(role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant")));
+            REQUIRE(role && (!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant") ||
+                             !strcmp(role, "tool")));
             REQUIRE(str_ok(r->msgs[i].content));
+            /* tool calls only on assistant messages, each with a valid name and JSON arguments text */
+            REQUIRE(r->msgs[i].n_tool_calls >= 0 && r->msgs[i].n_tool_calls <= EL_TOOL_MAX_CALLS);
+            REQUIRE(r->msgs[i].n_tool_calls == 0 || (!strcmp(role, "assistant") && r->msgs[i].tool_calls));
+            for (int k = 0; k < r->msgs[i].n_tool_calls; k++) {
+                const el_chat_tool_call *c = &r->msgs[i].tool_calls[k];
+                REQUIRE(str_ok(c->name) && strlen(c->name) >= 1 && strlen(c->name) <= EL_TOOL_MAX_NAME);
+                REQUIRE(str_ok(c->arguments));
+                cJSON *a = cJSON_Parse(c->arguments);
+                REQUIRE(a != NULL);
+                cJSON_Delete(a);
+            }
+            REQUIRE(!r->msgs[i].tool_call_id || (!strcmp(role, "tool") && str_ok(r->msgs[i].tool_call_id)));
         }
+        /* tools: unique valid names, compiled schemas, serialised definitions within the limit */
+        REQUIRE(r->n_tools >= 0 && r->n_tools <= EL_TOOL_MAX_TOOLS);
+        for (int i = 0; i < r->n_tools; i++) {
+            REQUIRE(str_ok(r->tools[i].name) && strlen(r->tools[i].name) <= EL_TOOL_MAX_NAME);
+            for (int k = 0; k < i; k++) REQUIRE(strcmp(r->tools[i].name, r->tools[k].name) != 0);
+            cJSON *pj = cJSON_Parse(r->tools[i].parameters);
+            REQUIRE(cJSON_IsObject(pj));
+            cJSON_Delete(pj);
+            REQUIRE(str_ok(r->chat_tools[i].json) && str_ok(r->chat_tools[i].json_indent4));
+            REQUIRE(strlen(r->chat_tools[i].json_indent4) <= EL_TOOL_MAX_DEF_BYTES);
+        }
+        REQUIRE(r->n_tools > 0 || r->tool_choice == EL_TOOL_CHOICE_NONE);
+        REQUIRE(r->tool_choice != EL_TOOL_CHOICE_NAMED || (r->tool_named >= 0 && r->tool_named < r->n_tools));
+        REQUIRE(r->tool_choice == EL_TOOL_CHOICE_NONE || !r->grammar);
     } else {
         REQUIRE(r->n_msgs == 0 && !r->msgs && str_ok(r->prompt));
+        REQUIRE(r->n_tools == 0);
     }
     REQUIRE(!r->model || str_ok(r->model));
     REQUIRE(r->max_tokens == -1 || (r->max_tokens >= 1 && r->max_tokens <= (1 << 20)));

@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (copy) {
             memcpy(copy, text, len);
             copy[len] = 0;
-            el_chat_msg msgs[4];
+            el_chat_msg msgs[4] = {0};
             int nm = 0;
             for (char *p = copy; nm < 4;) {
                 msgs[nm].role = roles[nm];

@@ -131,8 +131,8 @@ static void test_chat_messages_errors(void) {
     BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400, "messages", "messages[0].content");
     BAD(CHAT,
         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},"
-        "{\"role\":\"tool\",\"content\":\"c\"}]}",
-        400, "messages", "messages[2].role: unknown role 'tool'");
+        "{\"role\":\"critic\",\"content\":\"c\"}]}",
+        400, "messages", "messages[2].role: unknown role 'critic'");
     BAD(CHAT, "{\"messages\":[{\"role\":\"User\",\"content\":\"a\"}]}", 400, "messages", "unknown role 'User'");
     BAD(CHAT, "{\"messages\":[{\"role\":\"\",\"content\":\"a\"}]}", 400, "messages", "unknown role ''");
     BAD(CHAT, "{\"messages\":[{\"role\":\"user\",\"role\":\"system\",\"content\":\"a\"}]}", 400, "messages",
@@ -1365,17 +1365,16 @@ static void test_embeddings_bodies(void) {
     CHECK(isfinite(h[0]) && isfinite(h[1]));
 }
 
-/* Tool calls are accepted by the parse (a cloud route forwards them) and noted for the server,
- * which refuses them before generating locally; output-format constraints (response_format,
- * grammar, json_schema) are honoured locally now (el_api_request.grammar) and never noted;
- * values that ask for nothing are not noted either. */
+/* Tool calls and output-format constraints (response_format, grammar, json_schema) are honoured
+ * locally now (el_api_request.tools / .grammar) and never noted; values that ask for nothing are
+ * not noted either. */
 static void test_local_unsupported(void) {
     static const struct { const char *field, *want; bool grammar; } cases[] = {
-        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "tools", false},
-        {"\"functions\":[{\"name\":\"f\"}]", "functions", false},
-        {"\"tool_choice\":\"required\"", "tool_choice", false},
-        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", "tool_choice", false},
-        {"\"function_call\":{\"name\":\"f\"}", "function_call", false},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", NULL, false},
+        {"\"functions\":[{\"name\":\"f\"}]", NULL, false},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\"", NULL, false},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}", NULL, false},
+        {"\"functions\":[{\"name\":\"f\"}],\"function_call\":{\"name\":\"f\"}", NULL, false},
         {"\"response_format\":{\"type\":\"json_object\"}", NULL, true},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}", NULL, true},
         {"\"grammar\":\"root ::= \\\"a\\\"\"", NULL, true},
@@ -1407,7 +1406,141 @@ static void test_local_unsupported(void) {
     }
 }
 
+#define TOOL_F "{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"," \
+               "\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}"
+#define TOOL_G "{\"type\":\"function\",\"function\":{\"name\":\"g-2\",\"description\":\"d\",\"strict\":true}}"
+
+/* tools, tool_choice, parallel_tool_calls, legacy functions/function_call, and tool calls /
+ * tool results in the history: what the parse keeps, and every hostile shape a 400 naming the
+ * field, never a crash. */
+static void test_tools_parse(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"tools\":[" TOOL_F "," TOOL_G "]"), &r)) {
+        CHECK(r.n_tools == 2 && r.tool_choice == EL_TOOL_CHOICE_AUTO && r.parallel_tool_calls && !r.grammar);
+        CHECK(!strcmp(r.tools[0].name, "f") && !strcmp(r.tools[1].name, "g-2"));
+        CHECK(!strcmp(r.tools[0].parameters, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}"));
+        CHECK(!strcmp(r.tools[1].parameters, "{\"type\":\"object\",\"properties\":{}}"));
+        /* the definition as the template prints it: Python's json.dumps of the tool as sent */
+        CHECK(!strcmp(r.chat_tools[1].json, "{\"type\": \"function\", \"function\": {\"name\": \"g-2\", "
+                                            "\"description\": \"d\", \"strict\": true}}"));
+        CHECK(strstr(r.chat_tools[1].json_indent4, "{\n    \"type\": \"function\",\n    \"function\": {\n") != NULL);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"tools\":[" TOOL_F "," TOOL_G "],\"tool_choice\":{\"type\":\"function\",\"function\":"
+                            "{\"name\":\"g-2\"}},\"parallel_tool_calls\":false"), &r)) {
+        CHECK(r.tool_choice == EL_TOOL_CHOICE_NAMED && r.tool_named == 1 && !r.parallel_tool_calls);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":\"required\""), &r)) {
+        CHECK(r.tool_choice == EL_TOOL_CHOICE_REQUIRED);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":\"none\",\"response_format\":{\"type\":\"json_object\"}"), &r)) {
+        CHECK(r.tool_choice == EL_TOOL_CHOICE_NONE && r.grammar); /* none: the output format applies */
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"functions\":[{\"name\":\"f\"}],\"function_call\":\"auto\""), &r)) {
+        CHECK(r.n_tools == 1 && r.tool_choice == EL_TOOL_CHOICE_AUTO && !r.parallel_tool_calls);
+        CHECK(!strcmp(r.chat_tools[0].json, "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"));
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"tool_choice\":\"auto\""), &r)) { /* auto without tools: nothing to call */
+        CHECK(r.n_tools == 0 && r.tool_choice == EL_TOOL_CHOICE_NONE);
+        el_api_request_free(&r);
+    }
+    /* the history: an assistant's calls (arguments re-serialised as the templates print them) and tool results */
+    const char *hist = "{\"messages\":[{\"role\":\"user\",\"content\":\"u\"},"
+                       "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+                       "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1,\\\"b\\\":[true,\\\"x\\\"]}\"}},"
+                       "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"not json\"}}]},"
+                       "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"r1\"},"
+                       "{\"role\":\"function\",\"name\":\"f\",\"content\":\"r2\"},"
+                       "{\"role\":\"assistant\",\"function_call\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}";
+    if (!OK(CHAT, hist, &r)) {
+        CHECK(r.n_msgs == 5);
+        CHECK(!strcmp(r.msgs[1].role, "assistant") && r.msgs[1].n_tool_calls == 2 && !strcmp(r.msgs[1].content, ""));
+        CHECK(!strcmp(r.msgs[1].tool_calls[0].id, "c1") && !strcmp(r.msgs[1].tool_calls[0].name, "f"));
+        CHECKF(!strcmp(r.msgs[1].tool_calls[0].arguments, "{\"a\": 1, \"b\": [true, \"x\"]}"), "%s",
+               r.msgs[1].tool_calls[0].arguments);
+        CHECK(!strcmp(r.msgs[1].tool_calls[1].arguments, "\"not json\""));
+        CHECK(!strcmp(r.msgs[2].role, "tool") && !strcmp(r.msgs[2].tool_call_id, "c1") && !strcmp(r.msgs[2].content, "r1"));
+        CHECK(!strcmp(r.msgs[3].role, "tool") && !strcmp(r.msgs[3].content, "r2"));
+        CHECK(r.msgs[4].n_tool_calls == 1 && !strcmp(r.msgs[4].tool_calls[0].arguments, "{}") && !r.msgs[4].tool_calls[0].id);
+        el_api_request_free(&r);
+    }
+    /* hostile: each a 400 naming the field */
+    char big[EL_TOOL_MAX_TOOLS * 64 + 200];
+    int o = snprintf(big, sizeof big, "{" MSG ",\"tools\":[");
+    for (int i = 0; i <= EL_TOOL_MAX_TOOLS; i++)
+        o += snprintf(big + o, sizeof big - (size_t)o, "%s{\"type\":\"function\",\"function\":{\"name\":\"f%d\"}}",
+                      i ? "," : "", i);
+    snprintf(big + o, sizeof big - (size_t)o, "]}");
+    BAD(CHAT, big, 400, "tools", "at most 128 tools");
+    char *huge = malloc(EL_TOOL_MAX_DEF_BYTES + 512);
+    int h = snprintf(huge, 200, "{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"");
+    memset(huge + h, 'x', EL_TOOL_MAX_DEF_BYTES);
+    snprintf(huge + h + EL_TOOL_MAX_DEF_BYTES, 64, "\"}}]}");
+    BAD(CHAT, huge, 400, "tools", "bytes serialised");
+    free(huge);
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "," TOOL_F "]"), 400, "tools", "'f' is given twice");
+    BAD(CHAT, chat_with("\"tools\":{}"), 400, "tools", NULL);
+    BAD(CHAT, chat_with("\"tools\":[5]"), 400, "tools", "tools[0]");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"retrieval\"}]"), 400, "tools", "tools[0].type");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\"}]"), 400, "tools", "tools[0].function");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]"), 400, "tools", "name");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]"), 400, "tools", "name");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}]"),
+        400, "tools", "name");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":[]}}]"), 400, "tools",
+        "parameters");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":1}}]"), 400,
+        "tools", "description");
+    /* a bad schema: the error names the tool and the schema's place (json_schema.c) */
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F ",{\"type\":\"function\",\"function\":{\"name\":\"h\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"x\":{\"type\":\"frob\"}}}}}]"),
+        400, "tools", "tools[1].function.parameters: json schema: at /x: unknown type 'frob'");
+    BAD(CHAT, chat_with("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"$ref\":\"#/nope\"}}}]"),
+        400, "tools", "does not resolve");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"zz\"}}"), 400,
+        "tool_choice", "'zz', which is not among the tools");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":\"sometimes\""), 400, "tool_choice", "sometimes");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":5"), 400, "tool_choice", NULL);
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\"}"), 400, "tool_choice", NULL);
+    BAD(CHAT, chat_with("\"tool_choice\":\"required\""), 400, "tool_choice", "no tools");
+    BAD(CHAT, chat_with("\"function_call\":{\"name\":\"f\"}"), 400, "function_call", "not among the tools");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"functions\":[{\"name\":\"g\"}]"), 400, "functions", "not both");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"parallel_tool_calls\":\"yes\""), 400, "parallel_tool_calls", NULL);
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"response_format\":{\"type\":\"json_object\"}"), 400, "response_format",
+        "cannot be combined with tools");
+    BAD(CHAT, chat_with("\"tools\":[" TOOL_F "],\"grammar\":\"root ::= \\\"a\\\"\""), 400, "grammar", "cannot be combined");
+    BAD(COMP, "{\"prompt\":\"a\",\"tools\":[" TOOL_F "]}", 400, "tools", "chat/completions only");
+    BAD(COMP, "{\"prompt\":\"a\",\"tool_choice\":\"required\"}", 400, "tool_choice", "chat/completions only");
+    if (!OK(COMP, "{\"prompt\":\"a\",\"tools\":[],\"tool_choice\":\"auto\",\"function_call\":\"none\"}", &r)) {
+        CHECK(r.n_tools == 0); /* values that ask for nothing pass on completions too */
+        el_api_request_free(&r);
+    }
+    BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":5}]}", 400, "messages", "tool_calls");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}]}",
+        400, "messages", "function.name");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"x\",\"function\":{\"name\":\"f\"}}]}]}",
+        400, "messages", "type");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":5}}]}]}",
+        400, "messages", "arguments");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[]}]}", 400, "messages", "content: missing");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"r\",\"tool_call_id\":5}]}", 400, "messages", "tool_call_id");
+    BAD(CHAT, "{\"messages\":[{\"role\":\"tool\"}]}", 400, "messages", "content: missing");
+    /* too many calls in one message */
+    char *many = malloc(EL_TOOL_MAX_CALLS * 48 + 200);
+    int m = snprintf(many, 100, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[");
+    for (int i = 0; i <= EL_TOOL_MAX_CALLS; i++)
+        m += snprintf(many + m, 48, "%s{\"function\":{\"name\":\"f\"}}", i ? "," : "");
+    snprintf(many + m, 16, "]}]}");
+    BAD(CHAT, many, 400, "messages", "at most 128 calls");
+    free(many);
+}
+
 int main(void) {
+    test_tools_parse();
     test_local_unsupported();
     test_native_defaults_and_prompts();
     test_native_fields();

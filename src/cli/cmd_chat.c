@@ -59,8 +59,7 @@ static bool hist_push(chat_hist *h, const char *role, const char *content, size_
     if (!c) return false;
     memcpy(c, content, len);
     c[len] = 0;
-    h->msgs[h->n].role = role;
-    h->msgs[h->n].content = c;
+    h->msgs[h->n] = (el_chat_msg){.role = role, .content = c};
     h->n++;
     return true;
 }

@@ -65,12 +65,16 @@ static int prepare(const el_model *m, const el_chat_message *msgs, int n_msgs, e
     if (!m) return el_set_error(err, EL_ERR_INVALID_ARG, "model is NULL");
     if (n_msgs < 0 || (n_msgs > 0 && !msgs)) return el_set_error(err, EL_ERR_INVALID_ARG, "messages are NULL or their count is negative");
     if (n_msgs == 0) return 0;
-    el_chat_msg *c = malloc((size_t)n_msgs * sizeof *c);
+    el_chat_msg *c = calloc((size_t)n_msgs, sizeof *c); /* no tool calls (chat.h's fields beyond role/content) */
     if (!c) return el_set_error(err, EL_ERR_NOMEM, "out of memory for %d messages", n_msgs);
     for (int i = 0; i < n_msgs; i++) {
         if (!msgs[i].role) {
             free(c);
             return el_set_error(err, EL_ERR_INVALID_ARG, "message %d has no role", i);
+        }
+        if (!strcmp(msgs[i].role, "tool")) { /* tool results are the server's (chat.h), not this API's */
+            free(c);
+            return el_set_error(err, EL_ERR_TEMPLATE, "message %d: role 'tool' is not system, user or assistant", i);
         }
         c[i].role = msgs[i].role;
         c[i].content = msgs[i].content ? msgs[i].content : "";

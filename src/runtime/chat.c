@@ -33,6 +33,33 @@
  *           add_generation_prompt the template appends eos_token
  *           ("<|endoftext|>"), and so do we.
  *
+ * Tool calls (el_chat_render_tools) for the families that define them:
+ *
+ *   chatml  Qwen2.5-Instruct's template, byte for byte: with tools, a system
+ *           turn "{sys}\n\n# Tools\n\n...<tools>\n{tool}...\n</tools>\n\n
+ *           For each function call, ...</tool_call><|im_end|>\n" (without a
+ *           system message Qwen inserts its default prompt; we leave the
+ *           "{sys}\n\n" out instead); an assistant call is
+ *           "\n<tool_call>\n{\"name\": \"N\", \"arguments\": A}\n</tool_call>"
+ *           after the (optional) content; consecutive "tool" messages share one
+ *           user turn of "\n<tool_response>\n{result}\n</tool_response>".
+ *   llama3  Llama-3.2-Instruct's template (Llama 3.1's is the same for JSON
+ *           tools): once tools or tool messages are present the conversation
+ *           takes the 3.1+ shape — a system turn "Environment: ipython\n"
+ *           (with tools) "Cutting Knowledge Date: December 2023\nToday Date:
+ *           26 Jul 2024\n\n{sys|trim}" (the template's own default date, for
+ *           reproducible prompts), the tools (json.dumps indent 4) in the first
+ *           user turn, a call as {"name": "N", "parameters": A} (one per
+ *           message, as the template demands), results in "ipython" turns as a
+ *           JSON string (the template's tojson of a string).
+ *   gemma   Gemma 3 has no tool tokens; edgellm's convention (docs/STRUCTURED.md):
+ *           the tool list (json.dumps) and the instruction to answer with
+ *           ```tool_code\n{"name": N, "arguments": A}\n``` go in the first
+ *           user turn after the system text; a call is that fenced block in the
+ *           model turn (several: one block each, "\n" between); consecutive
+ *           results share one user turn of ```tool_output\n{result}\n```
+ *           blocks. service/toolcall.c parses and constrains exactly this.
+ *
  * Template text vs message content: every byte of a rendering is one or the
  * other. el_chat_render records which (the byte ranges of template text:
  * markers, role names, separators, BOS/EOS text), so that a caller tokenizes
@@ -163,13 +190,14 @@ static void put_trim_c(wbuf *w, const char *s) { /* message content, trimmed */
 
 /* ---- roles / families ---------------------------------------------------- */
 
-typedef enum { R_SYSTEM, R_USER, R_ASSISTANT } role_t;
+typedef enum { R_SYSTEM, R_USER, R_ASSISTANT, R_TOOL } role_t;
 
 static int parse_role(const char *r) {
     if (!r) return -1;
     if (!strcmp(r, "system")) return R_SYSTEM;
     if (!strcmp(r, "user")) return R_USER;
     if (!strcmp(r, "assistant")) return R_ASSISTANT;
+    if (!strcmp(r, "tool")) return R_TOOL;
     return -1;
 }
 
@@ -317,12 +345,220 @@ static void render_phi3(wbuf *w, const el_chat_msg *m, int n, bool gen) {
     put(w, gen ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
-static bool render(wbuf *w, el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt) {
+/* ---- tool calls ------------------------------------------------------------ */
+
+typedef struct {
+    const el_chat_tool *tools;
+    int n;
+} tools_t;
+
+static const char *str_or_empty(const char *s) { return s ? s : ""; }
+
+/* Python's json.dumps(s) of a str (ensure_ascii=False): message content. */
+static void put_pystr_c(wbuf *w, const char *s) {
+    put_k(w, "\"", 1, false);
+    const char *run = s;
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        const char *esc = NULL;
+        char u[8];
+        if (c == '"') esc = "\\\"";
+        else if (c == '\\') esc = "\\\\";
+        else if (c == '\n') esc = "\\n";
+        else if (c == '\r') esc = "\\r";
+        else if (c == '\t') esc = "\\t";
+        else if (c == '\b') esc = "\\b";
+        else if (c == '\f') esc = "\\f";
+        else if (c < 0x20) {
+            static const char hx[] = "0123456789abcdef";
+            u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0', u[4] = hx[c >> 4], u[5] = hx[c & 15], u[6] = 0;
+            esc = u;
+        }
+        if (!esc) continue;
+        put_k(w, run, (size_t)(p - run), false);
+        put_k(w, esc, strlen(esc), false);
+        run = p + 1;
+    }
+    put_k(w, run, strlen(run), false);
+    put_k(w, "\"", 1, false);
+}
+
+static bool has_tool_msgs(const el_chat_msg *m, int n) {
+    for (int i = 0; i < n; i++)
+        if (m[i].n_tool_calls > 0 || parse_role(m[i].role) == R_TOOL) return true;
+    return false;
+}
+
+/* Qwen2.5-Instruct (see the file comment). */
+static void render_chatml_tools(wbuf *w, const el_chat_msg *m, int n, const tools_t *t, bool gen) {
+    int i0 = 0;
+    if (t->n > 0) {
+        put(w, "<|im_start|>system\n");
+        if (n > 0 && ROLE(0) == R_SYSTEM) {
+            put_c(w, content_of(&m[0]));
+            put(w, "\n\n");
+            i0 = 1;
+        }
+        put(w, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (int k = 0; k < t->n; k++) {
+            put(w, "\n");
+            put_c(w, str_or_empty(t->tools[k].json));
+        }
+        put(w, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+               "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+               "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+    }
+    for (int i = i0; i < n; i++) {
+        int r = ROLE(i);
+        if (r == R_ASSISTANT && m[i].n_tool_calls > 0) {
+            put(w, "<|im_start|>assistant");
+            if (m[i].content && *m[i].content) {
+                put(w, "\n");
+                put_c(w, m[i].content);
+            }
+            for (int k = 0; k < m[i].n_tool_calls; k++) {
+                put(w, "\n<tool_call>\n{\"name\": \"");
+                put_c(w, str_or_empty(m[i].tool_calls[k].name));
+                put(w, "\", \"arguments\": ");
+                put_c(w, str_or_empty(m[i].tool_calls[k].arguments));
+                put(w, "}\n</tool_call>");
+            }
+            put(w, "<|im_end|>\n");
+        } else if (r == R_TOOL) {
+            if (i == 0 || ROLE(i - 1) != R_TOOL) put(w, "<|im_start|>user");
+            put(w, "\n<tool_response>\n");
+            put_c(w, content_of(&m[i]));
+            put(w, "\n</tool_response>");
+            if (i == n - 1 || ROLE(i + 1) != R_TOOL) put(w, "<|im_end|>\n");
+        } else {
+            put(w, "<|im_start|>");
+            put(w, m[i].role);
+            put(w, "\n");
+            put_c(w, content_of(&m[i]));
+            put(w, "<|im_end|>\n");
+        }
+    }
+    if (gen) put(w, "<|im_start|>assistant\n");
+}
+
+/* Llama 3.2-Instruct (see the file comment). false: a conversation the template refuses. */
+static bool render_llama3_tools(wbuf *w, const el_chat_msg *m, int n, const tools_t *t, bool gen) {
+    int i = 0;
+    put(w, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (t->n > 0) put(w, "Environment: ipython\n");
+    put(w, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    if (n > 0 && ROLE(0) == R_SYSTEM) put_trim_c(w, content_of(&m[i++]));
+    put(w, "<|eot_id|>");
+    if (t->n > 0) {
+        if (i >= n) return false; /* "Cannot put tools in the first user message when there's no first user message!" */
+        put(w, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a "
+               "JSON for a function call with its proper arguments that best answers the given prompt.\n\n"
+               "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
+               "its value}.Do not use variables.\n\n");
+        for (int k = 0; k < t->n; k++) {
+            put_c(w, str_or_empty(t->tools[k].json_indent4));
+            put(w, "\n\n");
+        }
+        put_trim_c(w, content_of(&m[i++]));
+        put(w, "<|eot_id|>");
+    }
+    for (; i < n; i++) {
+        int r = ROLE(i);
+        if (m[i].n_tool_calls > 0) {
+            if (m[i].n_tool_calls != 1) return false; /* "This model only supports single tool-calls at once!" */
+            put(w, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            put_c(w, str_or_empty(m[i].tool_calls[0].name));
+            put(w, "\", \"parameters\": ");
+            put_c(w, str_or_empty(m[i].tool_calls[0].arguments));
+            put(w, "}<|eot_id|>");
+        } else if (r == R_TOOL) {
+            put(w, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_pystr_c(w, content_of(&m[i]));
+            put(w, "<|eot_id|>");
+        } else {
+            put(w, "<|start_header_id|>");
+            put(w, m[i].role);
+            put(w, "<|end_header_id|>\n\n");
+            put_trim_c(w, content_of(&m[i]));
+            put(w, "<|eot_id|>");
+        }
+    }
+    if (gen) put(w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return true;
+}
+
+/* edgellm's Gemma convention (see the file comment). */
+static void render_gemma_tools(wbuf *w, const el_chat_msg *m, int n, const tools_t *t, bool gen) {
+    const char *sys = NULL;
+    bool tools_due = t->n > 0;
+    for (int i = 0; i < n; i++) {
+        int r = ROLE(i);
+        if (r == R_SYSTEM) { sys = content_of(&m[i]); continue; }
+        if (r == R_TOOL) {
+            if (i == 0 || ROLE(i - 1) != R_TOOL) put(w, "<start_of_turn>user\n");
+            else put(w, "\n");
+            put(w, "```tool_output\n");
+            put_c(w, content_of(&m[i]));
+            put(w, "\n```");
+            if (i == n - 1 || ROLE(i + 1) != R_TOOL) put(w, "<end_of_turn>\n");
+            continue;
+        }
+        put(w, r == R_USER ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+        if (sys) {
+            put_c(w, sys);
+            put(w, "\n\n");
+            sys = NULL;
+        }
+        if (tools_due) {
+            put(w, "You have access to the following functions:\n");
+            for (int k = 0; k < t->n; k++) {
+                put_c(w, str_or_empty(t->tools[k].json));
+                put(w, "\n");
+            }
+            put(w, "\nTo call a function, reply with only\n```tool_code\n{\"name\": <function-name>, "
+                   "\"arguments\": <args-json-object>}\n```\n(one block per call). Results come back in "
+                   "```tool_output blocks.\n\n");
+            tools_due = false;
+        }
+        size_t before = w->len;
+        put_trim_c(w, content_of(&m[i]));
+        for (int k = 0; r == R_ASSISTANT && k < m[i].n_tool_calls; k++) {
+            if (w->len > before) put(w, "\n");
+            put(w, "```tool_code\n{\"name\": \"");
+            put_c(w, str_or_empty(m[i].tool_calls[k].name));
+            put(w, "\", \"arguments\": ");
+            put_c(w, str_or_empty(m[i].tool_calls[k].arguments));
+            put(w, "}\n```");
+        }
+        put(w, "<end_of_turn>\n");
+    }
+    if (gen) put(w, "<start_of_turn>model\n");
+}
+
+bool el_chat_family_has_tools(el_chat_family f) {
+    return f == EL_CHAT_CHATML || f == EL_CHAT_LLAMA3 || f == EL_CHAT_GEMMA;
+}
+
+static bool render_t(wbuf *w, el_chat_family f, const el_chat_msg *msgs, int n_msgs, const tools_t *t,
+                     bool add_generation_prompt) {
     if (f <= EL_CHAT_UNKNOWN || f >= EL_CHAT_COUNT) return false;
     if (n_msgs < 0 || (n_msgs > 0 && !msgs)) return false;
+    if (t->n < 0 || (t->n > 0 && !t->tools)) return false;
     /* Roles are validated up front so nothing is written for a bad message list. */
-    for (int i = 0; i < n_msgs; i++)
-        if (parse_role(msgs[i].role) < 0) return false;
+    for (int i = 0; i < n_msgs; i++) {
+        int r = parse_role(msgs[i].role);
+        if (r < 0 || msgs[i].n_tool_calls < 0 || (msgs[i].n_tool_calls > 0 && (r != R_ASSISTANT || !msgs[i].tool_calls)))
+            return false;
+    }
+    if (t->n > 0 || has_tool_msgs(msgs, n_msgs)) {
+        switch (f) {
+        case EL_CHAT_CHATML: render_chatml_tools(w, msgs, n_msgs, t, add_generation_prompt); return true;
+        case EL_CHAT_LLAMA3: return render_llama3_tools(w, msgs, n_msgs, t, add_generation_prompt);
+        case EL_CHAT_GEMMA: render_gemma_tools(w, msgs, n_msgs, t, add_generation_prompt); return true;
+        default: return false; /* no tool-call convention */
+        }
+    }
     switch (f) {
     case EL_CHAT_CHATML: render_chatml(w, msgs, n_msgs, add_generation_prompt); break;
     case EL_CHAT_LLAMA3: render_llama3(w, msgs, n_msgs, add_generation_prompt); break;
@@ -335,6 +571,11 @@ static bool render(wbuf *w, el_chat_family f, const el_chat_msg *msgs, int n_msg
     return true;
 }
 
+static bool render(wbuf *w, el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt) {
+    const tools_t none = {NULL, 0};
+    return render_t(w, f, msgs, n_msgs, &none, add_generation_prompt);
+}
+
 size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
                      bool add_generation_prompt, char *buf, size_t cap) {
     wbuf w = {.buf = buf, .cap = buf ? cap : 0};
@@ -343,15 +584,16 @@ size_t el_chat_apply(el_chat_family f, const el_chat_msg *msgs, int n_msgs,
     return w.len;
 }
 
-int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt,
-                   el_chat_text *out) {
+int el_chat_render_tools(el_chat_family f, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools,
+                         int n_tools, bool add_generation_prompt, el_chat_text *out) {
     memset(out, 0, sizeof *out);
+    const tools_t t = {tools, n_tools};
     wbuf w = {0};
-    if (!render(&w, f, msgs, n_msgs, add_generation_prompt)) return -1; /* sizing pass: nothing allocated */
+    if (!render_t(&w, f, msgs, n_msgs, &t, add_generation_prompt)) return -1; /* sizing pass: nothing allocated */
     size_t need = w.len;
     w = (wbuf){.buf = malloc(need + 1), .cap = need + 1, .track = true};
     if (!w.buf) return -2;
-    render(&w, f, msgs, n_msgs, add_generation_prompt);
+    render_t(&w, f, msgs, n_msgs, &t, add_generation_prompt);
     if (w.oom || w.len != need) {
         free(w.buf);
         free(w.rg);
@@ -363,6 +605,37 @@ int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool a
     out->tmpl = w.rg;
     out->n_tmpl = w.n_rg;
     return 0;
+}
+
+int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool add_generation_prompt,
+                   el_chat_text *out) {
+    return el_chat_render_tools(f, msgs, n_msgs, NULL, 0, add_generation_prompt, out);
+}
+
+int el_chat_tokenize_tools(const struct el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, int flags,
+                           int32_t **out) {
+    *out = NULL;
+    el_chat_text t;
+    int rc = el_chat_render_tools(f, msgs, n_msgs, tools, n_tools, add_generation_prompt, &t);
+    if (rc) return rc;
+    if (t.len > (size_t)INT32_MAX / 2 - 16) { el_chat_text_free(&t); return -3; }
+    int cap = (int)t.len + 16, n = -1;
+    int32_t *ids = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) { /* a second pass only if the first guess was short */
+        free(ids);
+        ids = malloc((size_t)cap * sizeof *ids);
+        n = ids ? el_chat_tokenize_text(m, &t, 0, flags, ids, cap) : -2;
+        if (n <= cap) break;
+        cap = n;
+    }
+    el_chat_text_free(&t);
+    if (n < 0 || n > cap) {
+        free(ids);
+        return n == -2 ? -2 : -3;
+    }
+    *out = ids;
+    return n;
 }
 
 void el_chat_text_free(el_chat_text *t) {

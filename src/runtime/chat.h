@@ -22,10 +22,30 @@ typedef enum {
     EL_CHAT_COUNT
 } el_chat_family;
 
+/* One function call an assistant message made (OpenAI's message.tool_calls). */
+typedef struct el_chat_tool_call {
+    const char *id;        /* the call's id (not rendered by these templates) */
+    const char *name;      /* the function's name */
+    const char *arguments; /* the arguments as the template prints them: JSON text in Python's
+                              json.dumps form (what Jinja's tojson writes for the arguments object) */
+} el_chat_tool_call;
+
 typedef struct el_chat_msg {
-    const char *role;    /* "system", "user", "assistant" */
-    const char *content;
+    const char *role;    /* "system", "user", "assistant", "tool" (a function's result) */
+    const char *content; /* NULL: empty (an assistant message that only calls functions) */
+    const el_chat_tool_call *tool_calls; /* assistant: the calls it made (n_tool_calls of them) */
+    int n_tool_calls;
+    const char *tool_call_id; /* tool: the call this answers (not rendered by these templates) */
 } el_chat_msg;
+
+/* A tool (function) definition offered to the model, already serialised the
+ * way the templates print it: json is Python's json.dumps(tool) (separators
+ * ", " and ": ", non-ASCII kept), json_indent4 json.dumps(tool, indent=4)
+ * (Llama 3.x). tool is OpenAI's {"type": "function", "function": {...}}. */
+typedef struct el_chat_tool {
+    const char *json;
+    const char *json_indent4;
+} el_chat_tool;
 
 /* Family from template text; EL_CHAT_UNKNOWN if not recognised (or tmpl NULL). */
 el_chat_family el_chat_detect(const char *tmpl);
@@ -67,6 +87,21 @@ int el_chat_render(el_chat_family f, const el_chat_msg *msgs, int n_msgs, bool a
                    el_chat_text *out);
 void el_chat_text_free(el_chat_text *t);
 
+/* Tool calls: the families whose reference template (or documented
+ * convention) defines them — chatml (Qwen2.5), llama3 (Llama 3.1/3.2's JSON
+ * convention), gemma (edgellm's convention, chat.c). */
+bool el_chat_family_has_tools(el_chat_family f);
+
+/* el_chat_render with tool definitions (tools[0..n_tools)) rendered into the
+ * prompt the family's way, and assistant tool calls / "tool" messages in the
+ * history. n_tools 0 and no tool messages: exactly el_chat_render. -1 also
+ * for tools, tool calls or tool messages with a family without tool calls,
+ * and for a conversation the family's template refuses (llama3: more than one
+ * call in a message, tools without a first message). Tool definitions, names,
+ * arguments and results are message content (never special tokens). */
+int el_chat_render_tools(el_chat_family f, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools,
+                         int n_tools, bool add_generation_prompt, el_chat_text *out);
+
 /* Flags of el_chat_tokenize*: EL_TOK_ADD_SPECIAL (BOS per the vocab), and */
 enum { EL_CHAT_TRUST_CONTENT = 1 << 8 }; /* message content is parsed for special tokens too (the old,
                                            trusted behaviour: content can then forge turns) */
@@ -83,5 +118,10 @@ int el_chat_tokenize_text(const struct el_model *m, const el_chat_text *t, size_
  * out of memory, -3 text the tokenizer refuses. */
 int el_chat_tokenize(const struct el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
                      bool add_generation_prompt, int flags, int32_t **out);
+
+/* el_chat_tokenize with tool definitions (el_chat_render_tools). */
+int el_chat_tokenize_tools(const struct el_model *m, el_chat_family f, const el_chat_msg *msgs, int n_msgs,
+                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, int flags,
+                           int32_t **out);
 
 #endif

@@ -26,10 +26,11 @@
  *
  * Unsupported values are a 400 that names the field, never ignored: n and
  * best_of other than 1, a non-empty suffix, echo together with logprobs.
- * Tool calls (tools, tool_choice, functions, function_call) are noted in
- * local_unsupported instead: the server refuses them (400 naming the field)
- * when it would generate locally, and a cloud route forwards the body
- * unchanged. Output formats (response_format, llama-server's grammar and
+ * Tool calls (tools, tool_choice, parallel_tool_calls, legacy functions /
+ * function_call; assistant tool_calls and "tool" messages in the history) are
+ * parsed into el_api_request.tools / msgs (api.h states the limits); each
+ * tool's parameters schema is compiled here so a bad one is a 400 naming the
+ * tool and the place. Output formats (response_format, llama-server's grammar and
  * json_schema) become el_api_request.grammar, compiled here: an invalid one
  * is a 400 naming the field and the place.
  * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
@@ -271,7 +272,8 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
-    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA, F_COUNT
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA,
+    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_COUNT
 };
 #define K_CHAT 1u
 #define K_COMP 2u
@@ -301,6 +303,11 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_RESPONSE_FORMAT] = {"response_format", K_CHAT | K_COMP},
     [F_GRAMMAR] = {"grammar", K_CHAT | K_COMP},         /* llama-server's extensions */
     [F_JSON_SCHEMA] = {"json_schema", K_CHAT | K_COMP},
+    [F_TOOLS] = {"tools", K_CHAT | K_COMP}, /* completions: a 400 (chat only) */
+    [F_FUNCTIONS] = {"functions", K_CHAT | K_COMP},
+    [F_TOOL_CHOICE] = {"tool_choice", K_CHAT | K_COMP},
+    [F_FUNCTION_CALL] = {"function_call", K_CHAT | K_COMP},
+    [F_PARALLEL_TOOL_CALLS] = {"parallel_tool_calls", K_CHAT | K_COMP},
 };
 
 /* schema (NULL: any JSON object when object_only, else any value) → out->grammar, checked by compiling it */
@@ -426,7 +433,125 @@ static int get_unique(const cJSON *obj, const char *key, const char *param, cons
     return 0;
 }
 
-static const char *const g_roles[] = {"system", "user", "assistant"};
+static const char *const g_roles[] = {"system", "user", "assistant", "tool", "function"};
+
+/* OpenAI's function-name rule. */
+static bool tool_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > EL_TOOL_MAX_NAME) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static void free_calls(el_chat_msg *m) {
+    el_chat_tool_call *c = (el_chat_tool_call *)m->tool_calls;
+    for (int k = 0; c && k < m->n_tool_calls; k++) {
+        free((char *)c[k].id);
+        free((char *)c[k].name);
+        free((char *)c[k].arguments);
+    }
+    free(c);
+    m->tool_calls = NULL;
+    m->n_tool_calls = 0;
+}
+
+/* One call of an assistant message: {id, type: "function", function: {name, arguments}} (legacy:
+ * fn given directly, id NULL). Arguments (a JSON string) become the template's text. */
+static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_chat_tool_call *dst,
+                          el_api_error *err) {
+    if (call) {
+        const cJSON *type, *id;
+        if (!cJSON_IsObject(call)) {
+            BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d]: expected an object, got %s", i, k,
+                jtype(call));
+            return -1;
+        }
+        if (get_unique(call, "type", "messages", &type, err) || get_unique(call, "id", "messages", &id, err) ||
+            get_unique(call, "function", "messages", &fn, err))
+            return -1;
+        if (type && !cJSON_IsNull(type) && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))) {
+            BAD(err, "messages", "invalid_value", "messages[%d].tool_calls[%d].type: expected \"function\"", i, k);
+            return -1;
+        }
+        if (id && !cJSON_IsNull(id)) {
+            if (!cJSON_IsString(id)) {
+                BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d].id: expected a string, got %s", i,
+                    k, jtype(id));
+                return -1;
+            }
+            if (!(dst->id = dupstr(id->valuestring, err))) return -1;
+        }
+    }
+    const cJSON *name, *args;
+    if (!cJSON_IsObject(fn)) {
+        BAD(err, "messages", fn ? "invalid_type" : "missing_required_parameter",
+            "messages[%d].tool_calls[%d].function: expected an object, got %s", i, k, fn ? jtype(fn) : "nothing");
+        return -1;
+    }
+    if (get_unique(fn, "name", "messages", &name, err) || get_unique(fn, "arguments", "messages", &args, err))
+        return -1;
+    if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
+        BAD(err, "messages", "invalid_value",
+            "messages[%d].tool_calls[%d].function.name: expected a name of 1..%d characters [A-Za-z0-9_-]", i, k,
+            EL_TOOL_MAX_NAME);
+        return -1;
+    }
+    if (!(dst->name = dupstr(name->valuestring, err))) return -1;
+    char *text;
+    if (!args || cJSON_IsNull(args)) {
+        text = strdup("{}");
+    } else if (cJSON_IsString(args)) {
+        cJSON *pj = cJSON_Parse(args->valuestring);
+        text = el_tool_pydumps(pj ? pj : args, -1);
+        cJSON_Delete(pj);
+    } else if (cJSON_IsObject(args)) { /* lenient: an object instead of its JSON text */
+        text = el_tool_pydumps(args, -1);
+    } else {
+        BAD(err, "messages", "invalid_type",
+            "messages[%d].tool_calls[%d].function.arguments: expected a JSON string, got %s", i, k, jtype(args));
+        return -1;
+    }
+    if (!text) return oom(err);
+    dst->arguments = text;
+    return 0;
+}
+
+static int parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
+    const cJSON *tc, *fc;
+    if (get_unique(m, "tool_calls", "messages", &tc, err) || get_unique(m, "function_call", "messages", &fc, err))
+        return -1;
+    if (tc && cJSON_IsNull(tc)) tc = NULL;
+    if (fc && cJSON_IsNull(fc)) fc = NULL;
+    if (!tc && !fc) return 0;
+    if (tc && !cJSON_IsArray(tc)) {
+        BAD(err, "messages", "invalid_type", "messages[%d].tool_calls: expected an array, got %s", i, jtype(tc));
+        return -1;
+    }
+    int n = tc ? cJSON_GetArraySize(tc) : 0;
+    if (fc) n++;
+    if (n > EL_TOOL_MAX_CALLS) {
+        BAD(err, "messages", "invalid_value", "messages[%d].tool_calls: at most %d calls (got %d)", i,
+            EL_TOOL_MAX_CALLS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    el_chat_tool_call *c = calloc((size_t)n, sizeof *c);
+    if (!c) return oom(err);
+    dst->tool_calls = c;
+    dst->n_tool_calls = n; /* entries stay NULL until filled: free_calls copes */
+    int k = 0;
+    const cJSON *call;
+    if (tc)
+        cJSON_ArrayForEach(call, tc) {
+            if (parse_msg_call(call, NULL, i, k, &c[k], err)) return -1;
+            k++;
+        }
+    if (fc && parse_msg_call(NULL, fc, i, k, &c[k], err)) return -1;
+    return 0;
+}
 
 static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
     char q[52];
@@ -453,12 +578,31 @@ static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *
             quote(role->valuestring, q, sizeof q));
         return -1;
     }
-    if (!content) {
+    if (!strcmp(rname, "function")) rname = "tool"; /* legacy function result */
+    if (!strcmp(rname, "assistant")) {
+        if (parse_msg_calls(m, i, dst, err)) return -1;
+        if (dst->n_tool_calls > 0 && (!content || cJSON_IsNull(content))) content = NULL; /* calls only */
+    }
+    if (!strcmp(rname, "tool")) {
+        const cJSON *id;
+        if (get_unique(m, "tool_call_id", "messages", &id, err)) return -1;
+        if (id && !cJSON_IsNull(id)) {
+            if (!cJSON_IsString(id)) {
+                BAD(err, "messages", "invalid_type", "messages[%d].tool_call_id: expected a string, got %s", i,
+                    jtype(id));
+                return -1;
+            }
+            if (!(dst->tool_call_id = dupstr(id->valuestring, err))) return -1;
+        }
+    }
+    if (!content && dst->n_tool_calls == 0) {
         BAD(err, "messages", "missing_required_parameter", "messages[%d].content: missing", i);
         return -1;
     }
     char *text;
-    if (cJSON_IsString(content)) {
+    if (!content) {
+        if (!(text = dupstr("", err))) return -1;
+    } else if (cJSON_IsString(content)) {
         if (!(text = dupstr(content->valuestring, err))) return -1;
     } else if (cJSON_IsArray(content)) {
         /* array of {"type":"text","text":...} parts: concatenated */
@@ -592,24 +736,206 @@ static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
     return add_stop(it, -1, out, err);
 }
 
-/* The first output constraint in an OpenAI-route body that local generation cannot honour (see
- * el_api_request.local_unsupported), or NULL: tool calls. Values that ask for nothing pass: null,
- * tools [], tool_choice "none"/"auto" (with no tools). */
-static const char *local_unsupported(const cJSON *root) {
-    static const char *const lists[] = {"tools", "functions"};
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
-        if (it && !cJSON_IsNull(it) && !(cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0)) return lists[i];
+/* "tools" (legacy: "functions", whose entries are the function objects themselves). */
+static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+    const char *param = legacy ? "functions" : "tools";
+    if (!cJSON_IsArray(it)) return type_error(err, param, "an array", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_TOOL_MAX_TOOLS) {
+        BAD(err, param, "invalid_value", "at most %d tools are allowed (got %d)", EL_TOOL_MAX_TOOLS, n);
+        return -1;
     }
-    static const char *const choices[] = {"tool_choice", "function_call"};
-    for (size_t i = 0; i < sizeof choices / sizeof *choices; i++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, choices[i]);
-        if (it && !cJSON_IsNull(it) &&
-            !(cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
-            return choices[i];
+    if (n == 0) return 0;
+    out->tools = calloc((size_t)n, sizeof *out->tools);
+    out->chat_tools = calloc((size_t)n, sizeof *out->chat_tools);
+    if (!out->tools || !out->chat_tools) return oom(err);
+    int i = 0;
+    const cJSON *t;
+    char q[52];
+    cJSON_ArrayForEach(t, it) {
+        out->n_tools = i + 1; /* entries stay NULL until filled: free copes */
+        const cJSON *fn = t, *type, *name, *desc, *params, *strict;
+        if (!cJSON_IsObject(t)) {
+            BAD(err, param, "invalid_type", "%s[%d]: expected an object, got %s", param, i, jtype(t));
+            return -1;
+        }
+        if (!legacy) {
+            if (get_unique(t, "type", param, &type, err) || get_unique(t, "function", param, &fn, err)) return -1;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
+                BAD(err, param, "invalid_value", "tools[%d].type: expected \"function\"", i);
+                return -1;
+            }
+            if (!cJSON_IsObject(fn)) {
+                BAD(err, param, fn ? "invalid_type" : "missing_required_parameter",
+                    "tools[%d].function: expected an object, got %s", i, fn ? jtype(fn) : "nothing");
+                return -1;
+            }
+        }
+        if (get_unique(fn, "name", param, &name, err) || get_unique(fn, "description", param, &desc, err) ||
+            get_unique(fn, "parameters", param, &params, err) || get_unique(fn, "strict", param, &strict, err))
+            return -1;
+        const char *at = legacy ? "" : ".function";
+        if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
+            BAD(err, param, "invalid_value", "%s[%d]%s.name: expected a name of 1..%d characters [A-Za-z0-9_-]",
+                param, i, at, EL_TOOL_MAX_NAME);
+            return -1;
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(out->tools[k].name, name->valuestring)) {
+                BAD(err, param, "invalid_value", "%s[%d]%s.name: '%s' is given twice (also %s[%d])", param, i, at,
+                    quote(name->valuestring, q, sizeof q), param, k);
+                return -1;
+            }
+        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.description: expected a string, got %s", param, i, at,
+                jtype(desc));
+            return -1;
+        }
+        if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.strict: expected a boolean, got %s", param, i, at,
+                jtype(strict));
+            return -1;
+        }
+        if (params && cJSON_IsNull(params)) params = NULL;
+        if (params && !cJSON_IsObject(params)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.parameters: expected a JSON Schema object, got %s", param, i,
+                at, jtype(params));
+            return -1;
+        }
+        if (!(out->tools[i].name = dupstr(name->valuestring, err))) return -1;
+        out->tools[i].parameters = params ? cJSON_PrintUnformatted(params)
+                                          : strdup("{\"type\":\"object\",\"properties\":{}}");
+        if (!out->tools[i].parameters) return oom(err);
+        /* the schema must compile (the same check as response_format's) */
+        el_error e = {0};
+        char *g = el_json_schema_text_to_gbnf(out->tools[i].parameters, strlen(out->tools[i].parameters), &e);
+        el_grammar *cg = g ? el_grammar_parse(g, strlen(g), &e) : NULL;
+        free(g);
+        el_grammar_free(cg);
+        if (!cg) {
+            if (e.code == EL_ERR_NOMEM) return oom(err);
+            BAD(err, param, "invalid_value", "%s[%d]%s.parameters: %s", param, i, at, e.msg);
+            return -1;
+        }
+        /* the definition as the template prints it: the tool object as sent (legacy: wrapped) */
+        cJSON *wrap = NULL;
+        const cJSON *def = t;
+        if (legacy) {
+            wrap = cJSON_CreateObject();
+            cJSON *dup = wrap ? cJSON_Duplicate(fn, true) : NULL;
+            if (!dup || !cJSON_AddStringToObject(wrap, "type", "function")) { cJSON_Delete(dup); cJSON_Delete(wrap); return oom(err); }
+            cJSON_AddItemToObject(wrap, "function", dup);
+            def = wrap;
+        }
+        out->chat_tools[i].json = el_tool_pydumps(def, -1);
+        out->chat_tools[i].json_indent4 = el_tool_pydumps(def, 4);
+        cJSON_Delete(wrap);
+        if (!out->chat_tools[i].json || !out->chat_tools[i].json_indent4) return oom(err);
+        size_t sz = strlen(out->chat_tools[i].json_indent4);
+        if (sz > EL_TOOL_MAX_DEF_BYTES) {
+            BAD(err, param, "invalid_value", "%s[%d]: the definition is %zu bytes serialised (limit %u)", param, i,
+                sz, EL_TOOL_MAX_DEF_BYTES);
+            return -1;
+        }
+        i++;
     }
-    /* response_format, grammar and json_schema are honoured locally (el_api_request.grammar) */
-    return NULL;
+    return 0;
+}
+
+/* "tool_choice" (legacy "function_call": "none" | "auto" | {"name"}). */
+static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+    const char *param = legacy ? "function_call" : "tool_choice";
+    char q[52];
+    if (cJSON_IsString(it)) {
+        const char *v = it->valuestring;
+        if (!strcmp(v, "none")) out->tool_choice = EL_TOOL_CHOICE_NONE;
+        else if (!strcmp(v, "auto")) out->tool_choice = EL_TOOL_CHOICE_AUTO;
+        else if (!legacy && !strcmp(v, "required")) out->tool_choice = EL_TOOL_CHOICE_REQUIRED;
+        else {
+            BAD(err, param, "invalid_value", "%s: expected %s or an object naming a function, got '%s'", param,
+                legacy ? "\"none\", \"auto\"" : "\"none\", \"auto\", \"required\"", quote(v, q, sizeof q));
+            return -1;
+        }
+    } else if (cJSON_IsObject(it)) {
+        const cJSON *fn = it, *type, *name;
+        if (!legacy) {
+            if (get_unique(it, "type", param, &type, err) || get_unique(it, "function", param, &fn, err)) return -1;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
+                BAD(err, param, "invalid_value", "tool_choice.type: expected \"function\"");
+                return -1;
+            }
+            if (!cJSON_IsObject(fn)) {
+                BAD(err, param, "invalid_type", "tool_choice.function: expected an object, got %s",
+                    fn ? jtype(fn) : "nothing");
+                return -1;
+            }
+        }
+        if (get_unique(fn, "name", param, &name, err)) return -1;
+        if (!cJSON_IsString(name)) {
+            BAD(err, param, "invalid_type", "%s: the function's name: expected a string, got %s", param,
+                name ? jtype(name) : "nothing");
+            return -1;
+        }
+        int k = -1;
+        for (int i = 0; i < out->n_tools; i++)
+            if (!strcmp(out->tools[i].name, name->valuestring)) k = i;
+        if (k < 0) {
+            BAD(err, param, "invalid_value", "%s names the function '%s', which is not among the tools", param,
+                quote(name->valuestring, q, sizeof q));
+            return -1;
+        }
+        out->tool_choice = EL_TOOL_CHOICE_NAMED;
+        out->tool_named = k;
+    } else {
+        return type_error(err, param, "a string or an object", it);
+    }
+    if (out->n_tools == 0 && out->tool_choice != EL_TOOL_CHOICE_NONE && out->tool_choice != EL_TOOL_CHOICE_AUTO) {
+        BAD(err, param, "invalid_value", "%s asks for a tool call but no tools are given", param);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_request *out, el_api_error *err) {
+    if (kind != EL_API_CHAT) { /* a field that asks for a call is a 400; [], "none", "auto" ask for nothing */
+        static const int ids[] = {F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL};
+        for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+            const cJSON *it = f[ids[i]];
+            if (!it || (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0) ||
+                (cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+                continue;
+            BAD(err, g_fields[ids[i]].name, "unsupported_value", "'%s' is for /v1/chat/completions only",
+                g_fields[ids[i]].name);
+            return -1;
+        }
+        return 0;
+    }
+    if (f[F_TOOLS] && f[F_FUNCTIONS]) {
+        BAD(err, "functions", "invalid_value", "give 'tools' or the legacy 'functions', not both");
+        return -1;
+    }
+    if (f[F_TOOL_CHOICE] && f[F_FUNCTION_CALL]) {
+        BAD(err, "function_call", "invalid_value", "give 'tool_choice' or the legacy 'function_call', not both");
+        return -1;
+    }
+    if (f[F_TOOLS] && parse_tools(f[F_TOOLS], false, out, err)) return -1;
+    if (f[F_FUNCTIONS] && parse_tools(f[F_FUNCTIONS], true, out, err)) return -1;
+    out->tool_choice = out->n_tools > 0 ? EL_TOOL_CHOICE_AUTO : EL_TOOL_CHOICE_NONE;
+    if (f[F_TOOL_CHOICE] && parse_tool_choice(f[F_TOOL_CHOICE], false, out, err)) return -1;
+    if (f[F_FUNCTION_CALL] && parse_tool_choice(f[F_FUNCTION_CALL], true, out, err)) return -1;
+    if (out->n_tools == 0) out->tool_choice = EL_TOOL_CHOICE_NONE;
+    if (f[F_PARALLEL_TOOL_CALLS]) {
+        if (!cJSON_IsBool(f[F_PARALLEL_TOOL_CALLS]))
+            return type_error(err, "parallel_tool_calls", "a boolean", f[F_PARALLEL_TOOL_CALLS]);
+        out->parallel_tool_calls = cJSON_IsTrue(f[F_PARALLEL_TOOL_CALLS]);
+    }
+    if (f[F_FUNCTIONS] && !f[F_PARALLEL_TOOL_CALLS]) out->parallel_tool_calls = false; /* one function_call */
+    if (out->tool_choice != EL_TOOL_CHOICE_NONE && out->grammar) {
+        BAD(err, f[F_RESPONSE_FORMAT] ? "response_format" : f[F_JSON_SCHEMA] ? "json_schema" : "grammar",
+            "invalid_value", "an output format cannot be combined with tools (unless tool_choice is \"none\")");
+        return -1;
+    }
+    return 0;
 }
 
 static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
@@ -753,8 +1079,9 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
     if ((it = f[F_RESPONSE_FORMAT]) && parse_response_format(it, out, err)) return -1;
     if ((it = f[F_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
     if ((it = f[F_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
+    if (parse_tool_fields(kind, f, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
-    out->local_unsupported = local_unsupported(root);
+    out->local_unsupported = NULL; /* every OpenAI field edgellm knows is honoured locally now */
     return 0;
 }
 
@@ -767,6 +1094,7 @@ static void request_init(el_api_request *r, el_api_kind kind) {
     r->repeat_penalty = 1.0f;
     r->repeat_last_n = -1;
     r->id_slot = -1;
+    r->parallel_tool_calls = true;
     if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
         r->temperature = 0.8f;
         r->top_p = 0.95f;
@@ -1270,6 +1598,8 @@ void el_api_request_free(el_api_request *r) {
         for (int i = 0; i < r->n_msgs; i++) {
             free((char *)r->msgs[i].role);
             free((char *)r->msgs[i].content);
+            free((char *)r->msgs[i].tool_call_id);
+            free_calls(&r->msgs[i]);
         }
         free(r->msgs);
     }
@@ -1282,6 +1612,12 @@ void el_api_request_free(el_api_request *r) {
     free(r->parts);
     for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);
     free(r->grammar);
+    for (int i = 0; i < r->n_tools; i++) {
+        if (r->tools) { free(r->tools[i].name); free(r->tools[i].parameters); }
+        if (r->chat_tools) { free((char *)r->chat_tools[i].json); free((char *)r->chat_tools[i].json_indent4); }
+    }
+    free(r->tools);
+    free(r->chat_tools);
     request_init(r, kind);
 }
 
@@ -1441,6 +1777,71 @@ char *el_api_chat_role_chunk(const char *id, const char *model, long created, co
     if (!cJSON_AddNumberToObject(c, "index", 0) || !d || !cJSON_AddStringToObject(d, "role", "assistant") ||
         !cJSON_AddNullToObject(d, "content") || !cJSON_AddNullToObject(c, "finish_reason") ||
         !cJSON_AddNullToObject(c, "logprobs")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+struct tools_ctx { const char *text; size_t len; const el_api_tool_calls *tc; };
+
+static int fill_tool_message(cJSON *c, const void *ctx) {
+    const struct tools_ctx *t = ctx;
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) return -1;
+    if (t->text ? add_text(m, "content", t->text, t->len) : !cJSON_AddNullToObject(m, "content")) return -1;
+    if (!t->tc || t->tc->n <= 0) return 0;
+    cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
+    if (!arr) return -1;
+    for (int i = 0; i < t->tc->n; i++) {
+        const el_tool_call_out *call = &t->tc->calls[i];
+        cJSON *o = cJSON_CreateObject(), *fn = NULL;
+        if (!o) return -1;
+        cJSON_AddItemToArray(arr, o);
+        if (add_str_or_null(o, "id", t->tc->ids[i]) || !cJSON_AddStringToObject(o, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(o, "function")) || add_str_or_null(fn, "name", call->name) ||
+            add_text(fn, "arguments", call->arguments, strlen(call->arguments)))
+            return -1;
+    }
+    return 0;
+}
+
+char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
+                                 const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
+                                 el_api_usage usage, const char *logprobs) {
+    cJSON *root = head("chat.completion", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct tools_ctx t = {content, len, tc};
+    if (add_choice(root, fill_tool_message, &t, finish, logprobs) || add_usage(root, usage)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+struct tool_delta { int index; const char *call_id, *name, *args; size_t args_len; };
+
+static int fill_tool_delta(cJSON *c, const void *ctx) {
+    const struct tool_delta *d = ctx;
+    cJSON *o = cJSON_AddObjectToObject(c, "delta");
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "tool_calls") : NULL;
+    cJSON *tc = arr ? cJSON_CreateObject() : NULL, *fn = NULL;
+    if (!tc) return -1;
+    cJSON_AddItemToArray(arr, tc);
+    if (!cJSON_AddNumberToObject(tc, "index", d->index)) return -1;
+    if (d->call_id && (add_str_or_null(tc, "id", d->call_id) || !cJSON_AddStringToObject(tc, "type", "function")))
+        return -1;
+    if (!(fn = cJSON_AddObjectToObject(tc, "function"))) return -1;
+    if (d->name && add_str_or_null(fn, "name", d->name)) return -1;
+    return add_text(fn, "arguments", d->args ? d->args : "", d->args ? d->args_len : 0);
+}
+
+char *el_api_chat_tool_chunk(const char *id, const char *model, long created, const char *fingerprint, int index,
+                             const char *call_id, const char *name, const char *args, size_t args_len) {
+    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct tool_delta d = {index, call_id, name, args, args_len};
+    if (add_choice(root, fill_tool_delta, &d, NULL, NULL)) {
         cJSON_Delete(root);
         return NULL;
     }

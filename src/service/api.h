@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "runtime/chat.h"
+#include "service/toolcall.h"
 #include "util/buf.h"
 
 #define EL_API_MAX_BODY (1u << 20)   /* request bodies above this: 413 */
@@ -82,9 +83,29 @@ typedef struct el_api_request {
     char *resp_fields[EL_API_MAX_RESP_FIELDS]; /* response_fields ("a" or "obj/key") */
     int n_resp_fields;
     /* OpenAI routes: the first constraint the request asks for that edgellm's own generation cannot
-     * honour ("tools", "tool_choice", "functions", "function_call"; a static string), NULL when none. The parse accepts it (a cloud route forwards
-     * the body as sent); the server refuses it with 400 naming the field before generating locally. */
+     * honour (a static string naming the field), NULL when none; the server refuses it with 400 before
+     * generating locally (a cloud route forwards the body as sent). Tool calls are honoured now: NULL. */
     const char *local_unsupported;
+    /* chat: tool calls. "tools" [{"type": "function", "function": {name, description, parameters,
+     * strict}}] (or legacy "functions" [{name, ...}]): tools[i] (name, parameters as compact JSON) and
+     * chat_tools[i] (the definition serialised for the template, toolcall.h el_tool_pydumps); at most
+     * EL_TOOL_MAX_TOOLS, each at most EL_TOOL_MAX_DEF_BYTES serialised, names [A-Za-z0-9_-]{1,64} and
+     * unique, each parameters schema compiled here (an error names the tool and the schema place).
+     * "tool_choice" "none" | "auto" | "required" | {"type": "function", "function": {"name"}} (or
+     * legacy "function_call" "none" | "auto" | {"name"}); the name must be an offered tool; required /
+     * named need tools. Default: auto with tools, none without. "parallel_tool_calls" (default true).
+     * With tools and a choice other than none, response_format / grammar / json_schema are a 400 (as
+     * llama-server). Messages: an assistant's "tool_calls" [{id, type: "function", function: {name,
+     * arguments: a JSON string}}] (or legacy "function_call") become msgs[i].tool_calls, arguments
+     * re-serialised as the templates print them (Python json.dumps of the parsed object; a string that
+     * is not JSON stays a JSON string); "tool" (legacy "function") messages carry their content and
+     * tool_call_id. */
+    el_tool_def *tools;
+    el_chat_tool *chat_tools;
+    int n_tools;
+    el_tool_choice tool_choice;
+    int tool_named;          /* EL_TOOL_CHOICE_NAMED: index into tools */
+    bool parallel_tool_calls;
     /* constrained output: GBNF the reply must follow (compiled and checked at
      * parse time), or NULL. OpenAI routes: "response_format" {"type":"text"},
      * {"type":"json_object"} (any JSON object; with a "schema" member, that
@@ -119,7 +140,9 @@ typedef struct el_api_error {
 
 /* Parse a /v1/chat/completions or /v1/completions body. Returns 0, or -1 with err filled.
  * Checks: valid UTF-8 and JSON object; types of every known field; messages
- * non-empty with known roles (system/user/assistant) and string content;
+ * non-empty with known roles (system/user/assistant/tool) and string content
+ * (an assistant message with tool_calls may have null content); tools,
+ * tool_choice and parallel_tool_calls as described at el_api_request.tools;
  * n and best_of absent, null or 1; suffix absent, null or ""; max_tokens
  * 1..(1<<20); temperature 0..2; top_p (0,1]; penalties -2..2; stop a string
  * or array of <= EL_API_MAX_STOP strings; logprobs (chat: boolean;
@@ -284,6 +307,22 @@ typedef struct el_api_usage { int prompt_tokens, completion_tokens, cached_token
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
                            const char *content, size_t len, const char *finish, el_api_usage usage,
                            const char *logprobs);
+/* A reply's tool calls: ids[i] ("call_…") for calls[i]. */
+typedef struct el_api_tool_calls {
+    const el_tool_call_out *calls;
+    char *const *ids;
+    int n;
+} el_api_tool_calls;
+/* el_api_chat_response with message.tool_calls [{id, type: "function", function: {name,
+ * arguments (a JSON string)}}] (tc->n > 0) and content NULL → null. */
+char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
+                                 const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
+                                 el_api_usage usage, const char *logprobs);
+/* A stream chunk with delta.tool_calls [{index, id, type: "function", function: {name, arguments: ""}}]
+ * (the call's first chunk: args NULL) or [{index, function: {arguments: args}}] (a fragment) —
+ * OpenAI's streaming shape. */
+char *el_api_chat_tool_chunk(const char *id, const char *model, long created, const char *fingerprint, int index,
+                             const char *call_id, const char *name, const char *args, size_t args_len);
 char *el_api_completion_response(const char *id, const char *model, long created, const char *fingerprint,
                                  const char *text, size_t len, const char *finish, el_api_usage usage,
                                  const char *logprobs);

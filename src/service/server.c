@@ -118,6 +118,18 @@
  * llama-server's shape ({"error":{"code": status, "message", "type"}});
  * /v1 streams end in [DONE], /completion streams with their final object.
  *
+ * Tool calls (service/toolcall.h). A chat request with tools renders them
+ * with the family's convention (el_chat_tokenize_tools; a family without one
+ * is a 400); tool_choice "required" / a named function hands the composed call
+ * grammar to generation (gp->grammar), "auto" leaves generation free and
+ * parses the finished reply, "none" renders the tools but never parses
+ * (llama.cpp's common/chat.cpp does the same). A parsed reply answers
+ * message.tool_calls (content null when nothing else was said) with
+ * finish_reason "tool_calls" ("length" when cut short). Streaming holds the
+ * reply back (emit) until the end (stream_tail → tool_frames), then sends the
+ * content, and per call one delta with index, id, type and name (arguments
+ * "") and the arguments in fragments — OpenAI's shape.
+ *
  * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
  * requests are cancelled (a queued stream gets its error event and [DONE],
  * as a running one does) and running ones told to cancel (they stop at the
@@ -175,6 +187,7 @@
 #include "service/api.h"
 #include "service/audit.h"
 #include "service/cloud.h"
+#include "service/toolcall.h"
 #include "service/manifest.h"
 #include "service/metrics.h"
 #include "service/policy.h"
@@ -319,6 +332,8 @@ struct el_req {
     bool route_sent;            /* a stream's first frame carried the route member */
     el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
     int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
+    bool tools_parse;           /* chat with tools, tool_choice not "none": the reply is parsed for tool
+                                   calls (toolcall.h); a stream holds its text back until the end */
 };
 
 typedef struct slot {
@@ -849,7 +864,7 @@ static bool push_frame(el_req *r, const el_buf *frame) {
 static bool emit(el_req *r, const char *piece, size_t len, bool token) {
     el_buf text = {0}, frame = {0};
     bool ok = el_utf8_sanitize(piece ? piece : "", len, &text);
-    if (ok && r->api.stream) {
+    if (ok && r->api.stream && !r->tools_parse) {
         bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
         /* chat and /completion: no chunk without text (their tokens' logprobs
          * wait for the next text, or the last chunk); legacy completions keep
@@ -914,6 +929,56 @@ static bool on_token(const el_token_info *t, void *user) {
     return !atomic_load(&r->cancel);
 }
 
+/* "call_" + 24 hex digits. */
+static void tool_call_id(char out[32]) {
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(out, 32, "call_");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(out + off, 32 - (size_t)off, "%02x", rnd[i]);
+}
+
+/* The reply (r->text) split into content and tool calls (toolcall.h) with a fresh id per call
+ * (ids[i] holds 32 bytes each, up to EL_TOOL_MAX_CALLS). 0, or -1 out of memory. */
+static int parse_reply(const el_req *r, el_toolcall_result *res, char ids[][32]) {
+    const el_server *s = r->srv;
+    if (el_toolcall_parse(s->fam, r->text.p, r->text.len, r->api.tools, r->api.n_tools, res)) return -1;
+    for (int i = 0; i < res->n_calls; i++) tool_call_id(ids[i]);
+    return 0;
+}
+
+/* A stream's held-back reply as OpenAI streams it: the content (one chunk), then per call a
+ * chunk with index, id, type and name (arguments "") and the arguments in fragments. Returns
+ * the number of calls, or -1 out of memory. */
+static int tool_frames(el_req *r, el_buf *tail) {
+    const el_server *s = r->srv;
+    el_toolcall_result res;
+    char (*idv)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *idv);
+    if (!idv || parse_reply(r, &res, idv)) { free(idv); return -1; }
+    bool ok = true;
+    if (res.content) {
+        ok = frame_json(tail, route_first(r, make_chunk(r, res.content, res.content_len, !r->sent_first, NULL, NULL, NULL)));
+        r->sent_first = true;
+    }
+    for (int i = 0; ok && i < res.n_calls; i++) {
+        ok = frame_json(tail, route_first(r, el_api_chat_tool_chunk(r->id, s->model_id, r->created, s->fingerprint, i,
+                                                                      idv[i], res.calls[i].name, NULL, 0)));
+        const char *a = res.calls[i].arguments;
+        size_t n = strlen(a), at = 0;
+        while (ok && at < n) { /* fragments of about 16 bytes, cut between characters */
+            size_t e = at + 16 < n ? at + 16 : n;
+            while (e < n && ((unsigned char)a[e] & 0xc0) == 0x80) e++;
+            ok = frame_json(tail, el_api_chat_tool_chunk(r->id, s->model_id, r->created, s->fingerprint, i, NULL,
+                                                         NULL, a + at, e - at));
+            at = e;
+        }
+        r->sent_first = true;
+    }
+    int nc = res.n_calls;
+    el_toolcall_result_free(&res);
+    free(idv);
+    return ok ? nc : -1;
+}
+
 /* The frames that end a stream (built outside the lock). */
 static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
@@ -921,9 +986,15 @@ static void stream_tail(el_req *r, req_state st, el_buf *tail) {
     if (st == RS_DONE && native) {
         ok = frame_json(tail, route_first(r, native_json(r, "", 0, true)));
     } else if (st == RS_DONE) {
+        const char *finish = finish_name(r->stats.finish);
+        if (r->tools_parse) { /* the held-back reply: its content, then its calls */
+            int nc = tool_frames(r, tail);
+            ok = nc >= 0;
+            if (nc > 0 && r->stats.finish != EL_DONE_LENGTH) finish = "tool_calls"; /* cut short: "length" */
+        }
         bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
-        char *fin = (!lp || lj) ? make_chunk(r, NULL, 0, !r->sent_first, finish_name(r->stats.finish), NULL, lj) : NULL;
+        char *fin = ok && (!lp || lj) ? make_chunk(r, NULL, 0, !r->sent_first, finish, NULL, lj) : NULL;
         if (fin && r->n_dropped) fin = el_api_with_truncation(fin, r->n_dropped); /* the finish chunk says so */
         ok = fin && frame_json(tail, route_first(r, fin));
         free(lj);
@@ -1700,7 +1771,8 @@ static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
         memcpy(v, a->msgs, (size_t)keep * sizeof *v);
         memcpy(v + keep, a->msgs + from, (size_t)(a->n_msgs - from) * sizeof *v);
         int32_t *toks = NULL;
-        int n2 = el_chat_tokenize(s->model, s->fam, v, keep + a->n_msgs - from, true, flags, &toks);
+        int n2 = el_chat_tokenize_tools(s->model, s->fam, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, true,
+                                        flags, &toks);
         if (n2 <= 0) { free(toks); break; } /* rendered once already: only out of memory gets here */
         free(r->prompt);
         r->prompt = toks;
@@ -2245,9 +2317,17 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                              "--chat-template NAME, or use /v1/completions");
             return reject(s, c, r, &e, NULL, NULL);
         }
-        /* only the template's markers become special tokens; message content is plain text */
-        n = el_chat_tokenize(s->model, s->fam, r->api.msgs, r->api.n_msgs, true,
-                             EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &r->prompt);
+        if (r->api.n_tools > 0 && !el_chat_family_has_tools(s->fam)) {
+            el_api_set_error(&e, 400, "invalid_request_error", "tools", "unsupported_value",
+                             "the %s chat template has no tool-call convention (tools work with chatml, llama3 "
+                             "and gemma)", el_chat_family_name(s->fam));
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        /* only the template's markers become special tokens; message content (tool definitions,
+         * calls and results included) is plain text */
+        n = el_chat_tokenize_tools(s->model, s->fam, r->api.msgs, r->api.n_msgs, r->api.chat_tools, r->api.n_tools,
+                                   true, EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0),
+                                   &r->prompt);
         if (n == -1) {
             el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
@@ -2348,7 +2428,21 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (r->api.has_seed) gp->sampling.seed = r->api.seed;
     else randombytes_buf(&gp->sampling.seed, sizeof gp->sampling.seed);
     gp->spec = s->p.spec.mode ? &s->p.spec : NULL; /* same output, fewer forward passes where drafts hold */
-    gp->grammar = r->api.grammar; /* response_format / grammar / json_schema (api.c compiled it) */
+    if (kind == EL_API_CHAT && r->api.tool_choice != EL_TOOL_CHOICE_NONE) { /* tools: api.c left grammar NULL */
+        r->tools_parse = true;
+        if (r->api.tool_choice != EL_TOOL_CHOICE_AUTO) { /* required / named: the call is grammar-constrained */
+            el_error ge = {0};
+            r->api.grammar = el_toolcall_grammar(s->fam, r->api.tools, r->api.n_tools,
+                                                 r->api.tool_choice == EL_TOOL_CHOICE_NAMED ? r->api.tool_named : -1,
+                                                 r->api.parallel_tool_calls, &ge);
+            if (!r->api.grammar) {
+                if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+                else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
+                return reject(s, c, r, &e, NULL, NULL);
+            }
+        }
+    }
+    gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
 
     unsigned char rnd[12];
     randombytes_buf(rnd, sizeof rnd);
@@ -2421,7 +2515,21 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
         if (kind == EL_API_NATIVE)
             json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
-        else if (!r->api.logprobs || lj)
+        else if ((!r->api.logprobs || lj) && r->tools_parse) {
+            el_toolcall_result res;
+            char (*ids)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *ids);
+            if (ids && !parse_reply(r, &res, ids)) {
+                char *idp[EL_TOOL_MAX_CALLS];
+                for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
+                el_api_tool_calls tc = {res.calls, idp, res.n_calls};
+                json = el_api_chat_response_tools(r->id, s->model_id, r->created, s->fingerprint, res.content,
+                                                  res.content_len, &tc,
+                                                  res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
+                                                  u, lj);
+                el_toolcall_result_free(&res);
+            }
+            free(ids);
+        } else if (!r->api.logprobs || lj)
             json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, r->text.p,
                                                               r->text.len, fin, u, lj)
                                        : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
@@ -2687,7 +2795,7 @@ static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_te
                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
         return -1;
     }
-    int rc = el_chat_render(s->fam, a->msgs, a->n_msgs, true, t);
+    int rc = el_chat_render_tools(s->fam, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, true, t);
     if (rc) {
         el_api_request_free(a);
         if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -2730,8 +2838,8 @@ static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, co
                           "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
     }
     int32_t *toks = NULL;
-    int n = el_chat_tokenize(s->model, s->fam, a.msgs, a.n_msgs, true,
-                             EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
+    int n = el_chat_tokenize_tools(s->model, s->fam, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, true,
+                                   EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
     el_api_request_free(&a);
     free(toks);
     if (n < 0)
