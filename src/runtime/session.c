@@ -29,6 +29,7 @@
 #include "memory/capacity.h"
 #include "memory/plan.h"
 #include "runtime/constrain.h"
+#include "runtime/lora.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "sched/spec.h"
@@ -203,6 +204,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
 void el_session_free(el_session *s) {
     if (!s) return;
     el_exec_free(s->exec);
+    el_lora_set_free(s->lora);
     free(s->block);
     free(s->kc);
     free(s->vc);

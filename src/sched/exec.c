@@ -148,7 +148,7 @@ static uint64_t mix_str(uint64_t h, const char *s) {
 
 static bool in_place(el_op_kind k) {
     return k == EL_OPK_ROPE || k == EL_OPK_SCALE || k == EL_OPK_FWHT || k == EL_OPK_SILU_MUL || k == EL_OPK_GELU_MUL ||
-           k == EL_OPK_ADD || k == EL_OPK_KV_STORE;
+           k == EL_OPK_ADD || k == EL_OPK_KV_STORE || k == EL_OPK_LORA;
 }
 
 /* The model constants an op reads on a device (weights, norm vectors, biases, rope factors). */
