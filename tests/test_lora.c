@@ -16,7 +16,8 @@
  *     Gemma 3 270M from ~/.cache (EL_GEMMA_MODEL); skipped when absent.
  *   - scale 0 gives the base logits bit for bit; clearing the adapters too;
  *   - two adapters X + Y (alpha 0, scale 1) give the logits of one adapter
- *     Z whose pairs concatenate theirs (rank r1 + r2: B·A = B1·A1 + B2·A2);
+ *     Z whose pairs concatenate theirs (rank r1 + r2: B·A = B1·A1 + B2·A2),
+ *     up to rounding (max |Δlogit| < 0.02 and < 1/500 of the adapters' effect);
  *   - bad adapters are refused with the code and a message naming what is
  *     wrong: another architecture, shapes that do not fit, rank mismatch,
  *     a lone half of a pair, an unknown target, token_embd, a wrong
@@ -353,7 +354,6 @@ static void test_exact(void) {
     double dmax = 0;
     for (int i = 0; i < nv; i++) dmax = fmax(dmax, fabs((double)o[i] - base[i]));
     CHECKF(dmax > 0.05, "adapter X moved the logits by only %g", dmax);
-    /* a prefill of 24 then decode steps equals one prefill of 25 within float noise (the lora path in both) */
     /* cleared: the base again, bit for bit */
     CHECK(el_session_set_adapters(s, NULL, NULL, 0, &err) == 0);
     logits_of(s, toks, 24, o2, nv);
@@ -371,7 +371,10 @@ static void test_exact(void) {
         dsum = fmax(dsum, fabs((double)o[i] - o2[i]));
         dxy = fmax(dxy, fabs((double)o[i] - base[i]));
     }
-    CHECKF(dsum < 1e-3 && dxy > 0.05, "X+Y vs Z: max |d logit| %g (X+Y moved the base by %g)", dsum, dxy);
+    /* equal up to rounding: the two sums add in another order, and each layer's activations are rounded to F16 for
+     * the base's F16 products, so a last-bit difference can grow a little through 4 layers; far below the effect */
+    CHECKF(dsum < 0.02 && dsum < dxy / 500 && dxy > 0.05, "X+Y vs Z: max |d logit| %g (X+Y moved the base by %g)", dsum,
+           dxy);
     printf("exact: X at scale 1 moved the logits by %.4f; X+Y vs concatenated Z: max |d logit| %.2e (moved %.4f)\n", dmax,
            dsum, dxy);
 
