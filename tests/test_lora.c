@@ -18,6 +18,11 @@
  *   - two adapters X + Y (alpha 0, scale 1) give the logits of one adapter
  *     Z whose pairs concatenate theirs (rank r1 + r2: B·A = B1·A1 + B2·A2),
  *     up to rounding (max |Δlogit| < 0.02 and < 1/500 of the adapters' effect);
+ *   - the CLI: run --lora F:0 prints the base's greedy text, --lora F changes
+ *     it, --lora F:0.5 equals --lora-scaled F 0.5; a NaN / negative scale is
+ *     a usage error (2), a truncated file or another architecture's adapter
+ *     an error (1) naming it; bench --json lists the adapters; perplexity
+ *     --lora changes the perplexity;
  *   - bad adapters are refused with the code and a message naming what is
  *     wrong: another architecture, shapes that do not fit, rank mismatch,
  *     a lone half of a pair, an unknown target, token_embd, a wrong
@@ -507,6 +512,83 @@ static void test_bad(void) {
     el_model_free(m);
 }
 
+/* ---- the CLI: --lora FILE[:SCALE], --lora-scaled FILE SCALE on run, bench, perplexity ---- */
+
+static char *cli_out(const char *const *args, int *status) {
+    el_test_proc r;
+    if (!el_test_run_cli_timeout(args, 120, &r)) { *status = -1; return NULL; }
+    *status = r.status;
+    char *o = malloc(strlen(r.out) + strlen(r.err) + 2);
+    sprintf(o, "%s\n%s", r.out, r.err);
+    el_test_proc_free(&r);
+    return o;
+}
+
+static void test_cli(void) {
+    const char *M = el_test_ref_path("models/tiny-llama-F16.gguf");
+    char model[4096];
+    snprintf(model, sizeof model, "%s", M);
+    const char *x = tmp_path("x.gguf");
+    char l1[600], l0[600], lh[600], lnan[600], lneg[600];
+    snprintf(l1, sizeof l1, "%s", x);
+    snprintf(l0, sizeof l0, "%s:0", x);
+    snprintf(lh, sizeof lh, "%s:0.5", x);
+    snprintf(lnan, sizeof lnan, "%s:nan", x);
+    snprintf(lneg, sizeof lneg, "%s:-1", x);
+#define RUN(...) (const char *const[]){"run", "-m", model, "--allow-unsigned", "-p", "Once upon a time", "-n", "8", "--temp", "0", __VA_ARGS__, NULL}
+    int st;
+    char *base = cli_out(RUN("--seed", "1"), &st);
+    CHECKF(st == 0, "base run: %d", st);
+    char *zero = cli_out(RUN("--lora", l0), &st);
+    CHECKF(st == 0, "--lora :0: %d %s", st, zero);
+    char *one = cli_out(RUN("--lora", l1), &st);
+    CHECKF(st == 0, "--lora: %d %s", st, one);
+    char *half = cli_out(RUN("--lora", lh), &st);
+    char *half2 = cli_out(RUN("--lora-scaled", x, "0.5"), &st);
+    CHECKF(st == 0, "--lora-scaled: %d %s", st, half2);
+    /* stdout is the text; stderr (after the first \n\n... ) has timings: compare the text up to the first newline */
+    size_t lb = strcspn(base, "\n"), l0n = strcspn(zero, "\n"), l1n = strcspn(one, "\n");
+    CHECKF(lb == l0n && !strncmp(base, zero, lb), "scale 0 text differs: '%.*s' vs '%.*s'", (int)lb, base, (int)l0n, zero);
+    CHECKF(lb != l1n || strncmp(base, one, lb), "the adapter did not change the greedy text '%.*s'", (int)lb, base);
+    size_t lh1 = strcspn(half, "\n"), lh2 = strcspn(half2, "\n");
+    CHECKF(lh1 == lh2 && !strncmp(half, half2, lh1), "--lora F:0.5 and --lora-scaled F 0.5 differ");
+    free(base), free(zero), free(one), free(half), free(half2);
+    char *o = cli_out(RUN("--lora", lnan), &st);
+    CHECKF(st == 2 && strstr(o, "not a finite number"), "NaN scale: %d %s", st, o);
+    free(o);
+    o = cli_out(RUN("--lora", lneg), &st);
+    CHECKF(st == 2 && strstr(o, "not a finite number"), "negative scale: %d %s", st, o);
+    free(o);
+    o = cli_out(RUN("--lora", tmp_path("cut.gguf")), &st);
+    CHECKF(st == 1 && strstr(o, "cut.gguf"), "truncated adapter: %d %s", st, o);
+    free(o);
+    o = cli_out(RUN("--lora-scaled", x), &st);
+    CHECKF(st == 2, "--lora-scaled without SCALE: %d %s", st, o);
+    free(o);
+    /* another architecture's adapter */
+    char qmodel[4096];
+    snprintf(qmodel, sizeof qmodel, "%s", el_test_ref_path("models/tiny-qwen3-F16.gguf"));
+    o = cli_out((const char *const[]){"run", "-m", qmodel, "--allow-unsigned", "-p", "x", "-n", "1", "--lora", l1, NULL}, &st);
+    CHECKF(st == 1 && strstr(o, "architecture 'llama', the model is 'qwen3'"), "arch: %d %s", st, o);
+    free(o);
+    /* bench --json names the adapters; perplexity takes them */
+    o = cli_out((const char *const[]){"bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "--json", "--lora", lh, NULL}, &st);
+    CHECKF(st == 0 && strstr(o, "\"lora\":[{\"file\":") && strstr(o, "\"scale\":0.5,\"rank_max\":4"), "bench: %d %s", st, o);
+    free(o);
+    FILE *f = fopen(tmp_path("ppl.txt"), "w");
+    for (int i = 0; i < 60; i++) fputs("Once upon a time there was a robot who liked numbers. ", f);
+    fclose(f);
+    char *p0 = cli_out((const char *const[]){"perplexity", "-m", model, "-f", tmp_path("ppl.txt"), "-c", "64", "--chunks", "2", NULL}, &st);
+    CHECKF(st == 0, "perplexity: %d %s", st, p0);
+    char *p1 = cli_out((const char *const[]){"perplexity", "-m", model, "-f", tmp_path("ppl.txt"), "-c", "64", "--chunks", "2",
+                                             "--lora", l1, NULL}, &st);
+    CHECKF(st == 0, "perplexity --lora: %d %s", st, p1);
+    const char *a = strstr(p0, "PPL "), *b = strstr(p1, "PPL ");
+    CHECKF(a && b && strncmp(a, b, 20) != 0, "perplexity with and without the adapter: '%.30s' '%.30s'", a ? a : "", b ? b : "");
+    free(p0), free(p1);
+#undef RUN
+}
+
 int main(int argc, char **argv) {
     if (!el_test_have_ref()) el_test_skip("../shared/reference not found");
     snprintf(g_tmp, sizeof g_tmp, "/tmp/el-test-lora-XXXXXX");
@@ -514,6 +596,7 @@ int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : getenv("EL_LORA_FILTER");
     test_exact();
     test_bad();
+    test_cli();
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tests/data/lora", EL_SOURCE_DIR);
     char *names[64];

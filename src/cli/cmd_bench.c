@@ -150,6 +150,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     double *tg = calloc((size_t)reps, sizeof *tg);
     double *tt = calloc((size_t)reps, sizeof *tt);
     el_session *s = NULL;
+    el_lora *lora[CLI_MAX_LORA] = {0}; /* --lora: the adapters' products are part of what is timed */
     int code = CLI_EXIT_OK;
     if (!toks || !pp || !tg || !tt) { code = cli_failf("out of memory"); goto done; }
     if (n_vocab <= 0) { code = cli_failf("the model has no vocabulary"); goto done; }
@@ -167,6 +168,8 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     code = CLI_EXIT_OK;
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
+    if ((code = cli_lora_apply(o, m, s, lora)) >= 0) goto done;
+    code = CLI_EXIT_OK;
 
     /* The first prompt after the load (np tokens, at least 1), then one decode
      * step: what a user waits for after a (cold) start. Also the warm-up. */
@@ -260,6 +263,14 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         fputs(",\"backend\":", stdout);
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
+        fputs(",\"lora\":[", stdout);
+        for (int i = 0; i < o->n_lora; i++) {
+            printf("%s{\"file\":", i ? "," : "");
+            cli_json_str(stdout, o->lora_path[i], strlen(o->lora_path[i]));
+            printf(",\"scale\":%g,\"rank_max\":%d,\"bytes\":%zu}", (double)o->lora_scale[i], el_lora_rank_max(lora[i]),
+                   el_lora_bytes(lora[i]));
+        }
+        fputs("]", stdout);
         if (o->placement_report) {
             fputs(",\"placement\":", stdout);
             cli_print_placement(s, stdout, true);
@@ -311,6 +322,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
 
 done:
     el_session_free(s);
+    cli_lora_free(lora);
     el_model_free(m);
     free(toks);
     free(pp);

@@ -126,6 +126,9 @@ static void print_usage(FILE *f) {
 "      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
 "      --spec-ngram N          longest n-gram looked up (1..64, default 4)\n"
 "      --spec-fixed            always --draft-max tokens (no controller)\n"
+"      --lora FILE[:SCALE]     apply a LoRA adapter (llama.cpp GGUF LoRA; run, chat,\n"
+"                              bench, perplexity; repeatable; SCALE default 1)\n"
+"      --lora-scaled FILE S    the same with scale S (llama.cpp's spelling)\n"
 "      --grammar GBNF          constrain the output to a GBNF grammar (run, chat)\n"
 "      --grammar-file FILE     the grammar from a file\n"
 "      --json-schema S|@FILE   constrain the output to JSON valid under a JSON Schema\n"
@@ -694,7 +697,7 @@ enum {
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
     F_CTK, F_CTV,
-    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA
+    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA, F_LORA, F_LORASCALED
 };
 
 typedef struct flag_def {
@@ -800,6 +803,9 @@ static const flag_def FLAGS[] = {
     {NULL, "--prefer", F_PREFER, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--tax-budget", F_TAXBUDGET, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
+    /* LoRA adapters (cli_lora.c; serve: NAME=FILE, src/service/lora_registry.h) */
+    {NULL, "--lora", F_LORA, true, C_GEN | C_BENCH},
+    {NULL, "--lora-scaled", F_LORASCALED, true, C_GEN | C_BENCH},
 };
 
 /* One backend name, or (bench) several joined by '/'. */
@@ -1046,6 +1052,17 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             if (end == val || *end || !(v > 0 && v <= 1))
                 return cli_usage_error(cmd, "--tax-budget: expected a share in (0, 1], got '%s'", val);
             o->backend.tax_budget = (float)v;
+            break;
+        }
+        case F_LORA: {
+            const int r = cli_lora_parse(o, cmd, val, NULL);
+            if (r >= 0) return r;
+            break;
+        }
+        case F_LORASCALED: {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "--lora-scaled needs FILE SCALE");
+            const int r = cli_lora_parse(o, cmd, val, argv[++i]);
+            if (r >= 0) return r;
             break;
         }
         case F_PLACEREPORT:
