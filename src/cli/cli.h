@@ -17,7 +17,7 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_DECLINE
 
 #define CLI_MAX_STOPS 16
 #define CLI_MAX_HOSTS 16
-#define CLI_MAX_LORA 8
+#define CLI_MAX_LORA 32 /* serve registers up to 32 (lora_registry.h); run/chat apply up to 8 (EL_LORA_MAX_ACTIVE) */
 
 /* Every option of every sub-command; each command states which it accepts. */
 typedef struct cli_opts {
@@ -115,6 +115,8 @@ typedef struct cli_opts {
     float lora_scale[CLI_MAX_LORA];
     int n_lora;
     char lora_buf[CLI_MAX_LORA][1024];
+    char lora_name[CLI_MAX_LORA][65]; /* serve --lora NAME=FILE */
+    uint64_t lora_budget;             /* serve --lora-budget SIZE (0: all adapters fit) */
 } cli_opts;
 
 /* One --lora FILE[:SCALE] (scale_text NULL) or --lora-scaled FILE SCALE into o;

@@ -53,6 +53,7 @@ int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *s
 int cli_lora_apply(const cli_opts *o, el_model *m, el_session *s, el_lora **out) {
     for (int i = 0; i < CLI_MAX_LORA; i++) out[i] = NULL;
     if (o->n_lora == 0) return -1;
+    if (o->n_lora > 8) return cli_failf("--lora: at most 8 adapters at once (%d given)", o->n_lora);
     el_error err;
     for (int i = 0; i < o->n_lora; i++) {
         out[i] = el_lora_load(m, o->lora_path[i], &err);

@@ -89,6 +89,12 @@ typedef struct el_server_params {
     el_spec_params spec;       /* speculative decoding of every request (mode 0: off), --spec / --draft-* */
     const char *draft_model;   /* spec.mode EL_SPEC_DRAFT (--draft-model): the draft GGUF; each slot gets a draft
                                   session of the slots' context (admission counts the draft and its sessions) */
+    /* LoRA adapters (service/lora_registry.h): serve --lora NAME=FILE (ids in this order), --lora-budget BYTES
+     * (0: the sum of the adapters' sizes, all may be resident). Validated by el_server_load. */
+    const char *const *lora_names, *const *lora_paths;
+    const float *lora_scales;  /* each adapter's default scale (NULL: 1) */
+    int n_lora;
+    uint64_t lora_budget;
 } el_server_params;
 
 typedef struct el_server el_server;
