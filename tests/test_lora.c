@@ -22,7 +22,9 @@
  *     it, --lora F:0.5 equals --lora-scaled F 0.5; a NaN / negative scale is
  *     a usage error (2), a truncated file or another architecture's adapter
  *     an error (1) naming it; bench --json lists the adapters; perplexity
- *     --lora changes the perplexity;
+ *     --lora changes the perplexity; with a signed model (--pub) an adapter
+ *     signed as an artifact of its package loads, another is refused unless
+ *     --allow-unsigned, a changed one fails the package's size check;
  *   - pack --lora: a PEFT adapter (gen_lora.py peft: random rank-4 A/B on
  *     q/k/v/o/gate/up/down of the tests/data/pack llama and qwen2 models)
  *     converted to GGUF and applied at scale 1 to the packed base gives the
@@ -535,7 +537,8 @@ static void test_cli(void) {
     const char *M = el_test_ref_path("models/tiny-llama-F16.gguf");
     char model[4096];
     snprintf(model, sizeof model, "%s", M);
-    const char *x = tmp_path("x.gguf");
+    char x[560]; /* tmp_path's buffers rotate: keep a copy */
+    snprintf(x, sizeof x, "%s", tmp_path("x.gguf"));
     char l1[600], l0[600], lh[600], lnan[600], lneg[600];
     snprintf(l1, sizeof l1, "%s", x);
     snprintf(l0, sizeof l0, "%s:0", x);
@@ -594,6 +597,42 @@ static void test_cli(void) {
     CHECKF(a && b && strncmp(a, b, 20) != 0, "perplexity with and without the adapter: '%.30s' '%.30s'", a ? a : "", b ? b : "");
     free(p0), free(p1);
 #undef RUN
+    /* a signed package: an adapter listed as an artifact loads (its size and hash checked), another is refused
+     * unless --allow-unsigned, a changed one fails the size check */
+    char pm[600], pa[600], pk[580], ppub[600], psec[600];
+    snprintf(pm, sizeof pm, "%s", tmp_path("pkg-m.gguf"));
+    snprintf(pa, sizeof pa, "%s", tmp_path("pkg-ad.gguf"));
+    snprintf(pk, sizeof pk, "%s", tmp_path("pkg-k"));
+    snprintf(ppub, sizeof ppub, "%s.pub", pk);
+    snprintf(psec, sizeof psec, "%s.sec", pk);
+    size_t ml = 0, al = 0;
+    char *mb = el_test_read_file(model, &ml), *ab = el_test_read_file(x, &al);
+    CHECK(mb && ab);
+    FILE *fm = fopen(pm, "wb"), *fa = fopen(pa, "wb");
+    fwrite(mb, 1, ml, fm), fwrite(ab, 1, al, fa);
+    fclose(fm), fclose(fa);
+    free(mb), free(ab);
+    o = cli_out((const char *const[]){"keygen", "--out", pk, NULL}, &st);
+    CHECKF(st == 0, "keygen: %s", o);
+    free(o);
+    o = cli_out((const char *const[]){"sign", "--key", psec, pm, "--version", "1", "--no-smoke", "--artifact", "pkg-ad.gguf", NULL}, &st);
+    CHECKF(st == 0, "sign: %s", o);
+    free(o);
+    o = cli_out((const char *const[]){"run", "-m", pm, "--pub", ppub, "-p", "x", "-n", "1", "--lora", pa, NULL}, &st);
+    CHECKF(st == 0 && strstr(o, "an artifact of the signed package"), "signed adapter: %d %s", st, o);
+    free(o);
+    o = cli_out((const char *const[]){"run", "-m", pm, "--pub", ppub, "-p", "x", "-n", "1", "--lora", l1, NULL}, &st);
+    CHECKF(st != 0 && strstr(o, "is not an artifact of the signed package"), "adapter outside the package: %d %s", st, o);
+    free(o);
+    o = cli_out((const char *const[]){"run", "-m", pm, "--pub", ppub, "-p", "x", "-n", "1", "--allow-unsigned", "--lora", l1, NULL}, &st);
+    CHECKF(st == 0 && strstr(o, "UNSIGNED"), "--allow-unsigned adapter: %d %s", st, o);
+    free(o);
+    fa = fopen(pa, "ab");
+    fputc('x', fa);
+    fclose(fa);
+    o = cli_out((const char *const[]){"run", "-m", pm, "--pub", ppub, "-p", "x", "-n", "1", "--lora", pa, NULL}, &st);
+    CHECKF(st != 0 && strstr(o, "pkg-ad.gguf"), "changed signed adapter: %d %s", st, o);
+    free(o);
 }
 
 /* ---- pack --lora: a PEFT adapter → GGUF LoRA; base + adapter = the merged model ---- */
