@@ -497,7 +497,7 @@ static void finish_locked(el_server *s, el_req *r, req_state st) {
         el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
         e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
         if (!r->embd) tev_route(s, &e, &r->route);
-        if (r->fp[0]) snprintf(e.lora, sizeof e.lora, "%.15s", r->fp + strlen(s->fingerprint));
+        if (r->fp[0]) e.lora = (uint32_t)strtoul(r->fp + strlen(s->fingerprint) + strlen("+lora-"), NULL, 16);
         e.streamed = r->api.stream;
         e.thermal = el_thermal_get(s->thermal).level;
         const el_finish f = r->stats.finish;
