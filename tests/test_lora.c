@@ -15,6 +15,9 @@
  *     (so a no-op adapter would fail). Tiny models from ../shared/reference,
  *     Gemma 3 270M from ~/.cache (EL_GEMMA_MODEL); skipped when absent.
  *   - scale 0 gives the base logits bit for bit; clearing the adapters too;
+ *   - with two backends (cpu,cpu) the adapters' ops are placed like others:
+ *     the logits equal the CPU alone's bit for bit, and setting / changing /
+ *     clearing adapters between passes never runs a stale placement;
  *   - two adapters X + Y (alpha 0, scale 1) give the logits of one adapter
  *     Z whose pairs concatenate theirs (rank r1 + r2: B·A = B1·A1 + B2·A2),
  *     up to rounding (max |Δlogit| < 0.02 and < 1/500 of the adapters' effect);
@@ -410,6 +413,45 @@ static void test_exact(void) {
     CHECK(el_session_set_adapters(s, &x2, &one, 1, &err) == EL_ERR_INVALID_ARG && strstr(err.msg, "another model"));
     el_lora_free(x2);
     el_model_free(m2);
+
+    /* two backends (cpu,cpu: the executor places and moves tensors, the same kernels): the adapters' ops are
+     * placed like any other; setting, changing and clearing them re-describes the passes (no stale placement) */
+    {
+        el_backend_params bp = {.backend = "cpu,cpu", .measure = true};
+        el_model_params mp2 = mp;
+        mp2.backend = &bp;
+        el_model *mc = el_model_load(el_test_ref_path("models/tiny-llama-F16.gguf"), &mp2, &err);
+        CHECKF(mc != NULL, "cpu,cpu: %s", err.msg);
+        el_lora *xc = mc ? el_lora_load(mc, tmp_path("x.gguf"), &err) : NULL;
+        el_lora *yc = mc ? el_lora_load(mc, tmp_path("y.gguf"), &err) : NULL;
+        el_session *sc = mc ? el_session_new(mc, &sp, &err) : NULL;
+        CHECKF(xc && yc && sc, "cpu,cpu: %s", err.msg);
+        if (xc && yc && sc) {
+            float *c0 = malloc(sizeof(float) * (size_t)nv), *c1 = malloc(sizeof(float) * (size_t)nv);
+            CHECK(el_session_set_adapters(s, &x, &one, 1, &err) == 0);
+            logits_of(s, toks, 24, o, nv); /* CPU alone, X */
+            logits_of(sc, toks, 24, c0, nv); /* cpu,cpu, no adapter: planned and cached */
+            CHECK(memcmp(c0, base, sizeof(float) * (size_t)nv) == 0);
+            CHECK(el_session_set_adapters(sc, &xc, &one, 1, &err) == 0);
+            logits_of(sc, toks, 24, c1, nv);
+            CHECKF(memcmp(c1, o, sizeof(float) * (size_t)nv) == 0, "cpu,cpu with X differs from the CPU alone");
+            el_lora *both[2] = {xc, yc};
+            CHECK(el_session_set_adapters(sc, both, ones, 2, &err) == 0);
+            logits_of(sc, toks, 24, c1, nv);
+            CHECK(el_session_set_adapters(sc, NULL, NULL, 0, &err) == 0);
+            logits_of(sc, toks, 24, c1, nv);
+            CHECK(memcmp(c1, base, sizeof(float) * (size_t)nv) == 0);
+            char rep[8192];
+            CHECK(el_session_set_adapters(sc, &xc, &one, 1, &err) == 0);
+            logits_of(sc, toks, 1, c1, nv);
+            el_session_placement_report(sc, 0, rep, sizeof rep);
+            CHECKF(strstr(rep, "lora") != NULL, "the placement report names no lora op:\n%s", rep);
+            free(c0), free(c1);
+        }
+        el_session_free(sc);
+        el_lora_free(xc), el_lora_free(yc);
+        el_model_free(mc);
+    }
 
     /* another architecture's model refuses a llama adapter */
     el_model *mq = el_model_load(el_test_ref_path("models/tiny-qwen3-F16.gguf"), &mp, &err);

@@ -365,6 +365,7 @@ int el_session_set_adapters(el_session *s, el_lora *const *adapters, const float
     el_lora_set *old = s->lora;
     s->lora = set;
     el_lora_set_free(old);
+    el_exec_forget_plans(s->exec); /* the passes' op lists changed (the CPU-alone fast path keeps none) */
     atomic_store(&s->busy, false);
     return 0;
 }

@@ -115,6 +115,12 @@ static void plan_clear(exec_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+void el_exec_forget_plans(el_exec *x) {
+    if (!x) return;
+    for (int i = 0; i < EXEC_PLANS; i++) plan_clear(&x->plans[i]);
+    x->cur = x->last = NULL;
+}
+
 void el_exec_free(el_exec *x) {
     if (!x) return;
     for (int i = 0; i < x->n_t; i++)
