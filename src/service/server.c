@@ -3725,6 +3725,7 @@ static int server_load(el_server *s, el_error *err) {
         const char *src = "--mem-budget";
         el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
                              .type_k = s->p.type_k, .type_v = s->p.type_v};
+        mr.runtime += el_lora_reg_budget(s->lora); /* serve --lora: the adapters resident at most (0 without) */
         el_session_params tp = {.n_ctx = 1, .n_batch = 1, .type_k = s->p.type_k, .type_v = s->p.type_v};
         if (el_session_bytes_for(m, &tp) == 0) { /* before any slot is allocated */
             err->code = EL_ERR_INVALID_ARG;

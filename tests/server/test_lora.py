@@ -31,7 +31,9 @@ two slots, and checks over real HTTP:
   bad input (400, the server unaffected): an unknown id, a negative scale,
     NaN, a non-array "lora", a bad POST /lora-adapters body;
   startup: --lora-budget smaller than an adapter, an adapter for another
-    architecture, a truncated adapter: the server refuses to start with why;
+    architecture, a truncated adapter, a name given twice, a --mem-budget that
+    holds the model and slots but not --lora-budget besides: the server refuses
+    to start with why;
   telemetry: request-end events of requests with adapters carry "edgellm.lora" (the fingerprint suffix's
     8 hex digits as a number), the others none; no content.
 
@@ -166,6 +168,7 @@ def t_lru(c):
     assert m1["edgellm_lora_resident"] == 2 and m1["edgellm_lora_resident_bytes"] == 2 * c.size
     assert m1["edgellm_lora_resident_bytes"] <= m1["edgellm_lora_budget_bytes"] == c.budget
     assert m1["edgellm_lora_adapters"] == 3
+    c.planned = m1["edgellm_memory_planned_bytes"]
 
 
 def t_hot_swap(c):
@@ -288,6 +291,15 @@ def t_startup(c):
     refuses(cli, model, "--lora", "q=" + c.qwen_adapter, want="architecture 'qwen2', the model is 'llama'")
     refuses(cli, model, "--lora", "t=" + c.cut, want="t.gguf")
     refuses(cli, model, "--lora", "a=" + c.paths[0], "--lora", "a=" + c.paths[1], want="registered twice")
+    # admission counts --lora-budget: the main server's plan less half the budget is refused with the same --lora
+    if getattr(c, "planned", 0):
+        refuses(cli, model, "-np", "2", "--lora", "a=" + c.paths[0], "--lora-budget", str(c.budget),
+                "--mem-budget", str(int(c.planned - c.budget // 2)), want="refused")
+        plain = Server(cli, model, "-np", "2", "--mem-budget", str(int(c.planned - c.budget // 2)))
+        try:
+            plain.start(timeout=60)  # the same budget without adapters: admitted
+        finally:
+            plain.kill()
 
 
 def main():
