@@ -465,6 +465,33 @@ EL_API el_finish el_session_chat(el_session *s, const char *template_name, const
                                  const el_generate_params *gp, el_token_cb cb, void *user, el_generate_stats *stats,
                                  el_error *err);
 
+/* ---- LoRA adapters --------------------------------------------------------
+ * An adapter in llama.cpp's GGUF LoRA format (general.type = "adapter",
+ * adapter.type = "lora", adapter.lora.alpha; tensor pairs "<base>.lora_a"
+ * [in, r] / "<base>.lora_b" [r, out]) for the q/k/v/o projections, the FFN
+ * (gate/up/down) and the output head. el_lora_load reads the file into a
+ * buffer of its own and validates it against the model (architecture, every
+ * target tensor present, shapes, types): errors name the tensor. The base
+ * weights are never modified: a session applies y = W·x + s·B·(A·x) with
+ * s = scale × alpha / rank (scale alone when alpha is 0), several adapters
+ * summed. An adapter must outlive every session it is set on, and the model
+ * must outlive the adapter. */
+typedef struct el_lora el_lora;
+EL_API el_lora *el_lora_load(el_model *m, const char *path, el_error *err);
+EL_API void el_lora_free(el_lora *a);
+EL_API size_t el_lora_bytes(const el_lora *a);   /* bytes it holds (the file) */
+EL_API float el_lora_alpha(const el_lora *a);
+EL_API int el_lora_rank_max(const el_lora *a);   /* the largest rank of its pairs */
+EL_API int el_lora_n_pairs(const el_lora *a);    /* adapted weights */
+/* Sets the session's active adapters (n = 0 clears them): scales[i] applies to
+ * adapters[i]. Each scale must be finite and >= 0 (0: the adapter is skipped,
+ * the logits are the base model's bit for bit); each adapter must belong to
+ * the session's model; at most 8, none twice. The scratch their products need
+ * is allocated here, not in the decode loop. Refused (nothing changed) while
+ * a generation runs on the session. 0 or an el_status with err filled. */
+EL_API int el_session_set_adapters(el_session *s, el_lora *const *adapters, const float *scales, int n,
+                                   el_error *err);
+
 /* ---- what is not in this library ------------------------------------------
  * Signed model packages (manifest + Ed25519 signature + SHA-256 of each
  * artifact) are verified by `edgellm verify` / `edgellm install` (the store),

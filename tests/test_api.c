@@ -1114,7 +1114,22 @@ static void test_native_fields(void) {
         el_api_request_free(&rq);
     }
     BAD(NAT, "{\"prompt\":\"x\",\"samplers\":[\"top_k\"]}", 400, "samplers", NULL);
-    BAD(NAT, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", 400, "lora", NULL);
+    /* "lora" (serve --lora; ids checked against the registry by the server): the list's own shape here */
+    BAD(NAT, "{\"prompt\":\"x\",\"lora\":[{\"id\":32,\"scale\":1}]}", 400, "lora.id", NULL);
+    BAD(NAT, "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":-1}]}", 400, "lora.scale", NULL);
+    BAD(CHAT, "{" MSG ",\"lora\":{\"id\":0}}", 400, "lora", NULL);
+    BAD(COMP, "{\"prompt\":\"x\",\"lora\":[{\"scale\":1}]}", 400, "lora", NULL);
+    {
+        el_api_request rq;
+        el_api_error ae;
+        const char *b = "{\"prompt\":\"x\",\"lora\":[{\"id\":3,\"scale\":0.5},{\"id\":1},{\"id\":3,\"scale\":2}]}";
+        CHECK(el_api_parse_native(b, strlen(b), &rq, &ae) == 0 && rq.has_lora && rq.n_lora == 2 && rq.lora_id[0] == 3 &&
+              rq.lora_scale[0] == 2.0f && rq.lora_id[1] == 1 && rq.lora_scale[1] == 0.0f);
+        el_api_request_free(&rq);
+        b = "{" MSG ",\"lora\":[]}";
+        CHECK(el_api_parse(CHAT, b, strlen(b), &rq, &ae) == 0 && !rq.has_lora);
+        el_api_request_free(&rq);
+    }
     BAD(NAT, "{\"prompt\":\"x\",\"n_keep\":-1}", 400, "n_keep", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"post_sampling_probs\":true}", 400, "post_sampling_probs", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"mirostat\":\"0\"}", 400, "mirostat", NULL);

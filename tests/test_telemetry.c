@@ -56,7 +56,7 @@ static void t_schema(void) {
     const size_t members = sizeof(el_tev_kind) + sizeof(el_tev_op) + sizeof(int) + sizeof(el_route_reason) +
                            sizeof(int) + 4 * sizeof(bool) + 2 * sizeof(el_thermal_level) + sizeof(el_tev_finish) +
                            sizeof(int) + sizeof(el_tev_cloud_err) + sizeof(int) + 3 * sizeof(double) +
-                           sizeof(uint64_t) + 5 * sizeof(int);
+                           sizeof(uint64_t) + 5 * sizeof(int) + sizeof(uint32_t) /* lora: a hash */;
     CHECKF(sizeof(el_tev) <= members + 16, "el_tev is %zu bytes, its code/number members %zu: a new member?",
            sizeof(el_tev), members);
 

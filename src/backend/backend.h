@@ -56,6 +56,8 @@ typedef enum el_op_kind {
     EL_OPK_ADD,          /* dst0 += src1; count floats */
     EL_OPK_COPY,         /* dst0 = src0 (byte copy, may overlap: memmove) */
     EL_OPK_HOST,         /* host.fn(host.ctx) on host memory (embedding pooling): CPU only */
+    EL_OPK_LORA,         /* dst0 += s · (src0 · w0ᵀ) · w1ᵀ (a LoRA pair: w0 = A [d, r], w1 = B [r, out]); n rows;
+                          * lora.tmp/tmp2/ws: host scratch (runtime/lora.h), rows at a time: lora.rows */
     EL_OPK_COUNT
 } el_op_kind;
 
@@ -100,6 +102,7 @@ typedef struct el_op {
         struct { el_attn_args a; } attn; /* a.q/out/kcache/vcache are ignored: src0/dst0/src1/src2 hold them */
         struct { int count; } elt;        /* gelu_mul, add */
         struct { void (*fn)(void *ctx); void *ctx; } host;
+        struct { float s; int rows; float *tmp, *tmp2; void *ws; } lora;
     } p;
     void *cpu_scratch;   /* matmul on the CPU backend: el_op_matmul_wsize bytes (the session's) */
     /* what it costs (the scheduler's inputs): arithmetic, weight bytes read

@@ -17,6 +17,7 @@ enum { CLI_EXIT_OK = 0, CLI_EXIT_ERROR = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_DECLINE
 
 #define CLI_MAX_STOPS 16
 #define CLI_MAX_HOSTS 16
+#define CLI_MAX_LORA 32 /* serve registers up to 32 (lora_registry.h); run/chat apply up to 8 (EL_LORA_MAX_ACTIVE) */
 
 /* Every option of every sub-command; each command states which it accepts. */
 typedef struct cli_opts {
@@ -113,7 +114,24 @@ typedef struct cli_opts {
     /* backends and placement (run, chat, serve, bench): sched/exec.h */
     el_backend_params backend; /* --backend cpu|opencl[:N]|auto, --prefer DEV, --tax-budget F */
     bool placement_report;     /* --placement-report: time every partition, print the report at the end */
+    /* LoRA adapters (run, chat, bench, perplexity): --lora FILE[:SCALE], --lora-scaled FILE SCALE (cli_lora.c) */
+    const char *lora_path[CLI_MAX_LORA];
+    float lora_scale[CLI_MAX_LORA];
+    int n_lora;
+    char lora_buf[CLI_MAX_LORA][1024];
+    char lora_name[CLI_MAX_LORA][65]; /* serve --lora NAME=FILE */
+    uint64_t lora_budget;             /* serve --lora-budget SIZE (0: all adapters fit) */
 } cli_opts;
+
+/* One --lora FILE[:SCALE] (scale_text NULL) or --lora-scaled FILE SCALE into o;
+ * -1 to go on, else the exit code (usage error: a NaN, infinite or negative
+ * scale, too many adapters). */
+int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *scale_text);
+/* Loads o's adapters for m and sets them on s; out[CLI_MAX_LORA] receives
+ * them (free with cli_lora_free after the session). -1 to go on, else the
+ * exit code (nothing left loaded). */
+int cli_lora_apply(const cli_opts *o, el_model *m, el_session *s, el_lora **out);
+void cli_lora_free(el_lora **a);
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
 void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);

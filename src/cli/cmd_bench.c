@@ -270,6 +270,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     el_session *ds = NULL;
     el_spec_params spec;
     spec_bench sb = {0};
+    el_lora *lora[CLI_MAX_LORA] = {0}; /* --lora: the adapters' products are part of what is timed */
     int code = CLI_EXIT_OK;
     if (!toks || !pp || !tg || !tt) { code = cli_failf("out of memory"); goto done; }
     if (n_vocab <= 0) { code = cli_failf("the model has no vocabulary"); goto done; }
@@ -290,6 +291,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
     if (spec.mode == EL_SPEC_DRAFT && (code = cli_draft_open(o, m, &sp, &spec, &dm, &ds)) >= 0) goto done;
+    if ((code = cli_lora_apply(o, m, s, lora)) >= 0) goto done;
     code = CLI_EXIT_OK;
 
     /* The first prompt after the load (np tokens, at least 1), then one decode
@@ -395,6 +397,14 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
         if (sb.ran) spec_json(&sb);
+        fputs(",\"lora\":[", stdout);
+        for (int i = 0; i < o->n_lora; i++) {
+            printf("%s{\"file\":", i ? "," : "");
+            cli_json_str(stdout, o->lora_path[i], strlen(o->lora_path[i]));
+            printf(",\"scale\":%g,\"rank_max\":%d,\"bytes\":%zu}", (double)o->lora_scale[i], el_lora_rank_max(lora[i]),
+                   el_lora_bytes(lora[i]));
+        }
+        fputs("]", stdout);
         if (o->placement_report) {
             fputs(",\"placement\":", stdout);
             cli_print_placement(s, stdout, true);
@@ -460,6 +470,7 @@ done:
     el_session_free(ds);
     el_model_free(dm);
     el_session_free(s);
+    cli_lora_free(lora);
     el_model_free(m);
     free(toks);
     free(pp);

@@ -273,10 +273,13 @@ int cli_cmd_chat(cli_opts *o) {
     if (ar >= 0) { el_model_free(m); return ar; }
     el_session *s = el_session_new(m, &sp, &err);
     if (!s) { el_model_free(m); return cli_fail(&err); }
+    el_lora *lora[CLI_MAX_LORA]; /* --lora */
+    const int lr = cli_lora_apply(o, m, s, lora);
+    if (lr >= 0) { el_session_free(s); el_model_free(m); return lr; }
     el_model *dm = NULL; /* --draft-model: its session follows the chat's KV inside el_generate */
     el_session *dsess = NULL;
     const int dr = cli_draft_open(o, m, &sp, &spec, &dm, &dsess);
-    if (dr >= 0) { el_session_free(s); el_model_free(m); return dr; }
+    if (dr >= 0) { el_session_free(s); cli_lora_free(lora); el_model_free(m); return dr; }
 
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
@@ -459,6 +462,7 @@ done:
     el_session_free(dsess);
     el_model_free(dm);
     el_session_free(s);
+    cli_lora_free(lora);
     el_model_free(m);
     return code;
 }

@@ -49,19 +49,40 @@ static void pack_usage(FILE *f) {
           "               Q4_K_M, Q5_K_M (tensor types chosen as llama.cpp's quantizer does)\n"
           "  --name NAME  general.name (default: the directory's name)\n"
           "  -t, --threads N  conversion threads (default 0: all CPUs; the bytes do not depend on it)\n"
-          "  -q, --quiet  no progress bar, no summary\n",
+          "  -q, --quiet  no progress bar, no summary\n"
+          "   or: edgellm pack --lora PEFT_DIR --base HF_DIR -o OUT.gguf [--type F32|F16|BF16]\n"
+          "  a PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors) for the HF model\n"
+          "  in HF_DIR -> llama.cpp's GGUF LoRA format (run/chat/serve --lora)\n",
           f);
 }
 
+/* edgellm pack --lora PEFT_DIR --base HF_DIR -o OUT.gguf [--type F32|F16|BF16] (convert/pack.h el_pack_lora) */
+static int pack_lora(const char *peft, const char *base, const char *out, const char *type, bool quiet) {
+    if (!base) return cli_usage_error("pack", "--lora needs --base HF_DIR (the model the adapter was trained on)");
+    if (!out) return cli_usage_error("pack", "missing -o OUT.gguf");
+    el_type t;
+    if (!strcmp(type, "F32") || !strcmp(type, "f32")) t = EL_TYPE_F32;
+    else if (!strcmp(type, "F16") || !strcmp(type, "f16")) t = EL_TYPE_F16;
+    else if (!strcmp(type, "BF16") || !strcmp(type, "bf16")) t = EL_TYPE_BF16;
+    else return cli_usage_error("pack", "--lora: --type is F32, F16 or BF16, not '%s'", type);
+    el_pack_info info;
+    el_error err = {0};
+    if (el_pack_lora(peft, base, out, t, &info, &err)) return cli_fail(&err);
+    if (!quiet)
+        fprintf(stderr, "edgellm pack: LoRA %s -> %s: %s, %d tensors %s, %.2f MiB\n", peft, out, info.arch, info.n_tensors,
+                el_type_name(t), info.file_bytes / 1048576.0);
+    return CLI_EXIT_OK;
+}
+
 int cli_cmd_pack(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *type = "F16", *name = NULL;
+    const char *dir = NULL, *out = NULL, *type = "F16", *name = NULL, *lora = NULL, *base = NULL;
     bool quiet = false;
     int threads = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
         bool takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--type") || !strcmp(a, "--name") ||
-                     !strcmp(a, "-t") || !strcmp(a, "--threads");
+                     !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--lora") || !strcmp(a, "--base");
         if (takes) {
             if (i + 1 >= argc) return cli_usage_error("pack", "option '%s' needs a value", a);
             val = argv[++i];
@@ -69,6 +90,8 @@ int cli_cmd_pack(int argc, char **argv) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = val;
         else if (!strcmp(a, "--type")) type = val;
         else if (!strcmp(a, "--name")) name = val;
+        else if (!strcmp(a, "--lora")) lora = val;
+        else if (!strcmp(a, "--base")) base = val;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             char *end;
             long n = strtol(val, &end, 10);
@@ -81,6 +104,11 @@ int cli_cmd_pack(int argc, char **argv) {
         else if (!dir) dir = a;
         else return cli_usage_error("pack", "unexpected argument '%s' (one HF_DIR)", a);
     }
+    if (lora) {
+        if (dir) return cli_usage_error("pack", "--lora PEFT_DIR converts an adapter: no HF_DIR as well");
+        return pack_lora(lora, base, out, type, quiet);
+    }
+    if (base) return cli_usage_error("pack", "--base goes with --lora");
     if (!dir) return cli_usage_error("pack", "missing HF_DIR");
     if (!out) return cli_usage_error("pack", "missing -o OUT.gguf");
     el_pack_params p = el_pack_default_params();

@@ -165,6 +165,38 @@ int cli_cmd_verify(int argc, char **argv) {
 
 /* ---- the check before every load --------------------------------------- */
 
+/* --lora with a signed package (verified against a trusted key): each adapter must be one of its artifacts
+ * (beside the model, listed in the manifest, so el_pkg_verify checked its size and SHA-256); --allow-unsigned lets
+ * others load with a note. -1 to go on, else the exit code. */
+static int lora_artifacts_check(const cli_opts *o, const el_manifest *m, bool signed_pkg) {
+    for (int i = 0; i < o->n_lora; i++) {
+        const char *lp = o->lora_path[i];
+        char ld[PATH_MAX], md[PATH_MAX];
+        snprintf(ld, sizeof ld, "%s", lp);
+        snprintf(md, sizeof md, "%s", o->model);
+        char *ls = strrchr(ld, '/'), *ms = strrchr(md, '/');
+        const char *lbase = ls ? ls + 1 : ld;
+        if (ls) *ls = 0; else snprintf(ld, sizeof ld, ".");
+        if (ms) *ms = 0; else snprintf(md, sizeof md, ".");
+        char lr[PATH_MAX], mr[PATH_MAX];
+        bool listed = false;
+        if (realpath(ld, lr) && realpath(md, mr) && !strcmp(lr, mr))
+            for (int k = 0; k < m->n_artifacts; k++) listed |= !strcmp(m->artifacts[k].path, lbase);
+        if (listed) {
+            fprintf(stderr, "lora %s: an artifact of the %s package (size and SHA-256 checked)\n", lp,
+                    signed_pkg ? "signed" : "verified");
+        } else if (signed_pkg && !o->allow_unsigned) {
+            fprintf(stderr, "error: manifest check failed: --lora %s is not an artifact of the signed package: sign it "
+                    "with the model (edgellm sign --key KEY.sec %s --artifact %s) or pass --allow-unsigned\n", lp, o->model,
+                    lbase);
+            return el_pkg_exit_code(EL_PKG_ERR_NO_MANIFEST);
+        } else {
+            fprintf(stderr, "lora %s: UNSIGNED (not an artifact of the model's package)\n", lp);
+        }
+    }
+    return -1;
+}
+
 int cli_verify_before_load(cli_opts *o) {
     static char store_model[PATH_MAX];
     el_pkg_error e;
@@ -214,6 +246,7 @@ int cli_verify_before_load(cli_opts *o) {
     if (el_pkg_verify(o->model, &vo, &m, by, &e)) return pkg_fail(&e);
     el_pkg_describe(&m, by, line, sizeof line);
     fprintf(stderr, "%s\n", line);
+    const int lr = lora_artifacts_check(o, &m, pub != NULL);
     el_manifest_free(&m);
-    return -1;
+    return lr;
 }

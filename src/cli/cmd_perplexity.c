@@ -36,6 +36,7 @@ typedef struct ppl_args {
     int n_ctx, n_batch, n_threads, n_chunks, type_k, type_v;
     int vs; /* --vs T / --vs-f16: the reference session's cache type (K and V), -1: none */
     bool json;
+    cli_opts lora; /* --lora / --lora-scaled: its lora_* fields (cli_lora.c) */
 } ppl_args;
 
 static int parse_pos(const char *v, int lo, int hi, int *out) {
@@ -72,9 +73,19 @@ static int parse_ppl_args(int argc, char **argv, ppl_args *a) {
                 return cli_usage_error("perplexity", "%s: '%s' is not a KV cache type (f16, bf16, q8_0, q4_0)", o, v);
         }
         else if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "--lora") || !strcmp(o, "--lora-scaled")) {
+            NEED_VAL();
+            const char *sc = NULL;
+            if (!strcmp(o, "--lora-scaled")) {
+                if (i + 1 >= argc) return cli_usage_error("perplexity", "--lora-scaled needs FILE SCALE");
+                sc = argv[++i];
+            }
+            const int r = cli_lora_parse(&a->lora, "perplexity", v, sc);
+            if (r >= 0) return r;
+        }
         else if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             puts("usage: edgellm perplexity -m MODEL -f TEXT [-c N] [-b N] [-t N] [--chunks N] [-ctk T] [-ctv T] "
-                 "[--vs T | --vs-f16] [--json]");
+                 "[--vs T | --vs-f16] [--lora FILE[:SCALE]]... [--lora-scaled FILE SCALE]... [--json]");
             return CLI_EXIT_OK;
         } else return cli_usage_error("perplexity", "unknown option '%s'", o);
 #undef NEED_VAL
@@ -114,6 +125,7 @@ int cli_cmd_perplexity(int argc, char **argv) {
     int n_tok = cli_tokenize(m, text, len, EL_TOK_ADD_SPECIAL, &toks);
     free(text);
     el_session *s = NULL, *ref = NULL;
+    el_lora *lora[CLI_MAX_LORA] = {0};
     int code = CLI_EXIT_OK;
     if (n_tok < 0) { code = CLI_EXIT_ERROR; goto done; }
     const int train = el_model_n_ctx_train(m);
@@ -134,9 +146,16 @@ int cli_cmd_perplexity(int argc, char **argv) {
     sp.type_k = a.type_k;
     sp.type_v = a.type_v;
     if (!(s = el_session_new(m, &sp, &err))) { code = cli_fail(&err); goto done; }
+    if ((code = cli_lora_apply(&a.lora, m, s, lora)) >= 0) goto done;
+    code = CLI_EXIT_OK;
     if (a.vs > 0) {
         sp.type_k = sp.type_v = a.vs;
         if (!(ref = el_session_new(m, &sp, &err))) { code = cli_fail(&err); goto done; }
+        /* the reference session runs the same adapters (only the cache type differs) */
+        if (a.lora.n_lora && el_session_set_adapters(ref, lora, a.lora.lora_scale, a.lora.n_lora, &err)) {
+            code = cli_fail(&err);
+            goto done;
+        }
     }
 
     const int nv = el_model_n_vocab(m), first = a.n_ctx / 2;
@@ -204,6 +223,7 @@ int cli_cmd_perplexity(int argc, char **argv) {
 done:
     el_session_free(s);
     el_session_free(ref);
+    cli_lora_free(lora);
     free(toks);
     el_model_free(m);
     return code;

@@ -192,11 +192,20 @@ int cli_cmd_run(cli_opts *o) {
         el_model_free(m);
         return cli_fail(&err);
     }
+    el_lora *lora[CLI_MAX_LORA]; /* --lora */
+    const int lr = cli_lora_apply(o, m, s, lora);
+    if (lr >= 0) {
+        el_session_free(s);
+        free(toks);
+        el_model_free(m);
+        return lr;
+    }
     el_model *dm = NULL; /* --draft-model */
     el_session *dsess = NULL;
     const int dr = cli_draft_open(o, m, &sp, &spec, &dm, &dsess);
     if (dr >= 0) {
         el_session_free(s);
+        cli_lora_free(lora);
         free(toks);
         el_model_free(m);
         return dr;
@@ -243,6 +252,7 @@ int cli_cmd_run(cli_opts *o) {
     el_session_free(dsess);
     el_model_free(dm);
     el_session_free(s);
+    cli_lora_free(lora);
     el_model_free(m);
     return code;
 }

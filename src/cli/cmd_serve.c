@@ -132,6 +132,13 @@ int cli_cmd_serve(cli_opts *o) {
     p.load = o->load;
     p.backend = &o->backend;
     p.ctx_overflow_truncate = o->ctx_overflow == 1; /* serve's default: error */
+    const char *lora_names[CLI_MAX_LORA];
+    for (int i = 0; i < o->n_lora; i++) lora_names[i] = o->lora_name[i];
+    p.lora_names = lora_names;
+    p.lora_paths = o->lora_path;
+    p.lora_scales = o->lora_scale;
+    p.n_lora = o->n_lora;
+    p.lora_budget = o->lora_budget;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

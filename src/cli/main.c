@@ -131,6 +131,13 @@ static void print_usage(FILE *f) {
 "      --draft-min N           fewest tokens drafted when speculating (default 1)\n"
 "      --spec-ngram N          longest n-gram looked up (1..64, default 4)\n"
 "      --spec-fixed            always --draft-max tokens (no controller)\n"
+"      --lora FILE[:SCALE]     apply a LoRA adapter (llama.cpp GGUF LoRA; run, chat,\n"
+"                              bench, perplexity; repeatable; SCALE default 1)\n"
+"      --lora-scaled FILE S    the same with scale S (llama.cpp's spelling)\n"
+"      --lora [NAME=]FILE[:S]  serve: register an adapter (id = order; default scale S,\n"
+"                              1 if absent), loaded when a request uses it\n"
+"      --lora-budget SIZE      serve: bytes of adapters resident at once (least\n"
+"                              recently used evicted; default: all of them)\n"
 "      --grammar GBNF          constrain the output to a GBNF grammar (run, chat)\n"
 "      --grammar-file FILE     the grammar from a file\n"
 "      --json-schema S|@FILE   constrain the output to JSON valid under a JSON Schema\n"
@@ -710,7 +717,7 @@ enum {
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
     F_LOAD, F_COLD, F_CTXOVER,
     F_CTK, F_CTV,
-    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA
+    F_BACKEND, F_PREFER, F_TAXBUDGET, F_PLACEREPORT, F_GRAMMAR, F_GRAMMARFILE, F_JSONSCHEMA, F_LORA, F_LORASCALED, F_LORABUDGET
 };
 
 typedef struct flag_def {
@@ -820,6 +827,10 @@ static const flag_def FLAGS[] = {
     {NULL, "--prefer", F_PREFER, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--tax-budget", F_TAXBUDGET, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
+    /* LoRA adapters (cli_lora.c; serve: NAME=FILE, src/service/lora_registry.h) */
+    {NULL, "--lora", F_LORA, true, C_GEN | C_BENCH | C_SERVE},
+    {NULL, "--lora-scaled", F_LORASCALED, true, C_GEN | C_BENCH | C_SERVE},
+    {NULL, "--lora-budget", F_LORABUDGET, true, C_SERVE},
 };
 
 /* One backend name, or (bench) several joined by '/'. */
@@ -1070,6 +1081,40 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             if (end == val || *end || !(v > 0 && v <= 1))
                 return cli_usage_error(cmd, "--tax-budget: expected a share in (0, 1], got '%s'", val);
             o->backend.tax_budget = (float)v;
+            break;
+        }
+        case F_LORA: { /* serve: [NAME=]FILE[:SCALE] (NAME: the file's base name) */
+            const char *eqs = cmd_bit == C_SERVE ? strchr(val, '=') : NULL;
+            const int r = cli_lora_parse(o, cmd, eqs ? eqs + 1 : val, NULL);
+            if (r >= 0) return r;
+            if (cmd_bit == C_SERVE) {
+                const char *base = eqs ? val : strrchr(o->lora_path[o->n_lora - 1], '/');
+                base = eqs ? val : base ? base + 1 : o->lora_path[o->n_lora - 1];
+                size_t nl = eqs ? (size_t)(eqs - val) : strcspn(base, ".");
+                if (nl == 0 || nl >= sizeof o->lora_name[0]) return cli_usage_error(cmd, "--lora %s: bad adapter name", val);
+                memcpy(o->lora_name[o->n_lora - 1], base, nl);
+                o->lora_name[o->n_lora - 1][nl] = 0;
+            }
+            break;
+        }
+        case F_LORABUDGET: {
+            char e[256];
+            if (el_parse_size(val, &o->lora_budget, e, sizeof e)) return cli_usage_error(cmd, "--lora-budget: %s", e);
+            if (o->lora_budget == 0) return cli_usage_error(cmd, "--lora-budget: '%s' is zero", val);
+            break;
+        }
+        case F_LORASCALED: {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "--lora-scaled needs FILE SCALE");
+            const int r = cli_lora_parse(o, cmd, val, argv[++i]);
+            if (r >= 0) return r;
+            if (cmd_bit == C_SERVE) { /* the file's base name */
+                const char *b = strrchr(val, '/');
+                b = b ? b + 1 : val;
+                size_t nl = strcspn(b, ".");
+                if (nl == 0 || nl >= sizeof o->lora_name[0]) return cli_usage_error(cmd, "--lora-scaled %s: bad adapter name", val);
+                memcpy(o->lora_name[o->n_lora - 1], b, nl);
+                o->lora_name[o->n_lora - 1][nl] = 0;
+            }
             break;
         }
         case F_PLACEREPORT:

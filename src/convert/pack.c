@@ -713,3 +713,188 @@ done:
     cJSON_Delete(cfg);
     return rc;
 }
+
+/* ---- PEFT LoRA adapters (el_pack_lora) ------------------------------------ */
+
+/* "base_model.model.<HF weight stem>.lora_A.weight" → the base's HF weight name and which half (0: A, 1: B). */
+static int peft_base_name(const char *n, char *out, size_t cap, int *half) {
+    const char *pre = "base_model.model.";
+    if (strncmp(n, pre, strlen(pre)) != 0) return 0;
+    n += strlen(pre);
+    const char *sa = ".lora_A.weight", *sb = ".lora_B.weight";
+    size_t len = strlen(n);
+    if (len > strlen(sa) && !strcmp(n + len - strlen(sa), sa)) *half = 0;
+    else if (len > strlen(sb) && !strcmp(n + len - strlen(sb), sb)) *half = 1;
+    else return 0;
+    const size_t stem = len - strlen(sa);
+    if (stem + 8 > cap) return 0;
+    memcpy(out, n, stem);
+    memcpy(out + stem, ".weight", 8);
+    return 1;
+}
+
+int el_pack_lora(const char *peft_dir, const char *base_dir, const char *out_path, el_type type, el_pack_info *info,
+                 el_error *err) {
+    el_error dummy;
+    if (!err) err = &dummy;
+    err->code = EL_OK, err->msg[0] = 0;
+    if (type != EL_TYPE_F32 && type != EL_TYPE_F16 && type != EL_TYPE_BF16)
+        return el_set_error(err, EL_ERR_INVALID_ARG, "a LoRA adapter is written as F32, F16 or BF16, not %s", el_type_name(type));
+    int rc = 0;
+    cJSON *bcfg = NULL, *acfg = NULL;
+    el_st_set *st = NULL;
+    otensor *ot = NULL;
+    int *half = NULL;
+    el_gguf_writer *w = NULL;
+    float *fbuf = NULL;
+    void *qbuf = NULL;
+    int n_out = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", base_dir);
+    char *text = el_conv_read_file(path, (size_t)16 << 20, err);
+    if (!text) return err->code;
+    bcfg = cJSON_Parse(text);
+    free(text);
+    if (!bcfg) { rc = el_set_error(err, EL_ERR_BAD_VALUE, "%s: not valid JSON", path); goto done; }
+    hparams hp;
+    if ((rc = read_config(bcfg, &hp, err))) goto done;
+    snprintf(path, sizeof path, "%s/adapter_config.json", peft_dir);
+    if (!(text = el_conv_read_file(path, (size_t)1 << 20, err))) { rc = err->code; goto done; }
+    acfg = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(acfg)) { rc = el_set_error(err, EL_ERR_BAD_VALUE, "%s: not a JSON object", path); goto done; }
+    const char *pt = str_of(acfg, "peft_type");
+    if (pt && strcmp(pt, "LORA")) { rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: peft_type '%s' (only LORA)", path, pt); goto done; }
+    double alpha = 0, r_cfg = 0;
+    if (!num(acfg, "lora_alpha", &alpha) || !isfinite(alpha) || alpha < 0 || alpha > 1e6) {
+        rc = el_set_error(err, EL_ERR_BAD_VALUE, "%s: \"lora_alpha\" must be a number >= 0", path);
+        goto done;
+    }
+    if (!num(acfg, "r", &r_cfg) || r_cfg < 1 || r_cfg > 4096 || r_cfg != floor(r_cfg)) {
+        rc = el_set_error(err, EL_ERR_BAD_VALUE, "%s: \"r\" must be an integer in 1..4096", path);
+        goto done;
+    }
+    static const char *const refused[] = {"use_dora", "use_rslora", "fan_in_fan_out"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(acfg, refused[i]))) {
+            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: \"%s\": true is not supported (llama.cpp's LoRA format "
+                              "holds plain A/B pairs scaled by alpha / r)", path, refused[i]);
+            goto done;
+        }
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern", "modules_to_save"};
+    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(acfg, patterns[i]);
+        if (x && !cJSON_IsNull(x) && cJSON_GetArraySize(x) > 0) {
+            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: a non-empty \"%s\" is not supported", path, patterns[i]);
+            goto done;
+        }
+    }
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", peft_dir);
+    if (!(st = el_st_open_file(path, err))) { rc = err->code; goto done; }
+    const int ns = el_st_count(st);
+    ot = calloc((size_t)ns + 1, sizeof *ot);
+    half = calloc((size_t)ns + 1, sizeof *half);
+    if (!ot || !half) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < ns; i++) {
+        const el_st_tensor *t = el_st_at(st, i);
+        char bn[512];
+        if (!peft_base_name(t->name, bn, sizeof bn, &half[n_out])) {
+            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: tensor '%s' is not a PEFT LoRA weight "
+                              "(base_model.model.<module>.lora_A/lora_B.weight)", path, t->name);
+            goto done;
+        }
+        el_st_tensor bt = *t;
+        bt.name = bn;
+        /* A [r, in]: mapped with a row count any head split accepts (its rows are ranks, never permuted) */
+        if (half[n_out] == 0 && bt.n_dims == 2) bt.shape[0] = 2 * (int64_t)(hp.n_head > 0 ? hp.n_head : 1);
+        int m = map_tensor(&hp, &bt, &ot[n_out], err);
+        if (m == 1 && t->n_dims == 2) ot[n_out].ne[1] = t->shape[0];
+        if (m < 0) { rc = err->code ? err->code : EL_ERR_INTERNAL; goto done; }
+        char *dot = strrchr(ot[n_out].name, '.');
+        const bool linear = m == 1 && t->n_dims == 2 && dot && !strcmp(dot, ".weight") && strstr(ot[n_out].name, "norm") == NULL &&
+                            strcmp(ot[n_out].name, "token_embd.weight") != 0;
+        if (!linear) {
+            rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: tensor '%s' adapts '%s', which is not a projection a LoRA "
+                              "adapter can target here (q/k/v/o, gate/up/down, an untied output head)", path, t->name, bn);
+            goto done;
+        }
+        ot[n_out].src = t;
+        ot[n_out].add = 0.0f;
+        ot[n_out].order = ot[n_out].order * 2 + half[n_out]; /* the base's order, A before B */
+        if (half[n_out] == 0) ot[n_out].permute_heads = 0; /* A [r, in]: the rotary row order is B's (its rows are outputs) */
+        const size_t l = strlen(ot[n_out].name);
+        snprintf(ot[n_out].name + l, sizeof ot[n_out].name - l, "%s", half[n_out] ? ".lora_b" : ".lora_a");
+        if (ot[n_out].permute_heads && ot[n_out].ne[1] % (2 * ot[n_out].permute_heads)) {
+            rc = el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s': %lld rows do not split into %d heads", t->name,
+                              (long long)ot[n_out].ne[1], ot[n_out].permute_heads);
+            goto done;
+        }
+        n_out++;
+    }
+    if (n_out == 0) { rc = el_set_error(err, EL_ERR_MISSING, "%s: no LoRA tensors", path); goto done; }
+    qsort(ot, (size_t)n_out, sizeof *ot, cmp_otensor);
+    /* pairs: every A has its B, ranks agree (A [in, r], B [r, out]) */
+    for (int i = 0; i < n_out; i++) {
+        const size_t l = strlen(ot[i].name);
+        const bool is_a = l > 7 && !strcmp(ot[i].name + l - 7, ".lora_a");
+        char other[sizeof ot[i].name];
+        snprintf(other, sizeof other, "%.*s%s", (int)(l - 7), ot[i].name, is_a ? ".lora_b" : ".lora_a");
+        int j = 0;
+        while (j < n_out && strcmp(ot[j].name, other)) j++;
+        if (j == n_out) { rc = el_set_error(err, EL_ERR_MISSING, "LoRA pair for '%s' has no '%s'", ot[i].name, other); goto done; }
+        const otensor *a = is_a ? &ot[i] : &ot[j], *b = is_a ? &ot[j] : &ot[i];
+        if (a->ne[1] != b->ne[0]) {
+            rc = el_set_error(err, EL_ERR_BAD_TENSOR, "'%s': lora_A has rank %lld, lora_B %lld", a->name, (long long)a->ne[1],
+                              (long long)b->ne[0]);
+            goto done;
+        }
+    }
+    w = el_gguf_writer_new();
+    if (!w) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    el_gguf_w_str(w, "general.architecture", hp.arch);
+    el_gguf_w_str(w, "general.type", "adapter");
+    el_gguf_w_str(w, "adapter.type", "lora");
+    el_gguf_w_f32(w, "adapter.lora.alpha", (float)alpha);
+    char nb[256];
+    el_gguf_w_str(w, "general.name", base_name(peft_dir, nb, sizeof nb));
+    int64_t max_n = 1;
+    for (int i = 0; i < n_out; i++) {
+        ot[i].type = type;
+        el_gguf_w_add_tensor(w, ot[i].name, (int)type, 2, ot[i].ne);
+        if (ot[i].ne[0] * ot[i].ne[1] > max_n) max_n = ot[i].ne[0] * ot[i].ne[1];
+    }
+    if (el_gguf_w_error(w)[0]) { rc = el_set_error(err, EL_ERR_INVALID_ARG, "%s", el_gguf_w_error(w)); goto done; }
+    fbuf = malloc(sizeof(float) * (size_t)max_n);
+    qbuf = malloc(sizeof(float) * (size_t)max_n);
+    if (!fbuf || !qbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    if ((rc = el_gguf_w_begin(w, out_path, err))) goto done;
+    for (int i = 0; i < n_out; i++) {
+        const otensor *o = &ot[i];
+        const int64_t ne0 = o->ne[0], rows = o->ne[1];
+        for (int64_t r = 0; r < rows; r++)
+            src_row_f32(o->src, o->permute_heads ? permuted_src_row(r, rows, o->permute_heads) : r, ne0, fbuf + r * ne0);
+        if ((rc = convert_rows(type, fbuf, qbuf, rows, ne0, err))) goto done;
+        if ((rc = el_gguf_w_tensor_data(w, qbuf, el_row_size(type, ne0) * (size_t)rows, err))) goto done;
+    }
+    if ((rc = el_gguf_w_finish(w, err))) goto done;
+    el_gguf *g = el_gguf_open(out_path, err);
+    if (!g) { rc = err->code; goto done; }
+    if (info) {
+        memset(info, 0, sizeof *info);
+        snprintf(info->arch, sizeof info->arch, "%s", hp.arch);
+        info->n_tensors = n_out;
+        info->file_bytes = el_gguf_file_size(g);
+        info->n_by_type[type] = n_out;
+    }
+    el_gguf_close(g);
+done:
+    el_gguf_writer_free(w);
+    free(fbuf);
+    free(qbuf);
+    free(ot);
+    free(half);
+    el_st_close(st);
+    cJSON_Delete(acfg);
+    cJSON_Delete(bcfg);
+    return rc;
+}

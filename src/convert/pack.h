@@ -51,4 +51,19 @@ int el_pack_check_config(const char *config_json, char *arch, el_error *err);
 
 int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *p, el_pack_info *info, el_error *err);
 
+/*
+ * A PEFT LoRA adapter (peft_dir: adapter_config.json with r, lora_alpha;
+ * adapter_model.safetensors with base_model.model.<module>.lora_A.weight
+ * [r, in] and .lora_B.weight [out, r]) for the HF model in base_dir
+ * (its config.json: architecture, heads) → llama.cpp's GGUF LoRA format:
+ * general.type "adapter", adapter.type "lora", adapter.lora.alpha, tensors
+ * "<GGUF base name>.lora_a" [in, r] / ".lora_b" [r, out] of type F32, F16 or
+ * BF16. llama's Q/K row permutation (its RoPE layout) is applied to B's rows
+ * as el_pack applies it to the base weights, so B·A matches the packed base.
+ * Refused with a message: DoRA, rsLoRA, fan_in_fan_out, rank/alpha patterns,
+ * modules_to_save, embedding or norm targets, a tied head, a lone half.
+ */
+int el_pack_lora(const char *peft_dir, const char *base_dir, const char *out_path, el_type type, el_pack_info *info,
+                 el_error *err);
+
 #endif

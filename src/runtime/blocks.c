@@ -16,6 +16,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/lora.h"
 #include "runtime/model.h"
 
 /*
@@ -126,6 +127,28 @@ static el_session *row_group(el_session *s, int g, int n, int *r0, int *nr, int 
 }
 
 /* dst_i = src · W_iᵀ (+ bias_i) for i < count */
+/* dst += s · B·(A·src) for each active adapter with a pair for W (runtime/lora.h) */
+static void op_lora(el_session *s, int il, const char *site, const el_mat *W, int src, int n, int dst) {
+    const el_lora_set *ls = s->lora;
+    for (int j = 0; j < ls->n; j++) {
+        if (ls->scale[j] == 0.0f) continue; /* scale 0: the base product, bit for bit */
+        const el_lora_w *lw = el_lora_find(ls->a[j], s->m, il, W);
+        if (!lw) continue;
+        el_op o = op_new(EL_OPK_LORA, il, site);
+        o.src[0] = R(s, src, 0, (size_t)n * (size_t)W->ne0);
+        o.dst[0] = R(s, dst, 0, (size_t)n * (size_t)W->ne1);
+        o.w[0] = &lw->a, o.w[1] = &lw->b;
+        o.n_w = 2;
+        o.n = n, o.d = (int)W->ne0;
+        o.p.lora.s = el_lora_eff_scale(ls->a[j], lw, ls->scale[j]);
+        o.p.lora.tmp = ls->tmp, o.p.lora.tmp2 = ls->tmp2, o.p.lora.ws = ls->ws;
+        const size_t fit = ls->tmp2_cap / (size_t)W->ne1;
+        o.p.lora.rows = (int)(fit < (size_t)ls->rows ? fit : (size_t)ls->rows);
+        run(s, &o);
+    }
+}
+
+/* dst_i = src · W_iᵀ (+ bias_i) for i < count; then the active LoRA adapters' terms */
 static void op_matmul(el_session *s, int il, const char *site, int count, const el_mat *const W[], int src, int n,
                       const int dst[], const float *const bias[]) {
     el_op o = op_new(EL_OPK_MATMUL, il, site);
@@ -138,6 +161,8 @@ static void op_matmul(el_session *s, int il, const char *site, int count, const 
     o.n_w = count;
     o.n = n, o.d = (int)W[0]->ne0;
     run(s, &o);
+    if (s->lora)
+        for (int i = 0; i < count; i++) op_lora(s, il, site, W[i], src, n, dst[i]);
 }
 
 /* ---- blocks ---- */

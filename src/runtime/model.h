@@ -124,6 +124,7 @@ struct el_session {
     int embd_pool, embd_row0, embd_n;
     float *embd_out;
     el_exec *exec;      /* runs the forward passes' ops (sched/exec.h) */
+    struct el_lora_set *lora; /* active LoRA adapters (runtime/lora.h); NULL: none, no extra op */
     bool describing;    /* the executor is describing a pass: nothing runs */
     /* batched decoding (sched/batch.h): the batcher this session's
      * generations go through (NULL: none), and where it stands in it (0: not

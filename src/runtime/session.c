@@ -29,6 +29,7 @@
 #include "memory/capacity.h"
 #include "memory/plan.h"
 #include "runtime/constrain.h"
+#include "runtime/lora.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 #include "sched/batch.h"
@@ -204,6 +205,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
 void el_session_free(el_session *s) {
     if (!s) return;
     el_exec_free(s->exec);
+    el_lora_set_free(s->lora);
     free(s->block);
     free(s->kc);
     free(s->vc);
@@ -653,8 +655,11 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     if (gp->grammar && !(con = el_constraint_new(s->m, gp->grammar, err))) goto done;
 
     /* PREFILL (the first n_cached prompt tokens are in the cache already); a
-     * session attached to a batcher goes through it unless it speculates */
-    if (s->batcher && !(gp->spec && gp->spec->mode != EL_SPEC_OFF)) el_batcher_join(s->batcher, s);
+     * session attached to a batcher goes through it unless it speculates or
+     * runs LoRA adapters (a round's shared pass computes the base model's
+     * products only: an adapted session runs its forwards alone) */
+    if (s->batcher && !(gp->spec && gp->spec->mode != EL_SPEC_OFF) && !(s->lora && s->lora->n > 0))
+        el_batcher_join(s->batcher, s);
     if (eval_tokens(s, prompt + n_cached, n_prompt - n_cached, true, err)) {
         fin = err && err->code == EL_ERR_CANCELLED ? EL_DONE_CANCELLED : EL_DONE_FAILED;
         goto done;

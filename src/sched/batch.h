@@ -16,7 +16,8 @@
  *   - Sessions are attached once (el_batcher_attach, same model, CPU backend
  *     alone and unmeasured — the executor's fast path — and the batcher's KV
  *     types); el_generate then routes that session's work through the batcher.
- *     Speculative decoding (a spec mode set) and el_embed bypass it: they run
+ *     Speculative decoding (a spec mode set), a session with LoRA adapters set
+ *     (runtime/lora.h) and el_embed bypass it: they run
  *     their forwards alone, as before.
  *   - A generation joins at its start (phase PREFILL), becomes DECODING after
  *     its prefill and leaves when it ends however it ends (done, stopped,

@@ -115,6 +115,12 @@ static void plan_clear(exec_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+void el_exec_forget_plans(el_exec *x) {
+    if (!x) return;
+    for (int i = 0; i < EXEC_PLANS; i++) plan_clear(&x->plans[i]);
+    x->cur = x->last = NULL;
+}
+
 void el_exec_free(el_exec *x) {
     if (!x) return;
     for (int i = 0; i < x->n_t; i++)
@@ -148,7 +154,7 @@ static uint64_t mix_str(uint64_t h, const char *s) {
 
 static bool in_place(el_op_kind k) {
     return k == EL_OPK_ROPE || k == EL_OPK_SCALE || k == EL_OPK_FWHT || k == EL_OPK_SILU_MUL || k == EL_OPK_GELU_MUL ||
-           k == EL_OPK_ADD || k == EL_OPK_KV_STORE;
+           k == EL_OPK_ADD || k == EL_OPK_KV_STORE || k == EL_OPK_LORA;
 }
 
 /* The model constants an op reads on a device (weights, norm vectors, biases, rope factors). */

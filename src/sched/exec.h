@@ -67,6 +67,10 @@ el_tref el_exec_ref(el_exec *x, int id, size_t off, size_t n);
  * take over; the session's cache is then unusable past n_past). */
 int el_exec_forward(el_session *s, const int32_t *toks, int n, el_error *err);
 
+/* Forgets the cached placements: the ops of a pass changed (LoRA adapters set
+ * or cleared, runtime/lora.c); the next forward of each shape is described again. */
+void el_exec_forget_plans(el_exec *x);
+
 /* Called by the forward passes (runtime/blocks.c) for each op. */
 void el_exec_op(el_session *s, el_op *op);
 

@@ -15,7 +15,7 @@ static const char *const k_names[EL_OPK_COUNT] = {
     [EL_OPK_ROPE] = "rope",         [EL_OPK_SCALE] = "scale",         [EL_OPK_FWHT] = "fwht",
     [EL_OPK_KV_STORE] = "kv_store", [EL_OPK_ATTENTION] = "attention", [EL_OPK_SILU_MUL] = "silu_mul",
     [EL_OPK_GELU_MUL] = "gelu_mul", [EL_OPK_ADD] = "add",             [EL_OPK_COPY] = "copy",
-    [EL_OPK_HOST] = "host",
+    [EL_OPK_HOST] = "host",         [EL_OPK_LORA] = "lora",
 };
 
 const char *el_op_kind_name(el_op_kind k) {

@@ -71,7 +71,7 @@ static bool is_matmul_like(el_op_kind k) { return k == EL_OPK_MATMUL || k == EL_
 static bool uses_cache(el_op_kind k) { return k == EL_OPK_KV_STORE || k == EL_OPK_ATTENTION; }
 static bool reads_dst0(el_op_kind k) {
     return k == EL_OPK_ROPE || k == EL_OPK_SCALE || k == EL_OPK_FWHT || k == EL_OPK_SILU_MUL ||
-           k == EL_OPK_GELU_MUL || k == EL_OPK_ADD;
+           k == EL_OPK_GELU_MUL || k == EL_OPK_ADD || k == EL_OPK_LORA;
 }
 
 bool el_caps_runs(const el_device_caps *c, const el_place_op *op) {

@@ -1171,6 +1171,42 @@ static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
     return root;
 }
 
+/* "lora": [{"id": N, "scale": S}, ...] (llama-server's per-request adapters; api.h). */
+static int parse_lora(const cJSON *root, el_api_request *out, el_api_error *err) {
+    const cJSON *it = NULL;
+    if (get_unique(root, "lora", "lora", &it, err)) {
+        BAD(err, "lora", "duplicate_key", "duplicate key 'lora' in request body");
+        return -1;
+    }
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsArray(it)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", it);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (!cJSON_IsObject(e)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", e);
+        double id, sc = 0;
+        const cJSON *jid = cJSON_GetObjectItemCaseSensitive(e, "id"), *js = cJSON_GetObjectItemCaseSensitive(e, "scale");
+        if (!jid) {
+            BAD(err, "lora", "invalid_value", "'lora' entries need an \"id\"");
+            return -1;
+        }
+        if (get_int(jid, "lora.id", 0, EL_API_MAX_LORA_ID, &id, err)) return -1;
+        if (js && !cJSON_IsNull(js) && get_num(js, "lora.scale", 0, false, 1e6, false, &sc, err)) return -1;
+        int k = 0;
+        while (k < out->n_lora && out->lora_id[k] != (int)id) k++;
+        if (k == out->n_lora) {
+            if (out->n_lora == EL_API_MAX_LORA) {
+                BAD(err, "lora", "invalid_value", "'lora' lists more than %d adapters", EL_API_MAX_LORA);
+                return -1;
+            }
+            out->n_lora++;
+        }
+        out->lora_id[k] = (int)id;
+        out->lora_scale[k] = (float)sc;
+    }
+    out->has_lora = out->n_lora > 0;
+    return 0;
+}
+
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err) {
     el_api_error dummy;
     if (!err) err = &dummy;
@@ -1186,6 +1222,7 @@ int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request 
     cJSON *root = parse_root(body, len, err);
     if (!root) return -1;
     int rc = parse_fields(kind, root, out, err);
+    if (!rc) rc = parse_lora(root, out, err);
     cJSON_Delete(root);
     if (rc) el_api_request_free(out);
     return rc;
@@ -1216,7 +1253,7 @@ static const struct { const char *name; char kind; double num; } g_neutral[] = {
     {"dry_multiplier", 'n', 0},  {"xtc_probability", 'n', 0},    {"top_n_sigma", 'n', -1},
     {"n_keep", 'n', 0},          {"n_discard", 'n', 0},          {"n_indent", 'n', 0},
     {"n_cmpl", 'n', 1},          {"n", 'n', 1},                  {"min_keep", 'n', 0},
-    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"samplers", 'z', 0},           {"lora", 'a', 0},
+    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"samplers", 'z', 0},
     {"image_data", 'a', 0},      {"multimodal_data", 'a', 0},    {"post_sampling_probs", 'b', 0},
     {"timings_per_token", 'b', 0}, {"return_progress", 'b', 0},  {"echo", 'b', 0},
 };
@@ -1492,6 +1529,7 @@ int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_ap
     cJSON *root = parse_root(body, len, err);
     if (!root) return -1;
     int rc = native_fields(root, out, err);
+    if (!rc) rc = parse_lora(root, out, err);
     cJSON_Delete(root);
     if (rc) el_api_request_free(out);
     return rc;

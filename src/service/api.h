@@ -25,6 +25,8 @@
 #include "service/toolcall.h"
 #include "util/buf.h"
 
+#define EL_API_MAX_LORA 32      /* entries of a request's "lora" list */
+#define EL_API_MAX_LORA_ID 31   /* the largest adapter id a request may name */
 #define EL_API_MAX_BODY (1u << 20)   /* request bodies above this: 413 */
 #define EL_API_MAX_STOP 8
 #define EL_API_MAX_TOP_LOGPROBS 20   /* chat top_logprobs 0..20; completions logprobs 0..5 */
@@ -114,6 +116,14 @@ typedef struct el_api_request {
      * "grammar" (GBNF text; "" = none) and "json_schema" (a schema) on every
      * route; at most one of them. */
     char *grammar;
+    /* LoRA adapters (llama-server's "lora": [{"id": N, "scale": S}], every route): has_lora when a
+     * non-empty list was given (an empty one or null: the server's defaults). Ids 0..EL_API_MAX_LORA_ID
+     * (checked against the registered adapters by the server), scales finite >= 0 (a missing scale is 0,
+     * as llama-server); a repeated id keeps its last scale. */
+    bool has_lora;
+    int n_lora;
+    int lora_id[EL_API_MAX_LORA];
+    float lora_scale[EL_API_MAX_LORA];
 } el_api_request;
 
 /* /tokenize {"content": str, "add_special": bool, "parse_special": bool, "with_pieces": bool} and

@@ -188,6 +188,7 @@
 #include "service/audit.h"
 #include "service/cloud.h"
 #include "service/toolcall.h"
+#include "service/lora_registry.h"
 #include "service/manifest.h"
 #include "service/metrics.h"
 #include "service/policy.h"
@@ -334,7 +335,14 @@ struct el_req {
     int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
     bool tools_parse;           /* chat with tools, tool_choice not "none": the reply is parsed for tool
                                    calls (toolcall.h); a stream holds its text back until the end */
+    /* LoRA (lora_registry.h): the scale of every registered adapter this request runs with (its "lora" list
+     * or the defaults when it was queued; all 0: none), and the fingerprint its replies carry */
+    float lora_scale[EL_LORA_REG_MAX];
+    char fp[96];
 };
+
+/* The system_fingerprint of r's replies: the server's, plus its adapter set's when it has one. */
+static const char *req_fp(const el_server *s, const el_req *r);
 
 typedef struct slot {
     el_server *srv;
@@ -354,6 +362,8 @@ typedef struct slot {
     bool held;                  /* a slot action (save/restore/erase) owns the session: take no request */
     el_session *dsess;          /* --draft-model: the draft's session (el_generate keeps it in step with sess) */
     el_spec_params spec;        /* the server's, with this slot's draft session */
+    float lora_scale[EL_LORA_REG_MAX]; /* the adapter set its session has (its cache was computed with) */
+    el_lora_lease lease;        /* the adapters the running request holds */
 } slot;
 
 struct el_server {
@@ -365,6 +375,7 @@ struct el_server {
     /* process state, written by el_server_load before `ready` */
     el_model *model;
     el_model *draft;            /* --draft-model, or NULL */
+    el_lora_reg *lora;          /* serve --lora, or NULL */
     char model_id[256];
     char fingerprint[64];
     uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
@@ -510,6 +521,7 @@ static void finish_locked(el_server *s, el_req *r, req_state st) {
         el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
         e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
         if (!r->embd) tev_route(s, &e, &r->route);
+        if (r->fp[0]) e.lora = (uint32_t)strtoul(r->fp + strlen(s->fingerprint) + strlen("+lora-"), NULL, 16);
         e.streamed = r->api.stream;
         e.thermal = el_thermal_get(s->thermal).level;
         const el_finish f = r->stats.finish;
@@ -619,9 +631,9 @@ static char *make_chunk(const el_req *r, const char *delta, size_t len, bool fir
                         const el_api_usage *usage, const char *logprobs) {
     const el_server *s = r->srv;
     if (r->api.kind == EL_API_CHAT)
-        return el_api_chat_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, len, first, finish, usage,
+        return el_api_chat_chunk(r->id, s->model_id, r->created, req_fp(s, r), delta, len, first, finish, usage,
                                  logprobs);
-    return el_api_completion_chunk(r->id, s->model_id, r->created, s->fingerprint, delta, len, finish, usage, logprobs);
+    return el_api_completion_chunk(r->id, s->model_id, r->created, req_fp(s, r), delta, len, finish, usage, logprobs);
 }
 
 static bool frame_json(el_buf *b, char *json) {
@@ -960,14 +972,14 @@ static int tool_frames(el_req *r, el_buf *tail) {
         r->sent_first = true;
     }
     for (int i = 0; ok && i < res.n_calls; i++) {
-        ok = frame_json(tail, route_first(r, el_api_chat_tool_chunk(r->id, s->model_id, r->created, s->fingerprint, i,
+        ok = frame_json(tail, route_first(r, el_api_chat_tool_chunk(r->id, s->model_id, r->created, req_fp(s, r), i,
                                                                       idv[i], res.calls[i].name, NULL, 0)));
         const char *a = res.calls[i].arguments;
         size_t n = strlen(a), at = 0;
         while (ok && at < n) { /* fragments of about 16 bytes, cut between characters */
             size_t e = at + 16 < n ? at + 16 : n;
             while (e < n && ((unsigned char)a[e] & 0xc0) == 0x80) e++;
-            ok = frame_json(tail, el_api_chat_tool_chunk(r->id, s->model_id, r->created, s->fingerprint, i, NULL,
+            ok = frame_json(tail, el_api_chat_tool_chunk(r->id, s->model_id, r->created, req_fp(s, r), i, NULL,
                                                          NULL, a + at, e - at));
             at = e;
         }
@@ -1047,8 +1059,48 @@ static int cache_reuse(const slot *sl, const el_req *r) {
     return n > 0 && el_session_can_truncate(sl->sess, n) ? n : 0;
 }
 
+static const char *req_fp(const el_server *s, const el_req *r) { return r->fp[0] ? r->fp : s->fingerprint; }
+
+/* LoRA: takes the request's adapters from the registry (resident, referenced until slot_lora_end) and sets them
+ * on the slot's session; a slot whose adapter set changes forgets its prompt cache (positions computed under
+ * other adapters). 0, or -1 with r->err set (the budget is held by running requests, a load failed). */
+static int slot_lora_begin(slot *sl, el_req *r) {
+    el_server *s = sl->srv;
+    if (!s->lora) return 0;
+    if (el_lora_reg_acquire(s->lora, r->lora_scale, &sl->lease, &r->err)) return -1;
+    if (el_session_set_adapters(sl->sess, sl->lease.a, sl->lease.scale, sl->lease.n, &r->err)) {
+        el_lora_reg_release(s->lora, &sl->lease);
+        return -1;
+    }
+    if (memcmp(sl->lora_scale, r->lora_scale, sizeof sl->lora_scale)) {
+        el_session_truncate(sl->sess, 0, NULL);
+        pthread_mutex_lock(&s->mu);
+        sl->n_cache = 0;
+        pthread_mutex_unlock(&s->mu);
+        memcpy(sl->lora_scale, r->lora_scale, sizeof sl->lora_scale);
+    }
+    return 0;
+}
+
+static void slot_lora_end(slot *sl) {
+    if (sl->srv->lora) el_lora_reg_release(sl->srv->lora, &sl->lease);
+}
+
 static void run_request(slot *sl, el_req *r) {
     el_server *s = sl->srv;
+    if (slot_lora_begin(sl, r)) { /* nothing ran: the request fails with the registry's reason */
+        el_buf tail = {0};
+        if (r->api.stream) stream_tail(r, RS_FAILED, &tail);
+        pthread_mutex_lock(&s->mu);
+        r->session = NULL;
+        sl->cur = NULL;
+        if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
+        finish_locked(s, r, RS_FAILED);
+        s->busy--;
+        pthread_mutex_unlock(&s->mu);
+        el_buf_free(&tail);
+        return;
+    }
     if (r->embd) {
         req_state st = run_embd(sl, r);
         el_session_reset(sl->sess); /* el_embed leaves no positions: the cache is empty */
@@ -1188,6 +1240,7 @@ static void *slot_main(void *arg) {
         s->busy++;
         pthread_mutex_unlock(&s->mu);
         run_request(sl, r);
+        slot_lora_end(sl); /* its adapters may be evicted now */
         pthread_mutex_lock(&s->mu);
         pthread_cond_broadcast(&s->queue_cv); /* a request for this slot may be waiting behind others */
         pthread_mutex_unlock(&s->mu);
@@ -2364,6 +2417,17 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                          "the reply would not follow it", r->api.local_unsupported);
         return reject(s, c, r, &e, NULL, NULL);
     }
+    {   /* LoRA: the request's adapters (or the defaults now), checked against the registry */
+        char lmsg[200];
+        if (el_lora_reg_scales(s->lora, r->api.has_lora, r->api.lora_id, r->api.lora_scale, r->api.n_lora,
+                               r->lora_scale, lmsg, sizeof lmsg)) {
+            el_api_set_error(&e, 400, "invalid_request_error", "lora", "invalid_value", "%s", lmsg);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        char lfp[32];
+        el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
+        if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
+    }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (r->api.ignore_eos && ban_eog(s, &r->api)) {
@@ -2451,7 +2515,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
     if (kind == EL_API_CHAT && r->api.stream) { /* the first chunk carries the role only (no one else sees r yet) */
         el_buf frame = {0};
-        bool ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, s->fingerprint))) &&
+        bool ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, req_fp(s, r)))) &&
                   el_buf_append(&r->out, frame.p, frame.len);
         el_buf_free(&frame);
         r->sent_first = true;
@@ -2522,7 +2586,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                 char *idp[EL_TOOL_MAX_CALLS];
                 for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
                 el_api_tool_calls tc = {res.calls, idp, res.n_calls};
-                json = el_api_chat_response_tools(r->id, s->model_id, r->created, s->fingerprint, res.content,
+                json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), res.content,
                                                   res.content_len, &tc,
                                                   res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
                                                   u, lj);
@@ -2530,9 +2594,9 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             }
             free(ids);
         } else if (!r->api.logprobs || lj)
-            json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, s->fingerprint, r->text.p,
+            json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, req_fp(s, r), r->text.p,
                                                               r->text.len, fin, u, lj)
-                                       : el_api_completion_response(r->id, s->model_id, r->created, s->fingerprint,
+                                       : el_api_completion_response(r->id, s->model_id, r->created, req_fp(s, r),
                                                                     r->text.p, r->text.len, fin, u, lj);
         if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
         free(lj);
@@ -2617,6 +2681,44 @@ static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el
 }
 
 /* GET /props: llama-server's server properties. */
+/* GET /lora-adapters: llama-server's list (id, path, scale = the default) plus edgellm's residency fields. */
+static enum MHD_Result h_lora_list(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    char *json = el_lora_reg_json(s->lora);
+    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_json(c, MHD_HTTP_OK, json);
+}
+
+/* POST /lora-adapters [{"id": N, "scale": S}, ...]: the defaults of requests that name no adapters (ids not
+ * listed: 0, as llama-server). Running requests keep the set they started with. */
+static enum MHD_Result h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    cJSON *root = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    int ids[EL_LORA_REG_MAX];
+    float sc[EL_LORA_REG_MAX];
+    int n = 0;
+    char msg[200] = "";
+    if (!root || !cJSON_IsArray(root)) snprintf(msg, sizeof msg, "expected a JSON array of {\"id\", \"scale\"} objects");
+    const cJSON *e;
+    if (!msg[0]) cJSON_ArrayForEach(e, root) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *v = cJSON_GetObjectItemCaseSensitive(e, "scale");
+        if (!cJSON_IsObject(e) || !cJSON_IsNumber(id) || id->valuedouble != (double)(int)id->valuedouble ||
+            (v && !cJSON_IsNumber(v))) {
+            snprintf(msg, sizeof msg, "each entry must be {\"id\": integer, \"scale\": number}");
+            break;
+        }
+        if (n == EL_LORA_REG_MAX) { snprintf(msg, sizeof msg, "more than %d entries", EL_LORA_REG_MAX); break; }
+        ids[n] = (int)id->valuedouble;
+        sc[n++] = v ? (float)v->valuedouble : 0.0f;
+    }
+    cJSON_Delete(root);
+    if (!msg[0] && (s->lora || n > 0) && el_lora_reg_set_defaults(s->lora, ids, sc, n, msg, sizeof msg) && !msg[0])
+        snprintf(msg, sizeof msg, "invalid adapters");
+    if (msg[0]) return send_error(c, 400, "invalid_request_error", "lora", "invalid_value", "%s", msg);
+    char *ok = strdup("{\"success\":true}");
+    if (!ok) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_json(c, MHD_HTTP_OK, ok);
+}
+
 static enum MHD_Result h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     cJSON *root = cJSON_CreateObject(), *def = slot_cjson(s, 0, -1, false, NULL, 0);
@@ -3247,6 +3349,15 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         memcpy(both + tl, tm, (size_t)n + 1);
         txt = both;
     }
+    if (s->lora) { /* LoRA residency (lora_registry.h) */
+        char *lm = el_lora_reg_metrics(s->lora);
+        const size_t tl = strlen(txt), ll = lm ? strlen(lm) : 0;
+        char *both = lm ? realloc(txt, tl + ll + 1) : NULL;
+        if (!both) { free(lm); free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, lm, ll + 1);
+        free(lm);
+        txt = both;
+    }
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
@@ -3274,6 +3385,8 @@ static const route ROUTES[] = {
     {"/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
     {"/apply-template", "POST", true, true, h_apply_template},
     {"/props", "GET", true, true, h_props},
+    {"/lora-adapters", "GET", true, true, h_lora_list},
+    {"/lora-adapters", "POST", true, true, h_lora_set},
     {"/slots", "GET", true, true, h_slots},
     {"/tokenize", "POST", true, true, h_tokenize},
     {"/detokenize", "POST", true, true, h_detokenize},
@@ -3300,7 +3413,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (!cc) return MHD_NO;
         *con_cls = cc;
         for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
-            if (!strcmp(url, ROUTES[i].path)) cc->rt = &ROUTES[i];
+            if (!strcmp(url, ROUTES[i].path) && (!cc->rt || !strcmp(method, ROUTES[i].method))) cc->rt = &ROUTES[i];
         if (!cc->rt && !strncmp(url, "/slots/", 7)) {
             const char *d = url + 7;
             char *end = NULL;
@@ -3709,6 +3822,27 @@ static int server_load(el_server *s, el_error *err) {
     const char *base = strrchr(s->model_path, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s", s->alias ? s->alias : base ? base + 1 : s->model_path);
     if (pick_family(s, err)) return -1;
+    if (s->p.n_lora > 0) { /* serve --lora: each validated against the model now, loaded when a request uses it */
+        uint64_t budget = s->p.lora_budget;
+        if (!budget) /* no --lora-budget: room for all of them */
+            for (int i = 0; i < s->p.n_lora; i++) {
+                struct stat st;
+                if (stat(s->p.lora_paths[i], &st) == 0) budget += (uint64_t)st.st_size;
+            }
+        if (!(s->lora = el_lora_reg_new(m, budget ? budget : 1, err))) return -1;
+        for (int i = 0; i < s->p.n_lora; i++)
+            if (el_lora_reg_add(s->lora, s->p.lora_names[i], s->p.lora_paths[i], err)) return -1;
+        if (s->p.lora_scales) {
+            int ids[EL_LORA_REG_MAX];
+            char msg[200];
+            for (int i = 0; i < s->p.n_lora; i++) ids[i] = i;
+            if (el_lora_reg_set_defaults(s->lora, ids, s->p.lora_scales, s->p.n_lora, msg, sizeof msg)) {
+                err->code = EL_ERR_INVALID_ARG;
+                snprintf(err->msg, sizeof err->msg, "--lora: %s", msg);
+                return -1;
+            }
+        }
+    }
     s->n_embd = el_model_n_embd(m);
     s->pooling = s->p.pooling_set ? s->p.pooling : el_model_pooling(m);
     if (s->p.embeddings && (s->pooling < EL_POOLING_NONE || s->pooling > EL_POOLING_LAST)) {
@@ -3733,6 +3867,7 @@ static int server_load(el_server *s, el_error *err) {
         const char *src = "--mem-budget";
         el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
                              .type_k = s->p.type_k, .type_v = s->p.type_v};
+        mr.runtime += el_lora_reg_budget(s->lora); /* serve --lora: the adapters resident at most (0 without) */
         el_session_params tp = {.n_ctx = 1, .n_batch = 1, .type_k = s->p.type_k, .type_v = s->p.type_v};
         if (el_session_bytes_for(m, &tp) == 0) { /* before any slot is allocated */
             err->code = EL_ERR_INVALID_ARG;
@@ -3922,6 +4057,7 @@ void el_server_free(el_server *s) {
     free(s->slots);
     free(s->slot_dir);
     el_thermal_stop(s->thermal); /* before the model: its callback derates the model's pool */
+    el_lora_reg_free(s->lora);  /* after the sessions that used its adapters, before the model */
     el_model_free(s->model);
     el_model_free(s->draft);
     el_router_free(s->router);

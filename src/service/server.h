@@ -94,6 +94,12 @@ typedef struct el_server_params {
     bool no_batch;             /* --no-batch: every slot decodes alone */
     int batch_chunk;           /* --batch-chunk: prefill chunk in tokens (0: EL_BATCH_CHUNK, 64) */
     int batch_wait_us;         /* --batch-wait-us: a round's wait for slots still sampling (0: EL_BATCH_WAIT_US; < 0: none) */
+    /* LoRA adapters (service/lora_registry.h): serve --lora NAME=FILE (ids in this order), --lora-budget BYTES
+     * (0: the sum of the adapters' sizes, all may be resident). Validated by el_server_load. */
+    const char *const *lora_names, *const *lora_paths;
+    const float *lora_scales;  /* each adapter's default scale (NULL: 1) */
+    int n_lora;
+    uint64_t lora_budget;
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -296,6 +296,7 @@ static int tev_attrs(const el_telemetry *t, const el_tev *e, tattr *a, int cap) 
         I("edgellm.spec.accepted", e->spec_accepted);
     }
     if (e->threads_active > 0) I("edgellm.threads_active", e->threads_active);
+    if (e->lora) I("edgellm.lora", e->lora);
 #undef S
 #undef I
 #undef B

@@ -119,6 +119,8 @@ typedef struct el_tev {
     int n_prompt, n_gen;        /* tokens (-1: unknown) */
     int spec_drafted, spec_accepted; /* speculative decoding (drafted 0: none) */
     int threads_active;         /* generation threads in use (0: unknown) */
+    uint32_t lora;              /* the request's LoRA set: the 8 hex digits of its fingerprint suffix
+                                   ("+lora-1a2b3c4d" → 0x1a2b3c4d), a hash of adapter hashes and scales; 0: none */
 } el_tev;
 
 /* A zeroed event of kind k with the "none" values set. */

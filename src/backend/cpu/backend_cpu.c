@@ -71,11 +71,15 @@ void el_op_cost(el_op *op) {
     }
     case EL_OPK_SILU_MUL: fl = 5.0 * n * d; break;
     case EL_OPK_GELU_MUL: case EL_OPK_ADD: fl = 2.0 * op->p.elt.count; break;
+    case EL_OPK_LORA: /* A·x then B·(A·x), the scale and the add */
+        w = (double)op->w[0]->ne1 * (double)op->w[0]->row_bytes + (double)op->w[1]->ne1 * (double)op->w[1]->row_bytes;
+        fl = 2.0 * n * (double)op->w[0]->ne1 * ((double)op->w[0]->ne0 + (double)op->w[1]->ne1) + 2.0 * n * (double)op->w[1]->ne1;
+        break;
     case EL_OPK_COPY: case EL_OPK_HOST: case EL_OPK_COUNT: break;
     }
     /* in-place ops read what they write */
     if (op->kind == EL_OPK_ROPE || op->kind == EL_OPK_SCALE || op->kind == EL_OPK_FWHT || op->kind == EL_OPK_SILU_MUL ||
-        op->kind == EL_OPK_GELU_MUL || op->kind == EL_OPK_ADD)
+        op->kind == EL_OPK_GELU_MUL || op->kind == EL_OPK_ADD || op->kind == EL_OPK_LORA)
         in += tref_bytes(&op->dst[0]);
     op->flops = fl, op->bytes_w = w, op->bytes_in = in, op->bytes_out = out;
 }
@@ -179,6 +183,22 @@ static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
     case EL_OPK_ADD: el_op_add(F(be, &op->dst[0]), F(be, &op->src[1]), op->p.elt.count); return 0;
     case EL_OPK_COPY: memmove(F(be, &op->dst[0]), F(be, &op->src[0]), op->dst[0].len); return 0;
     case EL_OPK_HOST: op->p.host.fn(op->p.host.ctx); return 0;
+    case EL_OPK_LORA: {
+        /* llama.cpp's order (build_lora_mm): ab = B·(A·x), ab *= s, y += ab; rows at a time to fit tmp2 */
+        const el_mat *A = op->w[0], *B = op->w[1];
+        const float *x = F(be, &op->src[0]);
+        float *y = F(be, &op->dst[0]);
+        const int64_t in = A->ne0, out = B->ne1;
+        const int ch = op->p.lora.rows > 0 ? op->p.lora.rows : 1;
+        for (int t0 = 0; t0 < op->n; t0 += ch) {
+            const int m = op->n - t0 < ch ? op->n - t0 : ch;
+            el_op_matmul(pool, A, x + (size_t)t0 * (size_t)in, m, op->p.lora.tmp, NULL, op->p.lora.ws);
+            el_op_matmul(pool, B, op->p.lora.tmp, m, op->p.lora.tmp2, NULL, op->p.lora.ws);
+            el_op_scale(op->p.lora.tmp2, op->p.lora.s, (int)(m * out));
+            el_op_add(y + (size_t)t0 * (size_t)out, op->p.lora.tmp2, (int)(m * out));
+        }
+        return 0;
+    }
     case EL_OPK_COUNT: break;
     }
     return el_set_error(err, EL_ERR_INTERNAL, "cpu backend: op kind %d", (int)op->kind);

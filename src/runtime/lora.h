@@ -1,0 +1,101 @@
+/*
+ * lora.h — LoRA adapters (internal side of edgellm.h's el_lora_* API).
+ *
+ * Contract:
+ *   - An adapter is a GGUF file in llama.cpp's LoRA format: general.type =
+ *     "adapter", adapter.type = "lora", adapter.lora.alpha (f32, absent = 0),
+ *     general.architecture equal to the base model's, and for each adapted
+ *     base weight W (ne0 = in, ne1 = out) a pair "<W name>.lora_a" [in, r]
+ *     and "<W name>.lora_b" [r, out] (ggml order: ne0 first).
+ *   - It is validated against the base before use (el_lora_parse): every
+ *     tensor is half of a pair, every pair names a projection edgellm adapts
+ *     (blk.N.attn_q/k/v/output, blk.N.ffn_gate/up/down, output) that exists
+ *     in the base, the shapes agree, the types are ones the CPU kernels
+ *     compute with. Any failure is a typed error naming the tensor.
+ *   - The file is read into a buffer the adapter owns (el_lora_bytes counts
+ *     it); the base weights are never copied or merged.
+ *   - In the forward pass each adapted product becomes
+ *     y = W·x + s·B·(A·x), s = scale × alpha / rank (scale when alpha = 0),
+ *     llama.cpp's rule (llama-adapter.h get_scale), one EL_OPK_LORA op per
+ *     active adapter after the base matmul; adapters sum. A session with no
+ *     adapter set (s->lora == NULL) builds no extra op.
+ */
+#ifndef EL_RUNTIME_LORA_H
+#define EL_RUNTIME_LORA_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "edgellm.h"
+#include "package/gguf.h"
+
+/* The projections of a layer an adapter may target, then the output head. */
+enum {
+    EL_LORA_Q = 0, EL_LORA_K, EL_LORA_V, EL_LORA_O, EL_LORA_GATE, EL_LORA_UP, EL_LORA_DOWN,
+    EL_LORA_PER_LAYER
+};
+#define EL_LORA_MAX_ACTIVE 8  /* adapters one session applies at once */
+#define EL_LORA_MAX_RANK 4096
+
+/* The GGUF name suffix of slot k ("attn_q", ...). */
+const char *el_lora_slot_name(int slot);
+
+typedef struct el_lora_w {
+    el_mat a, b;   /* a: ne0 = in, ne1 = rank; b: ne0 = rank, ne1 = out */
+    int rank;      /* 0: this weight is not adapted */
+} el_lora_w;
+
+struct el_lora {
+    const void *base;    /* the el_model it was validated against */
+    void *buf;           /* the file's bytes */
+    size_t bytes;
+    el_gguf *g;
+    float alpha;
+    int n_layer;
+    el_lora_w *w;        /* n_layer * EL_LORA_PER_LAYER, then the output head */
+    int n_pairs, rank_max;
+    int64_t in_max, out_max; /* over adapted weights */
+    char arch[64];
+};
+
+/*
+ * The base weights the validator checks against: weight(ctx, il, slot)
+ * returns layer il's projection `slot` (il = -1: the output head, slot 0),
+ * or NULL when the base has no such tensor of its own (a tied output head).
+ */
+typedef const el_mat *(*el_lora_base_fn)(void *ctx, int il, int slot);
+
+/*
+ * Parses and validates adapter g (kept by out; out->buf/bytes untouched)
+ * against a base of architecture arch with n_layer layers. Fills out->w etc.
+ * 0 or an el_status with err set ("tensor 'blk.0.attn_q.weight.lora_a' has
+ * shape [...], the base weight is [...]").
+ */
+int el_lora_parse(el_gguf *g, const char *arch, int n_layer, el_lora_base_fn weight, void *ctx, el_lora *out,
+                  el_error *err);
+/* Frees what el_lora_parse allocated in a (not a itself, not a->g). */
+void el_lora_release(el_lora *a);
+
+/* A session's active adapters and the scratch their ops use (sized at set time). */
+typedef struct el_lora_set {
+    int n;
+    const el_lora *a[EL_LORA_MAX_ACTIVE];
+    float scale[EL_LORA_MAX_ACTIVE];
+    float *tmp;      /* rows × rank_max: A·x */
+    float *tmp2;     /* tmp2_cap floats: B·(A·x) for a chunk of rows */
+    void *ws;        /* the matmul kernels' activation scratch */
+    size_t tmp2_cap;
+    int rows;        /* most rows one op takes at once (the session's batch) */
+    void *block;
+    size_t bytes;
+} el_lora_set;
+
+/* The adapted weight of W (layer il, or the output head when il < 0) in
+ * adapter a of model m, or NULL. */
+const el_lora_w *el_lora_find(const el_lora *a, const void *model, int il, const void *W);
+/* s × alpha / rank as llama.cpp computes it (alpha 0: s). */
+float el_lora_eff_scale(const el_lora *a, const el_lora_w *w, float s);
+void el_lora_set_free(el_lora_set *set);
+
+#endif
