@@ -29,7 +29,11 @@
  *   - kv_store flat and ring with a wrap: bit-identical F16 rows;
  *   - attention over F16 caches, head_dim 64/80/128/256, GQA, n = 1, 3, 7
  *     (the CPU's one-row kernel) and 64, 65, 70, 80 (its tiled kernel),
- *     window + ring: |ocl - cpu| <= 1e-6 (fp64) / 4e-3 * max|V|.
+ *     window + ring: |ocl - cpu| <= 1e-6 (fp64) / 4e-3 * max|V|, where cpu
+ *     is the CPU on one thread: on several threads the CPU splits a
+ *     one-token step over 512+ cells across the cache (attention.c, as
+ *     llama.cpp does), which the OpenCL kernel does not; against that split
+ *     result |ocl - cpu| <= 4e-3 * max|V| (the split's own rounding).
  * And the machinery: the program-binary cache (second construction loads
  * the binary; a truncated or corrupt file is rebuilt), a bad
  * EL_OPENCL_BUILD_OPTIONS (NULL + clear message), allocations beyond
@@ -95,7 +99,7 @@ static double cpu_ms(void) {
 }
 
 static el_backend *g_be;
-static el_pool *g_pool;
+static el_pool *g_pool, *g_pool1; /* 2 threads; 1 thread (attention's unsplit reference) */
 
 /* Host memory uploaded as a constant stays allocated until the backends are
  * freed: the registry is keyed by address, and a freed block's address could
@@ -667,7 +671,10 @@ static void attention_case(const attn_case *ac) {
     ca.out = want;
     ca.kcache = kc;
     ca.vcache = vc;
-    el_op_attention(g_pool, &ca);
+    el_op_attention(g_pool1, &ca); /* one thread: the unsplit arithmetic the kernel follows */
+    float *want_mt = malloc(sizeof(float) * (size_t)ac->n * qrow);
+    ca.out = want_mt;
+    el_op_attention(g_pool, &ca); /* 2 threads: split across the cache at 512+ cells */
     el_op op = {.kind = EL_OPK_ATTENTION, .n = ac->n, .layer = 0};
     op.src[0] = ref(q, qoff, sizeof(float) * (size_t)ac->n * qrow);
     op.dst[0] = ref(o, ooff, sizeof(float) * (size_t)ac->n * qrow);
@@ -682,6 +689,11 @@ static void attention_case(const attn_case *ac) {
     for (size_t i = 0; i < (size_t)ac->n * qrow; i++) worst = fmax(worst, fabs(g[i] - want[i])); /* |V| <= 1 */
     CHECKF(worst <= (g_exact ? 1e-6 : 4e-3), "attention hd=%d heads=%d/%d n=%d pos0=%d window=%d ring=%d: %.3g", hd,
            ac->n_head, ac->n_head_kv, ac->n, ac->pos0, ac->window, ac->ring, worst);
+    double worst_mt = 0;
+    for (size_t i = 0; i < (size_t)ac->n * qrow; i++) worst_mt = fmax(worst_mt, fabs(g[i] - want_mt[i]));
+    CHECKF(worst_mt <= 4e-3, "attention hd=%d n=%d pos0=%d: %.3g from the CPU on %d threads", hd, ac->n, ac->pos0,
+           worst_mt, el_pool_size(g_pool));
+    free(want_mt);
     const uint64_t u = max_ulps(g, want, (size_t)ac->n * qrow);
     /* libm's expf (see ulp_record): a weight 1 ULP off moves an output by a few ULP of the output */
     ulp_record(ac->n >= 64 ? U_ATTNT : U_ATTN1, u, 16, "attention");
@@ -1093,6 +1105,7 @@ int main(int argc, char **argv) {
     CHECK(g_be->caps.kv_types == (1u << EL_TYPE_F16));
     CHECK(!(g_be->caps.ops & (1u << EL_OPK_GET_ROWS)));
     g_pool = el_pool_new(2);
+    g_pool1 = el_pool_new(1);
 
     const char *only = getenv("EL_OPENCL_TEST_ONLY"); /* "speed": just the speed section (tuning) */
     if (only && strcmp(only, "speed") == 0) {
@@ -1158,6 +1171,7 @@ int main(int argc, char **argv) {
 out:
     el_backend_free(g_be);
     el_pool_free(g_pool);
+    el_pool_free(g_pool1);
     for (int i = 0; i < g_nkeep; i++) free(g_keep[i]);
     /* the temp cache folder */
     char cmd[128];
