@@ -74,10 +74,11 @@ typedef struct { int hd, nh, nkv, window, ring, pos; float qs; } shape;
 static int row_of(const shape *c, int j) { return c->ring > 0 ? j % c->ring : j; }
 
 /* Positions [*j0, *j1) of range ch of nc: cells of ceil(n_kv / nc), n_kv the
- * positions rounded up to 256; a ring's visible positions in near-equal parts. */
+ * positions rounded up to 256; a sliding layer's visible positions (ring or
+ * flat cache alike) in near-equal parts. */
 static void range_of(const shape *c, int nc, int ch, int *j0, int *j1) {
     const int lo = el_attn_lo(c->pos, c->window), len = c->pos - lo + 1;
-    if (c->ring > 0) {
+    if (c->ring > 0 || c->window > 0) {
         el_split_range(len, ch, nc, j0, j1);
         *j0 += lo, *j1 += lo;
         return;
@@ -300,6 +301,7 @@ int main(void) {
         {256, 4, 1, 0, 0, 2100, 4.0f},    /* Gemma global, peaked scores */
         {256, 4, 1, 0, 0, 4500, 1.0f},    /* Gemma global, a long cache */
         {256, 4, 1, 512, 1024, 3500, 2.0f}, /* Gemma sliding layer, ring wrapping inside a range */
+        {256, 4, 1, 512, 0, 3500, 2.0f},  /* the same sliding layer on a flat cache: the same ranges */
         {64, 32, 4, 0, 0, 700, 1.0f},     /* TinyLlama */
         {64, 32, 4, 0, 0, 2047, 8.0f},    /* TinyLlama, peaked */
         {80, 6, 2, 0, 0, 900, 2.0f},      /* head dim with a tail */

@@ -328,6 +328,9 @@ int main(int argc, char **argv) {
     if (fidelity) {
         el_error ferr = {0};
         el_model_params fmp = el_model_default_params();
+        /* one thread: the configuration of the variant whose numbers edgellm must reproduce (EXACT_ALT,
+         * llama.cpp on one thread) — on more, both split a decode step over 512+ cells across the cache */
+        fmp.n_threads = 1;
         el_model *fm = el_model_load(model_path, &fmp, &ferr);
         CHECKF(fm != NULL, "load %s: %s: %s", model_path, el_status_name(ferr.code), ferr.msg);
         if (fm) run_fidelity(fm);

@@ -115,7 +115,7 @@ static inline int el_attn_split_chunks(const el_attn_args *a, int nth) {
     if (group > EL_ATT_MAX_Q || group * a->head_dim > EL_ATT_MAX_QHD) return 0;
     if (nth == 1) return len >= EL_ATT_SPLIT_ONE ? 1 : 0;
     const int n_kv = (a->pos0 + EL_ATT_SPLIT_PAD) / EL_ATT_SPLIT_PAD * EL_ATT_SPLIT_PAD;
-    if ((a->ring > 0 ? len : n_kv) < EL_ATT_SPLIT_MIN) return 0;
+    if ((a->ring > 0 || a->window > 0 ? len : n_kv) < EL_ATT_SPLIT_MIN) return 0;
     if (nth > EL_ATT_SPLIT_MAX_CHUNKS || nth * a->n_head * (a->head_dim + 2) > EL_ATT_SPLIT_FLOATS) return 0;
     return nth;
 }
@@ -123,7 +123,7 @@ static inline int el_attn_split_chunks(const el_attn_args *a, int nth) {
 /* Visible positions [*j0, *j1) of range c of nc (possibly empty). */
 static inline void el_attn_split_range(const el_attn_args *a, int nc, int c, int *j0, int *j1) {
     const int lo = el_attn_lo(a->pos0, a->window), len = a->pos0 - lo + 1;
-    if (a->ring > 0) {
+    if (a->ring > 0 || a->window > 0) { /* a sliding layer: the same ranges whether its cache is a ring or flat */
         const int per = len / nc, rem = len % nc;
         *j0 = lo + c * per + (c < rem ? c : rem);
         *j1 = *j0 + per + (c < rem ? 1 : 0);
