@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/expf_poly.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_internal.h"
 #include "testutil.h"
@@ -110,6 +111,37 @@ static void fill(float *x, int n, float mag) {
 
 #define MAXN 4096
 
+/* el_op_log_norm's contract, written out: san, lane i % 16, lanes in order */
+static float lsan(float x) { return x == x ? (x < 3.40282347e38f ? x : 3.40282347e38f) : -INFINITY; }
+static void ref_log_norm(const float *x, int n, float *mx, double *sum) {
+    float m[16];
+    double acc[16] = {0};
+    for (int i = 0; i < 16; i++) m[i] = -INFINITY;
+    for (int i = 0; i < n; i++) m[i % 16] = lsan(x[i]) > m[i % 16] ? lsan(x[i]) : m[i % 16];
+    *mx = m[0];
+    for (int i = 1; i < 16; i++) *mx = m[i] > *mx ? m[i] : *mx;
+    *sum = 0.0;
+    if (*mx == -INFINITY) return;
+    for (int i = 0; i < n; i++) acc[i % 16] += (double)el_expf_poly(lsan(x[i]) - *mx);
+    for (int i = 0; i < 16; i++) *sum += acc[i];
+}
+/* one level's kernels driven as el_op_log_norm drives them */
+static void kernel_log_norm(const el_ops_kernels *k, const float *x, int n, float *mx, double *sum) {
+    const int nv = n & ~15;
+    float tail[16], m[16];
+    double acc[16] = {0};
+    for (int i = 0; i < 16; i++) tail[i] = nv + i < n ? x[nv + i] : -INFINITY, m[i] = -INFINITY;
+    k->lnorm_max(x, nv, m);
+    k->lnorm_max(tail, 16, m);
+    *mx = m[0];
+    for (int i = 1; i < 16; i++) *mx = m[i] > *mx ? m[i] : *mx;
+    *sum = 0.0;
+    if (*mx == -INFINITY) return;
+    k->lnorm_sum(x, nv, *mx, acc);
+    k->lnorm_sum(tail, 16, *mx, acc);
+    for (int i = 0; i < 16; i++) *sum += acc[i];
+}
+
 int main(void) {
     static float a[MAXN], b[MAXN], w[MAXN], r1[MAXN], r2[MAXN], cs[512];
     int at = 0;
@@ -177,7 +209,40 @@ int main(void) {
                        at, r2[at], r1[at]);
                 n_vals += nh * hd;
             }
+        /* log_norm: lane maxima and lane sums of el_expf_poly(san(x) - mx), tail padded with -inf */
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int d = lens[li];
+            for (int rep = 0; rep < 4; rep++) {
+                fill(a, d, rep == 0 ? 1.0f : rep == 1 ? 30.0f : rep == 2 ? 100.0f : 1e-3f);
+                if (rep == 3 && d > 3) a[d / 2] = NAN, a[1] = INFINITY;
+                float mr, mk;
+                double sr, sk;
+                ref_log_norm(a, d, &mr, &sr);
+                kernel_log_norm(&k, a, d, &mk, &sk);
+                CHECKF(memcmp(&mr, &mk, sizeof mr) == 0 && memcmp(&sr, &sk, sizeof sr) == 0,
+                       "%s log_norm d=%d rep=%d: max %a sum %a vs %a %a", ln, d, rep, mk, sk, mr, sr);
+                n_vals += d;
+            }
+        }
         printf("  %s: %d values match the references\n", ln, n_vals);
+    }
+
+    /* el_op_log_norm at the process level: its bits, and within 1e-6 of the sum in double with libm */
+    {
+        static float big[262144 + 5];
+        const int n = 262144 + 5;
+        for (int i = 0; i < n; i++) big[i] = rndf() * 20.0f;
+        float mr, mk;
+        double sr, sk, sd = 0.0;
+        ref_log_norm(big, n, &mr, &sr);
+        el_op_log_norm(big, n, &mk, &sk);
+        CHECKF(memcmp(&mr, &mk, sizeof mr) == 0 && memcmp(&sr, &sk, sizeof sr) == 0, "el_op_log_norm: %a %a vs %a %a", mk,
+               sk, mr, sr);
+        for (int i = 0; i < n; i++) sd += exp((double)big[i] - (double)mk);
+        CHECKF(fabs(log(sk) - log(sd)) < 1e-6, "el_op_log_norm: log sum %.9g vs %.9g in double", log(sk), log(sd));
+        const float allninf[3] = {-INFINITY, NAN, -INFINITY};
+        el_op_log_norm(allninf, 3, &mk, &sk);
+        CHECK(mk == -INFINITY && sk == 0.0);
     }
 
     /* the public operators at the process level */

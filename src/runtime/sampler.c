@@ -52,6 +52,8 @@
  */
 #include "runtime/sampler.h"
 
+#include "backend/cpu/ops.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -583,15 +585,13 @@ static int32_t sample_impl(el_sampler *s, const float *logits, int32_t draft, bo
 /* ---- log-probabilities --------------------------------------------------------- */
 
 /* max and log(sum exp(l - max)) over sanitised logits, in double */
+/* max and log Σ exp over san(logits): the vector kernel of backend/cpu/ops.h
+ * (float exp terms, double lane sums; a whole vocabulary per token, so the
+ * scalar double exp it replaces cost ~1.3 ms a token on a 262k vocabulary) */
 static void log_norm(const float *logits, int n, double *mx_out, double *lse_out) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        float l = san(logits[i]);
-        if (l > mx) mx = l;
-    }
-    double sum = 0.0;
-    if (mx > -INFINITY)
-        for (int i = 0; i < n; i++) sum += exp((double)san(logits[i]) - (double)mx);
+    float mx;
+    double sum;
+    el_op_log_norm(logits, n, &mx, &sum);
     *mx_out = mx;
     *lse_out = log(sum);
 }

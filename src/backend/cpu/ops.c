@@ -3,7 +3,9 @@
  */
 #include "backend/cpu/ops.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -215,11 +217,51 @@ EL_CPU_CLONES static void silu_mul_portable(float *gate, const float *up, int n_
     }
 }
 
+static inline float lnorm_san(float x) { return x == x ? (x < FLT_MAX ? x : FLT_MAX) : -INFINITY; }
+
+static void lnorm_max_portable(const float *x, int n, float *m) {
+    for (int i = 0; i < n; i++) {
+        const float v = lnorm_san(x[i]);
+        m[i & 15] = v > m[i & 15] ? v : m[i & 15];
+    }
+}
+
+/* el_expf_poly's bits without the ldexpf call (the portable level is what
+ * AArch64 runs here): j·2^a·2^b with a = ⌊n/2⌋, b = n − a, both powers normal,
+ * so only the last product rounds, as ldexpf does — x86/expf_x86.h's 8-lane form. */
+static inline float lnorm_pow2(int e) {
+    const uint32_t u = (uint32_t)(e + 127) << 23;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float lnorm_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    const float nc = n < -192.0f ? -192.0f : n > 192.0f ? 192.0f : n;
+    const int ni = nc == nc ? (int)nc : 0, a = ni >> 1;
+    const float res = (j * lnorm_pow2(a)) * lnorm_pow2(ni - a);
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    return n != n ? j : res;
+}
+
+static void lnorm_sum_portable(const float *x, int n, float mx, double *acc) {
+    for (int i = 0; i < n; i++) acc[i & 15] += (double)lnorm_expf(lnorm_san(x[i]) - mx);
+}
+
 static const el_ops_kernels k_ops_portable = {
     .silu_mul = silu_mul_portable,
     .add = add_portable,
     .scale_mul = scale_mul_portable,
     .rope_rotate = rope_rotate_portable,
+    .lnorm_max = lnorm_max_portable,
+    .lnorm_sum = lnorm_sum_portable,
 };
 
 el_ops_kernels el_ops_kernels_for(el_cpu_level level, el_cpu_level *used) {
@@ -310,6 +352,29 @@ void el_op_gelu_mul(float *gate, const float *up, int n) {
 }
 
 void el_op_add(float *y, const float *x, int n) { ops()->add(y, x, n); }
+
+/* The tail (n % 16 values) goes through the kernels as one chunk padded with
+ * −∞: its lanes keep their maxima and add expf(−∞) = +0 to their sums. */
+void el_op_log_norm(const float *x, int n, float *mx_out, double *sum_out) {
+    const el_ops_kernels *k = ops();
+    const int nv = n > 0 ? n & ~15 : 0;
+    float tail[16];
+    for (int i = 0; i < 16; i++) tail[i] = nv + i < n ? x[nv + i] : -INFINITY;
+    float m[16];
+    for (int i = 0; i < 16; i++) m[i] = -INFINITY;
+    k->lnorm_max(x, nv, m);
+    k->lnorm_max(tail, 16, m);
+    float mx = m[0];
+    for (int i = 1; i < 16; i++) mx = m[i] > mx ? m[i] : mx;
+    double acc[16] = {0}, sum = 0.0;
+    if (mx > -INFINITY) {
+        k->lnorm_sum(x, nv, mx, acc);
+        k->lnorm_sum(tail, 16, mx, acc);
+        for (int i = 0; i < 16; i++) sum += acc[i];
+    }
+    *mx_out = mx;
+    *sum_out = sum;
+}
 
 void el_op_scale(float *y, float s, int n) {
     for (int i = 0; i < n; i++) y[i] *= s;

@@ -75,6 +75,13 @@ void el_op_silu_mul(float *gate, const float *up, int n_rows, int d); /* gate = 
 void el_op_gelu_mul(float *gate, const float *up, int n);      /* gate = gelu_tanh(gate) * up (ggml fp16 table semantics) */
 void el_op_add(float *y, const float *x, int n);              /* y += x */
 void el_op_scale(float *y, float s, int n);
+/* The normaliser of a log-softmax over v_i = san(x_i) (NaN → −∞, +∞ →
+ * FLT_MAX): *mx = max v_i, *sum = Σ expf(v_i − mx) with ggml's vector expf
+ * (expf_poly.h), each term added in double to lane i % 16 of sixteen
+ * accumulators, which are then added lane 0 to 15 (and the lane maxima taken
+ * in that order): the same bits at every kernel level. *sum = 0 when every
+ * v_i is −∞. The samplers' log-probabilities over a whole vocabulary use it. */
+void el_op_log_norm(const float *x, int n, float *mx, double *sum);
 
 /* Attention over an F16 KV cache for n query tokens at positions pos0..pos0+n-1
  * (the cache already holds their K/V). q: [n][n_head*hd]; out: [n][n_head*hd].

@@ -18,6 +18,11 @@ typedef struct el_ops_kernels {
     void (*scale_mul)(const float *x, const float *w, float *out, int n, float scale);
     /* the rotation of el_op_rope for n_heads heads, cs = (cos, sin) pairs of n_rot/2 angles */
     void (*rope_rotate)(float *x, int n_heads, int head_dim, int n_rot, int neox, const float *cs);
+    /* el_op_log_norm (ops.h) over 16-element chunks of x, n a multiple of 16:
+     * lane maxima m[16] and lane sums acc[16] are updated in place; pass 1
+     * updates m, pass 2 (with the final mx) updates acc */
+    void (*lnorm_max)(const float *x, int n, float *m);
+    void (*lnorm_sum)(const float *x, int n, float mx, double *acc);
 } el_ops_kernels;
 
 /* The set for instruction-set level `level` (lowered to what this CPU has); *used: the level given. */

@@ -13,6 +13,7 @@
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+#include <float.h>
 #include <math.h>
 
 #include "backend/cpu/ops_internal.h"
@@ -97,10 +98,41 @@ static void rope_rotate(float *x, int n_heads, int head_dim, int n_rot, int neox
     }
 }
 
+static inline __m256 lnorm_san8(__m256 x) {
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(_mm256_min_ps(x, _mm256_set1_ps(FLT_MAX)), _mm256_set1_ps(-INFINITY), nan);
+}
+
+static void lnorm_max(const float *x, int n, float *m) {
+    __m256 m0 = _mm256_loadu_ps(m), m1 = _mm256_loadu_ps(m + 8);
+    for (int i = 0; i < n; i += 16) {
+        m0 = _mm256_max_ps(lnorm_san8(_mm256_loadu_ps(x + i)), m0); /* v > m ? v : m */
+        m1 = _mm256_max_ps(lnorm_san8(_mm256_loadu_ps(x + i + 8)), m1);
+    }
+    _mm256_storeu_ps(m, m0);
+    _mm256_storeu_ps(m + 8, m1);
+}
+
+static void lnorm_sum(const float *x, int n, float mx, double *acc) {
+    __m256d a[4];
+    for (int j = 0; j < 4; j++) a[j] = _mm256_loadu_pd(acc + 4 * j);
+    const __m256 m = _mm256_set1_ps(mx);
+    for (int i = 0; i < n; i += 16) {
+        for (int h = 0; h < 2; h++) {
+            const __m256 e = expf_poly8(_mm256_sub_ps(lnorm_san8(_mm256_loadu_ps(x + i + 8 * h)), m));
+            a[2 * h] = _mm256_add_pd(a[2 * h], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+            a[2 * h + 1] = _mm256_add_pd(a[2 * h + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        }
+    }
+    for (int j = 0; j < 4; j++) _mm256_storeu_pd(acc + 4 * j, a[j]);
+}
+
 const el_ops_kernels el_ops_kernels_avx2 = {
     .silu_mul = silu_mul,
     .add = add,
     .scale_mul = scale_mul,
     .rope_rotate = rope_rotate,
+    .lnorm_max = lnorm_max,
+    .lnorm_sum = lnorm_sum,
 };
 #endif

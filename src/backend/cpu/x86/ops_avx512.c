@@ -12,6 +12,7 @@
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
+#include <float.h>
 #include <math.h>
 
 #include "backend/cpu/ops_internal.h"
@@ -104,10 +105,35 @@ static void rope_rotate(float *x, int n_heads, int head_dim, int n_rot, int neox
     }
 }
 
+static inline __m512 lnorm_san16(__m512 x) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(nan, _mm512_min_ps(x, _mm512_set1_ps(FLT_MAX)), _mm512_set1_ps(-INFINITY));
+}
+
+static void lnorm_max(const float *x, int n, float *m) {
+    __m512 mv = _mm512_loadu_ps(m);
+    for (int i = 0; i < n; i += 16) mv = _mm512_max_ps(lnorm_san16(_mm512_loadu_ps(x + i)), mv); /* v > m ? v : m */
+    _mm512_storeu_ps(m, mv);
+}
+
+static void lnorm_sum(const float *x, int n, float mx, double *acc) {
+    __m512d lo = _mm512_loadu_pd(acc), hi = _mm512_loadu_pd(acc + 8);
+    const __m512 m = _mm512_set1_ps(mx);
+    for (int i = 0; i < n; i += 16) {
+        const __m512 e = expf_poly16(_mm512_sub_ps(lnorm_san16(_mm512_loadu_ps(x + i)), m));
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    _mm512_storeu_pd(acc, lo);
+    _mm512_storeu_pd(acc + 8, hi);
+}
+
 const el_ops_kernels el_ops_kernels_avx512 = {
     .silu_mul = silu_mul,
     .add = add,
     .scale_mul = scale_mul,
     .rope_rotate = rope_rotate,
+    .lnorm_max = lnorm_max,
+    .lnorm_sum = lnorm_sum,
 };
 #endif
