@@ -39,12 +39,6 @@
  *   tl_vacc(acc, e, vf, cnt, hd)   for k < cnt with e[k] != 0, ascending:
  *                                  acc[d] = fma(e[k], vf[k*hd + d], acc[d])
  *   tl_scale(acc, s, hd)           acc[d] *= s
- * and may define TL_ROW_SCORES with
- *   tl_row_scores(sct, R, qi, ka, j0, va, vz, scale, s)
- *                                  s[k] = sct[(j0+k-ka)*R + qi] · scale for
- *                                  va ≤ j0+k ≤ vz, else −∞ (k < 64); returns
- *                                  their maximum (NaN never chosen; which of
- *                                  +0/−0 wins changes no result below)
  *
  * A ring cache (a->ring > 0, sliding-window layers) holds position j in row
  * j % ring; tiles are still aligned in position space and visited in order.
@@ -111,16 +105,12 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
                 if (va > vz) continue;
                 for (int h = h0; h < h1; h++) {
                     const int qi = (t - t0) * nh + (h - h0);
-#ifdef TL_ROW_SCORES
-                    const float tmax = tl_row_scores(sct, R, qi, ka, j0, va, vz, a->scale, s);
-#else
                     float tmax = -INFINITY;
                     for (int k = 0; k < EL_ATT_TILE_KV; k++) {
                         const int j = j0 + k;
                         s[k] = j >= va && j <= vz ? sct[(size_t)(j - ka) * R + qi] * a->scale : -INFINITY;
                         tmax = s[k] > tmax ? s[k] : tmax;
                     }
-#endif
                     if (tmax == -INFINITY) continue;
                     float *ac = acc + (size_t)qi * hd;
                     const float Mold = M[qi], Mnew = fmaxf(Mold, tmax);

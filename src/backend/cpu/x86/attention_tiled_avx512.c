@@ -115,33 +115,6 @@ static inline void tl_scale(float *acc, float s, int hd) {
     for (; d < hd; d++) acc[d] *= s;
 }
 
-/* One query row's scaled, masked scores of a tile: four masked gathers down
- * the column of sct, the product by the scale, a lane-wise maximum (vmaxps
- * keeps the old maximum when the score is NaN, as the scalar form does). */
-static inline float tl_row_scores(const float *sct, int R, int qi, int ka, int j0, int va, int vz, float scale,
-                                  float *s) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
-    __m512 mx = ninf;
-    for (int g = 0; g < EL_ATT_TILE_KV; g += 16) {
-        const __m512i j = _mm512_add_epi32(_mm512_set1_epi32(j0 + g), lane);
-        const __mmask16 vis = _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(va), _MM_CMPINT_NLT) &
-                              _mm512_cmp_epi32_mask(j, _mm512_set1_epi32(vz), _MM_CMPINT_LE);
-        __m512 v = ninf;
-        if (vis) {
-            const __m512i idx = _mm512_add_epi32(
-                _mm512_mullo_epi32(_mm512_sub_epi32(j, _mm512_set1_epi32(ka)), _mm512_set1_epi32(R)),
-                _mm512_set1_epi32(qi));
-            v = _mm512_mask_i32gather_ps(ninf, vis, idx, sct, 4);
-            v = _mm512_mask_mul_ps(v, vis, v, sc);
-        }
-        _mm512_storeu_ps(s + g, v);
-        mx = _mm512_max_ps(v, mx);
-    }
-    return _mm512_reduce_max_ps(mx);
-}
-#define TL_ROW_SCORES 1
-
 #define TL_TASK el_attn_tiled_avx512
 #define EL_ATT_ATTR
 #include "backend/cpu/attention_tiled_impl.h"
