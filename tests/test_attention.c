@@ -305,8 +305,6 @@ int main(void) {
         {64, 8, 2, 17, 80, 40, 1.0f, 97},      /* ring, window below a tile */
         {80, 6, 2, 0, 66, 1, 4.0f, 0},       /* head dim with a tail */
         {32, 8, 8, 3, 64, 30, 1.0f, 0},      /* head dim below the vector width */
-        {112, 4, 2, 0, 70, 9, 2.0f, 0},      /* 64 + 32 + 16 dims: every block width of the V pass */
-        {200, 2, 1, 0, 65, 20, 1.0f, 0},     /* 128 + 64 + a tail of 8 */
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) run_case(&fixed[i]);
 

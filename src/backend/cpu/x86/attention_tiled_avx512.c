@@ -74,30 +74,6 @@ static inline void tl_vacc(float *acc, const float *e, const float *vf, int cnt,
         }
         for (int i = 0; i < 8; i++) _mm512_storeu_ps(acc + d + 16 * i, a[i]);
     }
-    /* head_dim 64 (TinyLlama, Llama 3.2 1B) and 32: several independent
-     * chains per pass over the cells, so the FMA latency does not bound it */
-    for (; d + 64 <= hd; d += 64) {
-        __m512 a[4];
-        for (int i = 0; i < 4; i++) a[i] = _mm512_loadu_ps(acc + d + 16 * i);
-        for (int k = 0; k < cnt; k++) {
-            if (e[k] == 0.0f) continue;
-            const __m512 w = _mm512_set1_ps(e[k]);
-            const float *v = vf + (size_t)k * hd + d;
-            for (int i = 0; i < 4; i++) a[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16 * i), a[i]);
-        }
-        for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc + d + 16 * i, a[i]);
-    }
-    for (; d + 32 <= hd; d += 32) {
-        __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
-        for (int k = 0; k < cnt; k++) {
-            if (e[k] == 0.0f) continue;
-            const __m512 w = _mm512_set1_ps(e[k]);
-            const float *v = vf + (size_t)k * hd + d;
-            a0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v), a0);
-            a1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(v + 16), a1);
-        }
-        _mm512_storeu_ps(acc + d, a0), _mm512_storeu_ps(acc + d + 16, a1);
-    }
     for (; d + 16 <= hd; d += 16) {
         __m512 a = _mm512_loadu_ps(acc + d);
         for (int k = 0; k < cnt; k++)
