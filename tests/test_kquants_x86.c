@@ -10,7 +10,12 @@
  *  - extreme quants: weight blocks of all-0xFF / all-0x00 / alternating bytes
  *    (largest quants and scales, so the largest int16 pair sums) against
  *    activations of +-127 everywhere: vec_dot, select and gemm give the
- *    portable kernel's bits.
+ *    portable kernel's bits;
+ *  - the decode paths' edges (gemm with 1..4 activation rows): rows long
+ *    enough that the Q4_K decode kernel's precomputed bsums pairs are full
+ *    (64 super-blocks) or would overflow (65: the kernel must decline), and
+ *    blocks of activation rows whose orders differ (the x4 and vec_dot
+ *    orders in one call): the portable kernel's bits, per output.
  */
 #include <math.h>
 #include <stddef.h>
@@ -177,6 +182,60 @@ static void check_extremes(const el_cpu_type_kernels *tab, const el_cpu_type_ker
     free(x);
 }
 
+/* Random weights (moderate fp16 scales) and activations; gemm blocks of
+ * 1..4 activation rows at offsets t0 of an n_act-row product. */
+static void check_decode_edges(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
+    static const int lens[] = {64 * EL_QK_K, 65 * EL_QK_K};
+    static const int orders[][2] = {/* n_act, t0 */ {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 3}, {6, 3}, {7, 4}, {9, 7}};
+    static const el_type types[] = {EL_TYPE_Q4_K, EL_TYPE_Q6_K, EL_TYPE_Q2_K, EL_TYPE_Q5_K};
+    const int nw = 21;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int k = lens[li];
+        float *x = malloc(sizeof(float) * (size_t)k * 9);
+        for (int i = 0; i < k * 9; i++) x[i] = rndf();
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            const el_type t = types[ti];
+            if (!tab[t].gemm) continue; /* the portable table: vec_dot per output */
+            const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_K, k);
+            uint8_t *w = malloc(wrow * nw), *xq = malloc(xrow * 9);
+            extreme_weights(t, w, nw, k, 3); /* pattern 3 + b: every kind of block along the row */
+            for (int a = 0; a < 9; a++) por[t].quantize(x + (size_t)a * k, xq + xrow * a, k);
+            int bad = 0;
+            for (size_t oi = 0; oi < sizeof orders / sizeof orders[0] && !bad; oi++) {
+                const int n_act = orders[oi][0], t0 = orders[oi][1];
+                for (int nt = 1; nt <= 4 && t0 + nt <= n_act && !bad; nt++) {
+                    float got[4][24];
+                    for (int a = 0; a < 4; a++)
+                        for (int r = 0; r < 24; r++) got[a][r] = -777.0f;
+                    tab[t].gemm(k, w, wrow, nw, xq + xrow * t0, xrow, t0, nt, n_act, &got[0][0], 24);
+                    for (int a = 0; a < nt && !bad; a++) {
+                        el_vec_dot_fn dp = por[t].select ? por[t].select(n_act, t0 + a, k) : NULL;
+                        if (!dp) dp = por[t].vec_dot;
+                        for (int r = 0; r < 24 && !bad; r++) {
+                            if (r >= nw) {
+                                CHECKF(got[a][r] == -777.0f, "%s %s decode gemm wrote outside its block", level,
+                                       el_type_name(t));
+                                continue;
+                            }
+                            float want;
+                            dp(k, &want, w + wrow * r, xq + xrow * (t0 + a));
+                            if (!same_bits(got[a][r], want)) {
+                                CHECKF(0, "%s %s k=%d n_act %d t0 %d nt %d act %d row %d: %.9g vs portable %.9g",
+                                       level, el_type_name(t), k, n_act, t0, nt, t0 + a, r, got[a][r], want);
+                                bad = 1;
+                            }
+                        }
+                    }
+                }
+            }
+            CHECK(!bad);
+            free(w);
+            free(xq);
+        }
+        free(x);
+    }
+}
+
 int main(void) {
     static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
     el_cpu_kernels_build(por, EL_CPU_PORTABLE);
@@ -187,6 +246,7 @@ int main(void) {
         const int before = el_test_failures;
         check_quantizer(tab, name);
         check_extremes(tab, por, name);
+        check_decode_edges(tab, por, name);
         printf("  %-8s %s\n", name, el_test_failures == before ? "ok" : "FAIL");
         levels++;
     }

@@ -17,10 +17,17 @@
  *    consecutive quants of row r), so one dot-product instruction with a
  *    broadcast activation word feeds 8 outputs; per-row scales and the float
  *    fma then work on 8 outputs at once, and no horizontal sum is needed. The
- *    transposed block is built once and used for every activation row.
+ *    transposed block is built once and used for every activation row. The
+ *    AVX-512 table puts two such 8-row halves side by side in 512-bit
+ *    registers (16 outputs per instruction, kq_gemm16_q4_k).
  *  - Q6_K (8 float lanes per output, x86 vec_dot order): a weight row's block
  *    is unpacked once into registers and multiplied with each activation row;
- *    lane l of the accumulator is exactly the portable lane l.
+ *    lane l of the accumulator is exactly the portable lane l. The AVX-512
+ *    table holds two 32-element chunks per 512-bit register and adds the
+ *    halves' lanes (exact integers) before the float fma.
+ * Decode (1..3 activation rows) of Q4_K on the AVX-512 table: one weight row
+ * at a time on 512-bit registers (kq_dec_q4_k), the activation read in its
+ * own order, the per-super-block reduction of kq_vec_dot_q4_k.
  */
 #ifndef EL_BACKEND_CPU_X86_KQUANTS_X86_H
 #define EL_BACKEND_CPU_X86_KQUANTS_X86_H
@@ -373,12 +380,214 @@ static void kq_gemm_per_output(el_vec_dot_fn vec, el_vec_dot_select_fn sel, int 
     }
 }
 
+/*
+ * Software prefetch for streamed weight rows: the lines KQ_PF_DIST bytes
+ * past the block being read (rows are contiguous, so this runs ahead into
+ * the rows that follow). The hardware prefetcher alone kept one core's
+ * stream of a K-quant matrix well under the bandwidth (bench/kq-decode.c).
+ */
+#ifndef KQ_PF_DIST
+#define KQ_PF_DIST 4096
+#endif
+KQ_INLINE void kq_dec_prefetch(const void *p, size_t bytes) {
+#if KQ_PF_DIST > 0
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + KQ_PF_DIST + o, _MM_HINT_T0);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* ======================================================================== */
+/* Decode: 1..KQ_DEC_TT activation rows, 512-bit registers (AVX-512 table)  */
+/* ======================================================================== */
+
+/*
+ * Q4_K: one weight row at a time, each super-block unpacked once into 512-bit
+ * registers and met by every activation row of the call (a decode step, or a
+ * batched step of up to KQ_DEC_TT streams). Register c holds sub-blocks 2c
+ * and 2c + 1 side by side, the activation's own element order: the 32 qs
+ * bytes of chunk c loaded into both halves (a load-port broadcast) and
+ * shifted right by 0 | 4, so the activation quants are read straight from
+ * the block_q8_K; the int16 scale vectors come from one vpermw each. Integer
+ * sums are exact; the float operations per output are kq_vec_dot_q4_k's (one
+ * fma pair per super-block), so the bits are the portable kernel's.
+ */
+#if KQ_VNNI
+#define KQ_DEC_TT 3     /* activation rows one call takes */
+#define KQ_DEC_NBMAX 64 /* super-blocks per row (k <= 16384) for the precomputed bsums pairs */
+/* 32 bytes at p in both 256-bit halves (vbroadcasti64x4: a load, no ALU). */
+KQ_INLINE __m512i kq_bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* kq_k4_scales in a vector register: bytes 0..7 the scales, 8..15 the mins
+ * (reads 16 bytes at q: the 12 scale bytes and 4 bytes of the block's qs). */
+KQ_INLINE __m128i kq_k4_scales_v(const uint8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)q); /* dwords a0 a1 a2 . */
+    const __m128i s1 = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4));
+    const __m128i s2 = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    return _mm_or_si128(_mm_and_si128(s1, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)),
+                        _mm_and_si128(s2, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+}
+
+/* vpermw index: words 0..15 take word a, 16..31 word b (scale vectors). */
+KQ_INLINE __m512i kq_idx_pair(int a, int b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)a)), _mm256_set1_epi16((short)b), 1);
+}
+
+/* Q4_K, TT activation rows in the vec_dot order (kq_vec_dot_q4_k's bits):
+ * per super-block isum = sum_j sc_j * dot_j and summ = sum_j m_j * (bsums
+ * 2j + 2j+1), acc = fma(isum, d * yd, acc), accm = fma(summ, dmin * yd, accm),
+ * kept in lanes 0 and 2 of one register; the output is lane 0 - lane 2. */
+KQ_INLINE void kq_q4k_dec_rows(const int TT, int nb, const uint8_t *w, size_t ldw, int nr,
+                               const block_q8_K *const *xa, const __m128i *bs8, float *y, size_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i ix0 = kq_idx_pair(0, 1), ix1 = kq_idx_pair(2, 3), ix2 = kq_idx_pair(4, 5), ix3 = kq_idx_pair(6, 7);
+    for (int r = 0; r < nr; ++r) {
+        const block_q4_K *b = (const block_q4_K *)(w + ldw * (size_t)r);
+        __m128 acc[KQ_DEC_TT];
+        for (int t = 0; t < TT; ++t) acc[t] = _mm_setzero_ps();
+        for (int i = 0; i < nb; ++i) {
+            const block_q4_K *bb = b + i;
+            kq_dec_prefetch(bb, sizeof *bb);
+            const __m128i sm = kq_k4_scales_v(bb->scales);
+            const __m256i s16 = _mm256_cvtepu8_epi16(sm); /* words 0..7 scales, 8..15 mins */
+            const __m128i m16 = _mm256_extracti128_si256(s16, 1);
+            const __m512i sz = _mm512_castsi256_si512(s16);
+            /* chunk c: [sub-block 2c | sub-block 2c + 1] and its scales */
+            const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs), sh), m4);
+            const __m512i q1 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 32), sh), m4);
+            const __m512i q2 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 64), sh), m4);
+            const __m512i q3 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 96), sh), m4);
+            const __m512i S0 = _mm512_permutexvar_epi16(ix0, sz), S1 = _mm512_permutexvar_epi16(ix1, sz);
+            const __m512i S2 = _mm512_permutexvar_epi16(ix2, sz), S3 = _mm512_permutexvar_epi16(ix3, sz);
+            const __m128 dm = kq_f16x2(&bb->d); /* d, dmin, 0, 0 */
+            const __m128 dd2 = _mm_unpacklo_ps(dm, dm);
+            for (int t = 0; t < TT; ++t) {
+                const int8_t *yq = xa[t][i].qs;
+                const __m512i z = _mm512_setzero_si512();
+                __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q0, _mm512_loadu_si512(yq)), S0);
+                __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q2, _mm512_loadu_si512(yq + 128)), S2);
+                s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q1, _mm512_loadu_si512(yq + 64)), S1);
+                s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q3, _mm512_loadu_si512(yq + 192)), S3);
+                const __m512i T = _mm512_add_epi32(s0, s1);
+                const __m256i t8 = _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
+                const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t8), _mm256_extracti128_si256(t8, 1));
+                const __m128i mm = _mm_madd_epi16(m16, bs8[KQ_DEC_NBMAX * t + i]);
+                __m128i h = _mm_add_epi32(_mm_unpacklo_epi64(t4, mm), _mm_unpackhi_epi64(t4, mm));
+                h = _mm_add_epi32(h, _mm_shuffle_epi32(h, _MM_SHUFFLE(2, 3, 0, 1))); /* isum, isum, summ, summ */
+                acc[t] = _mm_fmadd_ps(_mm_cvtepi32_ps(h), _mm_mul_ps(dd2, _mm_set1_ps(xa[t][i].d)), acc[t]);
+            }
+        }
+        for (int t = 0; t < TT; ++t)
+            y[ldy * (size_t)t + r] = _mm_cvtss_f32(_mm_sub_ss(acc[t], _mm_movehl_ps(acc[t], acc[t])));
+    }
+}
+
+/* Q4_K, one activation row, 8 weight rows: the same per-row work, then the
+ * 8 rows' integer sums (isum | summ partials, one register a row) reduced by
+ * one vphaddd tree into row-order vectors, and the float fma pairs done for
+ * the 8 rows at once, lane r = row r (the same operations per output). */
+KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const block_q8_K *xa, const __m128i *bs8,
+                                float *y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i ix0 = kq_idx_pair(0, 1), ix1 = kq_idx_pair(2, 3), ix2 = kq_idx_pair(4, 5), ix3 = kq_idx_pair(6, 7);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int i = 0; i < nb; ++i) {
+        const int8_t *yq = xa[i].qs;
+        const __m512i y0 = _mm512_loadu_si512(yq), y1 = _mm512_loadu_si512(yq + 64);
+        const __m512i y2 = _mm512_loadu_si512(yq + 128), y3 = _mm512_loadu_si512(yq + 192);
+        __m256i v[8];
+        int32_t dm[8];
+        for (int r = 0; r < 8; ++r) {
+            const block_q4_K *bb = (const block_q4_K *)(w + ldw * (size_t)r) + i;
+            kq_dec_prefetch(bb, sizeof *bb);
+            const __m128i sm = kq_k4_scales_v(bb->scales);
+            const __m256i s16 = _mm256_cvtepu8_epi16(sm);
+            const __m512i sz = _mm512_castsi256_si512(s16);
+            const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs), sh), m4);
+            const __m512i q1 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 32), sh), m4);
+            const __m512i q2 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 64), sh), m4);
+            const __m512i q3 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 96), sh), m4);
+            const __m512i z = _mm512_setzero_si512();
+            __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q0, y0), _mm512_permutexvar_epi16(ix0, sz));
+            __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q2, y2), _mm512_permutexvar_epi16(ix2, sz));
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q1, y1), _mm512_permutexvar_epi16(ix1, sz));
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q3, y3), _mm512_permutexvar_epi16(ix3, sz));
+            const __m512i T = _mm512_add_epi32(s0, s1);
+            const __m256i t8 = _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
+            const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t8), _mm256_extracti128_si256(t8, 1));
+            const __m128i mm = _mm_madd_epi16(_mm256_extracti128_si256(s16, 1), bs8[i]);
+            v[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t4), mm, 1); /* isum parts | summ parts */
+            dm[r] = kq_load_i32(&bb->d);
+        }
+        /* per 128-bit lane: hadd(a, b) = a0+a1, a2+a3, b0+b1, b2+b3 */
+        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+        const __m256i isum = _mm256_permute2x128_si256(g0, g1, 0x20); /* rows 0..7 */
+        const __m256i summ = _mm256_permute2x128_si256(g0, g1, 0x31);
+        /* fp16 (d, dmin) of the 8 rows -> d and dmin in row order */
+        const __m256 f0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));      /* d0 m0 .. d3 m3 */
+        const __m256 f1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 4))); /* d4 m4 .. d7 m7 */
+        const __m256 d8 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(f0, f1, 0x88)), 0xD8));
+        const __m256 m8 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(f0, f1, 0xDD)), 0xD8));
+        const __m256 yd = _mm256_set1_ps(xa[i].d);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d8, yd), acc);
+        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(m8, yd), accm);
+    }
+    _mm256_storeu_ps(y, _mm256_sub_ps(acc, accm));
+}
+
+#ifndef KQ_DEC_ROWS8
+#define KQ_DEC_ROWS8 1
+#endif
+
+/* Q4_K with 1..KQ_DEC_TT activation rows, all in the vec_dot order; 0 if not taken. */
+static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,
+                       size_t ldy) {
+    const int nb = k / EL_QK_K;
+    if (nt < 1 || nt > KQ_DEC_TT || nb > KQ_DEC_NBMAX) return 0;
+    const block_q8_K *xa[KQ_DEC_TT];
+    __m128i bs8[KQ_DEC_TT * KQ_DEC_NBMAX];
+    for (int t = 0; t < nt; ++t) {
+        xa[t] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)t);
+        for (int i = 0; i < nb; ++i)
+            bs8[KQ_DEC_NBMAX * t + i] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xa[t][i].bsums),
+                                                       _mm_loadu_si128((const __m128i *)(xa[t][i].bsums + 8)));
+    }
+    if (nt == 1 && KQ_DEC_ROWS8) {
+        const int n8 = nr / 8 * 8;
+        for (int r = 0; r < n8; r += 8) kq_q4k_dec_rows8(nb, (const uint8_t *)w + ldw * (size_t)r, ldw, xa[0], bs8, y + r);
+        if (n8 < nr) kq_q4k_dec_rows(1, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
+        return 1;
+    }
+    switch (nt) {
+    case 1: kq_q4k_dec_rows(1, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    case 2: kq_q4k_dec_rows(2, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    default: kq_q4k_dec_rows(3, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    }
+    return 1;
+}
+
+#else
+#define kq_dec_q4_k kq_dec_none
+#endif
+
+/* No decode kernel: the gemm's own path. */
+static inline int kq_dec_none(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,
+                              size_t ldy) {
+    (void)k, (void)w, (void)ldw, (void)nr, (void)x, (void)ldx, (void)nt, (void)y, (void)ldy;
+    return 0;
+}
+
 /* gemm over 8-row groups of packed blocks (PT, built by PACK), activation
  * rows 4 (or 1) at a time through ACTS; the x4 order for activation rows
  * below n_act - n_act % 4, as the selector. */
-#define KQ_ROW_LANES_GEMM(NAME, BT, PT, PACK, ACTS)                                                         \
+#define KQ_ROW_LANES_GEMM(NAME, BT, PT, PACK, ACTS, DEC)                                                    \
     static void kq_gemm_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0,  \
                                int nt, int n_act, float *y, size_t ldy) {                                   \
+        /* decode: every activation row in the vec_dot order (the selector says so) */                     \
+        int vec_order = 1;                                                                                  \
+        for (int a = 0; a < nt && vec_order; ++a) vec_order = kq_select_##NAME(n_act, t0 + a, k) == NULL;   \
+        if (vec_order && DEC(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;                                    \
         if (nt < 3) {                                                                                       \
             kq_gemm_per_output(kq_vec_dot_##NAME, kq_select_##NAME, k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy); \
             return;                                                                                         \
@@ -426,7 +635,132 @@ static void kq_gemm_per_output(el_vec_dot_fn vec, el_vec_dot_select_fn sel, int 
         }                                                                                                   \
     }
 
-KQ_ROW_LANES_GEMM(q4_k, block_q4_K, q4k_pack, q4k_pack8, q4k_acts)
+KQ_ROW_LANES_GEMM(q4_k, block_q4_K, q4k_pack, q4k_pack8, q4k_acts, kq_dec_q4_k)
+
+#if KQ_VNNI
+/*
+ * Q4_K prefill on 512-bit registers: 16 weight rows per group (two
+ * q4k_pack8 halves side by side), so one vpdpbusd with a broadcast
+ * activation word feeds 16 outputs. Per output the operations are
+ * q4k_acts' (exact integer chunk sums times the int32 scales, the mins
+ * through the bsums pairs, then the same fma pair per chunk in the x4 order
+ * or per super-block in the vec_dot order): the same bits.
+ */
+typedef struct {
+    __m512i w[64]; /* w[8j + k] lane r (0..15): quants 4k..4k+3 of sub-block j of row r */
+    __m512i sc[8]; /* sub-block j scale of row r (int32) */
+    __m512i mn[4]; /* chunk c, lane r: int16 pair (min of 2c, min of 2c+1) */
+    __m512 d, dmin;
+} q4k_pack16;
+
+KQ_INLINE void q4k_pack16_build(const block_q4_K *const rows[16], q4k_pack16 *pk, q4k_pack *tmp) {
+    q4k_pack8(rows, &tmp[0]);
+    q4k_pack8(rows + 8, &tmp[1]);
+    for (int i = 0; i < 64; ++i) pk->w[i] = _mm512_inserti64x4(_mm512_castsi256_si512(tmp[0].w[i]), tmp[1].w[i], 1);
+    for (int j = 0; j < 8; ++j) pk->sc[j] = _mm512_inserti64x4(_mm512_castsi256_si512(tmp[0].sc[j]), tmp[1].sc[j], 1);
+    for (int c = 0; c < 4; ++c) pk->mn[c] = _mm512_inserti64x4(_mm512_castsi256_si512(tmp[0].mn[c]), tmp[1].mn[c], 1);
+    pk->d = _mm512_insertf32x8(_mm512_castps256_ps512(tmp[0].d), tmp[1].d, 1);
+    pk->dmin = _mm512_insertf32x8(_mm512_castps256_ps512(tmp[0].dmin), tmp[1].dmin, 1);
+}
+
+KQ_INLINE void q4k_acts16(const q4k_pack16 *pk, const block_q8_K *const *yb, const int *x4, __m512 *acc,
+                          __m512 *accm, const int na) {
+    __m512i tot[4], totm[4];
+    __m512 dv[4], dmv[4];
+    alignas(16) int32_t bsp[4][4]; /* chunk c: int16 pair (bsums 4c + 4c+1, bsums 4c+2 + 4c+3) */
+    for (int a = 0; a < na; ++a) {
+        tot[a] = totm[a] = _mm512_setzero_si512();
+        const __m512 yd = _mm512_set1_ps(yb[a]->d);
+        dv[a] = _mm512_mul_ps(pk->d, yd);
+        dmv[a] = _mm512_mul_ps(pk->dmin, yd);
+        const int16_t *bs = yb[a]->bsums;
+        _mm_store_si128((__m128i *)bsp[a], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
+                                                          _mm_loadu_si128((const __m128i *)(bs + 8))));
+    }
+    for (int c = 0; c < 4; ++c) {
+        const int j0 = 2 * c, j1 = 2 * c + 1;
+        __m512i p0[4], p1[4];
+        for (int a = 0; a < na; ++a) p0[a] = p1[a] = _mm512_setzero_si512();
+        for (int k = 0; k < 8; ++k) {
+            const __m512i w0 = pk->w[8 * j0 + k], w1 = pk->w[8 * j1 + k];
+            for (int a = 0; a < na; ++a) {
+                p0[a] = _mm512_dpbusd_epi32(p0[a], w0, _mm512_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j0 + 4 * k)));
+                p1[a] = _mm512_dpbusd_epi32(p1[a], w1, _mm512_set1_epi32(kq_load_i32(yb[a]->qs + 32 * j1 + 4 * k)));
+            }
+        }
+        for (int a = 0; a < na; ++a) {
+            const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(p0[a], pk->sc[j0]), _mm512_mullo_epi32(p1[a], pk->sc[j1]));
+            const __m512i mm = _mm512_madd_epi16(pk->mn[c], _mm512_set1_epi32(bsp[a][c]));
+            if (x4[a]) {
+                acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), dv[a], acc[a]);
+                accm[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mm), dmv[a], accm[a]);
+            } else {
+                tot[a] = _mm512_add_epi32(tot[a], is);
+                totm[a] = _mm512_add_epi32(totm[a], mm);
+            }
+        }
+    }
+    for (int a = 0; a < na; ++a)
+        if (!x4[a]) {
+            acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot[a]), dv[a], acc[a]);
+            accm[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(totm[a]), dmv[a], accm[a]);
+        }
+}
+
+/* The Q4_K gemm entry of the AVX-512 table: decode and 1-2 activation rows
+ * through kq_gemm_q4_k, larger blocks in 16-row groups. */
+static void kq_gemm16_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                           int n_act, float *y, size_t ldy) {
+    if (nt < 3) {
+        kq_gemm_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
+        return;
+    }
+    const int nb = k / EL_QK_K;
+    const int lim = n_act - n_act % 4;
+    q4k_pack16 pk;
+    q4k_pack tmp[2];
+    __m512 acc[KQ_TT], accm[KQ_TT];
+    int x4[KQ_TT];
+    for (int r0 = 0; r0 < nr; r0 += 16) {
+        const int rn = nr - r0 < 16 ? nr - r0 : 16;
+        for (int ta = 0; ta < nt; ta += KQ_TT) {
+            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
+            for (int a = 0; a < tn; ++a) {
+                acc[a] = accm[a] = _mm512_setzero_ps();
+                x4[a] = t0 + ta + a < lim;
+            }
+            for (int i = 0; i < nb; ++i) {
+                const block_q4_K *rows[16];
+                for (int r = 0; r < 16; ++r)
+                    rows[r] = (const block_q4_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
+                q4k_pack16_build(rows, &pk, tmp);
+                /* the next block of these rows (or the first of the next group) */
+                for (int r = 0; r < 16; ++r) {
+                    const uint8_t *nx = i + 1 < nb ? (const uint8_t *)(rows[r] + 1)
+                                                   : (const uint8_t *)w + ldw * (size_t)(r0 + 16 + r < nr ? r0 + 16 + r : nr - 1);
+                    for (size_t o = 0; o < sizeof(block_q4_K); o += 64) _mm_prefetch((const char *)nx + o, _MM_HINT_T0);
+                }
+                int a = 0;
+                for (; a + 4 <= tn; a += 4) {
+                    const block_q8_K *yb[4];
+                    for (int q = 0; q < 4; ++q) yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
+                    q4k_acts16(&pk, yb, x4 + a, acc + a, accm + a, 4);
+                }
+                for (; a < tn; ++a) {
+                    const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i};
+                    q4k_acts16(&pk, yb, x4 + a, acc + a, accm + a, 1);
+                }
+            }
+            for (int a = 0; a < tn; ++a)
+                _mm512_mask_storeu_ps(y + (size_t)(ta + a) * ldy + r0, (__mmask16)((1u << rn) - 1),
+                                      _mm512_sub_ps(acc[a], accm[a]));
+        }
+    }
+}
+#define KQ_GEMM_Q4_K kq_gemm16_q4_k
+#else
+#define KQ_GEMM_Q4_K kq_gemm_q4_k
+#endif
 
 /* ======================================================================== */
 /* Q2_K                                                                     */
@@ -605,7 +939,7 @@ KQ_INLINE void q2k_acts(const q2k_pack *pk, const block_q8_K *const *yb, const i
         }
 }
 
-KQ_ROW_LANES_GEMM(q2_k, block_q2_K, q2k_pack, q2k_pack8, q2k_acts)
+KQ_ROW_LANES_GEMM(q2_k, block_q2_K, q2k_pack, q2k_pack8, q2k_acts, kq_dec_none)
 
 /* ======================================================================== */
 /* The x86 vec_dot order: Q3_K, Q5_K, Q6_K, IQ4_XS                          */
@@ -625,6 +959,62 @@ typedef struct {
 } kq_state;
 
 /* ---- Q6_K: quants used unsigned (0..63); the -32 goes through the bsums ---- */
+#if KQ_VNNI
+/*
+ * 512-bit registers: register p holds chunks 2p and 2p + 1 side by side (the
+ * activation's element order): the low or high nibbles of 64 ql bytes, and
+ * the high bits of 32 qh bytes loaded into both halves and rotated per half
+ * to bits 4-5. Integer lane l of the 8 is the sum of the two halves' lane l
+ * (exact); the -32 offset is a first vpdpwssd of the bsums with -32 * scales
+ * into the low half. Same lanes, same fma and horizontal sum as the AVX2
+ * form below.
+ */
+/* vpermw index: word i takes word base + i / 8 (Q6_K: four 16-element groups). */
+KQ_INLINE __m512i kq_idx_quad(int base) {
+    const __m128i a = _mm_set1_epi16((short)base), b = _mm_set1_epi16((short)(base + 1));
+    const __m128i c = _mm_set1_epi16((short)(base + 2)), d = _mm_set1_epi16((short)(base + 3));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(b, a)), _mm256_set_m128i(d, c), 1);
+}
+
+typedef struct {
+    __m512i q[4];  /* chunks 2p | 2p + 1 */
+    __m512i sc[4]; /* their int16 group scales */
+    __m512i c32;   /* -32 * the 16 scales (int16) in the low half, 0 above */
+    float d;
+} q6k_unpacked;
+
+KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
+    const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i rlo = _mm512_inserti64x4(_mm512_set1_epi32(4), _mm256_set1_epi32(2), 1);
+    const __m512i rhi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(30), 1);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i L = _mm512_loadu_si512(b->ql + 64 * h);
+        const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+        /* (A ? B : C) bitwise with A = 0x0F: the nibble from B, bits 4-7 from C */
+        u->q[2 * h] = _mm512_ternarylogic_epi32(m0f, L, _mm512_and_si512(_mm512_rolv_epi32(H, rlo), m30), 0xCA);
+        u->q[2 * h + 1] = _mm512_ternarylogic_epi32(m0f, _mm512_srli_epi16(L, 4),
+                                                    _mm512_and_si512(_mm512_rolv_epi32(H, rhi), m30), 0xCA);
+    }
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    const __m512i sz = _mm512_castsi256_si512(s16);
+    for (int p = 0; p < 4; ++p) u->sc[p] = _mm512_permutexvar_epi16(kq_idx_quad(4 * p), sz);
+    u->c32 = _mm512_zextsi256_si512(_mm256_mullo_epi16(s16, _mm256_set1_epi16(-32))); /* |.| <= 4096 */
+    u->d = kq_f16(b->d);
+}
+
+KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_zextsi256_si512(kq_ld(y->bsums)), u->c32);
+    __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(u->q[2], _mm512_loadu_si512(y->qs + 128)), u->sc[2]);
+    s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(u->q[0], _mm512_loadu_si512(y->qs)), u->sc[0]);
+    s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(u->q[3], _mm512_loadu_si512(y->qs + 192)), u->sc[3]);
+    s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(u->q[1], _mm512_loadu_si512(y->qs + 64)), u->sc[1]);
+    const __m512i T = _mm512_add_epi32(s0, s1);
+    const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
+    const float d = y->d * u->d;
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+}
+#else
 typedef struct {
     __m256i q[8];   /* chunk c: elements 32c..32c+31 */
     __m256i sc[8];  /* chunk c: kq_scale_pair */
@@ -659,6 +1049,8 @@ KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *s
     const float d = y->d * u->d;
     st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
 }
+
+#endif
 
 /* ---- Q5_K: quants 0..31, one scale per 32; mins in a scalar fma chain ---- */
 typedef struct {
@@ -819,7 +1211,7 @@ static inline float kq_finish(const kq_state *st, int with_s) {
 }
 
 /* vec_dot and gemm (weight row outer, block, then every activation row). */
-#define KQ_X86_ORDER(NAME, BT, UT, UNPACK, BLOCK, WITH_S)                                                   \
+#define KQ_X86_ORDER(NAME, BT, UT, UNPACK, BLOCK, WITH_S, DEC)                                              \
     static void kq_vec_dot_##NAME(int n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
         const BT *restrict x = vx;                                                                          \
         const block_q8_K *restrict y = vy;                                                                  \
@@ -836,6 +1228,7 @@ static inline float kq_finish(const kq_state *st, int with_s) {
                                int nt, int n_act, float *y, size_t ldy) {                                   \
         (void)t0;                                                                                           \
         (void)n_act;                                                                                        \
+        if (DEC(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;                                                 \
         const int nb = k / EL_QK_K;                                                                         \
         kq_state st[KQ_TT];                                                                                 \
         for (int r = 0; r < nr; ++r) {                                                                      \
@@ -848,6 +1241,7 @@ static inline float kq_finish(const kq_state *st, int with_s) {
                 }                                                                                           \
                 for (int i = 0; i < nb; ++i) {                                                              \
                     UT u;                                                                                   \
+                    if (nt <= 3) kq_dec_prefetch(&wr[i], sizeof(BT));                                       \
                     UNPACK(&wr[i], &u);                                                                     \
                     for (int a = 0; a < tn; ++a)                                                            \
                         BLOCK(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, &st[a]); \
@@ -857,10 +1251,10 @@ static inline float kq_finish(const kq_state *st, int with_s) {
         }                                                                                                   \
     }
 
-KQ_X86_ORDER(q3_k, block_q3_K, q3k_unpacked, q3k_unpack, q3k_block, 0)
-KQ_X86_ORDER(q5_k, block_q5_K, q5k_unpacked, q5k_unpack, q5k_block, 1)
-KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0)
-KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0)
+KQ_X86_ORDER(q3_k, block_q3_K, q3k_unpacked, q3k_unpack, q3k_block, 0, kq_dec_none)
+KQ_X86_ORDER(q5_k, block_q5_K, q5k_unpacked, q5k_unpack, q5k_block, 1, kq_dec_none)
+KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0, kq_dec_none)
+KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0, kq_dec_none)
 
 /* ======================================================================== */
 /* Q8_K activations                                                         */
@@ -938,7 +1332,7 @@ static void kq_quantize_q8_k(const float *restrict src, void *dst, int64_t n) {
 /* ======================================================================== */
 
 const el_cpu_type_kernels KQ_TABLE[EL_TYPE_COUNT] = {
-    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, kq_quantize_q8_k, kq_select_q4_k, kq_gemm_q4_k},
+    [EL_TYPE_Q4_K] = {EL_TYPE_Q8_K, kq_vec_dot_q4_k, kq_quantize_q8_k, kq_select_q4_k, KQ_GEMM_Q4_K},
     [EL_TYPE_Q2_K] = {EL_TYPE_Q8_K, kq_vec_dot_q2_k, kq_quantize_q8_k, kq_select_q2_k, kq_gemm_q2_k},
     [EL_TYPE_Q3_K] = {EL_TYPE_Q8_K, kq_vec_dot_q3_k, kq_quantize_q8_k, NULL, kq_gemm_q3_k},
     [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, kq_vec_dot_q5_k, kq_quantize_q8_k, NULL, kq_gemm_q5_k},
