@@ -155,7 +155,7 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
         b->trace = fopen(tp, "w");
         if (b->trace) fprintf(b->trace, "# edgellm batch trace: times in us since the batcher started; "
                                         "R round start end rows timed bound_us decoding [session submit_us]...; "
-                                        "P chunk start end tokens session\n");
+                                        "P chunk start end tokens session; D/L time session: a session starts/ends decoding\n");
     }
     return b;
 }
@@ -223,11 +223,15 @@ void el_batcher_join(el_batcher *b, el_session *s) {
     pthread_mutex_unlock(&b->mu);
 }
 
+/* A trace line for a session starting (D) or ending (L) its decode phase (b->mu held). */
+static void trace_phase(el_batcher *b, char what, const el_session *s);
+
 void el_batcher_decoding(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
     if (s->batch_phase == 1) {
         s->batch_phase = 2;
         b->n_decoding++;
+        if (b->trace) trace_phase(b, 'D', s);
     }
     pthread_mutex_unlock(&b->mu);
 }
@@ -238,8 +242,15 @@ static int att_index(const el_batcher *b, const el_session *s) {
     return -1;
 }
 
+static void trace_phase(el_batcher *b, char what, const el_session *s) {
+    struct timespec t;
+    ts_now(&t);
+    fprintf(b->trace, "%c %lld %d\n", what, ts_us(&t, &b->t0), att_index(b, s));
+}
+
 void el_batcher_leave(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
+    if (b->trace && s->batch_phase == 2) trace_phase(b, 'L', s);
     const int ai = att_index(b, s);
     if (ai >= 0) b->t_done[ai] = (struct timespec){0, 0}; /* the next generation's first step has no gap */
     if (s->batch_phase == 2) b->n_decoding--;
@@ -248,14 +259,19 @@ void el_batcher_leave(el_batcher *b, el_session *s) {
     pthread_mutex_unlock(&b->mu);
 }
 
-/* The wait bound (b->mu held): at least wait_ns; up to 1.5x the sessions'
- * mean submission gap (a model whose sampling takes longer than the bound —
+/* The wait bound (b->mu held): at least wait_ns; 1.5x the sessions' mean
+ * submission gap (a model whose sampling takes longer than the bound —
  * Gemma's 262k-entry vocabulary — would otherwise split every round in two),
- * but never beyond half a round's mean duration (past that, a second round
- * costs less than the wait). Means: exponential, weight 1/8. */
+ * but at least a quarter and at most half of a round's mean duration (past
+ * that, a second round costs less than the wait). Means: exponential,
+ * weight 1/8. */
 static void adapt_bound(el_batcher *b) {
     if (b->wait_ns == 0) return; /* no waiting asked for */
     double want = 1.5 * b->ewma_gap_ns;
+    /* a session that misses a round waits a whole one more, so the others wait for a late one up to a
+     * quarter of a round whatever the mean gap: the gaps' tail (a slot thread descheduled on a busy
+     * machine) is far longer than their mean */
+    if (want < 0.25 * b->ewma_round_ns) want = 0.25 * b->ewma_round_ns;
     if (want > 0.5 * b->ewma_round_ns) want = 0.5 * b->ewma_round_ns;
     b->bound_ns = want > (double)b->wait_ns ? (long)want : b->wait_ns;
 }

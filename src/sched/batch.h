@@ -27,8 +27,9 @@
  *     submitted, or when the oldest submission has waited the bound, or
  *     max_rows are waiting. The bound is wait_us (default EL_BATCH_WAIT_US),
  *     stretched to 1.5x the measured mean gap between a session's round and
- *     its next submission (its sampling and callback) when that is longer,
- *     but to at most half the mean round time (batch.c, adapt_bound). One of the waiting threads
+ *     its next submission (its sampling and callback), and to at least a
+ *     quarter of the mean round time (a late session would otherwise lose a
+ *     whole round), but to at most half of it (batch.c, adapt_bound). One of the waiting threads
  *     (the leader) runs the forward; every waiter of the round wakes with its
  *     logits in s->logits. The caller advances s->n_past, as after a solo step.
  *     A round of one row runs on the session itself (no copy).
