@@ -9,8 +9,8 @@
  * usage: harness MODEL [-k K] [-n N] [-t THREADS] [-w WAIT_US] [-r REPS] [--no-batch]
  *   K streams (default 4), N tokens each (default 48, ignore_eos), THREADS
  *   of the model's pool (default 2), WAIT_US the batcher's bound (default
- *   the batcher's; -1: none, rounds wait for every stream — deterministic
- *   under callgrind). REPS runs (default 1), one JSON line each:
+ *   the batcher's; -1: none — a round starts as soon as one stream waits,
+ *   as --batch-wait-us 0 does). REPS runs (default 1), one JSON line each:
  *   aggregate tok/s = tokens after each stream's first / (last token - the
  *   last stream's first token) — the decode phase with all K streams in it —
  *   inter-token latency p50/p95 over all streams, process CPU time per token,
