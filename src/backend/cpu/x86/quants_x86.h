@@ -795,7 +795,8 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
+/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: with VNNI qx_q4_0_rows16 on pairs of 8-row groups, then
+ * qx_q4_0_rows8 on a full group left, the rest qx_gemm_sum_rows). */
 QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
