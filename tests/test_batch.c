@@ -20,6 +20,9 @@
  *   - a second generation on the same sessions (continuing their caches)
  *     again equals solo.
  * Refusals: another model's session, other KV types, a bad chunk or row count.
+ * Memory: el_batcher_bytes grows with the rows and holds every row's logits;
+ * el_batcher_rows_fitting gives the most rows that fit a budget, exactly at
+ * the byte boundary.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -259,9 +262,49 @@ static void refusals(void) {
     el_model_free(q);
 }
 
+/* el_batcher_bytes: the batcher plus its scratch session (el_session_bytes_for of a session of
+ * max_rows rows, every row's logits included), growing with the rows; el_batcher_rows_fitting: the
+ * most rows (down to 2) whose bytes fit a budget, 1 when not even two rows' do. */
+static void scratch_memory(void) {
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 1;
+    el_model *a = el_model_load(el_test_ref_path("models/tiny-llama-Q8_0.gguf"), &mp, &err);
+    CHECKF(a != NULL, "%s", err.msg);
+    if (!a) return;
+    uint64_t by[EL_BATCH_MAX_ROWS + 1];
+    for (int r = 1; r <= EL_BATCH_MAX_ROWS; r++) {
+        by[r] = el_batcher_bytes(a, &(el_batcher_params){.max_rows = r});
+        CHECKF(by[r] > 0, "%d rows: no bytes", r);
+        if (r > 1) CHECKF(by[r] > by[r - 1], "%d rows: %llu bytes, not more than %d rows' %llu", r,
+                          (unsigned long long)by[r], r - 1, (unsigned long long)by[r - 1]);
+    }
+    const uint64_t logits = sizeof(float) * (uint64_t)a->hp.n_vocab;
+    CHECKF(by[8] - by[1] >= 8 * logits, "8 rows' scratch (%llu bytes) is smaller than their logits (%llu)",
+           (unsigned long long)(by[8] - by[1]), (unsigned long long)(8 * logits));
+    CHECK(el_batcher_bytes(a, NULL) == by[8] && el_batcher_bytes(a, &(el_batcher_params){0}) == by[8]); /* default: 8 */
+    CHECK(el_batcher_bytes(a, &(el_batcher_params){.max_rows = EL_BATCH_MAX_ROWS + 1}) == 0);
+    CHECK(el_batcher_bytes(NULL, NULL) == 0);
+    /* the scratch's KV cache has the sessions' types: a Q8_0 cache of 8 positions is smaller than F16's */
+    CHECK(el_batcher_bytes(a, &(el_batcher_params){.max_rows = 8, .type_k = EL_CACHE_Q8_0, .type_v = EL_CACHE_Q8_0}) < by[8]);
+    const el_batcher_params p8 = {.max_rows = 8};
+    CHECK(el_batcher_rows_fitting(a, &p8, UINT64_MAX) == 8);
+    CHECK(el_batcher_rows_fitting(a, &p8, by[8]) == 8);
+    CHECKF(el_batcher_rows_fitting(a, &p8, by[8] - 1) == 7, "%d", el_batcher_rows_fitting(a, &p8, by[8] - 1));
+    CHECK(el_batcher_rows_fitting(a, &p8, by[5]) == 5);
+    CHECK(el_batcher_rows_fitting(a, &p8, by[3] - 1) == 2);
+    CHECK(el_batcher_rows_fitting(a, &p8, by[2] - 1) == 1);
+    CHECK(el_batcher_rows_fitting(a, &p8, 0) == 1);
+    CHECK(el_batcher_rows_fitting(a, NULL, by[8]) == 8 && el_batcher_rows_fitting(a, NULL, by[7]) == 7);
+    printf("batcher bytes (tiny-llama-Q8_0): 1 row %llu, 2 rows %llu, 4 rows %llu, 8 rows %llu\n",
+           (unsigned long long)by[1], (unsigned long long)by[2], (unsigned long long)by[4], (unsigned long long)by[8]);
+    el_model_free(a);
+}
+
 int main(void) {
     if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
     refusals();
+    scratch_memory();
     static const struct { const char *model, *label; } cases[] = {
         {"models/tiny-llama-Q4_0.gguf", "tiny-llama-Q4_0"},
         {"models/tiny-llama-Q4_K_M.gguf", "tiny-llama-Q4_K_M"},

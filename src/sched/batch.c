@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +33,7 @@
 typedef struct pend {
     el_session *s;
     int32_t tok;
+    struct timespec t_sub; /* when it was submitted (the trace) */
     bool done;
     int rc;
     el_error err;
@@ -55,6 +57,9 @@ struct el_batcher {
     /* the attached sessions, and when each one's last round ended (0: none yet in this generation) */
     el_session *att[EL_BATCH_MAX_ATTACHED];
     struct timespec t_done[EL_BATCH_MAX_ATTACHED];
+    /* EL_BATCH_TRACE=FILE: one line per round and per prefill chunk (batch.h); NULL: off */
+    FILE *trace;
+    struct timespec t0; /* the trace's time origin: el_batcher_new */
     /* round scratch (used by the leader only, while busy) */
     int32_t toks[EL_BATCH_MAX_ROWS];
     el_batch_row rows[EL_BATCH_MAX_ROWS];
@@ -65,8 +70,42 @@ static void ts_add_ns(struct timespec *t, long ns) {
     t->tv_nsec += ns;
     while (t->tv_nsec >= 1000000000L) t->tv_nsec -= 1000000000L, t->tv_sec++;
 }
+static long long ts_us(const struct timespec *t, const struct timespec *t0) {
+    return (long long)(t->tv_sec - t0->tv_sec) * 1000000LL + (t->tv_nsec - t0->tv_nsec) / 1000;
+}
 static bool ts_reached(const struct timespec *now, const struct timespec *dl) {
     return now->tv_sec > dl->tv_sec || (now->tv_sec == dl->tv_sec && now->tv_nsec >= dl->tv_nsec);
+}
+
+/* The scratch session of a batcher of `rows` rows: activations and logits for
+ * every row; a context of `rows` positions (its own cache is never used). */
+static el_session_params scratch_params(const el_batcher_params *p, int rows) {
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = rows < 2 ? 2 : rows;
+    sp.n_batch = rows;
+    sp.n_draft_max = rows - 1; /* logits for every row */
+    sp.type_k = p ? p->type_k : 0;
+    sp.type_v = p ? p->type_v : 0;
+    return sp;
+}
+
+uint64_t el_batcher_bytes(const el_model *m, const el_batcher_params *p) {
+    const int rows = p && p->max_rows ? p->max_rows : 8;
+    if (!m || rows < 1 || rows > EL_BATCH_MAX_ROWS) return 0;
+    if (rows == 1) return sizeof(el_batcher);
+    const el_session_params sp = scratch_params(p, rows);
+    const size_t ses = el_session_bytes_for(m, &sp);
+    return ses ? (uint64_t)ses + sizeof(el_batcher) : 0;
+}
+
+int el_batcher_rows_fitting(const el_model *m, const el_batcher_params *p, uint64_t spare) {
+    el_batcher_params q = p ? *p : (el_batcher_params){0};
+    for (int rows = q.max_rows ? q.max_rows : 8; rows >= 2; rows--) {
+        q.max_rows = rows;
+        const uint64_t need = el_batcher_bytes(m, &q);
+        if (need && need <= spare) return rows;
+    }
+    return 1;
 }
 
 el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *err) {
@@ -100,12 +139,7 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
     b->wait_ns = wait_us < 0 ? 0 : (long)wait_us * 1000L;
     b->bound_ns = b->wait_ns;
     if (rows > 1) {
-        el_session_params sp = el_session_default_params();
-        sp.n_ctx = rows < 2 ? 2 : rows; /* its own cache is never used */
-        sp.n_batch = rows;
-        sp.n_draft_max = rows - 1; /* logits for every row */
-        sp.type_k = p ? p->type_k : 0;
-        sp.type_v = p ? p->type_v : 0;
+        const el_session_params sp = scratch_params(p, rows);
         b->scratch = el_session_new(m, &sp, err);
         if (!b->scratch) { free(b); return NULL; }
     }
@@ -115,11 +149,20 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&b->cv, &ca);
     pthread_condattr_destroy(&ca);
+    ts_now(&b->t0);
+    const char *tp = getenv("EL_BATCH_TRACE");
+    if (tp && *tp) {
+        b->trace = fopen(tp, "w");
+        if (b->trace) fprintf(b->trace, "# edgellm batch trace: times in us since the batcher started; "
+                                        "R round start end rows timed bound_us decoding [session submit_us]...; "
+                                        "P chunk start end tokens session; D/L time session: a session starts/ends decoding\n");
+    }
     return b;
 }
 
 void el_batcher_free(el_batcher *b) {
     if (!b) return;
+    if (b->trace) fclose(b->trace);
     el_session_free(b->scratch);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
@@ -180,11 +223,15 @@ void el_batcher_join(el_batcher *b, el_session *s) {
     pthread_mutex_unlock(&b->mu);
 }
 
+/* A trace line for a session starting (D) or ending (L) its decode phase (b->mu held). */
+static void trace_phase(el_batcher *b, char what, const el_session *s);
+
 void el_batcher_decoding(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
     if (s->batch_phase == 1) {
         s->batch_phase = 2;
         b->n_decoding++;
+        if (b->trace) trace_phase(b, 'D', s);
     }
     pthread_mutex_unlock(&b->mu);
 }
@@ -195,8 +242,15 @@ static int att_index(const el_batcher *b, const el_session *s) {
     return -1;
 }
 
+static void trace_phase(el_batcher *b, char what, const el_session *s) {
+    struct timespec t;
+    ts_now(&t);
+    fprintf(b->trace, "%c %lld %d\n", what, ts_us(&t, &b->t0), att_index(b, s));
+}
+
 void el_batcher_leave(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
+    if (b->trace && s->batch_phase == 2) trace_phase(b, 'L', s);
     const int ai = att_index(b, s);
     if (ai >= 0) b->t_done[ai] = (struct timespec){0, 0}; /* the next generation's first step has no gap */
     if (s->batch_phase == 2) b->n_decoding--;
@@ -205,14 +259,19 @@ void el_batcher_leave(el_batcher *b, el_session *s) {
     pthread_mutex_unlock(&b->mu);
 }
 
-/* The wait bound (b->mu held): at least wait_ns; up to 1.5x the sessions'
- * mean submission gap (a model whose sampling takes longer than the bound —
+/* The wait bound (b->mu held): at least wait_ns; 1.5x the sessions' mean
+ * submission gap (a model whose sampling takes longer than the bound —
  * Gemma's 262k-entry vocabulary — would otherwise split every round in two),
- * but never beyond half a round's mean duration (past that, a second round
- * costs less than the wait). Means: exponential, weight 1/8. */
+ * but at least a quarter and at most half of a round's mean duration (past
+ * that, a second round costs less than the wait). Means: exponential,
+ * weight 1/8. */
 static void adapt_bound(el_batcher *b) {
     if (b->wait_ns == 0) return; /* no waiting asked for */
     double want = 1.5 * b->ewma_gap_ns;
+    /* a session that misses a round waits a whole one more, so the others wait for a late one up to a
+     * quarter of a round whatever the mean gap: the gaps' tail (a slot thread descheduled on a busy
+     * machine) is far longer than their mean */
+    if (want < 0.25 * b->ewma_round_ns) want = 0.25 * b->ewma_round_ns;
     if (want > 0.5 * b->ewma_round_ns) want = 0.5 * b->ewma_round_ns;
     b->bound_ns = want > (double)b->wait_ns ? (long)want : b->wait_ns;
 }
@@ -287,6 +346,7 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
             if ((uint64_t)gap > b->st.gap_ns_max) b->st.gap_ns_max = (uint64_t)gap;
         }
     }
+    p.t_sub = t_sub;
     if (b->n_pend == 0) b->t_first = t_sub;
     b->pend[b->n_pend++] = &p;
     pthread_cond_broadcast(&b->cv); /* the set may be complete now */
@@ -325,6 +385,12 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
             if (k > 1) b->st.multi_rounds++;
             if (timed) b->st.timed_rounds++;
             if (k > b->st.max_rows_seen) b->st.max_rows_seen = k;
+            if (b->trace) {
+                fprintf(b->trace, "R %llu %lld %lld %d %d %ld %d", (unsigned long long)b->st.rounds, ts_us(&now, &b->t0),
+                        ts_us(&t_end, &b->t0), k, timed, b->bound_ns / 1000, b->n_decoding);
+                for (int i = 0; i < k; i++) fprintf(b->trace, " %d %lld", att_index(b, ps[i]->s), ts_us(&ps[i]->t_sub, &b->t0));
+                fputc('\n', b->trace);
+            }
             pthread_cond_broadcast(&b->cv);
             continue;
         }
@@ -352,10 +418,16 @@ int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n,
     b->prefill_turn = false;
     b->busy = true;
     pthread_mutex_unlock(&b->mu);
+    struct timespec t_start, t_end;
+    ts_now(&t_start);
     const int rc = el_exec_forward(s, toks, n, err);
+    ts_now(&t_end);
     pthread_mutex_lock(&b->mu);
     b->busy = false;
     b->st.prefill_chunks++;
+    if (b->trace)
+        fprintf(b->trace, "P %llu %lld %lld %d %d\n", (unsigned long long)b->st.prefill_chunks, ts_us(&t_start, &b->t0),
+                ts_us(&t_end, &b->t0), n, att_index(b, s));
     if (b->n_pend > 0) ts_now(&b->t_first); /* as after a round: the bound counts from when a round can run */
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);

@@ -27,8 +27,9 @@
  *     submitted, or when the oldest submission has waited the bound, or
  *     max_rows are waiting. The bound is wait_us (default EL_BATCH_WAIT_US),
  *     stretched to 1.5x the measured mean gap between a session's round and
- *     its next submission (its sampling and callback) when that is longer,
- *     but to at most half the mean round time (batch.c, adapt_bound). One of the waiting threads
+ *     its next submission (its sampling and callback), and to at least a
+ *     quarter of the mean round time (a late session would otherwise lose a
+ *     whole round), but to at most half of it (batch.c, adapt_bound). One of the waiting threads
  *     (the leader) runs the forward; every waiter of the round wakes with its
  *     logits in s->logits. The caller advances s->n_past, as after a solo step.
  *     A round of one row runs on the session itself (no copy).
@@ -48,7 +49,11 @@
  *     forward completed, with n_past counting it.
  * Memory: el_batcher_new allocates the scratch session once (activations and
  * logits for max_rows rows, a context of max_rows positions it never uses);
- * nothing is allocated per round.
+ * nothing is allocated per round. el_batcher_bytes says how much, before.
+ * Trace: with EL_BATCH_TRACE=FILE in the environment at el_batcher_new, one
+ * line per round (start, end, rows, ended by the bound, each row's session
+ * and submission time) and per prefill chunk goes to FILE
+ * (bench/server-batch/trace.py summarises it); without it, nothing.
  */
 #ifndef EL_SCHED_BATCH_H
 #define EL_SCHED_BATCH_H
@@ -87,6 +92,16 @@ typedef struct el_batcher_stats {
  * memory, or a model whose passes are not on the CPU fast path (another
  * backend, or measuring). */
 el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *err);
+/* Bytes el_batcher_new(m, p) allocates: the batcher and, for more than one
+ * row, its scratch session (activations and logits for max_rows rows:
+ * el_session_bytes_for of that session, exactly). 0 for a bad row count or
+ * KV types the model cannot use. What a server's memory admission counts
+ * beside its slots' sessions (service/server.c). */
+uint64_t el_batcher_bytes(const el_model *m, const el_batcher_params *p);
+/* The most rows per round, from p->max_rows (0: 8) down to 2, whose
+ * el_batcher_bytes fit in `spare` bytes; 1 when not even two rows' do
+ * (decode slot by slot). */
+int el_batcher_rows_fitting(const el_model *m, const el_batcher_params *p, uint64_t spare);
 /* Frees it; no session may be generating through it (detach first, or free the sessions after). */
 void el_batcher_free(el_batcher *b);
 /* s's generations go through b from now on. 0, or an el_status: another

@@ -144,6 +144,10 @@
  * decoding run as rounds of one forward for all of them, and prompts prefill
  * in --batch-chunk chunks between rounds; the slot loop itself is unchanged.
  * Speculative requests and embeddings run alone. /metrics edgellm_batch_*.
+ * The batcher's scratch (el_batcher_bytes: a round's activations and logits)
+ * is admitted after the slots: with rows for every slot, or fewer (down to 2)
+ * when the memory budget's rest cannot hold that, or none (slot by slot), said
+ * on stderr either way.
  *
  * Telemetry and audit (service/telemetry.h, audit.h; off unless configured):
  * every routing decision and refusal goes to the audit log and a
@@ -387,6 +391,7 @@ struct el_server {
     slot *slots;
     int n_slots;
     el_batcher *batcher;        /* the slots' decode rounds (sched/batch.h), or NULL: each slot alone */
+    int batch_rows;             /* rows per round the memory admission allowed (1: none fit, slot by slot) */
     uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
     int pooling;                /* --embeddings: the el_pooling every embedding request uses */
     int n_embd;
@@ -3264,7 +3269,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         const int n = snprintf(extra, sizeof extra,
                                "# HELP edgellm_memory_budget_bytes Memory budget of the model and its slots.\n"
                                "# TYPE edgellm_memory_budget_bytes gauge\nedgellm_memory_budget_bytes %llu\n"
-                               "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session.\n"
+                               "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session + the batcher's scratch.\n"
                                "# TYPE edgellm_memory_planned_bytes gauge\nedgellm_memory_planned_bytes %llu\n"
                                "# HELP edgellm_kv_headroom_bytes Budget left over the plan (room for more KV).\n"
                                "# TYPE edgellm_kv_headroom_bytes gauge\nedgellm_kv_headroom_bytes %lld\n"
@@ -3281,7 +3286,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     }
     if (atomic_load(&s->ready) && s->batcher) { /* batched decoding (sched/batch.h); set before `ready` */
         const el_batcher_stats bs = el_batcher_get_stats(s->batcher);
-        char extra[1400];
+        char extra[1800];
         const int n = snprintf(extra, sizeof extra,
                                "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
                                "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
@@ -3294,10 +3299,12 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                                "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
                                "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
                                "# HELP edgellm_batch_max_streams The largest round so far.\n"
-                               "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n",
+                               "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n"
+                               "# HELP edgellm_batch_rows_limit Streams one round may take (the slots, or fewer when the memory budget holds less scratch).\n"
+                               "# TYPE edgellm_batch_rows_limit gauge\nedgellm_batch_rows_limit %d\n",
                                (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
                                (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
-                               (unsigned long long)bs.prefill_chunks, bs.max_rows_seen);
+                               (unsigned long long)bs.prefill_chunks, bs.max_rows_seen, s->batch_rows);
         const size_t tl = strlen(txt);
         char *both = realloc(txt, tl + (size_t)n + 1);
         if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
@@ -3891,6 +3898,33 @@ static int server_load(el_server *s, el_error *err) {
             snprintf(err->msg, sizeof err->msg, "--parallel %d refused: %.300s (%.30s)", s->p.n_parallel, msg, src);
             return -1;
         }
+        /* batched decoding's scratch (activations and logits for a round's rows) beside the slots: at
+         * most one row per slot; fewer rows when the budget cannot hold that many, none when not two */
+        s->batch_rows = 1;
+        if (s->p.n_parallel > 1 && !s->p.no_batch) {
+            el_batcher_params bp = {.max_rows = s->p.n_parallel < EL_BATCH_MAX_ROWS ? s->p.n_parallel : EL_BATCH_MAX_ROWS,
+                                    .type_k = s->p.type_k, .type_v = s->p.type_v};
+            const uint64_t spare = !mr.budget ? UINT64_MAX : mr.budget > s->mem_planned ? mr.budget - s->mem_planned : 0;
+            s->batch_rows = el_batcher_rows_fitting(m, &bp, spare);
+            if (s->batch_rows < bp.max_rows) {
+                const double M = 1024.0 * 1024.0;
+                const uint64_t want = el_batcher_bytes(m, &bp);
+                if (s->batch_rows > 1)
+                    fprintf(stderr, "edgellm serve: batched decoding's scratch for %d rows (%.2f MiB) does not fit the "
+                            "%.2f MiB left of %s after the slots: rounds of at most %d rows\n", bp.max_rows, want / M,
+                            spare / M, src, s->batch_rows);
+                else {
+                    const el_batcher_params b2 = {.max_rows = 2, .type_k = s->p.type_k, .type_v = s->p.type_v};
+                    fprintf(stderr, "edgellm serve: batched decoding off: its scratch (%.2f MiB for %d rows, %.2f for 2) "
+                            "does not fit the %.2f MiB left of %s after the slots\n", want / M, bp.max_rows,
+                            el_batcher_bytes(m, &b2) / M, spare / M, src);
+                }
+            }
+            if (s->batch_rows > 1) {
+                bp.max_rows = s->batch_rows;
+                s->mem_planned += el_batcher_bytes(m, &bp);
+            }
+        }
         if (s->p.spec.mode == EL_SPEC_DRAFT) { /* the draft model, and a draft session per slot, in what is left */
             s->draft = el_model_load(s->p.draft_model ? s->p.draft_model : "", &mp, err);
             if (!s->draft) return -1;
@@ -3963,8 +3997,8 @@ static int server_load(el_server *s, el_error *err) {
      * routes its decode steps and prefill chunks through it; speculative
      * requests and embeddings run alone). A model not on the CPU fast path
      * (another backend) simply decodes slot by slot. */
-    if (s->n_slots > 1 && !s->p.no_batch) {
-        el_batcher_params bp = {.max_rows = s->n_slots < EL_BATCH_MAX_ROWS ? s->n_slots : EL_BATCH_MAX_ROWS,
+    if (s->n_slots > 1 && !s->p.no_batch && s->batch_rows > 1) {
+        el_batcher_params bp = {.max_rows = s->batch_rows,
                                 .chunk = s->p.batch_chunk, .wait_us = s->p.batch_wait_us,
                                 .type_k = s->p.type_k, .type_v = s->p.type_v};
         el_error be = {0};
@@ -3975,7 +4009,11 @@ static int server_load(el_server *s, el_error *err) {
                 el_batcher_free(s->batcher);
                 s->batcher = NULL;
             }
-        if (!s->batcher) fprintf(stderr, "edgellm serve: batched decoding off: %s\n", be.msg);
+        if (!s->batcher) { /* its scratch is not allocated after all */
+            fprintf(stderr, "edgellm serve: batched decoding off: %s\n", be.msg);
+            s->mem_planned -= el_batcher_bytes(m, &bp);
+            s->batch_rows = 1;
+        }
     }
     for (int i = 0; i < s->n_slots; i++) {
         if (pthread_create(&s->slots[i].th, NULL, slot_main, &s->slots[i])) {

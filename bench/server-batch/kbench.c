@@ -1,0 +1,86 @@
+/*
+ * kbench.c — the Q4_0 decode product alone, 1..8 activation rows, one thread:
+ * what a batched decode step (sched/batch.h) asks of the kernel per extra
+ * stream. A K × N Q4_0 weight matrix (default 2048 × 16896, TinyLlama's
+ * gate+up+down worth of rows) of random quants and scales, activations of
+ * random floats quantized to Q8_0 by the table's quantizer, y = W x through
+ * the process's kernel table (el_cpu_kernels: the highest ISA level, or
+ * EL_CPU_ISA) in 64-row calls as ops.c's decode does. Prints per row count
+ * the best-of-REPS CPU time, the ratio to one row, and an FNV-1a hash of y
+ * (the bits: equal across builds that keep the kernel's arithmetic, and the
+ * same for each row whatever the row count, which it checks).
+ *
+ * usage: kbench [K] [N] [REPS]
+ * Contract: measures only; exit 1 if a row's output differs between row counts.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu/kernels.h"
+#include "package/quants_blocks.h"
+#include "util/fp16.h"
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static uint64_t fnv(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+static uint32_t rng = 12345;
+static uint32_t rnd(void) { rng = rng * 1664525u + 1013904223u; return rng >> 8; }
+
+int main(int argc, char **argv) {
+    const int K = argc > 1 ? atoi(argv[1]) : 2048, N = argc > 2 ? atoi(argv[2]) : 16896, reps = argc > 3 ? atoi(argv[3]) : 5;
+    if (K < 32 || K % 32 || N < 64 || N % 64 || reps < 1) { fprintf(stderr, "usage: kbench [K%%32] [N%%64] [REPS]\n"); return 2; }
+    const el_cpu_type_kernels *kk = el_cpu_kernels(EL_TYPE_Q4_0);
+    const int TT = 8;
+    const size_t ldw = (size_t)K / 32 * sizeof(block_q4_0), ldx = (size_t)K / 32 * sizeof(block_q8_0);
+    uint8_t *w = aligned_alloc(64, (ldw * N + 63) / 64 * 64);
+    for (int r = 0; r < N; r++)
+        for (int b = 0; b < K / 32; b++) {
+            block_q4_0 *blk = (block_q4_0 *)(w + ldw * r) + b;
+            blk->d = el_fp32_to_fp16(((int)(rnd() % 2001) - 1000) * 1e-5f);
+            for (int i = 0; i < 16; i++) blk->qs[i] = (uint8_t)rnd();
+        }
+    float *xf = malloc(sizeof(float) * K * TT);
+    for (int i = 0; i < K * TT; i++) xf[i] = ((int)(rnd() % 20001) - 10000) * 1e-4f;
+    uint8_t *xq = aligned_alloc(64, (ldx * TT + 63) / 64 * 64);
+    for (int t = 0; t < TT; t++) kk->quantize(xf + (size_t)K * t, xq + ldx * t, K);
+    float *y = malloc(sizeof(float) * (size_t)N * TT);
+    double t1 = 0;
+    int bad = 0;
+    printf("Q4_0 %d x %d, one thread, best of %d (CPU time)\n", K, N, reps);
+    for (int nt = 1; nt <= TT; nt++) {
+        double best = 1e30;
+        for (int r = 0; r < reps; r++) {
+            const double c0 = cpu_now();
+            for (int r0 = 0; r0 < N; r0 += 64)
+                kk->gemm(K, w + ldw * r0, ldw, 64, xq, ldx, 0, nt, 1, y + r0, (size_t)N);
+            const double c = cpu_now() - c0;
+            if (c < best) best = c;
+        }
+        if (nt == 1) t1 = best;
+        printf("  %d rows: %.3f ms  (%.2fx one row, %.2f per row)  y %016llx\n", nt, best * 1e3, best / t1, best / t1 / nt,
+               (unsigned long long)fnv(y, sizeof(float) * (size_t)N * nt));
+        /* each row of the nt-row product equals that row computed alone */
+        for (int t = 0; t < nt; t++) {
+            float *y1 = malloc(sizeof(float) * (size_t)N);
+            for (int r0 = 0; r0 < N; r0 += 64) kk->gemm(K, w + ldw * r0, ldw, 64, xq + ldx * t, ldx, 0, 1, 1, y1 + r0, (size_t)N);
+            if (memcmp(y1, y + (size_t)N * t, sizeof(float) * (size_t)N)) {
+                printf("  row %d of %d differs from the same row alone\n", t, nt);
+                bad = 1;
+            }
+            free(y1);
+        }
+    }
+    free(w), free(xf), free(xq), free(y);
+    return bad;
+}
