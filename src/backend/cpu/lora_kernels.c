@@ -24,6 +24,11 @@
 #define B_ALIGN 16 /* output rows per unit of work (threads stay off each other's lines of y) */
 #define A_INLINE_MACS (1 << 17) /* A products this small run on the calling thread (no pool job) */
 
+#if defined(__x86_64__)
+/* x86/lora_avx512.c: one activation row of an F32/F16 B with rows of k < 64, output pass included */
+void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
+#endif
+
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 size_t el_lora_xq_row(el_type t, int64_t in) {
@@ -44,6 +49,7 @@ typedef struct lora_ctx {
     size_t tq_off[EL_LORA_MAX_TERMS];  /* term k's region in tq (bytes) */
     size_t tq_row[EL_LORA_MAX_TERMS];  /* bytes per row there; 0: B takes F32, reads t */
     size_t xq_row[EL_LORA_MAX_TERMS];  /* bytes per row of x in A's vec_dot type; 0: F32 */
+    bool b1[EL_LORA_MAX_TERMS];        /* B's one-row products by el_lora_b1_avx512 (vec_dot's bits, 16 rows a vector) */
     size_t xq_stride;                  /* the largest: row t of xq starts at t × xq_stride whatever its type
                                         * (threads own rows; a smaller type's rows must not reach another's) */
     int64_t tcols;
@@ -132,6 +138,15 @@ static void b_rows(const lora_ctx *c, int i, int64_t r0, int64_t r1) {
                     ldx = sizeof(float) * (size_t)c->tcols;
                     xs = (const uint8_t *)(j->t + (size_t)tb * (size_t)c->tcols + (size_t)c->off[q]);
                 }
+#if defined(__x86_64__)
+                if (c->b1[q]) {
+                    for (int t = 0; t < nt; t++)
+                        el_lora_b1_avx512((int)B->type, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
+                                          B->row_bytes, nr, xs + ldx * (size_t)t, tm->s,
+                                          j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)rb);
+                    continue;
+                }
+#endif
                 dots(c->kb[q], c->ro, c->n_sel, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
                      B->row_bytes, nr, xs, ldx, c->c0 + tb, nt, buf, (size_t)nr);
                 const float s = tm->s;
@@ -180,6 +195,9 @@ void el_op_lora(el_pool *pool, const el_lora_job *j) {
         c.tq_off[q] = sizeof(float) * (size_t)chunk * (size_t)tcols; /* tq_row <= 4 r bytes: regions do not overlap */
         tcols += tm->a->ne1;
         c.out[tm->dst] = tm->b->ne1;
+        /* one activation row at a time (n = 1 or row order): vec_dot, which for rows of k < 64 is its scalar tail */
+        c.b1[q] = c.n_sel == 1 && el_cpu_kernels_level() == EL_CPU_AVX512 &&
+                  (tm->b->type == EL_TYPE_F32 || tm->b->type == EL_TYPE_F16) && tm->b->ne0 < 64;
     }
     c.tcols = tcols;
     for (int i = 0; i < j->n_dst; i++) c.units[i + 1] = c.units[i] + (c.out[i] + B_ALIGN - 1) / B_ALIGN;
