@@ -335,6 +335,7 @@ static void test_kernel_bits(void) {
     static const struct { el_type ta, tb; int64_t in; int r; } cfg[] = {
         {EL_TYPE_F32, EL_TYPE_F32, 640, 16}, {EL_TYPE_F16, EL_TYPE_F16, 640, 16}, {EL_TYPE_F32, EL_TYPE_F32, 200, 8},
         {EL_TYPE_F16, EL_TYPE_F16, 200, 4},  {EL_TYPE_Q8_0, EL_TYPE_Q8_0, 256, 32}, {EL_TYPE_F16, EL_TYPE_F32, 256, 12},
+        {EL_TYPE_F32, EL_TYPE_F32, 256, 48}, {EL_TYPE_F16, EL_TYPE_F16, 256, 32},
     };
     static const int ns[] = {1, 2, 3, 5, 64, 65, 130};
     static const int chunks[] = {64, 7, 1};
@@ -372,7 +373,7 @@ static void test_kernel_bits(void) {
             y1[i] = malloc(sizeof(float) * (size_t)(nmax * outs[i]));
             y2[i] = malloc(sizeof(float) * (size_t)(nmax * outs[i]));
         }
-        float *tmp = malloc(sizeof(float) * (size_t)(nmax * 32)), *tmp2 = malloc(sizeof(float) * (size_t)(nmax * 96));
+        float *tmp = malloc(sizeof(float) * (size_t)(nmax * 48)), *tmp2 = malloc(sizeof(float) * (size_t)(nmax * 96));
         void *ws = malloc(el_op_matmul_wsize(EL_TYPE_F16, cfg[ci].in > 32 ? cfg[ci].in : 32, nmax) +
                           el_op_matmul_wsize(EL_TYPE_Q8_0, cfg[ci].in, nmax) + 64);
         void *scr = malloc(el_lora_scratch_bytes(64, tcols, xq_row));

@@ -27,6 +27,9 @@
 #if defined(__x86_64__)
 /* x86/lora_avx512.c: one activation row of an F32/F16 B with rows of k < 64, output pass included */
 void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
+/* the same for nt rows in the tinyBLAS order (n >= 2, k % 16 == 0, k <= 64), rows in blocks of 16 */
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy);
 #endif
 
 static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -50,6 +53,7 @@ typedef struct lora_ctx {
     size_t tq_row[EL_LORA_MAX_TERMS];  /* bytes per row there; 0: B takes F32, reads t */
     size_t xq_row[EL_LORA_MAX_TERMS];  /* bytes per row of x in A's vec_dot type; 0: F32 */
     bool b1[EL_LORA_MAX_TERMS];        /* B's one-row products by el_lora_b1_avx512 (vec_dot's bits, 16 rows a vector) */
+    bool bn[EL_LORA_MAX_TERMS];        /* B's tinyBLAS-order products by el_lora_bn_avx512 */
     size_t xq_stride;                  /* the largest: row t of xq starts at t × xq_stride whatever its type
                                         * (threads own rows; a smaller type's rows must not reach another's) */
     int64_t tcols;
@@ -146,14 +150,24 @@ static void b_rows(const lora_ctx *c, int i, int64_t r0, int64_t r1) {
                                           j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)rb);
                     continue;
                 }
+                const int nr16 = c->bn[q] ? nr & ~15 : 0;
+                if (nr16)
+                    el_lora_bn_avx512((int)B->type, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
+                                      B->row_bytes, nr16, xs, ldx, nt, tm->s,
+                                      j->y[i] + (size_t)(c->c0 + tb) * (size_t)out + (size_t)rb, (size_t)out);
+                if (nr16 == nr) continue;
+#else
+                const int nr16 = 0;
 #endif
-                dots(c->kb[q], c->ro, c->n_sel, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
-                     B->row_bytes, nr, xs, ldx, c->c0 + tb, nt, buf, (size_t)nr);
+                const int nrr = nr - nr16; /* rows left to the table's kernels */
+                dots(c->kb[q], c->ro, c->n_sel, (int)B->ne0,
+                     (const uint8_t *)B->data + B->row_bytes * (size_t)(rb + nr16), B->row_bytes, nrr, xs, ldx,
+                     c->c0 + tb, nt, buf, (size_t)nrr);
                 const float s = tm->s;
                 for (int t = 0; t < nt; t++) {
-                    float *y = j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)rb;
-                    const float *d = buf + (size_t)t * (size_t)nr;
-                    for (int r = 0; r < nr; r++) {
+                    float *y = j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)(rb + nr16);
+                    const float *d = buf + (size_t)t * (size_t)nrr;
+                    for (int r = 0; r < nrr; r++) {
                         const float ab = d[r] * s;
                         y[r] = y[r] + ab;
                     }
@@ -198,6 +212,10 @@ void el_op_lora(el_pool *pool, const el_lora_job *j) {
         /* one activation row at a time (n = 1 or row order): vec_dot, which for rows of k < 64 is its scalar tail */
         c.b1[q] = c.n_sel == 1 && el_cpu_kernels_level() == EL_CPU_AVX512 &&
                   (tm->b->type == EL_TYPE_F32 || tm->b->type == EL_TYPE_F16) && tm->b->ne0 < 64;
+        /* several rows: the tinyBLAS order select/gemm take for F32/F16 rows of a multiple of 16 */
+        c.bn[q] = c.n_sel >= 2 && el_cpu_kernels_level() == EL_CPU_AVX512 &&
+                  (tm->b->type == EL_TYPE_F32 || tm->b->type == EL_TYPE_F16) && tm->b->ne0 % 16 == 0 &&
+                  tm->b->ne0 <= 64;
     }
     c.tcols = tcols;
     for (int i = 0; i < j->n_dst; i++) c.units[i + 1] = c.units[i] + (c.out[i] + B_ALIGN - 1) / B_ALIGN;

@@ -86,4 +86,53 @@ void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const
         y[r] = y[r] + ab;
     }
 }
+
+/*
+ * The B product of a LoRA term for nt activation rows of a product whose
+ * kernels take the tinyBLAS order (n >= 2 rows, k a multiple of 16; F32, or
+ * F16 with x in F16): per output, 16 lanes accumulate fma(w[16j+l], x[16j+l])
+ * over steps j from 0, then the lanes are added as red16 adds them
+ * ((l, l+8), then (l, l+4), (0, 2) and (1, 3), then the two). Here the 16
+ * lanes of one output become 16 vectors over 16 output rows (B's block
+ * transposed once, reused by every activation row), so each output costs
+ * k/16 vector FMAs' share instead of an FMA and a horizontal reduction; the
+ * operations per output are the same. y[t * ldy + r] = y + dot · s for rows
+ * r < nr16 (a multiple of 16; the caller does the rest), k <= 64.
+ */
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy);
+
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy) {
+    const __m512 sv = _mm512_set1_ps(s);
+    __m512 T[64]; /* T[i]: element i of 16 B rows */
+    for (int r = 0; r < nr16; r += 16) {
+        float tile[16 * 64];
+        for (int l = 0; l < 16; l++) {
+            const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)(r + l);
+            for (int i = 0; i < k; i += 16)
+                _mm512_storeu_ps(tile + l * k + i, type == EL_TYPE_F32 ? _mm512_loadu_ps((const float *)wr + i)
+                                                                       : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const el_fp16 *)wr + i))));
+        }
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(k));
+        for (int i = 0; i < k; i++) T[i] = _mm512_i32gather_ps(idx, tile + i, 4);
+        for (int t = 0; t < nt; t++) {
+            float xf[64];
+            const uint8_t *xr = (const uint8_t *)x + ldx * (size_t)t;
+            for (int i = 0; i < k; i += 16)
+                _mm512_storeu_ps(xf + i, type == EL_TYPE_F32 ? _mm512_loadu_ps((const float *)xr + i)
+                                                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const el_fp16 *)xr + i))));
+            __m512 a[16];
+            for (int l = 0; l < 16; l++) a[l] = _mm512_fmadd_ps(T[l], _mm512_set1_ps(xf[l]), _mm512_setzero_ps());
+            for (int j = 16; j < k; j += 16)
+                for (int l = 0; l < 16; l++) a[l] = _mm512_fmadd_ps(T[j + l], _mm512_set1_ps(xf[j + l]), a[l]);
+            for (int l = 0; l < 8; l++) a[l] = _mm512_add_ps(a[l], a[l + 8]);
+            for (int l = 0; l < 4; l++) a[l] = _mm512_add_ps(a[l], a[l + 4]);
+            const __m512 d = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+            float *yr = y + ldy * (size_t)t + (size_t)r;
+            _mm512_storeu_ps(yr, _mm512_add_ps(_mm512_loadu_ps(yr), _mm512_mul_ps(d, sv)));
+        }
+    }
+}
 #endif
