@@ -14,6 +14,18 @@
  *     log-probabilities by more than the tolerance against our own base run
  *     (so a no-op adapter would fail). Tiny models from ../shared/reference,
  *     Gemma 3 270M from ~/.cache (EL_GEMMA_MODEL); skipped when absent.
+ *   - the group kernel (el_op_lora: one call per group of outputs and all
+ *     adapters, fused scale/add, AVX-512 B products) gives exactly the bits
+ *     of the op sequence it replaced (el_op_matmul A·x, el_op_matmul B·t,
+ *     el_op_scale, el_op_add per term) for F32/F16/Q8_0 pairs, ranks 4-48,
+ *     1-130 rows, chunks of 1/7/64 rows, with and without row order;
+ *   - the adapters' scratch in the memory plan: el_session_params.lora_rank
+ *     adds el_lora_scratch_bytes to el_session_bytes_for and to the capacity
+ *     planner's session bytes (el_mem_request.lora_rank), a planned session
+ *     gives the unplanned one's logits bit for bit, a set whose ranks sum
+ *     beyond the plan is refused (EL_ERR_NOMEM naming lora_rank) and leaves
+ *     the session unchanged, a negative lora_rank is refused, and admission
+ *     refuses two sessions that fit only without the scratch;
  *   - scale 0 gives the base logits bit for bit; clearing the adapters too;
  *   - with two backends (cpu,cpu) the adapters' ops are placed like others:
  *     the logits equal the CPU alone's bit for bit, and setting / changing /
