@@ -208,7 +208,12 @@ typedef struct el_session_params {
     /* (added after 0.1.0, from the reserved space; 0 = F16 as before) */
     int type_k;   /* el_cache_type of the K cache */
     int type_v;   /* el_cache_type of the V cache */
-    void *reserved[6 - 12 / sizeof(void *)]; /* zero; the struct keeps its size and alignment */
+    /* (added from the reserved space; 0 = none planned, as before) LoRA: the sum of the
+     * ranks (el_lora_rank_max) of the adapters the session may apply at once. The
+     * session's memory plan (el_session_bytes_for) then holds their scratch and
+     * el_session_set_adapters allocates nothing; a set that needs more is refused. */
+    int lora_rank;
+    void *reserved[6 - 16 / sizeof(void *)]; /* zero; the struct keeps its size and alignment */
 } el_session_params;
 
 /* "f16", "bf16", "q8_0", "q4_0" (llama.cpp's names, case-insensitive) -> an
@@ -487,8 +492,12 @@ EL_API int el_lora_n_pairs(const el_lora *a);    /* adapted weights */
  * adapters[i]. Each scale must be finite and >= 0 (0: the adapter is skipped,
  * the logits are the base model's bit for bit); each adapter must belong to
  * the session's model; at most 8, none twice. The scratch their products need
- * is allocated here, not in the decode loop. Refused (nothing changed) while
- * a generation runs on the session. 0 or an el_status with err filled. */
+ * is in the session's memory plan when it was created with
+ * el_session_params.lora_rank >= the adapters' summed rank (a set needing more
+ * than the plan holds: EL_ERR_NOMEM with the numbers, nothing changed); with
+ * lora_rank 0 it is allocated here (never in the decode loop). Refused
+ * (nothing changed) while a generation runs on the session. 0 or an el_status
+ * with err filled. */
 EL_API int el_session_set_adapters(el_session *s, el_lora *const *adapters, const float *scales, int n,
                                    el_error *err);
 

@@ -14,6 +14,18 @@
  *     log-probabilities by more than the tolerance against our own base run
  *     (so a no-op adapter would fail). Tiny models from ../shared/reference,
  *     Gemma 3 270M from ~/.cache (EL_GEMMA_MODEL); skipped when absent.
+ *   - the group kernel (el_op_lora: one call per group of outputs and all
+ *     adapters, fused scale/add, AVX-512 B products) gives exactly the bits
+ *     of the op sequence it replaced (el_op_matmul A·x, el_op_matmul B·t,
+ *     el_op_scale, el_op_add per term) for F32/F16/Q8_0 pairs, ranks 4-48,
+ *     1-130 rows, chunks of 1/7/64 rows, with and without row order;
+ *   - the adapters' scratch in the memory plan: el_session_params.lora_rank
+ *     adds el_lora_scratch_bytes to el_session_bytes_for and to the capacity
+ *     planner's session bytes (el_mem_request.lora_rank), a planned session
+ *     gives the unplanned one's logits bit for bit, a set whose ranks sum
+ *     beyond the plan is refused (EL_ERR_NOMEM naming lora_rank) and leaves
+ *     the session unchanged, a negative lora_rank is refused, and admission
+ *     refuses two sessions that fit only without the scratch;
  *   - scale 0 gives the base logits bit for bit; clearing the adapters too;
  *   - with two backends (cpu,cpu) the adapters' ops are placed like others:
  *     the logits equal the CPU alone's bit for bit, and setting / changing /
@@ -51,10 +63,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "backend/cpu/lora_kernels.h"
+#include "backend/cpu/ops.h"
 #include "convert/pack.h"
+#include "memory/capacity.h"
 #include "edgellm.h"
 #include "package/gguf.h"
 #include "package/gguf_write.h"
+#include "package/types.h"
 #include "testutil.h"
 
 static char g_tmp[256];
@@ -302,6 +318,119 @@ static void logits_of(el_session *s, const int32_t *toks, int n, float *out, int
     memcpy(out, el_session_logits(s), sizeof(float) * (size_t)nv);
 }
 
+/* ---- the group kernel against the op sequence it replaces ---- */
+
+/* A weight [ne1 rows of ne0] of type t from random floats (the values the kernels see are its own). */
+static el_mat rand_mat(el_type t, int64_t ne0, int64_t ne1, float amp, void **hold) {
+    float *f = rand_buf((size_t)(ne0 * ne1), amp);
+    const size_t rb = el_row_size(t, ne0);
+    void *d = malloc(rb * (size_t)ne1);
+    for (int64_t r = 0; r < ne1; r++) el_type_get(t)->from_float(f + r * ne0, (char *)d + rb * (size_t)r, ne0);
+    free(f);
+    *hold = d;
+    return (el_mat){.type = t, .ne0 = ne0, .ne1 = ne1, .data = d, .row_bytes = rb};
+}
+
+/*
+ * el_op_lora (one call for a group of outputs and several adapters, fused
+ * scale/add, A products inline or threaded, rows in chunks) gives exactly
+ * the bits of what the runtime did before and llama.cpp's graph does: per
+ * term, in order, el_op_matmul A·x, el_op_matmul B·t, el_op_scale, el_op_add
+ * — for F32, F16 and Q8_0 pairs (mixed in one group), input rows that are
+ * and are not a multiple of the tinyBLAS step, 1..130 rows, chunks of 1, 7
+ * and 64 rows, with and without row order.
+ */
+static void test_kernel_bits(void) {
+    el_pool *pool = el_pool_new(2);
+    CHECK(pool != NULL);
+    if (!pool) return;
+    static const struct { el_type ta, tb; int64_t in; int r; } cfg[] = {
+        {EL_TYPE_F32, EL_TYPE_F32, 640, 16}, {EL_TYPE_F16, EL_TYPE_F16, 640, 16}, {EL_TYPE_F32, EL_TYPE_F32, 200, 8},
+        {EL_TYPE_F16, EL_TYPE_F16, 200, 4},  {EL_TYPE_Q8_0, EL_TYPE_Q8_0, 256, 32}, {EL_TYPE_F16, EL_TYPE_F32, 256, 12},
+        {EL_TYPE_F32, EL_TYPE_F32, 256, 48}, {EL_TYPE_F16, EL_TYPE_F16, 256, 32},
+    };
+    static const int ns[] = {1, 2, 3, 5, 64, 65, 130};
+    static const int chunks[] = {64, 7, 1};
+    const int64_t outs[3] = {96, 40, 40};
+    int cases = 0, bad = 0;
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        /* two adapters: adapter 0 on outputs 0, 1, 2 (cfg ci), adapter 1 on outputs 0 and 2 (F16 r 8, or cfg ci when in % 32) */
+        void *hold[12];
+        int nh = 0;
+        el_mat A[5], B[5];
+        el_lora_term term[5];
+        int nt = 0;
+        for (int i = 0; i < 3; i++, nt++) {
+            A[nt] = rand_mat(cfg[ci].ta, cfg[ci].in, cfg[ci].r, 0.5f, &hold[nh++]);
+            B[nt] = rand_mat(cfg[ci].tb, cfg[ci].r, outs[i], 0.5f, &hold[nh++]);
+            term[nt] = (el_lora_term){&A[nt], &B[nt], 0.75f + 0.5f * (float)i, i};
+        }
+        for (int i = 0; i < 3; i += 2, nt++) {
+            A[nt] = rand_mat(EL_TYPE_F16, cfg[ci].in, 8, 0.5f, &hold[nh++]);
+            B[nt] = rand_mat(EL_TYPE_F16, 8, outs[i], 0.5f, &hold[nh++]);
+            term[nt] = (el_lora_term){&A[nt], &B[nt], 1.25f, i};
+        }
+        int64_t tcols = 0;
+        size_t xq_row = 0;
+        for (int k = 0; k < nt; k++) {
+            tcols += A[k].ne1;
+            const size_t xr = el_lora_xq_row(A[k].type, A[k].ne0);
+            if (xr > xq_row) xq_row = xr;
+        }
+        const int nmax = 130;
+        float *x = rand_buf((size_t)(nmax * cfg[ci].in), 1.0f);
+        float *y0[3], *y1[3], *y2[3];
+        for (int i = 0; i < 3; i++) {
+            y0[i] = rand_buf((size_t)(nmax * outs[i]), 2.0f);
+            y1[i] = malloc(sizeof(float) * (size_t)(nmax * outs[i]));
+            y2[i] = malloc(sizeof(float) * (size_t)(nmax * outs[i]));
+        }
+        float *tmp = malloc(sizeof(float) * (size_t)(nmax * 48)), *tmp2 = malloc(sizeof(float) * (size_t)(nmax * 96));
+        void *ws = malloc(el_op_matmul_wsize(EL_TYPE_F16, cfg[ci].in > 32 ? cfg[ci].in : 32, nmax) +
+                          el_op_matmul_wsize(EL_TYPE_Q8_0, cfg[ci].in, nmax) + 64);
+        void *scr = malloc(el_lora_scratch_bytes(64, tcols, xq_row));
+        for (int ro = 0; ro < 2; ro++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (size_t chi = 0; chi < sizeof chunks / sizeof chunks[0]; chi++) {
+                    const int n = ns[ni], ch = chunks[chi];
+                    el_op_matmul_row_order(ro != 0);
+                    for (int i = 0; i < 3; i++) {
+                        memcpy(y1[i], y0[i], sizeof(float) * (size_t)(n * outs[i]));
+                        memcpy(y2[i], y0[i], sizeof(float) * (size_t)(n * outs[i]));
+                    }
+                    for (int k = 0; k < nt; k++) { /* the reference: the op sequence of llama.cpp's build_lora_mm */
+                        const int64_t out = B[k].ne1;
+                        el_op_matmul(pool, &A[k], x, n, tmp, NULL, ws);
+                        el_op_matmul(pool, &B[k], tmp, n, tmp2, NULL, ws);
+                        el_op_scale(tmp2, term[k].s, (int)(n * out));
+                        el_op_add(y1[term[k].dst], tmp2, (int)(n * out));
+                    }
+                    const size_t b_t = (sizeof(float) * (size_t)ch * (size_t)tcols + 63) & ~(size_t)63;
+                    el_lora_job j = {.x = x, .n = n, .in = cfg[ci].in, .n_dst = 3, .term = term, .n_term = nt,
+                                     .t = scr, .tq = (char *)scr + b_t, .xq = (char *)scr + 2 * b_t, .chunk = ch};
+                    for (int i = 0; i < 3; i++) j.y[i] = y2[i];
+                    el_op_lora(pool, &j);
+                    el_op_matmul_row_order(false);
+                    cases++;
+                    for (int i = 0; i < 3; i++)
+                        if (memcmp(y1[i], y2[i], sizeof(float) * (size_t)(n * outs[i])) != 0) {
+                            bad++;
+                            CHECKF(0, "el_op_lora differs from the op sequence: A %s B %s in %lld r %d, n %d, chunk %d, "
+                                   "row order %d, output %d", el_type_name(cfg[ci].ta), el_type_name(cfg[ci].tb),
+                                   (long long)cfg[ci].in, cfg[ci].r, n, ch, ro, i);
+                            break;
+                        }
+                    /* it changed something (a no-op kernel would pass the comparison only if the reference did nothing too) */
+                    CHECKF(memcmp(y2[0], y0[0], sizeof(float) * (size_t)(n * outs[0])) != 0, "el_op_lora left y unchanged");
+                }
+        for (int i = 0; i < 3; i++) free(y0[i]), free(y1[i]), free(y2[i]);
+        free(x), free(tmp), free(tmp2), free(ws), free(scr);
+        for (int h = 0; h < nh; h++) free(hold[h]);
+    }
+    printf("group kernel: %d cases, %d differ from the op sequence\n", cases, bad);
+    el_pool_free(pool);
+}
+
 static void test_exact(void) {
     el_error err;
     el_model_params mp = el_model_default_params();
@@ -394,6 +523,53 @@ static void test_exact(void) {
            dxy);
     printf("exact: X at scale 1 moved the logits by %.4f; X+Y vs concatenated Z: max |d logit| %.2e (moved %.4f)\n", dmax,
            dsum, dxy);
+
+    /* the adapters' scratch in the memory plan (el_session_params.lora_rank): counted by el_session_bytes_for and the
+     * capacity planner, used by el_session_set_adapters (same bits as scratch it allocates), a set needing more refused */
+    {
+        el_session_params pp = sp;
+        float *o3 = malloc(sizeof(float) * (size_t)nv);
+        pp.lora_rank = 8;
+        const size_t b0 = el_session_bytes_for(m, &sp), b8 = el_session_bytes_for(m, &pp);
+        /* n_batch 128: chunks of 64 rows; 3 x 8 columns (Q/K/V of ranks <= 8); an input row of 768 (n_ff) at 2 bytes */
+        const size_t want = el_lora_scratch_bytes(64, 24, 2 * 768);
+        CHECKF(b8 == b0 + want, "lora_rank 8 adds %zu bytes to the session's plan, expected %zu", b8 - b0, want);
+        el_session *s8 = el_session_new(m, &pp, &err);
+        CHECKF(s8 != NULL, "session with lora_rank 8: %s", err.msg);
+        pp.lora_rank = 4;
+        el_session *s4 = el_session_new(m, &pp, &err);
+        CHECKF(s4 != NULL, "session with lora_rank 4: %s", err.msg);
+        pp.lora_rank = -1;
+        CHECK(el_session_new(m, &pp, &err) == NULL && err.code == EL_ERR_INVALID_ARG);
+        if (s8 && s4) {
+            CHECK(el_session_set_adapters(s8, xy, ones, 2, &err) == 0); /* ranks 4 + 4 */
+            logits_of(s8, toks, 24, o3, nv);
+            CHECK(memcmp(o, o3, sizeof(float) * (size_t)nv) == 0); /* X + Y as in the unplanned session */
+            CHECK(el_session_set_adapters(s4, &z, &one, 1, &err) == EL_ERR_NOMEM);
+            CHECKF(strstr(err.msg, "lora_rank 4") && strstr(err.msg, "ranks summing to 8"), "%s", err.msg);
+            logits_of(s4, toks, 24, o3, nv);
+            CHECK(memcmp(base, o3, sizeof(float) * (size_t)nv) == 0); /* refused: still no adapter */
+            CHECK(el_session_set_adapters(s4, xy, ones, 2, &err) == EL_ERR_NOMEM);
+            CHECK(el_session_set_adapters(s4, &x, &one, 1, &err) == 0);
+        }
+        el_session_free(s8);
+        el_session_free(s4);
+        free(o3);
+        /* admission: two sessions that fit without the adapters' scratch but not with it are refused before any work */
+        el_mem_request r = {.model = m, .n_batch = 128};
+        el_mem_shape_of(m, &r.shape);
+        const uint64_t one0 = el_mem_session_bytes(&r, EL_KV_F16, 128);
+        r.lora_rank = 8;
+        const uint64_t one8 = el_mem_session_bytes(&r, EL_KV_F16, 128);
+        CHECKF(one0 == b0 && one8 == b8, "capacity planner %llu / %llu, session plan %zu / %zu", (unsigned long long)one0,
+               (unsigned long long)one8, b0, b8);
+        r.budget = 2 * one0 + (one8 - one0);
+        char msg[400];
+        CHECK(el_mem_admit(&r, 128, 2, msg, sizeof msg) == -1);
+        r.lora_rank = 0;
+        CHECK(el_mem_admit(&r, 128, 2, msg, sizeof msg) == 0);
+        printf("plan: lora_rank 8 adds %zu bytes per session (tiny-llama, n_batch 128)\n", b8 - b0);
+    }
 
     /* bad scales: refused, the set unchanged (still Z) */
     const float bad[3] = {NAN, -0.5f, INFINITY};
@@ -762,6 +938,7 @@ int main(int argc, char **argv) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/el-test-lora-XXXXXX");
     if (!mkdtemp(g_tmp)) { perror("mkdtemp"); return 1; }
     const char *filter = argc > 1 ? argv[1] : getenv("EL_LORA_FILTER");
+    test_kernel_bits();
     test_exact();
     test_bad();
     test_cli();

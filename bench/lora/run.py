@@ -3,13 +3,17 @@
 swap latency in the server, peak RSS against --lora-budget.
 
   python3 bench/lora/run.py [--model GGUF] [--cli build/edgellm] [--rounds 3] [--threads 2]
+                            [--types f32,f16] [--no-server]
 
 1. Two random rank-16 adapters on q/k/v/o/gate/up/down of every layer
-   (tests/tools/gen_lora.py, seeds 1 and 2, F32: 15.2 MB each) go to a temp dir.
-2. `edgellm bench -p 128 -n 64 -r 3 --json` with 0, 1 and 2 adapters, the
-   three interleaved for --rounds rounds (so load from other processes hits
-   all three alike); per configuration the median over rounds of pp and tg
-   tokens/s, and the overhead against 0 adapters.
+   (tests/tools/gen_lora.py, seeds 1 and 2) per --types: F32 (15.2 MB each)
+   and F16 (7.6 MB each, what llama.cpp's converter writes) go to a temp dir.
+2. `edgellm bench -p 128 -n 64 -r 3 --json` with 0 adapters and 1 and 2 of
+   each type, all configurations interleaved for --rounds rounds (so load
+   from other processes hits them alike); per configuration the median over
+   rounds of pp and tg tokens/s, and the overhead against 0 adapters (extra
+   time per token), with the spread (min..max over rounds of the per-round
+   ratio against that round's 0-adapter run).
 3. `edgellm serve --lora g1=A:0 --lora g2=B:0 --lora-budget <one adapter>`:
    a 1-token /completion with g1 (first use: load), g1 again (resident),
    g2 (evicts g1, loads g2), g2 again; the wall time of each request, the
@@ -65,30 +69,43 @@ def main():
     ap.add_argument("--cli", default=os.path.join(REPO, "build", "edgellm"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--types", default="f32,f16", help="adapter types to measure (f32, f16)")
+    ap.add_argument("--no-server", dest="no_server", action="store_true", help="skip the server's swap latency")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="el-lora-bench-")
-    ads = []
-    for seed in (1, 2):
-        p = os.path.join(tmp, "g%d.gguf" % seed)
-        sh([sys.executable, os.path.join(REPO, "tests", "tools", "gen_lora.py"), "adapter", "--base", a.model, "--out", p,
-            "--rank", "16", "--seed", str(seed), "--amp-b", "0.1"])
-        ads.append(p)
+    ads = {}
+    for dt in a.types.split(","):
+        ads[dt] = []
+        for seed in (1, 2):
+            p = os.path.join(tmp, "g%d-%s.gguf" % (seed, dt))
+            sh([sys.executable, os.path.join(REPO, "tests", "tools", "gen_lora.py"), "adapter", "--base", a.model,
+                "--out", p, "--rank", "16", "--seed", str(seed), "--amp-b", "0.1", "--dtype", dt])
+            ads[dt].append(p)
     print("load average before:", open("/proc/loadavg").read().split()[:3])
-    configs = [("0 adapters", []), ("1 adapter (r16)", ads[:1]), ("2 adapters (r16)", ads)]
+    configs = [("0 adapters", [])]
+    for dt, l in ads.items():
+        configs += [("1 adapter (r16 %s)" % dt.upper(), l[:1]), ("2 adapters (r16 %s)" % dt.upper(), l)]
     res = {n: [] for n, _ in configs}
     for _ in range(a.rounds):
         for n, l in configs:
             res[n].append(bench(a.cli, a.model, l, a.threads))
-    base_pp = statistics.median(r[0] for r in res[configs[0][0]])
-    base_tg = statistics.median(r[1] for r in res[configs[0][0]])
-    print("\n| adapters | prefill t/s (median) | overhead | decode t/s (median) | overhead | peak RSS MiB |")
+    base = res[configs[0][0]]
+    base_pp = statistics.median(r[0] for r in base)
+    base_tg = statistics.median(r[1] for r in base)
+    print("\n| adapters | prefill t/s (median) | overhead (spread) | decode t/s (median) | overhead (spread) | peak RSS MiB |")
     print("|---|---|---|---|---|---|")
     for n, _ in configs:
         pp = statistics.median(r[0] for r in res[n])
         tg = statistics.median(r[1] for r in res[n])
         rss = max(r[2] for r in res[n]) / 2**20
-        print("| %s | %.1f | %+.1f %% | %.2f | %+.1f %% | %.1f |" % (n, pp, 100 * (base_pp / pp - 1), tg,
-                                                                    100 * (base_tg / tg - 1), rss))
+        opp = [100 * (b[0] / r[0] - 1) for b, r in zip(base, res[n])]
+        otg = [100 * (b[1] / r[1] - 1) for b, r in zip(base, res[n])]
+        print("| %s | %.1f | %+.1f %% (%+.1f..%+.1f) | %.2f | %+.1f %% (%+.1f..%+.1f) | %.1f |" % (
+            n, pp, 100 * (base_pp / pp - 1), min(opp), max(opp), tg, 100 * (base_tg / tg - 1), min(otg), max(otg), rss))
+    if a.no_server:
+        print("load average after:", open("/proc/loadavg").read().split()[:3])
+        return
+    ads = ads[list(ads)[0]]
     # swap latency in the server
     size = os.path.getsize(ads[0])
     port = 18000 + os.getpid() % 1000

@@ -30,8 +30,8 @@ class el_model_params(Structure):
 
 class el_session_params(Structure):
     _fields_ = [("n_ctx", c_int), ("n_batch", c_int), ("swa_full", c_int), ("n_draft_max", c_int),
-                ("type_k", c_int), ("type_v", c_int),
-                ("reserved", c_void_p * (6 - 12 // ctypes.sizeof(c_void_p)))]
+                ("type_k", c_int), ("type_v", c_int), ("lora_rank", c_int),
+                ("reserved", c_void_p * (6 - 16 // ctypes.sizeof(c_void_p)))]
 
 
 class el_sampling(Structure):

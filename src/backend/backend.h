@@ -56,8 +56,11 @@ typedef enum el_op_kind {
     EL_OPK_ADD,          /* dst0 += src1; count floats */
     EL_OPK_COPY,         /* dst0 = src0 (byte copy, may overlap: memmove) */
     EL_OPK_HOST,         /* host.fn(host.ctx) on host memory (embedding pooling): CPU only */
-    EL_OPK_LORA,         /* dst0 += s · (src0 · w0ᵀ) · w1ᵀ (a LoRA pair: w0 = A [d, r], w1 = B [r, out]); n rows;
-                          * lora.tmp/tmp2/ws: host scratch (runtime/lora.h), rows at a time: lora.rows */
+    EL_OPK_LORA,         /* dst_i += s_k · B_k·(A_k·src0) for every term k of lora.term with dst k = i
+                          * (el_op_lora, backend/cpu/lora_kernels.h): the LoRA terms of one group of
+                          * projections sharing src0 (Q/K/V, gate/up, or one), all adapters; n rows of d;
+                          * src1/src2 name dst1/dst2 again (they are read too); lora.t/tq/xq: host
+                          * scratch of lora.chunk rows (runtime/lora.h); no w (n_w = 0) */
     EL_OPK_COUNT
 } el_op_kind;
 
@@ -102,7 +105,12 @@ typedef struct el_op {
         struct { el_attn_args a; } attn; /* a.q/out/kcache/vcache are ignored: src0/dst0/src1/src2 hold them */
         struct { int count; } elt;        /* gelu_mul, add */
         struct { void (*fn)(void *ctx); void *ctx; } host;
-        struct { float s; int rows; float *tmp, *tmp2; void *ws; } lora;
+        struct {
+            const struct el_lora_term *term; /* n_term terms, adapter-major (the sums' order) */
+            int n_term, n_dst, chunk;
+            float *t;
+            void *tq, *xq;
+        } lora;
     } p;
     void *cpu_scratch;   /* matmul on the CPU backend: el_op_matmul_wsize bytes (the session's) */
     /* what it costs (the scheduler's inputs): arithmetic, weight bytes read

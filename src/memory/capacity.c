@@ -97,11 +97,11 @@ uint64_t el_mem_session_bytes_kv(const el_mem_request *r, el_kv_type tk, el_kv_t
     if (!r->model) return kv;
     if (el_kv_type_cache(tk) > 0 && el_kv_type_cache(tv) > 0) {
         el_session_params p = {.n_ctx = n_ctx, .n_batch = nb, .type_k = el_kv_type_cache(tk), .type_v = el_kv_type_cache(tv),
-                               .n_draft_max = r->n_draft_max};
+                               .n_draft_max = r->n_draft_max, .lora_rank = r->lora_rank};
         const size_t all = el_session_bytes_for((const el_model *)r->model, &p);
         return all ? (uint64_t)all : SAT; /* 0: a type the model's head size cannot use */
     }
-    el_session_params pf = {.n_ctx = n_ctx, .n_batch = nb, .n_draft_max = r->n_draft_max};
+    el_session_params pf = {.n_ctx = n_ctx, .n_batch = nb, .n_draft_max = r->n_draft_max, .lora_rank = r->lora_rank};
     const size_t all = el_session_bytes_for((const el_model *)r->model, &pf);
     if (all == 0) return SAT;
     const uint64_t kv_f16 = el_kv_bytes(&r->shape, EL_KV_F16, n_ctx, nb);

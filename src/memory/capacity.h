@@ -74,6 +74,7 @@ typedef struct el_mem_request {
     int n_batch;        /* 0: 512 */
     int n_draft_max;    /* speculative decoding: 1 + n_draft_max rows of logits (el_session_params) */
     int type_k, type_v; /* el_mem_admit: the sessions' cache types (el_cache_type; 0 = F16) */
+    int lora_rank;      /* LoRA: the summed adapter rank each session plans scratch for (el_session_params) */
 } el_mem_request;
 
 /* Bytes one session of n_ctx tokens needs with cache type t: for a model,

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/ops.h"
 #include "runtime/model.h"
 
@@ -20,6 +21,24 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* a * b, or SIZE_MAX if it overflows (then the sum checks below fail too) */
 static size_t mul_sz(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+
+int el_plan_add_lora(const struct el_model *m, int n_batch, int lora_rank, el_session_plan *p) {
+    p->off_lora = 0, p->lora_bytes = 0, p->lora_rank = 0;
+    if (lora_rank < 0 || n_batch <= 0) return -1;
+    if (lora_rank == 0) return 0;
+    const el_hparams *hp = &m->hp;
+    const size_t q_row = (size_t)hp->n_head * (size_t)hp->head_dim_k, att_row = (size_t)hp->n_head * (size_t)hp->head_dim_v;
+    const size_t in_max = max_sz(max_sz((size_t)hp->n_embd, q_row), max_sz(att_row, (size_t)hp->n_ff));
+    const int chunk = n_batch < EL_LORA_CHUNK ? n_batch : EL_LORA_CHUNK;
+    const size_t bytes = el_lora_scratch_bytes(chunk, 3 * (int64_t)lora_rank, mul_sz(2, in_max));
+    size_t cur = p->scratch_bytes;
+    p->off_lora = take(&cur, bytes);
+    p->lora_bytes = bytes;
+    p->lora_rank = lora_rank;
+    p->scratch_bytes = cur;
+    p->total = p->kv_bytes + p->scratch_bytes;
+    return p->total < p->kv_bytes ? -1 : 0;
+}
 
 size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il) {
     size_t off = 0;

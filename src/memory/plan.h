@@ -33,6 +33,8 @@ typedef struct el_session_plan {
     int n_layer_swa;      /* layers whose cache is a ring */
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_gate, off_up, off_tmp;
     size_t off_logits, off_wq8, off_rope, off_top_ids, off_top_lps;
+    size_t off_lora, lora_bytes; /* LoRA adapters' scratch (el_plan_add_lora); 0 bytes: none */
+    int lora_rank;
     int n_logit_rows;     /* rows of logits (1 + the most draft tokens a verification checks) */
     size_t scratch_bytes;
     size_t total;         /* kv_bytes + scratch_bytes */
@@ -50,6 +52,18 @@ int el_plan_session_kv(const struct el_model *m, int n_ctx, int n_batch, int swa
  * verifies speculative drafts keeps the logits of every verified position. */
 int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
                          int n_logit_rows, el_session_plan *p);
+
+/*
+ * LoRA: adds to a filled plan the scratch of adapters whose ranks
+ * (el_lora_rank_max) sum to at most lora_rank (0: nothing added), for
+ * n_batch rows: el_lora_scratch_bytes (backend/cpu/lora_kernels.h) of
+ * min(n_batch, EL_LORA_CHUNK) rows, 3 × lora_rank columns (Q/K/V: three
+ * projections of one op, each of rank <= its adapter's largest) and an input
+ * row of the model's widest projection input in a 2-byte vec_dot type (F16,
+ * BF16; the Q8 types take less, F32 none). Updates scratch_bytes and total;
+ * -1 on overflow or a negative rank.
+ */
+int el_plan_add_lora(const struct el_model *m, int n_batch, int lora_rank, el_session_plan *p);
 
 /* Byte offset of layer il's K cache in the block (V follows K). */
 size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il);

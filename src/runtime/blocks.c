@@ -126,26 +126,44 @@ static el_session *row_group(el_session *s, int g, int n, int *r0, int *nr, int 
     return s->brow[g].s;
 }
 
-/* dst_i = src · W_iᵀ (+ bias_i) for i < count */
-/* dst += s · B·(A·src) for each active adapter with a pair for W (runtime/lora.h) */
-static void op_lora(el_session *s, int il, const char *site, const el_mat *W, int src, int n, int dst) {
+/* One EL_OPK_LORA op: terms term[0..nt) on the group's outputs (lora_kernels.h). */
+static void op_lora_terms(el_session *s, int il, const char *site, int count, const el_mat *const W[], int src, int n,
+                          const int dst[], const el_lora_term *term, int nt) {
     const el_lora_set *ls = s->lora;
+    el_op o = op_new(EL_OPK_LORA, il, site);
+    o.src[0] = R(s, src, 0, (size_t)n * (size_t)W[0]->ne0);
+    for (int i = 0; i < count; i++) {
+        o.dst[i] = R(s, dst[i], 0, (size_t)n * (size_t)W[i]->ne1);
+        if (i) o.src[i] = o.dst[i]; /* read too: the executor brings them home */
+    }
+    o.n = n, o.d = (int)W[0]->ne0;
+    o.p.lora.term = term, o.p.lora.n_term = nt, o.p.lora.n_dst = count;
+    o.p.lora.t = ls->t, o.p.lora.tq = ls->tq, o.p.lora.xq = ls->xq, o.p.lora.chunk = ls->chunk;
+    run(s, &o);
+}
+
+/* dst_i += s · B·(A·src) for each active adapter with a pair for W_i (runtime/lora.h): one op for the
+ * group and every adapter, terms adapter by adapter (the order llama.cpp sums them in) */
+static void op_lora(el_session *s, int il, const char *site, int count, const el_mat *const W[], int src, int n,
+                    const int dst[]) {
+    const el_lora_set *ls = s->lora;
+    el_lora_term term[EL_LORA_MAX_TERMS];
+    int nt = 0;
+    int64_t cols = 0;
     for (int j = 0; j < ls->n; j++) {
         if (ls->scale[j] == 0.0f) continue; /* scale 0: the base product, bit for bit */
-        const el_lora_w *lw = el_lora_find(ls->a[j], s->m, il, W);
-        if (!lw) continue;
-        el_op o = op_new(EL_OPK_LORA, il, site);
-        o.src[0] = R(s, src, 0, (size_t)n * (size_t)W->ne0);
-        o.dst[0] = R(s, dst, 0, (size_t)n * (size_t)W->ne1);
-        o.w[0] = &lw->a, o.w[1] = &lw->b;
-        o.n_w = 2;
-        o.n = n, o.d = (int)W->ne0;
-        o.p.lora.s = el_lora_eff_scale(ls->a[j], lw, ls->scale[j]);
-        o.p.lora.tmp = ls->tmp, o.p.lora.tmp2 = ls->tmp2, o.p.lora.ws = ls->ws;
-        const size_t fit = ls->tmp2_cap / (size_t)W->ne1;
-        o.p.lora.rows = (int)(fit < (size_t)ls->rows ? fit : (size_t)ls->rows);
-        run(s, &o);
+        for (int i = 0; i < count; i++) {
+            const el_lora_w *lw = el_lora_find(ls->a[j], s->m, il, W[i]);
+            if (!lw) continue;
+            if (nt && (nt == EL_LORA_MAX_TERMS || cols + lw->rank > ls->tcols)) { /* the scratch's bound (never for blocks.c's groups) */
+                op_lora_terms(s, il, site, count, W, src, n, dst, term, nt);
+                nt = 0, cols = 0;
+            }
+            term[nt++] = (el_lora_term){&lw->a, &lw->b, el_lora_eff_scale(ls->a[j], lw, ls->scale[j]), i};
+            cols += lw->rank;
+        }
     }
+    if (nt) op_lora_terms(s, il, site, count, W, src, n, dst, term, nt);
 }
 
 /* dst_i = src · W_iᵀ (+ bias_i) for i < count; then the active LoRA adapters' terms */
@@ -161,8 +179,7 @@ static void op_matmul(el_session *s, int il, const char *site, int count, const 
     o.n_w = count;
     o.n = n, o.d = (int)W[0]->ne0;
     run(s, &o);
-    if (s->lora)
-        for (int i = 0; i < count; i++) op_lora(s, il, site, W[i], src, n, dst[i]);
+    if (s->lora) op_lora(s, il, site, count, W, src, n, dst);
 }
 
 /* ---- blocks ---- */

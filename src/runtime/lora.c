@@ -5,8 +5,10 @@
  * Invariants: an el_lora returned to a caller passed el_lora_parse, so every
  * el_lora_w with rank > 0 has a [in, r] and b [r, out] matching its base
  * weight, of a type the CPU kernels multiply with. A session's el_lora_set
- * holds scratch for its batch of rows, allocated by el_session_set_adapters;
- * the forward's EL_OPK_LORA ops only use it.
+ * holds scratch for a chunk of rows: in the session's block when the session
+ * planned it (el_session_params.lora_rank, memory/plan.h el_plan_add_lora;
+ * a set that needs more is refused before any work), else allocated by
+ * el_session_set_adapters; the forward's EL_OPK_LORA ops only use it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +298,35 @@ void el_lora_set_free(el_lora_set *set) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* The groups of projections one op takes (they share an input): Q/K/V, O, gate/up, down (blocks.c op_matmul). */
+static const int k_group[EL_LORA_PER_LAYER] = {0, 0, 0, 1, 2, 2, 3};
+
+size_t el_lora_set_scratch(el_lora *const *adapters, int n, int rows, int64_t *tcols, size_t *xq_row, int *chunk) {
+    int64_t tc = 1;
+    size_t xr = 0;
+    const int n_layer = n > 0 ? adapters[0]->n_layer : 0;
+    for (int il = -1; il < n_layer; il++) {
+        int64_t g[4] = {0, 0, 0, 0};
+        for (int i = 0; i < n; i++) {
+            const el_lora *a = adapters[i];
+            for (int k = 0; k < (il < 0 ? 1 : EL_LORA_PER_LAYER); k++) {
+                const el_lora_w *w = &a->w[il < 0 ? (size_t)a->n_layer * EL_LORA_PER_LAYER : (size_t)il * EL_LORA_PER_LAYER + k];
+                if (!w->rank) continue;
+                g[il < 0 ? 0 : k_group[k]] += w->rank;
+                const size_t r = el_lora_xq_row(w->a.type, w->a.ne0);
+                if (r > xr) xr = r;
+            }
+        }
+        for (int k = 0; k < 4; k++)
+            if (g[k] > tc) tc = g[k];
+    }
+    const int ch = rows < EL_LORA_CHUNK ? (rows > 0 ? rows : 1) : EL_LORA_CHUNK;
+    if (tcols) *tcols = tc;
+    if (xq_row) *xq_row = xr;
+    if (chunk) *chunk = ch;
+    return el_lora_scratch_bytes(ch, tc, xr);
+}
+
 int el_session_set_adapters(el_session *s, el_lora *const *adapters, const float *scales, int n, el_error *err) {
     if (err) err->code = EL_OK, err->msg[0] = 0;
     if (!s) return el_set_error(err, EL_ERR_INVALID_ARG, "session is NULL");
@@ -318,47 +349,35 @@ int el_session_set_adapters(el_session *s, el_lora *const *adapters, const float
     el_lora_set *set = NULL;
     if (n > 0) {
         const int rows = s->n_batch > s->n_logit_rows ? s->n_batch : s->n_logit_rows;
-        int rank_max = 1;
-        int64_t out_max = 1;
-        size_t ws = 0;
-        for (int i = 0; i < n; i++) {
-            const el_lora *a = adapters[i];
-            if (a->rank_max > rank_max) rank_max = a->rank_max;
-            const size_t nw = (size_t)a->n_layer * EL_LORA_PER_LAYER + 1;
-            for (size_t k = 0; k < nw; k++) {
-                const el_lora_w *w = &a->w[k];
-                if (!w->rank) continue;
-                /* the output head's product runs in chunks of rows (tmp2 holds at least one row of it) */
-                if (k + 1 < nw && w->b.ne1 > out_max) out_max = w->b.ne1;
-                size_t wa = el_op_matmul_wsize(w->a.type, w->a.ne0, rows), wb = el_op_matmul_wsize(w->b.type, w->b.ne0, rows);
-                if (wa > ws) ws = wa;
-                if (wb > ws) ws = wb;
-            }
+        int64_t tcols;
+        size_t xq_row;
+        int chunk;
+        const size_t need = el_lora_set_scratch(adapters, n, rows, &tcols, &xq_row, &chunk);
+        const size_t b_t = align64(sizeof(float) * (size_t)chunk * (size_t)tcols);
+        int rank = 0;
+        for (int i = 0; i < n; i++) rank += adapters[i]->rank_max;
+        /* planned, and this set is beyond the plan (its bytes fit whenever its summed rank does: memory/plan.h) */
+        if (s->lora_scratch_bytes && (rank > s->lora_rank || need > s->lora_scratch_bytes)) {
+            atomic_store(&s->busy, false);
+            return el_set_error(err, EL_ERR_NOMEM, "the adapters' scratch needs %zu bytes (ranks summing to %d) but the "
+                                "session's memory plan holds %zu (lora_rank %d): create the session with "
+                                "el_session_params.lora_rank >= %d", need, rank, s->lora_scratch_bytes, s->lora_rank, rank);
         }
-        size_t tmp2_cap = (size_t)rows * (size_t)out_max;
-        const el_lora_w *head = NULL;
-        for (int i = 0; i < n; i++) {
-            const el_lora_w *w = &adapters[i]->w[(size_t)adapters[i]->n_layer * EL_LORA_PER_LAYER];
-            if (w->rank) head = w;
-        }
-        if (head && tmp2_cap < (size_t)head->b.ne1) tmp2_cap = (size_t)head->b.ne1;
-        const size_t b_tmp = align64(sizeof(float) * (size_t)rows * (size_t)rank_max);
-        const size_t b_tmp2 = align64(sizeof(float) * tmp2_cap);
-        const size_t b_ws = align64(ws ? ws : 64);
         set = calloc(1, sizeof *set);
-        void *block = NULL;
-        if (!set || posix_memalign(&block, 64, b_tmp + b_tmp2 + b_ws)) {
+        void *block = s->lora_scratch_bytes ? s->lora_scratch : NULL;
+        if (!set || (!block && posix_memalign(&block, 64, need))) {
             free(set);
             atomic_store(&s->busy, false);
-            return el_set_error(err, EL_ERR_NOMEM, "adapter scratch of %zu bytes: out of memory", b_tmp + b_tmp2 + b_ws);
+            return el_set_error(err, EL_ERR_NOMEM, "adapter scratch of %zu bytes: out of memory", need);
         }
-        set->block = block;
-        set->bytes = b_tmp + b_tmp2 + b_ws;
-        set->tmp = block;
-        set->tmp2 = (float *)((char *)block + b_tmp);
-        set->ws = (char *)block + b_tmp + b_tmp2;
-        set->tmp2_cap = tmp2_cap;
-        set->rows = rows;
+        set->block = s->lora_scratch_bytes ? NULL : block; /* owned only when allocated here */
+        set->bytes = need;
+        set->t = block;
+        set->tq = (char *)block + b_t;
+        set->xq = (char *)block + 2 * b_t;
+        set->chunk = chunk;
+        set->tcols = tcols;
+        set->xq_row = xq_row;
         set->n = n;
         for (int i = 0; i < n; i++) set->a[i] = adapters[i], set->scale[i] = scales[i];
     }

@@ -16,8 +16,9 @@
  *     it); the base weights are never copied or merged.
  *   - In the forward pass each adapted product becomes
  *     y = W·x + s·B·(A·x), s = scale × alpha / rank (scale when alpha = 0),
- *     llama.cpp's rule (llama-adapter.h get_scale), one EL_OPK_LORA op per
- *     active adapter after the base matmul; adapters sum. A session with no
+ *     llama.cpp's rule (llama-adapter.h get_scale): one EL_OPK_LORA op after
+ *     each base matmul group (Q/K/V, gate/up, O, down, head) with the terms
+ *     of every active adapter; adapters sum in order. A session with no
  *     adapter set (s->lora == NULL) builds no extra op.
  */
 #ifndef EL_RUNTIME_LORA_H
@@ -26,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/ops.h"
 #include "edgellm.h"
 #include "package/gguf.h"
@@ -77,19 +79,28 @@ int el_lora_parse(el_gguf *g, const char *arch, int n_layer, el_lora_base_fn wei
 /* Frees what el_lora_parse allocated in a (not a itself, not a->g). */
 void el_lora_release(el_lora *a);
 
-/* A session's active adapters and the scratch their ops use (sized at set time). */
+/* A session's active adapters and the scratch their ops use (sized at set time).
+ * The forward's op for a group of projections sharing an input (Q/K/V,
+ * gate/up, O, down, the head) takes the terms of every active adapter at
+ * once (backend/cpu/lora_kernels.h): tcols bounds their ranks' sum over any
+ * group, xq_row the largest row of an input in an A's vec_dot type. */
 typedef struct el_lora_set {
     int n;
     const el_lora *a[EL_LORA_MAX_ACTIVE];
     float scale[EL_LORA_MAX_ACTIVE];
-    float *tmp;      /* rows × rank_max: A·x */
-    float *tmp2;     /* tmp2_cap floats: B·(A·x) for a chunk of rows */
-    void *ws;        /* the matmul kernels' activation scratch */
-    size_t tmp2_cap;
-    int rows;        /* most rows one op takes at once (the session's batch) */
-    void *block;
+    float *t;        /* chunk × tcols floats: the A products */
+    void *tq;        /* the same bytes: them in B's vec_dot type */
+    void *xq;        /* chunk × xq_row bytes: the input in A's vec_dot type */
+    int chunk;       /* rows one pass over the scratch takes (min(session rows, EL_LORA_CHUNK)) */
+    int64_t tcols;
+    size_t xq_row;
+    void *block;     /* t, tq, xq: NULL when they live in the session's block (planned) */
     size_t bytes;
 } el_lora_set;
+
+/* The scratch bytes a set of adapters needs for a session of `rows` rows
+ * (max(n_batch, logit rows)); *tcols / *xq_row / *chunk receive its shape. */
+size_t el_lora_set_scratch(el_lora *const *adapters, int n, int rows, int64_t *tcols, size_t *xq_row, int *chunk);
 
 /* The adapted weight of W (layer il, or the output head when il < 0) in
  * adapter a of model m, or NULL. */

@@ -125,6 +125,9 @@ struct el_session {
     float *embd_out;
     el_exec *exec;      /* runs the forward passes' ops (sched/exec.h) */
     struct el_lora_set *lora; /* active LoRA adapters (runtime/lora.h); NULL: none, no extra op */
+    void *lora_scratch;        /* the adapters' scratch in the session's block (el_session_params.lora_rank > 0) */
+    size_t lora_scratch_bytes; /* its bytes (memory/plan.h el_plan_add_lora); 0: none planned */
+    int lora_rank;             /* the summed rank it was planned for */
     bool describing;    /* the executor is describing a pass: nothing runs */
     /* batched decoding (sched/batch.h): the batcher this session's
      * generations go through (NULL: none), and where it stands in it (0: not

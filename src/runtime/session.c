@@ -42,7 +42,7 @@ el_session_params el_session_default_params(void) {
 }
 
 _Static_assert(sizeof(el_session_params) == 3 * sizeof(int) + sizeof(void *) * 6 + (sizeof(void *) == 8 ? 4 : 0),
-               "el_session_params keeps its 0.1.0 size (n_draft_max, type_k, type_v came from the reserved space)");
+               "el_session_params keeps its 0.1.0 size (n_draft_max, type_k, type_v, lora_rank came from the reserved space)");
 _Static_assert(sizeof(el_generate_params) == offsetof(el_generate_params, grammar) + sizeof(void *) * 7,
                "el_generate_params keeps its 0.1.0 size (spec and grammar came from the reserved space)");
 
@@ -110,7 +110,8 @@ size_t el_session_bytes_for(const el_model *m, const el_session_params *p) {
     el_session_plan plan;
     const int nd = p ? p->n_draft_max : 0;
     if (nd < 0 || nd > EL_SPEC_MAX_DRAFT ||
-        el_plan_session_full(m, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd, &plan))
+        el_plan_session_full(m, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd, &plan) ||
+        el_plan_add_lora(m, b, p ? p->lora_rank : 0, &plan))
         return 0;
     return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer + el_exec_bytes(m->hp.n_layer);
 }
@@ -129,8 +130,14 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     }
     if (check_cache_types(m, p, err)) return NULL;
     el_session_plan plan;
+    if (p && (p->lora_rank < 0 || p->lora_rank > EL_LORA_MAX_ACTIVE * EL_LORA_MAX_RANK)) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "lora_rank %d: expected 0..%d", p->lora_rank,
+                     EL_LORA_MAX_ACTIVE * EL_LORA_MAX_RANK);
+        return NULL;
+    }
     if (el_plan_session_full(m, n_ctx, n_batch, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + n_draft,
-                             &plan)) {
+                             &plan) ||
+        el_plan_add_lora(m, n_batch, p ? p->lora_rank : 0, &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -176,6 +183,9 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->rope_cs = (float *)(sc + plan.off_rope);
     s->top_ids = (int32_t *)(sc + plan.off_top_ids);
     s->top_lps = (float *)(sc + plan.off_top_lps);
+    s->lora_scratch = plan.lora_bytes ? sc + plan.off_lora : NULL; /* runtime/lora.h: the planned adapters' scratch */
+    s->lora_scratch_bytes = plan.lora_bytes;
+    s->lora_rank = plan.lora_rank;
     s->exec = el_exec_new(s, err);
     if (!s->exec) {
         el_session_free(s);

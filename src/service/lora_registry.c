@@ -28,6 +28,7 @@ typedef struct entry {
     uint8_t sha[32];
     char sha_hex[65];
     size_t bytes;       /* el_lora_bytes (the file) */
+    int rank_max;       /* el_lora_rank_max */
     float def_scale;
     el_lora *a;         /* NULL: not resident */
     int refs;
@@ -116,6 +117,7 @@ int el_lora_reg_add(el_lora_reg *g, const char *name, const char *path, el_error
     el_lora *a = el_lora_load(g->m, path, &e2); /* validated now; resident only when a request uses it */
     if (!a) { rc = el_set_error(err, e2.code, "--lora %s: %s", name, e2.msg); goto out; }
     const size_t bytes = el_lora_bytes(a);
+    const int rank_max = el_lora_rank_max(a);
     el_lora_free(a);
     if (bytes > g->budget) {
         rc = el_set_error(err, EL_ERR_NOMEM, "--lora %s: the adapter needs %zu bytes, more than --lora-budget %llu",
@@ -129,6 +131,7 @@ int el_lora_reg_add(el_lora_reg *g, const char *name, const char *path, el_error
     if (!(e->path = strdup(path))) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto out; }
     for (int i = 0; i < 32; i++) snprintf(e->sha_hex + 2 * i, 3, "%02x", e->sha[i]);
     e->bytes = bytes;
+    e->rank_max = rank_max;
     e->def_scale = 1.0f;
     g->n++;
 out:
@@ -138,6 +141,23 @@ out:
 
 int el_lora_reg_count(const el_lora_reg *g) { return g ? g->n : 0; }
 uint64_t el_lora_reg_budget(const el_lora_reg *g) { return g ? g->budget : 0; }
+
+int el_lora_reg_rank_plan(el_lora_reg *g) {
+    if (!g) return 0;
+    pthread_mutex_lock(&g->mu);
+    int r[EL_LORA_REG_MAX], n = g->n, sum = 0;
+    for (int i = 0; i < n; i++) r[i] = g->e[i].rank_max;
+    pthread_mutex_unlock(&g->mu);
+    for (int k = 0; k < n && k < EL_LORA_MAX_ACTIVE_SESSION; k++) { /* the largest ones a session can hold at once */
+        int best = k;
+        for (int i = k + 1; i < n; i++)
+            if (r[i] > r[best]) best = i;
+        const int t = r[k];
+        r[k] = r[best], r[best] = t;
+        sum += r[k];
+    }
+    return sum;
+}
 
 int el_lora_reg_scales(el_lora_reg *g, bool has_list, const int *ids, const float *scales, int n, float *out,
                        char *msg, size_t cap) {

@@ -48,6 +48,10 @@ void el_lora_reg_free(el_lora_reg *g);
 int el_lora_reg_add(el_lora_reg *g, const char *name, const char *path, el_error *err);
 int el_lora_reg_count(const el_lora_reg *g);
 uint64_t el_lora_reg_budget(const el_lora_reg *g);
+/* The summed rank of the 8 (a session's most) largest registered adapters: the
+ * el_session_params.lora_rank / el_mem_request.lora_rank each slot plans for. */
+#define EL_LORA_MAX_ACTIVE_SESSION 8
+int el_lora_reg_rank_plan(el_lora_reg *g);
 
 /* The scales a request runs with (count() entries): its own list (ids not
  * named: 0), or the defaults when it gives none. -1 with msg for an id

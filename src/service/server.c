@@ -3875,6 +3875,7 @@ static int server_load(el_server *s, el_error *err) {
         el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
                              .type_k = s->p.type_k, .type_v = s->p.type_v};
         mr.runtime += el_lora_reg_budget(s->lora); /* serve --lora: the adapters resident at most (0 without) */
+        mr.lora_rank = el_lora_reg_rank_plan(s->lora); /* and each slot's scratch for their products (0 without) */
         el_session_params tp = {.n_ctx = 1, .n_batch = 1, .type_k = s->p.type_k, .type_v = s->p.type_v};
         if (el_session_bytes_for(m, &tp) == 0) { /* before any slot is allocated */
             err->code = EL_ERR_INVALID_ARG;
@@ -3937,6 +3938,7 @@ static int server_load(el_server *s, el_error *err) {
             }
             el_mem_request dr = mr;
             dr.model = s->draft;
+            dr.lora_rank = 0; /* adapters run on the target only */
             dr.runtime = 0;
             dr.weights = el_mem_weights_bytes(s->draft);
             el_mem_shape_of(s->draft, &dr.shape);
@@ -3968,11 +3970,13 @@ static int server_load(el_server *s, el_error *err) {
         sp.type_k = s->p.type_k;
         sp.type_v = s->p.type_v;
         sp.n_draft_max = s->p.spec.mode ? s->p.spec.n_draft_max : 0;
+        sp.lora_rank = el_lora_reg_rank_plan(s->lora); /* the adapters' scratch in the slot's plan (admitted above) */
         sl->sess = el_session_new(m, &sp, err);
         if (!sl->sess) return -1;
         if (s->draft) {
             el_session_params dsp = sp;
             dsp.n_draft_max = 0;
+            dsp.lora_rank = 0;
             sl->dsess = el_session_new(s->draft, &dsp, err);
             if (!sl->dsess) {
                 el_session_free(sl->sess);

@@ -337,13 +337,22 @@ def cmd_make_all(a):
         ("tiny-qwen3-F16.gguf", spec(8, 4, 0.0, targets=["q", "v", "down"]), 0.75, "tiny-qwen3-F16-r8-alpha0"),
         ("tiny-gemma3-F16.gguf", spec(12, 5, 24.0), 1.0, "tiny-gemma3-F16-r12"),
     ]
+    want = lambda name: not a.only or name in a.only.split(",")  # noqa: E731
     for model, sp, scale, name in jobs:
-        make_golden(L, m(model), model, sp, scale, TINY_PROMPTS, a.steps, os.path.join(od, name + ".json"),
-                    base_steps=True)
+        if want(name):
+            make_golden(L, m(model), model, sp, scale, TINY_PROMPTS, a.steps, os.path.join(od, name + ".json"),
+                        base_steps=True)
+    gemma_prompts = ["The capital of France is", "Once upon a time, there was a little girl named"]
+    gemma_jobs = [
+        (spec(16, 6, 32.0, amp_a=1.0, amp_b=0.1), "gemma3-270m-r16"),
+        # an F16 adapter (llama.cpp's convert_lora_to_gguf.py writes F16 by default): half the bytes per token
+        (spec(16, 7, 32.0, dtype="f16", amp_a=1.0, amp_b=0.1), "gemma3-270m-r16-f16"),
+    ]
     if a.gemma:
-        make_golden(L, a.gemma, "gemma-3-270m-q4_k_m.gguf", spec(16, 6, 32.0, amp_a=1.0, amp_b=0.1), 1.0,
-                    ["The capital of France is", "Once upon a time, there was a little girl named"], a.steps,
-                    os.path.join(od, "gemma3-270m-r16.json"), base_steps=True)
+        for sp, name in gemma_jobs:
+            if want(name):
+                make_golden(L, a.gemma, "gemma-3-270m-q4_k_m.gguf", sp, 1.0, gemma_prompts, a.steps,
+                            os.path.join(od, name + ".json"), base_steps=True)
 
 
 def main():
@@ -372,6 +381,7 @@ def main():
     p.add_argument("--ref", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "reference"))
     p.add_argument("--gemma", default=None)
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--only", default=None, help="comma-separated golden names (default: all)")
     p.add_argument("--out-dir", dest="out_dir",
                    default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "lora"))
     a = ap.parse_args()

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/membw.h"
 #include "util/error.h"
 
@@ -71,9 +72,12 @@ void el_op_cost(el_op *op) {
     }
     case EL_OPK_SILU_MUL: fl = 5.0 * n * d; break;
     case EL_OPK_GELU_MUL: case EL_OPK_ADD: fl = 2.0 * op->p.elt.count; break;
-    case EL_OPK_LORA: /* A·x then B·(A·x), the scale and the add */
-        w = (double)op->w[0]->ne1 * (double)op->w[0]->row_bytes + (double)op->w[1]->ne1 * (double)op->w[1]->row_bytes;
-        fl = 2.0 * n * (double)op->w[0]->ne1 * ((double)op->w[0]->ne0 + (double)op->w[1]->ne1) + 2.0 * n * (double)op->w[1]->ne1;
+    case EL_OPK_LORA: /* per term: A·x then B·(A·x), the scale and the add */
+        for (int k = 0; k < op->p.lora.n_term; k++) {
+            const el_mat *A = op->p.lora.term[k].a, *B = op->p.lora.term[k].b;
+            w += (double)A->ne1 * (double)A->row_bytes + (double)B->ne1 * (double)B->row_bytes;
+            fl += 2.0 * n * (double)A->ne1 * ((double)A->ne0 + (double)B->ne1) + 2.0 * n * (double)B->ne1;
+        }
         break;
     case EL_OPK_COPY: case EL_OPK_HOST: case EL_OPK_COUNT: break;
     }
@@ -184,19 +188,12 @@ static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
     case EL_OPK_COPY: memmove(F(be, &op->dst[0]), F(be, &op->src[0]), op->dst[0].len); return 0;
     case EL_OPK_HOST: op->p.host.fn(op->p.host.ctx); return 0;
     case EL_OPK_LORA: {
-        /* llama.cpp's order (build_lora_mm): ab = B·(A·x), ab *= s, y += ab; rows at a time to fit tmp2 */
-        const el_mat *A = op->w[0], *B = op->w[1];
-        const float *x = F(be, &op->src[0]);
-        float *y = F(be, &op->dst[0]);
-        const int64_t in = A->ne0, out = B->ne1;
-        const int ch = op->p.lora.rows > 0 ? op->p.lora.rows : 1;
-        for (int t0 = 0; t0 < op->n; t0 += ch) {
-            const int m = op->n - t0 < ch ? op->n - t0 : ch;
-            el_op_matmul(pool, A, x + (size_t)t0 * (size_t)in, m, op->p.lora.tmp, NULL, op->p.lora.ws);
-            el_op_matmul(pool, B, op->p.lora.tmp, m, op->p.lora.tmp2, NULL, op->p.lora.ws);
-            el_op_scale(op->p.lora.tmp2, op->p.lora.s, (int)(m * out));
-            el_op_add(y + (size_t)t0 * (size_t)out, op->p.lora.tmp2, (int)(m * out));
-        }
+        /* llama.cpp's order per element (build_lora_mm): ab = B·(A·x), ab *= s, y += ab; adapters in order */
+        el_lora_job j = {.x = F(be, &op->src[0]), .n = op->n, .in = op->d, .n_dst = op->p.lora.n_dst,
+                         .term = op->p.lora.term, .n_term = op->p.lora.n_term, .t = op->p.lora.t,
+                         .tq = op->p.lora.tq, .xq = op->p.lora.xq, .chunk = op->p.lora.chunk};
+        for (int i = 0; i < j.n_dst; i++) j.y[i] = F(be, &op->dst[i]);
+        el_op_lora(pool, &j);
         return 0;
     }
     case EL_OPK_COUNT: break;

@@ -1,0 +1,229 @@
+/*
+ * lora_kernels.c — el_op_lora (contract in lora_kernels.h).
+ *
+ * Invariants: every product goes through the kernel table's gemm, or its
+ * select / vec_dot per output, with the activation-row count of the whole
+ * job (n; 1 under row order) and the row's index in it, exactly as
+ * ops.c's matmul_rows calls them — so each dot product has el_op_matmul's
+ * bits. The output pass computes ab = dot · s then y = y + ab in two
+ * rounded float operations (no contraction: ISO C mode for GCC, the pragma
+ * for clang), llama.cpp's ggml_scale then ggml_add.
+ */
+#include "backend/cpu/lora_kernels.h"
+
+#include <stdbool.h>
+
+#include "backend/cpu/kernels.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define B_ROWS 64  /* output rows per block of the B pass */
+#define B_TOKS 64  /* activation rows per block of the B pass */
+#define B_ALIGN 16 /* output rows per unit of work (threads stay off each other's lines of y) */
+#define A_INLINE_MACS (1 << 17) /* A products this small run on the calling thread (no pool job) */
+
+#if defined(__x86_64__)
+/* x86/lora_avx512.c: one activation row of an F32/F16 B with rows of k < 64, output pass included */
+void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
+/* the same for nt rows in the tinyBLAS order (n >= 2, k % 16 == 0, k <= 64), rows in blocks of 16 */
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy);
+#endif
+
+static size_t al64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+size_t el_lora_xq_row(el_type t, int64_t in) {
+    const el_cpu_type_kernels *kk = el_cpu_kernels(t);
+    if (!kk || kk->vec_dot_type == EL_TYPE_F32) return 0;
+    return el_row_size(kk->vec_dot_type, in);
+}
+
+size_t el_lora_scratch_bytes(int chunk, int64_t tcols, size_t xq_row) {
+    const size_t t = al64(sizeof(float) * (size_t)chunk * (size_t)tcols);
+    return 2 * t + al64((size_t)chunk * xq_row);
+}
+
+typedef struct lora_ctx {
+    const el_lora_job *j;
+    const el_cpu_type_kernels *ka[EL_LORA_MAX_TERMS], *kb[EL_LORA_MAX_TERMS];
+    int64_t off[EL_LORA_MAX_TERMS];    /* term k's columns in t */
+    size_t tq_off[EL_LORA_MAX_TERMS];  /* term k's region in tq (bytes) */
+    size_t tq_row[EL_LORA_MAX_TERMS];  /* bytes per row there; 0: B takes F32, reads t */
+    size_t xq_row[EL_LORA_MAX_TERMS];  /* bytes per row of x in A's vec_dot type; 0: F32 */
+    bool b1[EL_LORA_MAX_TERMS];        /* B's one-row products by el_lora_b1_avx512 (vec_dot's bits, 16 rows a vector) */
+    bool bn[EL_LORA_MAX_TERMS];        /* B's tinyBLAS-order products by el_lora_bn_avx512 */
+    size_t xq_stride;                  /* the largest: row t of xq starts at t × xq_stride whatever its type
+                                        * (threads own rows; a smaller type's rows must not reach another's) */
+    int64_t tcols;
+    int64_t out[EL_LORA_MAX_DST];
+    int64_t units[EL_LORA_MAX_DST + 1];
+    int c0, m;  /* this chunk: rows c0 .. c0 + m of the job */
+    int n_sel;  /* the activation-row count the kernels are chosen for */
+    bool ro;    /* row order: every row as a one-row product */
+} lora_ctx;
+
+/* y[t * ldy + r] = dot(weight row r, activation row t) for r < nr, t < nt, with the kernels
+ * el_op_matmul picks for rows t0 .. t0 + nt of an n_sel-row product (matmul_rows). */
+static void dots(const el_cpu_type_kernels *kk, bool ro, int n_sel, int k, const uint8_t *w, size_t ldw, int nr,
+                 const uint8_t *x, size_t ldx, int t0, int nt, float *y, size_t ldy) {
+    if (kk->gemm) {
+        kk->gemm(k, w, ldw, nr, x, ldx, ro ? 0 : t0, nt, n_sel, y, ldy);
+        return;
+    }
+    for (int t = 0; t < nt; t++) {
+        el_vec_dot_fn dot = kk->select ? kk->select(n_sel, ro ? 0 : t0 + t, k) : NULL;
+        if (!dot) dot = kk->vec_dot;
+        for (int r = 0; r < nr; r++) dot(k, &y[ldy * (size_t)t + (size_t)r], w + ldw * (size_t)r, x + ldx * (size_t)t);
+    }
+}
+
+/* The A products of rows a .. b of the chunk (all terms), then t in B's vec_dot type. */
+static void a_rows(const lora_ctx *c, int a, int b) {
+    const el_lora_job *j = c->j;
+    const int k = (int)j->in;
+    int have = -1; /* the vec_dot type rows a .. b of xq hold */
+    for (int q = 0; q < j->n_term; q++) {
+        const el_mat *A = j->term[q].a;
+        const el_cpu_type_kernels *kk = c->ka[q];
+        const uint8_t *xs;
+        size_t ldx;
+        if (!c->xq_row[q]) {
+            xs = (const uint8_t *)(j->x + (size_t)(c->c0 + a) * (size_t)j->in);
+            ldx = sizeof(float) * (size_t)j->in;
+        } else {
+            ldx = c->xq_stride;
+            if (have != (int)kk->vec_dot_type) {
+                for (int t = a; t < b; t++)
+                    kk->quantize(j->x + (size_t)(c->c0 + t) * (size_t)j->in, (uint8_t *)j->xq + ldx * (size_t)t, j->in);
+                have = (int)kk->vec_dot_type;
+            }
+            xs = (const uint8_t *)j->xq + ldx * (size_t)a;
+        }
+        dots(kk, c->ro, c->n_sel, k, A->data, A->row_bytes, (int)A->ne1, xs, ldx, c->c0 + a, b - a,
+             j->t + (size_t)a * (size_t)c->tcols + (size_t)c->off[q], (size_t)c->tcols);
+    }
+    for (int q = 0; q < j->n_term; q++) {
+        if (!c->tq_row[q]) continue;
+        const int r = (int)j->term[q].a->ne1;
+        for (int t = a; t < b; t++)
+            c->kb[q]->quantize(j->t + (size_t)t * (size_t)c->tcols + (size_t)c->off[q],
+                               (uint8_t *)j->tq + c->tq_off[q] + c->tq_row[q] * (size_t)t, r);
+    }
+}
+
+static void a_task(void *vctx, int ith, int nth) {
+    const lora_ctx *c = vctx;
+    int lo, hi;
+    el_split_range(c->m, ith, nth, &lo, &hi);
+    if (lo < hi) a_rows(c, lo, hi);
+}
+
+/* Output rows r0 .. r1 of output i, every row of the chunk: y += s · (B · t) per term, in term order. */
+static void b_rows(const lora_ctx *c, int i, int64_t r0, int64_t r1) {
+    const el_lora_job *j = c->j;
+    float buf[B_ROWS * B_TOKS];
+    const int64_t out = c->out[i];
+    for (int64_t rb = r0; rb < r1; rb += B_ROWS) {
+        const int nr = (int)(r1 - rb < B_ROWS ? r1 - rb : B_ROWS);
+        for (int tb = 0; tb < c->m; tb += B_TOKS) {
+            const int nt = c->m - tb < B_TOKS ? c->m - tb : B_TOKS;
+            for (int q = 0; q < j->n_term; q++) {
+                const el_lora_term *tm = &j->term[q];
+                if (tm->dst != i) continue;
+                const el_mat *B = tm->b;
+                const uint8_t *xs;
+                size_t ldx;
+                if (c->tq_row[q]) {
+                    ldx = c->tq_row[q];
+                    xs = (const uint8_t *)j->tq + c->tq_off[q] + ldx * (size_t)tb;
+                } else {
+                    ldx = sizeof(float) * (size_t)c->tcols;
+                    xs = (const uint8_t *)(j->t + (size_t)tb * (size_t)c->tcols + (size_t)c->off[q]);
+                }
+#if defined(__x86_64__)
+                if (c->b1[q]) {
+                    for (int t = 0; t < nt; t++)
+                        el_lora_b1_avx512((int)B->type, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
+                                          B->row_bytes, nr, xs + ldx * (size_t)t, tm->s,
+                                          j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)rb);
+                    continue;
+                }
+                const int nr16 = c->bn[q] ? nr & ~15 : 0;
+                if (nr16)
+                    el_lora_bn_avx512((int)B->type, (int)B->ne0, (const uint8_t *)B->data + B->row_bytes * (size_t)rb,
+                                      B->row_bytes, nr16, xs, ldx, nt, tm->s,
+                                      j->y[i] + (size_t)(c->c0 + tb) * (size_t)out + (size_t)rb, (size_t)out);
+                if (nr16 == nr) continue;
+#else
+                const int nr16 = 0;
+#endif
+                const int nrr = nr - nr16; /* rows left to the table's kernels */
+                dots(c->kb[q], c->ro, c->n_sel, (int)B->ne0,
+                     (const uint8_t *)B->data + B->row_bytes * (size_t)(rb + nr16), B->row_bytes, nrr, xs, ldx,
+                     c->c0 + tb, nt, buf, (size_t)nrr);
+                const float s = tm->s;
+                for (int t = 0; t < nt; t++) {
+                    float *y = j->y[i] + (size_t)(c->c0 + tb + t) * (size_t)out + (size_t)(rb + nr16);
+                    const float *d = buf + (size_t)t * (size_t)nrr;
+                    for (int r = 0; r < nrr; r++) {
+                        const float ab = d[r] * s;
+                        y[r] = y[r] + ab;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void b_task(void *vctx, int ith, int nth) {
+    const lora_ctx *c = vctx;
+    const int64_t total = c->units[c->j->n_dst];
+    const int64_t u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
+    for (int i = 0; i < c->j->n_dst; i++) {
+        const int64_t a = u0 > c->units[i] ? u0 : c->units[i];
+        const int64_t b = u1 < c->units[i + 1] ? u1 : c->units[i + 1];
+        if (a >= b) continue;
+        const int64_t r0 = (a - c->units[i]) * B_ALIGN;
+        const int64_t r1 = (b - c->units[i]) * B_ALIGN < c->out[i] ? (b - c->units[i]) * B_ALIGN : c->out[i];
+        b_rows(c, i, r0, r1);
+    }
+}
+
+void el_op_lora(el_pool *pool, const el_lora_job *j) {
+    if (j->n < 1 || j->n_term < 1) return;
+    lora_ctx c = {.j = j};
+    c.ro = el_op_matmul_row_order_on();
+    c.n_sel = c.ro ? 1 : j->n;
+    const int chunk = j->chunk > 0 ? j->chunk : 1;
+    int64_t tcols = 0;
+    for (int q = 0; q < j->n_term; q++) {
+        const el_lora_term *tm = &j->term[q];
+        c.ka[q] = el_cpu_kernels(tm->a->type);
+        c.kb[q] = el_cpu_kernels(tm->b->type);
+        c.off[q] = tcols;
+        c.xq_row[q] = c.ka[q]->vec_dot_type == EL_TYPE_F32 ? 0 : el_row_size(c.ka[q]->vec_dot_type, j->in);
+        if (c.xq_row[q] > c.xq_stride) c.xq_stride = c.xq_row[q];
+        c.tq_row[q] = c.kb[q]->vec_dot_type == EL_TYPE_F32 ? 0 : el_row_size(c.kb[q]->vec_dot_type, tm->a->ne1);
+        c.tq_off[q] = sizeof(float) * (size_t)chunk * (size_t)tcols; /* tq_row <= 4 r bytes: regions do not overlap */
+        tcols += tm->a->ne1;
+        c.out[tm->dst] = tm->b->ne1;
+        /* one activation row at a time (n = 1 or row order): vec_dot, which for rows of k < 64 is its scalar tail */
+        c.b1[q] = c.n_sel == 1 && el_cpu_kernels_level() == EL_CPU_AVX512 &&
+                  (tm->b->type == EL_TYPE_F32 || tm->b->type == EL_TYPE_F16) && tm->b->ne0 < 64;
+        /* several rows: the tinyBLAS order select/gemm take for F32/F16 rows of a multiple of 16 */
+        c.bn[q] = c.n_sel >= 2 && el_cpu_kernels_level() == EL_CPU_AVX512 &&
+                  (tm->b->type == EL_TYPE_F32 || tm->b->type == EL_TYPE_F16) && tm->b->ne0 % 16 == 0 &&
+                  tm->b->ne0 <= 64;
+    }
+    c.tcols = tcols;
+    for (int i = 0; i < j->n_dst; i++) c.units[i + 1] = c.units[i] + (c.out[i] + B_ALIGN - 1) / B_ALIGN;
+    for (int c0 = 0; c0 < j->n; c0 += chunk) {
+        c.c0 = c0;
+        c.m = j->n - c0 < chunk ? j->n - c0 : chunk;
+        if (c.m < 2 || (int64_t)c.m * tcols * j->in <= A_INLINE_MACS) a_rows(&c, 0, c.m);
+        else el_pool_run(pool, a_task, &c);
+        el_pool_run(pool, b_task, &c);
+    }
+}

@@ -1,0 +1,138 @@
+/*
+ * lora_avx512.c — the one-activation-row B product of a LoRA term with
+ * AVX-512 (lora_kernels.c calls it when the AVX-512 kernel table is in use):
+ *
+ *     y[r] = y[r] + dot(B row r, x) · s      for r < nr
+ *
+ * where B has k < 64 values per row (the rank), F32 or F16, and dot is
+ * exactly the table's vec_dot for one activation row: for k < 64 its vector
+ * loop does not run, so it is the scalar tail — F32: a float sum from +0 of
+ * float products in index order; F16: a double sum from 0 of the float
+ * products of the converted halves, rounded to float at the end (x is the
+ * activation row in F16 then). Here 16 output rows run in the 16 lanes of a
+ * vector, each lane doing that row's operations in the same order, so the
+ * bits are vec_dot's while the 16-deep chain of dependent adds per output
+ * is no longer the decode step's bottleneck. Products and adds are separate
+ * instructions (no FMA), as the scalar code is compiled.
+ */
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#include "package/types.h"
+#include "util/fp16.h"
+
+void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
+
+void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y) {
+    const __m512 sv = _mm512_set1_ps(s);
+    int r = 0;
+    if (type == EL_TYPE_F32) {
+        const float *xf = x;
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32((int)(ldw / sizeof(float))));
+        for (; r + 16 <= nr; r += 16) {
+            const float *base = (const float *)((const uint8_t *)w + ldw * (size_t)r);
+            __m512 acc = _mm512_setzero_ps();
+            for (int i = 0; i < k; i++)
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_i32gather_ps(idx, base + i, 4), _mm512_set1_ps(xf[i])));
+            _mm512_storeu_ps(y + r, _mm512_add_ps(_mm512_loadu_ps(y + r), _mm512_mul_ps(acc, sv)));
+        }
+        for (; r < nr; r++) {
+            const float *wr = (const float *)((const uint8_t *)w + ldw * (size_t)r);
+            float sumf = 0.0f;
+            for (int i = 0; i < k; i++) sumf += wr[i] * xf[i];
+            const float ab = sumf * s;
+            y[r] = y[r] + ab;
+        }
+        return;
+    }
+    /* F16 */
+    const el_fp16 *xh = x;
+    float xf[64];
+    for (int i = 0; i < k; i++) xf[i] = el_fp16_to_fp32(xh[i]);
+    float tile[16 * 64]; /* 16 rows of B as floats (exact), row-major, k per row */
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(k));
+    for (; r + 16 <= nr; r += 16) {
+        for (int l = 0; l < 16; l++) {
+            const el_fp16 *wr = (const el_fp16 *)((const uint8_t *)w + ldw * (size_t)(r + l));
+            for (int i = 0; i < k; i += 16) {
+                const int n = k - i < 16 ? k - i : 16;
+                const __mmask16 m = (__mmask16)((1u << n) - 1u);
+                _mm512_mask_storeu_ps(tile + l * k + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr + i)));
+            }
+        }
+        __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+        for (int i = 0; i < k; i++) {
+            const __m512 p = _mm512_mul_ps(_mm512_i32gather_ps(idx, tile + i, 4), _mm512_set1_ps(xf[i]));
+            lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+            hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        }
+        const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+        _mm512_storeu_ps(y + r, _mm512_add_ps(_mm512_loadu_ps(y + r), _mm512_mul_ps(d, sv)));
+    }
+    for (; r < nr; r++) {
+        const el_fp16 *wr = (const el_fp16 *)((const uint8_t *)w + ldw * (size_t)r);
+        double sumf = 0.0;
+        for (int i = 0; i < k; i++) sumf += (double)(el_fp16_to_fp32(wr[i]) * xf[i]);
+        const float ab = (float)sumf * s;
+        y[r] = y[r] + ab;
+    }
+}
+
+/*
+ * The B product of a LoRA term for nt activation rows of a product whose
+ * kernels take the tinyBLAS order (n >= 2 rows, k a multiple of 16; F32, or
+ * F16 with x in F16): per output, 16 lanes accumulate fma(w[16j+l], x[16j+l])
+ * over steps j from 0, then the lanes are added as red16 adds them
+ * ((l, l+8), then (l, l+4), (0, 2) and (1, 3), then the two). Here the 16
+ * lanes of one output become 16 vectors over 16 output rows (B's block
+ * transposed once, reused by every activation row), so each output costs
+ * k/16 vector FMAs' share instead of an FMA and a horizontal reduction; the
+ * operations per output are the same. y[t * ldy + r] = y + dot · s for rows
+ * r < nr16 (a multiple of 16; the caller does the rest), k <= 64.
+ */
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy);
+
+void el_lora_bn_avx512(int type, int k, const void *w, size_t ldw, int nr16, const void *x, size_t ldx, int nt,
+                       float s, float *y, size_t ldy) {
+    const __m512 sv = _mm512_set1_ps(s);
+    __m512 T[64]; /* T[i]: element i of 16 B rows */
+    for (int r = 0; r < nr16; r += 16) {
+        float tile[16 * 64];
+        for (int l = 0; l < 16; l++) {
+            const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)(r + l);
+            for (int i = 0; i < k; i += 16)
+                _mm512_storeu_ps(tile + l * k + i, type == EL_TYPE_F32 ? _mm512_loadu_ps((const float *)wr + i)
+                                                                       : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const el_fp16 *)wr + i))));
+        }
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(k));
+        for (int i = 0; i < k; i++) T[i] = _mm512_i32gather_ps(idx, tile + i, 4);
+        for (int t = 0; t < nt; t++) {
+            float xf[64];
+            const uint8_t *xr = (const uint8_t *)x + ldx * (size_t)t;
+            for (int i = 0; i < k; i += 16)
+                _mm512_storeu_ps(xf + i, type == EL_TYPE_F32 ? _mm512_loadu_ps((const float *)xr + i)
+                                                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const el_fp16 *)xr + i))));
+            __m512 a[16];
+            for (int l = 0; l < 16; l++) a[l] = _mm512_fmadd_ps(T[l], _mm512_set1_ps(xf[l]), _mm512_setzero_ps());
+            for (int j = 16; j < k; j += 16)
+                for (int l = 0; l < 16; l++) a[l] = _mm512_fmadd_ps(T[j + l], _mm512_set1_ps(xf[j + l]), a[l]);
+            for (int l = 0; l < 8; l++) a[l] = _mm512_add_ps(a[l], a[l + 8]);
+            for (int l = 0; l < 4; l++) a[l] = _mm512_add_ps(a[l], a[l + 4]);
+            const __m512 d = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+            float *yr = y + ldy * (size_t)t + (size_t)r;
+            _mm512_storeu_ps(yr, _mm512_add_ps(_mm512_loadu_ps(yr), _mm512_mul_ps(d, sv)));
+        }
+    }
+}
+#endif
