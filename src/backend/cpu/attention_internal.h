@@ -15,6 +15,7 @@
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
 #define EL_ATT_TILE_Q 64      /* batches of this many query tokens or more take the tiled kernel */
 #define EL_ATT_TILE_KV 64     /* positions per tile of the tiled kernel */
+#define EL_ATT_GROUP 4        /* query heads of a KV head advanced together over each K/V row (one-row kernel) */
 
 /* First cache row a query at position p sees. */
 static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
@@ -150,6 +151,11 @@ void el_attn_task_avx2_split(void *sp, int ith, int nth);
 void el_attn_task_avx512_split(void *sp, int ith, int nth);
 void el_attn_tiled_avx2(void *a, int ith, int nth);
 void el_attn_tiled_avx512(void *a, int ith, int nth);
+/* y[i] = expf(x[i]) as the AVX-512 one-row kernel computes its softmax
+ * factors (libm's bits, 16 at a time); returns 1 when the check against
+ * this process's expf passed (the kernel then uses it), 0 when the kernel
+ * calls expf instead. */
+int el_attn_vexp_avx512(const float *x, float *y, int n);
 /* y[i] = fp16(x[i]) exactly as el_fp32_to_fp16 (NaN included). */
 void el_fp32_to_fp16_row_avx2(const float *x, el_fp16 *y, int n);
 void el_fp32_to_fp16_row_avx512(const float *x, el_fp16 *y, int n);
