@@ -12,7 +12,8 @@
  * rows; TinyLlama: 64, 32 on 4) and depth (1k, 4k, 16k) it prints the
  * median µs per call of each path over `reps` alternated rounds, the ratio,
  * the largest |difference| of the outputs relative to the largest |out|,
- * and each path's fastest call (the steadiest figure on a loaded machine).
+ * each path's fastest call, and its median CPU time per call (all threads;
+ * a call preempted on a loaded machine loses wall time, not CPU time).
  * `shape` (a prefix of a shape's name, "all" for every one) and `depth` (a
  * number, 0 for all) pick one case; `split` times only el_op_attention
  * (the path a decode step takes) — for callgrind, or for alternating the
@@ -34,6 +35,14 @@
 static double now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* CPU time of the whole process (all threads): on a loaded machine a call
+ * preempted mid-way costs wall time but not CPU time. */
+static double cpu_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
@@ -69,8 +78,8 @@ int main(int argc, char **argv) {
         {"gemma3-270m global", 256, 4, 1, 0}, {"gemma3-270m sliding", 256, 4, 1, 512}, {"tinyllama", 64, 32, 4, 0}};
     static const int depths[] = {1024, 4096, 16384};
     printf("threads %d, level %s, %d alternated rounds, median µs per call\n", threads, el_cpu_level_name(lv), reps);
-    printf("| shape | depth | KV MiB | blocked µs | split µs | blocked/split | max |Δ|/max|out| | blocked min µs | split min µs |\n"
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| shape | depth | KV MiB | blocked µs | split µs | blocked/split | max |Δ|/max|out| | blocked min µs | split min µs "
+           "| blocked CPU µs | split CPU µs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
             const int hd = shapes[s].hd, nh = shapes[s].nh, nkv = shapes[s].nkv, d = depths[di];
@@ -83,7 +92,8 @@ int main(int argc, char **argv) {
             const size_t qn = (size_t)ntok * nh * hd;
             float *q = malloc(sizeof(float) * qn), *o1 = malloc(sizeof(float) * qn), *o2 = malloc(sizeof(float) * qn);
             double *t1 = malloc(sizeof(double) * reps), *t2 = malloc(sizeof(double) * reps);
-            if (!k || !v || !q || !o1 || !o2 || !t1 || !t2) return 1;
+            double *c1 = malloc(sizeof(double) * reps), *c2 = malloc(sizeof(double) * reps);
+            if (!k || !v || !q || !o1 || !o2 || !t1 || !t2 || !c1 || !c2) return 1;
             for (size_t i = 0; i < kvn; i++) k[i] = el_fp32_to_fp16(rndf()), v[i] = el_fp32_to_fp16(rndf());
             for (size_t i = 0; i < qn; i++) q[i] = rndf() * 2.0f;
             el_attn_args a = {.q = q, .out = o1, .kcache = k, .vcache = v, .n = ntok, .pos0 = d, .n_head = nh,
@@ -91,13 +101,15 @@ int main(int argc, char **argv) {
                               .scale = 1.0f / sqrtf((float)hd)};
             for (int r = 0; r < reps; r++) {
                 a.out = o1;
-                double x = now_us();
+                double x = now_us(), y = cpu_us();
                 if (!split_only) el_pool_run(pool, blocked, &a);
                 t1[r] = now_us() - x;
+                c1[r] = cpu_us() - y;
                 a.out = o2;
-                x = now_us();
+                x = now_us(), y = cpu_us();
                 el_op_attention(pool, &a);
                 t2[r] = now_us() - x;
+                c2[r] = cpu_us() - y;
             }
             float mx = 0, md = 0;
             if (split_only) memcpy(o1, o2, sizeof(float) * qn);
@@ -107,10 +119,12 @@ int main(int argc, char **argv) {
             }
             qsort(t1, reps, sizeof *t1, cmp_d);
             qsort(t2, reps, sizeof *t2, cmp_d);
-            printf("| %s | %d | %.1f | %.0f | %.0f | %.2f× | %.2g | %.0f | %.0f |\n", shapes[s].name, d,
+            qsort(c1, reps, sizeof *c1, cmp_d);
+            qsort(c2, reps, sizeof *c2, cmp_d);
+            printf("| %s | %d | %.1f | %.0f | %.0f | %.2f× | %.2g | %.0f | %.0f | %.0f | %.0f |\n", shapes[s].name, d,
                    2.0 * kvn * sizeof(el_fp16) / 1048576.0, t1[reps / 2], t2[reps / 2], t1[reps / 2] / t2[reps / 2],
-                   mx > 0 ? md / mx : md, t1[0], t2[0]);
-            free(k), free(v), free(q), free(o1), free(o2), free(t1), free(t2);
+                   mx > 0 ? md / mx : md, t1[0], t2[0], c1[reps / 2], c2[reps / 2]);
+            free(k), free(v), free(q), free(o1), free(o2), free(t1), free(t2), free(c1), free(c2);
         }
     el_pool_free(pool);
     return 0;

@@ -182,10 +182,12 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
 /*
  * The split decode (attention_internal.h: el_attn_split_chunks decides when,
  * el_attn_split_range gives the ranges): one query token; a work unit is one
- * range × all the query heads of one KV head, so the cache is read once per
- * step. Each unit runs the arithmetic above over its range from a fresh
- * state and leaves M, S and the F16 accumulator (as float) in sp->part (an
- * empty range leaves S = 0); el_op_attention combines the ranges.
+ * range × all the query heads of as many KV heads as the state holds (all
+ * of them for the usual shapes), walked block by block, so the cache — its
+ * rows hold the KV heads side by side — is read once per step. Each unit
+ * runs the arithmetic above over its range from a fresh state and leaves M,
+ * S and the F16 accumulator (as float) in sp->part (an empty range leaves
+ * S = 0); el_op_attention combines the ranges.
  */
 #define ATT_CAT2(x, y) x##y
 #define ATT_CAT(x, y) ATT_CAT2(x, y)
@@ -201,23 +203,32 @@ EL_ATT_ATTR void ATT_CAT(ATT_TASK, _split)(void *vctx, int ith, int nth) {
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
     float sc[EL_ATT_GROUP * EL_ATT_MAX_KVB], ms[EL_ATT_GROUP * EL_ATT_MAX_KVB], vs[EL_ATT_GROUP * EL_ATT_MAX_KVB];
 
-    for (int u = ith; u < a->n_head_kv * sp->n_chunk; u += nth) {
-        const int kvh = u / sp->n_chunk, c = u % sp->n_chunk, h0 = kvh * group;
+    /* KV heads per unit: as many as the state holds, so each row of the
+     * cache (all KV heads side by side) is walked once per range */
+    int kvb = EL_ATT_MAX_QHD / (group * hd);
+    if (kvb > EL_ATT_MAX_Q / group) kvb = EL_ATT_MAX_Q / group;
+    if (kvb > a->n_head_kv) kvb = a->n_head_kv;
+    if (kvb < 1) kvb = 1; /* el_attn_split_chunks: one KV head's state fits */
+    const int n_kvb = (a->n_head_kv + kvb - 1) / kvb;
+    for (int u = ith; u < n_kvb * sp->n_chunk; u += nth) {
+        const int kv0 = u / sp->n_chunk * kvb, c = u % sp->n_chunk;
+        const int kv1 = kv0 + kvb < a->n_head_kv ? kv0 + kvb : a->n_head_kv;
+        const int h0 = kv0 * group, nh = (kv1 - kv0) * group;
         int c0, c1;
         el_attn_split_range(a, sp->n_chunk, c, &c0, &c1);
-        for (int e = 0; e < group; e++) {
+        for (int e = 0; e < nh; e++) {
             att_round_q(a->q + (size_t)(h0 + e) * hd, qf + (size_t)e * hd, hd);
             memset(acc + (size_t)e * hd, 0, sizeof(el_fp16) * (size_t)hd);
             M[e] = -INFINITY;
             S[e] = 0.0f;
         }
-        const el_fp16 *kbase = (const el_fp16 *)a->kcache + (size_t)kvh * hd;
-        const el_fp16 *vbase = (const el_fp16 *)a->vcache + (size_t)kvh * hd;
         for (int j0 = c0; j0 < c1; j0 += jb) {
             const int jz = j0 + jb - 1 < c1 - 1 ? j0 + jb - 1 : c1 - 1;
-            att_span(a, kbase, vbase, j0, jz, group, 0, qf, acc, M, S, sc, ms, vs);
+            for (int kvh = kv0; kvh < kv1; kvh++)
+                att_span(a, (const el_fp16 *)a->kcache + (size_t)kvh * hd, (const el_fp16 *)a->vcache + (size_t)kvh * hd,
+                         j0, jz, group, (kvh - kv0) * group, qf, acc, M, S, sc, ms, vs);
         }
-        for (int e = 0; e < group; e++) {
+        for (int e = 0; e < nh; e++) {
             float *part = sp->part + ((size_t)(h0 + e) * sp->n_chunk + c) * (size_t)(hd + 2);
             part[0] = M[e];
             part[1] = S[e];

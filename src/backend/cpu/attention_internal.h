@@ -88,9 +88,11 @@ static inline el_attn_unit el_attn_unit_of(const el_attn_args *a, const el_attn_
  * A sliding-window ring (its cells are not positions) is cut into nth
  * near-equal ranges of its visible positions from 512 of them.
  *
- * A work unit is one range × every query head of a KV head, so the cache is
- * read once per step (the blocked plan splits the heads of a model with few
- * KV heads across units, each reading the whole cache). On one thread the
+ * A work unit is one range × every query head of the KV heads whose state
+ * fits (EL_ATT_MAX_QHD, EL_ATT_MAX_Q: all of them for the usual shapes),
+ * walked block by block with every KV head, so each cache row is read once
+ * per step (the blocked plan splits the heads of a model with few KV heads
+ * across units, each reading the whole cache). On one thread the
  * step is one range: the blocked kernel's bits, the cache read once.
  * Limits: at most EL_ATT_SPLIT_MAX_CHUNKS ranges, the partials within
  * EL_ATT_SPLIT_FLOATS (the caller's stack), a KV head's query state within a
