@@ -125,12 +125,23 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
                         memset(s, 0, sizeof(float) * EL_ATT_TILE_KV);
                         continue;
                     }
-                    float tmax = -INFINITY;
-                    for (int k = 0; k < EL_ATT_TILE_KV; k++) {
-                        const int j = j0 + k;
-                        s[k] = j >= va && j <= vz ? sct[(size_t)(j - ka) * R + qi] * a->scale : -INFINITY;
-                        tmax = s[k] > tmax ? s[k] : tmax;
-                    }
+                    /* visible columns k0..k1 take their scores, the others -inf; the
+                     * maximum over them in 8 independent chains (one chain of 64
+                     * dependent compares was a tenth of the kernel). max is exact:
+                     * only which of +0 / -0 it returns can depend on the order,
+                     * and every later use of M (s - M, M - M', compares) gives the
+                     * same values for either. */
+                    const int k0 = va - j0, k1 = vz - j0;
+                    const float *col = sct + (size_t)(va - ka) * R + qi;
+                    for (int k = 0; k < k0; k++) s[k] = -INFINITY;
+                    for (int k = k0; k <= k1; k++, col += R) s[k] = *col * a->scale;
+                    for (int k = k1 + 1; k < EL_ATT_TILE_KV; k++) s[k] = -INFINITY;
+                    float tm[8];
+                    for (int i = 0; i < 8; i++) tm[i] = -INFINITY;
+                    for (int k = 0; k < EL_ATT_TILE_KV; k += 8)
+                        for (int i = 0; i < 8; i++) tm[i] = s[k + i] > tm[i] ? s[k + i] : tm[i];
+                    float tmax = tm[0];
+                    for (int i = 1; i < 8; i++) tmax = tm[i] > tmax ? tm[i] : tmax;
                     if (tmax == -INFINITY) {
                         memset(s, 0, sizeof(float) * EL_ATT_TILE_KV);
                         continue;
