@@ -14,7 +14,10 @@
  * F16 conversion is checked the same way, including infinities, NaNs,
  * subnormals and overflow. Batches of 64+ tokens take the tiled kernel and
  * are held to its own reference (ref_tiled), ring caches included; the
- * tiled softmax's expf is checked against libm's.
+ * tiled softmax's expf is checked against libm's. Groups of 5, 6 and 7
+ * query heads per KV head exercise the one-row kernel's groups of four
+ * heads and their remainders; the AVX-512 kernel's vector expf (its softmax
+ * factors) is held to libm expf's bits (check_vexp_libm).
  */
 #include <math.h>
 #include <stdint.h>
@@ -24,6 +27,7 @@
 
 #include "backend/cpu/attention_internal.h"
 #include "backend/cpu/attention_tiled_ops.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/ops.h"
 #include "testutil.h"
 #include "util/fp16.h"
@@ -274,6 +278,64 @@ static void check_vexpf(void) {
     printf("vexpf: max %.2f ulp from libm expf on [-87, 0]\n", worst);
 }
 
+/*
+ * The AVX-512 one-row kernel takes its softmax factors 16 at a time from
+ * el_attn_vexp_avx512, which must give libm expf's bits. On glibc it must
+ * have passed its own check (glibc's expf is the function it follows), and
+ * it is compared with expf on every 97th float of [-88, 0] (the factors'
+ * arguments are never positive), on every float of [-104, -88] (the
+ * underflow), and on infinities and NaN; EL_TEST_EXHAUSTIVE=1 compares
+ * every float in [-104, 0].
+ */
+static void check_vexp_libm(void) {
+#if defined(__x86_64__)
+    const el_cpu_features *f = el_cpu_features_get();
+    if (!(f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq)) {
+        printf("vexp: no AVX-512 on this CPU, not checked\n");
+        return;
+    }
+    enum { B = 4096 };
+    static float x[B], y[B];
+    const int ok = el_attn_vexp_avx512(x, y, 0);
+#if defined(__GLIBC__)
+    CHECKF(ok, "the AVX-512 expf failed its check against glibc's expf");
+#endif
+    if (!ok) {
+        printf("vexp: this libm's expf is not the one the AVX-512 form follows: the kernel calls expf\n");
+        return;
+    }
+    const int full = getenv("EL_TEST_EXHAUSTIVE") != NULL;
+    const uint32_t lo = 0x80000000u, hi = 0xC2D00000u; /* -0.0 .. -104.0 */
+    long n = 0, bad = 0;
+    uint32_t u = lo;
+    const uint32_t step = full ? 1 : 97;
+    for (;;) {
+        int m = 0;
+        for (; m < B && u <= hi; m++) {
+            x[m] = el_bits_to_f32(u);
+            u += u >= 0xC2B00000u ? 1 : step; /* every float from -88 on: the underflow */
+        }
+        if (m == 0) break;
+        el_attn_vexp_avx512(x, y, m);
+        for (int i = 0; i < m; i++) {
+            const float want = expf(x[i]);
+            if (memcmp(&want, &y[i], sizeof want) != 0 && bad++ < 5)
+                fprintf(stderr, "  vexp(%a) = %a, expf = %a\n", x[i], y[i], want);
+        }
+        n += m;
+    }
+    static const float special[] = {-INFINITY, INFINITY, NAN, -NAN, 88.0f, 89.0f, -200.0f, 0.5f, -0.0f, 0.0f, -1e-30f};
+    const int ns = (int)(sizeof special / sizeof special[0]);
+    el_attn_vexp_avx512(special, y, ns);
+    for (int i = 0; i < ns; i++) {
+        const float want = expf(special[i]);
+        if (!same_bits(want, y[i]) && bad++ < 5) fprintf(stderr, "  vexp(%a) = %a, expf = %a\n", special[i], y[i], want);
+    }
+    CHECKF(bad == 0, "vexp differs from libm expf on %ld of %ld floats", bad, n + ns);
+    printf("vexp: libm expf's bits on %ld floats in [-104, 0]%s\n", n, full ? " (all)" : "");
+#endif
+}
+
 int main(void) {
     for (int th = 1; th <= 3; th++) {
         pools[th] = el_pool_new(th);
@@ -283,6 +345,7 @@ int main(void) {
     printf("kernel levels on this CPU: up to %s\n", el_cpu_level_name(el_cpu_kernels_level()));
     check_kv_store();
     check_vexpf();
+    check_vexp_libm();
 
     /* fixed cases: decode and prefill of the shapes the models use */
     static const cfg fixed[] = {
@@ -296,6 +359,10 @@ int main(void) {
         {80, 6, 2, 7, 21, 3, 4.0f, 0},     /* head dim with a tail */
         {72, 4, 2, 0, 19, 11, 2.0f, 0},    /* a tail below the vector width of AVX-512 */
         {32, 8, 8, 3, 9, 30, 1.0f, 0},     /* head dim below 64: the dot is all tail */
+        {128, 12, 2, 0, 1, 140, 2.0f, 0},  /* 6 heads per KV head: a group of 4 and one of 2 */
+        {256, 7, 1, 0, 2, 90, 1.0f, 0},    /* 7 heads on one KV head: 4 + 3 */
+        {64, 5, 1, 0, 1, 200, 8.0f, 0},    /* 5 heads: 4 + 1, peaked (under 256 cells: not split) */
+        {256, 4, 1, 0, 1, 16, 1.0f, 0},    /* 17 positions: one block of 16 and one row */
         /* 64+ tokens: the tiled kernel */
         {64, 32, 4, 0, 64, 0, 1.0f, 0},      /* exactly one tile of queries from position 0 */
         {64, 32, 4, 0, 130, 77, 1.0f, 0},    /* TinyLlama prefill, tiles not aligned to the batch */

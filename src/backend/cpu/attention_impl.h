@@ -17,6 +17,20 @@
  *   att_vpass2(acc0, acc1, v, vstride, cnt, ms0, vs0, ms1, vs1, hd)
  *                            att_vpass for two queries over the same rows
  *   att_out(acc, inv, o, hd) o[i] = (float)acc[i] * inv
+ * and may define ATT_HAVE_SOFTMAX with
+ *   att_softmax(sc, cnt, pM, pS, ms, vs)
+ *                            the online-softmax factors of cnt scores, the
+ *                            values of the scalar loop below (libm expf)
+ * and ATT_HAVE_GROUP with
+ *   att_scores_g(k, kstride, cnt, qf, nq, hd, scale, sc)
+ *                            att_scores for nq <= EL_ATT_GROUP queries at
+ *                            qf + e*hd into sc + e*EL_ATT_MAX_KVB (each K row
+ *                            read and converted once for all of them)
+ *   att_vpass_g(acc, v, vstride, cnt, ms, vs, nq, hd)
+ *                            att_vpass for nq <= EL_ATT_GROUP accumulators at
+ *                            acc + e*hd with factors ms/vs + e*EL_ATT_MAX_KVB
+ *                            (each V row converted once for all of them)
+ * (otherwise they are made below of att_scores and att_vpass2).
  * and the driver below gives every (query, head) pair exactly the arithmetic
  * sequence of the reference kernel (attention.c): Q rounded to F16, for each
  * visible cache row in ascending order the score, the online-softmax update
@@ -42,56 +56,75 @@
 
 #include "backend/cpu/attention_internal.h"
 
+#if !defined(ATT_HAVE_GROUP)
+static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
+                                float scale, float *sc) {
+    for (int e = 0; e < nq; e++) att_scores(k, kstride, cnt, qf + (size_t)e * hd, hd, scale, sc + e * EL_ATT_MAX_KVB);
+}
+static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v, size_t vstride, int cnt, const float *ms,
+                               const float *vs, int nq, int hd) {
+    int e = 0;
+    for (; e + 2 <= nq; e += 2)
+        att_vpass2(acc + (size_t)e * hd, acc + (size_t)(e + 1) * hd, v, vstride, cnt, ms + e * EL_ATT_MAX_KVB,
+                   vs + e * EL_ATT_MAX_KVB, ms + (e + 1) * EL_ATT_MAX_KVB, vs + (e + 1) * EL_ATT_MAX_KVB, hd);
+    if (e < nq) att_vpass(acc + (size_t)e * hd, v, vstride, cnt, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB, hd);
+}
+#endif
+
+#if !defined(ATT_HAVE_SOFTMAX)
+/* The online softmax over cnt scores in order: the running maximum *pM and
+ * sum *pS, and per position the factors ms (rescale of what came before)
+ * and vs (weight of this position), one of them 1. */
+static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
+    float Mq = *pM, Sq = *pS;
+    for (int jj = 0; jj < cnt; jj++) {
+        const float s = sc[jj];
+        float m = 1.0f, v = 1.0f;
+        if (s > Mq) {
+            const float Mold = Mq;
+            Mq = s;
+            m = expf(Mold - Mq);
+        } else {
+            v = expf(s - Mq);
+        }
+        ms[jj] = m;
+        vs[jj] = v;
+        Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
+    }
+    *pM = Mq, *pS = Sq;
+}
+#endif
+
 /*
  * One query token's heads (state at qi0 .. qi0 + nh - 1) advanced over the
- * visible positions ja..jz (ascending, at most one block), in pairs of heads
- * that share each V row: scores, the online-softmax factors, then the F16
- * accumulators row by row. Both drivers below call it; it is the whole
- * per-position arithmetic.
+ * visible positions ja..jz (ascending, at most one block), in groups of up to
+ * EL_ATT_GROUP heads that share each K and V row: scores, the online-softmax
+ * factors, then the F16 accumulators row by row. Both drivers below call it;
+ * it is the whole per-position arithmetic. sc, ms, vs: EL_ATT_GROUP rows of
+ * EL_ATT_MAX_KVB.
  */
 static inline void att_span(const el_attn_args *a, const el_fp16 *kbase, const el_fp16 *vbase, int ja, int jz,
                             int nh, int qi0, const float *qf, el_fp16 *acc, float *M, float *S, float *sc,
-                            float ms[2][EL_ATT_MAX_KVB], float vs[2][EL_ATT_MAX_KVB]) {
+                            float *ms, float *vs) {
     const int hd = a->head_dim;
     const int kv_row = a->n_head_kv * hd;
     const int cnt = jz - ja + 1;
     const int r0 = a->ring > 0 ? ja % a->ring : ja;                 /* row of position ja */
     const int c1 = a->ring > 0 && r0 + cnt > a->ring ? a->ring - r0 : cnt; /* rows before the wrap */
-    for (int hh = 0; hh < nh; hh += 2) {
-        const int nq = hh + 1 < nh ? 2 : 1;
-        for (int e = 0; e < nq; e++) {
-            const int qi = qi0 + hh + e;
-            const float *q = qf + (size_t)qi * hd;
-            att_scores(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, hd, a->scale, sc);
-            if (c1 < cnt) att_scores(kbase, (size_t)kv_row, cnt - c1, q, hd, a->scale, sc + c1);
-            float Mq = M[qi], Sq = S[qi];
-            for (int jj = 0; jj < cnt; jj++) {
-                const float s = sc[jj];
-                float m = 1.0f, v = 1.0f;
-                if (s > Mq) {
-                    const float Mold = Mq;
-                    Mq = s;
-                    m = expf(Mold - Mq);
-                } else {
-                    v = expf(s - Mq);
-                }
-                ms[e][jj] = m;
-                vs[e][jj] = v;
-                Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
-            }
-            M[qi] = Mq;
-            S[qi] = Sq;
-        }
+    for (int hh = 0; hh < nh; hh += EL_ATT_GROUP) {
+        const int nq = nh - hh < EL_ATT_GROUP ? nh - hh : EL_ATT_GROUP;
         const int qi = qi0 + hh;
+        const float *q = qf + (size_t)qi * hd;
+        att_scores_g(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, nq, hd, a->scale, sc);
+        if (c1 < cnt) att_scores_g(kbase, (size_t)kv_row, cnt - c1, q, nq, hd, a->scale, sc + c1);
+        for (int e = 0; e < nq; e++)
+            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, M + qi + e, S + qi + e, ms + e * EL_ATT_MAX_KVB,
+                        vs + e * EL_ATT_MAX_KVB);
         for (int seg = 0; seg < 2; seg++) {
             const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
             if (c == 0) break;
             const el_fp16 *v = vbase + (size_t)(seg ? 0 : r0) * kv_row;
-            if (nq == 2)
-                att_vpass2(acc + (size_t)qi * hd, acc + (size_t)(qi + 1) * hd, v, (size_t)kv_row, c,
-                           ms[0] + off, vs[0] + off, ms[1] + off, vs[1] + off, hd);
-            else
-                att_vpass(acc + (size_t)qi * hd, v, (size_t)kv_row, c, ms[0] + off, vs[0] + off, hd);
+            att_vpass_g(acc + (size_t)qi * hd, v, (size_t)kv_row, c, ms + off, vs + off, nq, hd);
         }
     }
 }
@@ -106,7 +139,7 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
     float qf[EL_ATT_MAX_QHD];
     el_fp16 acc[EL_ATT_MAX_QHD];
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
-    float sc[EL_ATT_MAX_KVB], ms[2][EL_ATT_MAX_KVB], vs[2][EL_ATT_MAX_KVB];
+    float sc[EL_ATT_GROUP * EL_ATT_MAX_KVB], ms[EL_ATT_GROUP * EL_ATT_MAX_KVB], vs[EL_ATT_GROUP * EL_ATT_MAX_KVB];
 
     for (int u = ith; u < pl.n_units; u += nth) {
         const el_attn_unit w = el_attn_unit_of(a, &pl, u);
@@ -149,10 +182,12 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
 /*
  * The split decode (attention_internal.h: el_attn_split_chunks decides when,
  * el_attn_split_range gives the ranges): one query token; a work unit is one
- * range × all the query heads of one KV head, so the cache is read once per
- * step. Each unit runs the arithmetic above over its range from a fresh
- * state and leaves M, S and the F16 accumulator (as float) in sp->part (an
- * empty range leaves S = 0); el_op_attention combines the ranges.
+ * range × all the query heads of as many KV heads as the state holds (all
+ * of them for the usual shapes), walked block by block, so the cache — its
+ * rows hold the KV heads side by side — is read once per step. Each unit
+ * runs the arithmetic above over its range from a fresh state and leaves M,
+ * S and the F16 accumulator (as float) in sp->part (an empty range leaves
+ * S = 0); el_op_attention combines the ranges.
  */
 #define ATT_CAT2(x, y) x##y
 #define ATT_CAT(x, y) ATT_CAT2(x, y)
@@ -166,25 +201,34 @@ EL_ATT_ATTR void ATT_CAT(ATT_TASK, _split)(void *vctx, int ith, int nth) {
     float qf[EL_ATT_MAX_QHD];
     el_fp16 acc[EL_ATT_MAX_QHD];
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
-    float sc[EL_ATT_MAX_KVB], ms[2][EL_ATT_MAX_KVB], vs[2][EL_ATT_MAX_KVB];
+    float sc[EL_ATT_GROUP * EL_ATT_MAX_KVB], ms[EL_ATT_GROUP * EL_ATT_MAX_KVB], vs[EL_ATT_GROUP * EL_ATT_MAX_KVB];
 
-    for (int u = ith; u < a->n_head_kv * sp->n_chunk; u += nth) {
-        const int kvh = u / sp->n_chunk, c = u % sp->n_chunk, h0 = kvh * group;
+    /* KV heads per unit: as many as the state holds, so each row of the
+     * cache (all KV heads side by side) is walked once per range */
+    int kvb = EL_ATT_MAX_QHD / (group * hd);
+    if (kvb > EL_ATT_MAX_Q / group) kvb = EL_ATT_MAX_Q / group;
+    if (kvb > a->n_head_kv) kvb = a->n_head_kv;
+    if (kvb < 1) kvb = 1; /* el_attn_split_chunks: one KV head's state fits */
+    const int n_kvb = (a->n_head_kv + kvb - 1) / kvb;
+    for (int u = ith; u < n_kvb * sp->n_chunk; u += nth) {
+        const int kv0 = u / sp->n_chunk * kvb, c = u % sp->n_chunk;
+        const int kv1 = kv0 + kvb < a->n_head_kv ? kv0 + kvb : a->n_head_kv;
+        const int h0 = kv0 * group, nh = (kv1 - kv0) * group;
         int c0, c1;
         el_attn_split_range(a, sp->n_chunk, c, &c0, &c1);
-        for (int e = 0; e < group; e++) {
+        for (int e = 0; e < nh; e++) {
             att_round_q(a->q + (size_t)(h0 + e) * hd, qf + (size_t)e * hd, hd);
             memset(acc + (size_t)e * hd, 0, sizeof(el_fp16) * (size_t)hd);
             M[e] = -INFINITY;
             S[e] = 0.0f;
         }
-        const el_fp16 *kbase = (const el_fp16 *)a->kcache + (size_t)kvh * hd;
-        const el_fp16 *vbase = (const el_fp16 *)a->vcache + (size_t)kvh * hd;
         for (int j0 = c0; j0 < c1; j0 += jb) {
             const int jz = j0 + jb - 1 < c1 - 1 ? j0 + jb - 1 : c1 - 1;
-            att_span(a, kbase, vbase, j0, jz, group, 0, qf, acc, M, S, sc, ms, vs);
+            for (int kvh = kv0; kvh < kv1; kvh++)
+                att_span(a, (const el_fp16 *)a->kcache + (size_t)kvh * hd, (const el_fp16 *)a->vcache + (size_t)kvh * hd,
+                         j0, jz, group, (kvh - kv0) * group, qf, acc, M, S, sc, ms, vs);
         }
-        for (int e = 0; e < group; e++) {
+        for (int e = 0; e < nh; e++) {
             float *part = sp->part + ((size_t)(h0 + e) * sp->n_chunk + c) * (size_t)(hd + 2);
             part[0] = M[e];
             part[1] = S[e];

@@ -15,6 +15,7 @@
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
 #define EL_ATT_TILE_Q 64      /* batches of this many query tokens or more take the tiled kernel */
 #define EL_ATT_TILE_KV 64     /* positions per tile of the tiled kernel */
+#define EL_ATT_GROUP 4        /* query heads of a KV head advanced together over each K/V row (one-row kernel) */
 
 /* First cache row a query at position p sees. */
 static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
@@ -87,9 +88,11 @@ static inline el_attn_unit el_attn_unit_of(const el_attn_args *a, const el_attn_
  * A sliding-window ring (its cells are not positions) is cut into nth
  * near-equal ranges of its visible positions from 512 of them.
  *
- * A work unit is one range × every query head of a KV head, so the cache is
- * read once per step (the blocked plan splits the heads of a model with few
- * KV heads across units, each reading the whole cache). On one thread the
+ * A work unit is one range × every query head of the KV heads whose state
+ * fits (EL_ATT_MAX_QHD, EL_ATT_MAX_Q: all of them for the usual shapes),
+ * walked block by block with every KV head, so each cache row is read once
+ * per step (the blocked plan splits the heads of a model with few KV heads
+ * across units, each reading the whole cache). On one thread the
  * step is one range: the blocked kernel's bits, the cache read once.
  * Limits: at most EL_ATT_SPLIT_MAX_CHUNKS ranges, the partials within
  * EL_ATT_SPLIT_FLOATS (the caller's stack), a KV head's query state within a
@@ -150,6 +153,11 @@ void el_attn_task_avx2_split(void *sp, int ith, int nth);
 void el_attn_task_avx512_split(void *sp, int ith, int nth);
 void el_attn_tiled_avx2(void *a, int ith, int nth);
 void el_attn_tiled_avx512(void *a, int ith, int nth);
+/* y[i] = expf(x[i]) as the AVX-512 one-row kernel computes its softmax
+ * factors (libm's bits, 16 at a time); returns 1 when the check against
+ * this process's expf passed (the kernel then uses it), 0 when the kernel
+ * calls expf instead. */
+int el_attn_vexp_avx512(const float *x, float *y, int n);
 /* y[i] = fp16(x[i]) exactly as el_fp32_to_fp16 (NaN included). */
 void el_fp32_to_fp16_row_avx2(const float *x, el_fp16 *y, int n);
 void el_fp32_to_fp16_row_avx512(const float *x, el_fp16 *y, int n);

@@ -39,6 +39,15 @@
  *   tl_vacc(acc, e, vf, cnt, hd)   for k < cnt with e[k] != 0, ascending:
  *                                  acc[d] = fma(e[k], vf[k*hd + d], acc[d])
  *   tl_scale(acc, s, hd)           acc[d] *= s
+ * and may define TL_HAVE_VACC4 with
+ *   tl_vacc4(acc, e, vf, cnt, hd)  tl_vacc for four queries: accumulators
+ *                                  acc + i*hd, weights e + i*EL_ATT_TILE_KV
+ *                                  (i < 4), each V vector loaded once for
+ *                                  the four (otherwise made of tl_vacc).
+ *
+ * Per tile, the softmax of every query of the unit comes first (rescaling
+ * its accumulator, leaving its weights), then the V pass four queries at a
+ * time: each query still sees its rescale, then its weights in order.
  *
  * A ring cache (a->ring > 0, sliding-window layers) holds position j in row
  * j % ring; tiles are still aligned in position space and visited in order.
@@ -47,6 +56,12 @@
 #include <string.h>
 
 #include "backend/cpu/attention_internal.h"
+
+#if !defined(TL_HAVE_VACC4)
+static inline void tl_vacc4(float *acc, const float *e, const float *vf, int cnt, int hd) {
+    for (int i = 0; i < 4; i++) tl_vacc(acc + (size_t)i * hd, e + i * EL_ATT_TILE_KV, vf, cnt, hd);
+}
+#endif
 
 EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
     const el_attn_args *a = vctx;
@@ -59,7 +74,8 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
      * unit transposed (head_dim × R), the scores (64 × R), the accumulators */
     float kf[EL_ATT_TILE_KV * EL_ATT_MAX_HD], vf[EL_ATT_TILE_KV * EL_ATT_MAX_HD];
     float qt[EL_ATT_MAX_QHD + 16 * EL_ATT_MAX_HD];
-    float sct[EL_ATT_TILE_KV * EL_ATT_MAX_Q], s[EL_ATT_TILE_KV];
+    float sct[EL_ATT_TILE_KV * EL_ATT_MAX_Q];
+    float ew[EL_ATT_TILE_KV * EL_ATT_MAX_Q]; /* each query's weights of the tile (its columns from ka) */
     float acc[EL_ATT_MAX_QHD];
     float M[EL_ATT_MAX_Q], S[EL_ATT_MAX_Q];
 
@@ -102,16 +118,34 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
                 const int p = a->pos0 + t;
                 const int lo = el_attn_lo(p, a->window);
                 const int va = j0 > lo ? j0 : lo, vz = kz < p ? kz : p; /* visible positions */
-                if (va > vz) continue;
                 for (int h = h0; h < h1; h++) {
                     const int qi = (t - t0) * nh + (h - h0);
-                    float tmax = -INFINITY;
-                    for (int k = 0; k < EL_ATT_TILE_KV; k++) {
-                        const int j = j0 + k;
-                        s[k] = j >= va && j <= vz ? sct[(size_t)(j - ka) * R + qi] * a->scale : -INFINITY;
-                        tmax = s[k] > tmax ? s[k] : tmax;
+                    float *s = ew + (size_t)qi * EL_ATT_TILE_KV;
+                    if (va > vz) { /* nothing visible: weights 0, which the V pass skips */
+                        memset(s, 0, sizeof(float) * EL_ATT_TILE_KV);
+                        continue;
                     }
-                    if (tmax == -INFINITY) continue;
+                    /* visible columns k0..k1 take their scores, the others -inf; the
+                     * maximum over them in 8 independent chains (one chain of 64
+                     * dependent compares was a tenth of the kernel). max is exact:
+                     * only which of +0 / -0 it returns can depend on the order,
+                     * and every later use of M (s - M, M - M', compares) gives the
+                     * same values for either. */
+                    const int k0 = va - j0, k1 = vz - j0;
+                    const float *col = sct + (size_t)(va - ka) * R + qi;
+                    for (int k = 0; k < k0; k++) s[k] = -INFINITY;
+                    for (int k = k0; k <= k1; k++, col += R) s[k] = *col * a->scale;
+                    for (int k = k1 + 1; k < EL_ATT_TILE_KV; k++) s[k] = -INFINITY;
+                    float tm[8];
+                    for (int i = 0; i < 8; i++) tm[i] = -INFINITY;
+                    for (int k = 0; k < EL_ATT_TILE_KV; k += 8)
+                        for (int i = 0; i < 8; i++) tm[i] = s[k + i] > tm[i] ? s[k + i] : tm[i];
+                    float tmax = tm[0];
+                    for (int i = 1; i < 8; i++) tmax = tm[i] > tmax ? tm[i] : tmax;
+                    if (tmax == -INFINITY) {
+                        memset(s, 0, sizeof(float) * EL_ATT_TILE_KV);
+                        continue;
+                    }
                     float *ac = acc + (size_t)qi * hd;
                     const float Mold = M[qi], Mnew = fmaxf(Mold, tmax);
                     if (Mnew > Mold) {
@@ -121,9 +155,13 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
                     }
                     M[qi] = Mnew;
                     S[qi] = (float)((double)S[qi] + tl_expsum(s, Mnew));
-                    tl_vacc(ac, s + (ka - j0), vf, cnt, hd);
+                    if (ka > j0) memmove(s, s + (ka - j0), sizeof(float) * (size_t)cnt); /* columns from ka */
                 }
             }
+            int qi = 0;
+            for (; qi + 4 <= nq; qi += 4)
+                tl_vacc4(acc + (size_t)qi * hd, ew + (size_t)qi * EL_ATT_TILE_KV, vf, cnt, hd);
+            for (; qi < nq; qi++) tl_vacc(acc + (size_t)qi * hd, ew + (size_t)qi * EL_ATT_TILE_KV, vf, cnt, hd);
         }
 
         for (int t = t0; t < t1; t++)

@@ -13,6 +13,9 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/attention_internal.h"
 #include "util/fp16.h"
@@ -186,11 +189,244 @@ static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v0, s
     }
 }
 
+/*
+ * A KV head's group of queries (att_span's EL_ATT_GROUP = 4, e.g. all of
+ * Gemma 3's heads) over the same rows: each K and V vector is loaded and
+ * converted once for the four, and every query keeps its own arithmetic
+ * (the same FMA chains and reduction tree for its dot, its own F16 rounding
+ * chain for its accumulator), so each result is att_scores's / att_vpass's.
+ */
+
+/* The lanes (a0+a2)+(a1+a3) of four queries' dots with one K row (head_dim a multiple of 64). */
+static inline void dot_lanes4(const el_fp16 *k, const float *qf, int hd, __m512 *l0, __m512 *l1, __m512 *l2,
+                              __m512 *l3) {
+    __m512 a[4][4];
+    for (int e = 0; e < 4; e++)
+        for (int j = 0; j < 4; j++) a[e][j] = _mm512_setzero_ps();
+    for (int i = 0; i < hd; i += 64) {
+        const __m512 k0 = ld16h(k + i), k1 = ld16h(k + i + 16), k2 = ld16h(k + i + 32), k3 = ld16h(k + i + 48);
+        for (int e = 0; e < 4; e++) {
+            const float *q = qf + (size_t)e * hd + i;
+            a[e][0] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q), a[e][0]);
+            a[e][1] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + 16), a[e][1]);
+            a[e][2] = _mm512_fmadd_ps(k2, _mm512_loadu_ps(q + 32), a[e][2]);
+            a[e][3] = _mm512_fmadd_ps(k3, _mm512_loadu_ps(q + 48), a[e][3]);
+        }
+    }
+    *l0 = _mm512_add_ps(_mm512_add_ps(a[0][0], a[0][2]), _mm512_add_ps(a[0][1], a[0][3]));
+    *l1 = _mm512_add_ps(_mm512_add_ps(a[1][0], a[1][2]), _mm512_add_ps(a[1][1], a[1][3]));
+    *l2 = _mm512_add_ps(_mm512_add_ps(a[2][0], a[2][2]), _mm512_add_ps(a[2][1], a[2][3]));
+    *l3 = _mm512_add_ps(_mm512_add_ps(a[3][0], a[3][2]), _mm512_add_ps(a[3][1], a[3][3]));
+}
+
+/* att_dot's reduction of one row's lanes (i+8 onto i, i+4 onto i, (0+2)+(1+3)). */
+static inline float reduce1(__m512 a0) {
+    const __m256 t3 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
+    const __m128 t6 = _mm_add_ps(_mm256_castps256_ps128(t3), _mm256_extractf128_ps(t3, 1));
+    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
+    return _mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+}
+
+#define ATT_HAVE_GROUP 1
+static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
+                                float scale, float *sc) {
+    if (nq != 4 || (hd & 63) != 0) {
+        for (int e = 0; e < nq; e++) att_scores(k, kstride, cnt, qf + (size_t)e * hd, hd, scale, sc + e * EL_ATT_MAX_KVB);
+        return;
+    }
+    const __m512 vsc = _mm512_set1_ps(scale);
+    int jj = 0;
+    for (; jj + 16 <= cnt; jj += 16) {
+        __m512 l[4][16];
+        for (int r = 0; r < 16; r++) dot_lanes4(k + (size_t)(jj + r) * kstride, qf, hd, &l[0][r], &l[1][r], &l[2][r], &l[3][r]);
+        for (int e = 0; e < 4; e++) _mm512_storeu_ps(sc + e * EL_ATT_MAX_KVB + jj, _mm512_mul_ps(reduce16x16(l[e]), vsc));
+    }
+    for (; jj < cnt; jj++) {
+        __m512 l0, l1, l2, l3;
+        dot_lanes4(k + (size_t)jj * kstride, qf, hd, &l0, &l1, &l2, &l3);
+        sc[jj] = reduce1(l0) * scale;
+        sc[EL_ATT_MAX_KVB + jj] = reduce1(l1) * scale;
+        sc[2 * EL_ATT_MAX_KVB + jj] = reduce1(l2) * scale;
+        sc[3 * EL_ATT_MAX_KVB + jj] = reduce1(l3) * scale;
+    }
+}
+
+static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
+                               const float *vs, int nq, int hd) {
+    if (nq != 4) {
+        int e = 0;
+        for (; e + 2 <= nq; e += 2)
+            att_vpass2(acc + (size_t)e * hd, acc + (size_t)(e + 1) * hd, v0, vstride, cnt, ms + e * EL_ATT_MAX_KVB,
+                       vs + e * EL_ATT_MAX_KVB, ms + (e + 1) * EL_ATT_MAX_KVB, vs + (e + 1) * EL_ATT_MAX_KVB, hd);
+        if (e < nq) att_vpass(acc + (size_t)e * hd, v0, vstride, cnt, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB, hd);
+        return;
+    }
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) {
+        __m512 x[4][4];
+        for (int e = 0; e < 4; e++)
+            for (int i = 0; i < 4; i++) x[e][i] = ld16h(acc + (size_t)e * hd + c + 16 * i);
+        const el_fp16 *v = v0 + c;
+        for (int jj = 0; jj < cnt; jj++, v += vstride) {
+            for (int e = 0; e < 4; e++) {
+                const float m = ms[e * EL_ATT_MAX_KVB + jj];
+                if (m != 1.0f) {
+                    const __m512 mm = _mm512_set1_ps(m);
+                    for (int i = 0; i < 4; i++) x[e][i] = r16(_mm512_mul_ps(x[e][i], mm));
+                }
+            }
+            const __m512 v0v = ld16h(v), v1v = ld16h(v + 16), v2v = ld16h(v + 32), v3v = ld16h(v + 48);
+            for (int e = 0; e < 4; e++) {
+                const __m512 w = _mm512_set1_ps(vs[e * EL_ATT_MAX_KVB + jj]);
+                x[e][0] = r16(_mm512_fmadd_ps(v0v, w, x[e][0]));
+                x[e][1] = r16(_mm512_fmadd_ps(v1v, w, x[e][1]));
+                x[e][2] = r16(_mm512_fmadd_ps(v2v, w, x[e][2]));
+                x[e][3] = r16(_mm512_fmadd_ps(v3v, w, x[e][3]));
+            }
+        }
+        for (int e = 0; e < 4; e++)
+            for (int i = 0; i < 4; i++)
+                _mm256_storeu_si256((__m256i *)(acc + (size_t)e * hd + c + 16 * i), _mm512_cvtps_ph(x[e][i], RNE));
+    }
+    if (c < hd)
+        for (int e = 0; e < 4; e++)
+            att_vpass(acc + (size_t)e * hd + c, v0 + c, vstride, cnt, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB,
+                      hd - c);
+}
+
 static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
     int i = 0;
     const __m512 s = _mm512_set1_ps(inv);
     for (; i + 16 <= hd; i += 16) _mm512_storeu_ps(o + i, _mm512_mul_ps(ld16h(acc + i), s));
     for (; i < hd; i++) o[i] = el_fp16_to_fp32(acc[i]) * inv;
+}
+
+/*
+ * libm's expf, 16 at a time. The softmax factors of the one-row kernel are
+ * libm expf (as ggml's kernel calls it), one call per head per position.
+ * glibc (2.28 on) computes expf on x86-64 with FMA as below — x in double,
+ * k = round(x·32/ln2) by the 1.5·2^52 shift, r = x·32/ln2 − k by an FMA,
+ * 2^(k/32) from a 32-entry table of 2^(i/32) plus k in the exponent, a
+ * cubic in r by three FMAs, one product, one rounding to float — and the
+ * same steps on 8 doubles per vector give its bits. Lanes off the main path
+ * (|x| >= 88: underflow, -inf, NaN, overflow) call expf itself. Whether the
+ * expf this process links is that function is checked once, at first use,
+ * against a spread of inputs (vexp_ok); if not, every factor is libm's call.
+ * tests/test_attention.c compares the two on every float in [-104, 0].
+ */
+static const double vexp_tab[32] = { /* bits(2^(i/32)) - (i << 47) */
+    0x1p+0, 0x1.fd9b0d3158574p-1, 0x1.fb5586cf9890fp-1, 0x1.f9301d0125b51p-1, 0x1.f72b83c7d517bp-1,
+    0x1.f54873168b9aap-1, 0x1.f387a6e756238p-1, 0x1.f1e9df51fdee1p-1, 0x1.f06fe0a31b715p-1,
+    0x1.ef1a7373aa9cbp-1, 0x1.edea64c123422p-1, 0x1.ece086061892dp-1, 0x1.ebfdad5362a27p-1,
+    0x1.eb42b569d4f82p-1, 0x1.eab07dd485429p-1, 0x1.ea47eb03a5585p-1, 0x1.ea09e667f3bcdp-1,
+    0x1.e9f75e8ec5f74p-1, 0x1.ea11473eb0187p-1, 0x1.ea589994cce13p-1, 0x1.eace5422aa0dbp-1,
+    0x1.eb737b0cdc5e5p-1, 0x1.ec49182a3f090p-1, 0x1.ed503b23e255dp-1, 0x1.ee89f995ad3adp-1,
+    0x1.eff76f2fb5e47p-1, 0x1.f199bdd85529cp-1, 0x1.f3720dcef9069p-1, 0x1.f5818dcfba487p-1,
+    0x1.f7c97337b9b5fp-1, 0x1.fa4afa2a490dap-1, 0x1.fd0765b6e4540p-1};
+
+static inline __m256 vexp8(__m256 x) {
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+5), shift = _mm512_set1_pd(0x1.8p+52);
+    __m512d kd = _mm512_fmadd_pd(inv, xd, shift);
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512d t0 = _mm512_loadu_pd(vexp_tab), t1 = _mm512_loadu_pd(vexp_tab + 8);
+    const __m512d t2 = _mm512_loadu_pd(vexp_tab + 16), t3 = _mm512_loadu_pd(vexp_tab + 24);
+    const __m512d lo = _mm512_permutex2var_pd(t0, ki, t1), hi = _mm512_permutex2var_pd(t2, ki, t3);
+    const __m512d t = _mm512_mask_blend_pd(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d sc = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-20), _mm512_set1_pd(0x1.ebfce50fac4f3p-13));
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.62e42ff0c52d6p-6), _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(z, r2, y);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, sc));
+}
+
+/* expf of n <= 16 values (the rest of the 16 read as 0). */
+static inline void vexp16(const float *x, float *y, int n) {
+    const __mmask16 live = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(live, x);
+    const __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(vexp8(_mm512_castps512_ps256(v))),
+                                        vexp8(_mm512_extractf32x8_ps(v, 1)), 1);
+    _mm512_mask_storeu_ps(y, live, e);
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 20), _mm512_set1_epi32(0x7ff));
+    unsigned off = _mm512_cmpgt_epi32_mask(top, _mm512_set1_epi32(0x42a)) & live; /* |x| >= 88, inf, NaN */
+    while (off) {
+        const int i = __builtin_ctz(off);
+        off &= off - 1;
+        y[i] = expf(x[i]);
+    }
+}
+
+static int g_vexp_ok;
+static pthread_once_t g_vexp_once = PTHREAD_ONCE_INIT;
+static void vexp_check(void) {
+    float x[16], y[16];
+    int ok = 1;
+    uint32_t r = 0x9E3779B9u;
+    for (int it = 0; it < 4096 && ok; it++) {
+        for (int i = 0; i < 16; i++) {
+            r = r * 1664525u + 1013904223u;
+            x[i] = -(float)(r >> 8) * (106.0f / 16777216.0f); /* [-106, 0] */
+        }
+        vexp16(x, y, 16);
+        for (int i = 0; i < 16; i++) ok &= memcmp(&y[i], &(float){expf(x[i])}, sizeof(float)) == 0;
+    }
+    g_vexp_ok = ok;
+}
+
+int el_attn_vexp_avx512(const float *x, float *y, int n) {
+    pthread_once(&g_vexp_once, vexp_check);
+    for (int i = 0; i < n; i += 16) vexp16(x + i, y + i, n - i < 16 ? n - i : 16);
+    return g_vexp_ok;
+}
+
+/* The online-softmax factors of cnt scores (attention_impl.h's scalar loop,
+ * the same values): the arguments of expf in order, the expf 16 at a time. */
+#define ATT_HAVE_SOFTMAX 1
+static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
+    pthread_once(&g_vexp_once, vexp_check);
+    float Mq = *pM, Sq = *pS;
+    if (!g_vexp_ok) {
+        for (int jj = 0; jj < cnt; jj++) {
+            const float s = sc[jj];
+            float m = 1.0f, v = 1.0f;
+            if (s > Mq) {
+                const float Mold = Mq;
+                Mq = s;
+                m = expf(Mold - Mq);
+            } else {
+                v = expf(s - Mq);
+            }
+            ms[jj] = m;
+            vs[jj] = v;
+            Sq = fmaf(Sq, m, v);
+        }
+        *pM = Mq, *pS = Sq;
+        return;
+    }
+    float arg[EL_ATT_MAX_KVB], ex[EL_ATT_MAX_KVB];
+    uint64_t up = 0; /* bit jj: a new maximum at jj */
+    for (int jj = 0; jj < cnt; jj++) {
+        const float s = sc[jj];
+        if (s > Mq) {
+            arg[jj] = Mq - s;
+            Mq = s;
+            up |= 1ull << jj;
+        } else {
+            arg[jj] = s - Mq;
+        }
+    }
+    for (int g = 0; g < cnt; g += 16) vexp16(arg + g, ex + g, cnt - g < 16 ? cnt - g : 16);
+    for (int jj = 0; jj < cnt; jj++) {
+        const int u = (int)(up >> jj) & 1;
+        const float m = u ? ex[jj] : 1.0f, v = u ? 1.0f : ex[jj];
+        ms[jj] = m;
+        vs[jj] = v;
+        Sq = fmaf(Sq, m, v);
+    }
+    *pM = Mq, *pS = Sq;
 }
 
 #define ATT_TASK el_attn_task_avx512

@@ -85,6 +85,49 @@ static inline void tl_vacc(float *acc, const float *e, const float *vf, int cnt,
             if (e[k] != 0.0f) acc[d] = fmaf(e[k], vf[(size_t)k * hd + d], acc[d]);
 }
 
+/* Four queries at once: each V vector loaded once, 16 accumulators (4
+ * queries × 64 dims) in registers; each (query, dim) chain is tl_vacc's. */
+#define TL_HAVE_VACC4 1
+static inline void tl_vacc4(float *acc, const float *e, const float *vf, int cnt, int hd) {
+    const float *e0 = e, *e1 = e + EL_ATT_TILE_KV, *e2 = e + 2 * EL_ATT_TILE_KV, *e3 = e + 3 * EL_ATT_TILE_KV;
+    int d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        __m512 a[4][4];
+        for (int q = 0; q < 4; q++)
+            for (int i = 0; i < 4; i++) a[q][i] = _mm512_loadu_ps(acc + (size_t)q * hd + d + 16 * i);
+        for (int k = 0; k < cnt; k++) {
+            const float *v = vf + (size_t)k * hd + d;
+            const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16), v2 = _mm512_loadu_ps(v + 32),
+                         v3 = _mm512_loadu_ps(v + 48);
+            const float w[4] = {e0[k], e1[k], e2[k], e3[k]};
+            for (int q = 0; q < 4; q++) {
+                if (w[q] == 0.0f) continue;
+                const __m512 wq = _mm512_set1_ps(w[q]);
+                a[q][0] = _mm512_fmadd_ps(wq, v0, a[q][0]);
+                a[q][1] = _mm512_fmadd_ps(wq, v1, a[q][1]);
+                a[q][2] = _mm512_fmadd_ps(wq, v2, a[q][2]);
+                a[q][3] = _mm512_fmadd_ps(wq, v3, a[q][3]);
+            }
+        }
+        for (int q = 0; q < 4; q++)
+            for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc + (size_t)q * hd + d + 16 * i, a[q][i]);
+    }
+    for (int q = 0; q < 4 && d < hd; q++) { /* the dims past the last 64 */
+        const float *eq = e + q * EL_ATT_TILE_KV;
+        float *aq = acc + (size_t)q * hd;
+        int dd = d;
+        for (; dd + 16 <= hd; dd += 16) {
+            __m512 x = _mm512_loadu_ps(aq + dd);
+            for (int k = 0; k < cnt; k++)
+                if (eq[k] != 0.0f) x = _mm512_fmadd_ps(_mm512_set1_ps(eq[k]), _mm512_loadu_ps(vf + (size_t)k * hd + dd), x);
+            _mm512_storeu_ps(aq + dd, x);
+        }
+        for (; dd < hd; dd++)
+            for (int k = 0; k < cnt; k++)
+                if (eq[k] != 0.0f) aq[dd] = fmaf(eq[k], vf[(size_t)k * hd + dd], aq[dd]);
+    }
+}
+
 static inline void tl_scale(float *acc, float s, int hd) {
     int d = 0;
     for (; d + 16 <= hd; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), _mm512_set1_ps(s)));
