@@ -72,26 +72,9 @@ static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v, size_t vstride, i
 #endif
 
 #if !defined(ATT_HAVE_SOFTMAX)
-/* The online softmax over cnt scores in order: the running maximum *pM and
- * sum *pS, and per position the factors ms (rescale of what came before)
- * and vs (weight of this position), one of them 1. */
+/* The online softmax over cnt scores in order (attention_internal.h). */
 static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
-    float Mq = *pM, Sq = *pS;
-    for (int jj = 0; jj < cnt; jj++) {
-        const float s = sc[jj];
-        float m = 1.0f, v = 1.0f;
-        if (s > Mq) {
-            const float Mold = Mq;
-            Mq = s;
-            m = expf(Mold - Mq);
-        } else {
-            v = expf(s - Mq);
-        }
-        ms[jj] = m;
-        vs[jj] = v;
-        Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
-    }
-    *pM = Mq, *pS = Sq;
+    el_att_softmax_scalar(sc, cnt, pM, pS, ms, vs);
 }
 #endif
 

@@ -6,6 +6,8 @@
 #ifndef EL_BACKEND_CPU_ATTENTION_INTERNAL_H
 #define EL_BACKEND_CPU_ATTENTION_INTERNAL_H
 
+#include <math.h>
+
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 
@@ -181,5 +183,28 @@ static inline int el_attn_is_typed(const el_attn_args *a) {
     return (a->type_k != 0 && a->type_k != EL_TYPE_F16) || (a->type_v != 0 && a->type_v != EL_TYPE_F16);
 }
 void el_attn_typed(el_pool *pool, const el_attn_args *a);
+
+/* The online softmax over cnt scores in order: the running maximum *pM and
+ * sum *pS, and per position the factors ms (rescale of what came before)
+ * and vs (weight of this position), one of them 1 — the one-row kernel's
+ * arithmetic (attention_impl.h), with libm's expf. */
+static inline void el_att_softmax_scalar(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
+    float Mq = *pM, Sq = *pS;
+    for (int jj = 0; jj < cnt; jj++) {
+        const float s = sc[jj];
+        float m = 1.0f, v = 1.0f;
+        if (s > Mq) {
+            const float Mold = Mq;
+            Mq = s;
+            m = expf(Mold - Mq);
+        } else {
+            v = expf(s - Mq);
+        }
+        ms[jj] = m;
+        vs[jj] = v;
+        Sq = fmaf(Sq, m, v); /* contracted in llama.cpp's build */
+    }
+    *pM = Mq, *pS = Sq;
+}
 
 #endif

@@ -13,14 +13,21 @@
 #define EL_BACKEND_CPU_EXPF_POLY_H
 #include <math.h>
 
-static inline float el_expf_poly(float x) {
+/* The reduction and the polynomial: exp(x) = j·2^n before the scaling. */
+static inline float el_expf_poly_core(float x, float *n_out) {
     const float r = 0x1.8p23f;
     const float z = fmaf(x, 0x1.715476p+0f, r);
     const float n = z - r;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
     const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    *n_out = n;
+    return fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                fmaf(0x1.ffffecp-1f, b, 1.0f));
+}
+
+static inline float el_expf_poly(float x) {
+    float n;
+    const float j = el_expf_poly_core(x, &n);
     if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
     if (n != n) return j; /* NaN in, NaN out (and no conversion of NaN to int) */
     return ldexpf(j, (int)n);

@@ -237,13 +237,8 @@ static inline float lnorm_pow2(int e) {
 }
 
 static inline float lnorm_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
+    float n;
+    const float j = el_expf_poly_core(x, &n);
     const float nc = n < -192.0f ? -192.0f : n > 192.0f ? 192.0f : n;
     const int ni = nc == nc ? (int)nc : 0, a = ni >> 1;
     const float res = (j * lnorm_pow2(a)) * lnorm_pow2(ni - a);

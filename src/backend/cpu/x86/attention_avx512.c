@@ -387,25 +387,11 @@ int el_attn_vexp_avx512(const float *x, float *y, int n) {
 #define ATT_HAVE_SOFTMAX 1
 static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
     pthread_once(&g_vexp_once, vexp_check);
-    float Mq = *pM, Sq = *pS;
     if (!g_vexp_ok) {
-        for (int jj = 0; jj < cnt; jj++) {
-            const float s = sc[jj];
-            float m = 1.0f, v = 1.0f;
-            if (s > Mq) {
-                const float Mold = Mq;
-                Mq = s;
-                m = expf(Mold - Mq);
-            } else {
-                v = expf(s - Mq);
-            }
-            ms[jj] = m;
-            vs[jj] = v;
-            Sq = fmaf(Sq, m, v);
-        }
-        *pM = Mq, *pS = Sq;
+        el_att_softmax_scalar(sc, cnt, pM, pS, ms, vs);
         return;
     }
+    float Mq = *pM, Sq = *pS;
     float arg[EL_ATT_MAX_KVB], ex[EL_ATT_MAX_KVB];
     uint64_t up = 0; /* bit jj: a new maximum at jj */
     for (int jj = 0; jj < cnt; jj++) {
