@@ -3,7 +3,12 @@
  *
  * State, all under b->mu:
  *   - n_decoding: attached sessions in phase DECODING (batch_phase 2) — the
- *     submissions a round waits for;
+ *     submissions a round waits for — and n_between: sessions in PREFILL
+ *     whose chunk has run and that have not come back yet (with another
+ *     chunk, or as DECODING: el_batcher_decoding comes after the last chunk
+ *     returns); a round waits for them too, up to the bound, or the stream
+ *     that just finished its prompt would miss the first round and wait a
+ *     whole one;
  *   - pend[0..n_pend): submitted decode steps, oldest first (each lives on
  *     its submitter's stack until `done`);
  *   - busy: a forward (a round or a prefill chunk) runs; its runner holds no
@@ -54,7 +59,7 @@ struct el_batcher {
     double ewma_gap_ns, ewma_round_ns;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_attached, n_decoding, n_prefill_waiting;
+    int n_attached, n_decoding, n_prefill_waiting, n_between;
     pend *pend[EL_BATCH_MAX_ROWS * 4];
     int n_pend;
     struct timespec t_first; /* when pend[0] was submitted */
@@ -63,6 +68,7 @@ struct el_batcher {
     /* the attached sessions, and when each one's last round ended (0: none yet in this generation) */
     el_session *att[EL_BATCH_MAX_ATTACHED];
     struct timespec t_done[EL_BATCH_MAX_ATTACHED];
+    bool between[EL_BATCH_MAX_ATTACHED]; /* PREFILL, a chunk run, not back yet (n_between) */
     /* EL_BATCH_TRACE=FILE: one line per round and per prefill chunk (batch.h); NULL: off */
     FILE *trace;
     struct timespec t0; /* the trace's time origin: el_batcher_new */
@@ -199,6 +205,7 @@ int el_batcher_attach(el_batcher *b, el_session *s, el_error *err) {
     s->batch_phase = 0;
     b->att[b->n_attached] = s;
     b->t_done[b->n_attached] = (struct timespec){0, 0};
+    b->between[b->n_attached] = false;
     b->n_attached++;
     pthread_mutex_unlock(&b->mu);
     return 0;
@@ -212,6 +219,7 @@ void el_batcher_detach(el_batcher *b, el_session *s) {
         if (b->att[i] == s) {
             b->att[i] = b->att[b->n_attached - 1];
             b->t_done[i] = b->t_done[b->n_attached - 1];
+            b->between[i] = b->between[b->n_attached - 1];
             b->n_attached--;
             break;
         }
@@ -237,9 +245,11 @@ void el_batcher_join(el_batcher *b, el_session *s) {
 
 /* A trace line for a session starting (D) or ending (L) its decode phase (b->mu held). */
 static void trace_phase(el_batcher *b, char what, const el_session *s);
+static bool clear_between(el_batcher *b, const el_session *s);
 
 void el_batcher_decoding(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
+    clear_between(b, s);
     if (s->batch_phase == 1) {
         s->batch_phase = 2;
         b->n_decoding++;
@@ -254,6 +264,15 @@ static int att_index(const el_batcher *b, const el_session *s) {
     return -1;
 }
 
+/* s is back from between two forwards of its prefill (b->mu held): true if it was counted in n_between. */
+static bool clear_between(el_batcher *b, const el_session *s) {
+    const int ai = att_index(b, s);
+    if (ai < 0 || !b->between[ai]) return false;
+    b->between[ai] = false;
+    b->n_between--;
+    return true;
+}
+
 static void trace_phase(el_batcher *b, char what, const el_session *s) {
     struct timespec t;
     ts_now(&t);
@@ -265,6 +284,7 @@ void el_batcher_leave(el_batcher *b, el_session *s) {
     if (b->trace && s->batch_phase == 2) trace_phase(b, 'L', s);
     const int ai = att_index(b, s);
     if (ai >= 0) b->t_done[ai] = (struct timespec){0, 0}; /* the next generation's first step has no gap */
+    clear_between(b, s); /* a prefill that failed or was cancelled */
     if (s->batch_phase == 2) b->n_decoding--;
     s->batch_phase = 0;
     pthread_cond_broadcast(&b->cv); /* a round waiting for this session need not */
@@ -311,7 +331,7 @@ static bool round_due(const el_batcher *b, const struct timespec *now, bool *tim
     *timed = false;
     if (b->n_pend == 0) return false;
     if (b->prefill_turn && b->n_prefill_waiting > 0) return false; /* a chunk goes first */
-    if (b->n_pend >= b->n_decoding || b->n_pend >= b->max_rows) return true;
+    if (b->n_pend >= b->n_decoding + b->n_between || b->n_pend >= b->max_rows) return true;
     struct timespec dl = b->t_first;
     ts_add_ns(&dl, b->bound_ns);
     return *timed = ts_reached(now, &dl);
@@ -442,6 +462,7 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
 
 int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n, el_error *err) {
     pthread_mutex_lock(&b->mu);
+    if (clear_between(b, s)) pthread_cond_broadcast(&b->cv); /* a round waiting for it need not */
     b->n_prefill_waiting++;
     bool admitted = false;
     for (;;) {
@@ -471,6 +492,11 @@ int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n,
     pthread_mutex_lock(&b->mu);
     b->busy = false;
     b->st.prefill_chunks++;
+    const int ai = att_index(b, s);
+    if (ai >= 0 && s->batch_phase == 1 && !b->between[ai]) { /* until it comes back: a round waits for it */
+        b->between[ai] = true;
+        b->n_between++;
+    }
     if (b->trace)
         fprintf(b->trace, "P %llu %lld %lld %d %d %d\n", (unsigned long long)b->st.prefill_chunks, ts_us(&t_start, &b->t0),
                 ts_us(&t_end, &b->t0), n, att_index(b, s), admitted);

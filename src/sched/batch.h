@@ -24,7 +24,9 @@
  *     cancelled, failed): a round never waits for a session that left.
  *   - Decode step (el_batcher_decode): the caller submits (session, token at
  *     s->n_past) and blocks. A round starts when every DECODING session has
- *     submitted, or when the oldest submission has waited the bound, or
+ *     submitted (and every PREFILL one whose chunk has just run has come back:
+ *     the last chunk of a prompt is followed by its first decode step), or
+ *     when the oldest submission has waited the bound, or
  *     max_rows are waiting. The bound is wait_us (default EL_BATCH_WAIT_US),
  *     stretched to 1.5x the measured mean gap between a session's round and
  *     its next submission (its sampling and callback), and to at least a
