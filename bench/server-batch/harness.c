@@ -6,16 +6,18 @@
  * HTTP/streaming path adds, and is the program to run under perf/callgrind
  * for a k-row round against a 1-row step.
  *
- * usage: harness MODEL [-k K] [-n N] [-t THREADS] [-w WAIT_US] [-r REPS] [--no-batch]
+ * usage: harness MODEL [-k K] [-n N] [-t THREADS] [-w WAIT_US] [-a ADMIT_US] [-r REPS] [--no-batch]
  *   K streams (default 4), N tokens each (default 48, ignore_eos), THREADS
  *   of the model's pool (default 2), WAIT_US the batcher's bound (default
  *   the batcher's; -1: none — a round starts as soon as one stream waits,
- *   as --batch-wait-us 0 does). REPS runs (default 1), one JSON line each:
+ *   as --batch-wait-us 0 does), ADMIT_US the admission window (default the
+ *   batcher's; -1: off). REPS runs (default 1), one JSON line each:
  *   aggregate tok/s = tokens after each stream's first / (last token - the
  *   last stream's first token) — the decode phase with all K streams in it —
  *   inter-token latency p50/p95 over all streams, process CPU time per token,
  *   and the batcher's counters for the run (rounds, rows per round, rounds
- *   ended by the wait bound, mean submission gap).
+ *   ended by the wait bound, mean submission gap, prefill chunks and those
+ *   admitted ahead of a fresh round).
  * Contract: measures only; prints what it measured. Exit 1 on a load/generate error.
  */
 #include <pthread.h>
@@ -88,10 +90,11 @@ static double pct(double *v, int n, double q) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [-k K] [-n N] [-t THREADS] [-w WAIT_US] [-r REPS] [--no-batch]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL [-k K] [-n N] [-t THREADS] [-w WAIT_US] [-a ADMIT_US] [-r REPS] [--no-batch]\n",
+                argv[0]);
         return 2;
     }
-    int k = 4, n = 48, th = 2, wait_us = 0, reps = 1;
+    int k = 4, n = 48, th = 2, wait_us = 0, admit_us = 0, reps = 1;
     bool no_batch = false;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--no-batch")) no_batch = true;
@@ -99,6 +102,7 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(argv[i], "-n")) n = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "-t")) th = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "-w")) wait_us = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "-a")) admit_us = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "-r")) reps = atoi(argv[++i]);
         else { fprintf(stderr, "harness: unknown argument %s\n", argv[i]); return 2; }
     }
@@ -122,7 +126,7 @@ int main(int argc, char **argv) {
     }
     el_batcher *b = NULL;
     if (k > 1 && !no_batch) {
-        el_batcher_params bp = {.max_rows = k < 8 ? 8 : k, .wait_us = wait_us};
+        el_batcher_params bp = {.max_rows = k < 8 ? 8 : k, .wait_us = wait_us, .admit_us = admit_us};
         b = el_batcher_new(m, &bp, &err);
         if (!b) { fprintf(stderr, "harness: %s\n", err.msg); return 1; }
         for (int i = 0; i < k; i++)
@@ -154,10 +158,12 @@ int main(int argc, char **argv) {
         const double p50 = pct(gaps, ng, 0.5), p95 = pct(gaps, ng, 0.95);
         printf("{\"streams\": %d, \"batched\": %s, \"n\": %d, \"threads\": %d, \"agg_tok_s\": %.2f, \"itl_p50_ms\": %.2f, "
                "\"itl_p95_ms\": %.2f, \"cpu_ms_per_tok\": %.2f, \"rounds\": %llu, \"rows_per_round\": %.2f, "
-               "\"timed_rounds\": %llu, \"gap_mean_us\": %.0f, \"bound_us\": %.0f}\n",
+               "\"timed_rounds\": %llu, \"gap_mean_us\": %.0f, \"bound_us\": %.0f, \"chunks\": %llu, \"admitted\": %llu}\n",
                k, b ? "true" : "false", n, th, agg, p50, p95, cpu * 1e3 / (k * n), (unsigned long long)rounds,
                rounds ? (double)rows / rounds : 0.0, (unsigned long long)(s1.timed_rounds - s0.timed_rounds),
-               gn ? (double)(s1.gap_ns_sum - s0.gap_ns_sum) / gn / 1e3 : 0.0, s1.bound_ns / 1e3);
+               gn ? (double)(s1.gap_ns_sum - s0.gap_ns_sum) / gn / 1e3 : 0.0, s1.bound_ns / 1e3,
+               (unsigned long long)(s1.prefill_chunks - s0.prefill_chunks),
+               (unsigned long long)(s1.admitted_chunks - s0.admitted_chunks));
         fflush(stdout);
     }
     for (int i = 0; i < k; i++) {

@@ -6,7 +6,9 @@ usage: trace.py TRACE
 The trace has one line per decode round
   R <n> <start_us> <end_us> <rows> <timed 0/1> <bound_us> <decoding> [<session> <submit_us>]...
 one per prefill chunk
-  P <n> <start_us> <end_us> <tokens> <session>
+  P <n> <start_us> <end_us> <tokens> <session> [<admitted 0/1>]
+(admitted: the chunk ran ahead of a due round of fresh sessions, the
+admission window of sched/batch.h; absent in older traces)
 and one when a session starts (D) or ends (L) its decode phase
   D <time_us> <session>
 Prints where a stream's inter-token time goes, at the batcher (no HTTP):
@@ -50,7 +52,8 @@ def main():
             rows = [(int(f[8 + 2 * i]), int(f[9 + 2 * i])) for i in range(k)]
             rounds.append(dict(n=n, st=st, en=en, k=k, timed=timed, bound=bound, dec=dec, rows=rows))
         elif f[0] == "P":
-            chunks.append(dict(st=int(f[2]), en=int(f[3]), n=int(f[4]), s=int(f[5])))
+            chunks.append(dict(st=int(f[2]), en=int(f[3]), n=int(f[4]), s=int(f[5]),
+                               adm=int(f[6]) if len(f) > 6 else 0))
         elif f[0] == "D":
             starts.setdefault(int(f[2]), []).append(int(f[1]))
     if not rounds:
@@ -64,7 +67,8 @@ def main():
     for k in sorted(byk):
         print("  %d rows: %s" % (k, stats(byk[k])))
     if chunks:
-        print("prefill chunks: %d, %s" % (len(chunks), stats([c["en"] - c["st"] for c in chunks])))
+        print("prefill chunks: %d (%d admitted ahead of a fresh round), %s" % (
+            len(chunks), sum(c["adm"] for c in chunks), stats([c["en"] - c["st"] for c in chunks])))
     per = {}
     for i, r in enumerate(rounds):
         for s, sub in r["rows"]:

@@ -3,13 +3,23 @@
  *
  * State, all under b->mu:
  *   - n_decoding: attached sessions in phase DECODING (batch_phase 2) — the
- *     submissions a round waits for;
+ *     submissions a round waits for — and n_between: sessions in PREFILL
+ *     whose chunk has run and that have not come back yet (with another
+ *     chunk, or as DECODING: el_batcher_decoding comes after the last chunk
+ *     returns); a round waits for them too, up to the bound, or the stream
+ *     that just finished its prompt would miss the first round and wait a
+ *     whole one;
  *   - pend[0..n_pend): submitted decode steps, oldest first (each lives on
  *     its submitter's stack until `done`);
  *   - busy: a forward (a round or a prefill chunk) runs; its runner holds no
  *     lock while it computes;
  *   - prefill_turn: set after a round when a chunk waits: the next forward is
- *     a chunk, so prefill progresses one chunk per round.
+ *     a chunk, so prefill progresses one chunk per round;
+ *   - t_done[i]: when attached session i's last round ended, zero until its
+ *     first round in a generation — a pending row of such a session is
+ *     *fresh*, and a round of fresh rows only yields to waiting chunks for
+ *     up to admit_ns after its oldest submission (admit_hold: the admission
+ *     window of batch.h).
  * Leader rule: a waiting submitter whose step is not done, seeing !busy and
  * round_ready(), takes up to max_rows submissions, runs them, marks them done
  * and wakes everyone. Every thread waits with a deadline (the oldest
@@ -45,10 +55,11 @@ struct el_batcher {
     int max_rows, chunk;
     long wait_ns;      /* the configured bound (0: none) */
     long bound_ns;     /* the bound in force: wait_ns, stretched toward the sessions' measured gap (adapt_bound) */
+    long admit_ns;     /* the admission window (0: off) */
     double ewma_gap_ns, ewma_round_ns;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int n_attached, n_decoding, n_prefill_waiting;
+    int n_attached, n_decoding, n_prefill_waiting, n_between;
     pend *pend[EL_BATCH_MAX_ROWS * 4];
     int n_pend;
     struct timespec t_first; /* when pend[0] was submitted */
@@ -57,6 +68,7 @@ struct el_batcher {
     /* the attached sessions, and when each one's last round ended (0: none yet in this generation) */
     el_session *att[EL_BATCH_MAX_ATTACHED];
     struct timespec t_done[EL_BATCH_MAX_ATTACHED];
+    bool between[EL_BATCH_MAX_ATTACHED]; /* PREFILL, a chunk run, not back yet (n_between) */
     /* EL_BATCH_TRACE=FILE: one line per round and per prefill chunk (batch.h); NULL: off */
     FILE *trace;
     struct timespec t0; /* the trace's time origin: el_batcher_new */
@@ -126,6 +138,11 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
         el_set_error(err, EL_ERR_INVALID_ARG, "batcher: wait bound of %d us: expected at most 1 s", wait_us);
         return NULL;
     }
+    const int admit_us = p && p->admit_us ? p->admit_us : EL_BATCH_ADMIT_US;
+    if (admit_us > 10000000) {
+        el_set_error(err, EL_ERR_INVALID_ARG, "batcher: admission window of %d us: expected at most 10 s", admit_us);
+        return NULL;
+    }
     if (m->n_be > 1 || m->measure) {
         el_set_error(err, EL_ERR_UNSUPPORTED, "batcher: the model runs on more than the CPU backend (or measures): "
                                               "batched decoding needs the CPU fast path");
@@ -138,6 +155,7 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
     b->chunk = chunk;
     b->wait_ns = wait_us < 0 ? 0 : (long)wait_us * 1000L;
     b->bound_ns = b->wait_ns;
+    b->admit_ns = admit_us < 0 ? 0 : (long)admit_us * 1000L;
     if (rows > 1) {
         const el_session_params sp = scratch_params(p, rows);
         b->scratch = el_session_new(m, &sp, err);
@@ -155,7 +173,7 @@ el_batcher *el_batcher_new(el_model *m, const el_batcher_params *p, el_error *er
         b->trace = fopen(tp, "w");
         if (b->trace) fprintf(b->trace, "# edgellm batch trace: times in us since the batcher started; "
                                         "R round start end rows timed bound_us decoding [session submit_us]...; "
-                                        "P chunk start end tokens session; D/L time session: a session starts/ends decoding\n");
+                                        "P chunk start end tokens session admitted; D/L time session: a session starts/ends decoding\n");
     }
     return b;
 }
@@ -187,6 +205,7 @@ int el_batcher_attach(el_batcher *b, el_session *s, el_error *err) {
     s->batch_phase = 0;
     b->att[b->n_attached] = s;
     b->t_done[b->n_attached] = (struct timespec){0, 0};
+    b->between[b->n_attached] = false;
     b->n_attached++;
     pthread_mutex_unlock(&b->mu);
     return 0;
@@ -200,6 +219,7 @@ void el_batcher_detach(el_batcher *b, el_session *s) {
         if (b->att[i] == s) {
             b->att[i] = b->att[b->n_attached - 1];
             b->t_done[i] = b->t_done[b->n_attached - 1];
+            b->between[i] = b->between[b->n_attached - 1];
             b->n_attached--;
             break;
         }
@@ -225,9 +245,11 @@ void el_batcher_join(el_batcher *b, el_session *s) {
 
 /* A trace line for a session starting (D) or ending (L) its decode phase (b->mu held). */
 static void trace_phase(el_batcher *b, char what, const el_session *s);
+static bool clear_between(el_batcher *b, const el_session *s);
 
 void el_batcher_decoding(el_batcher *b, el_session *s) {
     pthread_mutex_lock(&b->mu);
+    clear_between(b, s);
     if (s->batch_phase == 1) {
         s->batch_phase = 2;
         b->n_decoding++;
@@ -242,6 +264,15 @@ static int att_index(const el_batcher *b, const el_session *s) {
     return -1;
 }
 
+/* s is back from between two forwards of its prefill (b->mu held): true if it was counted in n_between. */
+static bool clear_between(el_batcher *b, const el_session *s) {
+    const int ai = att_index(b, s);
+    if (ai < 0 || !b->between[ai]) return false;
+    b->between[ai] = false;
+    b->n_between--;
+    return true;
+}
+
 static void trace_phase(el_batcher *b, char what, const el_session *s) {
     struct timespec t;
     ts_now(&t);
@@ -253,6 +284,7 @@ void el_batcher_leave(el_batcher *b, el_session *s) {
     if (b->trace && s->batch_phase == 2) trace_phase(b, 'L', s);
     const int ai = att_index(b, s);
     if (ai >= 0) b->t_done[ai] = (struct timespec){0, 0}; /* the next generation's first step has no gap */
+    clear_between(b, s); /* a prefill that failed or was cancelled */
     if (s->batch_phase == 2) b->n_decoding--;
     s->batch_phase = 0;
     pthread_cond_broadcast(&b->cv); /* a round waiting for this session need not */
@@ -277,22 +309,49 @@ static void adapt_bound(el_batcher *b) {
 }
 static void ewma(double *m, double v) { *m = *m > 0 ? *m + (v - *m) / 8.0 : v; }
 
-/* Whether a round should start now (b->mu held, !busy). */
-static bool round_ready(const el_batcher *b, const struct timespec *now, bool *timed) {
+/* The admission window (b->mu held): a prompt chunk waits, and the round due
+ * would take only fresh rows (sessions with no round yet in this generation:
+ * t_done zero), the oldest submitted less than admit_ns ago — the chunk goes
+ * first. *dl: when the window closes. */
+static bool admit_hold(const el_batcher *b, const struct timespec *now, struct timespec *dl) {
+    if (b->admit_ns == 0 || b->n_prefill_waiting == 0 || b->n_pend == 0) return false;
+    const int k = b->n_pend < b->max_rows ? b->n_pend : b->max_rows;
+    for (int i = 0; i < k; i++) {
+        const int ai = att_index(b, b->pend[i]->s);
+        if (ai < 0 || b->t_done[ai].tv_sec || b->t_done[ai].tv_nsec) return false; /* it has decoded before */
+    }
+    *dl = b->pend[0]->t_sub;
+    ts_add_ns(dl, b->admit_ns);
+    return !ts_reached(now, dl);
+}
+
+/* Whether a round is due (b->mu held, !busy): submissions wait, it is not
+ * prefill's turn, and the set is complete or the bound has passed. */
+static bool round_due(const el_batcher *b, const struct timespec *now, bool *timed) {
     *timed = false;
     if (b->n_pend == 0) return false;
     if (b->prefill_turn && b->n_prefill_waiting > 0) return false; /* a chunk goes first */
-    if (b->n_pend >= b->n_decoding || b->n_pend >= b->max_rows) return true;
+    if (b->n_pend >= b->n_decoding + b->n_between || b->n_pend >= b->max_rows) return true;
     struct timespec dl = b->t_first;
     ts_add_ns(&dl, b->bound_ns);
     return *timed = ts_reached(now, &dl);
 }
 
-/* Wait on b->cv until woken or the oldest submission's bound expires (b->mu held). */
+/* Whether a round should start now (b->mu held, !busy): due, and not held
+ * back by the admission window (the chunks of a fresh round's peers go first). */
+static bool round_ready(const el_batcher *b, const struct timespec *now, bool *timed) {
+    struct timespec adl;
+    return round_due(b, now, timed) && !admit_hold(b, now, &adl);
+}
+
+/* Wait on b->cv until woken or the oldest submission's bound expires (or,
+ * while the admission window holds a round back, the window closes) (b->mu held). */
 static void wait_turn(el_batcher *b) {
     if (b->n_pend > 0 && !b->busy) {
-        struct timespec dl = b->t_first;
+        struct timespec dl = b->t_first, now, adl;
         ts_add_ns(&dl, b->bound_ns);
+        ts_now(&now);
+        if (admit_hold(b, &now, &adl)) dl = adl; /* no round before: a chunk runs, or the window closes */
         pthread_cond_timedwait(&b->cv, &b->mu, &dl);
     } else {
         pthread_cond_wait(&b->cv, &b->mu);
@@ -403,18 +462,26 @@ int el_batcher_decode(el_batcher *b, el_session *s, int32_t tok, el_error *err) 
 
 int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n, el_error *err) {
     pthread_mutex_lock(&b->mu);
+    if (clear_between(b, s)) pthread_cond_broadcast(&b->cv); /* a round waiting for it need not */
     b->n_prefill_waiting++;
+    bool admitted = false;
     for (;;) {
         if (!b->busy) {
-            struct timespec now;
+            struct timespec now, adl;
             ts_now(&now);
             bool timed;
-            /* a chunk goes when it is prefill's turn, or when no round is due */
-            if (b->prefill_turn || !round_ready(b, &now, &timed)) break;
+            /* a chunk goes when it is prefill's turn, or when no round is due (or the one due
+             * is a fresh round inside the admission window) */
+            if (b->prefill_turn || !round_due(b, &now, &timed)) break;
+            if (admit_hold(b, &now, &adl)) {
+                admitted = true;
+                break;
+            }
         }
         wait_turn(b);
     }
     b->n_prefill_waiting--;
+    if (admitted) b->st.admitted_chunks++;
     b->prefill_turn = false;
     b->busy = true;
     pthread_mutex_unlock(&b->mu);
@@ -425,9 +492,14 @@ int el_batcher_prefill(el_batcher *b, el_session *s, const int32_t *toks, int n,
     pthread_mutex_lock(&b->mu);
     b->busy = false;
     b->st.prefill_chunks++;
+    const int ai = att_index(b, s);
+    if (ai >= 0 && s->batch_phase == 1 && !b->between[ai]) { /* until it comes back: a round waits for it */
+        b->between[ai] = true;
+        b->n_between++;
+    }
     if (b->trace)
-        fprintf(b->trace, "P %llu %lld %lld %d %d\n", (unsigned long long)b->st.prefill_chunks, ts_us(&t_start, &b->t0),
-                ts_us(&t_end, &b->t0), n, att_index(b, s));
+        fprintf(b->trace, "P %llu %lld %lld %d %d %d\n", (unsigned long long)b->st.prefill_chunks, ts_us(&t_start, &b->t0),
+                ts_us(&t_end, &b->t0), n, att_index(b, s), admitted);
     if (b->n_pend > 0) ts_now(&b->t_first); /* as after a round: the bound counts from when a round can run */
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);

@@ -24,7 +24,9 @@
  *     cancelled, failed): a round never waits for a session that left.
  *   - Decode step (el_batcher_decode): the caller submits (session, token at
  *     s->n_past) and blocks. A round starts when every DECODING session has
- *     submitted, or when the oldest submission has waited the bound, or
+ *     submitted (and every PREFILL one whose chunk has just run has come back:
+ *     the last chunk of a prompt is followed by its first decode step), or
+ *     when the oldest submission has waited the bound, or
  *     max_rows are waiting. The bound is wait_us (default EL_BATCH_WAIT_US),
  *     stretched to 1.5x the measured mean gap between a session's round and
  *     its next submission (its sampling and callback), and to at least a
@@ -40,6 +42,19 @@
  *     a running decode stalls for at most one chunk, never a whole prompt.
  *     The chunk is the prefill batch (el_session.n_batch) for the numerics:
  *     a prompt's logits equal a solo session's whose n_batch is the chunk.
+ *   - Admission window: requests that arrive together are prefilled
+ *     together. A round whose rows are all *fresh* (sessions that have not
+ *     had a round yet in this generation: they just finished their prompts)
+ *     yields to prompt chunks already waiting, for at most admit_us
+ *     (default EL_BATCH_ADMIT_US) after its oldest submission, so the
+ *     streams start decoding in one round instead of each stream's first
+ *     steps each absorbing one later stream's chunk (and the rounds of 1, 2,
+ *     3 rows that interleaving makes at the start and the end of a group).
+ *     A round with a row that has decoded before never waits for this (the
+ *     one-chunk-per-round rule above holds for running streams), and a lone
+ *     request is not delayed at all (no chunk waits). Which forward runs
+ *     first never changes a result: chunks and rounds compute the same bits
+ *     in any order.
  *   - Forwards through one batcher never overlap (one runs at a time), so
  *     the model's thread pool serves one pass at a time.
  *   - Cancellation is checked where el_generate always checks it (before a
@@ -66,12 +81,15 @@ typedef struct el_batcher el_batcher;
 #define EL_BATCH_MAX_ROWS 33   /* rows of one round: the scratch session's logit rows (1 + EL_SPEC_MAX_DRAFT) */
 #define EL_BATCH_WAIT_US 1000  /* default bound on waiting for the other decoding sessions */
 #define EL_BATCH_CHUNK 64      /* default prefill chunk (tokens) */
+#define EL_BATCH_ADMIT_US 250000 /* default bound on a fresh round's yielding to prompt chunks (admission window) */
 #define EL_BATCH_MAX_ATTACHED 256 /* sessions one batcher serves */
 
 typedef struct el_batcher_params {
     int max_rows;   /* rows per round, 1..EL_BATCH_MAX_ROWS (0: 8) */
     int wait_us;    /* bound on a round's wait for missing submissions (0: EL_BATCH_WAIT_US; < 0: none) */
     int chunk;      /* prefill chunk in tokens (0: EL_BATCH_CHUNK) */
+    int admit_us;   /* admission window: how long a round of fresh sessions yields to waiting prompt
+                     * chunks (0: EL_BATCH_ADMIT_US; < 0: never) */
     int type_k, type_v; /* KV cache types of the sessions attached (el_session_params; 0: default) */
 } el_batcher_params;
 
@@ -81,6 +99,7 @@ typedef struct el_batcher_stats {
     uint64_t multi_rounds;   /* rounds of more than one row */
     uint64_t timed_rounds;   /* rounds started by the wait bound, not a full set */
     uint64_t prefill_chunks; /* prefill chunks run */
+    uint64_t admitted_chunks; /* of them, run ahead of a due round of fresh sessions (the admission window) */
     int max_rows_seen;       /* the largest round */
     /* a session's gap between its round's end and its next submission (its
      * sampling and streaming callback): what the wait bound must cover */

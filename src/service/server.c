@@ -3286,7 +3286,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     }
     if (atomic_load(&s->ready) && s->batcher) { /* batched decoding (sched/batch.h); set before `ready` */
         const el_batcher_stats bs = el_batcher_get_stats(s->batcher);
-        char extra[1800];
+        char extra[2100];
         const int n = snprintf(extra, sizeof extra,
                                "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
                                "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
@@ -3298,13 +3298,16 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                                "# TYPE edgellm_batch_timed_rounds_total counter\nedgellm_batch_timed_rounds_total %llu\n"
                                "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
                                "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
+                               "# HELP edgellm_batch_admitted_chunks_total Prompt chunks run ahead of a round of streams not yet decoding (requests arriving together).\n"
+                               "# TYPE edgellm_batch_admitted_chunks_total counter\nedgellm_batch_admitted_chunks_total %llu\n"
                                "# HELP edgellm_batch_max_streams The largest round so far.\n"
                                "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n"
                                "# HELP edgellm_batch_rows_limit Streams one round may take (the slots, or fewer when the memory budget holds less scratch).\n"
                                "# TYPE edgellm_batch_rows_limit gauge\nedgellm_batch_rows_limit %d\n",
                                (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
                                (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
-                               (unsigned long long)bs.prefill_chunks, bs.max_rows_seen, s->batch_rows);
+                               (unsigned long long)bs.prefill_chunks, (unsigned long long)bs.admitted_chunks,
+                               bs.max_rows_seen, s->batch_rows);
         const size_t tl = strlen(txt);
         char *both = realloc(txt, tl + (size_t)n + 1);
         if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
