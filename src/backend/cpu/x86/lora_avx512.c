@@ -14,10 +14,14 @@
  * bits are vec_dot's while the 16-deep chain of dependent adds per output
  * is no longer the decode step's bottleneck. Products and adds are separate
  * instructions (no FMA), as the scalar code is compiled. B's 16 rows are
- * first copied to a tile with plain loads (consecutive lines, which the
- * prefetchers stream) and the column gathers read the tile in L1: gathers
- * straight from B (F32, at 8cae717) waited on 16 lines each, 88 % of this
- * function's decode samples.
+ * read with plain loads (consecutive lines, prefetched 128 rows ahead), 16
+ * columns at a time; each row's 16 products (w[i] · x[i], rounded as the
+ * scalar code rounds them) are one vector multiply, the 16 product vectors
+ * are transposed in registers (64 shuffles) so lane l holds row l's
+ * products, and these are added in column order. At 8cae717 the columns
+ * were gathered (F32: straight from B, 16 lines per gather, 88 % of this
+ * function's decode samples; F16: from an L1 tile); the transpose took a
+ * quarter of the function's samples away for both types (perf, decode -t 1).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,13 +36,38 @@
 #include "package/types.h"
 #include "util/fp16.h"
 
-#define B1_PF 32 /* B rows prefetched ahead (two blocks of 16): decode reads B from memory once per token */
+#define B1_PF 128 /* B rows prefetched ahead (eight blocks of 16): decode reads B from memory once per token */
 
 /* Prefetches B row r (row_bytes bytes) into L1, when r < nr. */
 static inline void pf_row(const void *w, size_t ldw, int r, int nr, size_t row_bytes) {
     if (r >= nr) return;
     const char *p = (const char *)w + ldw * (size_t)r;
     for (size_t o = 0; o < row_bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+/* In-place transpose of a 16 x 16 float matrix held as 16 row vectors (v[r] lane c = element (r, c)). */
+static inline void tr16(__m512 v[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        v[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        v[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        v[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* v[4b + j] now holds, in its 128-bit lane q, column 4q + j of rows 4b .. 4b + 3 */
+    for (int j = 0; j < 4; j++) {
+        const __m512 a = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x88), b = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xDD);
+        const __m512 c = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0x88), d = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0xDD);
+        t[j] = _mm512_shuffle_f32x4(a, c, 0x88);      /* column j      (lanes q = 0) */
+        t[4 + j] = _mm512_shuffle_f32x4(b, d, 0x88);  /* column 4 + j  (q = 1) */
+        t[8 + j] = _mm512_shuffle_f32x4(a, c, 0xDD);  /* column 8 + j  (q = 2) */
+        t[12 + j] = _mm512_shuffle_f32x4(b, d, 0xDD); /* column 12 + j (q = 3) */
+    }
+    for (int i = 0; i < 16; i++) v[i] = t[i];
 }
 
 void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
@@ -48,22 +77,22 @@ void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const
     int r = 0;
     if (type == EL_TYPE_F32) {
         const float *xf = x;
-        float tile[16 * 64]; /* 16 rows of B, row-major, k per row: plain loads bring them into L1 */
-        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(k));
         for (; r + 16 <= nr; r += 16) {
-            for (int l = 0; l < 16; l++) {
-                pf_row(w, ldw, r + B1_PF + l, nr, sizeof(float) * (size_t)k);
-                const float *wr = (const float *)((const uint8_t *)w + ldw * (size_t)(r + l));
-                for (int i = 0; i < k; i += 16) {
-                    const int n = k - i < 16 ? k - i : 16;
-                    const __mmask16 m = (__mmask16)((1u << n) - 1u);
-                    _mm512_mask_storeu_ps(tile + l * k + i, m, _mm512_maskz_loadu_ps(m, wr + i));
-                }
-            }
+            /* per 16 columns: the 16 rows' products (lanes = columns, w[i] · x[i] rounded as the scalar code
+             * rounds them), transposed so lane l holds row l's products, then added in column order */
             __m512 acc = _mm512_setzero_ps();
-            for (int i = 0; i < k; i++)
-                acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_i32gather_ps(idx, tile + i, 4), _mm512_set1_ps(xf[i])));
+            for (int i0 = 0; i0 < k; i0 += 16) {
+                const int n = k - i0 < 16 ? k - i0 : 16;
+                const __mmask16 m = (__mmask16)((1u << n) - 1u);
+                const __m512 xv = _mm512_maskz_loadu_ps(m, xf + i0);
+                __m512 p[16];
+                for (int l = 0; l < 16; l++) {
+                    pf_row(w, ldw, r + B1_PF + l, nr, sizeof(float) * (size_t)k);
+                    p[l] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, (const float *)((const uint8_t *)w + ldw * (size_t)(r + l)) + i0), xv);
+                }
+                tr16(p);
+                for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, p[i]);
+            }
             _mm512_storeu_ps(y + r, _mm512_add_ps(_mm512_loadu_ps(y + r), _mm512_mul_ps(acc, sv)));
         }
         for (; r < nr; r++) {
@@ -79,24 +108,24 @@ void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const
     const el_fp16 *xh = x;
     float xf[64];
     for (int i = 0; i < k; i++) xf[i] = el_fp16_to_fp32(xh[i]);
-    float tile[16 * 64]; /* 16 rows of B as floats (exact), row-major, k per row */
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(k));
     for (; r + 16 <= nr; r += 16) {
-        for (int l = 0; l < 16; l++) {
-            pf_row(w, ldw, r + B1_PF + l, nr, sizeof(el_fp16) * (size_t)k);
-            const el_fp16 *wr = (const el_fp16 *)((const uint8_t *)w + ldw * (size_t)(r + l));
-            for (int i = 0; i < k; i += 16) {
-                const int n = k - i < 16 ? k - i : 16;
-                const __mmask16 m = (__mmask16)((1u << n) - 1u);
-                _mm512_mask_storeu_ps(tile + l * k + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr + i)));
-            }
-        }
+        /* as for F32: the float products per 16 columns, transposed, then added in column order in double */
         __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-        for (int i = 0; i < k; i++) {
-            const __m512 p = _mm512_mul_ps(_mm512_i32gather_ps(idx, tile + i, 4), _mm512_set1_ps(xf[i]));
-            lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-            hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1))));
+        for (int i0 = 0; i0 < k; i0 += 16) {
+            const int n = k - i0 < 16 ? k - i0 : 16;
+            const __mmask16 m = (__mmask16)((1u << n) - 1u);
+            const __m512 xv = _mm512_maskz_loadu_ps(m, xf + i0);
+            __m512 p[16];
+            for (int l = 0; l < 16; l++) {
+                pf_row(w, ldw, r + B1_PF + l, nr, sizeof(el_fp16) * (size_t)k);
+                const el_fp16 *wr = (const el_fp16 *)((const uint8_t *)w + ldw * (size_t)(r + l));
+                p[l] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr + i0)), xv);
+            }
+            tr16(p);
+            for (int i = 0; i < n; i++) {
+                lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p[i])));
+                hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p[i]), 1))));
+            }
         }
         const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
         _mm512_storeu_ps(y + r, _mm512_add_ps(_mm512_loadu_ps(y + r), _mm512_mul_ps(d, sv)));
