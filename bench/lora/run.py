@@ -3,7 +3,7 @@
 swap latency in the server, peak RSS against --lora-budget.
 
   python3 bench/lora/run.py [--model GGUF] [--cli build/edgellm] [--rounds 3] [--threads 2]
-                            [--types f32,f16] [--no-server]
+                            [--types f32,f16] [--no-server] [--compare OTHER_EDGELLM]
 
 1. Two random rank-16 adapters on q/k/v/o/gate/up/down of every layer
    (tests/tools/gen_lora.py, seeds 1 and 2) per --types: F32 (15.2 MB each)
@@ -20,6 +20,10 @@ swap latency in the server, peak RSS against --lora-budget.
    difference resident vs non-resident being the swap (evict + load); then
    edgellm_memory_peak_rss_bytes and edgellm_lora_resident_bytes from /metrics.
 Prints a Markdown table and the machine's load average before and after.
+--compare OTHER: every bench run of step 2 is followed by the same run of the
+OTHER binary (e.g. a build of the commit before a change), and a table per
+binary is printed, each overhead against its own binary's 0-adapter run of
+the same round: the two binaries see the same load, run for run.
 """
 import argparse
 import json
@@ -71,6 +75,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--types", default="f32,f16", help="adapter types to measure (f32, f16)")
     ap.add_argument("--no-server", dest="no_server", action="store_true", help="skip the server's swap latency")
+    ap.add_argument("--compare", default=None, help="another edgellm binary, run interleaved with --cli (step 2)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="el-lora-bench-")
     ads = {}
@@ -85,23 +90,28 @@ def main():
     configs = [("0 adapters", [])]
     for dt, l in ads.items():
         configs += [("1 adapter (r16 %s)" % dt.upper(), l[:1]), ("2 adapters (r16 %s)" % dt.upper(), l)]
-    res = {n: [] for n, _ in configs}
+    clis = [a.cli] + ([a.compare] if a.compare else [])
+    res = {(c, n): [] for c in clis for n, _ in configs}
     for _ in range(a.rounds):
         for n, l in configs:
-            res[n].append(bench(a.cli, a.model, l, a.threads))
-    base = res[configs[0][0]]
-    base_pp = statistics.median(r[0] for r in base)
-    base_tg = statistics.median(r[1] for r in base)
-    print("\n| adapters | prefill t/s (median) | overhead (spread) | decode t/s (median) | overhead (spread) | peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
-    for n, _ in configs:
-        pp = statistics.median(r[0] for r in res[n])
-        tg = statistics.median(r[1] for r in res[n])
-        rss = max(r[2] for r in res[n]) / 2**20
-        opp = [100 * (b[0] / r[0] - 1) for b, r in zip(base, res[n])]
-        otg = [100 * (b[1] / r[1] - 1) for b, r in zip(base, res[n])]
-        print("| %s | %.1f | %+.1f %% (%+.1f..%+.1f) | %.2f | %+.1f %% (%+.1f..%+.1f) | %.1f |" % (
-            n, pp, 100 * (base_pp / pp - 1), min(opp), max(opp), tg, 100 * (base_tg / tg - 1), min(otg), max(otg), rss))
+            for c in clis:
+                res[(c, n)].append(bench(c, a.model, l, a.threads))
+    for c in clis:
+        base = res[(c, configs[0][0])]
+        base_pp = statistics.median(r[0] for r in base)
+        base_tg = statistics.median(r[1] for r in base)
+        if len(clis) > 1:
+            print("\n%s:" % c)
+        print("\n| adapters | prefill t/s (median) | overhead (spread) | decode t/s (median) | overhead (spread) | peak RSS MiB |")
+        print("|---|---|---|---|---|---|")
+        for n, _ in configs:
+            pp = statistics.median(r[0] for r in res[(c, n)])
+            tg = statistics.median(r[1] for r in res[(c, n)])
+            rss = max(r[2] for r in res[(c, n)]) / 2**20
+            opp = [100 * (b[0] / r[0] - 1) for b, r in zip(base, res[(c, n)])]
+            otg = [100 * (b[1] / r[1] - 1) for b, r in zip(base, res[(c, n)])]
+            print("| %s | %.1f | %+.1f %% (%+.1f..%+.1f) | %.2f | %+.1f %% (%+.1f..%+.1f) | %.1f |" % (
+                n, pp, 100 * (base_pp / pp - 1), min(opp), max(opp), tg, 100 * (base_tg / tg - 1), min(otg), max(otg), rss))
     if a.no_server:
         print("load average after:", open("/proc/loadavg").read().split()[:3])
         return

@@ -127,10 +127,14 @@ typedef struct cli_opts {
  * -1 to go on, else the exit code (usage error: a NaN, infinite or negative
  * scale, too many adapters). */
 int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *scale_text);
-/* Loads o's adapters for m and sets them on s; out[CLI_MAX_LORA] receives
- * them (free with cli_lora_free after the session). -1 to go on, else the
- * exit code (nothing left loaded). */
-int cli_lora_apply(const cli_opts *o, el_model *m, el_session *s, el_lora **out);
+/* Loads o's adapters for m into out[CLI_MAX_LORA] (free with cli_lora_free
+ * after the session) and sets *rank to the sum of their largest ranks: the
+ * session's el_session_params.lora_rank, so its memory plan holds the
+ * adapters' scratch. -1 to go on, else the exit code (nothing left loaded). */
+int cli_lora_load(const cli_opts *o, el_model *m, el_lora **out, int *rank);
+/* Sets the adapters cli_lora_load loaded on s (none: nothing to do). -1 to go
+ * on, else the exit code (out freed). */
+int cli_lora_set(const cli_opts *o, el_session *s, el_lora **out);
 void cli_lora_free(el_lora **a);
 
 /* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */

@@ -4,10 +4,13 @@
  * Contract: `--lora FILE[:SCALE]` (repeatable; SCALE 1 when absent) and
  * llama.cpp's `--lora-scaled FILE SCALE` add an adapter; cli_lora_parse turns
  * one spelling into (path, scale) and refuses a scale that is not a finite
- * number >= 0 (NaN, inf, negative) with a usage error. cli_lora_apply loads
+ * number >= 0 (NaN, inf, negative) with a usage error. cli_lora_load loads
  * every adapter against the model (el_lora_load: architecture, targets,
- * shapes checked; errors name the file and the tensor) and sets them on the
- * session; nothing is left loaded on failure. A SCALE suffix is only taken
+ * shapes checked; errors name the file and the tensor) before the session
+ * exists and gives the summed rank the session plans its adapter scratch for
+ * (el_session_params.lora_rank: the scratch is in the session's block, not
+ * allocated by el_session_set_adapters); cli_lora_set sets them on the
+ * session. Nothing is left loaded on failure. A SCALE suffix is only taken
  * when what follows the last ':' is a number, so a path with ':' still works.
  */
 #include <errno.h>
@@ -50,8 +53,9 @@ int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *s
     return -1;
 }
 
-int cli_lora_apply(const cli_opts *o, el_model *m, el_session *s, el_lora **out) {
+int cli_lora_load(const cli_opts *o, el_model *m, el_lora **out, int *rank) {
     for (int i = 0; i < CLI_MAX_LORA; i++) out[i] = NULL;
+    *rank = 0;
     if (o->n_lora == 0) return -1;
     if (o->n_lora > 8) return cli_failf("--lora: at most 8 adapters at once (%d given)", o->n_lora);
     el_error err;
@@ -59,9 +63,17 @@ int cli_lora_apply(const cli_opts *o, el_model *m, el_session *s, el_lora **out)
         out[i] = el_lora_load(m, o->lora_path[i], &err);
         if (!out[i]) {
             cli_lora_free(out);
+            *rank = 0;
             return cli_failf("--lora: %s", err.msg);
         }
+        *rank += el_lora_rank_max(out[i]);
     }
+    return -1;
+}
+
+int cli_lora_set(const cli_opts *o, el_session *s, el_lora **out) {
+    if (o->n_lora == 0) return -1;
+    el_error err;
     if (el_session_set_adapters(s, out, o->lora_scale, o->n_lora, &err)) {
         cli_lora_free(out);
         return cli_failf("--lora: %s", err.msg);

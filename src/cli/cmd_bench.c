@@ -288,10 +288,11 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     code = CLI_EXIT_OK;
     cli_spec_setup(o, &sp, &spec); /* --spec: the session verifies up to --draft-max drafts */
     if (spec.mode && sp.n_ctx < ng + 512) sp.n_ctx = ng + 512; /* the speculative test's prompt and output */
+    if ((code = cli_lora_load(o, m, lora, &sp.lora_rank)) >= 0) goto done; /* first: the session plans their scratch */
     s = el_session_new(m, &sp, &err);
     if (!s) { code = cli_fail(&err); goto done; }
     if (spec.mode == EL_SPEC_DRAFT && (code = cli_draft_open(o, m, &sp, &spec, &dm, &ds)) >= 0) goto done;
-    if ((code = cli_lora_apply(o, m, s, lora)) >= 0) goto done;
+    if ((code = cli_lora_set(o, s, lora)) >= 0) goto done;
     code = CLI_EXIT_OK;
 
     /* The first prompt after the load (np tokens, at least 1), then one decode
@@ -404,7 +405,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
             printf(",\"scale\":%g,\"rank_max\":%d,\"bytes\":%zu}", (double)o->lora_scale[i], el_lora_rank_max(lora[i]),
                    el_lora_bytes(lora[i]));
         }
-        fputs("]", stdout);
+        printf("],\"lora_rank_planned\":%d", sp.lora_rank); /* the adapters' scratch in the session's plan */
         if (o->placement_report) {
             fputs(",\"placement\":", stdout);
             cli_print_placement(s, stdout, true);

@@ -271,10 +271,12 @@ int cli_cmd_chat(cli_opts *o) {
     cli_spec_setup(o, &sp, &spec);
     int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */
     if (ar >= 0) { el_model_free(m); return ar; }
+    el_lora *lora[CLI_MAX_LORA]; /* --lora: loaded first, so the session's plan holds their scratch */
+    const int ll = cli_lora_load(o, m, lora, &sp.lora_rank);
+    if (ll >= 0) { el_model_free(m); return ll; }
     el_session *s = el_session_new(m, &sp, &err);
-    if (!s) { el_model_free(m); return cli_fail(&err); }
-    el_lora *lora[CLI_MAX_LORA]; /* --lora */
-    const int lr = cli_lora_apply(o, m, s, lora);
+    if (!s) { cli_lora_free(lora); el_model_free(m); return cli_fail(&err); }
+    const int lr = cli_lora_set(o, s, lora);
     if (lr >= 0) { el_session_free(s); el_model_free(m); return lr; }
     el_model *dm = NULL; /* --draft-model: its session follows the chat's KV inside el_generate */
     el_session *dsess = NULL;

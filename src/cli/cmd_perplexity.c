@@ -145,8 +145,9 @@ int cli_cmd_perplexity(int argc, char **argv) {
     if (a.n_batch > 0) sp.n_batch = a.n_batch;
     sp.type_k = a.type_k;
     sp.type_v = a.type_v;
+    if ((code = cli_lora_load(&a.lora, m, lora, &sp.lora_rank)) >= 0) goto done; /* first: the sessions plan their scratch */
     if (!(s = el_session_new(m, &sp, &err))) { code = cli_fail(&err); goto done; }
-    if ((code = cli_lora_apply(&a.lora, m, s, lora)) >= 0) goto done;
+    if ((code = cli_lora_set(&a.lora, s, lora)) >= 0) goto done;
     code = CLI_EXIT_OK;
     if (a.vs > 0) {
         sp.type_k = sp.type_v = a.vs;

@@ -186,14 +186,21 @@ int cli_cmd_run(cli_opts *o) {
         el_model_free(m);
         return ar;
     }
+    el_lora *lora[CLI_MAX_LORA]; /* --lora: loaded first, so the session's plan holds their scratch */
+    const int ll = cli_lora_load(o, m, lora, &sp.lora_rank);
+    if (ll >= 0) {
+        free(toks);
+        el_model_free(m);
+        return ll;
+    }
     el_session *s = el_session_new(m, &sp, &err);
     if (!s) {
+        cli_lora_free(lora);
         free(toks);
         el_model_free(m);
         return cli_fail(&err);
     }
-    el_lora *lora[CLI_MAX_LORA]; /* --lora */
-    const int lr = cli_lora_apply(o, m, s, lora);
+    const int lr = cli_lora_set(o, s, lora);
     if (lr >= 0) {
         el_session_free(s);
         free(toks);

@@ -15,9 +15,12 @@
  * el_op_matmul calls, el_op_scale and el_op_add; the cost differs:
  *
  *   - one call per group (not two matmuls per projection): the A products of
- *     all terms are one pass over x (tiny at decode: run on the calling
- *     thread, no pool job), the B products of all terms and members one pool
- *     job whose output pass scales and adds in place (no n × out scratch);
+ *     all terms are one pass over x (one pool job split by activation rows;
+ *     tiny ones on the calling thread), the B products of all terms and
+ *     members one pool job whose output pass scales and adds in place (no
+ *     n × out scratch); with fewer than 8 rows (decode) one pool job does
+ *     both: its pieces first share A's rows (every thread streams a part of
+ *     A), wait for the last A row, then share the B pass;
  *   - n rows in chunks of `chunk` rows (the scratch's rows); each product
  *     still selects its kernels for the whole n.
  *
