@@ -503,9 +503,11 @@ KQ_INLINE void kq_q4k_dec_rows(const int TT, int nb, const uint8_t *w, size_t ld
  * bits), a third of the old kernel's instructions.
  *
  * The stream: while a group of 8 rows is read, the next group's bytes
- * (contiguous, the rows that follow) are prefetched, spread evenly over the
- * super-block steps — into L1 when a group is at most KQ_PF_L1_MAX bytes,
- * else into L2 (as the Q4_0 decode kernel, quants_x86.h).
+ * (contiguous, the rows that follow) are prefetched, its i-th 1152 bytes
+ * (18 lines, one pointer) at super-block step i — into L1 when a group is
+ * at most KQ_PF_L1_MAX bytes, else into L2 (as the Q4_0 decode kernel,
+ * quants_x86.h); rows with gaps between them (ldw larger than the row): block
+ * i of each next row into L2.
  */
 #ifndef KQ_PF_L1_MAX
 #define KQ_PF_L1_MAX 8192
@@ -567,11 +569,22 @@ KQ_INLINE __m512i kq_lane_sum4(__m512i v) {
     return _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
 }
 
+/* The 3 cache lines from p (hint h: a constant). */
+#define kq_pf3(p, h) (_mm_prefetch((p), (h)), _mm_prefetch((p) + 64, (h)), _mm_prefetch((p) + 128, (h)))
+/* The 18 lines from p, straight-line code. */
+#define kq_pf18(p, h)                                                                                           \
+    (kq_pf3((p), (h)), kq_pf3((p) + 192, (h)), kq_pf3((p) + 384, (h)), kq_pf3((p) + 576, (h)),                 \
+     kq_pf3((p) + 768, (h)), kq_pf3((p) + 960, (h)))
+
+/* How kq_q4k_dec_rows8 prefetches the next group: contiguous rows (ldw =
+ * nb blocks) into L1 or L2, or rows with gaps one by one into L2. */
+enum { KQ_PF_L1, KQ_PF_L2, KQ_PF_ROWS };
+
 /* 8 weight rows at w (stride ldw), nb super-blocks, one activation row (ya:
- * kq_q4k_dec_yarr, bs8: bsums pairs, xa: its d); y[0..7]. next, nbytes, per:
- * the stream to prefetch (nbytes from next, per lines a super-block step). */
+ * kq_q4k_dec_yarr, bs8: bsums pairs, xa: its d); y[0..7]. next: the 8 rows
+ * to prefetch (stride ldw), pf: how (a constant at each call). */
 KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const block_q8_K *xa, const __m512i *ya,
-                                const __m128i *bs8, const uint8_t *next, size_t nbytes, size_t per, float *y) {
+                                const __m128i *bs8, const uint8_t *next, const int pf, float *y) {
     const __m512i ia0 = kq_idx_pair(0, 2), ib0 = kq_idx_pair(1, 3), ia1 = kq_idx_pair(4, 6), ib1 = kq_idx_pair(5, 7);
     const __m512i rowsel = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i qlo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), qhi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
@@ -579,15 +592,15 @@ KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const bloc
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int i = 0; i < nb; ++i) {
-        for (size_t l = 0; l < per; ++l) {
-            const size_t off = 64 * ((size_t)i * per + l);
-            if (off >= nbytes) break;
-            if (nbytes <= KQ_PF_L1_MAX)
-                _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
-            else
-                _mm_prefetch((const char *)(next + off), _MM_HINT_T1);
-        }
         const uint8_t *p = w + sizeof(block_q4_K) * (size_t)i;
+        if (pf == KQ_PF_ROWS) { /* block i of the next group's 8 rows (3 lines each: consecutive blocks cover every line) */
+            const char *nx = (const char *)next + sizeof(block_q4_K) * (size_t)i;
+            for (int r = 0; r < 8; ++r) kq_pf3(nx + ldw * (size_t)r, _MM_HINT_T1);
+        } else { /* contiguous rows: the group's i-th 1152 bytes, 18 lines from one pointer */
+            const char *nx = (const char *)next + 8 * sizeof(block_q4_K) * (size_t)i;
+            if (pf == KQ_PF_L1) kq_pf18(nx, _MM_HINT_T0);
+            else kq_pf18(nx, _MM_HINT_T1);
+        }
         const __m512i *yi = ya + 4 * i;
         const __m512i bsb = _mm512_broadcast_i32x4(bs8[i]);
         __m512i t[8], mg[2], v[2];
@@ -646,10 +659,12 @@ static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, 
         __m512i ya[4 * KQ_DEC_NBMAX];
         kq_q4k_dec_yarr(nb, xa[0], ya);
         /* the next 8 rows (past the last group: the rows the next call reads) */
-        const size_t gbytes = 8 * ldw, per = (gbytes + 64 * (size_t)nb - 1) / (64 * (size_t)nb);
+        const int pf = ldw != sizeof(block_q4_K) * (size_t)nb ? KQ_PF_ROWS : 8 * ldw <= KQ_PF_L1_MAX ? KQ_PF_L1 : KQ_PF_L2;
         for (int r = 0; r < n8; r += 8) {
             const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)r;
-            kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + gbytes, gbytes, per, y + r);
+            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L2, y + r);
+            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L1, y + r);
+            else kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_ROWS, y + r);
         }
         if (n8 < nr) kq_q4k_dec_rows(1, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
         return 1;
@@ -1349,9 +1364,9 @@ static inline float kq_finish(const kq_state *st, int with_s) {
 /*
  * Q6_K, one activation row (decode): the gemm's per-row work (q6k_unpack,
  * q6k_block, kq_finish: the same bits), with the weight stream prefetched
- * KQ_Q6K_PF_ROWS rows ahead (the row that many rows on, its bytes spread
- * evenly over this row's block steps) into KQ_Q6K_PF_HINT. 0 (not taken)
- * for more activation rows.
+ * KQ_Q6K_PF_ROWS rows ahead (block i of the row that many rows on, at block
+ * step i) into KQ_Q6K_PF_HINT (L2; the gemm's own path prefetches 4 KB ahead
+ * into L1). 0 (not taken) for more activation rows.
  */
 #ifndef KQ_Q6K_PF_ROWS
 #define KQ_Q6K_PF_ROWS 8
@@ -1365,17 +1380,13 @@ static int kq_dec_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, 
     if (nt != 1) return 0;
     const int nb = k / EL_QK_K;
     const block_q8_K *xa = x;
-    const size_t per = (ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines a block step */
     for (int r = 0; r < nr; ++r) {
         const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);
-        const char *pf = (const char *)wr + KQ_Q6K_PF_ROWS * ldw;
         kq_state st = {_mm256_setzero_ps(), 0.0f};
         for (int i = 0; i < nb; ++i) {
-            for (size_t l = 0; l < per; ++l) {
-                const size_t off = 64 * ((size_t)i * per + l);
-                if (off >= ldw) break;
-                _mm_prefetch(pf + off, KQ_Q6K_PF_HINT);
-            }
+            /* block i of the row KQ_Q6K_PF_ROWS on (4 lines: consecutive blocks cover every line) */
+            const char *pf = (const char *)&wr[i] + KQ_Q6K_PF_ROWS * ldw;
+            for (int o = 0; o < 256; o += 64) _mm_prefetch(pf + o, KQ_Q6K_PF_HINT);
             q6k_unpacked u;
             q6k_unpack(&wr[i], &u);
             q6k_block(&u, &xa[i], &st);
