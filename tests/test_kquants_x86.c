@@ -15,7 +15,12 @@
  *    enough that the Q4_K decode kernel's precomputed bsums pairs are full
  *    (64 super-blocks) or would overflow (65: the kernel must decline), and
  *    blocks of activation rows whose orders differ (the x4 and vec_dot
- *    orders in one call): the portable kernel's bits, per output.
+ *    orders in one call): the portable kernel's bits, per output;
+ *  - the one-activation-row decode at row counts that are not a multiple of
+ *    the 8-row groups (1..33 rows, short and long rows), with d, dmin and
+ *    the packed scales different in every block of every row (a row or
+ *    lane mixed up in the 8-row reduction changes an output), the outputs
+ *    past the last row left alone.
  */
 #include <math.h>
 #include <stddef.h>
@@ -236,6 +241,64 @@ static void check_decode_edges(const el_cpu_type_kernels *tab, const el_cpu_type
     }
 }
 
+/* One activation row, nr weight rows (the 8-row groups and the rows left
+ * over), every block's scales random: the portable bits per output. */
+static void check_decode_rows(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
+    static const int lens[] = {1, 2, 8, 22};
+    static const int nrs[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 33};
+    static const el_type types[] = {EL_TYPE_Q4_K, EL_TYPE_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const el_type t = types[ti];
+        if (!tab[t].gemm) continue;
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const int k = lens[li] * EL_QK_K;
+            const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_K, k);
+            float *x = malloc(sizeof(float) * (size_t)k);
+            for (int i = 0; i < k; i++) x[i] = rndf();
+            void *xq = malloc(xrow);
+            por[t].quantize(x, xq, k);
+            int bad = 0;
+            for (size_t ni = 0; ni < sizeof nrs / sizeof nrs[0] && !bad; ni++) {
+                const int nr = nrs[ni];
+                uint8_t *w = malloc(wrow * (size_t)nr); /* exact size: an over-read shows under ASan */
+                for (size_t i = 0; i < wrow * (size_t)nr; i++) w[i] = (uint8_t)rnd();
+                const el_type_info *inf = el_type_get(t);
+                for (size_t b = 0; b < wrow * (size_t)nr / inf->type_size; b++) {
+                    uint8_t *blk = w + b * inf->type_size;
+                    const el_fp16 d = el_fp32_to_fp16(0.001f + 0.0001f * (float)(rnd() % 400));
+                    const el_fp16 dm = el_fp32_to_fp16(0.001f + 0.0001f * (float)(rnd() % 400));
+                    if (t == EL_TYPE_Q4_K) {
+                        memcpy(blk + offsetof(block_q4_K, d), &d, 2);
+                        memcpy(blk + offsetof(block_q4_K, dmin), &dm, 2);
+                    } else {
+                        memcpy(blk + offsetof(block_q6_K, d), &d, 2);
+                    }
+                }
+                float got[33 + 8];
+                for (int r = 0; r < nr + 8; r++) got[r] = -777.0f;
+                tab[t].gemm(k, w, wrow, nr, xq, xrow, 0, 1, 1, got, (size_t)nr);
+                for (int r = 0; r < nr + 8 && !bad; r++) {
+                    if (r >= nr) {
+                        CHECKF(got[r] == -777.0f, "%s %s decode nr %d wrote past its rows", level, el_type_name(t), nr);
+                        continue;
+                    }
+                    float want;
+                    por[t].vec_dot(k, &want, w + wrow * (size_t)r, xq);
+                    if (!same_bits(got[r], want)) {
+                        CHECKF(0, "%s %s decode k=%d nr %d row %d: %.9g vs portable %.9g", level, el_type_name(t), k, nr,
+                               r, got[r], want);
+                        bad = 1;
+                    }
+                }
+                free(w);
+            }
+            CHECK(!bad);
+            free(x);
+            free(xq);
+        }
+    }
+}
+
 int main(void) {
     static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
     el_cpu_kernels_build(por, EL_CPU_PORTABLE);
@@ -247,6 +310,7 @@ int main(void) {
         check_quantizer(tab, name);
         check_extremes(tab, por, name);
         check_decode_edges(tab, por, name);
+        check_decode_rows(tab, por, name);
         printf("  %-8s %s\n", name, el_test_failures == before ? "ok" : "FAIL");
         levels++;
     }

@@ -25,9 +25,12 @@
  *    lane l of the accumulator is exactly the portable lane l. The AVX-512
  *    table holds two 32-element chunks per 512-bit register and adds the
  *    halves' lanes (exact integers) before the float fma.
- * Decode (1..3 activation rows) of Q4_K on the AVX-512 table: one weight row
- * at a time on 512-bit registers (kq_dec_q4_k), the activation read in its
- * own order, the per-super-block reduction of kq_vec_dot_q4_k.
+ * Decode (1..3 activation rows) of Q4_K on the AVX-512 table (kq_dec_q4_k):
+ * one activation row takes 8 weight rows at a time (kq_q4k_dec_rows8: the
+ * activation rearranged once per call, 4 rows' scales unpacked together, one
+ * reduction tree for the 8 rows, the next 8 rows prefetched), 2..3 rows (and
+ * the last nr % 8 weight rows) one weight row at a time (kq_q4k_dec_rows);
+ * both give the per-super-block reduction of kq_vec_dot_q4_k.
  */
 #ifndef EL_BACKEND_CPU_X86_KQUANTS_X86_H
 #define EL_BACKEND_CPU_X86_KQUANTS_X86_H
@@ -35,6 +38,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -482,53 +486,150 @@ KQ_INLINE void kq_q4k_dec_rows(const int TT, int nb, const uint8_t *w, size_t ld
     }
 }
 
-/* Q4_K, one activation row, 8 weight rows: the same per-row work, then the
- * 8 rows' integer sums (isum | summ partials, one register a row) reduced by
- * one vphaddd tree into row-order vectors, and the float fma pairs done for
- * the 8 rows at once, lane r = row r (the same operations per output). */
-KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const block_q8_K *xa, const __m128i *bs8,
-                                float *y) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    const __m512i ix0 = kq_idx_pair(0, 1), ix1 = kq_idx_pair(2, 3), ix2 = kq_idx_pair(4, 5), ix3 = kq_idx_pair(6, 7);
+/*
+ * Q4_K, one activation row, 8 weight rows (kq_q4k_dec_rows8). Per
+ * super-block and row: two 64-byte loads of qs (chunks 0-1, 2-3) whose low
+ * and high nibbles give four registers, sub-blocks (0 | 2), (1 | 3), (4 | 6),
+ * (5 | 7); the activation is rearranged once per call into the same order
+ * (kq_q4k_dec_yarr), so each register meets one plain 64-byte load of it.
+ * The four scaled dot products go into one vpdpwssd chain per row. The
+ * scales and mins of 4 rows are unpacked together (one 128-bit lane a row,
+ * the 16 bytes at the block start: d, dmin and the 12 packed bytes) and
+ * widened to int16 once; each row's scale vectors are 4 vpermw from its
+ * rotation of that table, the 4 rows' mins meet the bsums pairs in one
+ * vpmaddwd. The 8 rows' int32 partials are reduced by one unpack/add tree
+ * into row order, and the float fma pair per super-block is done for the
+ * 8 rows at once: per output the operations of kq_vec_dot_q4_k (the same
+ * bits), a third of the old kernel's instructions.
+ *
+ * The stream: while a group of 8 rows is read, the next group's bytes
+ * (contiguous, the rows that follow) are prefetched, its i-th 1152 bytes
+ * (18 lines, one pointer) at super-block step i — into L1 when a group is
+ * at most KQ_PF_L1_MAX bytes, else into L2 (as the Q4_0 decode kernel,
+ * quants_x86.h); rows with gaps between them (ldw larger than the row): block
+ * i of each next row into L2.
+ */
+#ifndef KQ_PF_L1_MAX
+#define KQ_PF_L1_MAX 8192
+#endif
+
+/* The activation of one row in the order of kq_q4k_dec_rows8's registers:
+ * ya[4i + 0] = qs[0..31] | qs[64..95], [4i + 1] = qs[32..63] | qs[96..127],
+ * [4i + 2] = qs[128..159] | qs[192..223], [4i + 3] = qs[160..191] | qs[224..255]. */
+static void kq_q4k_dec_yarr(int nb, const block_q8_K *xa, __m512i *ya) {
+    static const int lo[4] = {0, 32, 128, 160};
+    for (int i = 0; i < nb; ++i)
+        for (int c = 0; c < 4; ++c) {
+            const int8_t *q = xa[i].qs + lo[c];
+            ya[4 * i + c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)q)),
+                                               _mm256_loadu_si256((const __m256i *)(q + 64)), 1);
+        }
+}
+
+/* Scales (low 256 bits, row r at words 8r..8r+7 after widening) and mins
+ * (high 256 bits) of 4 rows from their first 16 block bytes v (lane r = row
+ * r: dwords dm, a0, a1, a2): kq_k4_scales lane-wise, then the qwords sorted. */
+KQ_INLINE __m512i kq_k4_scales4(__m512i v) {
+    const __m512i s1 = _mm512_srlv_epi32(_mm512_shuffle_epi32(v, (_MM_PERM_ENUM)_MM_SHUFFLE(3, 2, 3, 1)),
+                                         _mm512_set4_epi32(4, 0, 0, 0)); /* a0, a2, a1, a2 >> 4 */
+    const __m512i s2 = _mm512_srli_epi32(_mm512_shuffle_epi32(v, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 2, 1, 1)), 2);
+    const __m512i k1 = _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f);
+    const __m512i k2 = _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0);
+    /* (s1 & k1) | (s2 & k2): lane r bytes 0..7 scales, 8..15 mins */
+    const __m512i b = _mm512_ternarylogic_epi32(_mm512_and_si512(s1, k1), s2, k2, 0xF8);
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7), b);
+}
+
+/* The first 16 bytes of the blocks at p, p + ldw, p + 2 ldw, p + 3 ldw. */
+KQ_INLINE __m512i kq_ld4x16(const uint8_t *p, size_t ldw) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + ldw)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 2 * ldw)), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * ldw)), 3);
+}
+
+/* One row's isum partials (16 int32 lanes) of one super-block; tab: the
+ * row's int16 scales at words 0..7. */
+KQ_INLINE __m512i kq_q4k_dec_row(const uint8_t *qs, const __m512i *ya, __m512i tab, __m512i ia0, __m512i ib0,
+                                 __m512i ia1, __m512i ib1) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i qa = _mm512_loadu_si512(qs), qb = _mm512_loadu_si512(qs + 64);
+    __m512i t = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(_mm512_and_si512(qa, m4), ya[0]),
+                                    _mm512_permutexvar_epi16(ia0, tab));
+    t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), ya[1]),
+                            _mm512_permutexvar_epi16(ib0, tab));
+    t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(qb, m4), ya[2]), _mm512_permutexvar_epi16(ia1, tab));
+    return _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), ya[3]),
+                               _mm512_permutexvar_epi16(ib1, tab));
+}
+
+/* Sum of the 4 int32 of each 128-bit lane, in every dword of the lane. */
+KQ_INLINE __m512i kq_lane_sum4(__m512i v) {
+    v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_add_epi32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+/* The 3 cache lines from p (hint h: a constant). */
+#define kq_pf3(p, h) (_mm_prefetch((p), (h)), _mm_prefetch((p) + 64, (h)), _mm_prefetch((p) + 128, (h)))
+/* The 18 lines from p, straight-line code. */
+#define kq_pf18(p, h)                                                                                           \
+    (kq_pf3((p), (h)), kq_pf3((p) + 192, (h)), kq_pf3((p) + 384, (h)), kq_pf3((p) + 576, (h)),                 \
+     kq_pf3((p) + 768, (h)), kq_pf3((p) + 960, (h)))
+
+/* How kq_q4k_dec_rows8 prefetches the next group: contiguous rows (ldw =
+ * nb blocks) into L1 or L2, or rows with gaps one by one into L2. */
+enum { KQ_PF_L1, KQ_PF_L2, KQ_PF_ROWS };
+
+/* 8 weight rows at w (stride ldw), nb super-blocks, one activation row (ya:
+ * kq_q4k_dec_yarr, bs8: bsums pairs, xa: its d); y[0..7]. next: the 8 rows
+ * to prefetch (stride ldw), pf: how (a constant at each call). */
+KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const block_q8_K *xa, const __m512i *ya,
+                                const __m128i *bs8, const uint8_t *next, const int pf, float *y) {
+    const __m512i ia0 = kq_idx_pair(0, 2), ib0 = kq_idx_pair(1, 3), ia1 = kq_idx_pair(4, 6), ib1 = kq_idx_pair(5, 7);
+    const __m512i rowsel = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    const __m512i qlo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), qhi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int i = 0; i < nb; ++i) {
-        const int8_t *yq = xa[i].qs;
-        const __m512i y0 = _mm512_loadu_si512(yq), y1 = _mm512_loadu_si512(yq + 64);
-        const __m512i y2 = _mm512_loadu_si512(yq + 128), y3 = _mm512_loadu_si512(yq + 192);
-        __m256i v[8];
-        int32_t dm[8];
-        for (int r = 0; r < 8; ++r) {
-            const block_q4_K *bb = (const block_q4_K *)(w + ldw * (size_t)r) + i;
-            kq_dec_prefetch(bb, sizeof *bb);
-            const __m128i sm = kq_k4_scales_v(bb->scales);
-            const __m256i s16 = _mm256_cvtepu8_epi16(sm);
-            const __m512i sz = _mm512_castsi256_si512(s16);
-            const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs), sh), m4);
-            const __m512i q1 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 32), sh), m4);
-            const __m512i q2 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 64), sh), m4);
-            const __m512i q3 = _mm512_and_si512(_mm512_srlv_epi64(kq_bcast256(bb->qs + 96), sh), m4);
-            const __m512i z = _mm512_setzero_si512();
-            __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q0, y0), _mm512_permutexvar_epi16(ix0, sz));
-            __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(q2, y2), _mm512_permutexvar_epi16(ix2, sz));
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(q1, y1), _mm512_permutexvar_epi16(ix1, sz));
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(q3, y3), _mm512_permutexvar_epi16(ix3, sz));
-            const __m512i T = _mm512_add_epi32(s0, s1);
-            const __m256i t8 = _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
-            const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t8), _mm256_extracti128_si256(t8, 1));
-            const __m128i mm = _mm_madd_epi16(_mm256_extracti128_si256(s16, 1), bs8[i]);
-            v[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t4), mm, 1); /* isum parts | summ parts */
-            dm[r] = kq_load_i32(&bb->d);
+        const uint8_t *p = w + sizeof(block_q4_K) * (size_t)i;
+        if (pf == KQ_PF_ROWS) { /* block i of the next group's 8 rows (3 lines each: consecutive blocks cover every line) */
+            const char *nx = (const char *)next + sizeof(block_q4_K) * (size_t)i;
+            for (int r = 0; r < 8; ++r) kq_pf3(nx + ldw * (size_t)r, _MM_HINT_T1);
+        } else { /* contiguous rows: the group's i-th 1152 bytes, 18 lines from one pointer */
+            const char *nx = (const char *)next + 8 * sizeof(block_q4_K) * (size_t)i;
+            if (pf == KQ_PF_L1) kq_pf18(nx, _MM_HINT_T0);
+            else kq_pf18(nx, _MM_HINT_T1);
         }
-        /* per 128-bit lane: hadd(a, b) = a0+a1, a2+a3, b0+b1, b2+b3 */
-        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
-        const __m256i isum = _mm256_permute2x128_si256(g0, g1, 0x20); /* rows 0..7 */
-        const __m256i summ = _mm256_permute2x128_si256(g0, g1, 0x31);
-        /* fp16 (d, dmin) of the 8 rows -> d and dmin in row order */
-        const __m256 f0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));      /* d0 m0 .. d3 m3 */
-        const __m256 f1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dm + 4))); /* d4 m4 .. d7 m7 */
-        const __m256 d8 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(f0, f1, 0x88)), 0xD8));
-        const __m256 m8 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(f0, f1, 0xDD)), 0xD8));
+        const __m512i *yi = ya + 4 * i;
+        const __m512i bsb = _mm512_broadcast_i32x4(bs8[i]);
+        __m512i t[8], mg[2], v[2];
+        for (int g = 0; g < 2; ++g) {
+            const uint8_t *pg = p + ldw * (size_t)(4 * g);
+            v[g] = kq_ld4x16(pg, ldw);
+            const __m512i sm = kq_k4_scales4(v[g]);
+            const __m512i sc = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sm)); /* row r: words 8r.. */
+            mg[g] = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sm, 1)), bsb);
+            const size_t qo = offsetof(block_q4_K, qs);
+            t[4 * g + 0] = kq_q4k_dec_row(pg + qo, yi, sc, ia0, ib0, ia1, ib1);
+            t[4 * g + 1] = kq_q4k_dec_row(pg + ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 2), ia0, ib0, ia1, ib1);
+            t[4 * g + 2] = kq_q4k_dec_row(pg + 2 * ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 4), ia0, ib0, ia1, ib1);
+            t[4 * g + 3] = kq_q4k_dec_row(pg + 3 * ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 6), ia0, ib0, ia1, ib1);
+        }
+        /* isum: pairs of rows (even dwords row a, odd row b), then 4 rows a lane, then the lanes */
+        __m512i a2[4];
+        for (int q = 0; q < 4; ++q)
+            a2[q] = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2 * q], t[2 * q + 1]), _mm512_unpackhi_epi32(t[2 * q], t[2 * q + 1]));
+        const __m512i b0 = _mm512_add_epi32(_mm512_unpacklo_epi64(a2[0], a2[1]), _mm512_unpackhi_epi64(a2[0], a2[1]));
+        const __m512i b1 = _mm512_add_epi32(_mm512_unpacklo_epi64(a2[2], a2[3]), _mm512_unpackhi_epi64(a2[2], a2[3]));
+        const __m512i c = _mm512_add_epi32(_mm512_permutex2var_epi64(b0, qlo, b1), _mm512_permutex2var_epi64(b0, qhi, b1));
+        const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+        /* summ: lane r of mg[g] is row 4g + r */
+        const __m256i summ = _mm512_castsi512_si256(_mm512_permutex2var_epi32(kq_lane_sum4(mg[0]), rowsel, kq_lane_sum4(mg[1])));
+        /* fp16 (d, dmin) of the 8 rows: dword 0 of each lane */
+        const __m512 f = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi32(v[0], rowsel, v[1])));
+        const __m256 d8 = _mm512_castps512_ps256(_mm512_permutexvar_ps(even, f));
+        const __m256 m8 = _mm512_castps512_ps256(_mm512_permutexvar_ps(odd, f));
         const __m256 yd = _mm256_set1_ps(xa[i].d);
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d8, yd), acc);
         accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(m8, yd), accm);
@@ -553,9 +654,18 @@ static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, 
             bs8[KQ_DEC_NBMAX * t + i] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xa[t][i].bsums),
                                                        _mm_loadu_si128((const __m128i *)(xa[t][i].bsums + 8)));
     }
-    if (nt == 1 && KQ_DEC_ROWS8) {
+    if (nt == 1 && KQ_DEC_ROWS8 && nr >= 8) {
         const int n8 = nr / 8 * 8;
-        for (int r = 0; r < n8; r += 8) kq_q4k_dec_rows8(nb, (const uint8_t *)w + ldw * (size_t)r, ldw, xa[0], bs8, y + r);
+        __m512i ya[4 * KQ_DEC_NBMAX];
+        kq_q4k_dec_yarr(nb, xa[0], ya);
+        /* the next 8 rows (past the last group: the rows the next call reads) */
+        const int pf = ldw != sizeof(block_q4_K) * (size_t)nb ? KQ_PF_ROWS : 8 * ldw <= KQ_PF_L1_MAX ? KQ_PF_L1 : KQ_PF_L2;
+        for (int r = 0; r < n8; r += 8) {
+            const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)r;
+            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L2, y + r);
+            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L1, y + r);
+            else kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_ROWS, y + r);
+        }
         if (n8 < nr) kq_q4k_dec_rows(1, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
         return 1;
     }
@@ -1251,9 +1361,44 @@ static inline float kq_finish(const kq_state *st, int with_s) {
         }                                                                                                   \
     }
 
+/*
+ * Q6_K, one activation row (decode): the gemm's per-row work (q6k_unpack,
+ * q6k_block, kq_finish: the same bits), with the weight stream prefetched
+ * KQ_Q6K_PF_ROWS rows ahead (block i of the row that many rows on, at block
+ * step i) into KQ_Q6K_PF_HINT (L2; the gemm's own path prefetches 4 KB ahead
+ * into L1). 0 (not taken) for more activation rows.
+ */
+#ifndef KQ_Q6K_PF_ROWS
+#define KQ_Q6K_PF_ROWS 8
+#endif
+#ifndef KQ_Q6K_PF_HINT
+#define KQ_Q6K_PF_HINT _MM_HINT_T1
+#endif
+static int kq_dec_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,
+                       size_t ldy) {
+    (void)ldx, (void)ldy;
+    if (nt != 1) return 0;
+    const int nb = k / EL_QK_K;
+    const block_q8_K *xa = x;
+    for (int r = 0; r < nr; ++r) {
+        const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);
+        kq_state st = {_mm256_setzero_ps(), 0.0f};
+        for (int i = 0; i < nb; ++i) {
+            /* block i of the row KQ_Q6K_PF_ROWS on (4 lines: consecutive blocks cover every line) */
+            const char *pf = (const char *)&wr[i] + KQ_Q6K_PF_ROWS * ldw;
+            for (int o = 0; o < 256; o += 64) _mm_prefetch(pf + o, KQ_Q6K_PF_HINT);
+            q6k_unpacked u;
+            q6k_unpack(&wr[i], &u);
+            q6k_block(&u, &xa[i], &st);
+        }
+        y[r] = kq_finish(&st, 0);
+    }
+    return 1;
+}
+
 KQ_X86_ORDER(q3_k, block_q3_K, q3k_unpacked, q3k_unpack, q3k_block, 0, kq_dec_none)
 KQ_X86_ORDER(q5_k, block_q5_K, q5k_unpacked, q5k_unpack, q5k_block, 1, kq_dec_none)
-KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0, kq_dec_none)
+KQ_X86_ORDER(q6_k, block_q6_K, q6k_unpacked, q6k_unpack, q6k_block, 0, kq_dec_q6_k)
 KQ_X86_ORDER(iq4_xs, block_iq4_xs, iq4xs_unpacked, iq4xs_unpack, iq4xs_block, 0, kq_dec_none)
 
 /* ======================================================================== */
