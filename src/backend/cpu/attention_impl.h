@@ -21,6 +21,12 @@
  *   att_softmax(sc, cnt, pM, pS, ms, vs)
  *                            the online-softmax factors of cnt scores, the
  *                            values of the scalar loop below (libm expf)
+ * and ATT_HAVE_SOFTMAX_G with
+ *   att_softmax_g(sc, cnt, nq, pM, pS, ms, vs)
+ *                            att_softmax for nq <= EL_ATT_GROUP heads, scores
+ *                            and factors at + e*EL_ATT_MAX_KVB, state pM[e],
+ *                            pS[e]: each head's values exactly (the heads'
+ *                            serial chains may be interleaved)
  * and ATT_HAVE_GROUP with
  *   att_scores_g(k, kstride, cnt, qf, nq, hd, scale, sc)
  *                            att_scores for nq <= EL_ATT_GROUP queries at
@@ -78,6 +84,14 @@ static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, f
 }
 #endif
 
+#if !defined(ATT_HAVE_SOFTMAX_G)
+/* att_softmax for nq heads (scores, factors at + e*EL_ATT_MAX_KVB; state at pM[e], pS[e]). */
+static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
+    for (int e = 0; e < nq; e++)
+        att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
+}
+#endif
+
 /*
  * One query token's heads (state at qi0 .. qi0 + nh - 1) advanced over the
  * visible positions ja..jz (ascending, at most one block), in groups of up to
@@ -100,9 +114,7 @@ static inline void att_span(const el_attn_args *a, const el_fp16 *kbase, const e
         const float *q = qf + (size_t)qi * hd;
         att_scores_g(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, nq, hd, a->scale, sc);
         if (c1 < cnt) att_scores_g(kbase, (size_t)kv_row, cnt - c1, q, nq, hd, a->scale, sc + c1);
-        for (int e = 0; e < nq; e++)
-            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, M + qi + e, S + qi + e, ms + e * EL_ATT_MAX_KVB,
-                        vs + e * EL_ATT_MAX_KVB);
+        att_softmax_g(sc, cnt, nq, M + qi, S + qi, ms, vs);
         for (int seg = 0; seg < 2; seg++) {
             const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
             if (c == 0) break;

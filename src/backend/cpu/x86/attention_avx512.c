@@ -25,6 +25,22 @@
 static inline __m512 ld16h(const el_fp16 *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline __m512 r16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, RNE)); }
 
+/*
+ * Software prefetch into L2 of the cache row ATT_PF_ROWS rows ahead (the
+ * `bytes` this KV head reads of it), issued as the kernel reads each row.
+ * At 16k cells a layer's K+V (16 MiB) does not stay in L2, and the hardware
+ * prefetchers did not keep up with the kernel's walk (each KV head reads a
+ * slice of every row, rows 512 B apart for TinyLlama): the K and V loads
+ * were a fifth of the time (perf). A prefetch never faults; the address is
+ * formed as an integer, so one past the cache is no pointer arithmetic.
+ */
+#define ATT_PF_ROWS 32
+static inline void att_prefetch_row(const el_fp16 *row, size_t stride, size_t bytes) {
+    const uintptr_t p = (uintptr_t)row + (uintptr_t)ATT_PF_ROWS * stride * sizeof(el_fp16);
+    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch((const char *)(p + b), _MM_HINT_T1);
+    _mm_prefetch((const char *)(p + bytes - 1), _MM_HINT_T1);
+}
+
 static inline void att_round_q(const float *q, float *qf, int hd) {
     int i = 0;
     for (; i + 16 <= hd; i += 16) _mm512_storeu_ps(qf + i, r16(_mm512_loadu_ps(q + i)));
@@ -238,7 +254,10 @@ static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const
     int jj = 0;
     for (; jj + 16 <= cnt; jj += 16) {
         __m512 l[4][16];
-        for (int r = 0; r < 16; r++) dot_lanes4(k + (size_t)(jj + r) * kstride, qf, hd, &l[0][r], &l[1][r], &l[2][r], &l[3][r]);
+        for (int r = 0; r < 16; r++) {
+            att_prefetch_row(k + (size_t)(jj + r) * kstride, kstride, sizeof(el_fp16) * (size_t)hd);
+            dot_lanes4(k + (size_t)(jj + r) * kstride, qf, hd, &l[0][r], &l[1][r], &l[2][r], &l[3][r]);
+        }
         for (int e = 0; e < 4; e++) _mm512_storeu_ps(sc + e * EL_ATT_MAX_KVB + jj, _mm512_mul_ps(reduce16x16(l[e]), vsc));
     }
     for (; jj < cnt; jj++) {
@@ -275,6 +294,7 @@ static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v0, size_t vstride, 
                     for (int i = 0; i < 4; i++) x[e][i] = r16(_mm512_mul_ps(x[e][i], mm));
                 }
             }
+            att_prefetch_row(v, vstride, 64 * sizeof(el_fp16));
             const __m512 v0v = ld16h(v), v1v = ld16h(v + 16), v2v = ld16h(v + 32), v3v = ld16h(v + 48);
             for (int e = 0; e < 4; e++) {
                 const __m512 w = _mm512_set1_ps(vs[e * EL_ATT_MAX_KVB + jj]);
@@ -413,6 +433,53 @@ static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, f
         Sq = fmaf(Sq, m, v);
     }
     *pM = Mq, *pS = Sq;
+}
+
+/*
+ * att_softmax for a group of EL_ATT_GROUP heads with the heads interleaved:
+ * the same values per head as att_softmax (the same expf arguments in the
+ * same order, vexp16 on each head's arguments, S = fmaf(S, m, v) row after
+ * row), but the group's four serial chains of S (and of the running maximum)
+ * advance side by side, so their latencies overlap instead of adding up (the
+ * S chain, one dependent fmaf per cell and head, was ~13 % of a TinyLlama
+ * step's attention at 16k, perf).
+ */
+#define ATT_HAVE_SOFTMAX_G 1
+static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
+    pthread_once(&g_vexp_once, vexp_check);
+    if (!g_vexp_ok || nq != EL_ATT_GROUP) {
+        for (int e = 0; e < nq; e++)
+            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
+        return;
+    }
+    float Mq[EL_ATT_GROUP], Sq[EL_ATT_GROUP];
+    uint64_t up[EL_ATT_GROUP]; /* bit jj: a new maximum at jj */
+    for (int e = 0; e < EL_ATT_GROUP; e++) Mq[e] = pM[e], Sq[e] = pS[e], up[e] = 0;
+    /* the arguments of expf go to vs, their values to ms (both rewritten below) */
+    for (int jj = 0; jj < cnt; jj++)
+        for (int e = 0; e < EL_ATT_GROUP; e++) {
+            const float s = sc[e * EL_ATT_MAX_KVB + jj];
+            if (s > Mq[e]) {
+                vs[e * EL_ATT_MAX_KVB + jj] = Mq[e] - s;
+                Mq[e] = s;
+                up[e] |= 1ull << jj;
+            } else {
+                vs[e * EL_ATT_MAX_KVB + jj] = s - Mq[e];
+            }
+        }
+    for (int e = 0; e < EL_ATT_GROUP; e++)
+        for (int g = 0; g < cnt; g += 16)
+            vexp16(vs + e * EL_ATT_MAX_KVB + g, ms + e * EL_ATT_MAX_KVB + g, cnt - g < 16 ? cnt - g : 16);
+    for (int jj = 0; jj < cnt; jj++)
+        for (int e = 0; e < EL_ATT_GROUP; e++) {
+            const int u = (int)(up[e] >> jj) & 1;
+            const float x = ms[e * EL_ATT_MAX_KVB + jj];
+            const float m = u ? x : 1.0f, v = u ? 1.0f : x;
+            ms[e * EL_ATT_MAX_KVB + jj] = m;
+            vs[e * EL_ATT_MAX_KVB + jj] = v;
+            Sq[e] = fmaf(Sq[e], m, v);
+        }
+    for (int e = 0; e < EL_ATT_GROUP; e++) pM[e] = Mq[e], pS[e] = Sq[e];
 }
 
 #define ATT_TASK el_attn_task_avx512
