@@ -206,7 +206,7 @@ static inline void att_vpass2(el_fp16 *acc0, el_fp16 *acc1, const el_fp16 *v0, s
 }
 
 /*
- * A KV head's group of queries (att_span's EL_ATT_GROUP = 4, e.g. all of
+ * Four queries of a KV head (att_span's group, or half of one of 8: e.g. all of
  * Gemma 3's heads) over the same rows: each K and V vector is loaded and
  * converted once for the four, and every query keeps its own arithmetic
  * (the same FMA chains and reduction tree for its dot, its own F16 rounding
@@ -243,9 +243,8 @@ static inline float reduce1(__m512 a0) {
     return _mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
 }
 
-#define ATT_HAVE_GROUP 1
-static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
-                                float scale, float *sc) {
+static inline void att_scores_g4(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
+                                 float scale, float *sc) {
     if (nq != 4 || (hd & 63) != 0) {
         for (int e = 0; e < nq; e++) att_scores(k, kstride, cnt, qf + (size_t)e * hd, hd, scale, sc + e * EL_ATT_MAX_KVB);
         return;
@@ -270,8 +269,8 @@ static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const
     }
 }
 
-static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
-                               const float *vs, int nq, int hd) {
+static inline void att_vpass_g4(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
+                                const float *vs, int nq, int hd) {
     if (nq != 4) {
         int e = 0;
         for (; e + 2 <= nq; e += 2)
@@ -312,6 +311,103 @@ static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v0, size_t vstride, 
         for (int e = 0; e < 4; e++)
             att_vpass(acc + (size_t)e * hd + c, v0 + c, vstride, cnt, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB,
                       hd - c);
+}
+
+/*
+ * Eight query heads on one KV head with head_dim 64 (TinyLlama, Llama-style
+ * models of 64-dim heads): each K and V row of the slice is converted once
+ * for all eight (EL_ATT_GROUP = 8; the four-head kernels above ran twice per
+ * row). Every head keeps its arithmetic: with head_dim 64 the dot's four
+ * accumulators take one FMA each from zero (as in dot_lanes4), added as
+ * (a0+a2)+(a1+a3), reduced by reduce16x16; the V pass runs the 64 columns as
+ * two halves of 32 (8 heads × 2 vectors of accumulators in registers), and
+ * every accumulator lane sees the same rows in the same order with the same
+ * rescale and F16 rounding, so the bits are att_vpass's.
+ */
+static inline void dot_lanes8_64(const el_fp16 *k, const float *qf, __m512 l[8]) {
+    const __m512 k0 = ld16h(k), k1 = ld16h(k + 16), k2 = ld16h(k + 32), k3 = ld16h(k + 48);
+    const __m512 z = _mm512_setzero_ps();
+    for (int e = 0; e < 8; e++) {
+        const float *q = qf + (size_t)e * 64;
+        const __m512 a0 = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q), z);
+        const __m512 a1 = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q + 16), z);
+        const __m512 a2 = _mm512_fmadd_ps(k2, _mm512_loadu_ps(q + 32), z);
+        const __m512 a3 = _mm512_fmadd_ps(k3, _mm512_loadu_ps(q + 48), z);
+        l[e] = _mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3));
+    }
+}
+
+static inline void att_scores_g8_64(const el_fp16 *k, size_t kstride, int cnt, const float *qf, float scale,
+                                    float *sc) {
+    const __m512 vsc = _mm512_set1_ps(scale);
+    int jj = 0;
+    for (; jj + 16 <= cnt; jj += 16) {
+        __m512 l[8][16], t[8];
+        for (int r = 0; r < 16; r++) {
+            att_prefetch_row(k + (size_t)(jj + r) * kstride, kstride, 64 * sizeof(el_fp16));
+            dot_lanes8_64(k + (size_t)(jj + r) * kstride, qf, t);
+            for (int e = 0; e < 8; e++) l[e][r] = t[e];
+        }
+        for (int e = 0; e < 8; e++) _mm512_storeu_ps(sc + e * EL_ATT_MAX_KVB + jj, _mm512_mul_ps(reduce16x16(l[e]), vsc));
+    }
+    for (; jj < cnt; jj++) {
+        __m512 t[8];
+        dot_lanes8_64(k + (size_t)jj * kstride, qf, t);
+        for (int e = 0; e < 8; e++) sc[e * EL_ATT_MAX_KVB + jj] = reduce1(t[e]) * scale;
+    }
+}
+
+static inline void att_vpass_g8_64(el_fp16 *acc, const el_fp16 *v0, size_t vstride, int cnt, const float *ms,
+                                   const float *vs) {
+    for (int c = 0; c < 64; c += 32) {
+        __m512 x[8][2];
+        for (int e = 0; e < 8; e++)
+            for (int i = 0; i < 2; i++) x[e][i] = ld16h(acc + (size_t)e * 64 + c + 16 * i);
+        const el_fp16 *v = v0 + c;
+        for (int jj = 0; jj < cnt; jj++, v += vstride) {
+            if (c == 0) att_prefetch_row(v0 + (size_t)jj * vstride, vstride, 64 * sizeof(el_fp16));
+            for (int e = 0; e < 8; e++) {
+                const float m = ms[e * EL_ATT_MAX_KVB + jj];
+                if (m != 1.0f) {
+                    const __m512 mm = _mm512_set1_ps(m);
+                    x[e][0] = r16(_mm512_mul_ps(x[e][0], mm));
+                    x[e][1] = r16(_mm512_mul_ps(x[e][1], mm));
+                }
+            }
+            const __m512 va = ld16h(v), vb = ld16h(v + 16);
+            for (int e = 0; e < 8; e++) {
+                const __m512 w = _mm512_set1_ps(vs[e * EL_ATT_MAX_KVB + jj]);
+                x[e][0] = r16(_mm512_fmadd_ps(va, w, x[e][0]));
+                x[e][1] = r16(_mm512_fmadd_ps(vb, w, x[e][1]));
+            }
+        }
+        for (int e = 0; e < 8; e++)
+            for (int i = 0; i < 2; i++)
+                _mm256_storeu_si256((__m256i *)(acc + (size_t)e * 64 + c + 16 * i), _mm512_cvtps_ph(x[e][i], RNE));
+    }
+}
+
+/* A group (EL_ATT_GROUP = 8): eight heads of dim 64 together, else by fours. */
+#define ATT_HAVE_GROUP 1
+static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
+                                float scale, float *sc) {
+    if (nq == 8 && hd == 64) {
+        att_scores_g8_64(k, kstride, cnt, qf, scale, sc);
+        return;
+    }
+    for (int e = 0; e < nq; e += 4)
+        att_scores_g4(k, kstride, cnt, qf + (size_t)e * hd, nq - e < 4 ? nq - e : 4, hd, scale, sc + e * EL_ATT_MAX_KVB);
+}
+
+static inline void att_vpass_g(el_fp16 *acc, const el_fp16 *v, size_t vstride, int cnt, const float *ms,
+                               const float *vs, int nq, int hd) {
+    if (nq == 8 && hd == 64) {
+        att_vpass_g8_64(acc, v, vstride, cnt, ms, vs);
+        return;
+    }
+    for (int e = 0; e < nq; e += 4)
+        att_vpass_g4(acc + (size_t)e * hd, v, vstride, cnt, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB,
+                     nq - e < 4 ? nq - e : 4, hd);
 }
 
 static inline void att_out(const el_fp16 *acc, float inv, float *o, int hd) {
@@ -436,28 +532,23 @@ static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, f
 }
 
 /*
- * att_softmax for a group of EL_ATT_GROUP heads with the heads interleaved:
+ * att_softmax for a group of 4 or 8 heads with the heads interleaved:
  * the same values per head as att_softmax (the same expf arguments in the
  * same order, vexp16 on each head's arguments, S = fmaf(S, m, v) row after
- * row), but the group's four serial chains of S (and of the running maximum)
+ * row), but the group's serial chains of S (and of the running maximum)
  * advance side by side, so their latencies overlap instead of adding up (the
  * S chain, one dependent fmaf per cell and head, was ~13 % of a TinyLlama
  * step's attention at 16k, perf).
  */
 #define ATT_HAVE_SOFTMAX_G 1
-static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
-    pthread_once(&g_vexp_once, vexp_check);
-    if (!g_vexp_ok || nq != EL_ATT_GROUP) {
-        for (int e = 0; e < nq; e++)
-            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
-        return;
-    }
+static inline __attribute__((always_inline)) void att_softmax_gn(const float *sc, int cnt, const int nq, float *pM,
+                                                                 float *pS, float *ms, float *vs) {
     float Mq[EL_ATT_GROUP], Sq[EL_ATT_GROUP];
     uint64_t up[EL_ATT_GROUP]; /* bit jj: a new maximum at jj */
-    for (int e = 0; e < EL_ATT_GROUP; e++) Mq[e] = pM[e], Sq[e] = pS[e], up[e] = 0;
+    for (int e = 0; e < nq; e++) Mq[e] = pM[e], Sq[e] = pS[e], up[e] = 0;
     /* the arguments of expf go to vs, their values to ms (both rewritten below) */
     for (int jj = 0; jj < cnt; jj++)
-        for (int e = 0; e < EL_ATT_GROUP; e++) {
+        for (int e = 0; e < nq; e++) {
             const float s = sc[e * EL_ATT_MAX_KVB + jj];
             if (s > Mq[e]) {
                 vs[e * EL_ATT_MAX_KVB + jj] = Mq[e] - s;
@@ -467,11 +558,11 @@ static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, fl
                 vs[e * EL_ATT_MAX_KVB + jj] = s - Mq[e];
             }
         }
-    for (int e = 0; e < EL_ATT_GROUP; e++)
+    for (int e = 0; e < nq; e++)
         for (int g = 0; g < cnt; g += 16)
             vexp16(vs + e * EL_ATT_MAX_KVB + g, ms + e * EL_ATT_MAX_KVB + g, cnt - g < 16 ? cnt - g : 16);
     for (int jj = 0; jj < cnt; jj++)
-        for (int e = 0; e < EL_ATT_GROUP; e++) {
+        for (int e = 0; e < nq; e++) {
             const int u = (int)(up[e] >> jj) & 1;
             const float x = ms[e * EL_ATT_MAX_KVB + jj];
             const float m = u ? x : 1.0f, v = u ? 1.0f : x;
@@ -479,7 +570,16 @@ static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, fl
             vs[e * EL_ATT_MAX_KVB + jj] = v;
             Sq[e] = fmaf(Sq[e], m, v);
         }
-    for (int e = 0; e < EL_ATT_GROUP; e++) pM[e] = Mq[e], pS[e] = Sq[e];
+    for (int e = 0; e < nq; e++) pM[e] = Mq[e], pS[e] = Sq[e];
+}
+
+static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
+    pthread_once(&g_vexp_once, vexp_check);
+    if (g_vexp_ok && nq == 8) att_softmax_gn(sc, cnt, 8, pM, pS, ms, vs);
+    else if (g_vexp_ok && nq == 4) att_softmax_gn(sc, cnt, 4, pM, pS, ms, vs);
+    else
+        for (int e = 0; e < nq; e++)
+            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
 }
 
 #define ATT_TASK el_attn_task_avx512
