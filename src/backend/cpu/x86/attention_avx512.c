@@ -532,45 +532,83 @@ static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, f
 }
 
 /*
- * att_softmax for a group of 4 or 8 heads with the heads interleaved:
- * the same values per head as att_softmax (the same expf arguments in the
- * same order, vexp16 on each head's arguments, S = fmaf(S, m, v) row after
- * row), but the group's serial chains of S (and of the running maximum)
- * advance side by side, so their latencies overlap instead of adding up (the
- * S chain, one dependent fmaf per cell and head, was ~13 % of a TinyLlama
- * step's attention at 16k, perf).
+ * att_softmax for a group of 4 or 8 heads: the same values per head as
+ * att_softmax (the same expf arguments, vexp16, S = fmaf(S, m, v) row
+ * after row), computed without its two scalar loops per head: the head
+ * after head scalar softmax was ~13 % of a TinyLlama step's attention at
+ * 16k and ~19 % in cache (perf), most of it the serial chain of S.
  */
 #define ATT_HAVE_SOFTMAX_G 1
+/*
+ * The running maximum over 16 positions without a loop: the scalar loop's
+ * M after row j is op(... op(op(M, s0), s1) ..., sj) with op(a, b) =
+ * b > a ? b : a, which is vmaxps(b, a) (it returns its second operand
+ * unless the first is greater). Without NaNs op is associative (it picks
+ * the earliest of the greatest values; -0 and +0 count equal and the
+ * earlier is kept), so a prefix scan in 4 steps gives every lane's M
+ * exactly: *incl lane j = M after row j, *excl lane j = M before row j.
+ * Dead lanes must hold -inf (op(a, -inf) = a).
+ */
+static inline void scan_max16(__m512 s, float m_in, __m512 *incl, __m512 *excl) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 p = s;
+    p = _mm512_max_ps(p, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(p), _mm512_castps_si512(ninf), 15)));
+    p = _mm512_max_ps(p, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(p), _mm512_castps_si512(ninf), 14)));
+    p = _mm512_max_ps(p, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(p), _mm512_castps_si512(ninf), 12)));
+    p = _mm512_max_ps(p, _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(p), _mm512_castps_si512(ninf), 8)));
+    const __m512 m = _mm512_set1_ps(m_in);
+    *incl = _mm512_max_ps(p, m);
+    *excl = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(*incl), _mm512_castps_si512(m), 15));
+}
+
+/*
+ * Per head, 16 positions at a time: the running maximum by scan_max16,
+ * the expf arguments (s - M, or M_old - s where s is a new maximum, as the
+ * scalar loop forms them), vexp16, the factors (ms, vs) by masks; then the
+ * sums S = fmaf(S, m, v), a serial chain per head, with the group's heads
+ * interleaved so the chains' latencies overlap. Scores with a NaN (op is
+ * not associative there) send the whole group to att_softmax per head.
+ */
 static inline __attribute__((always_inline)) void att_softmax_gn(const float *sc, int cnt, const int nq, float *pM,
                                                                  float *pS, float *ms, float *vs) {
-    float Mq[EL_ATT_GROUP], Sq[EL_ATT_GROUP];
-    uint64_t up[EL_ATT_GROUP]; /* bit jj: a new maximum at jj */
-    for (int e = 0; e < nq; e++) Mq[e] = pM[e], Sq[e] = pS[e], up[e] = 0;
-    /* the arguments of expf go to vs, their values to ms (both rewritten below) */
-    for (int jj = 0; jj < cnt; jj++)
-        for (int e = 0; e < nq; e++) {
-            const float s = sc[e * EL_ATT_MAX_KVB + jj];
-            if (s > Mq[e]) {
-                vs[e * EL_ATT_MAX_KVB + jj] = Mq[e] - s;
-                Mq[e] = s;
-                up[e] |= 1ull << jj;
-            } else {
-                vs[e * EL_ATT_MAX_KVB + jj] = s - Mq[e];
-            }
-        }
+    unsigned nan = 0;
     for (int e = 0; e < nq; e++)
-        for (int g = 0; g < cnt; g += 16)
-            vexp16(vs + e * EL_ATT_MAX_KVB + g, ms + e * EL_ATT_MAX_KVB + g, cnt - g < 16 ? cnt - g : 16);
-    for (int jj = 0; jj < cnt; jj++)
-        for (int e = 0; e < nq; e++) {
-            const int u = (int)(up[e] >> jj) & 1;
-            const float x = ms[e * EL_ATT_MAX_KVB + jj];
-            const float m = u ? x : 1.0f, v = u ? 1.0f : x;
-            ms[e * EL_ATT_MAX_KVB + jj] = m;
-            vs[e * EL_ATT_MAX_KVB + jj] = v;
-            Sq[e] = fmaf(Sq[e], m, v);
+        for (int g = 0; g < cnt; g += 16) {
+            const __mmask16 live = (__mmask16)(cnt - g >= 16 ? 0xFFFF : (1u << (cnt - g)) - 1);
+            const __m512 x = _mm512_maskz_loadu_ps(live, sc + e * EL_ATT_MAX_KVB + g);
+            nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
         }
-    for (int e = 0; e < nq; e++) pM[e] = Mq[e], pS[e] = Sq[e];
+    if (nan) {
+        for (int e = 0; e < nq; e++)
+            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
+        return;
+    }
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int e = 0; e < nq; e++) {
+        float Mq = pM[e];
+        for (int g = 0; g < cnt; g += 16) {
+            const int n = cnt - g >= 16 ? 16 : cnt - g;
+            const __mmask16 live = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1);
+            const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), live, sc + e * EL_ATT_MAX_KVB + g);
+            __m512 incl, excl;
+            scan_max16(x, Mq, &incl, &excl);
+            const __mmask16 up = _mm512_cmp_ps_mask(x, excl, _CMP_GT_OQ) & live; /* s > M */
+            const __m512 arg = _mm512_mask_sub_ps(_mm512_sub_ps(x, excl), up, excl, x);
+            float *pv = vs + e * EL_ATT_MAX_KVB + g, *pm = ms + e * EL_ATT_MAX_KVB + g;
+            _mm512_mask_storeu_ps(pv, live, arg);
+            vexp16(pv, pm, n);
+            const __m512 ex = _mm512_maskz_loadu_ps(live, pm);
+            _mm512_mask_storeu_ps(pm, live, _mm512_mask_blend_ps(up, one, ex));
+            _mm512_mask_storeu_ps(pv, live, _mm512_mask_blend_ps(up, ex, one));
+            Mq = _mm_cvtss_f32(_mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set1_epi32(15), incl)));
+        }
+        pM[e] = Mq;
+    }
+    float Sq[EL_ATT_GROUP];
+    for (int e = 0; e < nq; e++) Sq[e] = pS[e];
+    for (int jj = 0; jj < cnt; jj++)
+        for (int e = 0; e < nq; e++) Sq[e] = fmaf(Sq[e], ms[e * EL_ATT_MAX_KVB + jj], vs[e * EL_ATT_MAX_KVB + jj]);
+    for (int e = 0; e < nq; e++) pS[e] = Sq[e];
 }
 
 static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
