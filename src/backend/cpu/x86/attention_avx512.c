@@ -620,6 +620,7 @@ static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, fl
             att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
 }
 
+#define ATT_GROUP EL_ATT_GROUP /* 8: att_scores_g8_64 / att_vpass_g8_64 */
 #define ATT_TASK el_attn_task_avx512
 #define EL_ATT_ATTR
 #include "backend/cpu/attention_impl.h"
