@@ -18,6 +18,8 @@
  *   - its accuracy: against exact attention (double precision), its largest
  *     error is no more than the unsplit F16 kernel's (the shorter F16
  *     accumulation chains make it smaller), within a small slack.
+ *   - hostile scores (ties of the maximum, zeros, ±inf, NaN from K): the
+ *     same bits at every level (the vector softmax's prefix-scan maximum);
  *   - row order (el_op_matmul_row_order, speculative verification): a few
  *     query rows in one call give each row the bits of its own one-token
  *     step, split or not, so verified drafts are what plain decoding picks.
@@ -237,6 +239,59 @@ static void check_shape(const shape *c) {
     free(kc), free(vc), free(q), free(want), free(got), free(blocked), free(exact);
 }
 
+/*
+ * Hostile scores: equal rows (exact ties of the running maximum), zero rows
+ * (scores of 0), F16 infinities in K (scores of ±inf, inf - inf = NaN in the
+ * softmax's arguments) and, with `nan_rows`, NaN in K (NaN scores). The
+ * vector kernels' softmax finds the running maximum by a prefix scan, which
+ * is exact only without NaN scores (they take the per-head loop); every
+ * level on 1-3 threads must still give the reference's bits (NaN for NaN).
+ */
+static int th_print;
+static void check_hostile(int hd, int nh, int nkv, int pos, int nan_rows) {
+    const shape c = {hd, nh, nkv, 0, 0, pos, 1.0f};
+    const int kv_row = nkv * hd, qn = nh * hd, rows = pos + 1;
+    el_fp16 *kc = malloc(sizeof(el_fp16) * (size_t)rows * kv_row), *vc = malloc(sizeof(el_fp16) * (size_t)rows * kv_row);
+    float *q = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn), *got = malloc(sizeof(float) * qn);
+    for (size_t i = 0; i < (size_t)rows * kv_row; i++) {
+        kc[i] = el_fp32_to_fp16(urand());
+        vc[i] = el_fp32_to_fp16(urand());
+    }
+    for (int j = 1; j < rows; j++) {
+        el_fp16 *r = kc + (size_t)j * kv_row;
+        if (j % 5 == 0) memcpy(r, kc, sizeof(el_fp16) * kv_row); /* ties with row 0 */
+        if (j % 7 == 0) memset(r, 0, sizeof(el_fp16) * kv_row);  /* scores of 0 */
+        if (j == pos - 300) r[0] = 0x7C00;                        /* +inf × q: a score of +inf (KV head 0) */
+        if (j % 89 == 5) r[(j / 89) % nkv * hd + 1] = 0xFC00;    /* -inf × q: a score of -inf */
+        if (nan_rows && j % 151 == 7) r[0] = 0x7C00, r[1] = 0xFC00;   /* inf - inf: a NaN score (KV head 0) */
+        if (nan_rows && j % 211 == 11) r[(j / 211) % hd] = 0x7E00; /* NaN (KV head 0) */
+    }
+    for (int i = 0; i < qn; i++) q[i] = i % hd < 2 ? fabsf(urand()) + 0.125f : urand(); /* q[0], q[1] > 0 */
+    el_attn_args a = {.q = q, .out = got, .kcache = kc, .vcache = vc, .n = 1, .pos0 = pos, .n_head = nh,
+                      .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+    el_cpu_level prev = (el_cpu_level)-1;
+    int finite = 0, nonfinite = 0;
+    for (int lv = EL_CPU_PORTABLE; lv <= EL_CPU_AVX512; lv++)
+        for (int th = 1; th <= 3; th++) {
+            ref_split(&c, q, kc, vc, th, want);
+            for (int i = 0; i < qn; i++) got[i] = -777.0f;
+            const el_cpu_level ran = el_op_attention_at(pools[th], &a, (el_cpu_level)lv);
+            if (ran == prev && th == 1) break;
+            if (th == 1) prev = ran;
+            int bad = -1;
+            for (int i = 0; i < qn && bad < 0; i++)
+                if (!bits_equal(got[i], want[i])) bad = i;
+            for (int i = 0; i < qn; i++) finite += isfinite(want[i]) != 0, nonfinite += !isfinite(want[i]);
+            CHECKF(bad < 0, "hostile%s %s threads=%d hd=%d heads=%d/%d: out[%d] %.9g vs reference %.9g",
+                   nan_rows ? " (NaN)" : "", el_cpu_level_name(ran), th, hd, nh, nkv, bad, bad >= 0 ? got[bad] : 0.0,
+                   bad >= 0 ? want[bad] : 0.0);
+        }
+    CHECKF(finite > 0 || (nan_rows && nkv == 1), "hostile case with no finite output: it checks nothing");
+    if (th_print++ < 6) printf("hostile hd %3d heads %2d/%d%s: %d finite, %d not finite outputs, all levels equal\n", hd, nh,
+                               nkv, nan_rows ? " NaN rows" : "", finite, nonfinite);
+    free(kc), free(vc), free(q), free(want), free(got);
+}
+
 static void check_when(void) {
     el_attn_args a = {.n = 1, .pos0 = 255, .n_head = 4, .n_head_kv = 1, .head_dim = 256};
     CHECKF(el_attn_split_chunks(&a, 2) == 0, "position 255: a view of 256 cells, no split");
@@ -308,6 +363,11 @@ int main(void) {
         {64, 4, 4, 600, 700, 1500, 1.0f}, /* one query head per KV head, odd ring */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) check_shape(&shapes[i]);
+    for (int nan_rows = 0; nan_rows <= 1; nan_rows++) {
+        check_hostile(64, 32, 4, 1500, nan_rows);  /* TinyLlama: 8 heads of dim 64 per K/V row */
+        check_hostile(256, 4, 1, 1500, nan_rows);  /* Gemma global: 4 heads */
+        check_hostile(64, 12, 3, 1300, nan_rows);  /* 4 heads of dim 64 */
+    }
     check_row_order(256, 4, 1, 250, 9); /* Gemma global: rows from a 256- to a 512-cell view */
     check_row_order(64, 32, 4, 900, 5); /* TinyLlama, every row split on 2-3 threads */
     check_row_order(64, 32, 4, 100, 5); /* no row splits: the one-row kernel as it was */

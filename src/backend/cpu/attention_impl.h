@@ -21,6 +21,12 @@
  *   att_softmax(sc, cnt, pM, pS, ms, vs)
  *                            the online-softmax factors of cnt scores, the
  *                            values of the scalar loop below (libm expf)
+ * and ATT_HAVE_SOFTMAX_G with
+ *   att_softmax_g(sc, cnt, nq, pM, pS, ms, vs)
+ *                            att_softmax for nq <= EL_ATT_GROUP heads, scores
+ *                            and factors at + e*EL_ATT_MAX_KVB, state pM[e],
+ *                            pS[e]: each head's values exactly (the heads'
+ *                            serial chains may be interleaved)
  * and ATT_HAVE_GROUP with
  *   att_scores_g(k, kstride, cnt, qf, nq, hd, scale, sc)
  *                            att_scores for nq <= EL_ATT_GROUP queries at
@@ -56,6 +62,14 @@
 
 #include "backend/cpu/attention_internal.h"
 
+/* Query heads per group in att_span (ATT_GROUP <= EL_ATT_GROUP): the
+ * including file's choice; 4 unless it says otherwise (the AVX-512 kernel
+ * takes 8: its group kernels convert each K/V row once for 8 heads of dim
+ * 64; the loops below gain nothing from a larger group). */
+#if !defined(ATT_GROUP)
+#define ATT_GROUP 4
+#endif
+
 #if !defined(ATT_HAVE_GROUP)
 static inline void att_scores_g(const el_fp16 *k, size_t kstride, int cnt, const float *qf, int nq, int hd,
                                 float scale, float *sc) {
@@ -78,10 +92,18 @@ static inline void att_softmax(const float *sc, int cnt, float *pM, float *pS, f
 }
 #endif
 
+#if !defined(ATT_HAVE_SOFTMAX_G)
+/* att_softmax for nq heads (scores, factors at + e*EL_ATT_MAX_KVB; state at pM[e], pS[e]). */
+static inline void att_softmax_g(const float *sc, int cnt, int nq, float *pM, float *pS, float *ms, float *vs) {
+    for (int e = 0; e < nq; e++)
+        att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, pM + e, pS + e, ms + e * EL_ATT_MAX_KVB, vs + e * EL_ATT_MAX_KVB);
+}
+#endif
+
 /*
  * One query token's heads (state at qi0 .. qi0 + nh - 1) advanced over the
  * visible positions ja..jz (ascending, at most one block), in groups of up to
- * EL_ATT_GROUP heads that share each K and V row: scores, the online-softmax
+ * ATT_GROUP heads that share each K and V row: scores, the online-softmax
  * factors, then the F16 accumulators row by row. Both drivers below call it;
  * it is the whole per-position arithmetic. sc, ms, vs: EL_ATT_GROUP rows of
  * EL_ATT_MAX_KVB.
@@ -94,15 +116,13 @@ static inline void att_span(const el_attn_args *a, const el_fp16 *kbase, const e
     const int cnt = jz - ja + 1;
     const int r0 = a->ring > 0 ? ja % a->ring : ja;                 /* row of position ja */
     const int c1 = a->ring > 0 && r0 + cnt > a->ring ? a->ring - r0 : cnt; /* rows before the wrap */
-    for (int hh = 0; hh < nh; hh += EL_ATT_GROUP) {
-        const int nq = nh - hh < EL_ATT_GROUP ? nh - hh : EL_ATT_GROUP;
+    for (int hh = 0; hh < nh; hh += ATT_GROUP) {
+        const int nq = nh - hh < ATT_GROUP ? nh - hh : ATT_GROUP;
         const int qi = qi0 + hh;
         const float *q = qf + (size_t)qi * hd;
         att_scores_g(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, nq, hd, a->scale, sc);
         if (c1 < cnt) att_scores_g(kbase, (size_t)kv_row, cnt - c1, q, nq, hd, a->scale, sc + c1);
-        for (int e = 0; e < nq; e++)
-            att_softmax(sc + e * EL_ATT_MAX_KVB, cnt, M + qi + e, S + qi + e, ms + e * EL_ATT_MAX_KVB,
-                        vs + e * EL_ATT_MAX_KVB);
+        att_softmax_g(sc, cnt, nq, M + qi, S + qi, ms, vs);
         for (int seg = 0; seg < 2; seg++) {
             const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;
             if (c == 0) break;

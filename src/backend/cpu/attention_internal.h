@@ -17,7 +17,7 @@
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
 #define EL_ATT_TILE_Q 64      /* batches of this many query tokens or more take the tiled kernel */
 #define EL_ATT_TILE_KV 64     /* positions per tile of the tiled kernel */
-#define EL_ATT_GROUP 4        /* query heads of a KV head advanced together over each K/V row (one-row kernel) */
+#define EL_ATT_GROUP 8        /* most query heads of a KV head advanced together over each K/V row (one-row kernel) */
 
 /* First cache row a query at position p sees. */
 static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
