@@ -97,7 +97,8 @@ int main(void) {
         CHECK(cJSON_IsString(bk) && !strcmp(bk->valuestring, "cpu"));
         CHECK(num(j, "depth") == 0);
         CHECK(cJSON_IsArray(cJSON_GetObjectItem(j, "lora")) && cJSON_GetArraySize(cJSON_GetObjectItem(j, "lora")) == 0);
-        CHECKF(cJSON_GetArraySize(j) == 28, "%d fields", cJSON_GetArraySize(j));
+        CHECK(num(j, "lora_rank_planned") == 0); /* no adapter: no LoRA scratch in the plan */
+        CHECKF(cJSON_GetArraySize(j) == 29, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -131,7 +132,7 @@ int main(void) {
             }
             CHECK(num(sp, "predicted_speedup") > 0);
             CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "same_tokens")));
-            CHECKF(cJSON_GetArraySize(js) == 29, "%d fields with spec", cJSON_GetArraySize(js));
+            CHECKF(cJSON_GetArraySize(js) == 30, "%d fields with spec", cJSON_GetArraySize(js));
         }
         cJSON_Delete(js);
         free(out);
