@@ -70,6 +70,22 @@ static inline void tr16(__m512 v[16]) {
     for (int i = 0; i < 16; i++) v[i] = t[i];
 }
 
+/* The float products w[r+l][i0+i] · x[i0+i] of 16 B rows (F32, or F16
+ * widened) over the columns in mask m, transposed so lane l of p[i] is row
+ * r+l's product for column i0+i; prefetches the rows B1_PF ahead. */
+static inline void b1_products(int type, int k, const void *w, size_t ldw, int r, int nr, int i0, __mmask16 m, __m512 xv,
+                               __m512 p[16]) {
+    const size_t esz = type == EL_TYPE_F32 ? sizeof(float) : sizeof(el_fp16);
+    for (int l = 0; l < 16; l++) {
+        pf_row(w, ldw, r + B1_PF + l, nr, esz * (size_t)k);
+        const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)(r + l);
+        const __m512 wv = type == EL_TYPE_F32 ? _mm512_maskz_loadu_ps(m, (const float *)wr + i0)
+                                              : _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const el_fp16 *)wr + i0));
+        p[l] = _mm512_mul_ps(wv, xv);
+    }
+    tr16(p);
+}
+
 void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y);
 
 void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const void *x, float s, float *y) {
@@ -86,11 +102,7 @@ void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const
                 const __mmask16 m = (__mmask16)((1u << n) - 1u);
                 const __m512 xv = _mm512_maskz_loadu_ps(m, xf + i0);
                 __m512 p[16];
-                for (int l = 0; l < 16; l++) {
-                    pf_row(w, ldw, r + B1_PF + l, nr, sizeof(float) * (size_t)k);
-                    p[l] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, (const float *)((const uint8_t *)w + ldw * (size_t)(r + l)) + i0), xv);
-                }
-                tr16(p);
+                b1_products(EL_TYPE_F32, k, w, ldw, r, nr, i0, m, xv, p);
                 for (int i = 0; i < n; i++) acc = _mm512_add_ps(acc, p[i]);
             }
             _mm512_storeu_ps(y + r, _mm512_add_ps(_mm512_loadu_ps(y + r), _mm512_mul_ps(acc, sv)));
@@ -116,12 +128,7 @@ void el_lora_b1_avx512(int type, int k, const void *w, size_t ldw, int nr, const
             const __mmask16 m = (__mmask16)((1u << n) - 1u);
             const __m512 xv = _mm512_maskz_loadu_ps(m, xf + i0);
             __m512 p[16];
-            for (int l = 0; l < 16; l++) {
-                pf_row(w, ldw, r + B1_PF + l, nr, sizeof(el_fp16) * (size_t)k);
-                const el_fp16 *wr = (const el_fp16 *)((const uint8_t *)w + ldw * (size_t)(r + l));
-                p[l] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, wr + i0)), xv);
-            }
-            tr16(p);
+            b1_products(EL_TYPE_F16, k, w, ldw, r, nr, i0, m, xv, p);
             for (int i = 0; i < n; i++) {
                 lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p[i])));
                 hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p[i]), 1))));
