@@ -158,26 +158,49 @@ static void compare(const char *label, const char *what, const job *solo, const 
  * them; Gemma 3 270M (milliseconds a step) must batch in each turn. */
 static uint64_t g_multi_rounds;
 
-static void batch_case(const char *path, const char *label, bool check_multi) {
+/* The model at path (2 threads) and K solo and K batched sessions on it
+ * (n_ctx 256, n_batch CHUNK). NULL when the file is absent (said, skipped) or
+ * does not load (a failed check); *ok is false when a session could not be
+ * made — case_close frees whatever was made. */
+static el_model *case_open(const char *path, const char *label, el_session **solo_s, el_session **bat_s, bool *ok) {
+    *ok = false;
     FILE *f = fopen(path, "rb");
-    if (!f) { printf("%s: absent (%s), skipped\n", label, path); return; }
+    if (!f) { printf("%s: absent (%s), skipped\n", label, path); return NULL; }
     fclose(f);
     el_error err = {0};
     el_model_params mp = el_model_default_params();
     mp.n_threads = 2;
     el_model *m = el_model_load(path, &mp, &err);
     CHECKF(m != NULL, "%s: %s", label, err.msg);
-    if (!m) return;
+    if (!m) return NULL;
     el_session_params sp = el_session_default_params();
     sp.n_ctx = 256;
     sp.n_batch = CHUNK;
-    el_session *solo_s[K] = {0}, *bat_s[K] = {0};
     for (int i = 0; i < K; i++) {
         solo_s[i] = el_session_new(m, &sp, &err);
         bat_s[i] = el_session_new(m, &sp, &err);
         CHECKF(solo_s[i] && bat_s[i], "%s: %s", label, err.msg);
-        if (!solo_s[i] || !bat_s[i]) goto out;
+        if (!solo_s[i] || !bat_s[i]) return m;
     }
+    *ok = true;
+    return m;
+}
+
+static void case_close(el_model *m, el_session **solo_s, el_session **bat_s) {
+    for (int i = 0; i < K; i++) {
+        el_session_free(solo_s[i]);
+        el_session_free(bat_s[i]);
+    }
+    el_model_free(m);
+}
+
+static void batch_case(const char *path, const char *label, bool check_multi) {
+    el_error err = {0};
+    el_session *solo_s[K] = {0}, *bat_s[K] = {0};
+    bool ok = false;
+    el_model *m = case_open(path, label, solo_s, bat_s, &ok);
+    if (!m) return;
+    if (!ok) goto out;
     el_batcher_params bp = {.max_rows = K, .chunk = CHUNK, .wait_us = 2000};
     el_batcher *b = el_batcher_new(m, &bp, &err);
     CHECKF(b != NULL, "%s: %s", label, err.msg);
@@ -238,11 +261,7 @@ static void batch_case(const char *path, const char *label, bool check_multi) {
     for (int i = 0; i < K; i++) el_batcher_detach(b, bat_s[i]);
     el_batcher_free(b);
 out:
-    for (int i = 0; i < K; i++) {
-        el_session_free(solo_s[i]);
-        el_session_free(bat_s[i]);
-    }
-    el_model_free(m);
+    case_close(m, solo_s, bat_s);
 }
 
 /* K streams released together through batcher b (sessions bat_s attached to
@@ -277,26 +296,13 @@ static uint64_t together_run(const char *label, const char *what, el_batcher *b,
 }
 
 static void together_case(const char *path, const char *label) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { printf("%s: absent (%s), skipped\n", label, path); return; }
-    fclose(f);
     el_error err = {0};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 2;
-    el_model *m = el_model_load(path, &mp, &err);
-    CHECKF(m != NULL, "%s: %s", label, err.msg);
-    if (!m) return;
-    el_session_params sp = el_session_default_params();
-    sp.n_ctx = 256;
-    sp.n_batch = CHUNK;
     el_session *solo_s[K] = {0}, *bat_s[K] = {0};
     el_batcher *b = NULL, *off = NULL;
-    for (int i = 0; i < K; i++) {
-        solo_s[i] = el_session_new(m, &sp, &err);
-        bat_s[i] = el_session_new(m, &sp, &err);
-        CHECKF(solo_s[i] && bat_s[i], "%s: %s", label, err.msg);
-        if (!solo_s[i] || !bat_s[i]) goto out;
-    }
+    bool ok = false;
+    el_model *m = case_open(path, label, solo_s, bat_s, &ok);
+    if (!m) return;
+    if (!ok) goto out;
     b = el_batcher_new(m, &(el_batcher_params){.max_rows = K, .chunk = CHUNK, .wait_us = 2000}, &err);
     off = el_batcher_new(m, &(el_batcher_params){.max_rows = K, .chunk = CHUNK, .wait_us = 2000, .admit_us = -1}, &err);
     CHECKF(b && off, "%s: %s", label, err.msg);
@@ -322,11 +328,7 @@ static void together_case(const char *path, const char *label) {
 out:
     el_batcher_free(b);
     el_batcher_free(off);
-    for (int i = 0; i < K; i++) {
-        el_session_free(solo_s[i]);
-        el_session_free(bat_s[i]);
-    }
-    el_model_free(m);
+    case_close(m, solo_s, bat_s);
 }
 
 static void refusals(void) {
