@@ -8,11 +8,14 @@
  * nth), every piece runs exactly once, and no more than k distinct threads
  * run pieces (cap 1: only the caller); raising the cap again gives the full
  * piece count back and the work is still complete; lowering and raising it
- * from another thread while jobs run loses no piece; freeing a pool whose
+ * from another thread while jobs run loses no piece; el_pool_run_n cuts a job
+ * into the pieces asked for, clamped to 1 .. active × per-thread, each run
+ * once by at most that many threads; freeing a pool whose
  * workers sleep above the cap returns (no hang).
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "backend/cpu/threadpool.h"
@@ -35,11 +38,13 @@ static void piece(void *ctx, int ith, int nth) {
     atomic_store(&j->nth_seen, nth);
 }
 
-/* Runs one job; returns nth, checks every piece ran once, counts the threads. */
-static int run_job(el_pool *p, int *n_threads_used) {
+/* Runs one job (el_pool_run, or el_pool_run_n with `pieces` when n); returns nth, checks every piece ran
+ * once, counts the threads. */
+static int run_job_n(el_pool *p, bool n, int pieces, int *n_threads_used) {
     static job j;
     memset(&j, 0, sizeof j);
-    el_pool_run(p, piece, &j);
+    if (n) el_pool_run_n(p, piece, &j, pieces);
+    else el_pool_run(p, piece, &j);
     const int nth = atomic_load(&j.nth_seen);
     int bad = 0;
     for (int i = 0; i < nth && i < MAXP; i++) bad += atomic_load(&j.hits[i]) != 1;
@@ -54,6 +59,7 @@ static int run_job(el_pool *p, int *n_threads_used) {
     *n_threads_used = ns;
     return nth;
 }
+static int run_job(el_pool *p, int *n_threads_used) { return run_job_n(p, false, 0, n_threads_used); }
 
 typedef struct flipper {
     el_pool *p;
@@ -95,6 +101,22 @@ int main(void) {
     for (int rep = 0; rep < 50; rep++) {
         int nth = run_job(p, &used);
         CHECKF(nth == full && used <= 4, "cap 4 again: nth %d, threads %d", nth, used);
+    }
+
+    /* el_pool_run_n: the job cut into the pieces asked for, clamped to 1 .. active × per; each runs once */
+    {
+        static const int ask[] = {1, 2, 3, 4, 5, 0, -3, 100000};
+        for (size_t a = 0; a < sizeof ask / sizeof ask[0]; a++) {
+            const int want = ask[a] < 1 ? 1 : ask[a] > full ? full : ask[a];
+            int nth = run_job_n(p, true, ask[a], &used);
+            CHECKF(nth == want && used <= want, "run_n(%d): nth %d (want %d), threads %d", ask[a], nth, want, used);
+        }
+        el_pool_set_active(p, 2);
+        int nth = run_job_n(p, true, 8, &used);
+        CHECKF(nth == 8 && used <= 2, "run_n(8) under cap 2: nth %d, threads %d", nth, used);
+        nth = run_job_n(p, true, 1000, &used);
+        CHECKF(nth == 2 * per, "run_n(1000) under cap 2: nth %d (want %d)", nth, 2 * per);
+        el_pool_set_active(p, 4);
     }
 
     /* the cap changes from another thread while jobs run: every job complete */

@@ -167,11 +167,13 @@ void el_pool_set_active(el_pool *p, int n_active) {
     pthread_mutex_unlock(&p->mu);
 }
 
-void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx) {
+void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx) { el_pool_run_n(p, fn, ctx, 0xFFFF); }
+
+void el_pool_run_n(el_pool *p, el_pool_fn fn, void *ctx, int pieces) {
     const int act = atomic_load_explicit(&p->active, memory_order_relaxed);
-    if (act == 1) { fn(ctx, 0, 1); return; }
+    if (act == 1 || pieces <= 1) { fn(ctx, 0, 1); return; }
     pthread_mutex_lock(&p->run_lock);
-    const int count = act * EL_POOL_CHUNKS;
+    const int count = pieces < act * EL_POOL_CHUNKS ? pieces : act * EL_POOL_CHUNKS;
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);

@@ -29,6 +29,13 @@ el_pool *el_pool_new(int n_threads); /* n_threads >= 1; NULL on failure */
 void el_pool_free(el_pool *p);
 int el_pool_size(const el_pool *p);
 void el_pool_run(el_pool *p, el_pool_fn fn, void *ctx);
+/* The same with the job cut into `pieces` pieces (clamped to 1 .. active × the
+ * pieces per thread el_pool_run uses): fn sees nth = that count. A small job
+ * whose pieces share a result (the LoRA terms of a decode step) pays for
+ * every piece — a claim, a completion, the lines of its context — so one
+ * piece per active thread is the cheaper cut there; pieces are still claimed
+ * by whichever thread is free. */
+void el_pool_run_n(el_pool *p, el_pool_fn fn, void *ctx, int pieces);
 /* The threads the next jobs use (1..el_pool_size), and its setter (clamped). */
 int el_pool_active(const el_pool *p);
 void el_pool_set_active(el_pool *p, int n_active);
