@@ -132,7 +132,7 @@ static bool cpu_supports(el_backend *be, const el_op *op) {
     return (unsigned)op->kind < EL_OPK_COUNT;
 }
 
-static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
+static int cpu_run_op(el_backend *be, const el_op *op, el_error *err) {
     cpu_ctx *cc = be->ctx;
     el_pool *pool = cc->pool;
     if (cc->fail_after > 0 && ++cc->ran > cc->fail_after)
@@ -200,6 +200,45 @@ static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
     }
     return el_set_error(err, EL_ERR_INTERNAL, "cpu backend: op kind %d", (int)op->kind);
 }
+
+#ifdef EL_OP_TIMES
+/*
+ * Profiling aid (built with -DCMAKE_C_FLAGS=-DEL_OP_TIMES, never by default):
+ * the wall time of every op this backend runs, summed per kind and site
+ * ("matmul attn_qkv", "lora ffn_down"), printed to stderr at exit — how a
+ * decode step's LoRA ops were timed against the products they follow
+ * (docs/ADAPTERS.md). Single-threaded callers only (a bench, a run).
+ */
+#define OPT_MAX 64
+static struct { const char *site; int kind; long n; double s; } g_opt[OPT_MAX];
+static int g_n_opt;
+static void opt_print(void) {
+    for (int i = 0; i < g_n_opt; i++)
+        fprintf(stderr, "op-time %-9s %-14s %9ld calls %10.3f ms %9.2f us each\n", el_op_kind_name((el_op_kind)g_opt[i].kind),
+                g_opt[i].site, g_opt[i].n, g_opt[i].s * 1e3, g_opt[i].s * 1e6 / (double)g_opt[i].n);
+}
+static void opt_add(const el_op *op, double s) {
+    const char *site = op->site ? op->site : "-";
+    int i = 0;
+    while (i < g_n_opt && !(g_opt[i].kind == (int)op->kind && !strcmp(g_opt[i].site, site))) i++;
+    if (i == g_n_opt) {
+        if (g_n_opt == OPT_MAX) return;
+        if (!g_n_opt) atexit(opt_print);
+        g_opt[g_n_opt].site = site, g_opt[g_n_opt].kind = (int)op->kind, g_n_opt++;
+    }
+    g_opt[i].n++, g_opt[i].s += s;
+}
+static int cpu_run(el_backend *be, const el_op *op, el_error *err) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    const int rc = cpu_run_op(be, op, err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    opt_add(op, (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9);
+    return rc;
+}
+#else
+static int cpu_run(el_backend *be, const el_op *op, el_error *err) { return cpu_run_op(be, op, err); }
+#endif
 
 static int cpu_sync(el_backend *be, el_error *err) { (void)be, (void)err; return 0; }
 
