@@ -11,14 +11,15 @@
 #                         baseline; "" : llama-cpp-python's own -march=native.
 #                         README "Parity with llama.cpp" says why it is pinned.
 #   EL_GOLDENS_VENV       the virtual environment (default build-goldens/venv)
-#   EL_GOLDENS_SET        fidelity (default: Gemma fidelity + tiny long-prompt
-#                         goldens) or bitlevel (the 3-prompt Gemma goldens edgellm
+#   EL_GOLDENS_SET        fidelity (default: Gemma fidelity + the tiny models'
+#                         long-prompt and short goldens) or bitlevel (the 3-prompt Gemma goldens edgellm
 #                         matches bit for bit; the default CMAKE_ARGS rebuild
 #                         them identically)
 #   JOBS                  compile jobs (default 2)
 #
-# The build takes ~10 minutes on 2 cores; it is reused while the version and
-# CMAKE_ARGS stay the same (a stamp file in the venv).
+# The build (scripts/llama-cpp-python.sh) takes ~10 minutes on 2 cores; it is
+# reused while the version and CMAKE_ARGS stay the same (a stamp file in the
+# venv). The tiny models' long-prompt goldens need the fixtures (`make fixtures`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,26 +28,8 @@ CMAKE_ARGS_GOLDENS=${EL_LLAMA_CMAKE_ARGS--DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGG
 VENV=${EL_GOLDENS_VENV:-build-goldens/venv}
 JOBS=${JOBS:-2}
 
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-PY="$VENV/bin/python"
+PY=$(EL_LLAMA_CPP_PYTHON=$VER EL_LLAMA_CMAKE_ARGS=$CMAKE_ARGS_GOLDENS JOBS=$JOBS bash scripts/llama-cpp-python.sh "$VENV")
 STAMP="$VENV/.el-llama-cpp-python"
-WANT="$VER|$CMAKE_ARGS_GOLDENS"
-
-if [ ! -f "$STAMP" ] || [ "$(head -n1 "$STAMP")" != "$WANT" ]; then
-  "$PY" -m pip install -q --upgrade pip >&2
-  "$PY" -m pip install -q numpy >&2
-  DL="$VENV/sdist"
-  rm -rf "$DL"
-  "$PY" -m pip download -q --no-binary :all: --no-deps -d "$DL" "llama-cpp-python==$VER" >&2
-  SDIST=$(ls "$DL"/llama_cpp_python-*.tar.gz)
-  echo "building llama-cpp-python $VER from $(basename "$SDIST") with CMAKE_ARGS='$CMAKE_ARGS_GOLDENS' (minutes)" >&2
-  CMAKE_ARGS="$CMAKE_ARGS_GOLDENS" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-    "$PY" -m pip install --force-reinstall --no-deps --no-binary llama-cpp-python "$SDIST" >&2
-  SHA=$(sha256sum "$SDIST" | cut -d' ' -f1)
-  { echo "$WANT"; echo "$(basename "$SDIST") $SHA"; } > "$STAMP"
-fi
 
 SDIST_LINE=$(sed -n 2p "$STAMP")
 export EL_GOLDENS_BUILD
@@ -65,6 +48,8 @@ SET=${EL_GOLDENS_SET:-fidelity}
 # llama.cpp threads sleep instead of spinning at barriers (same arithmetic; much faster on a busy machine)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 "$PY" tests/tools/gen_gemma_goldens.py --set "$SET" --model "$MODEL" "$@"
-if [ "$SET" = fidelity ] && [ -d ../shared/reference/models ] && [ -z "${EL_GOLDENS_NO_TINY:-}" ]; then
-  "$PY" tests/tools/gen_tiny_goldens.py
+FIXTURES=${EL_FIXTURE_DIR:-$HOME/.cache/edgellm/fixtures}
+if [ "$SET" = fidelity ] && [ -d "$FIXTURES/reference/models" ] && [ -z "${EL_GOLDENS_NO_TINY:-}" ]; then
+  "$PY" tests/tools/gen_tiny_goldens.py --ref "$FIXTURES/reference"
+  "$PY" tests/tools/gen_tiny_goldens.py --short --ref "$FIXTURES/reference"
 fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Long-prompt goldens for the tiny reference models, made by llama.cpp.
 
-The shared goldens (../shared/reference/goldens) stop at 52 prompt tokens;
+The tiny models' goldens (tests/data/reference/goldens) stop at 52 prompt tokens;
 these use 3 prompts of ~64 to ~600 tokens (the longest crosses llama.cpp's
-512-token micro-batch) on every model of ../shared/reference/models, 24
+512-token micro-batch) on every model of reference/models, 24
 greedy steps each, and record llama.cpp's own spread on each prompt: the same
 path (teacher-forced) with flash attention off, with n_ubatch 32, with one
 thread (llama.cpp's decode splits the cache among its threads past 512
@@ -16,7 +16,13 @@ fa_off argmax, ubatch32 argmax, threads1 argmax, tiled_off argmax, tiled_off_thr
 Prompt tokens: BOS per the vocab, special-token parsing off (as the shared
 goldens). The build is recorded as in gen_gemma_goldens.py.
 
-usage: python3 tests/tools/gen_tiny_goldens.py [--ref DIR] [--out DIR] [--filter SUBSTR]
+With --short: the tiny models' short goldens instead, tests/data/reference/goldens/<model>.json
+(read by test_parity, test_tokenizer, test_cli, the server tests): for each prompt of
+tests/data/reference/goldens/prompts.txt, llama.cpp's prompt tokens, its 24 greedy
+tokens and the top-8 log-probabilities of the full distribution at each step,
+with the build that made them. `make goldens` runs both.
+
+usage: python3 tests/tools/gen_tiny_goldens.py [--short] [--ref DIR] [--out DIR] [--filter SUBSTR]
 """
 import argparse
 import glob
@@ -64,15 +70,49 @@ def prompts_for(r):
             ("long-en", " ".join(words[:lo]))]
 
 
+def short_goldens(args, root):
+    """The format of tests/data/reference/goldens (see its README.md), with the build recorded."""
+    out_dir = args.out or os.path.join(root, "tests", "data", "reference", "goldens")
+    text = open(os.path.join(root, "tests", "data", "reference", "goldens", "prompts.txt"), encoding="utf-8").read()
+    prompts = [p for p in text.split("\n---\n")]
+    prompts[-1] = prompts[-1].rstrip("\n")
+    build = G.build_info()
+    G.N_TOP = 8
+    os.makedirs(out_dir, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(args.ref, "models", "*.gguf"))):
+        name = os.path.basename(path)
+        if args.filter not in name:
+            continue
+        r = TinyRunner(path, args.threads, n_ctx=1024)
+        cases = []
+        for text in prompts:
+            toks = r.tokenize(text)
+            steps = [{"id": s["id"], "logprob": s["logprob"], "top": s["top"]} for s in r.greedy(toks, N_STEPS)]
+            cases.append({"prompt": text, "prompt_tokens": toks, "tokens": [s["id"] for s in steps], "steps": steps})
+        doc = {"model": name, "model_sha256": G.sha256_of(path),
+               "reference": "llama.cpp via llama.h, greedy, top-k log-probs of the full distribution",
+               "build": build, "cases": cases}
+        with open(os.path.join(out_dir, os.path.splitext(name)[0] + ".json"), "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        print("%-26s %d prompts" % (name, len(cases)), file=sys.stderr)
+        L.llama_model_free(r.model)
+    print("wrote", os.path.normpath(out_dir), file=sys.stderr)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", default=os.path.join(root, "..", "shared", "reference"))
-    ap.add_argument("--out", default=os.path.join(root, "tests", "data", "tiny-long"))
+    ap.add_argument("--ref", default=os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"))
+    ap.add_argument("--out", default=None, help="default tests/data/tiny-long (--short: tests/data/reference/goldens)")
+    ap.add_argument("--short", action="store_true", help="the short goldens of tests/data/reference/goldens")
     ap.add_argument("--filter", default="")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    if args.short:
+        return short_goldens(args, root)
+    args.out = args.out or os.path.join(root, "tests", "data", "tiny-long")
     os.makedirs(args.out, exist_ok=True)
     build = G.build_info()
     for path in sorted(glob.glob(os.path.join(args.ref, "models", "*.gguf"))):
