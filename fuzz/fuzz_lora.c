@@ -13,7 +13,7 @@
  * n_pairs counts them; rank_max / in_max / out_max are their maxima; the
  * effective scale of a finite scale is finite. Seeds: adapters
  * tests/tools/gen_lora.py writes for tiny-llama-F16 (`gen_lora.py adapter
- * --base ../shared/reference/models/tiny-llama-F16.gguf --out seed.gguf
+ * --base reference/models/tiny-llama-F16.gguf --out seed.gguf
  * --rank 4 --targets q,down`), and the small ones test_lora writes.
  */
 #include <math.h>

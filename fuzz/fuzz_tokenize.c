@@ -7,8 +7,8 @@
  * tokenizes it, checks every id is in the vocab and that a too-small output
  * buffer reports the same count, then streams the pieces through el_detok
  * and checks it never holds more than 3 bytes. The same bytes also go to
- * el_chat_detect. Vocab files come from $EL_FUZZ_SHARED (default: the
- * ../shared beside the source tree) /reference/tokenizer/.
+ * el_chat_detect. Vocab files come from $EL_FIXTURE_DIR (default: the fixtures
+ * `make fixtures` writes) /reference/tokenizer/.
  *
  * Chat tokenization (template text special, content plain):
  * el_vocab_tokenize_ranges with one range over the whole text must equal
@@ -37,8 +37,8 @@ static el_vocab *g_vocab[N_VOCABS];
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    const char *shared = getenv("EL_FUZZ_SHARED");
-    if (!shared) shared = EL_SHARED_DIR;
+    const char *shared = getenv("EL_FIXTURE_DIR");
+    if (!shared) shared = EL_FIXTURE_DIR;
     for (size_t i = 0; i < N_VOCABS; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/reference/tokenizer/%s", shared, k_vocabs[i]);

@@ -407,7 +407,7 @@ static void scratch_memory(void) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     refusals();
     scratch_memory();
     static const struct { const char *model, *label; } cases[] = {

@@ -1,7 +1,7 @@
 /*
  * test_bench.c — runs the built `edgellm bench --json` (EL_CLI_PATH) on a
  * small reference model and checks the one JSON object it prints: every key
- * present, with sane values. Exit 77 (skipped) without ../shared/reference.
+ * present, with sane values. Exit 77 (skipped) without the fixtures.
  */
 #include <math.h>
 #include <string.h>
@@ -36,7 +36,7 @@ static double num(const cJSON *o, const char *k) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("../shared/reference is absent");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     /* The tiny llama if the reference has it, else the tiny gemma3. */
     static const char *const models[] = {"models/tiny-llama-Q4_0.gguf", "models/tiny-gemma3-Q4_K_M.gguf"};
     char model[4096] = "";
@@ -45,7 +45,7 @@ int main(void) {
         const char *p = el_test_ref_path(models[i]);
         if (stat(p, &st) == 0) snprintf(model, sizeof model, "%s", p);
     }
-    if (!model[0]) el_test_skip("no tiny reference model in ../shared/reference/models");
+    if (!model[0]) el_test_skip("no tiny reference model in reference/models");
     if (access(EL_CLI_PATH, X_OK) != 0) {
         fprintf(stderr, "the CLI binary %s is missing\n", EL_CLI_PATH);
         return 1;

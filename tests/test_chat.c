@@ -273,7 +273,7 @@ static int model_paths(char paths[][1024], int cap) {
             DIR *dp = opendir(dir);
             for (struct dirent *e; dp && (e = readdir(dp)) != NULL;) {
                 size_t l = strlen(e->d_name);
-                if (l > 5 && !strcmp(e->d_name + l - 5, ".gguf") && n < cap)
+                if (l > 5 && !strcmp(e->d_name + l - 5, ".gguf") && !el_test_vocab_refused(e->d_name) && n < cap)
                     snprintf(paths[n++], 1024, "%.500s/%.500s", dir, e->d_name);
             }
             if (dp) closedir(dp);

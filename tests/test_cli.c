@@ -540,7 +540,7 @@ static void test_errors(const char *model) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("reference data (../shared/reference) not found");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     if (access(EL_CLI_PATH, X_OK) != 0) {
         fprintf(stderr, "the CLI binary %s is missing\n", EL_CLI_PATH);
         return 1;

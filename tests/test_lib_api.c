@@ -5,7 +5,7 @@
  * tokenizing, el_session_chat against el_generate on the same tokens,
  * re-entrant calls from a token callback (cancel works, generate/eval report
  * "busy", reset is ignored) and stop strings. Runs in the ASan build too.
- * Needs ../shared/reference/models (tiny GGUFs); exit 77 without them.
+ * Needs reference/models (tiny GGUFs); exit 77 without them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,7 +266,7 @@ static void test_chat(const char *path, const char *want_tmpl, const char *want_
 
 int main(void) {
     test_version_and_null();
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     char llama[1024], gemma[1024], qwen[1024];
     snprintf(llama, sizeof llama, "%s", el_test_ref_path("models/tiny-llama-Q8_0.gguf"));
     snprintf(gemma, sizeof gemma, "%s", el_test_ref_path("models/tiny-gemma3-Q8_0.gguf"));

@@ -327,8 +327,19 @@ static void test_cli_flags(const char *path) {
     free(first);
 }
 
-/* bench --cold --json as nobody: the eviction needs no privilege. */
-static void test_bench_cold(const char *path) {
+/* bench --cold --json as nobody: the eviction needs no privilege. The model
+ * is read from a world-readable copy in /tmp: the fixtures may live under a
+ * home folder that nobody cannot enter. */
+static void test_bench_cold(const char *src) {
+    char path[] = "/tmp/el-load-cold-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    size_t n = 0;
+    char *bytes = el_test_read_file(src, &n);
+    CHECK(bytes != NULL && write(fd, bytes, n) == (ssize_t)n && fchmod(fd, 0644) == 0);
+    free(bytes);
+    close(fd);
     fflush(NULL);
     int pfd[2];
     CHECK(pipe(pfd) == 0);
@@ -363,6 +374,7 @@ static void test_bench_cold(const char *path) {
     }
     cJSON_Delete(j);
     free(out);
+    unlink(path);
 }
 
 /* ---- chat --ctx-overflow ------------------------------------------------ */
@@ -436,7 +448,7 @@ static void test_chat_overflow(const char *path) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no reference data (../shared/reference)");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     if (!MLOCK_REAL) fprintf(stderr, "  (AddressSanitizer makes mlock a no-op: the VmLck checks are skipped)\n");
     const char *names[] = {"tiny-llama-Q4_0.gguf", "tiny-gemma3-Q4_K_M.gguf", "tiny-qwen3-Q8_0.gguf", "tiny-qwen2-F16.gguf"};
     char paths[4][512];

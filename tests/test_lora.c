@@ -12,7 +12,7 @@
  *     agree within 0.05 (F16/Q8_0 bases) or 0.15 (K-quant bases), as
  *     test_parity.c judges. Also that the adapter moved the first step's
  *     log-probabilities by more than the tolerance against our own base run
- *     (so a no-op adapter would fail). Tiny models from ../shared/reference,
+ *     (so a no-op adapter would fail). Tiny models from the fixtures,
  *     Gemma 3 270M from ~/.cache (EL_GEMMA_MODEL); skipped when absent.
  *   - the group kernel (el_op_lora: one call per group of outputs and all
  *     adapters, fused scale/add, AVX-512 B products) gives exactly the bits
@@ -943,7 +943,7 @@ static void test_peft(const char *arch) {
 }
 
 int main(int argc, char **argv) {
-    if (!el_test_have_ref()) el_test_skip("../shared/reference not found");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     snprintf(g_tmp, sizeof g_tmp, "/tmp/el-test-lora-XXXXXX");
     if (!mkdtemp(g_tmp)) { perror("mkdtemp"); return 1; }
     const char *filter = argc > 1 ? argv[1] : getenv("EL_LORA_FILTER");

@@ -13,7 +13,7 @@
  *     and its own CLI exit status;
  *   - the CLI: run/chat/serve refuse what fails and name the check; plain
  *     GGUF loads only with --allow-unsigned; the fingerprint is reported.
- * Works on a copy of ../shared/reference/models/tiny-llama-Q8_0.gguf.
+ * Works on a copy of reference/models/tiny-llama-Q8_0.gguf.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -566,7 +566,7 @@ static void test_cli_sign(void) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference (reference models)");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     CHECK(el_pkg_init());
     CHECK(make_tmpdir(g_dir, sizeof g_dir, "manifest"));
     snprintf(g_model, sizeof g_model, "%s/model.gguf", g_dir);

@@ -619,7 +619,7 @@ static void gemma_32k_kv(const char *path) {
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--rss-child")) return rss_child(argv[2], atoi(argv[3]));
     parsers();
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     ring_equals_full("models/tiny-gemma3-F16.gguf", 4, 9, 150);
     ring_equals_full("models/tiny-gemma3-Q4_K_M.gguf", 7, 30, 120);
     ring_equals_full("models/tiny-gemma3-Q8_0.gguf", 52, 52, 100);

@@ -1,7 +1,7 @@
 /*
  * test_parity.c — edgellm against llama.cpp on every reference model.
  *
- * For each model in ../shared/reference/goldens and each case:
+ * For each model in reference/goldens and each case:
  *   - the prompt tokenizes to llama.cpp's prompt_tokens exactly;
  *   - the greedy continuation equals llama.cpp's tokens; where it diverges,
  *     llama.cpp's own top-1/top-2 margin at that step must be < 0.05 nats and
@@ -131,7 +131,7 @@ static int run_model(const char *golden_path, row_stats *rs, char *model_name, s
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("../shared/reference not found");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     const char *filter = getenv("EL_PARITY_FILTER");
     char dirp[4096];
     snprintf(dirp, sizeof dirp, "%s", el_test_ref_path("goldens"));

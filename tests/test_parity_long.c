@@ -4,7 +4,7 @@
  *
  * Goldens: tests/data/tiny-long/<model>.json, made by
  * tests/tools/gen_tiny_goldens.py (`make goldens`) with the llama.cpp build
- * recorded in each file; the models come from ../shared/reference/models.
+ * recorded in each file; the models come from reference/models.
  * For each prompt: the tokenization must equal llama.cpp's; the greedy
  * continuation (24 steps) is followed while it equals llama.cpp's; a
  * divergence is accepted where llama.cpp's top-1/top-2 margin is < 0.05 or
@@ -117,7 +117,7 @@ static void run_model(const char *golden_path) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("../shared/reference not found");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     const char *filter = getenv("EL_PARITY_FILTER");
     const char *dirp = EL_SOURCE_DIR "/tests/data/tiny-long";
     char *names[256];

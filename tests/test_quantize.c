@@ -12,7 +12,7 @@
  *    outliers, rounding ties, mixed magnitudes, zero sub-blocks) is compared
  *    per row for every block type, Q2_K and Q3_K included.
  * 2. Round trips: quantize -> dequantize error bounds per type.
- * 3. With ../shared/reference: the tiny reference models that llama.cpp's
+ * 3. With the fixtures: the tiny reference models that llama.cpp's
  *    llama-quantize made from their F16 files, re-planned and re-quantized
  *    here from the F16 data (types and bytes).
  * 4. The ftype table, argument checks, plan errors.
@@ -394,8 +394,11 @@ static void check_round_trips(void) {
 
 /* ------------------------------------------------------------ reference models */
 
-/* ../shared/reference/models: tiny models that llama.cpp's llama-quantize
- * (build of August 2026) made from the F16 files. For each quantized file the
+/* reference/models: tiny models that llama.cpp's llama-quantize
+ * (build of August 2026) made from the F16 files. The fixtures are written
+ * again by tests/fixtures/make_fixtures.py, partly with edgellm's own
+ * quantizer, but each must hash to tests/data/reference/SHA256SUMS (the
+ * sha256 of llama-quantize's files), so this still compares with llama.cpp. For each quantized file the
  * F16 source is dequantized, planned for the file's ftype (when it is one of
  * edgellm's) and quantized; types and bytes must equal the file's. Files of
  * other ftypes (Q2_K, Q3_K_M) check the bytes of each tensor's recorded type. */
@@ -412,7 +415,7 @@ static void check_reference_models(void) {
         {"tiny-gemma3-F16", "tiny-gemma3-Q4_K_M"},
     };
     if (!el_test_have_ref()) {
-        printf("\nreference models: ../shared/reference not found, section skipped\n");
+        printf("\nreference models: fixtures absent, section skipped\n");
         return;
     }
     printf("\nreference models (llama-quantize from the F16 files): tensors matched, type / bytes\n");

@@ -2,7 +2,7 @@
  * test_requantize.c — `edgellm quantize` / el_requantize (src/package/requantize.h).
  *
  * - llama.cpp's bytes: every reference model that llama-quantize made from an
- *   F16 file (../shared/reference/models: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K,
+ *   F16 file (reference/models: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K,
  *   Q4_K_M, Q5_K_M of the llama, gemma3, qwen2, qwen3 tiny models) is
  *   re-made from that F16 file and must equal it byte for byte, whole file;
  * - the bytes do not depend on the thread count;
@@ -238,7 +238,7 @@ static void check_refusals(void) {
 
 int main(void) {
     if (!el_test_have_ref()) {
-        el_test_skip("../shared/reference is absent");
+        el_test_skip("fixtures absent (make fixtures)");
         return 77;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/el_requant_XXXXXX");

@@ -1,7 +1,7 @@
 /*
  * test_runtime.c — behavioural tests of the runtime API (sessions, the
  * generation loop, cancellation, memory plan, bad model files) on the tiny
- * reference models. Skips (exit 77) when ../shared/reference is absent.
+ * reference models. Skips (exit 77) when the fixtures are absent.
  *
  *  1. cancellation from another thread (+ reuse, cancel-before-generate,
  *     50 cancel cycles — run under the ASan build for leaks / double frees);
@@ -967,7 +967,7 @@ static void test_penalty_window(el_model *m) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     const double t0 = now_ms();
     g_llama = load_model("tiny-llama-F16.gguf", EL_TEST_THREADS);
     g_gemma = load_model("tiny-gemma3-Q8_0.gguf", EL_TEST_THREADS);

@@ -464,7 +464,7 @@ static void rm_dir(void) {
 
 int main(void) {
     if (sodium_init() < 0) return 1;
-    if (!el_test_have_ref()) el_test_skip("../shared/reference is absent: slot tests skipped");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     rollback_case(el_test_ref_path("models/tiny-llama-Q4_K_M.gguf"), "tiny-llama-Q4_K_M", 256, 8);
     rollback_case(el_test_ref_path("models/tiny-gemma3-Q4_K_M.gguf"), "tiny-gemma3-Q4_K_M", 256, 8);
     snprintf(DIR_, sizeof DIR_, "/tmp/el_slot_test.XXXXXX");

@@ -363,7 +363,7 @@ int main(void) {
     check_controller();
     check_sampler_rule();
     if (!el_test_have_ref()) {
-        el_test_skip("../shared/reference is absent: model tests skipped");
+        el_test_skip("fixtures absent (make fixtures): model tests skipped");
     }
     static const char *models[] = {"tiny-llama-F16", "tiny-llama-Q4_K_M", "tiny-llama-Q4_0", "tiny-llama-Q2_K",
                                    "tiny-llama-BF16", "tiny-llama-Q8_0", "tiny-gemma3-Q4_K_M", "tiny-gemma3-F16",

@@ -409,7 +409,7 @@ static void check_controller_draft(void) {
 
 int main(void) {
     check_controller_draft();
-    if (!el_test_have_ref()) el_test_skip("../shared/reference is absent: draft-model tests skipped");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     char t[512];
 #define REF(x) (snprintf(t, sizeof t, "%s", el_test_ref_path("models/" x ".gguf")), t)
     char tt[512];

@@ -4,7 +4,7 @@
  * smoke-test and hash failures that leave the active version untouched, gc of
  * interrupted installs and strays, the lock, and the CLI commands (install,
  * rollback, gc, status, run --store).
- * Packages are copies of ../shared/reference/models/tiny-llama-{Q8_0,Q4_0}.gguf.
+ * Packages are copies of reference/models/tiny-llama-{Q8_0,Q4_0}.gguf.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -81,7 +81,7 @@ static void edit_expired(cJSON *sg, void *u) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference (reference models)");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     CHECK(el_pkg_init());
     CHECK(make_tmpdir(g_dir, sizeof g_dir, "store"));
     snprintf(g_store, sizeof g_store, "%s/store", g_dir);

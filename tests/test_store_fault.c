@@ -89,7 +89,7 @@ static int count_tmp(const char *dir) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference (reference models)");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
 #if defined(__SANITIZE_ADDRESS__)
     int n_default = 40; /* the ASan build is ~2x slower; `make test` runs the full 100 in the release build */
 #else

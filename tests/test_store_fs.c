@@ -50,7 +50,7 @@ static void active_ok(int64_t want) {
 }
 
 int main(void) {
-    if (!el_test_have_ref()) el_test_skip("no ../shared/reference (reference models)");
+    if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     if (unshare(CLONE_NEWNS) != 0) {
         char why[200];
         snprintf(why, sizeof why, "cannot make a private mount namespace (unshare: %s); needs root or CAP_SYS_ADMIN",

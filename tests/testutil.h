@@ -1,4 +1,4 @@
-/* testutil.h — tiny test harness: CHECK macros, shared-data lookup, skip. */
+/* testutil.h — tiny test harness: CHECK macros, fixture lookup, skip, child processes. */
 #ifndef EL_TESTUTIL_H
 #define EL_TESTUTIL_H
 #include <stdbool.h>
@@ -15,10 +15,19 @@ extern int el_test_checks;
     fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
-/* Path under ../shared/reference (static buffer, valid until next call). */
+/* Path under the fixtures' reference/ ($EL_FIXTURE_DIR, else the build's
+ * EL_FIXTURE_DIR; tests/fixtures/make_fixtures.py writes them) — static
+ * buffer, valid until the next call. */
 const char *el_test_ref_path(const char *rel);
-/* True if ../shared/reference exists. */
+/* True if the fixtures are complete (reference/README.md, written last).
+ * Under CI=true a missing set does not return: FAIL and exit 1, so that no
+ * test skips what it should check. */
 int el_test_have_ref(void);
+/* True for a llama.cpp vocabulary file (reference/tokenizer/NAME) whose
+ * tokenizer edgellm does not implement (WPM, UGM, Gemma 4's BPE, Qwen 3.5's
+ * pre-tokenizer): test_tokenizer checks each is refused cleanly; the tests
+ * that walk every vocabulary leave them out. */
+bool el_test_vocab_refused(const char *name);
 /* Exit 77 (ctest: skipped) with a reason. */
 void el_test_skip(const char *why);
 /* Reads a file descriptor to EOF (malloc'd, NUL-terminated; *len if len); NULL on failure. */

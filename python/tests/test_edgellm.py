@@ -9,7 +9,8 @@ text; chat() equals generate() on the chat's tokens; library errors are
 EdgeLLMError with the library's status and message; an exception in the log
 callback propagates from the call; sessions keep a closed model alive.
 Environment: EDGELLM_LIBRARY (the .so), EL_CLI_PATH (the edgellm binary),
-EL_SHARED_DIR (../shared). Tests needing a missing model are skipped.
+EL_FIXTURE_DIR (default ~/.cache/edgellm/fixtures, written by `make fixtures`).
+Tests needing a missing model are skipped, or fail under CI=true.
 """
 import json
 import os
@@ -23,7 +24,8 @@ import pytest
 import edgellm
 from edgellm import _lib
 
-SHARED = os.environ.get("EL_SHARED_DIR", os.path.join(os.path.dirname(__file__), "../../../shared"))
+SHARED = os.environ.get("EL_FIXTURE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "edgellm", "fixtures")
+UNDER_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")  # a missing fixture fails there
 MODELS = os.path.join(SHARED, "reference/models")
 CLI = os.environ.get("EL_CLI_PATH")
 TINY = ["tiny-llama-Q8_0.gguf", "tiny-qwen2-Q4_K_M.gguf", "tiny-qwen3-Q8_0.gguf", "tiny-gemma3-Q8_0.gguf"]
@@ -32,7 +34,7 @@ TINY = ["tiny-llama-Q8_0.gguf", "tiny-qwen2-Q4_K_M.gguf", "tiny-qwen3-Q8_0.gguf"
 def model_path(name):
     p = os.path.join(MODELS, name)
     if not os.path.exists(p):
-        pytest.skip(f"{p} not found")
+        (pytest.fail if UNDER_CI else pytest.skip)(f"fixture {p} not found (make fixtures)")
     return p
 
 

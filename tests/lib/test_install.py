@@ -16,7 +16,7 @@ signed package that verifies and loads, a flipped model byte refused by the
 hash check, a wrong key by the key check (each with the CLI's exit status),
 and a store's active model resolved and loaded. The
 prefix is then moved and pkg-config still finds it (relocatable .pc).
-Environment: EL_BUILD_DIR, EL_SOURCE_DIR, EL_SHARED_DIR, CMAKE_COMMAND.
+Environment: EL_BUILD_DIR, EL_SOURCE_DIR, EL_FIXTURE_DIR, CMAKE_COMMAND.
 Exit 0 ok, 1 failure, 77 skipped (no reference models, no pkg-config/cc).
 """
 import glob
@@ -28,7 +28,10 @@ import tempfile
 
 BUILD = os.environ["EL_BUILD_DIR"]
 SRC = os.environ["EL_SOURCE_DIR"]
-SHARED = os.environ.get("EL_SHARED_DIR", os.path.join(SRC, "..", "shared"))
+sys.path.insert(0, os.path.join(SRC, "tests", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
+
+SHARED = fixtures.fixture_dir()
 CMAKE = os.environ.get("CMAKE_COMMAND", "cmake")
 EXAMPLES = ["generate", "cancel", "stop", "chat", "log"]
 fails = 0
@@ -53,8 +56,7 @@ def main():
     llama = os.path.join(SHARED, "reference/models/tiny-llama-Q8_0.gguf")
     gemma = os.path.join(SHARED, "reference/models/tiny-gemma3-Q8_0.gguf")
     if not os.path.exists(llama) or not os.path.exists(gemma):
-        print("reference models not found: skipped")
-        return 77
+        fixtures.missing(llama if not os.path.exists(llama) else gemma)
     if not shutil.which("pkg-config") or not shutil.which("cc"):
         print("pkg-config or cc missing: skipped")
         return 77

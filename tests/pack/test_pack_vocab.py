@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`edgellm pack`'s tokenizer conversion on real vocabularies, against llama.cpp.
 
-For llama.cpp's vocab files in ../shared/reference/tokenizer (llama-spm: 32000
+For llama.cpp's vocab files in reference/tokenizer (llama-spm: 32000
 SentencePiece pieces; phi-3: SentencePiece with user-defined chat tokens and no
 prefix space; gpt-2: 50257 byte-level BPE tokens) this writes the
 tokenizer.json transformers' converters make for such a vocab — for
@@ -31,8 +31,10 @@ except Exception as e:  # noqa: BLE001
 
 SRC = os.environ.get("EL_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 CLI = os.environ.get("EL_CLI_PATH", os.path.join(SRC, "build", "edgellm"))
-SHARED = os.environ.get("EL_SHARED_DIR", os.path.join(SRC, "..", "shared"))
-REF = os.path.join(SHARED, "reference", "tokenizer")
+sys.path.insert(0, os.path.join(SRC, "tests", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
+
+REF = fixtures.ref("tokenizer")
 VOCABS = ["llama-spm", "phi-3", "gpt-2"]
 
 passed = failed = 0
@@ -123,8 +125,7 @@ def write_model(d, n_vocab, bos, eos):
 
 def main():
     if not os.path.isdir(REF):
-        print(f"SKIPPED: no {REF}")
-        return 77
+        fixtures.missing(REF)
     with tempfile.TemporaryDirectory() as tmp:
         for name in VOCABS:
             path = os.path.join(REF, f"ggml-vocab-{name}.gguf")

@@ -2,7 +2,7 @@
 """End-to-end checks of the hardened OpenAI-compatible API of `edgellm serve`.
 
 Contract: starts the server binary ($EL_CLI_PATH) on the tiny llama model
-from $EL_SHARED_DIR/reference/models, as
+from $EL_FIXTURE_DIR/reference/models, as
 `serve --parallel 2 -c 512 -t 1`, and checks over real HTTP on loopback:
 
   1. memory: 64 concurrent 1 MiB requests (chat, completions, /tokenize)

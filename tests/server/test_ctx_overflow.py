@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of `edgellm serve --ctx-overflow error|truncate` (issue 12, item 5).
 
-Two servers on the tiny llama model from $EL_SHARED_DIR/reference/models
+Two servers on the tiny llama model from $EL_FIXTURE_DIR/reference/models
 with a 128-token context: one with the default policy (error), one with
 --ctx-overflow truncate (and --load hot, so the load strategies run under the
 server too). Checks, over real HTTP:

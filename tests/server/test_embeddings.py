@@ -2,7 +2,7 @@
 """End-to-end tests of `edgellm serve --embeddings` (issue 20, item 5).
 
 Starts `edgellm serve` ($EL_CLI_PATH) on tiny-llama-Q8_0 from
-$EL_SHARED_DIR/reference/models four times — --pooling mean (--parallel 2),
+$EL_FIXTURE_DIR/reference/models four times — --pooling mean (--parallel 2),
 --pooling last, --embeddings alone (the model names no pooling: none, as
 llama-server), and without --embeddings — and checks over real HTTP:
 

@@ -2,7 +2,7 @@
 """End-to-end tests of edgellm's llama-server compatibility (issue 20, items 1-3, 6).
 
 Starts `edgellm serve` ($EL_CLI_PATH) on the tiny llama model from
-$EL_SHARED_DIR/reference/models and checks, over real HTTP:
+$EL_FIXTURE_DIR/reference/models and checks, over real HTTP:
 
   1. routes: /chat/completions, /completions, /models answer like their /v1
      twins (the openai client with a base URL without /v1 works); the

@@ -7,7 +7,7 @@ depend on the text of the suite's own models) with pytest and the suite's own
 conftest.py and utils.py, unmodified. The suite starts `llama-server` from
 LLAMA_SERVER_BIN_PATH; that is tests/server/llama-server-wrapper, which maps
 llama-server's flags (and the suite's Hugging Face model names) onto
-`edgellm serve` ($EL_CLI_PATH) and the reference models ($EL_SHARED_DIR).
+`edgellm serve` ($EL_CLI_PATH) and the reference models ($EL_FIXTURE_DIR).
 Fails if any listed test fails, errors, is skipped or is not found, or (in a
 sanitizer build) if any server wrote an ASan/LSan/UBSan report.
 
@@ -42,6 +42,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
 SKIP = 77
 WRAPPER = os.path.join(HERE, "llama-server-wrapper")
 
@@ -156,11 +158,10 @@ def main(argv):
     if missing:
         print("skip: the suite needs the Python packages %s (pip install %s)" % (", ".join(missing), " ".join(missing)))
         return SKIP
-    shared = os.environ.get("EL_SHARED_DIR") or os.path.join(REPO, "..", "shared")
-    ref = os.path.join(shared, "reference", "models", "tiny-llama-F16.gguf")
+    shared = fixtures.fixture_dir()
+    ref = fixtures.ref("models", "tiny-llama-F16.gguf")
     if not os.path.isfile(ref):
-        print("skip: no reference model at %s" % ref)
-        return SKIP
+        fixtures.missing(ref)
     cli = os.environ.get("EL_CLI_PATH") or os.path.join(REPO, "build", "edgellm")
     if not os.access(cli, os.X_OK):
         print("FAIL: no edgellm binary at %s (set EL_CLI_PATH)" % cli)
@@ -180,7 +181,7 @@ def main(argv):
         env.update({
             "LLAMA_SERVER_BIN_PATH": WRAPPER,
             "EL_CLI_PATH": os.path.abspath(cli),
-            "EL_SHARED_DIR": os.path.abspath(shared),
+            "EL_FIXTURE_DIR": os.path.abspath(shared),
             "PORT": str(free_port()),   # the suite's servers listen here (default 8080)
             "PYTHONPATH": HERE + os.pathsep + env.get("PYTHONPATH", ""),
             "PYTHONDONTWRITEBYTECODE": "1",

@@ -2,7 +2,7 @@
 """End-to-end tests of LoRA adapters in `edgellm serve` (issue 15, item 3-4).
 
 Starts `edgellm serve` ($EL_CLI_PATH) on tiny-llama-F16 from
-$EL_SHARED_DIR/reference/models with three random adapters of rank 8 made by
+$EL_FIXTURE_DIR/reference/models with three random adapters of rank 8 made by
 tests/tools/gen_lora.py (a, b, c; 626,560 bytes each), registered as
 --lora a=A --lora b=B:0 --lora c=C:0 with --lora-budget for two of them and
 two slots, and checks over real HTTP:

@@ -2,7 +2,7 @@
 """End-to-end tests of the edge-cloud router and the thermal monitor (issue 18, items 1-2).
 
 Starts real servers on loopback: "the cloud" is a second `edgellm serve`
-($EL_CLI_PATH, tiny llama model from $EL_SHARED_DIR/reference/models), "the
+($EL_CLI_PATH, tiny llama model from $EL_FIXTURE_DIR/reference/models), "the
 device" an `edgellm serve --policy P --cloud-url http://127.0.0.1:PORT/v1
 --thermal-source FILE` on the same model; faults come from killing the cloud
 and from a small Python HTTP server that answers 5xx, garbage, a stream cut

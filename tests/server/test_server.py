@@ -2,7 +2,7 @@
 """End-to-end tests of `edgellm serve` over real HTTP on loopback.
 
 Starts the server binary ($EL_CLI_PATH, default build/edgellm) on the tiny
-llama model from $EL_SHARED_DIR/reference/models and checks:
+llama model from $EL_FIXTURE_DIR/reference/models and checks:
 
   1. the official `openai` client: chat and completions, streamed and not,
      usage in the stream with stream_options.include_usage, /v1/models;
@@ -35,6 +35,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
 SKIP = 77
 
 SANITIZER_MARKERS = ("LeakSanitizer", "ERROR: AddressSanitizer", "runtime error:")
@@ -60,7 +62,8 @@ def require_cli():
 
 
 def shared_dir():
-    return os.environ.get("EL_SHARED_DIR") or os.path.join(REPO, "..", "shared")
+    """The fixture root (tests/fixtures/fixtures.py): reference/ lies under it."""
+    return fixtures.fixture_dir()
 
 
 def require_setup(model_name, need_openai=True):
@@ -69,8 +72,7 @@ def require_setup(model_name, need_openai=True):
     package, 1 without the server binary."""
     model = os.path.join(shared_dir(), "reference", "models", model_name)
     if not os.path.exists(model):
-        print("skip: no reference model at %s" % model)
-        return None, SKIP
+        fixtures.missing(model)  # exit 77, or a failure under CI=true
     if need_openai:
         try:
             import openai  # noqa: F401

@@ -3,7 +3,7 @@
 POST /slots/N?action=save|restore|erase.
 
 Starts `edgellm serve` ($EL_CLI_PATH) on the tiny Gemma 3 model (window 16)
-and the tiny llama model from $EL_SHARED_DIR/reference/models with -b 1:
+and the tiny llama model from $EL_FIXTURE_DIR/reference/models with -b 1:
 every position is evaluated on its own, so a cached continuation is bit for
 bit what a recomputation gives and any difference is a logic error (with
 larger batches, batched prefill and one-token decode round differently in

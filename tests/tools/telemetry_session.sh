@@ -5,10 +5,10 @@
 # llama reference model; a few requests, a thermal change, then what was
 # written (the telemetry spool, the audit log), `route explain` replaying
 # the audit lines and explaining a request file, and `run --route`.
-# Usage: tests/tools/telemetry_session.sh [build/edgellm] [../shared]
+# Usage: tests/tools/telemetry_session.sh [build/edgellm] [fixture dir]
 set -euo pipefail
 CLI=${1:-build/edgellm}
-SHARED=${2:-../shared}
+SHARED=${2:-${EL_FIXTURE_DIR:-$HOME/.cache/edgellm/fixtures}}
 MODEL=$SHARED/reference/models/tiny-llama-Q4_K_M.gguf
 T=$(mktemp -d)
 trap 'kill $CLOUD_PID $EDGE_PID 2>/dev/null || true; rm -rf "$T"' EXIT
