@@ -1,6 +1,6 @@
 /*
  * fuzz_audit.c — libFuzzer target for the routing audit log's readers
- * (src/service/audit.c): el_audit_parse (one audit line, as `edgellm route
+ * (src/route/audit.c): el_audit_parse (one audit line, as `edgellm route
  * explain --audit-log` reads it) and el_audit_parse_device (a device-state
  * file, `--state`).
  *
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/audit.h"
-#include "service/policy.h"
-#include "service/router.h"
+#include "route/audit.h"
+#include "route/policy.h"
+#include "route/router.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

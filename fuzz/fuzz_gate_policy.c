@@ -1,6 +1,6 @@
 /*
  * fuzz_gate_policy.c — libFuzzer target for the action policy parser of the
- * proposal gate (el_gate_policy_parse, src/service/gate_policy.c: the
+ * proposal gate (el_gate_policy_parse, src/gate/gate_policy.c: the
  * `edgellm act --policy` file) and the schema generated from it.
  *
  * A refused policy has a message. An accepted one keeps every promise of
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/gate.h"
-#include "service/json_schema.h"
+#include "gate/gate.h"
+#include "structured/json_schema.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

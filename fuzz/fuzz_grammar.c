@@ -1,7 +1,7 @@
 /*
  * fuzz_grammar.c — libFuzzer target for the structured-output compilers:
  * el_grammar_parse (GBNF text, src/runtime/grammar.c) and
- * el_json_schema_text_to_gbnf (JSON Schema, src/service/json_schema.c).
+ * el_json_schema_text_to_gbnf (JSON Schema, src/structured/json_schema.c).
  *
  * The input up to its first NUL is GBNF; everything (and the part after the
  * NUL) is also a JSON schema. A refused grammar/schema has EL_ERR_GRAMMAR (or
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "runtime/grammar.h"
-#include "service/json_schema.h"
+#include "structured/json_schema.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_manifest.c — libFuzzer target for the package manifest parser and the
- * store's state parser (src/service/manifest.c, store.c).
+ * store's state parser (src/deploy/manifest.c, store.c).
  *
  * Every input goes to el_manifest_parse and el_store_parse_state. A failure
  * must carry a check code and a message. A manifest that parses must keep
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/manifest.h"
-#include "service/store.h"
+#include "deploy/manifest.h"
+#include "deploy/store.h"
 #include "util/buf.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)

@@ -1,6 +1,6 @@
 /*
  * fuzz_policy.c — libFuzzer target for the router's parsers of outside
- * bytes (src/service/policy.c, router.c, cloud.c, thermal.c): the policy
+ * bytes (src/route/policy.c, router.c, cloud.c, thermal.c): the policy
  * file, a request's routing metadata ("edgellm" member + X-Data-Class
  * header), the cloud's SSE stream as the relay checks it, and a thermal
  * sensor's text (an accepted reading is within -100..250 C).
@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/cloud.h"
-#include "service/policy.h"
-#include "service/router.h"
-#include "service/thermal.h"
+#include "route/cloud.h"
+#include "route/policy.h"
+#include "route/router.h"
+#include "route/thermal.h"
 #include "util/buf.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)

@@ -1,6 +1,6 @@
 /*
  * fuzz_proposal.c — libFuzzer target for the proposal gate's frame parser
- * and checks (src/service/gate.c), on a gate made from a fixed policy
+ * and checks (src/gate/gate.c), on a gate made from a fixed policy
  * (tests/data/gate/actions.json's shape, keys inline).
  *
  * Each input goes in three ways:
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/gate.h"
+#include "gate/gate.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_slot.c — libFuzzer target for the slot-file parser
- * (src/service/slot_file.c: el_slot_parse, el_slot_name_check).
+ * (src/server/slot_file.c: el_slot_parse, el_slot_name_check).
  *
  * Each input is parsed three ways: as it is against a fixed geometry (2
  * layers, n_ctx 64, no ring); against the geometry its own header claims
@@ -14,7 +14,7 @@
  * checksum. The input (up to its first NUL, and whole) is also a file name:
  * an accepted one is 1..128 bytes of [A-Za-z0-9._-] not starting with '.'.
  * By hand: clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE
- *   -Iinclude -Isrc fuzz/fuzz_slot.c src/service/slot_file.c src/util/error.c
+ *   -Iinclude -Isrc fuzz/fuzz_slot.c src/server/slot_file.c src/util/error.c
  *   src/package/types.c src/package/quants.c -lsodium -lm
  * (slot_file.c's save/restore need the runtime: link build/libedgellm.a.)
  */
@@ -25,7 +25,7 @@
 
 #include <sodium.h>
 
-#include "service/slot_file.h"
+#include "server/slot_file.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_sse_text.c — libFuzzer target for the SSE text extractor
- * (src/service/sse_text.c) that `run/chat --route` reads a cloud stream
+ * (src/server/sse_text.c) that `run/chat --route` reads a cloud stream
  * with. The input is fed whole and again in pieces of every size from a
  * byte of the input: both give the same text, the same end state and the
  * same codes; a failure always has a code of [a-z0-9_]; the text emitted is
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/sse_text.h"
+#include "server/sse_text.h"
 #include "util/buf.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)

@@ -1,5 +1,5 @@
 /*
- * fuzz_toolcall.c — libFuzzer target for tool calls (src/service/toolcall.c):
+ * fuzz_toolcall.c — libFuzzer target for tool calls (src/structured/toolcall.c):
  * el_toolcall_parse on generated text (outside bytes), el_tool_pydumps, the
  * call grammar composed from a schema, and tool rendering in runtime/chat.c.
  *
@@ -25,7 +25,7 @@
 
 #include "runtime/chat.h"
 #include "runtime/grammar.h"
-#include "service/toolcall.h"
+#include "structured/toolcall.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
 

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "service/fsutil.h"
-#include "service/manifest.h"
+#include "deploy/fsutil.h"
+#include "deploy/manifest.h"
 #include "testutil.h"
 #include "util/buf.h"
 

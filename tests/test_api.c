@@ -1,5 +1,5 @@
 /*
- * test_api.c — request validation and response building (src/service/api.c),
+ * test_api.c — request validation and response building (src/server/api.c),
  * embeddings bodies and replies included.
  */
 #include <cjson/cJSON.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/api.h"
+#include "server/api.h"
 #include "util/utf8.h"
 #include "testutil.h"
 

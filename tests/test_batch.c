@@ -1,5 +1,5 @@
 /*
- * test_batch.c — batched decoding across sessions (src/sched/batch.h).
+ * test_batch.c — batched decoding across sessions (src/runtime/batch.h).
  *
  * For each reference model (tiny llama Q4_0/Q4_K_M/Q8_0/F16, qwen2, qwen3,
  * gemma3 with its sliding window, and the real Gemma 3 270M in release
@@ -39,7 +39,7 @@
 
 #include "edgellm.h"
 #include "runtime/model.h"
-#include "sched/batch.h"
+#include "runtime/batch.h"
 #include "testutil.h"
 
 #define K 4

@@ -93,7 +93,7 @@ int main(void) {
         CHECK(num(j, "first_token_ms") > 0);
         CHECK(num(j, "first_decode_ms") > 0);
         CHECK(num(j, "rss_loaded_bytes") > 0 && num(j, "rss_first_token_bytes") >= num(j, "rss_loaded_bytes"));
-        const cJSON *bk = cJSON_GetObjectItem(j, "backend"); /* where the ops ran (sched/exec.h) */
+        const cJSON *bk = cJSON_GetObjectItem(j, "backend"); /* where the ops ran (runtime/exec.h) */
         CHECK(cJSON_IsString(bk) && !strcmp(bk->valuestring, "cpu"));
         CHECK(num(j, "depth") == 0);
         CHECK(cJSON_IsArray(cJSON_GetObjectItem(j, "lora")) && cJSON_GetArraySize(cJSON_GetObjectItem(j, "lora")) == 0);

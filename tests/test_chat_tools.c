@@ -1,6 +1,6 @@
 /*
  * test_chat_tools.c — tool calls in chat templates (runtime/chat.c) and the
- * call grammar / parser (service/toolcall.c).
+ * call grammar / parser (structured/toolcall.c).
  *
  * Asserts:
  *   - the Qwen2.5 (chatml) and Llama-3.2 (llama3) renderings with tools,
@@ -31,7 +31,7 @@
 #include "edgellm.h"
 #include "runtime/chat.h"
 #include "runtime/grammar.h"
-#include "service/toolcall.h"
+#include "structured/toolcall.h"
 #include "testutil.h"
 
 #ifndef EL_SOURCE_DIR

@@ -1,5 +1,5 @@
 /*
- * test_exec.c — the executor (src/sched/exec.c): ops placed across two
+ * test_exec.c — the executor (src/runtime/exec.c): ops placed across two
  * backends give the bits the CPU alone gives, and the evidence says where
  * they ran.
  *

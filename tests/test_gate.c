@@ -1,5 +1,5 @@
 /*
- * test_gate.c — the proposal gate (src/service/gate.h) and `edgellm act`.
+ * test_gate.c — the proposal gate (src/gate/gate.h) and `edgellm act`.
  *
  * Protocol: duplicated frames, out-of-order and replayed frames, every
  * truncation of a frame, unknown fields and parameters, wrong version,
@@ -24,9 +24,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "service/audit.h"
-#include "service/gate.h"
-#include "service/json_schema.h"
+#include "route/audit.h"
+#include "gate/gate.h"
+#include "structured/json_schema.h"
 #include "testutil.h"
 
 /* ---- allocation counter (linked with --wrap=malloc,calloc,realloc) ---- */

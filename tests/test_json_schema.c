@@ -1,5 +1,5 @@
 /*
- * test_json_schema.c — JSON Schema → GBNF (src/service/json_schema.c): for
+ * test_json_schema.c — JSON Schema → GBNF (src/structured/json_schema.c): for
  * each schema the generated grammar compiles and the matcher accepts the
  * listed valid documents and rejects the invalid ones (wrong types, missing
  * required, extra properties under additionalProperties false, out-of-range
@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "runtime/grammar.h"
-#include "service/json_schema.h"
+#include "structured/json_schema.h"
 #include "testutil.h"
 
 static int doc_ok(const el_grammar *g, const char *doc) {

@@ -1,7 +1,7 @@
 /*
  * test_router.c — the routing policy parser, the router's decision table,
  * the request metadata parser and the thermal monitor's pure pieces and
- * sampler (src/service/policy.c, router.c, thermal.c).
+ * sampler (src/route/policy.c, router.c, thermal.c).
  *
  * Asserts: a valid policy parses to what it says; every hostile policy
  * (syntax, unknown/duplicate keys, wrong types, ranges, unknown format,
@@ -21,10 +21,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "service/cloud.h"
-#include "service/policy.h"
-#include "service/router.h"
-#include "service/thermal.h"
+#include "route/cloud.h"
+#include "route/policy.h"
+#include "route/router.h"
+#include "route/thermal.h"
 #include "testutil.h"
 
 static const char GOOD[] =

@@ -1,7 +1,7 @@
 /*
  * test_slot_file.c — a server slot's state: the prompt cache's roll-back
  * (el_session_truncate, el_generate_cached) and the slot file
- * (src/service/slot_file.c).
+ * (src/server/slot_file.c).
  *
  * - Roll-back: on tiny llama (full-context layers) and tiny Gemma 3 (window
  *   16, batch 8: a ring of 24 rows that wraps), for every prefix k of a
@@ -36,7 +36,7 @@
 
 #include "edgellm.h"
 #include "runtime/model.h"
-#include "service/slot_file.h"
+#include "server/slot_file.h"
 #include "testutil.h"
 
 #define MAXT 512

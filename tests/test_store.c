@@ -1,5 +1,5 @@
 /*
- * test_store.c — the A/B model store (src/service/store.c): install into the
+ * test_store.c — the A/B model store (src/deploy/store.c): install into the
  * inactive slot, atomic activation, rollback, downgrade refusal, key pinning,
  * smoke-test and hash failures that leave the active version untouched, gc of
  * interrupted installs and strays, the lock, and the CLI commands (install,
@@ -12,7 +12,7 @@
 #include <sys/file.h>
 
 #include "pkgtest.h"
-#include "service/store.h"
+#include "deploy/store.h"
 
 static char g_dir[512], g_store[600], g_key[600], g_key2[600], g_pub[620];
 static uint8_t g_sk[64], g_sk2[64];

@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "pkgtest.h"
-#include "service/store.h"
+#include "deploy/store.h"
 
 static char g_dir[400], g_store[500];
 static uint8_t g_sk[64];

@@ -20,7 +20,7 @@
 #include <sys/statvfs.h>
 
 #include "pkgtest.h"
-#include "service/store.h"
+#include "deploy/store.h"
 
 static char g_dir[400], g_mnt[500], g_store[600];
 static uint8_t g_sk[64];

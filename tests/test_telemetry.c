@@ -1,6 +1,6 @@
 /*
  * test_telemetry.c — content-free telemetry, the rotating spool and the
- * routing audit log (src/service/telemetry.c, audit.c).
+ * routing audit log (src/route/telemetry.c, audit.c).
  *
  * Asserts:
  *   - el_tev holds no pointer or character array (its size equals the sum
@@ -34,11 +34,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "service/audit.h"
-#include "service/policy.h"
-#include "service/router.h"
-#include "service/sse_text.h"
-#include "service/telemetry.h"
+#include "route/audit.h"
+#include "route/policy.h"
+#include "route/router.h"
+#include "server/sse_text.h"
+#include "route/telemetry.h"
 #include "util/buf.h"
 #include "testutil.h"
 

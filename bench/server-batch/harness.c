@@ -1,5 +1,5 @@
 /*
- * harness.c — batched decoding without HTTP (sched/batch.h): K sessions of
+ * harness.c — batched decoding without HTTP (runtime/batch.h): K sessions of
  * one model on K threads generate greedily at once through one batcher (or
  * each alone: --no-batch, and always for K = 1), the way the server's slots
  * do, minus the server. It separates what the forward costs from what the
@@ -28,7 +28,7 @@
 #include <time.h>
 
 #include "edgellm.h"
-#include "sched/batch.h"
+#include "runtime/batch.h"
 
 #define KMAX 32
 #define NMAX 4096

@@ -1,6 +1,6 @@
 /*
  * kbench.c — the Q4_0 decode product alone, 1..8 activation rows, one thread:
- * what a batched decode step (sched/batch.h) asks of the kernel per extra
+ * what a batched decode step (runtime/batch.h) asks of the kernel per extra
  * stream. A K × N Q4_0 weight matrix (default 2048 × 16896, TinyLlama's
  * gate+up+down worth of rows) of random quants and scales, activations of
  * random floats quantized to Q8_0 by the table's quantizer, y = W x through

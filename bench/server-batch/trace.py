@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/server-batch/trace.py — summarise an EL_BATCH_TRACE file (sched/batch.c).
+"""bench/server-batch/trace.py — summarise an EL_BATCH_TRACE file (runtime/batch.c).
 
 usage: trace.py TRACE
 
@@ -8,7 +8,7 @@ The trace has one line per decode round
 one per prefill chunk
   P <n> <start_us> <end_us> <tokens> <session> [<admitted 0/1>]
 (admitted: the chunk ran ahead of a due round of fresh sessions, the
-admission window of sched/batch.h; absent in older traces)
+admission window of runtime/batch.h; absent in older traces)
 and one when a session starts (D) or ends (L) its decode phase
   D <time_us> <session>
 Prints where a stream's inter-token time goes, at the batcher (no HTTP):

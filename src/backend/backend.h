@@ -13,7 +13,7 @@
  * The forward passes (runtime/blocks.c, runtime/arch/) never call a kernel
  * directly: they build an el_op — kind, shapes, types, operands, and the
  * flops and bytes it costs (seed 000 §5.7, the runtime → scheduler contract)
- * — and hand it to the session's executor (sched/exec.h), which runs it on
+ * — and hand it to the session's executor (runtime/exec.h), which runs it on
  * the backend the placement chose and moves the operands across the
  * boundary when they live elsewhere.
  *

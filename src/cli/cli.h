@@ -90,13 +90,13 @@ typedef struct cli_opts {
     const char *json_schema;   /* --json-schema TEXT or @FILE */
     char *grammar;             /* the resolved GBNF (cli_grammar_setup), or NULL */
     const char *draft_model;   /* --draft-model FILE, -md: a draft model (implies --spec draft) */
-    /* routing (serve): src/service/router.h */
+    /* routing (serve): src/route/router.h */
     const char *policy;        /* --policy FILE */
     const char *cloud_url;     /* --cloud-url URL */
     const char *cloud_key_file; /* --cloud-key-file FILE (else $EDGELLM_CLOUD_KEY) */
     const char *cloud_model;   /* --cloud-model NAME */
     const char *thermal_source; /* --thermal-source FILE */
-    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    /* telemetry and audit (serve): src/route/telemetry.h, audit.h */
     const char *telemetry_dir; /* --telemetry-dir DIR */
     long telemetry_max_bytes;  /* --telemetry-max-bytes N (0: 1 MiB) */
     int telemetry_keep;        /* --telemetry-keep N (0: 3) */
@@ -111,7 +111,7 @@ typedef struct cli_opts {
     bool bench_cold;           /* bench --cold: evict the file's pages (posix_fadvise DONTNEED) before loading */
     int ctx_overflow;          /* --ctx-overflow: -1 = the command's default (chat truncate, serve error),
                                   0 = error, 1 = truncate (drop the oldest whole turns after the system prompt) */
-    /* backends and placement (run, chat, serve, bench): sched/exec.h */
+    /* backends and placement (run, chat, serve, bench): runtime/exec.h */
     el_backend_params backend; /* --backend cpu|opencl[:N]|auto, --prefer DEV, --tax-budget F */
     bool placement_report;     /* --placement-report: time every partition, print the report at the end */
     /* LoRA adapters (run, chat, bench, perplexity): --lora FILE[:SCALE], --lora-scaled FILE SCALE (cli_lora.c) */

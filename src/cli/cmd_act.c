@@ -1,6 +1,6 @@
 /*
  * cmd_act.c — `edgellm act`: a request becomes a proposal, and only the
- * proposal gate (src/service/gate.h) turns a proposal into an event.
+ * proposal gate (src/gate/gate.h) turns a proposal into an event.
  *
  *   edgellm act --policy actions.json -m MODEL -p "TEXT" [options]
  *   edgellm act --policy actions.json --proposal FILE|-   [options]
@@ -37,9 +37,9 @@
 #include <sodium.h>
 
 #include "cli/cli.h"
-#include "service/audit.h"
-#include "service/gate.h"
-#include "service/json_schema.h"
+#include "route/audit.h"
+#include "gate/gate.h"
+#include "structured/json_schema.h"
 #include "util/buf.h"
 
 #define ACT_MAX_VARS 16

@@ -40,7 +40,7 @@
 
 #include "cli/cli.h"
 #include "runtime/chat.h"
-#include "service/router.h"
+#include "route/router.h"
 
 typedef struct chat_hist {
     el_chat_msg *msgs;

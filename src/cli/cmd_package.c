@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "service/manifest.h"
-#include "service/store.h"
+#include "deploy/manifest.h"
+#include "deploy/store.h"
 
 static int pkg_fail(const el_pkg_error *e) {
     fprintf(stderr, "error: %s check failed: %s\n", el_pkg_check_name(e->check), e->msg);

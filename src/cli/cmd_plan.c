@@ -20,7 +20,7 @@
 #include "package/gguf.h"
 #include "runtime/model.h"
 #include "sched/devices_json.h"
-#include "sched/exec.h"
+#include "runtime/exec.h"
 #include "sched/placement.h"
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }

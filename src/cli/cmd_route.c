@@ -52,12 +52,12 @@
 
 #include "cli/cli.h"
 #include "memory/capacity.h"
-#include "service/audit.h"
-#include "service/cloud.h"
-#include "service/policy.h"
-#include "service/router.h"
-#include "service/sse_text.h"
-#include "service/thermal.h"
+#include "route/audit.h"
+#include "route/cloud.h"
+#include "route/policy.h"
+#include "route/router.h"
+#include "server/sse_text.h"
+#include "route/thermal.h"
 #include "util/file.h"
 
 #define ROUTE_EXIT_DIFFERS 3

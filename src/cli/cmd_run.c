@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
-#include "service/router.h"
+#include "route/router.h"
 
 typedef struct run_ctx {
     bool json;

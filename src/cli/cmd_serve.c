@@ -18,8 +18,8 @@
 
 #include "cli/cli.h"
 #include "runtime/chat.h"
-#include "service/policy.h"
-#include "service/server.h"
+#include "route/policy.h"
+#include "server/server.h"
 #include "util/file.h"
 
 typedef struct loader {

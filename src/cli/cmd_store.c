@@ -1,5 +1,5 @@
 /*
- * cmd_store.c — the on-device model store (service/store.h) on the command line:
+ * cmd_store.c — the on-device model store (deploy/store.h) on the command line:
  *
  *   edgellm install MODEL.gguf --store DIR [--pub KEY.pub] [--skip-smoke]
  *   edgellm rollback --store DIR
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "service/store.h"
+#include "deploy/store.h"
 
 static int store_fail(const el_pkg_error *e) {
     fprintf(stderr, "error: %s check failed: %s\n", el_pkg_check_name(e->check), e->msg);

@@ -38,9 +38,9 @@
 #include "memory/capacity.h"
 #include "memory/load.h"
 #include "runtime/grammar.h"
-#include "service/json_schema.h"
+#include "structured/json_schema.h"
 #include "util/error.h"
-#include "service/manifest.h"
+#include "deploy/manifest.h"
 #include "util/utf8.h"
 
 /* ---- usage ------------------------------------------------------------- */
@@ -802,7 +802,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--grammar", F_GRAMMAR, true, C_GEN},
     {NULL, "--grammar-file", F_GRAMMARFILE, true, C_GEN},
     {NULL, "--json-schema", F_JSONSCHEMA, true, C_GEN},
-    /* routing (serve): src/service/router.h */
+    /* routing (serve): src/route/router.h */
     {NULL, "--policy", F_POLICY, true, C_SERVE | C_GEN},
     {NULL, "--cloud-url", F_CLOUDURL, true, C_SERVE | C_GEN},
     {NULL, "--cloud-key-file", F_CLOUDKEY, true, C_SERVE | C_GEN},
@@ -812,7 +812,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--route", F_ROUTE, false, C_GEN},
     {NULL, "--data-class", F_DATACLASS, true, C_GEN},
     {NULL, "--consent", F_CONSENT, false, C_GEN},
-    /* telemetry and audit (serve): src/service/telemetry.h, audit.h */
+    /* telemetry and audit (serve): src/route/telemetry.h, audit.h */
     {NULL, "--telemetry-dir", F_TELDIR, true, C_SERVE},
     {NULL, "--telemetry-max-bytes", F_TELMAX, true, C_SERVE},
     {NULL, "--telemetry-keep", F_TELKEEP, true, C_SERVE},
@@ -822,12 +822,12 @@ static const flag_def FLAGS[] = {
     {NULL, "--load", F_LOAD, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--cold", F_COLD, false, C_BENCH},
     {NULL, "--ctx-overflow", F_CTXOVER, true, C_CHAT | C_SERVE},
-    /* backends and placement (sched/exec.h) */
+    /* backends and placement (runtime/exec.h) */
     {NULL, "--backend", F_BACKEND, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--prefer", F_PREFER, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--tax-budget", F_TAXBUDGET, true, C_GEN | C_SERVE | C_BENCH},
     {NULL, "--placement-report", F_PLACEREPORT, false, C_GEN | C_SERVE | C_BENCH},
-    /* LoRA adapters (cli_lora.c; serve: NAME=FILE, src/service/lora_registry.h) */
+    /* LoRA adapters (cli_lora.c; serve: NAME=FILE, src/server/lora_registry.h) */
     {NULL, "--lora", F_LORA, true, C_GEN | C_BENCH | C_SERVE},
     {NULL, "--lora-scaled", F_LORASCALED, true, C_GEN | C_BENCH | C_SERVE},
     {NULL, "--lora-budget", F_LORABUDGET, true, C_SERVE},

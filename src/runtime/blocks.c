@@ -10,7 +10,7 @@
  *
  * No block calls a kernel: each describes its ops (el_op: kind, shapes,
  * operands as ranges of the session's tensors, constants) and hands them to
- * the executor (sched/exec.h), which runs them on the backend the placement
+ * the executor (runtime/exec.h), which runs them on the backend the placement
  * chose — or, while the executor describes a pass, only records them.
  */
 #include <math.h>

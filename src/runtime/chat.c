@@ -58,7 +58,7 @@
  *           user turn after the system text; a call is that fenced block in the
  *           model turn (several: one block each, "\n" between); consecutive
  *           results share one user turn of ```tool_output\n{result}\n```
- *           blocks. service/toolcall.c parses and constrains exactly this.
+ *           blocks. structured/toolcall.c parses and constrains exactly this.
  *
  * Template text vs message content: every byte of a rendering is one or the
  * other. el_chat_render records which (the byte ranges of template text:

@@ -22,7 +22,7 @@
 #include "memory/load.h"
 #include "package/gguf.h"
 #include "runtime/tokenizer.h"
-#include "sched/exec.h"
+#include "runtime/exec.h"
 #include "sched/placement.h"
 
 #define EL_MAX_HEAD_DIM 512
@@ -83,7 +83,7 @@ struct el_model {
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
     el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */
-    /* the backends (sched/exec.h, el_backends_open): be[0] the CPU */
+    /* the backends (runtime/exec.h, el_backends_open): be[0] the CPU */
     el_backend *be[EL_MAX_BACKENDS];
     int n_be;
     el_sched_params sched;
@@ -123,13 +123,13 @@ struct el_session {
      * embd_row0: this batch's first row within the input of embd_n rows. */
     int embd_pool, embd_row0, embd_n;
     float *embd_out;
-    el_exec *exec;      /* runs the forward passes' ops (sched/exec.h) */
+    el_exec *exec;      /* runs the forward passes' ops (runtime/exec.h) */
     struct el_lora_set *lora; /* active LoRA adapters (runtime/lora.h); NULL: none, no extra op */
     void *lora_scratch;        /* the adapters' scratch in the session's block (el_session_params.lora_rank > 0) */
     size_t lora_scratch_bytes; /* its bytes (memory/plan.h el_plan_add_lora); 0: none planned */
     int lora_rank;             /* the summed rank it was planned for */
     bool describing;    /* the executor is describing a pass: nothing runs */
-    /* batched decoding (sched/batch.h): the batcher this session's
+    /* batched decoding (runtime/batch.h): the batcher this session's
      * generations go through (NULL: none), and where it stands in it (0: not
      * generating through it, 1: prefilling, 2: decoding; batch.c writes it
      * under its lock). brow: while a batched step runs on this (the
@@ -190,7 +190,7 @@ int el_load_common_hparams(el_model *m, el_error *err);
 int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_norms, el_error *err);
 
 /* Shared building blocks for forward passes (blocks.c); each hands its ops to the executor. */
-/* dst = rmsnorm(src) * w (w may be NULL): n rows of d; tensors are EL_T_* ids (sched/exec.h); dst may be src. */
+/* dst = rmsnorm(src) * w (w may be NULL): n rows of d; tensors are EL_T_* ids (runtime/exec.h); dst may be src. */
 void el_fwd_norm(el_session *s, int il, const char *site, int src, const float *w, int dst, int n, int d, float eps);
 /* y += x over count floats (the residual add). */
 void el_fwd_add(el_session *s, int il, const char *site, int y, int x, int count);

@@ -32,7 +32,7 @@
 #include "runtime/lora.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
-#include "sched/batch.h"
+#include "runtime/batch.h"
 #include "sched/spec.h"
 #include "util/error.h"
 
@@ -329,7 +329,7 @@ static int check_tokens(const el_session *s, const int32_t *toks, int n, el_erro
 }
 
 /* Runs n tokens through the model in n_batch chunks; logits of the last.
- * A generation prefilling through a batcher (sched/batch.h) runs chunks of at
+ * A generation prefilling through a batcher (runtime/batch.h) runs chunks of at
  * most its chunk, each in its turn between decode rounds. */
 static int eval_tokens(el_session *s, const int32_t *toks, int n, bool check_cancel, el_error *err) {
     const bool batched = s->batcher && s->batch_phase == 1;

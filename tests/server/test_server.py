@@ -429,8 +429,8 @@ def t_page(ctx):
     st, h, b = request(ctx.port, "GET", "/")
     assert st == 200, st
     assert h.get("content-type", "").startswith("text/html"), h.get("content-type")
-    with open(os.path.join(REPO, "src", "service", "ui", "index.html"), "rb") as f:
-        assert b == f.read(), "GET / is not src/service/ui/index.html"
+    with open(os.path.join(REPO, "src", "server", "ui", "index.html"), "rb") as f:
+        assert b == f.read(), "GET / is not src/server/ui/index.html"
 
 
 def t_metrics_names(ctx):

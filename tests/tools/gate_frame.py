@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """gate_frame.py — an independent encoder of proposal-gate frames (docs/STRUCTURED.md,
-src/service/gate.h): the canonical bytes and HMAC-SHA256 tag written from the
+src/gate/gate.h): the canonical bytes and HMAC-SHA256 tag written from the
 documentation with Python's hmac, so tests can check that the C gate accepts
 what the documented format says.
 

@@ -553,7 +553,7 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 
 #define QX_DEC_NBMAX 512 /* activation blocks precomputed on the stack (k <= 16384) */
 /* Q4_0 activation rows one qx_q4_0_rows8 call takes: a batched decode step
- * (sched/batch.h) of up to 8 streams unpacks each weight block once for all
+ * (runtime/batch.h) of up to 8 streams unpacks each weight block once for all
  * of them; VNNI's 32 registers hold the 8 accumulators, AVX2 keeps 3. */
 #if defined(QX_VNNI)
 #define QX_DEC_TT 8
@@ -693,7 +693,7 @@ QX_INLINE __m512i qx_ld4x128(const uint8_t *a, const uint8_t *b, const uint8_t *
 
 /*
  * Q4_0 decode, 16 full weight rows × TT (4..QX_DEC_TT) activation rows, on
- * 512-bit registers (a batched decode step, sched/batch.h). Per block the 16
+ * 512-bit registers (a batched decode step, runtime/batch.h). Per block the 16
  * rows' nibbles are unpacked and transposed once into 8 "row lane" registers
  * W[g] (int32 lane q = 4j + m: the 4 quants of group g of row 4m + j; groups
  * 0..3 are the low nibbles = weights 0..15, 4..7 the high ones = weights

@@ -1,0 +1,2381 @@
+/*
+ * api.c — OpenAI-compatible request parsing and response building (L6).
+ *
+ * Parsing pipeline for a request body (bytes from the network):
+ *   1. size      len > EL_API_MAX_BODY                          -> 413
+ *   2. UTF-8     strict RFC 3629: no overlongs, no surrogates, nothing above
+ *                U+10FFFF, no truncated or stray sequences        -> 400
+ *                (a leading UTF-8 BOM is skipped, RFC 8259 §8.1)
+ *   3. lexical   cJSON is lax where JSON is strict, and stores strings as
+ *                C strings, so before it runs we reject: any NUL byte; raw
+ *                control characters (< 0x20) inside strings; the escape
+ *                \u0000 (it would silently truncate a string)     -> 400
+ *   4. cJSON     on a NUL-terminated private copy (so cJSON never reads
+ *                past our buffer), with only whitespace allowed after the
+ *                value; depth is bounded by CJSON_NESTING_LIMIT   -> 400
+ *   5. fields    each known field is type- and range-checked; JSON null is
+ *                treated as "not given" for optional fields (clients such as
+ *                LangChain send "stop": null); a known field given twice is
+ *                rejected (two parsers must not disagree on which one wins);
+ *                unknown fields are ignored, like OpenAI does.
+ * After step 4 every string is valid UTF-8 without NULs (cJSON rejects lone
+ * surrogate escapes), so everything copied into el_api_request is too.
+ * /tokenize and /detokenize bodies (el_api_parse_tokenize/_detokenize) go
+ * through the same steps 1-4 (parse_root) and the same error shapes; their
+ * fields are checked like the others.
+ *
+ * Unsupported values are a 400 that names the field, never ignored: n and
+ * best_of other than 1, a non-empty suffix, echo together with logprobs.
+ * Tool calls (tools, tool_choice, parallel_tool_calls, legacy functions /
+ * function_call; assistant tool_calls and "tool" messages in the history) are
+ * parsed into el_api_request.tools / msgs (api.h states the limits); each
+ * tool's parameters schema is compiled here so a bad one is a 400 naming the
+ * tool and the place. Output formats (response_format, llama-server's grammar and
+ * json_schema) become el_api_request.grammar, compiled here: an invalid one
+ * is a 400 naming the field and the place.
+ * /v1/completions without max_tokens generates 16 tokens (OpenAI's default);
+ * chat leaves it unset (the server fills the context).
+ *
+ * Builders take generated text by length: it may hold NUL bytes (a <0x00>
+ * byte token), which are escaped as \u0000, and ill-formed UTF-8, of which
+ * each maximal ill-formed subpart becomes one U+FFFD (Unicode's recommended
+ * practice, so a character cut short is one U+FFFD, not one per byte). Such
+ * strings are escaped here (el_api_json_string) and embedded into the cJSON
+ * tree as raw JSON, since cJSON holds strings as C strings. The bodies are
+ * always one line of valid UTF-8 JSON. The server also holds back an
+ * incomplete trailing character until the next piece completes it.
+ *
+ * llama-server's /completion body (el_api_parse_native) goes through steps
+ * 1-4 too; its fields are llama-server's (native_fields), the samplers
+ * edgellm lacks are accepted only when off (g_neutral), and its reply is
+ * built by el_api_native_response (response_fields pick from the whole
+ * object). Errors keep OpenAI's shape; inside a stream they take
+ * llama-server's (el_api_stream_error_json), and a context overflow carries
+ * n_prompt_tokens and n_ctx in both.
+ *
+ * Known cJSON limits: numbers are doubles, so "max_tokens": 16.0 is accepted
+ * as 16, and seeds beyond 2^53 lose their low bits.
+ */
+#include "server/api.h"
+#include "util/utf8.h"
+
+#include <cjson/cJSON.h>
+
+#include "runtime/grammar.h"
+#include "structured/json_schema.h"
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STOP_MAX_BYTES 256
+
+bool el_api_json_string(el_buf *out, const char *s, size_t n) {
+    el_buf clean = {0};
+    if (!el_utf8_sanitize(s ? s : "", s ? n : 0, &clean)) return false;
+    bool ok = el_buf_append(out, "\"", 1);
+    size_t i = 0, run = 0;
+    for (; ok && i < clean.len; i++) {
+        unsigned char c = (unsigned char)clean.p[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        ok = el_buf_append(out, clean.p + run, i - run);
+        char esc[8];
+        switch (c) {
+        case '"': memcpy(esc, "\\\"", 3); break;
+        case '\\': memcpy(esc, "\\\\", 3); break;
+        case '\n': memcpy(esc, "\\n", 3); break;
+        case '\r': memcpy(esc, "\\r", 3); break;
+        case '\t': memcpy(esc, "\\t", 3); break;
+        default: snprintf(esc, sizeof esc, "\\u%04x", c); break;
+        }
+        if (ok) ok = el_buf_str(out, esc);
+        run = i + 1;
+    }
+    if (ok) ok = el_buf_append(out, clean.p ? clean.p + run : "", clean.len - run) && el_buf_append(out, "\"", 1);
+    el_buf_free(&clean);
+    return ok;
+}
+
+/* Returns s itself when valid UTF-8; otherwise a malloc'd copy (*owned set)
+ * with every maximal ill-formed subpart replaced by U+FFFD. NULL s -> NULL.
+ * NULL on OOM. */
+static const char *utf8_clean(const char *s, char **owned) {
+    *owned = NULL;
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    if (el_utf8_check((const unsigned char *)s, n) == n) return s;
+    el_buf b = {0};
+    if (!el_utf8_sanitize(s, n, &b)) { el_buf_free(&b); return NULL; }
+    *owned = b.p;
+    return b.p;
+}
+
+/* ------------------------------------------------------------------ errors */
+
+void el_api_set_error(el_api_error *err, int status, const char *type, const char *param, const char *code,
+                      const char *fmt, ...) {
+    if (!err) return;
+    err->status = status;
+    err->type = type;
+    err->param = param;
+    err->code = code;
+    err->message[0] = 0;
+    err->n_prompt_tokens = 0; /* the caller sets these after, for a context overflow */
+    err->n_ctx = 0;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* Adds key: string (sanitised) or null. Returns 0 / -1 on OOM. */
+static int add_str_or_null(cJSON *obj, const char *key, const char *s) {
+    if (!s) return cJSON_AddNullToObject(obj, key) ? 0 : -1;
+    char *owned;
+    const char *c = utf8_clean(s, &owned);
+    cJSON *it = c ? cJSON_AddStringToObject(obj, key, c) : NULL;
+    free(owned);
+    return it ? 0 : -1;
+}
+
+static char *print_and_delete(cJSON *root) {
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+char *el_api_error_json(const el_api_error *err) {
+    if (!err) return NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    if (!e) { cJSON_Delete(root); return NULL; }
+    /* the message may have been cut mid-character by vsnprintf: sanitised */
+    char msg[sizeof err->message];
+    memcpy(msg, err->message, sizeof msg);
+    msg[sizeof msg - 1] = 0;
+    if (add_str_or_null(e, "message", msg) || add_str_or_null(e, "type", err->type) ||
+        add_str_or_null(e, "param", err->param) || add_str_or_null(e, "code", err->code) ||
+        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
+                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_stream_error_json(const el_api_error *err) {
+    if (!err) return NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *e = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    if (!e) { cJSON_Delete(root); return NULL; }
+    char msg[sizeof err->message];
+    memcpy(msg, err->message, sizeof msg);
+    msg[sizeof msg - 1] = 0;
+    const char *type = err->status == 503 ? "unavailable_error" : err->type;
+    if (!cJSON_AddNumberToObject(e, "code", err->status) || add_str_or_null(e, "message", msg) ||
+        add_str_or_null(e, "type", type) ||
+        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
+                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+/* ------------------------------------------------------------------ parsing */
+
+#define BAD(err, param, code, ...) el_api_set_error(err, 400, "invalid_request_error", param, code, __VA_ARGS__)
+
+static const char *jtype(const cJSON *it) {
+    if (cJSON_IsString(it)) return "string";
+    if (cJSON_IsNumber(it)) return "number";
+    if (cJSON_IsBool(it)) return "boolean";
+    if (cJSON_IsNull(it)) return "null";
+    if (cJSON_IsArray(it)) return "array";
+    if (cJSON_IsObject(it)) return "object";
+    return "unknown";
+}
+
+static int type_error(el_api_error *err, const char *param, const char *what, const cJSON *it) {
+    BAD(err, param, "invalid_type", "invalid type for '%s': expected %s, got %s", param, what, jtype(it));
+    return -1;
+}
+
+/* Copies at most ~48 bytes of a (valid UTF-8) user string for quoting in an
+ * error message, cutting on a character boundary. */
+static const char *quote(const char *s, char *buf, size_t cap) {
+    size_t n = strlen(s), lim = cap - 4; /* room for "..." + NUL */
+    if (n <= cap - 1) { memcpy(buf, s, n + 1); return buf; }
+    while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
+    memcpy(buf, s, lim);
+    memcpy(buf + lim, "...", 4);
+    return buf;
+}
+
+static char *dupstr(const char *s, el_api_error *err) {
+    size_t n = strlen(s);
+    char *d = malloc(n + 1);
+    if (!d) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
+    memcpy(d, s, n + 1);
+    return d;
+}
+
+static int oom(el_api_error *err) {
+    el_api_set_error(err, 500, "server_error", NULL, NULL, "out of memory");
+    return -1;
+}
+
+/* A finite number in [lo, hi] (open ends when lo_open / hi_open). */
+static int get_num(const cJSON *it, const char *param, double lo, bool lo_open, double hi, bool hi_open,
+                   double *out, el_api_error *err) {
+    if (!cJSON_IsNumber(it)) return type_error(err, param, "a number", it);
+    double v = it->valuedouble;
+    if (!isfinite(v)) {
+        BAD(err, param, "invalid_value", "'%s' must be a finite number", param);
+        return -1;
+    }
+    if ((lo_open ? v <= lo : v < lo) || (hi_open ? v >= hi : v > hi)) {
+        BAD(err, param, "invalid_value", "'%s' must be %s %g and %s %g, got %g", param,
+            lo_open ? "greater than" : "at least", lo, hi_open ? "less than" : "at most", hi, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* An integral number in [lo, hi]. */
+static int get_int(const cJSON *it, const char *param, double lo, double hi, double *out, el_api_error *err) {
+    if (!cJSON_IsNumber(it)) return type_error(err, param, "an integer", it);
+    double v = it->valuedouble;
+    double a = v < 0 ? -v : v; /* every double >= 2^53 is integral; below, the cast is exact */
+    if (!isfinite(v) || (a < 9007199254740992.0 && v != (double)(long long)v)) {
+        BAD(err, param, "invalid_type", "invalid type for '%s': expected an integer, got a non-integral number",
+            param);
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        BAD(err, param, "invalid_value", "'%s' must be an integer between %.0f and %.0f, got %.0f", param, lo,
+            hi, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+enum {
+    F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
+    F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
+    F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA,
+    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_COUNT
+};
+#define K_CHAT 1u
+#define K_COMP 2u
+static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
+    [F_MODEL] = {"model", K_CHAT | K_COMP},
+    [F_MESSAGES] = {"messages", K_CHAT},
+    [F_PROMPT] = {"prompt", K_COMP},
+    [F_MAX_TOKENS] = {"max_tokens", K_CHAT | K_COMP},
+    [F_MAX_COMPLETION_TOKENS] = {"max_completion_tokens", K_CHAT},
+    [F_TEMPERATURE] = {"temperature", K_CHAT | K_COMP},
+    [F_TOP_P] = {"top_p", K_CHAT | K_COMP},
+    [F_PRESENCE] = {"presence_penalty", K_CHAT | K_COMP},
+    [F_FREQUENCY] = {"frequency_penalty", K_CHAT | K_COMP},
+    [F_SEED] = {"seed", K_CHAT | K_COMP},
+    [F_STOP] = {"stop", K_CHAT | K_COMP},
+    [F_STREAM] = {"stream", K_CHAT | K_COMP},
+    [F_STREAM_OPTIONS] = {"stream_options", K_CHAT | K_COMP},
+    [F_N] = {"n", K_CHAT | K_COMP},
+    [F_USER] = {"user", K_CHAT | K_COMP},
+    [F_LOGPROBS] = {"logprobs", K_CHAT | K_COMP},
+    [F_TOP_LOGPROBS] = {"top_logprobs", K_CHAT},
+    [F_ECHO] = {"echo", K_COMP},
+    [F_BEST_OF] = {"best_of", K_COMP},
+    [F_SUFFIX] = {"suffix", K_COMP},
+    [F_LOGIT_BIAS] = {"logit_bias", K_CHAT | K_COMP},
+    [F_CACHE_PROMPT] = {"cache_prompt", K_CHAT | K_COMP}, /* llama-server's, default true */
+    [F_RESPONSE_FORMAT] = {"response_format", K_CHAT | K_COMP},
+    [F_GRAMMAR] = {"grammar", K_CHAT | K_COMP},         /* llama-server's extensions */
+    [F_JSON_SCHEMA] = {"json_schema", K_CHAT | K_COMP},
+    [F_TOOLS] = {"tools", K_CHAT | K_COMP}, /* completions: a 400 (chat only) */
+    [F_FUNCTIONS] = {"functions", K_CHAT | K_COMP},
+    [F_TOOL_CHOICE] = {"tool_choice", K_CHAT | K_COMP},
+    [F_FUNCTION_CALL] = {"function_call", K_CHAT | K_COMP},
+    [F_PARALLEL_TOOL_CALLS] = {"parallel_tool_calls", K_CHAT | K_COMP},
+};
+
+/* schema (NULL: any JSON object when object_only, else any value) → out->grammar, checked by compiling it */
+static int set_schema_grammar(const cJSON *schema, bool object_only, const char *param, el_api_request *out,
+                              el_api_error *err) {
+    el_error e = {0};
+    char *g = schema ? el_json_schema_to_gbnf(schema, &e)
+                     : object_only ? strdup(el_json_object_gbnf()) : el_json_schema_text_to_gbnf("{}", 2, &e);
+    if (!g) {
+        if (!schema && !e.code) return oom(err);
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
+        return -1;
+    }
+    el_grammar *cg = el_grammar_parse(g, strlen(g), &e);
+    if (!cg) {
+        free(g);
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
+        return -1;
+    }
+    el_grammar_free(cg);
+    free(out->grammar);
+    out->grammar = g;
+    return 0;
+}
+
+/* "grammar": GBNF text ("" = none), compiled to check it */
+static int parse_grammar_field(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsString(it)) return type_error(err, "grammar", "a string", it);
+    if (!it->valuestring[0]) return 0;
+    el_error e = {0};
+    el_grammar *cg = el_grammar_parse(it->valuestring, strlen(it->valuestring), &e);
+    if (!cg) {
+        if (e.code == EL_ERR_NOMEM) return oom(err);
+        BAD(err, "grammar", "invalid_value", "grammar: %s", e.msg);
+        return -1;
+    }
+    el_grammar_free(cg);
+    free(out->grammar);
+    return (out->grammar = dupstr(it->valuestring, err)) ? 0 : -1;
+}
+
+static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return type_error(err, "response_format", "an object", it);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
+    if (!cJSON_IsString(type)) {
+        BAD(err, "response_format", "invalid_value", "response_format.type: expected \"text\", \"json_object\" or \"json_schema\"");
+        return -1;
+    }
+    if (!strcmp(type->valuestring, "text")) return 0;
+    if (!strcmp(type->valuestring, "json_object")) {
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "schema");
+        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, true, "response_format", out, err);
+    }
+    if (!strcmp(type->valuestring, "json_schema")) {
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(it, "json_schema");
+        if (!cJSON_IsObject(js)) {
+            BAD(err, "response_format", "invalid_value", "response_format.json_schema: expected an object");
+            return -1;
+        }
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, false, "response_format", out, err);
+    }
+    BAD(err, "response_format", "invalid_value", "response_format.type '%.40s' is not supported (text, json_object, json_schema)",
+        type->valuestring);
+    return -1;
+}
+
+/* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
+static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return type_error(err, "logit_bias", "an object", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_API_MAX_LOGIT_BIAS) {
+        BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+            EL_API_MAX_LOGIT_BIAS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
+    out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
+    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        char q[52];
+        const char *k = e->string ? e->string : "";
+        char *end = NULL;
+        long long id = -1;
+        if (*k >= '0' && *k <= '9' && strlen(k) <= 10) id = strtoll(k, &end, 10);
+        if (id < 0 || id > INT32_MAX || !end || *end) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", quote(k, q, sizeof q));
+            return -1;
+        }
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
+            return -1;
+        }
+        for (int i = 0; i < out->n_logit_bias; i++)
+            if (out->logit_bias_id[i] == (int32_t)id) {
+                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %lld given twice", id);
+                return -1;
+            }
+        out->logit_bias_id[out->n_logit_bias] = (int32_t)id;
+        out->logit_bias[out->n_logit_bias++] = (float)e->valuedouble;
+    }
+    return 0;
+}
+
+/* Looks up a key that must appear at most once in obj. 0 (item or NULL), -1 on duplicate. */
+static int get_unique(const cJSON *obj, const char *key, const char *param, const cJSON **out,
+                      el_api_error *err) {
+    *out = NULL;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        if (it->string && !strcmp(it->string, key)) {
+            if (*out) {
+                BAD(err, param, "duplicate_key", "duplicate key '%s' in %s", key, param);
+                return -1;
+            }
+            *out = it;
+        }
+    }
+    return 0;
+}
+
+static const char *const g_roles[] = {"system", "user", "assistant", "tool", "function"};
+
+/* OpenAI's function-name rule. */
+static bool tool_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > EL_TOOL_MAX_NAME) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static void free_calls(el_chat_msg *m) {
+    el_chat_tool_call *c = (el_chat_tool_call *)m->tool_calls;
+    for (int k = 0; c && k < m->n_tool_calls; k++) {
+        free((char *)c[k].id);
+        free((char *)c[k].name);
+        free((char *)c[k].arguments);
+    }
+    free(c);
+    m->tool_calls = NULL;
+    m->n_tool_calls = 0;
+}
+
+/* One call of an assistant message: {id, type: "function", function: {name, arguments}} (legacy:
+ * fn given directly, id NULL). Arguments (a JSON string) become the template's text. */
+static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_chat_tool_call *dst,
+                          el_api_error *err) {
+    if (call) {
+        const cJSON *type, *id;
+        if (!cJSON_IsObject(call)) {
+            BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d]: expected an object, got %s", i, k,
+                jtype(call));
+            return -1;
+        }
+        if (get_unique(call, "type", "messages", &type, err) || get_unique(call, "id", "messages", &id, err) ||
+            get_unique(call, "function", "messages", &fn, err))
+            return -1;
+        if (type && !cJSON_IsNull(type) && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))) {
+            BAD(err, "messages", "invalid_value", "messages[%d].tool_calls[%d].type: expected \"function\"", i, k);
+            return -1;
+        }
+        if (id && !cJSON_IsNull(id)) {
+            if (!cJSON_IsString(id)) {
+                BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d].id: expected a string, got %s", i,
+                    k, jtype(id));
+                return -1;
+            }
+            if (!(dst->id = dupstr(id->valuestring, err))) return -1;
+        }
+    }
+    const cJSON *name, *args;
+    if (!cJSON_IsObject(fn)) {
+        BAD(err, "messages", fn ? "invalid_type" : "missing_required_parameter",
+            "messages[%d].tool_calls[%d].function: expected an object, got %s", i, k, fn ? jtype(fn) : "nothing");
+        return -1;
+    }
+    if (get_unique(fn, "name", "messages", &name, err) || get_unique(fn, "arguments", "messages", &args, err))
+        return -1;
+    if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
+        BAD(err, "messages", "invalid_value",
+            "messages[%d].tool_calls[%d].function.name: expected a name of 1..%d characters [A-Za-z0-9_-]", i, k,
+            EL_TOOL_MAX_NAME);
+        return -1;
+    }
+    if (!(dst->name = dupstr(name->valuestring, err))) return -1;
+    char *text;
+    if (!args || cJSON_IsNull(args)) {
+        text = strdup("{}");
+    } else if (cJSON_IsString(args)) {
+        cJSON *pj = cJSON_Parse(args->valuestring);
+        text = el_tool_pydumps(pj ? pj : args, -1);
+        cJSON_Delete(pj);
+    } else if (cJSON_IsObject(args)) { /* lenient: an object instead of its JSON text */
+        text = el_tool_pydumps(args, -1);
+    } else {
+        BAD(err, "messages", "invalid_type",
+            "messages[%d].tool_calls[%d].function.arguments: expected a JSON string, got %s", i, k, jtype(args));
+        return -1;
+    }
+    if (!text) return oom(err);
+    dst->arguments = text;
+    return 0;
+}
+
+static int parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
+    const cJSON *tc, *fc;
+    if (get_unique(m, "tool_calls", "messages", &tc, err) || get_unique(m, "function_call", "messages", &fc, err))
+        return -1;
+    if (tc && cJSON_IsNull(tc)) tc = NULL;
+    if (fc && cJSON_IsNull(fc)) fc = NULL;
+    if (!tc && !fc) return 0;
+    if (tc && !cJSON_IsArray(tc)) {
+        BAD(err, "messages", "invalid_type", "messages[%d].tool_calls: expected an array, got %s", i, jtype(tc));
+        return -1;
+    }
+    int n = tc ? cJSON_GetArraySize(tc) : 0;
+    if (fc) n++;
+    if (n > EL_TOOL_MAX_CALLS) {
+        BAD(err, "messages", "invalid_value", "messages[%d].tool_calls: at most %d calls (got %d)", i,
+            EL_TOOL_MAX_CALLS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    el_chat_tool_call *c = calloc((size_t)n, sizeof *c);
+    if (!c) return oom(err);
+    dst->tool_calls = c;
+    dst->n_tool_calls = n; /* entries stay NULL until filled: free_calls copes */
+    int k = 0;
+    const cJSON *call;
+    if (tc)
+        cJSON_ArrayForEach(call, tc) {
+            if (parse_msg_call(call, NULL, i, k, &c[k], err)) return -1;
+            k++;
+        }
+    if (fc && parse_msg_call(NULL, fc, i, k, &c[k], err)) return -1;
+    return 0;
+}
+
+static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
+    char q[52];
+    if (!cJSON_IsObject(m)) {
+        BAD(err, "messages", "invalid_type", "messages[%d]: expected an object, got %s", i, jtype(m));
+        return -1;
+    }
+    const cJSON *role, *content;
+    if (get_unique(m, "role", "messages", &role, err) || get_unique(m, "content", "messages", &content, err))
+        return -1;
+    if (!role) {
+        BAD(err, "messages", "missing_required_parameter", "messages[%d].role: missing", i);
+        return -1;
+    }
+    if (!cJSON_IsString(role)) {
+        BAD(err, "messages", "invalid_type", "messages[%d].role: expected a string, got %s", i, jtype(role));
+        return -1;
+    }
+    const char *rname = NULL;
+    for (size_t k = 0; k < sizeof g_roles / sizeof *g_roles; k++)
+        if (!strcmp(role->valuestring, g_roles[k])) rname = g_roles[k];
+    if (!rname) {
+        BAD(err, "messages", "invalid_value", "messages[%d].role: unknown role '%s'", i,
+            quote(role->valuestring, q, sizeof q));
+        return -1;
+    }
+    if (!strcmp(rname, "function")) rname = "tool"; /* legacy function result */
+    if (!strcmp(rname, "assistant")) {
+        if (parse_msg_calls(m, i, dst, err)) return -1;
+        if (dst->n_tool_calls > 0 && (!content || cJSON_IsNull(content))) content = NULL; /* calls only */
+    }
+    if (!strcmp(rname, "tool")) {
+        const cJSON *id;
+        if (get_unique(m, "tool_call_id", "messages", &id, err)) return -1;
+        if (id && !cJSON_IsNull(id)) {
+            if (!cJSON_IsString(id)) {
+                BAD(err, "messages", "invalid_type", "messages[%d].tool_call_id: expected a string, got %s", i,
+                    jtype(id));
+                return -1;
+            }
+            if (!(dst->tool_call_id = dupstr(id->valuestring, err))) return -1;
+        }
+    }
+    if (!content && dst->n_tool_calls == 0) {
+        BAD(err, "messages", "missing_required_parameter", "messages[%d].content: missing", i);
+        return -1;
+    }
+    char *text;
+    if (!content) {
+        if (!(text = dupstr("", err))) return -1;
+    } else if (cJSON_IsString(content)) {
+        if (!(text = dupstr(content->valuestring, err))) return -1;
+    } else if (cJSON_IsArray(content)) {
+        /* array of {"type":"text","text":...} parts: concatenated */
+        size_t total = 0;
+        int j = 0;
+        const cJSON *part;
+        cJSON_ArrayForEach(part, content) {
+            const cJSON *type, *t;
+            if (!cJSON_IsObject(part)) {
+                BAD(err, "messages", "invalid_type", "messages[%d].content[%d]: expected an object, got %s", i, j,
+                    jtype(part));
+                return -1;
+            }
+            if (get_unique(part, "type", "messages", &type, err) || get_unique(part, "text", "messages", &t, err))
+                return -1;
+            if (!cJSON_IsString(type)) {
+                BAD(err, "messages", type ? "invalid_type" : "missing_required_parameter",
+                    "messages[%d].content[%d].type: expected a string, got %s", i, j, type ? jtype(type) : "nothing");
+                return -1;
+            }
+            if (strcmp(type->valuestring, "text")) {
+                BAD(err, "messages", "invalid_value", "messages[%d].content[%d]: unsupported content part type '%s'",
+                    i, j, quote(type->valuestring, q, sizeof q));
+                return -1;
+            }
+            if (!cJSON_IsString(t)) {
+                BAD(err, "messages", t ? "invalid_type" : "missing_required_parameter",
+                    "messages[%d].content[%d].text: expected a string, got %s", i, j, t ? jtype(t) : "nothing");
+                return -1;
+            }
+            total += strlen(t->valuestring);
+            j++;
+        }
+        if (!(text = malloc(total + 1))) return oom(err);
+        size_t o = 0;
+        cJSON_ArrayForEach(part, content) {
+            const char *s = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+            size_t l = strlen(s);
+            memcpy(text + o, s, l);
+            o += l;
+        }
+        text[o] = 0;
+    } else {
+        BAD(err, "messages", "invalid_type",
+            "messages[%d].content: expected a string or an array of text parts, got %s", i, jtype(content));
+        return -1;
+    }
+    char *r = dupstr(rname, err);
+    if (!r) { free(text); return -1; }
+    dst->role = r;
+    dst->content = text;
+    return 0;
+}
+
+static int parse_messages(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!it) {
+        BAD(err, "messages", "missing_required_parameter", "missing required parameter: 'messages'");
+        return -1;
+    }
+    if (!cJSON_IsArray(it)) return type_error(err, "messages", "an array", it);
+    int n = cJSON_GetArraySize(it);
+    if (n <= 0) {
+        BAD(err, "messages", "invalid_value", "'messages' must contain at least one message");
+        return -1;
+    }
+    out->msgs = calloc((size_t)n, sizeof *out->msgs);
+    if (!out->msgs) return oom(err);
+    out->n_msgs = n; /* entries stay NULL until filled: free() copes */
+    int i = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, it) {
+        if (parse_message(m, i, &out->msgs[i], err)) return -1;
+        i++;
+    }
+    return 0;
+}
+
+static int parse_prompt(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!it) {
+        BAD(err, "prompt", "missing_required_parameter", "missing required parameter: 'prompt'");
+        return -1;
+    }
+    if (cJSON_IsArray(it)) {
+        int n = cJSON_GetArraySize(it);
+        const cJSON *first = cJSON_GetArrayItem(it, 0);
+        if (n == 1 && cJSON_IsString(first)) {
+            it = first;
+        } else if (n >= 1 && cJSON_IsNumber(first)) {
+            BAD(err, "prompt", "invalid_value", "token-id prompts are not supported; send the prompt as a string");
+            return -1;
+        } else {
+            BAD(err, "prompt", "invalid_value", "'prompt' must be a string or an array of exactly one string");
+            return -1;
+        }
+    }
+    if (!cJSON_IsString(it)) return type_error(err, "prompt", "a string", it);
+    return (out->prompt = dupstr(it->valuestring, err)) ? 0 : -1;
+}
+
+static int add_stop(const cJSON *s, int idx, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsString(s)) {
+        if (idx < 0) return type_error(err, "stop", "a string or an array of strings", s);
+        BAD(err, "stop", "invalid_type", "stop[%d]: expected a string, got %s", idx, jtype(s));
+        return -1;
+    }
+    size_t l = strlen(s->valuestring);
+    if (l == 0 || l > STOP_MAX_BYTES) {
+        BAD(err, "stop", "invalid_value", "stop sequences must be 1..%d bytes long (got %zu)", STOP_MAX_BYTES, l);
+        return -1;
+    }
+    char *d = dupstr(s->valuestring, err);
+    if (!d) return -1;
+    out->stop[out->n_stop++] = d;
+    return 0;
+}
+
+static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (cJSON_IsArray(it)) {
+        int n = cJSON_GetArraySize(it);
+        if (n > EL_API_MAX_STOP) {
+            BAD(err, "stop", "invalid_value", "at most %d stop sequences are allowed (got %d)", EL_API_MAX_STOP, n);
+            return -1;
+        }
+        int i = 0;
+        const cJSON *s;
+        cJSON_ArrayForEach(s, it) {
+            if (add_stop(s, i++, out, err)) return -1;
+        }
+        return 0;
+    }
+    return add_stop(it, -1, out, err);
+}
+
+/* "tools" (legacy: "functions", whose entries are the function objects themselves). */
+static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+    const char *param = legacy ? "functions" : "tools";
+    if (!cJSON_IsArray(it)) return type_error(err, param, "an array", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_TOOL_MAX_TOOLS) {
+        BAD(err, param, "invalid_value", "at most %d tools are allowed (got %d)", EL_TOOL_MAX_TOOLS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    out->tools = calloc((size_t)n, sizeof *out->tools);
+    out->chat_tools = calloc((size_t)n, sizeof *out->chat_tools);
+    if (!out->tools || !out->chat_tools) return oom(err);
+    int i = 0;
+    const cJSON *t;
+    char q[52];
+    cJSON_ArrayForEach(t, it) {
+        out->n_tools = i + 1; /* entries stay NULL until filled: free copes */
+        const cJSON *fn = t, *type, *name, *desc, *params, *strict;
+        if (!cJSON_IsObject(t)) {
+            BAD(err, param, "invalid_type", "%s[%d]: expected an object, got %s", param, i, jtype(t));
+            return -1;
+        }
+        if (!legacy) {
+            if (get_unique(t, "type", param, &type, err) || get_unique(t, "function", param, &fn, err)) return -1;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
+                BAD(err, param, "invalid_value", "tools[%d].type: expected \"function\"", i);
+                return -1;
+            }
+            if (!cJSON_IsObject(fn)) {
+                BAD(err, param, fn ? "invalid_type" : "missing_required_parameter",
+                    "tools[%d].function: expected an object, got %s", i, fn ? jtype(fn) : "nothing");
+                return -1;
+            }
+        }
+        if (get_unique(fn, "name", param, &name, err) || get_unique(fn, "description", param, &desc, err) ||
+            get_unique(fn, "parameters", param, &params, err) || get_unique(fn, "strict", param, &strict, err))
+            return -1;
+        const char *at = legacy ? "" : ".function";
+        if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
+            BAD(err, param, "invalid_value", "%s[%d]%s.name: expected a name of 1..%d characters [A-Za-z0-9_-]",
+                param, i, at, EL_TOOL_MAX_NAME);
+            return -1;
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(out->tools[k].name, name->valuestring)) {
+                BAD(err, param, "invalid_value", "%s[%d]%s.name: '%s' is given twice (also %s[%d])", param, i, at,
+                    quote(name->valuestring, q, sizeof q), param, k);
+                return -1;
+            }
+        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.description: expected a string, got %s", param, i, at,
+                jtype(desc));
+            return -1;
+        }
+        if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.strict: expected a boolean, got %s", param, i, at,
+                jtype(strict));
+            return -1;
+        }
+        if (params && cJSON_IsNull(params)) params = NULL;
+        if (params && !cJSON_IsObject(params)) {
+            BAD(err, param, "invalid_type", "%s[%d]%s.parameters: expected a JSON Schema object, got %s", param, i,
+                at, jtype(params));
+            return -1;
+        }
+        if (!(out->tools[i].name = dupstr(name->valuestring, err))) return -1;
+        out->tools[i].parameters = params ? cJSON_PrintUnformatted(params)
+                                          : strdup("{\"type\":\"object\",\"properties\":{}}");
+        if (!out->tools[i].parameters) return oom(err);
+        /* the schema must compile (the same check as response_format's) */
+        el_error e = {0};
+        char *g = el_json_schema_text_to_gbnf(out->tools[i].parameters, strlen(out->tools[i].parameters), &e);
+        el_grammar *cg = g ? el_grammar_parse(g, strlen(g), &e) : NULL;
+        free(g);
+        el_grammar_free(cg);
+        if (!cg) {
+            if (e.code == EL_ERR_NOMEM) return oom(err);
+            BAD(err, param, "invalid_value", "%s[%d]%s.parameters: %s", param, i, at, e.msg);
+            return -1;
+        }
+        /* the definition as the template prints it: the tool object as sent (legacy: wrapped) */
+        cJSON *wrap = NULL;
+        const cJSON *def = t;
+        if (legacy) {
+            wrap = cJSON_CreateObject();
+            cJSON *dup = wrap ? cJSON_Duplicate(fn, true) : NULL;
+            if (!dup || !cJSON_AddStringToObject(wrap, "type", "function")) { cJSON_Delete(dup); cJSON_Delete(wrap); return oom(err); }
+            cJSON_AddItemToObject(wrap, "function", dup);
+            def = wrap;
+        }
+        out->chat_tools[i].json = el_tool_pydumps(def, -1);
+        out->chat_tools[i].json_indent4 = el_tool_pydumps(def, 4);
+        cJSON_Delete(wrap);
+        if (!out->chat_tools[i].json || !out->chat_tools[i].json_indent4) return oom(err);
+        size_t sz = strlen(out->chat_tools[i].json_indent4);
+        if (sz > EL_TOOL_MAX_DEF_BYTES) {
+            BAD(err, param, "invalid_value", "%s[%d]: the definition is %zu bytes serialised (limit %u)", param, i,
+                sz, EL_TOOL_MAX_DEF_BYTES);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* "tool_choice" (legacy "function_call": "none" | "auto" | {"name"}). */
+static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+    const char *param = legacy ? "function_call" : "tool_choice";
+    char q[52];
+    if (cJSON_IsString(it)) {
+        const char *v = it->valuestring;
+        if (!strcmp(v, "none")) out->tool_choice = EL_TOOL_CHOICE_NONE;
+        else if (!strcmp(v, "auto")) out->tool_choice = EL_TOOL_CHOICE_AUTO;
+        else if (!legacy && !strcmp(v, "required")) out->tool_choice = EL_TOOL_CHOICE_REQUIRED;
+        else {
+            BAD(err, param, "invalid_value", "%s: expected %s or an object naming a function, got '%s'", param,
+                legacy ? "\"none\", \"auto\"" : "\"none\", \"auto\", \"required\"", quote(v, q, sizeof q));
+            return -1;
+        }
+    } else if (cJSON_IsObject(it)) {
+        const cJSON *fn = it, *type, *name;
+        if (!legacy) {
+            if (get_unique(it, "type", param, &type, err) || get_unique(it, "function", param, &fn, err)) return -1;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
+                BAD(err, param, "invalid_value", "tool_choice.type: expected \"function\"");
+                return -1;
+            }
+            if (!cJSON_IsObject(fn)) {
+                BAD(err, param, "invalid_type", "tool_choice.function: expected an object, got %s",
+                    fn ? jtype(fn) : "nothing");
+                return -1;
+            }
+        }
+        if (get_unique(fn, "name", param, &name, err)) return -1;
+        if (!cJSON_IsString(name)) {
+            BAD(err, param, "invalid_type", "%s: the function's name: expected a string, got %s", param,
+                name ? jtype(name) : "nothing");
+            return -1;
+        }
+        int k = -1;
+        for (int i = 0; i < out->n_tools; i++)
+            if (!strcmp(out->tools[i].name, name->valuestring)) k = i;
+        if (k < 0) {
+            BAD(err, param, "invalid_value", "%s names the function '%s', which is not among the tools", param,
+                quote(name->valuestring, q, sizeof q));
+            return -1;
+        }
+        out->tool_choice = EL_TOOL_CHOICE_NAMED;
+        out->tool_named = k;
+    } else {
+        return type_error(err, param, "a string or an object", it);
+    }
+    if (out->n_tools == 0 && out->tool_choice != EL_TOOL_CHOICE_NONE && out->tool_choice != EL_TOOL_CHOICE_AUTO) {
+        BAD(err, param, "invalid_value", "%s asks for a tool call but no tools are given", param);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_request *out, el_api_error *err) {
+    if (kind != EL_API_CHAT) { /* a field that asks for a call is a 400; [], "none", "auto" ask for nothing */
+        static const int ids[] = {F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL};
+        for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+            const cJSON *it = f[ids[i]];
+            if (!it || (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0) ||
+                (cJSON_IsString(it) && (!strcmp(it->valuestring, "none") || !strcmp(it->valuestring, "auto"))))
+                continue;
+            BAD(err, g_fields[ids[i]].name, "unsupported_value", "'%s' is for /v1/chat/completions only",
+                g_fields[ids[i]].name);
+            return -1;
+        }
+        return 0;
+    }
+    if (f[F_TOOLS] && f[F_FUNCTIONS]) {
+        BAD(err, "functions", "invalid_value", "give 'tools' or the legacy 'functions', not both");
+        return -1;
+    }
+    if (f[F_TOOL_CHOICE] && f[F_FUNCTION_CALL]) {
+        BAD(err, "function_call", "invalid_value", "give 'tool_choice' or the legacy 'function_call', not both");
+        return -1;
+    }
+    if (f[F_TOOLS] && parse_tools(f[F_TOOLS], false, out, err)) return -1;
+    if (f[F_FUNCTIONS] && parse_tools(f[F_FUNCTIONS], true, out, err)) return -1;
+    out->tool_choice = out->n_tools > 0 ? EL_TOOL_CHOICE_AUTO : EL_TOOL_CHOICE_NONE;
+    if (f[F_TOOL_CHOICE] && parse_tool_choice(f[F_TOOL_CHOICE], false, out, err)) return -1;
+    if (f[F_FUNCTION_CALL] && parse_tool_choice(f[F_FUNCTION_CALL], true, out, err)) return -1;
+    if (out->n_tools == 0) out->tool_choice = EL_TOOL_CHOICE_NONE;
+    if (f[F_PARALLEL_TOOL_CALLS]) {
+        if (!cJSON_IsBool(f[F_PARALLEL_TOOL_CALLS]))
+            return type_error(err, "parallel_tool_calls", "a boolean", f[F_PARALLEL_TOOL_CALLS]);
+        out->parallel_tool_calls = cJSON_IsTrue(f[F_PARALLEL_TOOL_CALLS]);
+    }
+    if (f[F_FUNCTIONS] && !f[F_PARALLEL_TOOL_CALLS]) out->parallel_tool_calls = false; /* one function_call */
+    if (out->tool_choice != EL_TOOL_CHOICE_NONE && out->grammar) {
+        BAD(err, f[F_RESPONSE_FORMAT] ? "response_format" : f[F_JSON_SCHEMA] ? "json_schema" : "grammar",
+            "invalid_value", "an output format cannot be combined with tools (unless tool_choice is \"none\")");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
+    const cJSON *f[F_COUNT] = {0};
+    unsigned kbit = kind == EL_API_CHAT ? K_CHAT : K_COMP;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        if (!it->string) continue;
+        for (int k = 0; k < F_COUNT; k++) {
+            if (!(g_fields[k].kinds & kbit) || strcmp(it->string, g_fields[k].name)) continue;
+            if (f[k]) {
+                BAD(err, g_fields[k].name, "duplicate_key", "duplicate key '%s' in request body", g_fields[k].name);
+                return -1;
+            }
+            f[k] = it;
+        }
+    }
+    /* required first, so a missing one is reported before optional nits */
+    if (kind == EL_API_CHAT ? parse_messages(f[F_MESSAGES], out, err) : parse_prompt(f[F_PROMPT], out, err))
+        return -1;
+    /* optional: null means not given */
+    for (int k = 0; k < F_COUNT; k++)
+        if (f[k] && cJSON_IsNull(f[k]) && k != F_MESSAGES && k != F_PROMPT) f[k] = NULL;
+
+    double v;
+    if ((it = f[F_MODEL])) {
+        if (!cJSON_IsString(it)) return type_error(err, "model", "a string", it);
+        if (!(out->model = dupstr(it->valuestring, err))) return -1;
+    }
+    if ((it = f[F_MAX_TOKENS])) {
+        if (get_int(it, "max_tokens", 1, (double)(1 << 20), &v, err)) return -1;
+        out->max_tokens = (int)v;
+        out->has_max_tokens = true;
+    }
+    if ((it = f[F_MAX_COMPLETION_TOKENS])) { /* the newer name wins when both are given */
+        if (get_int(it, "max_completion_tokens", 1, (double)(1 << 20), &v, err)) return -1;
+        out->max_tokens = (int)v;
+        out->has_max_tokens = true;
+    }
+    if ((it = f[F_TEMPERATURE])) {
+        if (get_num(it, "temperature", 0, false, 2, false, &v, err)) return -1;
+        out->temperature = (float)v;
+        out->has_temperature = true;
+    }
+    if ((it = f[F_TOP_P])) {
+        if (get_num(it, "top_p", 0, true, 1, false, &v, err)) return -1;
+        out->top_p = (float)v;
+    }
+    if ((it = f[F_PRESENCE])) {
+        if (get_num(it, "presence_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->presence_penalty = (float)v;
+    }
+    if ((it = f[F_FREQUENCY])) {
+        if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->frequency_penalty = (float)v;
+    }
+    if ((it = f[F_CACHE_PROMPT])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "cache_prompt", "a boolean", it);
+        out->cache_prompt = cJSON_IsTrue(it);
+        out->has_cache_prompt = true;
+    }
+    if ((it = f[F_SEED])) {
+        /* int64 (stored two's complement) or uint64 */
+        if (get_int(it, "seed", -9223372036854775808.0, 18446744073709551615.0, &v, err)) return -1;
+        if (v >= 18446744073709551616.0) { /* 2^64-1 rounds up to 2^64 as a double */
+            BAD(err, "seed", "invalid_value", "'seed' is out of range");
+            return -1;
+        }
+        out->has_seed = true;
+        out->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
+    }
+    if ((it = f[F_STOP]) && parse_stop(it, out, err)) return -1;
+    if ((it = f[F_STREAM])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "stream", "a boolean", it);
+        out->stream = cJSON_IsTrue(it);
+    }
+    if ((it = f[F_STREAM_OPTIONS])) {
+        if (!cJSON_IsObject(it)) return type_error(err, "stream_options", "an object", it);
+        const cJSON *iu;
+        if (get_unique(it, "include_usage", "stream_options", &iu, err)) return -1;
+        if (iu && !cJSON_IsNull(iu)) {
+            if (!cJSON_IsBool(iu)) return type_error(err, "stream_options.include_usage", "a boolean", iu);
+            out->include_usage = cJSON_IsTrue(iu);
+        }
+    }
+    if ((it = f[F_N])) {
+        if (get_int(it, "n", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        if (v != 1) {
+            BAD(err, "n", "invalid_value", "n must be 1");
+            return -1;
+        }
+    }
+    if ((it = f[F_USER]) && !cJSON_IsString(it)) return type_error(err, "user", "a string", it);
+    if ((it = f[F_LOGPROBS])) {
+        if (kind == EL_API_CHAT) {
+            if (!cJSON_IsBool(it)) return type_error(err, "logprobs", "a boolean", it);
+            out->logprobs = cJSON_IsTrue(it);
+        } else {
+            if (get_int(it, "logprobs", 0, 5, &v, err)) return -1;
+            out->logprobs = true;
+            out->top_logprobs = (int)v;
+        }
+    }
+    if ((it = f[F_TOP_LOGPROBS])) {
+        if (get_int(it, "top_logprobs", 0, EL_API_MAX_TOP_LOGPROBS, &v, err)) return -1;
+        if (!out->logprobs) {
+            BAD(err, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+            return -1;
+        }
+        out->top_logprobs = (int)v;
+    }
+    if ((it = f[F_ECHO])) {
+        if (!cJSON_IsBool(it)) return type_error(err, "echo", "a boolean", it);
+        out->echo = cJSON_IsTrue(it);
+        if (out->echo && out->logprobs) {
+            BAD(err, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported "
+                "(the prompt's log-probabilities are not computed)");
+            return -1;
+        }
+    }
+    if ((it = f[F_BEST_OF])) {
+        if (get_int(it, "best_of", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        if (v != 1) {
+            BAD(err, "best_of", "unsupported_value", "best_of must be 1 (one completion per request)");
+            return -1;
+        }
+    }
+    if ((it = f[F_SUFFIX])) {
+        if (!cJSON_IsString(it)) return type_error(err, "suffix", "a string", it);
+        if (it->valuestring[0]) {
+            BAD(err, "suffix", "unsupported_value", "'suffix' (insertion) is not supported");
+            return -1;
+        }
+    }
+    if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
+    if (!!f[F_RESPONSE_FORMAT] + !!f[F_JSON_SCHEMA] + !!(f[F_GRAMMAR] && !(cJSON_IsString(f[F_GRAMMAR]) && !f[F_GRAMMAR]->valuestring[0])) > 1) {
+        BAD(err, f[F_RESPONSE_FORMAT] ? "response_format" : "grammar", "invalid_value",
+            "give only one of 'response_format', 'json_schema' and 'grammar'");
+        return -1;
+    }
+    if ((it = f[F_RESPONSE_FORMAT]) && parse_response_format(it, out, err)) return -1;
+    if ((it = f[F_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[F_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
+    if (parse_tool_fields(kind, f, out, err)) return -1;
+    if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
+    out->local_unsupported = NULL; /* every OpenAI field edgellm knows is honoured locally now */
+    return 0;
+}
+
+static void request_init(el_api_request *r, el_api_kind kind) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->max_tokens = -1;
+    r->temperature = 1.0f;
+    r->top_p = 1.0f;
+    r->repeat_penalty = 1.0f;
+    r->repeat_last_n = -1;
+    r->id_slot = -1;
+    r->parallel_tool_calls = true;
+    if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
+        r->temperature = 0.8f;
+        r->top_p = 0.95f;
+        r->top_k = 40;
+        r->min_p = 0.05f;
+        r->repeat_last_n = 64;
+        r->cache_prompt = true;
+    }
+}
+
+/* Lexical checks cJSON does not do (see the file comment). 0 or -1. */
+static int lex_check(const unsigned char *s, size_t n, el_api_error *err) {
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = s[i];
+        if (c == 0) {
+            BAD(err, NULL, "invalid_json", "request body is not valid JSON: NUL byte at offset %zu", i);
+            return -1;
+        }
+        if (!in_str) {
+            if (c == '"') in_str = true;
+            continue;
+        }
+        if (c == '"') {
+            in_str = false;
+        } else if (c < 0x20) {
+            BAD(err, NULL, "invalid_json",
+                "request body is not valid JSON: unescaped control character in string at offset %zu", i);
+            return -1;
+        } else if (c == '\\' && i + 1 < n) {
+            if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) {
+                BAD(err, NULL, "invalid_json", "request body contains a NUL character (\\u0000) at offset %zu", i);
+                return -1;
+            }
+            i++; /* skip the escaped character ('"' or '\\' must not toggle state) */
+        }
+    }
+    return 0;
+}
+
+/* Steps 1-4 of the pipeline: the body as a cJSON object (caller deletes), or
+ * NULL with err filled. */
+static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
+    if (len > EL_API_MAX_BODY) {
+        el_api_set_error(err, 413, "invalid_request_error", NULL, "request_too_large",
+                         "request body too large (%zu bytes; the limit is %u)", len, (unsigned)EL_API_MAX_BODY);
+        return NULL;
+    }
+    if (!body) len = 0;
+    const unsigned char *s = (const unsigned char *)body;
+    if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) { s += 3; len -= 3; } /* BOM */
+    if (el_utf8_check(s, len) != len) {
+        BAD(err, NULL, "invalid_utf8", "invalid UTF-8 in request body");
+        return NULL;
+    }
+    if (lex_check(s, len, err)) return NULL;
+
+    char *copy = malloc(len + 1);
+    if (!copy) { oom(err); return NULL; }
+    if (len) memcpy(copy, s, len);
+    copy[len] = 0;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+    free(copy);
+    if (!root) {
+        BAD(err, NULL, "invalid_json", "request body is not valid JSON");
+        return NULL;
+    }
+    if (!cJSON_IsObject(root)) {
+        BAD(err, NULL, "invalid_json", "request body must be a JSON object");
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* "lora": [{"id": N, "scale": S}, ...] (llama-server's per-request adapters; api.h). */
+static int parse_lora(const cJSON *root, el_api_request *out, el_api_error *err) {
+    const cJSON *it = NULL;
+    if (get_unique(root, "lora", "lora", &it, err)) {
+        BAD(err, "lora", "duplicate_key", "duplicate key 'lora' in request body");
+        return -1;
+    }
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsArray(it)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", it);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (!cJSON_IsObject(e)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", e);
+        double id, sc = 0;
+        const cJSON *jid = cJSON_GetObjectItemCaseSensitive(e, "id"), *js = cJSON_GetObjectItemCaseSensitive(e, "scale");
+        if (!jid) {
+            BAD(err, "lora", "invalid_value", "'lora' entries need an \"id\"");
+            return -1;
+        }
+        if (get_int(jid, "lora.id", 0, EL_API_MAX_LORA_ID, &id, err)) return -1;
+        if (js && !cJSON_IsNull(js) && get_num(js, "lora.scale", 0, false, 1e6, false, &sc, err)) return -1;
+        int k = 0;
+        while (k < out->n_lora && out->lora_id[k] != (int)id) k++;
+        if (k == out->n_lora) {
+            if (out->n_lora == EL_API_MAX_LORA) {
+                BAD(err, "lora", "invalid_value", "'lora' lists more than %d adapters", EL_API_MAX_LORA);
+                return -1;
+            }
+            out->n_lora++;
+        }
+        out->lora_id[k] = (int)id;
+        out->lora_scale[k] = (float)sc;
+    }
+    out->has_lora = out->n_lora > 0;
+    return 0;
+}
+
+int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: no output struct");
+        return -1;
+    }
+    request_init(out, kind);
+    if (kind != EL_API_CHAT && kind != EL_API_COMPLETION) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: bad kind");
+        return -1;
+    }
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = parse_fields(kind, root, out, err);
+    if (!rc) rc = parse_lora(root, out, err);
+    cJSON_Delete(root);
+    if (rc) el_api_request_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------ llama-server /completion */
+
+/* Fields of llama-server's /completion. SUPPORTED are parsed into the request;
+ * NEUTRAL name samplers and features edgellm does not implement: accepted
+ * only with the value that turns them off (a 400 naming the field otherwise);
+ * IGNORED are parameters of features that are off (mirostat_tau without
+ * mirostat, ...), which llama-server itself ignores then. Anything else is
+ * ignored, like llama-server does. */
+enum {
+    N_PROMPT, N_N_PREDICT, N_MAX_TOKENS, N_TEMPERATURE, N_TOP_K, N_TOP_P, N_MIN_P, N_REPEAT_PENALTY,
+    N_REPEAT_LAST_N, N_PRESENCE, N_FREQUENCY, N_SEED, N_STOP, N_LOGIT_BIAS, N_N_PROBS, N_IGNORE_EOS,
+    N_CACHE_PROMPT, N_RETURN_TOKENS, N_RESPONSE_FIELDS, N_STREAM, N_ID_SLOT, N_MODEL, N_GRAMMAR, N_JSON_SCHEMA, N_COUNT
+};
+static const char *const g_native[N_COUNT] = {
+    "prompt", "n_predict", "max_tokens", "temperature", "top_k", "top_p", "min_p", "repeat_penalty",
+    "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "stop", "logit_bias", "n_probs",
+    "ignore_eos", "cache_prompt", "return_tokens", "response_fields", "stream", "id_slot", "model",
+    "grammar", "json_schema",
+};
+/* kind: 'n' number equal to num, 'b' false, 's' "" , 'a' [] , 'z' absent (null only) */
+static const struct { const char *name; char kind; double num; } g_neutral[] = {
+    {"mirostat", 'n', 0},        {"typical_p", 'n', 1},          {"dynatemp_range", 'n', 0},
+    {"dry_multiplier", 'n', 0},  {"xtc_probability", 'n', 0},    {"top_n_sigma", 'n', -1},
+    {"n_keep", 'n', 0},          {"n_discard", 'n', 0},          {"n_indent", 'n', 0},
+    {"n_cmpl", 'n', 1},          {"n", 'n', 1},                  {"min_keep", 'n', 0},
+    {"t_max_predict_ms", 'n', 0}, {"n_cache_reuse", 'n', 0},     {"samplers", 'z', 0},
+    {"image_data", 'a', 0},      {"multimodal_data", 'a', 0},    {"post_sampling_probs", 'b', 0},
+    {"timings_per_token", 'b', 0}, {"return_progress", 'b', 0},  {"echo", 'b', 0},
+};
+
+static int native_neutral(const cJSON *it, const char *name, char kind, double num, el_api_error *err) {
+    if (cJSON_IsNull(it)) return 0;
+    bool ok = kind == 'n' ? cJSON_IsNumber(it) && it->valuedouble == num
+            : kind == 'b' ? cJSON_IsFalse(it)
+            : kind == 's' ? cJSON_IsString(it) && !it->valuestring[0]
+            : kind == 'a' ? cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0
+            : false;
+    if (ok) return 0;
+    if (kind == 'n')
+        BAD(err, name, "unsupported_value", "'%s' is not supported by edgellm (only %g, which turns it off)", name, num);
+    else
+        BAD(err, name, "unsupported_value", "'%s' is not supported by edgellm", name);
+    return -1;
+}
+
+static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!it || cJSON_IsNull(it)) {
+        BAD(err, "prompt", "missing_required_parameter", "missing required parameter: 'prompt'");
+        return -1;
+    }
+    if (cJSON_IsString(it)) {
+        out->parts = calloc(1, sizeof *out->parts);
+        if (!out->parts) return oom(err);
+        out->n_parts = 1;
+        return (out->parts[0].text = dupstr(it->valuestring, err)) ? 0 : -1;
+    }
+    if (!cJSON_IsArray(it)) return type_error(err, "prompt", "a string or an array of token ids and strings", it);
+    int n = cJSON_GetArraySize(it);
+    if (n == 1 && cJSON_IsArray(cJSON_GetArrayItem(it, 0))) it = cJSON_GetArrayItem(it, 0); /* [[ids]]: one prompt */
+    n = cJSON_GetArraySize(it);
+    if (n == 0) {
+        BAD(err, "prompt", "invalid_value", "'prompt' is empty");
+        return -1;
+    }
+    if (n > EL_API_MAX_PROMPT_PARTS) {
+        BAD(err, "prompt", "invalid_value", "'prompt' has %d parts; at most %d are allowed", n, EL_API_MAX_PROMPT_PARTS);
+        return -1;
+    }
+    out->parts = calloc((size_t)n, sizeof *out->parts);
+    if (!out->parts) return oom(err);
+    out->n_parts = n;
+    int i = 0, n_str = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (cJSON_IsString(e)) {
+            if (!(out->parts[i].text = dupstr(e->valuestring, err))) return -1;
+            n_str++;
+        } else if (cJSON_IsNumber(e)) {
+            double v = e->valuedouble;
+            if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+                BAD(err, "prompt", "invalid_value", "prompt[%d] is not a token id (an integer >= 0)", i);
+                return -1;
+            }
+            out->parts[i].tok = (int32_t)v;
+        } else if (cJSON_IsArray(e) || cJSON_IsObject(e)) {
+            BAD(err, "prompt", "unsupported_value",
+                "several prompts in one request (or multimodal prompt objects) are not supported; send one prompt");
+            return -1;
+        } else {
+            BAD(err, "prompt", "invalid_type", "prompt[%d]: expected a token id or a string, got %s", i, jtype(e));
+            return -1;
+        }
+        i++;
+    }
+    if (n_str > 1 && n_str == n) { /* ["a", "b"]: llama-server reads this as two prompts */
+        BAD(err, "prompt", "unsupported_value", "several prompts in one request are not supported; send one prompt");
+        return -1;
+    }
+    return 0;
+}
+
+/* [[id, bias | false], ...] (llama-server) or {"id": bias} (OpenAI). */
+static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (cJSON_IsObject(it)) {
+        /* OpenAI's object form, but llama-server takes any finite bias: checked below */
+        int n = cJSON_GetArraySize(it);
+        if (n > EL_API_MAX_LOGIT_BIAS) {
+            BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+                EL_API_MAX_LOGIT_BIAS, n);
+            return -1;
+        }
+        return parse_logit_bias(it, out, err);
+    }
+    if (!cJSON_IsArray(it)) return type_error(err, "logit_bias", "an array of [token id, bias] pairs", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > EL_API_MAX_LOGIT_BIAS) {
+        BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
+            EL_API_MAX_LOGIT_BIAS, n);
+        return -1;
+    }
+    if (n == 0) return 0;
+    out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
+    out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
+    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        const cJSON *id = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d]: expected a [token id, bias] pair", i);
+            return -1;
+        }
+        if (cJSON_IsString(id)) {
+            BAD(err, "logit_bias", "unsupported_value",
+                "logit_bias[%d]: text keys are not supported; give token ids (see /tokenize)", i);
+            return -1;
+        }
+        double v = cJSON_IsNumber(id) ? id->valuedouble : -1;
+        if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][0] is not a token id (an integer >= 0)", i);
+            return -1;
+        }
+        float bias;
+        if (cJSON_IsFalse(b)) bias = -1e30f; /* never produced (a finite stand-in for -inf) */
+        else if (cJSON_IsNumber(b) && isfinite(b->valuedouble) && fabs(b->valuedouble) <= 1e6) bias = (float)b->valuedouble;
+        else {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][1]: expected a number in [-1e6, 1e6] or false", i);
+            return -1;
+        }
+        for (int k = 0; k < out->n_logit_bias; k++)
+            if (out->logit_bias_id[k] == (int32_t)v) {
+                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %d given twice", (int)v);
+                return -1;
+            }
+        out->logit_bias_id[out->n_logit_bias] = (int32_t)v;
+        out->logit_bias[out->n_logit_bias++] = bias;
+        i++;
+    }
+    return 0;
+}
+
+static int native_bool(const cJSON *it, const char *name, bool *dst, el_api_error *err) {
+    if (!cJSON_IsBool(it)) return type_error(err, name, "a boolean", it);
+    *dst = cJSON_IsTrue(it);
+    return 0;
+}
+
+static int native_fields(const cJSON *root, el_api_request *out, el_api_error *err) {
+    const cJSON *f[N_COUNT] = {0};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) {
+        if (!it->string) continue;
+        for (int k = 0; k < N_COUNT; k++) {
+            if (strcmp(it->string, g_native[k])) continue;
+            if (f[k]) {
+                BAD(err, g_native[k], "duplicate_key", "duplicate key '%s' in request body", g_native[k]);
+                return -1;
+            }
+            f[k] = it;
+        }
+        for (size_t k = 0; k < sizeof g_neutral / sizeof *g_neutral; k++)
+            if (!strcmp(it->string, g_neutral[k].name) &&
+                native_neutral(it, g_neutral[k].name, g_neutral[k].kind, g_neutral[k].num, err))
+                return -1;
+    }
+    if (native_prompt(f[N_PROMPT], out, err)) return -1;
+    for (int k = 0; k < N_COUNT; k++)
+        if (f[k] && cJSON_IsNull(f[k])) f[k] = NULL;
+    double v;
+    const cJSON *np = f[N_N_PREDICT] ? f[N_N_PREDICT] : f[N_MAX_TOKENS];
+    if (np) {
+        const char *name = f[N_N_PREDICT] ? "n_predict" : "max_tokens";
+        if (get_int(np, name, -1, (double)(1 << 20), &v, err)) return -1;
+        if (v == 0) {
+            BAD(err, name, "unsupported_value", "'%s': 0 (evaluate the prompt only) is not supported", name);
+            return -1;
+        }
+        out->max_tokens = (int)v; /* -1: until the context is full */
+        out->has_max_tokens = true;
+    }
+    if ((it = f[N_TEMPERATURE])) {
+        if (get_num(it, "temperature", -1e9, false, 2, false, &v, err)) return -1;
+        out->temperature = v < 0 ? 0.0f : (float)v; /* negative: greedy, as llama-server */
+        out->has_temperature = true;
+    }
+    if ((it = f[N_TOP_K])) {
+        if (get_int(it, "top_k", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        out->top_k = v < 0 ? 0 : (int)v; /* <= 0: off */
+    }
+    if ((it = f[N_TOP_P])) {
+        if (get_num(it, "top_p", 0, false, 1, false, &v, err)) return -1;
+        out->top_p = v <= 0 ? 1.0f : (float)v; /* llama-server: 0 and 1 both leave top-p off */
+    }
+    if ((it = f[N_MIN_P])) {
+        if (get_num(it, "min_p", 0, false, 1, false, &v, err)) return -1;
+        out->min_p = (float)v;
+    }
+    if ((it = f[N_REPEAT_PENALTY])) {
+        if (get_num(it, "repeat_penalty", 0, false, 10, false, &v, err)) return -1;
+        out->repeat_penalty = v == 0 ? 1.0f : (float)v;
+    }
+    if ((it = f[N_REPEAT_LAST_N])) {
+        if (get_int(it, "repeat_last_n", -1, (double)(1 << 20), &v, err)) return -1;
+        out->repeat_last_n = (int)v;
+    }
+    if ((it = f[N_PRESENCE])) {
+        if (get_num(it, "presence_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->presence_penalty = (float)v;
+    }
+    if ((it = f[N_FREQUENCY])) {
+        if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
+        out->frequency_penalty = (float)v;
+    }
+    if ((it = f[N_SEED])) {
+        if (get_int(it, "seed", -1, 18446744073709551615.0, &v, err)) return -1;
+        if (v >= 18446744073709551616.0) {
+            BAD(err, "seed", "invalid_value", "'seed' is out of range");
+            return -1;
+        }
+        if (v >= 0 && v != 4294967295.0) { /* -1 and 0xFFFFFFFF (LLAMA_DEFAULT_SEED): random */
+            out->has_seed = true;
+            out->seed = (uint64_t)v;
+        }
+    }
+    if ((it = f[N_STOP]) && parse_stop(it, out, err)) return -1;
+    if ((it = f[N_LOGIT_BIAS]) && native_logit_bias(it, out, err)) return -1;
+    if ((it = f[N_N_PROBS])) {
+        if (get_int(it, "n_probs", 0, 2147483647.0, &v, err)) return -1;
+        out->n_probs = (int)v;
+    }
+    if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
+    if (f[N_GRAMMAR] && f[N_JSON_SCHEMA] && !(cJSON_IsString(f[N_GRAMMAR]) && !f[N_GRAMMAR]->valuestring[0])) {
+        BAD(err, "grammar", "invalid_value", "give either 'json_schema' or 'grammar', not both");
+        return -1;
+    }
+    if ((it = f[N_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[N_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
+    if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
+    if (it) out->has_cache_prompt = true;
+    if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
+    if ((it = f[N_STREAM]) && native_bool(it, "stream", &out->stream, err)) return -1;
+    if ((it = f[N_ID_SLOT])) {
+        if (get_int(it, "id_slot", -1, 2147483647.0, &v, err)) return -1;
+        out->id_slot = (int)v;
+    }
+    if ((it = f[N_MODEL])) {
+        if (!cJSON_IsString(it)) return type_error(err, "model", "a string", it);
+        if (!(out->model = dupstr(it->valuestring, err))) return -1;
+    }
+    if ((it = f[N_RESPONSE_FIELDS])) {
+        if (!cJSON_IsArray(it)) return type_error(err, "response_fields", "an array of strings", it);
+        int n = cJSON_GetArraySize(it), i = 0;
+        if (n > EL_API_MAX_RESP_FIELDS) {
+            BAD(err, "response_fields", "invalid_value", "at most %d response_fields are allowed (got %d)",
+                EL_API_MAX_RESP_FIELDS, n);
+            return -1;
+        }
+        const cJSON *e;
+        cJSON_ArrayForEach(e, it) {
+            if (!cJSON_IsString(e) || strlen(e->valuestring) > 256) {
+                BAD(err, "response_fields", "invalid_value", "response_fields[%d]: expected a string of <= 256 bytes", i);
+                return -1;
+            }
+            if (!(out->resp_fields[out->n_resp_fields++] = dupstr(e->valuestring, err))) return -1;
+            i++;
+        }
+    }
+    return 0;
+}
+
+int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_native: no output struct");
+        return -1;
+    }
+    request_init(out, EL_API_NATIVE);
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = native_fields(root, out, err);
+    if (!rc) rc = parse_lora(root, out, err);
+    cJSON_Delete(root);
+    if (rc) el_api_request_free(out);
+    return rc;
+}
+
+/* Looks up an optional top-level field that may appear at most once; JSON null is "not given". */
+static int tok_field(const cJSON *root, const char *key, const cJSON **out, el_api_error *err) {
+    if (get_unique(root, key, key, out, err)) {
+        BAD(err, key, "duplicate_key", "duplicate key '%s' in request body", key);
+        return -1;
+    }
+    if (*out && cJSON_IsNull(*out)) *out = NULL;
+    return 0;
+}
+
+int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_tokenize: no output struct");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->parse_special = true;
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    const cJSON *content, *add, *parse;
+    int rc = -1;
+    const cJSON *pieces;
+    if (tok_field(root, "content", &content, err) || tok_field(root, "add_special", &add, err) ||
+        tok_field(root, "parse_special", &parse, err) || tok_field(root, "with_pieces", &pieces, err))
+        goto done;
+    if (!content) {
+        BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
+        goto done;
+    }
+    if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
+    if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
+    if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
+    if (pieces && !cJSON_IsBool(pieces)) { type_error(err, "with_pieces", "a boolean", pieces); goto done; }
+    out->with_pieces = cJSON_IsTrue(pieces);
+    out->add_special = cJSON_IsTrue(add);
+    out->parse_special = !cJSON_IsFalse(parse);
+    /* the cJSON tree is freed below: the content moves out instead of being copied */
+    out->content_len = strlen(content->valuestring);
+    out->content = content->valuestring;
+    ((cJSON *)content)->valuestring = NULL;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    if (rc) el_api_tok_request_free(out);
+    return rc;
+}
+
+int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_detokenize: no output struct");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    const cJSON *toks, *t;
+    int rc = -1;
+    if (tok_field(root, "tokens", &toks, err)) goto done;
+    if (!toks) {
+        BAD(err, "tokens", "missing_required_parameter", "missing required parameter: 'tokens'");
+        goto done;
+    }
+    if (!cJSON_IsArray(toks)) { type_error(err, "tokens", "an array of token ids", toks); goto done; }
+    int n = cJSON_GetArraySize(toks), i = 0;
+    out->tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->tokens);
+    if (!out->tokens) { oom(err); goto done; }
+    cJSON_ArrayForEach(t, toks) {
+        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!cJSON_IsNumber(t) || !(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            BAD(err, "tokens", "invalid_value", "tokens[%d] is not a token id (an integer >= 0)", i);
+            goto done;
+        }
+        out->tokens[i++] = (int32_t)v;
+    }
+    out->n_tokens = i;
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    if (rc) el_api_tok_request_free(out);
+    return rc;
+}
+
+void el_api_tok_request_free(el_api_tok_request *r) {
+    if (!r) return;
+    cJSON_free(r->content);
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+    r->parse_special = true;
+}
+
+void el_api_request_free(el_api_request *r) {
+    if (!r) return;
+    el_api_kind kind = r->kind;
+    if (r->msgs) {
+        for (int i = 0; i < r->n_msgs; i++) {
+            free((char *)r->msgs[i].role);
+            free((char *)r->msgs[i].content);
+            free((char *)r->msgs[i].tool_call_id);
+            free_calls(&r->msgs[i]);
+        }
+        free(r->msgs);
+    }
+    free(r->prompt);
+    free(r->model);
+    for (int i = 0; i < EL_API_MAX_STOP; i++) free(r->stop[i]);
+    free(r->logit_bias_id);
+    free(r->logit_bias);
+    for (int i = 0; r->parts && i < r->n_parts; i++) free(r->parts[i].text);
+    free(r->parts);
+    for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);
+    free(r->grammar);
+    for (int i = 0; i < r->n_tools; i++) {
+        if (r->tools) { free(r->tools[i].name); free(r->tools[i].parameters); }
+        if (r->chat_tools) { free((char *)r->chat_tools[i].json); free((char *)r->chat_tools[i].json_indent4); }
+    }
+    free(r->tools);
+    free(r->chat_tools);
+    request_init(r, kind);
+}
+
+/* ------------------------------------------------------------------ builders */
+
+/* {id, object, created, model, system_fingerprint} — the head every body shares. */
+static cJSON *head(const char *object, const char *id, const char *model, long created, const char *fingerprint) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    if (add_str_or_null(root, "id", id ? id : "") || !cJSON_AddStringToObject(root, "object", object) ||
+        !cJSON_AddNumberToObject(root, "created", (double)created) ||
+        add_str_or_null(root, "model", model ? model : "") ||
+        add_str_or_null(root, "system_fingerprint", fingerprint)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+static int add_usage(cJSON *root, el_api_usage u) {
+    cJSON *o = cJSON_AddObjectToObject(root, "usage"), *d = NULL;
+    return o && cJSON_AddNumberToObject(o, "prompt_tokens", u.prompt_tokens) &&
+                   cJSON_AddNumberToObject(o, "completion_tokens", u.completion_tokens) &&
+                   cJSON_AddNumberToObject(o, "total_tokens", (double)u.prompt_tokens + (double)u.completion_tokens) &&
+                   (d = cJSON_AddObjectToObject(o, "prompt_tokens_details")) &&
+                   cJSON_AddNumberToObject(d, "cached_tokens", u.cached_tokens)
+               ? 0
+               : -1;
+}
+
+/* Adds key: the JSON string of text[0..len) (any bytes; see el_api_json_string). */
+static int add_text(cJSON *obj, const char *key, const char *text, size_t len) {
+    el_buf b = {0};
+    bool ok = el_api_json_string(&b, text ? text : "", text ? len : 0);
+    cJSON *it = ok ? cJSON_CreateRaw(b.p) : NULL;
+    el_buf_free(&b);
+    if (!it) return -1;
+    cJSON_AddItemToObject(obj, key, it);
+    return 0;
+}
+
+/* Adds key: raw JSON, or null when raw is NULL. */
+static int add_raw_or_null(cJSON *obj, const char *key, const char *raw) {
+    if (!raw) return cJSON_AddNullToObject(obj, key) ? 0 : -1;
+    return cJSON_AddRawToObject(obj, key, raw) ? 0 : -1;
+}
+
+/* Appends {index:0, <body...>, finish_reason, logprobs} to the choices array;
+ * the caller's filler writes the body. */
+typedef int (*fill_fn)(cJSON *choice, const void *ctx);
+
+static int add_choice(cJSON *root, fill_fn fill, const void *ctx, const char *finish, const char *logprobs) {
+    cJSON *arr = cJSON_AddArrayToObject(root, "choices");
+    cJSON *c = cJSON_CreateObject();
+    if (!arr || !c) { cJSON_Delete(c); return -1; }
+    cJSON_AddItemToArray(arr, c);
+    if (!cJSON_AddNumberToObject(c, "index", 0) || fill(c, ctx) || add_str_or_null(c, "finish_reason", finish) ||
+        add_raw_or_null(c, "logprobs", logprobs))
+        return -1;
+    return 0;
+}
+
+struct text_ctx { const char *text; size_t len; bool first; };
+
+static int fill_message(cJSON *c, const void *ctx) {
+    const struct text_ctx *t = ctx;
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    return m && cJSON_AddStringToObject(m, "role", "assistant") && !add_text(m, "content", t->text, t->len) ? 0 : -1;
+}
+
+static int fill_text(cJSON *c, const void *ctx) {
+    const struct text_ctx *t = ctx;
+    return add_text(c, "text", t->text, t->len);
+}
+
+static int fill_delta(cJSON *c, const void *ctx) {
+    const struct text_ctx *d = ctx;
+    cJSON *o = cJSON_AddObjectToObject(c, "delta");
+    if (!o) return -1;
+    if (d->first && !cJSON_AddStringToObject(o, "role", "assistant")) return -1;
+    if (d->text || d->first) /* the first delta always carries content, "" if none yet */
+        return add_text(o, "content", d->text, d->len);
+    return 0;
+}
+
+char *el_api_with_truncation(char *json, int n_messages_dropped) {
+    if (!json) return NULL;
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    if (!cJSON_IsObject(root) || !cJSON_AddBoolToObject(root, "truncated", 1) ||
+        !cJSON_AddNumberToObject(root, "n_messages_dropped", n_messages_dropped)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
+                           const char *content, size_t len, const char *finish, el_api_usage usage,
+                           const char *logprobs) {
+    cJSON *root = head("chat.completion", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct text_ctx t = {content, len, false};
+    if (add_choice(root, fill_message, &t, finish, logprobs) || add_usage(root, usage)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_completion_response(const char *id, const char *model, long created, const char *fingerprint,
+                                 const char *text, size_t len, const char *finish, el_api_usage usage,
+                                 const char *logprobs) {
+    cJSON *root = head("text_completion", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct text_ctx t = {text, len, false};
+    if (add_choice(root, fill_text, &t, finish, logprobs) || add_usage(root, usage)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+/* The usage chunk: choices [] plus usage. */
+static char *usage_chunk(const char *object, const char *id, const char *model, long created,
+                         const char *fingerprint, const el_api_usage *usage) {
+    cJSON *root = head(object, id, model, created, fingerprint);
+    if (!root) return NULL;
+    if (!cJSON_AddArrayToObject(root, "choices") || add_usage(root, *usage)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_chat_chunk(const char *id, const char *model, long created, const char *fingerprint,
+                        const char *delta, size_t len, bool first, const char *finish, const el_api_usage *usage,
+                        const char *logprobs) {
+    if (usage) return usage_chunk("chat.completion.chunk", id, model, created, fingerprint, usage);
+    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct text_ctx d = {delta, len, first};
+    if (add_choice(root, fill_delta, &d, finish, logprobs)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_chat_role_chunk(const char *id, const char *model, long created, const char *fingerprint) {
+    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
+    cJSON *arr = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
+    cJSON *c = arr ? cJSON_CreateObject() : NULL;
+    if (!c) { cJSON_Delete(root); return NULL; }
+    cJSON_AddItemToArray(arr, c);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    if (!cJSON_AddNumberToObject(c, "index", 0) || !d || !cJSON_AddStringToObject(d, "role", "assistant") ||
+        !cJSON_AddNullToObject(d, "content") || !cJSON_AddNullToObject(c, "finish_reason") ||
+        !cJSON_AddNullToObject(c, "logprobs")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+struct tools_ctx { const char *text; size_t len; const el_api_tool_calls *tc; };
+
+static int fill_tool_message(cJSON *c, const void *ctx) {
+    const struct tools_ctx *t = ctx;
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) return -1;
+    if (t->text ? add_text(m, "content", t->text, t->len) : !cJSON_AddNullToObject(m, "content")) return -1;
+    if (!t->tc || t->tc->n <= 0) return 0;
+    cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
+    if (!arr) return -1;
+    for (int i = 0; i < t->tc->n; i++) {
+        const el_tool_call_out *call = &t->tc->calls[i];
+        cJSON *o = cJSON_CreateObject(), *fn = NULL;
+        if (!o) return -1;
+        cJSON_AddItemToArray(arr, o);
+        if (add_str_or_null(o, "id", t->tc->ids[i]) || !cJSON_AddStringToObject(o, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(o, "function")) || add_str_or_null(fn, "name", call->name) ||
+            add_text(fn, "arguments", call->arguments, strlen(call->arguments)))
+            return -1;
+    }
+    return 0;
+}
+
+char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
+                                 const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
+                                 el_api_usage usage, const char *logprobs) {
+    cJSON *root = head("chat.completion", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct tools_ctx t = {content, len, tc};
+    if (add_choice(root, fill_tool_message, &t, finish, logprobs) || add_usage(root, usage)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+struct tool_delta { int index; const char *call_id, *name, *args; size_t args_len; };
+
+static int fill_tool_delta(cJSON *c, const void *ctx) {
+    const struct tool_delta *d = ctx;
+    cJSON *o = cJSON_AddObjectToObject(c, "delta");
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "tool_calls") : NULL;
+    cJSON *tc = arr ? cJSON_CreateObject() : NULL, *fn = NULL;
+    if (!tc) return -1;
+    cJSON_AddItemToArray(arr, tc);
+    if (!cJSON_AddNumberToObject(tc, "index", d->index)) return -1;
+    if (d->call_id && (add_str_or_null(tc, "id", d->call_id) || !cJSON_AddStringToObject(tc, "type", "function")))
+        return -1;
+    if (!(fn = cJSON_AddObjectToObject(tc, "function"))) return -1;
+    if (d->name && add_str_or_null(fn, "name", d->name)) return -1;
+    return add_text(fn, "arguments", d->args ? d->args : "", d->args ? d->args_len : 0);
+}
+
+char *el_api_chat_tool_chunk(const char *id, const char *model, long created, const char *fingerprint, int index,
+                             const char *call_id, const char *name, const char *args, size_t args_len) {
+    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct tool_delta d = {index, call_id, name, args, args_len};
+    if (add_choice(root, fill_tool_delta, &d, NULL, NULL)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
+                              const char *text, size_t len, const char *finish, const el_api_usage *usage,
+                              const char *logprobs) {
+    if (usage) return usage_chunk("text_completion", id, model, created, fingerprint, usage);
+    cJSON *root = head("text_completion", id, model, created, fingerprint);
+    if (!root) return NULL;
+    struct text_ctx t = {text, len, false};
+    if (add_choice(root, fill_text, &t, finish, logprobs)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
+/* ------------------------------------------------------------ tokens, logprobs */
+
+char *el_api_tokenize_response(const int32_t *toks, int n) {
+    /* built by hand: a cJSON node per token would cost ~64 bytes each */
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_tokenize_pieces_response(const int32_t *toks, int n, const char *pieces, const size_t *off) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"tokens\":[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[40];
+        int k = snprintf(num, sizeof num, "%s{\"id\":%d,\"piece\":", i ? "," : "", (int)toks[i]);
+        ok = el_buf_append(&b, num, (size_t)k);
+        const unsigned char *p = (const unsigned char *)pieces + off[i];
+        const size_t len = off[i + 1] - off[i];
+        if (ok && el_utf8_check(p, len) == len) {
+            ok = el_api_json_string(&b, (const char *)p, len);
+        } else {
+            ok = ok && el_buf_str(&b, "[");
+            for (size_t j = 0; ok && j < len; j++) {
+                k = snprintf(num, sizeof num, j ? ",%u" : "%u", (unsigned)p[j]);
+                ok = el_buf_append(&b, num, (size_t)k);
+            }
+            ok = ok && el_buf_str(&b, "]");
+        }
+        ok = ok && el_buf_str(&b, "}");
+    }
+    if (ok) ok = el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_detokenize_response(const char *text, size_t len) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"content\":") && el_api_json_string(&b, text, len) && el_buf_str(&b, "}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+/* A log-probability as JSON: finite, or -9999 for -inf (JSON has no infinity). */
+static bool put_lp(el_buf *b, float lp) {
+    char num[32];
+    int k = snprintf(num, sizeof num, "%.9g", isfinite(lp) ? (double)lp : -9999.0);
+    return el_buf_append(b, num, (size_t)k);
+}
+
+static bool put_bytes(el_buf *b, const char *s, size_t n) {
+    bool ok = el_buf_str(b, "[");
+    for (size_t i = 0; ok && i < n; i++) {
+        char num[8];
+        int k = snprintf(num, sizeof num, i ? ",%u" : "%u", (unsigned)(unsigned char)s[i]);
+        ok = el_buf_append(b, num, (size_t)k);
+    }
+    return ok && el_buf_str(b, "]");
+}
+
+/* Unicode code points of text once sanitised (as the client sees it). */
+static size_t n_code_points(const char *s, size_t n) {
+    el_buf c = {0};
+    size_t cps = 0;
+    if (el_utf8_sanitize(s, n, &c))
+        for (size_t i = 0; i < c.len; i++) cps += ((unsigned char)c.p[i] & 0xC0) != 0x80;
+    el_buf_free(&c);
+    return cps;
+}
+
+char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, size_t *offset) {
+    el_buf b = {0};
+    bool ok = true;
+    if (kind == EL_API_CHAT) {
+        ok = el_buf_str(&b, "{\"content\":[");
+        for (int i = 0; ok && i < n; i++) {
+            ok = el_buf_str(&b, i ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, t[i].text, t[i].len) &&
+                 el_buf_str(&b, ",\"logprob\":") && put_lp(&b, t[i].logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                 put_bytes(&b, t[i].text, t[i].len) && el_buf_str(&b, ",\"top_logprobs\":[");
+            for (int k = 0; ok && k < t[i].n_top; k++) {
+                const el_api_top_lp *e = &t[i].top[k];
+                ok = el_buf_str(&b, k ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, e->text, e->len) &&
+                     el_buf_str(&b, ",\"logprob\":") && put_lp(&b, e->logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                     put_bytes(&b, e->text, e->len) && el_buf_str(&b, "}");
+            }
+            if (ok) ok = el_buf_str(&b, "]}");
+        }
+        if (ok) ok = el_buf_str(&b, "],\"refusal\":null}");
+    } else {
+        size_t off = offset ? *offset : 0;
+        ok = el_buf_str(&b, "{\"tokens\":[");
+        for (int i = 0; ok && i < n; i++)
+            ok = (!i || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].text, t[i].len);
+        if (ok) ok = el_buf_str(&b, "],\"token_logprobs\":[");
+        for (int i = 0; ok && i < n; i++) ok = (!i || el_buf_str(&b, ",")) && put_lp(&b, t[i].logprob);
+        if (ok) ok = el_buf_str(&b, "],\"top_logprobs\":[");
+        for (int i = 0; ok && i < n; i++) {
+            ok = el_buf_str(&b, i ? ",{" : "{");
+            for (int k = 0; ok && k < t[i].n_top; k++)
+                ok = (!k || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].top[k].text, t[i].top[k].len) &&
+                     el_buf_str(&b, ":") && put_lp(&b, t[i].top[k].logprob);
+            if (ok) ok = el_buf_str(&b, "}");
+        }
+        if (ok) ok = el_buf_str(&b, "],\"text_offset\":[");
+        for (int i = 0; ok && i < n; i++) {
+            char num[24];
+            int k = snprintf(num, sizeof num, i ? ",%zu" : "%zu", off);
+            ok = el_buf_append(&b, num, (size_t)k);
+            off += n_code_points(t[i].text, t[i].len);
+        }
+        if (ok) ok = el_buf_str(&b, "]}");
+        if (offset) *offset = off;
+    }
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+/* ------------------------------------------------------ llama-server /completion */
+
+static bool put_native_tok(el_buf *b, int32_t id, const char *text, size_t len, float lp) {
+    char num[24];
+    int k = snprintf(num, sizeof num, "{\"id\":%d", (int)id);
+    return el_buf_append(b, num, (size_t)k) && el_buf_str(b, ",\"token\":") && el_api_json_string(b, text, len) &&
+           el_buf_str(b, ",\"bytes\":") && put_bytes(b, text, len) && el_buf_str(b, ",\"logprob\":") && put_lp(b, lp);
+}
+
+char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "[");
+    for (int i = 0; ok && i < n; i++) {
+        ok = (!i || el_buf_str(&b, ",")) && put_native_tok(&b, t[i].id, t[i].text, t[i].len, t[i].logprob) &&
+             el_buf_str(&b, ",\"top_logprobs\":[");
+        for (int k = 0; ok && k < t[i].n_top; k++)
+            ok = (!k || el_buf_str(&b, ",")) &&
+                 put_native_tok(&b, t[i].top[k].id, t[i].top[k].text, t[i].top[k].len, t[i].top[k].logprob) &&
+                 el_buf_str(&b, "}");
+        if (ok) ok = el_buf_str(&b, "]}");
+    }
+    if (ok) ok = el_buf_str(&b, "]");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+static int add_timings(cJSON *root, const el_api_native_result *r) {
+    cJSON *t = cJSON_AddObjectToObject(root, "timings");
+    if (!t) return -1;
+    double pn = r->n_prompt - r->n_cache_reused, gn = r->n_predicted;
+    return cJSON_AddNumberToObject(t, "cache_n", r->n_cache_reused) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
+                   cJSON_AddNumberToObject(t, "prompt_ms", r->prompt_ms) &&
+                   cJSON_AddNumberToObject(t, "prompt_per_token_ms", pn > 0 ? r->prompt_ms / pn : 0) &&
+                   cJSON_AddNumberToObject(t, "prompt_per_second", r->prompt_ms > 0 ? 1e3 * pn / r->prompt_ms : 0) &&
+                   cJSON_AddNumberToObject(t, "predicted_n", gn) &&
+                   cJSON_AddNumberToObject(t, "predicted_ms", r->predicted_ms) &&
+                   cJSON_AddNumberToObject(t, "predicted_per_token_ms", gn > 0 ? r->predicted_ms / gn : 0) &&
+                   cJSON_AddNumberToObject(t, "predicted_per_second",
+                                           r->predicted_ms > 0 ? 1e3 * gn / r->predicted_ms : 0)
+               ? 0
+               : -1;
+}
+
+/* Keeps only the response_fields of root (see el_api_native_response). */
+static cJSON *pick_fields(cJSON *root, char *const *fields, int n) {
+    cJSON *out = cJSON_CreateObject();
+    if (!out) return NULL;
+    for (int i = 0; i < n; i++) {
+        const char *f = fields[i];
+        if (cJSON_GetObjectItemCaseSensitive(out, f)) continue; /* named twice */
+        const char *slash = strchr(f, '/');
+        cJSON *it;
+        if (slash) {
+            char obj[260];
+            size_t l = (size_t)(slash - f);
+            if (l >= sizeof obj) continue;
+            memcpy(obj, f, l);
+            obj[l] = 0;
+            cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
+            it = cJSON_IsObject(o) ? cJSON_DetachItemFromObjectCaseSensitive(o, slash + 1) : NULL;
+        } else {
+            it = cJSON_DetachItemFromObjectCaseSensitive(root, f);
+        }
+        if (it) cJSON_AddItemToObject(out, f, it);
+    }
+    cJSON_Delete(root);
+    return out;
+}
+
+char *el_api_native_response(const el_api_native_result *r, char *const *fields, int n_fields) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    el_buf toks = {0};
+    bool ok = el_buf_str(&toks, "[");
+    for (int i = 0; ok && i < r->n_tokens; i++) {
+        char num[16];
+        int k = snprintf(num, sizeof num, i ? ",%d" : "%d", (int)r->tokens[i]);
+        ok = el_buf_append(&toks, num, (size_t)k);
+    }
+    ok = ok && el_buf_str(&toks, "]");
+    ok = ok && cJSON_AddNumberToObject(root, "index", 0) && !add_text(root, "content", r->content, r->len) &&
+         cJSON_AddRawToObject(root, "tokens", toks.p) && cJSON_AddNumberToObject(root, "id_slot", r->id_slot) &&
+         cJSON_AddBoolToObject(root, "stop", r->stop) && !add_str_or_null(root, "model", r->model ? r->model : "") &&
+         cJSON_AddNumberToObject(root, "tokens_predicted", r->n_predicted) &&
+         cJSON_AddNumberToObject(root, "tokens_evaluated", r->n_prompt);
+    el_buf_free(&toks);
+    if (ok && r->stop) {
+        bool nl = r->content && memchr(r->content, '\n', r->len) != NULL;
+        cJSON *gs = r->settings ? cJSON_Parse(r->settings) : NULL; /* an object, so "generation_settings/x" can pick */
+        if (gs) cJSON_AddItemToObject(root, "generation_settings", gs);
+        ok = (!r->settings || gs) &&
+             (!r->prompt || !add_text(root, "prompt", r->prompt, r->prompt_len)) &&
+             cJSON_AddBoolToObject(root, "has_new_line", nl) && cJSON_AddBoolToObject(root, "truncated", r->truncated) &&
+             !add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
+             !add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
+             cJSON_AddNumberToObject(root, "tokens_cached", r->n_cached) && !add_timings(root, r);
+    }
+    if (ok && r->probs) ok = cJSON_AddRawToObject(root, "completion_probabilities", r->probs) != NULL;
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    if (n_fields > 0 && !(root = pick_fields(root, fields, n_fields))) return NULL;
+    return print_and_delete(root);
+}
+
+/* ------------------------------------------------------------------ embeddings */
+
+void el_api_embd_request_free(el_api_embd_request *r) {
+    if (!r) return;
+    for (int i = 0; r->inputs && i < r->n_inputs; i++) {
+        for (int k = 0; r->inputs[i].parts && k < r->inputs[i].n_parts; k++) free(r->inputs[i].parts[k].text);
+        free(r->inputs[i].parts);
+    }
+    free(r->inputs);
+    free(r->model);
+    memset(r, 0, sizeof *r);
+    r->normalize = 2;
+}
+
+/* One input's parts from a string or an array of ids and strings. *budget:
+ * parts left for the whole request. */
+static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_input *dst, int *budget,
+                      el_api_error *err) {
+    if (cJSON_IsString(it)) {
+        if (!it->valuestring[0]) {
+            BAD(err, param, "invalid_value", "%s[%d] is empty", param, idx);
+            return -1;
+        }
+        if (*budget < 1) goto too_many;
+        dst->parts = calloc(1, sizeof *dst->parts);
+        if (!dst->parts) return oom(err);
+        dst->n_parts = 1;
+        (*budget)--;
+        return (dst->parts[0].text = dupstr(it->valuestring, err)) ? 0 : -1;
+    }
+    if (cJSON_IsObject(it)) {
+        BAD(err, param, "unsupported_value", "%s[%d]: object entries (multimodal content, prompt_string) are not "
+            "supported; give a string or an array of token ids", param, idx);
+        return -1;
+    }
+    if (!cJSON_IsArray(it)) {
+        BAD(err, param, "invalid_type", "%s[%d]: expected a string or an array of token ids, got %s", param, idx,
+            jtype(it));
+        return -1;
+    }
+    int n = cJSON_GetArraySize(it);
+    if (n == 0) {
+        BAD(err, param, "invalid_value", "%s[%d] is empty", param, idx);
+        return -1;
+    }
+    if (n > *budget) goto too_many;
+    dst->parts = calloc((size_t)n, sizeof *dst->parts);
+    if (!dst->parts) return oom(err);
+    dst->n_parts = n;
+    *budget -= n;
+    int k = 0;
+    bool any = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, it) {
+        if (cJSON_IsString(e)) {
+            if (!(dst->parts[k].text = dupstr(e->valuestring, err))) return -1;
+            any = any || e->valuestring[0];
+        } else if (cJSON_IsNumber(e)) {
+            double v = e->valuedouble;
+            if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+                BAD(err, param, "invalid_value", "%s[%d][%d] is not a token id (an integer >= 0)", param, idx, k);
+                return -1;
+            }
+            dst->parts[k].tok = (int32_t)v;
+            any = true;
+        } else {
+            BAD(err, param, "invalid_type", "%s[%d][%d]: expected a token id or a string, got %s", param, idx, k,
+                jtype(e));
+            return -1;
+        }
+        k++;
+    }
+    if (!any) {
+        BAD(err, param, "invalid_value", "%s[%d] is empty", param, idx);
+        return -1;
+    }
+    return 0;
+too_many:
+    BAD(err, param, "invalid_value", "'%s' has more than %d parts in all", param, EL_API_MAX_PROMPT_PARTS);
+    return -1;
+}
+
+static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error *err) {
+    const cJSON *input, *content, *fmt, *norm, *dims, *model, *user;
+    if (tok_field(root, "input", &input, err) || tok_field(root, "content", &content, err) ||
+        tok_field(root, "encoding_format", &fmt, err) || tok_field(root, "embd_normalize", &norm, err) ||
+        tok_field(root, "dimensions", &dims, err) || tok_field(root, "model", &model, err) ||
+        tok_field(root, "user", &user, err))
+        return -1;
+    const char *param = input ? "input" : "content";
+    const cJSON *p = input ? input : content;
+    out->oai = input != NULL;
+    if (!p) {
+        BAD(err, "input", "missing_required_parameter", "\"input\" or \"content\" must be provided");
+        return -1;
+    }
+    if (fmt) {
+        if (!cJSON_IsString(fmt)) return type_error(err, "encoding_format", "a string", fmt);
+        if (!strcmp(fmt->valuestring, "base64")) out->base64 = true;
+        else if (strcmp(fmt->valuestring, "float")) {
+            BAD(err, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"");
+            return -1;
+        }
+    }
+    double v;
+    if (norm) {
+        if (get_int(norm, "embd_normalize", -1, EL_API_MAX_EMBD_NORMALIZE, &v, err)) return -1;
+        out->normalize = (int)v;
+    }
+    if (dims) {
+        if (get_int(dims, "dimensions", 1, 1 << 20, &v, err)) return -1;
+        out->dimensions = (int)v;
+    }
+    if (model) {
+        if (!cJSON_IsString(model)) return type_error(err, "model", "a string", model);
+        if (!(out->model = dupstr(model->valuestring, err))) return -1;
+    }
+    if (user && !cJSON_IsString(user)) return type_error(err, "user", "a string", user);
+
+    int budget = EL_API_MAX_PROMPT_PARTS;
+    bool one = cJSON_IsString(p) || cJSON_IsObject(p);
+    if (cJSON_IsArray(p)) { /* an array holding a token id is one input of ids and strings (llama-server) */
+        const cJSON *e;
+        cJSON_ArrayForEach(e, p) one = one || cJSON_IsNumber(e);
+        if (cJSON_GetArraySize(p) == 0) {
+            BAD(err, param, "invalid_value", "\"%s\" must not be empty", param);
+            return -1;
+        }
+    } else if (!one) {
+        return type_error(err, param, "a string, an array of token ids, or an array of those", p);
+    }
+    int n = one ? 1 : cJSON_GetArraySize(p);
+    if (n > EL_API_MAX_EMBD_INPUTS) {
+        BAD(err, param, "invalid_value", "'%s' has %d inputs; at most %d are allowed", param, n,
+            EL_API_MAX_EMBD_INPUTS);
+        return -1;
+    }
+    out->inputs = calloc((size_t)n, sizeof *out->inputs);
+    if (!out->inputs) return oom(err);
+    out->n_inputs = n;
+    if (one) return embd_input(p, 0, param, &out->inputs[0], &budget, err);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p) {
+        if (embd_input(e, i, param, &out->inputs[i], &budget, err)) return -1;
+        i++;
+    }
+    return 0;
+}
+
+int el_api_parse_embeddings(const char *body, size_t len, el_api_embd_request *out, el_api_error *err) {
+    el_api_error dummy;
+    if (!err) err = &dummy;
+    if (!out) {
+        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_embeddings: no output struct");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->normalize = 2;
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = embd_fields(root, out, err);
+    cJSON_Delete(root);
+    if (rc) el_api_embd_request_free(out);
+    return rc;
+}
+
+void el_api_embd_normalize(float *v, int n, int mode) {
+    double sum = 0.0;
+    if (mode < 0) return;
+    if (mode == 0) {
+        for (int i = 0; i < n; i++) sum = fabs(v[i]) > sum ? fabs(v[i]) : sum;
+        sum /= 32760.0;
+    } else if (mode == 2) {
+        for (int i = 0; i < n; i++) sum += (double)v[i] * v[i];
+        sum = sqrt(sum);
+    } else {
+        for (int i = 0; i < n; i++) sum += pow(fabs(v[i]), mode);
+        sum = pow(sum, 1.0 / mode);
+    }
+    const float k = sum > 0.0 && isfinite(sum) ? (float)(1.0 / sum) : 0.0f;
+    for (int i = 0; i < n; i++) v[i] *= k;
+}
+
+static bool put_floats(el_buf *b, const float *v, int n) {
+    bool ok = el_buf_str(b, "[");
+    for (int i = 0; ok && i < n; i++) {
+        char num[32];
+        /* JSON has no NaN or infinity; el_embed refuses those, so this is only a guard */
+        int k = isfinite(v[i]) ? snprintf(num, sizeof num, i ? ",%.9g" : "%.9g", (double)v[i])
+                               : snprintf(num, sizeof num, i ? ",0" : "0");
+        ok = el_buf_append(b, num, (size_t)k);
+    }
+    return ok && el_buf_str(b, "]");
+}
+
+static bool put_base64(el_buf *b, const float *v, int n) {
+    static const char T[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t len = (size_t)n * 4;
+    bool ok = el_buf_str(b, "\"");
+    for (size_t i = 0; ok && i < len; i += 3) {
+        uint8_t in[3] = {0, 0, 0};
+        size_t k = len - i < 3 ? len - i : 3;
+        for (size_t j = 0; j < k; j++) { /* float32 little-endian, byte by byte */
+            uint32_t bits;
+            memcpy(&bits, &v[(i + j) / 4], 4);
+            in[j] = (uint8_t)(bits >> (8 * ((i + j) % 4)));
+        }
+        char o[4] = {T[in[0] >> 2], T[(in[0] & 3) << 4 | in[1] >> 4], k > 1 ? T[(in[1] & 15) << 2 | in[2] >> 6] : '=',
+                     k > 2 ? T[in[2] & 63] : '='};
+        ok = el_buf_append(b, o, 4);
+    }
+    return ok && el_buf_str(b, "\"");
+}
+
+char *el_api_embeddings_response(const char *model, const float *const *vecs, int n_vecs, int dim, bool base64,
+                                 int prompt_tokens) {
+    el_buf b = {0};
+    char num[96];
+    bool ok = el_buf_str(&b, "{\"model\":") && el_api_json_string(&b, model ? model : "", model ? strlen(model) : 0);
+    snprintf(num, sizeof num, ",\"object\":\"list\",\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d},\"data\":[",
+             prompt_tokens, prompt_tokens);
+    ok = ok && el_buf_str(&b, num);
+    for (int i = 0; ok && i < n_vecs; i++) {
+        ok = el_buf_str(&b, i ? ",{\"embedding\":" : "{\"embedding\":") &&
+             (base64 ? put_base64(&b, vecs[i], dim) : put_floats(&b, vecs[i], dim));
+        snprintf(num, sizeof num, ",\"index\":%d,\"object\":\"embedding\"%s}", i,
+                 base64 ? ",\"encoding_format\":\"base64\"" : "");
+        ok = ok && el_buf_str(&b, num);
+    }
+    ok = ok && el_buf_str(&b, "]}");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}
+
+char *el_api_embeddings_native(const float *const *vecs, const int *rows, int n_inputs, int dim) {
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "[");
+    for (int i = 0; ok && i < n_inputs; i++) {
+        char num[48];
+        snprintf(num, sizeof num, "%s{\"index\":%d,\"embedding\":[", i ? "," : "", i);
+        ok = el_buf_str(&b, num);
+        for (int r = 0; ok && r < rows[i]; r++)
+            ok = (!r || el_buf_str(&b, ",")) && put_floats(&b, vecs[i] + (size_t)r * (size_t)dim, dim);
+        ok = ok && el_buf_str(&b, "]}");
+    }
+    ok = ok && el_buf_str(&b, "]");
+    if (!ok) { el_buf_free(&b); return NULL; }
+    return b.p;
+}

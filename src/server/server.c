@@ -1,0 +1,4126 @@
+/*
+ * server.c — the local OpenAI-compatible server: HTTP (libmicrohttpd),
+ * slots, the request queue and the request state machine.
+ *
+ * State. Process state is built once: the model (weights, vocab, thread
+ * pool), its SHA-256 fingerprint, the chat template family, and N slots,
+ * each a worker thread owning one el_session whose KV cache and scratch are
+ * allocated at startup (el_session_new). Request state is one el_req per HTTP
+ * request. A slot's session keeps its positions between requests as a
+ * prompt cache (cache_prompt): the slot records the ids of the positions it
+ * holds (ctoks[0..n_cache), always the session's n_past while idle); a
+ * request keeps the longest prefix its prompt shares with them that the
+ * session can roll back to (el_session_truncate; a sliding-window ring only
+ * so far) and prefills the rest (el_generate_cached: the sampler still sees
+ * the whole prompt), so no request sees another's text, only reuses the
+ * arithmetic of a prefix equal to its own. A request that names no slot is
+ * left to the idle slot whose cache shares the longest prefix with it
+ * (slot_prefers). Slot actions (POST /slots/N?action=save|restore|erase,
+ * h_slot_action, file format in slot_file.h) hold an idle slot (sl->held:
+ * its thread takes no request) and work on its session from the HTTP thread.
+ *
+ * Request lifecycle. QUEUED → PREFILL → DECODE → DONE | CANCELLED | FAILED.
+ * All transitions happen under srv->mu and have one owner each:
+ *   - the HTTP thread validates, tokenizes and checks the context before
+ *     enqueueing (errors are answered synchronously, counted "rejected");
+ *     a full queue answers 503 + Retry-After;
+ *   - QUEUED → PREFILL: the slot that pops it (attaching its session);
+ *   - QUEUED → CANCELLED: whoever cancels it while queued (it is unlinked
+ *     from the queue in the same critical section, so no slot can see it);
+ *   - PREFILL → DECODE: the slot, at the first generated token;
+ *   - PREFILL/DECODE → DONE/CANCELLED/FAILED: the slot, after el_generate
+ *     returns (cancellation of a running request only sets the request's
+ *     flag and calls el_session_cancel on the attached session, under the
+ *     lock, so a late cancel can never hit the session's next request).
+ * finish_locked() is the one place a request enters a terminal state; it
+ * asserts the state was not terminal already, so metrics count exactly once.
+ *
+ * Ownership. el_req is refcounted: one reference for the HTTP side (the
+ * handler while it waits for a non-streamed result, or the streaming
+ * response's free callback), one for the queue/slot (dropped by the slot at
+ * its terminal transition, or by the canceller of a queued request). The last
+ * unref frees the request; nothing else frees it.
+ *
+ * Threading: MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION.
+ * Each connection has its own thread, so a handler may block until a
+ * non-streamed result is ready, and the streaming content-reader callback may
+ * block on the request's condition variable until the slot produced the next
+ * SSE frame. This keeps streaming and cancellation on one control path
+ * without suspend/resume bookkeeping.
+ *
+ * Clients that go away. A client is gone when its socket shows a reset
+ * (POLLHUP/POLLERR: peer_check); a FIN alone is not enough, because a client
+ * that half-closes (`nc -N`) still waits for its answer and, before the
+ * server writes, looks exactly like one that closed. So a FIN is answered
+ * with one probe write that a half-closed client accepts and a closed one
+ * answers with a reset: an SSE comment on a stream, an interim "100
+ * Continue" on a non-streamed HTTP/1.1 request (client_gone). The streaming
+ * reader and the non-streamed handler check in 50/100 ms steps while they
+ * wait; a full queue first drops the requests whose clients are gone
+ * (queue_drop_gone_locked), and a slot skips such a request when it pops
+ * it, so hit-and-run clients do not hold queue places; a failed write makes
+ * MHD destroy a stream's response, whose free callback cancels as well.
+ *
+ * Connections (the "connection guard" section). Every TCP connection is
+ * tracked with the phase of its request (headers, body, answering) from
+ * MHD's connection notifications. MHD refuses connections beyond
+ * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP per address; near the limit a
+ * new connection evicts an incomplete one (of the address holding the most);
+ * a reaper thread closes connections whose headers or body take longer than
+ * their deadline, which MHD's idle timeout cannot do against a client that
+ * sends a byte a second. The request prelude (on_request, before on_access)
+ * refuses control bytes in the URL, conflicting Content-Length /
+ * Transfer-Encoding, a Host outside the allow-list, an Origin other than the
+ * server's own or --cors, and POST bodies not declared application/json; it
+ * answers CORS preflights for the --cors origin. The work itself is bounded
+ * by the slots and the bounded queue, so threads stay few on a device.
+ *
+ * Memory. Request bodies are capped at EL_API_MAX_BODY (1 MiB) each and, all
+ * connections together, at SRV_INFLIGHT_BYTES (4 MiB) of bodies being
+ * received, parsed or tokenized (body_chunk/budget_take): a body that does not
+ * fit is drained unstored and answered 503 + Retry-After. A generation
+ * request gives its bytes back once its prompt is tokenized (prompt_done drops
+ * the body and the message texts, so a queued request holds only its tokens),
+ * /tokenize and /detokenize when the connection completes. Per body byte the
+ * tokenizer's scratch dominates (~32 bytes), so the HTTP side's peak is about
+ * 32 x 4 MiB above the model and sessions.
+ *
+ * Text. Generated text travels with its length, never as a C string: a
+ * <0x00> byte token is a NUL byte in the text and \u0000 in the JSON.
+ * el_generate already holds back a UTF-8 tail that can still complete (its
+ * detokenizer, util/utf8.h), so a piece ends on a character boundary except
+ * for bytes that can never form one and the last call's leftover; each piece
+ * is sanitised once (el_utf8_sanitize: one U+FFFD per maximal ill-formed
+ * subpart, so a reply cut mid-character ends in one U+FFFD) and then either
+ * framed (stream) or appended to the
+ * reply (non-stream), so the non-streamed text is the concatenation of the
+ * stream's deltas. With logprobs each token's log-probabilities (the model's
+ * log-softmax, el_token_info) are recorded (lp_rec) and rendered in OpenAI's
+ * chat or legacy-completions shape, per chunk when streaming.
+ *
+ * Routes (ROUTES). The OpenAI routes answer with and without /v1, as
+ * llama-server's do; llama-server's own routes sit beside them: /completion
+ * (EL_API_NATIVE: the same request lifecycle, its own parser, sampler fields
+ * and reply shape, built by native_json), /props and /slots (read under
+ * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
+ * terminal transition), /apply-template, the chat token count, the slot
+ * actions (501 without --slot-save-path), and the embeddings routes (h_embeddings: 501 without
+ * --embeddings; else each input runs through el_embed on a slot, queued like
+ * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
+ * skip queued requests meant for another slot, and enqueueing wakes every
+ * slot. The API key may come as "Authorization: Bearer" or "X-Api-Key".
+ * --temp/--seed/--n-predict fill what a request leaves out (apply_defaults).
+ *
+ * Stream shape. A chat stream opens with the role alone (content null, put
+ * in r->out before the request is queued); after it every chunk carries
+ * text (a token whose text is still held back waits, its logprobs with it;
+ * what remains rides on the finish chunk). Errors inside a stream take
+ * llama-server's shape ({"error":{"code": status, "message", "type"}});
+ * /v1 streams end in [DONE], /completion streams with their final object.
+ *
+ * Tool calls (structured/toolcall.h). A chat request with tools renders them
+ * with the family's convention (el_chat_tokenize_tools; a family without one
+ * is a 400); tool_choice "required" / a named function hands the composed call
+ * grammar to generation (gp->grammar), "auto" leaves generation free and
+ * parses the finished reply, "none" renders the tools but never parses
+ * (llama.cpp's common/chat.cpp does the same). A parsed reply answers
+ * message.tool_calls (content null when nothing else was said) with
+ * finish_reason "tool_calls" ("length" when cut short). Streaming holds the
+ * reply back (emit) until the end (stream_tail → tool_frames), then sends the
+ * content, and per call one delta with index, id, type and name (arguments
+ * "") and the arguments in fragments — OpenAI's shape.
+ *
+ * Shutdown (el_server_free): MHD_quiesce_daemon stops accepting; queued
+ * requests are cancelled (a queued stream gets its error event and [DONE],
+ * as a running one does) and running ones told to cancel (they stop at the
+ * next decode step); slot threads are joined; the server waits (bounded)
+ * until every connection has sent its answer; the reaper is stopped;
+ * MHD_stop_daemon joins the connection threads; then sessions and the model
+ * are freed.
+ *
+ * Batched decoding (runtime/batch.h): with more than one slot every slot's
+ * session is attached to one batcher at load (unless --no-batch, or the model
+ * is not on the CPU fast path), so el_generate's decode steps of the slots
+ * decoding run as rounds of one forward for all of them, and prompts prefill
+ * in --batch-chunk chunks between rounds; the slot loop itself is unchanged.
+ * Speculative requests and embeddings run alone. /metrics edgellm_batch_*.
+ * The batcher's scratch (el_batcher_bytes: a round's activations and logits)
+ * is admitted after the slots: with rows for every slot, or fewer (down to 2)
+ * when the memory budget's rest cannot hold that, or none (slot by slot), said
+ * on stderr either way.
+ *
+ * Telemetry and audit (route/telemetry.h, audit.h; off unless configured):
+ * every routing decision and refusal goes to the audit log and a
+ * route_decision / route_refused event (route_request); every local request
+ * end or cancellation is an event from finish_locked (its one terminal
+ * transition), a cloud request's end from route_cloud / cloud_stream_free;
+ * el_server_load's failure and el_server_set_local_unavailable a load_error;
+ * the thermal monitor's level changes (on_thermal_change) an event, and they
+ * cap the model's thread pool (derated: half, hot: a quarter).
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <sodium.h>
+
+#include "backend/cpu/threadpool.h"
+#include "memory/capacity.h"
+#include "runtime/chat.h"
+#include "runtime/model.h"
+#include "runtime/batch.h"
+#include "server/api.h"
+#include "route/audit.h"
+#include "route/cloud.h"
+#include "structured/toolcall.h"
+#include "server/lora_registry.h"
+#include "deploy/manifest.h"
+#include "server/metrics.h"
+#include "route/policy.h"
+#include "route/router.h"
+#include "server/slot_file.h"
+#include "route/telemetry.h"
+#include "route/thermal.h"
+#include "util/buf.h"
+#include "util/utf8.h"
+#include "util/file.h"
+
+extern const char el_ui_page_html[];
+extern const size_t el_ui_page_html_len;
+
+#define SRV_CONN_LIMIT 256u        /* connections in total (MHD refuses beyond) */
+#define SRV_CONN_SOFT 224          /* from here on, a new connection evicts the oldest incomplete one */
+#define SRV_CONN_PER_IP 64u        /* connections per client address (MHD refuses beyond) */
+#define SRV_HEADER_DEADLINE_S 10.0 /* connection open / kept alive -> request headers complete */
+#define SRV_BODY_DEADLINE_S 20.0   /* headers complete -> body complete */
+#define SRV_REAP_MS 200            /* how often the reaper looks for connections past a deadline */
+#define SRV_DRAIN_WAIT_MS 3000     /* shutdown: how long responses may take to finish sending */
+#define SRV_CONN_TIMEOUT_S 60u
+#define SRV_POLL_MS 50
+#define SRV_KEEPALIVE_MS 10000
+#define SRV_KEEPALIVE ": keep-alive\n\n"
+#define SRV_STREAM_BLOCK (16u * 1024u)
+#define SRV_DRAIN_MAX (16u * EL_API_MAX_BODY) /* an oversized body is drained unstored up to this */
+/* In-flight byte budget: request bodies being received, parsed and tokenized,
+ * all connections together. Tokenizing costs a few tens of bytes of scratch
+ * per body byte (SPM symbols and bigram heap), so this bounds the memory the
+ * HTTP side can take at once; a body that does not fit is drained unstored and
+ * answered 503 + Retry-After. A request's bytes are released once its prompt
+ * is tokenized (queued requests hold only their tokens) or its reply is built. */
+#define SRV_INFLIGHT_BYTES (4u * EL_API_MAX_BODY)
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void deadline_in_ms(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += (long)ms * 1000000L;
+    while (ts->tv_nsec >= 1000000000L) {
+        ts->tv_nsec -= 1000000000L;
+        ts->tv_sec++;
+    }
+}
+
+/* What the client's end of a socket looks like, without reading from it.
+ * Measured on Linux (loopback and otherwise): a client that half-closes
+ * (shutdown(SHUT_WR), `nc -N`) and one that close()s with nothing unread
+ * both send just a FIN, so until the server writes they look the same:
+ * POLLIN|POLLRDHUP, TCP state CLOSE_WAIT. Once the server writes, a closed
+ * client's kernel answers with a reset (POLLHUP|POLLERR, state CLOSE); a
+ * half-closed one takes the bytes. A client that resets (SO_LINGER 0, or
+ * closes with unread data) shows POLLHUP|POLLERR at once. So: HUP/ERR means
+ * gone; RDHUP alone means "half-closed, or closed: write to find out". */
+typedef enum { PEER_OPEN, PEER_HALF, PEER_GONE } peer_state;
+
+static peer_state peer_check(int fd) {
+    if (fd < 0) return PEER_OPEN;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP, .revents = 0};
+    if (poll(&p, 1, 0) <= 0) return PEER_OPEN;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return PEER_GONE;
+    return (p.revents & POLLRDHUP) ? PEER_HALF : PEER_OPEN;
+}
+
+/* ---- server and request state ------------------------------------------ */
+
+typedef enum { RS_QUEUED, RS_PREFILL, RS_DECODE, RS_DONE, RS_CANCELLED, RS_FAILED } req_state;
+
+static bool rs_terminal(req_state s) { return s >= RS_DONE; }
+
+typedef struct el_req el_req;
+typedef struct el_server el_server;
+
+/* One generated token's log-probabilities (the model's log-softmax). */
+typedef struct lp_rec {
+    int32_t id;
+    float lp;
+    int n_top;
+    int32_t top_id[EL_API_MAX_N_PROBS];
+    float top_lp[EL_API_MAX_N_PROBS];
+} lp_rec;
+
+struct el_req {
+    atomic_int refs;
+    el_server *srv;
+    /* guarded by srv->mu */
+    req_state state;
+    el_session *session;      /* the slot's session while it runs this request */
+    el_req *next;             /* queue link */
+    pthread_cond_t cv;        /* output appended / terminal state reached */
+    el_buf out;                 /* stream: SSE bytes not yet handed to MHD */
+    size_t out_off;
+    atomic_bool cancel;
+    /* set by the HTTP side before enqueueing, read-only afterwards */
+    el_api_request api;
+    bool api_parsed;
+    int32_t *prompt;
+    int n_prompt;
+    el_generate_params gp;
+    char id[48];
+    long created;
+    double t_arrival;
+    int conn_fd;
+    bool http11;              /* the request was HTTP/1.1: an interim 100 may be sent as a probe */
+    atomic_bool probed;       /* a probe write went to a half-closed client (once per request) */
+    /* owned by the slot while it runs; read by others after the terminal state */
+    bool got_first, sent_first, oom;
+    double t_last;
+    el_buf text;                /* non-stream: the whole completion (sanitised pieces) */
+    struct lp_rec *lps;         /* logprobs: one record per generated token */
+    int n_lps, cap_lps, lps_sent;
+    int32_t *ids;               /* native /completion: every generated id ("tokens", stopping_word) */
+    int n_ids, cap_ids, ids_sent;
+    int slot_idx;               /* the slot that runs it (set when popped) */
+    /* prompt cache (run_request): prompt tokens reused from the slot's cache,
+     * tokens the slot caches after it; ctoks: the slot's token record, where
+     * on_token appends each generated id (n_ctoks of cap_ctoks) */
+    int n_cache_reused, n_cache_after;
+    int32_t *ctoks;
+    int n_ctoks, cap_ctoks;
+    atomic_int n_decoded;       /* tokens generated so far (/slots) */
+    size_t lp_offset;           /* completions: text_offset of the next token */
+    el_generate_stats stats;
+    el_error err;
+    /* embeddings (h_embeddings): inputs set before enqueueing; the slot writes
+     * each input's vectors (embd_rows[i] rows of n_embd floats) into embd_vec */
+    bool embd;
+    int embd_k;
+    int32_t **embd_toks;
+    int *embd_n, *embd_rows;
+    float **embd_vec;
+    int embd_norm;              /* embd_normalize of pooled vectors (el_api_embd_normalize) */
+    /* routing (route/router.h): decided by the HTTP side before enqueueing */
+    el_route route;
+    bool route_sent;            /* a stream's first frame carried the route member */
+    el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
+    int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
+    bool tools_parse;           /* chat with tools, tool_choice not "none": the reply is parsed for tool
+                                   calls (toolcall.h); a stream holds its text back until the end */
+    /* LoRA (lora_registry.h): the scale of every registered adapter this request runs with (its "lora" list
+     * or the defaults when it was queued; all 0: none), and the fingerprint its replies carry */
+    float lora_scale[EL_LORA_REG_MAX];
+    char fp[96];
+};
+
+/* The system_fingerprint of r's replies: the server's, plus its adapter set's when it has one. */
+static const char *req_fp(const el_server *s, const el_req *r);
+
+typedef struct slot {
+    el_server *srv;
+    int idx;
+    el_req *cur;                /* the request it runs (srv->mu), for /slots */
+    long n_tasks;               /* requests it has taken (srv->mu) */
+    el_session *sess;
+    pthread_t th;
+    bool started;
+    /* prompt cache: ctoks[0..n_cache) are the ids of the session's n_cache
+     * positions (n_cache == el_session_n_past while idle). The slot's thread
+     * writes ctoks only while it runs a request (cur set), a slot action only
+     * while it holds the slot (held); n_cache and held change under srv->mu. */
+    int32_t *ctoks;
+    int n_cache;
+    int last_reused, last_processed; /* the last request's prompt: from the cache / evaluated (/slots) */
+    bool held;                  /* a slot action (save/restore/erase) owns the session: take no request */
+    el_session *dsess;          /* --draft-model: the draft's session (el_generate keeps it in step with sess) */
+    el_spec_params spec;        /* the server's, with this slot's draft session */
+    float lora_scale[EL_LORA_REG_MAX]; /* the adapter set its session has (its cache was computed with) */
+    el_lora_lease lease;        /* the adapters the running request holds */
+} slot;
+
+struct el_server {
+    el_server_params p;
+    char *model_path, *host, *api_key, *chat_template, *alias;
+    struct MHD_Daemon *mhd;
+    int port;
+    atomic_bool ready;
+    /* process state, written by el_server_load before `ready` */
+    el_model *model;
+    el_model *draft;            /* --draft-model, or NULL */
+    el_lora_reg *lora;          /* serve --lora, or NULL */
+    char model_id[256];
+    char fingerprint[64];
+    uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
+    char *slot_dir;             /* --slot-save-path, or NULL */
+    el_chat_family fam;
+    char fam_desc[200];
+    int n_ctx;
+    long t_start;
+    slot *slots;
+    int n_slots;
+    el_batcher *batcher;        /* the slots' decode rounds (runtime/batch.h), or NULL: each slot alone */
+    int batch_rows;             /* rows per round the memory admission allowed (1: none fit, slot by slot) */
+    uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
+    int pooling;                /* --embeddings: the el_pooling every embedding request uses */
+    int n_embd;
+    /* scheduler state */
+    pthread_mutex_t mu;
+    pthread_cond_t queue_cv;
+    el_req *q_head, *q_tail;
+    int q_len;
+    int busy;
+    bool stopping;
+    size_t inflight;            /* body bytes held against SRV_INFLIGHT_BYTES */
+    el_metrics metrics;
+    /* connection guard (see its section): every open TCP connection */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conn_cv;          /* wakes the reaper (stop) */
+    struct conn_track *conns;        /* newest first */
+    int n_live;                      /* tracked and not evicted */
+    long n_evicted;                  /* connections closed by eviction or a deadline */
+    pthread_t reaper;
+    bool reaper_started, reaper_stop;
+    /* Host/CORS policy */
+    char **hosts;                    /* allowed Host names (lower case as given; IPv6 in brackets) */
+    int n_hosts;
+    bool any_host;                   /* --allow-host '*' */
+    char *cors_origin;
+    /* routing: the router, the cloud client (NULL: no --cloud-url), the thermal monitor */
+    el_router *router;
+    el_cloud *cloud;
+    el_thermal *thermal;
+    char local_why[200];             /* el_server_set_local_unavailable: why there is no local model */
+    /* content-free telemetry and the routing audit log (NULL: off); see "telemetry hooks" */
+    el_telemetry *tel;
+    el_audit *audit;
+    atomic_int load_err;             /* el_server_load's error code, for the load_error event */
+};
+
+/* ---- telemetry hooks (route/telemetry.h, audit.h) ----------------------
+ * Events are filled from codes and numbers only (el_tev has no string); the
+ * data class goes in as its index in the policy, so a class a client sent
+ * that the policy lacks is never written. Thermal derating of threads lives
+ * here too: the level decides how many of the pool's threads generate. */
+
+static el_tev_op tev_op(el_api_kind k) {
+    return k == EL_API_CHAT ? EL_TOP_CHAT : k == EL_API_COMPLETION ? EL_TOP_COMPLETION : EL_TOP_NATIVE;
+}
+
+static void tev_route(const el_server *s, el_tev *e, const el_route *rt) {
+    const el_policy *p = el_router_policy(s->router);
+    e->route_source = (int)rt->source;
+    e->reason = el_route_reason_code(rt->reason);
+    e->class_given = rt->class_source && strcmp(rt->class_source, "default") != 0;
+    e->data_class = -1;
+    for (int i = 0; i < p->n_classes; i++)
+        if (!strcmp(p->classes[i].name, rt->data_class)) e->data_class = i;
+    e->canary = rt->canary;
+}
+
+static int threads_for(const el_server *s, el_thermal_level l) {
+    const int n = el_pool_size(s->model->pool);
+    const int k = l == EL_THERMAL_HOT ? n / 4 : l == EL_THERMAL_DERATED ? n / 2 : n;
+    return k < 1 ? 1 : k;
+}
+
+/* The thread cap for level l (after load; any thread). */
+static void derate_threads(el_server *s, el_thermal_level l) {
+    if (!atomic_load(&s->ready) || !s->model) return;
+    el_pool_set_active(s->model->pool, threads_for(s, l));
+}
+
+static int threads_active(const el_server *s) {
+    return atomic_load(&s->ready) && s->model ? el_pool_active(s->model->pool) : 0;
+}
+
+static void on_thermal_change(void *user, el_thermal_level from, el_thermal_level to) {
+    el_server *s = user;
+    derate_threads(s, to);
+    el_tev e = el_tev_init(EL_TEV_THERMAL);
+    e.thermal_from = from;
+    e.thermal = to;
+    e.threads_active = threads_active(s);
+    el_telemetry_emit(s->tel, &e);
+}
+
+static el_req *req_new(el_server *s) {
+    el_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    atomic_init(&r->refs, 1);
+    atomic_init(&r->cancel, false);
+    atomic_init(&r->n_decoded, 0);
+    r->slot_idx = -1;
+    r->srv = s;
+    r->conn_fd = -1;
+    r->t_arrival = now_s();
+    r->created = (long)time(NULL);
+    pthread_cond_init(&r->cv, NULL);
+    return r;
+}
+
+static void req_ref(el_req *r) { atomic_fetch_add(&r->refs, 1); }
+
+static void req_unref(el_req *r) {
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    el_cloud_canary_local(r->canary, false, NULL, 0, 0); /* not answered locally: nothing to compare */
+    if (r->api_parsed) el_api_request_free(&r->api);
+    free(r->prompt);
+    free(r->lps);
+    free(r->ids);
+    for (int i = 0; i < r->embd_k; i++) {
+        if (r->embd_toks) free(r->embd_toks[i]);
+        if (r->embd_vec) free(r->embd_vec[i]);
+    }
+    free(r->embd_toks);
+    free(r->embd_vec);
+    free(r->embd_n);
+    free(r->embd_rows);
+    el_buf_free(&r->out);
+    el_buf_free(&r->text);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* The one terminal transition (srv->mu held). */
+static void finish_locked(el_server *s, el_req *r, req_state st) {
+    if (rs_terminal(r->state)) {
+        fprintf(stderr, "edgellm serve: internal error: request %s finished twice\n", r->id);
+        abort();
+    }
+    r->state = st;
+    el_metrics_request(&s->metrics, st == RS_DONE ? EL_REQ_DONE : st == RS_CANCELLED ? EL_REQ_CANCELLED : EL_REQ_FAILED);
+    pthread_cond_broadcast(&r->cv);
+    if (s->tel) { /* a local request's end (codes and numbers only) */
+        el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
+        e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
+        if (!r->embd) tev_route(s, &e, &r->route);
+        if (r->fp[0]) e.lora = (uint32_t)strtoul(r->fp + strlen(s->fingerprint) + strlen("+lora-"), NULL, 16);
+        e.streamed = r->api.stream;
+        e.thermal = el_thermal_get(s->thermal).level;
+        const el_finish f = r->stats.finish;
+        e.finish = st == RS_CANCELLED ? EL_TFIN_CANCELLED : st == RS_FAILED ? EL_TFIN_ERROR
+                 : f == EL_DONE_LENGTH ? EL_TFIN_LENGTH : EL_TFIN_STOP;
+        e.error = st == RS_FAILED ? (int)(r->err.code ? r->err.code : EL_ERR_INTERNAL) : 0;
+        e.n_prompt = r->embd ? -1 : r->stats.n_prompt;
+        e.n_gen = r->embd ? -1 : r->stats.n_generated;
+        if (r->stats.ttft_ms > 0) e.ttft_ms = r->stats.ttft_ms;
+        if (r->stats.n_generated > 1) e.itl_ms = r->stats.decode_ms / (r->stats.n_generated - 1);
+        e.total_ms = (now_s() - r->t_arrival) * 1000.0;
+        e.peak_mem_bytes = el_tev_peak_rss();
+        e.spec_drafted = r->stats.n_drafted;
+        e.spec_accepted = r->stats.n_accepted;
+        e.threads_active = threads_active(s);
+        el_telemetry_emit(s->tel, &e);
+    }
+}
+
+static void queue_unlink_locked(el_server *s, el_req *r) {
+    el_req **pp = &s->q_head, *prev = NULL;
+    while (*pp && *pp != r) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp) return;
+    *pp = r->next;
+    if (s->q_tail == r) s->q_tail = prev;
+    r->next = NULL;
+    s->q_len--;
+}
+
+/* Cancels r from any thread: a queued request ends here, a running one at
+ * its slot's next decode step. No effect once terminal. */
+static void req_cancel(el_req *r) {
+    el_server *s = r->srv;
+    bool drop_queue_ref = false;
+    pthread_mutex_lock(&s->mu);
+    if (!rs_terminal(r->state)) {
+        atomic_store(&r->cancel, true);
+        if (r->state == RS_QUEUED) {
+            queue_unlink_locked(s, r);
+            finish_locked(s, r, RS_CANCELLED);
+            drop_queue_ref = true;
+        } else if (r->session) {
+            el_session_cancel(r->session);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (drop_queue_ref) req_unref(r);
+}
+
+/* ---- clients that went away ------------------------------------------- */
+
+static const char SRV_PROBE_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/* Whether r's client is gone (reset, or closed: see peer_check). A FIN
+ * alone may be a half-close, whose client still waits for its answer; when
+ * may_probe, a non-streamed HTTP/1.1 request is probed once with an interim
+ * "100 Continue" (HTTP/1.1 clients must accept an unexpected 1xx before the
+ * final response): a closed client's kernel resets the connection, which is
+ * seen at once on loopback and within a round trip elsewhere (by the next
+ * check). The caller must know the connection is still open: r is queued,
+ * or the caller is the connection's own thread. */
+static bool client_gone(el_req *r, bool may_probe) {
+    peer_state ps = peer_check(r->conn_fd);
+    if (ps == PEER_HALF && may_probe && !r->api.stream && r->http11 && !atomic_exchange(&r->probed, true)) {
+        (void)!send(r->conn_fd, SRV_PROBE_100, sizeof SRV_PROBE_100 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ps = peer_check(r->conn_fd);
+    }
+    return ps == PEER_GONE;
+}
+
+/* Drops the queued requests whose clients are gone (srv->mu held); they go
+ * onto *dropped, whose queue references the caller releases after
+ * unlocking (req_unref_list). Returns how many. Only the queue is scanned,
+ * and only when it is full, so the cost is a poll per queued request. */
+static int queue_drop_gone_locked(el_server *s, el_req **dropped) {
+    int n = 0;
+    for (el_req *r = s->q_head, *next; r; r = next) {
+        next = r->next;
+        if (!client_gone(r, true)) continue;
+        queue_unlink_locked(s, r);
+        atomic_store(&r->cancel, true);
+        finish_locked(s, r, RS_CANCELLED);
+        r->next = *dropped;
+        *dropped = r;
+        n++;
+    }
+    return n;
+}
+
+static void req_unref_list(el_req *r) {
+    while (r) {
+        el_req *next = r->next;
+        r->next = NULL;
+        req_unref(r);
+        r = next;
+    }
+}
+
+/* ---- slots ------------------------------------------------------------- */
+
+static const char *finish_name(el_finish f) { return f == EL_DONE_LENGTH ? "length" : "stop"; }
+
+static char *make_chunk(const el_req *r, const char *delta, size_t len, bool first, const char *finish,
+                        const el_api_usage *usage, const char *logprobs) {
+    const el_server *s = r->srv;
+    if (r->api.kind == EL_API_CHAT)
+        return el_api_chat_chunk(r->id, s->model_id, r->created, req_fp(s, r), delta, len, first, finish, usage,
+                                 logprobs);
+    return el_api_completion_chunk(r->id, s->model_id, r->created, req_fp(s, r), delta, len, finish, usage, logprobs);
+}
+
+static bool frame_json(el_buf *b, char *json) {
+    if (!json) return false;
+    bool ok = el_buf_str(b, "data: ") && el_buf_str(b, json) && el_buf_str(b, "\n\n");
+    free(json);
+    return ok;
+}
+
+/* The "logprobs" JSON of records [from, to) (token texts from the vocabulary),
+ * advancing r->lp_offset; malloc'd, NULL on OOM. */
+static char *lps_json(el_req *r, int from, int to) {
+    const el_model *m = r->srv->model;
+    const int n = to - from, w = r->api.top_logprobs + 1; /* slots per token: itself + its top */
+    const size_t cells = (size_t)(n > 0 ? n : 1) * (size_t)w;
+    el_api_token_lp *t = calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    el_api_top_lp *top = calloc(cells, sizeof *top);
+    size_t *off = calloc(cells, sizeof *off), *len = calloc(cells, sizeof *len);
+    el_buf txt = {0};
+    char *json = NULL;
+    bool ok = t && top && off && len;
+    /* pass 1: every piece into one buffer (offsets); pass 2: pointers into it */
+    for (int i = 0; ok && i < n; i++) {
+        const lp_rec *rec = &r->lps[from + i];
+        int nt = rec->n_top < w - 1 ? rec->n_top : w - 1;
+        for (int k = -1; ok && k < nt; k++) {
+            char piece[256];
+            int l = el_token_to_piece(m, k < 0 ? rec->id : rec->top_id[k], piece, (int)sizeof piece, false);
+            if (l < 0 || l > (int)sizeof piece) l = 0;
+            size_t c = (size_t)i * (size_t)w + (size_t)(k + 1);
+            off[c] = txt.len;
+            len[c] = (size_t)l;
+            ok = el_buf_append(&txt, piece, (size_t)l);
+        }
+    }
+    if (ok) ok = el_buf_append(&txt, "", 0);
+    for (int i = 0; ok && i < n; i++) {
+        const lp_rec *rec = &r->lps[from + i];
+        int nt = rec->n_top < w - 1 ? rec->n_top : w - 1;
+        size_t c = (size_t)i * (size_t)w;
+        t[i].text = txt.p + off[c];
+        t[i].len = len[c];
+        t[i].logprob = rec->lp;
+        t[i].n_top = nt;
+        t[i].top = top + c;
+        t[i].id = rec->id;
+        for (int k = 0; k < nt; k++) {
+            top[c + (size_t)k].id = rec->top_id[k];
+            top[c + (size_t)k].text = txt.p + off[c + 1 + (size_t)k];
+            top[c + (size_t)k].len = len[c + 1 + (size_t)k];
+            top[c + (size_t)k].logprob = rec->top_lp[k];
+        }
+    }
+    if (ok) json = r->api.kind == EL_API_NATIVE ? el_api_native_probs_json(t, n)
+                                                : el_api_logprobs_json(r->api.kind, t, n, &r->lp_offset);
+    free(t);
+    free(top);
+    free(off);
+    free(len);
+    el_buf_free(&txt);
+    return json;
+}
+
+/* Records the token's log-probabilities (logprobs requested). */
+static bool lp_record(el_req *r, const el_token_info *t) {
+    if (r->n_lps == r->cap_lps) {
+        int cap = r->cap_lps ? r->cap_lps * 2 : 32;
+        lp_rec *p = realloc(r->lps, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        r->lps = p;
+        r->cap_lps = cap;
+    }
+    lp_rec *rec = &r->lps[r->n_lps++];
+    rec->id = t->id;
+    rec->lp = t->logprob;
+    rec->n_top = t->n_top < EL_API_MAX_N_PROBS ? t->n_top : EL_API_MAX_N_PROBS;
+    for (int k = 0; k < rec->n_top; k++) {
+        rec->top_id[k] = t->top_id[k];
+        rec->top_lp[k] = t->top_logprob[k];
+    }
+    return true;
+}
+
+/* llama-server's sampler fields of a request as a cJSON object (its
+ * "generation_settings"; /props and /slots "params"). NULL on OOM. */
+static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const el_generate_params *gp) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    const el_sampling *sp = &gp->sampling;
+    cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(o, "n_predict", a->has_max_tokens || a->kind != EL_API_CHAT ? a->max_tokens : -1);
+    cJSON_AddStringToObject(o, "model", s->model_id);
+    cJSON_AddNumberToObject(o, "seed", a->has_seed ? (double)a->seed : 4294967295.0);
+    cJSON_AddNumberToObject(o, "temperature", sp->temp);
+    cJSON_AddNumberToObject(o, "dynatemp_range", 0);
+    cJSON_AddNumberToObject(o, "dynatemp_exponent", 1);
+    cJSON_AddNumberToObject(o, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(o, "top_p", sp->top_p);
+    cJSON_AddNumberToObject(o, "min_p", sp->min_p);
+    cJSON_AddNumberToObject(o, "xtc_probability", 0);
+    cJSON_AddNumberToObject(o, "xtc_threshold", 0.1);
+    cJSON_AddNumberToObject(o, "typical_p", 1);
+    cJSON_AddNumberToObject(o, "repeat_last_n", sp->penalty_last_n);
+    cJSON_AddNumberToObject(o, "repeat_penalty", sp->repeat_penalty);
+    cJSON_AddNumberToObject(o, "presence_penalty", sp->presence_penalty);
+    cJSON_AddNumberToObject(o, "frequency_penalty", sp->freq_penalty);
+    cJSON_AddNumberToObject(o, "dry_multiplier", 0);
+    cJSON_AddNumberToObject(o, "mirostat", 0);
+    cJSON *stop = cJSON_AddArrayToObject(o, "stop");
+    for (int i = 0; stop && i < a->n_stop; i++) cJSON_AddItemToArray(stop, cJSON_CreateString(a->stop[i]));
+    cJSON_AddNumberToObject(o, "max_tokens", a->has_max_tokens || a->kind != EL_API_CHAT ? a->max_tokens : -1);
+    cJSON_AddNumberToObject(o, "n_keep", 0);
+    cJSON_AddNumberToObject(o, "n_discard", 0);
+    cJSON_AddBoolToObject(o, "ignore_eos", gp->ignore_eos);
+    cJSON_AddBoolToObject(o, "stream", a->stream);
+    cJSON_AddNumberToObject(o, "n_probs", a->kind == EL_API_NATIVE ? a->n_probs : 0);
+    cJSON_AddNumberToObject(o, "min_keep", 0);
+    cJSON_AddBoolToObject(o, "cache_prompt", a->cache_prompt);
+    /* llama-server's shape: [{"bias", "token"}], a banned token's bias (-inf there, -1e30 here) as null */
+    cJSON *lb = cJSON_AddArrayToObject(o, "logit_bias");
+    for (int i = 0; lb && i < a->n_logit_bias; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e) break;
+        if (a->logit_bias[i] <= -1e30f) cJSON_AddNullToObject(e, "bias");
+        else cJSON_AddNumberToObject(e, "bias", a->logit_bias[i]);
+        cJSON_AddNumberToObject(e, "token", a->logit_bias_id[i]);
+        cJSON_AddItemToArray(lb, e);
+    }
+    static const char *const samplers[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
+    cJSON *sm = cJSON_CreateStringArray(samplers, 5);
+    if (sm) cJSON_AddItemToObject(o, "samplers", sm);
+    return o;
+}
+
+/* The stop string that ended generation: the earliest one in the generated
+ * pieces ("" when none is found). */
+static void stopping_word(const el_req *r, char *out, size_t cap) {
+    out[0] = 0;
+    if (r->stats.finish != EL_DONE_STOP || r->api.n_stop == 0) return;
+    el_buf raw = {0};
+    char piece[256];
+    for (int i = 0; i < r->n_ids; i++) {
+        int l = el_token_to_piece(r->srv->model, r->ids[i], piece, (int)sizeof piece, false);
+        if (l > 0 && l <= (int)sizeof piece && !el_buf_append(&raw, piece, (size_t)l)) break;
+    }
+    if (!el_buf_append(&raw, "", 0)) { el_buf_free(&raw); return; }
+    const char *best = NULL, *at = NULL;
+    for (int k = 0; k < r->api.n_stop; k++) {
+        const char *p = strstr(raw.p, r->api.stop[k]);
+        if (p && (!at || p < at)) { at = p; best = r->api.stop[k]; }
+    }
+    if (best) snprintf(out, cap, "%s", best);
+    el_buf_free(&raw);
+}
+
+/* One /completion JSON: a stream chunk (text, the ids and probabilities since
+ * the last chunk) or, final, the whole result (non-stream: all the text, ids
+ * when return_tokens, every probability). malloc'd, NULL on OOM. */
+static char *native_json(el_req *r, const char *text, size_t len, bool final) {
+    el_server *s = r->srv;
+    const el_api_request *a = &r->api;
+    el_api_native_result res;
+    memset(&res, 0, sizeof res);
+    res.content = text;
+    res.len = len;
+    res.stop = final;
+    res.model = s->model_id;
+    res.id_slot = r->slot_idx;
+    res.n_prompt = r->n_prompt;
+    res.n_predicted = final ? r->stats.n_generated : r->n_ids;
+    int from = a->stream ? r->ids_sent : 0;
+    if (a->stream || a->return_tokens) {
+        res.tokens = r->ids + from;
+        res.n_tokens = r->n_ids - from;
+    }
+    r->ids_sent = r->n_ids;
+    char *probs = NULL, *settings = NULL, word[300];
+    el_buf prompt = {0};
+    bool ok = true;
+    if (a->n_probs > 0) {
+        int lf = a->stream ? r->lps_sent : 0;
+        ok = (probs = lps_json(r, lf, r->n_lps)) != NULL;
+        r->lps_sent = r->n_lps;
+        res.probs = probs;
+    }
+    if (ok && final) {
+        el_finish f = r->stats.finish;
+        res.stop_type = f == EL_DONE_EOS ? "eos" : f == EL_DONE_LENGTH ? "limit" : f == EL_DONE_STOP ? "word" : "none";
+        stopping_word(r, word, sizeof word);
+        res.stopping_word = word;
+        res.truncated = f == EL_DONE_LENGTH && r->stats.n_prompt + r->stats.n_generated >= s->n_ctx;
+        res.prompt_ms = r->stats.prefill_ms;
+        res.predicted_ms = r->stats.decode_ms;
+        res.n_prompt = r->stats.n_prompt ? r->stats.n_prompt : r->n_prompt;
+        res.n_cache_reused = r->n_cache_reused;
+        res.n_cached = r->n_cache_after;
+        cJSON *sj = settings_cjson(s, a, &r->gp);
+        settings = sj ? cJSON_PrintUnformatted(sj) : NULL;
+        cJSON_Delete(sj);
+        ok = settings != NULL;
+        res.settings = settings;
+        char piece[256];
+        for (int i = 0; ok && i < r->n_prompt; i++) {
+            int l = el_token_to_piece(s->model, r->prompt[i], piece, (int)sizeof piece, true);
+            if (l > 0 && l <= (int)sizeof piece) ok = el_buf_append(&prompt, piece, (size_t)l);
+        }
+        res.prompt = prompt.p ? prompt.p : "";
+        res.prompt_len = prompt.len;
+    }
+    char *json = ok ? el_api_native_response(&res, a->resp_fields, a->n_resp_fields) : NULL;
+    free(probs);
+    free(settings);
+    el_buf_free(&prompt);
+    return json;
+}
+
+/* Whether r's answers carry the route member: all but a /completion that
+ * asked for only some fields (response_fields; its header still has it). */
+static bool route_in_body(const el_req *r) { return !(r->api.kind == EL_API_NATIVE && r->api.n_resp_fields > 0); }
+
+/* The route member on a stream's first frame (json consumed; NULL on OOM). */
+static char *route_first(el_req *r, char *json) {
+    if (!json || r->route_sent || !route_in_body(r)) return json;
+    r->route_sent = true;
+    return el_route_inject(json, &r->route);
+}
+
+/* Appends one stream frame (srv->mu taken here). */
+static bool push_frame(el_req *r, const el_buf *frame) {
+    el_server *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    bool ok = el_buf_append(&r->out, frame->p, frame->len);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* A piece of text (and, streaming with logprobs, the tokens since the last
+ * frame) goes to the client or to the non-stream text. */
+static bool emit(el_req *r, const char *piece, size_t len, bool token) {
+    el_buf text = {0}, frame = {0};
+    bool ok = el_utf8_sanitize(piece ? piece : "", len, &text);
+    if (ok && r->api.stream && !r->tools_parse) {
+        bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
+        /* chat and /completion: no chunk without text (their tokens' logprobs
+         * wait for the next text, or the last chunk); legacy completions keep
+         * OpenAI's chunk per token with logprobs */
+        bool send = text.len > 0 || (lp && r->api.kind == EL_API_COMPLETION);
+        if (send && r->api.kind == EL_API_NATIVE) {
+            ok = frame_json(&frame, route_first(r, native_json(r, text.p ? text.p : "", text.len, false)));
+            if (ok) ok = push_frame(r, &frame);
+        } else if (send) {
+            char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
+            ok = (!lp || lj) &&
+                 frame_json(&frame, route_first(r, make_chunk(r, text.p ? text.p : "", text.len, !r->sent_first, NULL, NULL, lj)));
+            free(lj);
+            if (lp) r->lps_sent = r->n_lps;
+            r->sent_first = true;
+            if (ok) ok = push_frame(r, &frame);
+        }
+    } else if (ok && text.len) {
+        ok = el_buf_append(&r->text, text.p, text.len);
+    }
+    el_buf_free(&text);
+    el_buf_free(&frame);
+    return ok;
+}
+
+static bool on_token(const el_token_info *t, void *user) {
+    el_req *r = user;
+    el_server *s = r->srv;
+    if (t->id >= 0) {
+        double now = now_s();
+        if (!r->got_first) {
+            r->got_first = true;
+            el_metrics_ttft(&s->metrics, now - r->t_arrival);
+            pthread_mutex_lock(&s->mu);
+            if (r->state == RS_PREFILL) r->state = RS_DECODE;
+            pthread_mutex_unlock(&s->mu);
+        } else {
+            el_metrics_itl(&s->metrics, now - r->t_last);
+        }
+        r->t_last = now;
+        el_metrics_tokens(&s->metrics, 0, 1);
+        atomic_fetch_add(&r->n_decoded, 1);
+        if (r->ctoks && r->n_ctoks < r->cap_ctoks) r->ctoks[r->n_ctoks++] = t->id;
+        if (r->api.logprobs && !lp_record(r, t)) { r->oom = true; return false; }
+        if (r->api.kind == EL_API_NATIVE) {
+            if (r->n_ids == r->cap_ids) {
+                int cap = r->cap_ids ? r->cap_ids * 2 : 64;
+                int32_t *p = realloc(r->ids, (size_t)cap * sizeof *p);
+                if (!p) { r->oom = true; return false; }
+                r->ids = p;
+                r->cap_ids = cap;
+            }
+            r->ids[r->n_ids++] = t->id;
+        }
+    }
+    if ((t->piece && t->piece_len > 0) || (t->id >= 0 && r->api.logprobs)) {
+        if (!emit(r, t->piece, t->piece && t->piece_len > 0 ? (size_t)t->piece_len : 0, t->id >= 0)) {
+            r->oom = true;
+            return false;
+        }
+    }
+    return !atomic_load(&r->cancel);
+}
+
+/* "call_" + 24 hex digits. */
+static void tool_call_id(char out[32]) {
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(out, 32, "call_");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(out + off, 32 - (size_t)off, "%02x", rnd[i]);
+}
+
+/* The reply (r->text) split into content and tool calls (toolcall.h) with a fresh id per call
+ * (ids[i] holds 32 bytes each, up to EL_TOOL_MAX_CALLS). 0, or -1 out of memory. */
+static int parse_reply(const el_req *r, el_toolcall_result *res, char ids[][32]) {
+    const el_server *s = r->srv;
+    if (el_toolcall_parse(s->fam, r->text.p, r->text.len, r->api.tools, r->api.n_tools, res)) return -1;
+    for (int i = 0; i < res->n_calls; i++) tool_call_id(ids[i]);
+    return 0;
+}
+
+/* A stream's held-back reply as OpenAI streams it: the content (one chunk), then per call a
+ * chunk with index, id, type and name (arguments "") and the arguments in fragments. Returns
+ * the number of calls, or -1 out of memory. */
+static int tool_frames(el_req *r, el_buf *tail) {
+    const el_server *s = r->srv;
+    el_toolcall_result res;
+    char (*idv)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *idv);
+    if (!idv || parse_reply(r, &res, idv)) { free(idv); return -1; }
+    bool ok = true;
+    if (res.content) {
+        ok = frame_json(tail, route_first(r, make_chunk(r, res.content, res.content_len, !r->sent_first, NULL, NULL, NULL)));
+        r->sent_first = true;
+    }
+    for (int i = 0; ok && i < res.n_calls; i++) {
+        ok = frame_json(tail, route_first(r, el_api_chat_tool_chunk(r->id, s->model_id, r->created, req_fp(s, r), i,
+                                                                      idv[i], res.calls[i].name, NULL, 0)));
+        const char *a = res.calls[i].arguments;
+        size_t n = strlen(a), at = 0;
+        while (ok && at < n) { /* fragments of about 16 bytes, cut between characters */
+            size_t e = at + 16 < n ? at + 16 : n;
+            while (e < n && ((unsigned char)a[e] & 0xc0) == 0x80) e++;
+            ok = frame_json(tail, el_api_chat_tool_chunk(r->id, s->model_id, r->created, req_fp(s, r), i, NULL,
+                                                         NULL, a + at, e - at));
+            at = e;
+        }
+        r->sent_first = true;
+    }
+    int nc = res.n_calls;
+    el_toolcall_result_free(&res);
+    free(idv);
+    return ok ? nc : -1;
+}
+
+/* The frames that end a stream (built outside the lock). */
+static void stream_tail(el_req *r, req_state st, el_buf *tail) {
+    bool ok = true;
+    const bool native = r->api.kind == EL_API_NATIVE;
+    if (st == RS_DONE && native) {
+        ok = frame_json(tail, route_first(r, native_json(r, "", 0, true)));
+    } else if (st == RS_DONE) {
+        const char *finish = finish_name(r->stats.finish);
+        if (r->tools_parse) { /* the held-back reply: its content, then its calls */
+            int nc = tool_frames(r, tail);
+            ok = nc >= 0;
+            if (nc > 0 && r->stats.finish != EL_DONE_LENGTH) finish = "tool_calls"; /* cut short: "length" */
+        }
+        bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
+        char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
+        char *fin = ok && (!lp || lj) ? make_chunk(r, NULL, 0, !r->sent_first, finish, NULL, lj) : NULL;
+        if (fin && r->n_dropped) fin = el_api_with_truncation(fin, r->n_dropped); /* the finish chunk says so */
+        ok = fin && frame_json(tail, route_first(r, fin));
+        free(lj);
+        if (ok && r->api.include_usage) {
+            el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
+            ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
+        }
+    } else {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        if (st == RS_CANCELLED)
+            el_api_set_error(&e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+        else
+            el_api_set_error(&e, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
+                             el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
+        ok = frame_json(tail, route_first(r, el_api_stream_error_json(&e))); /* llama-server's shape */
+    }
+    if (ok && !native) el_buf_str(tail, "data: [DONE]\n\n"); /* /completion streams end without it */
+}
+
+/* An embeddings request: el_embed for each input on the slot's session. */
+static req_state run_embd(slot *sl, el_req *r) {
+    el_server *s = sl->srv;
+    for (int i = 0; i < r->embd_k; i++) {
+        if (atomic_load(&r->cancel)) return RS_CANCELLED;
+        const size_t cap = (size_t)r->embd_rows[i] * (size_t)s->n_embd;
+        int got = el_embed(sl->sess, r->embd_toks[i], r->embd_n[i], (el_pooling)s->pooling, r->embd_vec[i], cap, &r->err);
+        if (got == -EL_ERR_CANCELLED) return RS_CANCELLED;
+        if (got < 0) return RS_FAILED;
+        el_metrics_tokens(&s->metrics, r->embd_n[i], 0);
+        if (s->pooling != EL_POOLING_NONE) el_api_embd_normalize(r->embd_vec[i], s->n_embd, r->embd_norm);
+    }
+    return atomic_load(&r->cancel) ? RS_CANCELLED : RS_DONE;
+}
+
+/* Length of the common prefix of a[0..na) and b[0..nb). */
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The prompt cache (cache_prompt): how many of r's prompt tokens the slot's
+ * session can keep. At most n_prompt - 1 (the last prompt token is always
+ * evaluated: its logits give the first token), and 0 when a sliding-window
+ * ring can no longer roll back that far (el_session_truncate): recompute. */
+static int cache_reuse(const slot *sl, const el_req *r) {
+    if (!r->api.cache_prompt || r->embd) return 0;
+    int n = common_prefix(sl->ctoks, sl->n_cache, r->prompt, r->n_prompt - 1);
+    return n > 0 && el_session_can_truncate(sl->sess, n) ? n : 0;
+}
+
+static const char *req_fp(const el_server *s, const el_req *r) { return r->fp[0] ? r->fp : s->fingerprint; }
+
+/* LoRA: takes the request's adapters from the registry (resident, referenced until slot_lora_end) and sets them
+ * on the slot's session; a slot whose adapter set changes forgets its prompt cache (positions computed under
+ * other adapters). 0, or -1 with r->err set (the budget is held by running requests, a load failed). */
+static int slot_lora_begin(slot *sl, el_req *r) {
+    el_server *s = sl->srv;
+    if (!s->lora) return 0;
+    if (el_lora_reg_acquire(s->lora, r->lora_scale, &sl->lease, &r->err)) return -1;
+    if (el_session_set_adapters(sl->sess, sl->lease.a, sl->lease.scale, sl->lease.n, &r->err)) {
+        el_lora_reg_release(s->lora, &sl->lease);
+        return -1;
+    }
+    if (memcmp(sl->lora_scale, r->lora_scale, sizeof sl->lora_scale)) {
+        el_session_truncate(sl->sess, 0, NULL);
+        pthread_mutex_lock(&s->mu);
+        sl->n_cache = 0;
+        pthread_mutex_unlock(&s->mu);
+        memcpy(sl->lora_scale, r->lora_scale, sizeof sl->lora_scale);
+    }
+    return 0;
+}
+
+static void slot_lora_end(slot *sl) {
+    if (sl->srv->lora) el_lora_reg_release(sl->srv->lora, &sl->lease);
+}
+
+static void run_request(slot *sl, el_req *r) {
+    el_server *s = sl->srv;
+    if (slot_lora_begin(sl, r)) { /* nothing ran: the request fails with the registry's reason */
+        el_buf tail = {0};
+        if (r->api.stream) stream_tail(r, RS_FAILED, &tail);
+        pthread_mutex_lock(&s->mu);
+        r->session = NULL;
+        sl->cur = NULL;
+        if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
+        finish_locked(s, r, RS_FAILED);
+        s->busy--;
+        pthread_mutex_unlock(&s->mu);
+        el_buf_free(&tail);
+        return;
+    }
+    if (r->embd) {
+        req_state st = run_embd(sl, r);
+        el_session_reset(sl->sess); /* el_embed leaves no positions: the cache is empty */
+        pthread_mutex_lock(&s->mu);
+        sl->n_cache = 0;
+        r->session = NULL;
+        sl->cur = NULL;
+        finish_locked(s, r, st);
+        s->busy--;
+        pthread_mutex_unlock(&s->mu);
+        if (s->p.verbose)
+            fprintf(stderr, "edgellm serve: slot %d: embeddings %s: %d inputs\n", sl->idx,
+                    st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->embd_k);
+        return;
+    }
+    /* keep the longest prefix the slot's cache shares with the prompt; the
+     * record then holds the prompt, and on_token appends what is generated */
+    const int reuse = cache_reuse(sl, r);
+    if (el_session_truncate(sl->sess, reuse, NULL)) el_session_truncate(sl->sess, 0, NULL);
+    const int kept = el_session_n_past(sl->sess);
+    const int n_rec = r->n_prompt < s->n_ctx ? r->n_prompt : s->n_ctx; /* the HTTP side refused longer ones */
+    if (n_rec > kept) memcpy(sl->ctoks + kept, r->prompt + kept, sizeof *r->prompt * (size_t)(n_rec - kept));
+    r->n_cache_reused = kept;
+    r->ctoks = sl->ctoks;
+    r->n_ctoks = n_rec;
+    r->cap_ctoks = s->n_ctx;
+    pthread_mutex_lock(&s->mu);
+    sl->n_cache = kept;
+    sl->last_reused = kept;
+    sl->last_processed = r->n_prompt - kept;
+    pthread_mutex_unlock(&s->mu);
+    el_metrics_tokens(&s->metrics, r->n_prompt - kept, 0);
+    memset(&r->err, 0, sizeof r->err);
+    double t_gen = now_s();
+    if (sl->dsess && r->gp.spec) r->gp.spec = &sl->spec; /* --draft-model: this slot's draft session */
+    el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, on_token, r, &r->stats, &r->err);
+    el_metrics_spec(&s->metrics, r->stats.n_drafted, r->stats.n_accepted, r->stats.n_spec_rounds, r->stats.n_plain_steps);
+    /* the first sampled token was end-of-generation: no callback, but a first token all the same */
+    if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
+    req_state st = atomic_load(&r->cancel) ? RS_CANCELLED
+                 : (r->oom || fin == EL_DONE_FAILED) ? RS_FAILED
+                 : fin == EL_DONE_CANCELLED ? RS_CANCELLED : RS_DONE;
+    if (r->oom && r->err.code == EL_OK) r->err.code = EL_ERR_NOMEM;
+    /* what the cache holds now: every position the session kept, whose ids
+     * are the prompt and the generated tokens recorded (a failed request
+     * leaves nothing to trust) */
+    int after = fin == EL_DONE_FAILED || r->oom ? 0 : el_session_n_past(sl->sess);
+    if (after > r->n_ctoks) after = 0;
+    if (after != el_session_n_past(sl->sess)) el_session_truncate(sl->sess, after, NULL);
+    r->n_cache_after = after;
+    r->ctoks = NULL;
+    if (st == RS_DONE && s->router) /* the router's time estimate follows measured speed */
+        el_router_local_speed(s->router, r->stats.n_prompt, r->stats.prefill_ms, r->stats.n_generated, r->stats.decode_ms);
+    el_buf tail = {0};
+    if (r->api.stream) stream_tail(r, st, &tail);
+    else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
+    pthread_mutex_lock(&s->mu);
+    sl->n_cache = after;
+    r->session = NULL;
+    sl->cur = NULL; /* with the terminal state: /slots never shows a slot busy with an answered request */
+    if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
+    finish_locked(s, r, st);
+    s->busy--;
+    pthread_mutex_unlock(&s->mu);
+    el_buf_free(&tail);
+    if (s->p.verbose)
+        fprintf(stderr, "edgellm serve: slot %d: %s %s: %d prompt + %d generated tokens, ttft %.1f ms\n", sl->idx, r->id,
+                st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->stats.n_prompt,
+                r->stats.n_generated, r->stats.ttft_ms);
+}
+
+/* Slots that may take work now: all, or the policy's slots_derated while the
+ * thermal monitor says derated (hot: local requests are not routed here). */
+static int admitted_slots(const el_server *s) {
+    if (!s->thermal) return s->n_slots;
+    el_thermal_state ts = el_thermal_get(s->thermal);
+    if (ts.level == EL_THERMAL_NORMAL) return s->n_slots;
+    int n = el_router_policy(s->router)->slots_derated;
+    return n < s->n_slots ? n : s->n_slots;
+}
+
+/* Whether slot sl should take queued request r (srv->mu held): r names sl
+ * (id_slot), or names none and no other idle slot's cache shares a longer
+ * prefix with r's prompt (llama-server's prompt-similarity slot choice; an
+ * idle slot is woken with every enqueue, so the better one takes it). */
+static bool slot_prefers(const el_server *s, const slot *sl, const el_req *r, int admitted) {
+    if (r->api.id_slot >= 0) return r->api.id_slot == sl->idx;
+    if (r->embd || !r->api.cache_prompt) return true;
+    const int mine = common_prefix(sl->ctoks, sl->n_cache, r->prompt, r->n_prompt - 1);
+    for (int i = 0; i < admitted; i++) {
+        const slot *o = &s->slots[i];
+        if (o == sl || o->cur || o->held) continue;
+        if (common_prefix(o->ctoks, o->n_cache, r->prompt, r->n_prompt - 1) > mine) return false;
+    }
+    return true;
+}
+
+static void *slot_main(void *arg) {
+    slot *sl = arg;
+    el_server *s = sl->srv;
+    for (;;) {
+        el_session_uncancel(sl->sess); /* idle and detached: a late cancel meant the request that ended */
+        pthread_mutex_lock(&s->mu);
+        while (!s->stopping && (!s->q_head || sl->held)) pthread_cond_wait(&s->queue_cv, &s->mu);
+        if (!s->stopping && sl->idx >= admitted_slots(s)) { /* thermal derating: fewer slots take work */
+            struct timespec dl;
+            deadline_in_ms(&dl, 200);
+            pthread_cond_timedwait(&s->queue_cv, &s->mu, &dl);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        el_req *r = s->q_head;
+        const int admitted = admitted_slots(s);
+        while (r && !slot_prefers(s, sl, r, admitted)) r = r->next; /* another's (id_slot, or a better cache) */
+        if (!r && !s->stopping) { /* only requests for other slots: wait for a change */
+            pthread_cond_wait(&s->queue_cv, &s->mu);
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        if (!r) { /* stopping and nothing queued (for this slot) */
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        queue_unlink_locked(s, r);
+        if (client_gone(r, true)) { /* its client reset or closed while it waited */
+            atomic_store(&r->cancel, true);
+            finish_locked(s, r, RS_CANCELLED);
+            pthread_mutex_unlock(&s->mu);
+            req_unref(r);
+            continue;
+        }
+        r->state = RS_PREFILL;
+        r->session = sl->sess;
+        r->slot_idx = sl->idx;
+        sl->cur = r;
+        sl->n_tasks++;
+        s->busy++;
+        pthread_mutex_unlock(&s->mu);
+        run_request(sl, r);
+        slot_lora_end(sl); /* its adapters may be evicted now */
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->queue_cv); /* a request for this slot may be waiting behind others */
+        pthread_mutex_unlock(&s->mu);
+        req_unref(r); /* the queue's reference */
+    }
+    return NULL;
+}
+
+/* ---- HTTP responses ---------------------------------------------------- */
+
+typedef struct route route;
+
+typedef struct conn_ctx {
+    const route *rt;
+    el_buf body;
+    bool too_big;
+    bool over_budget;           /* the in-flight budget refused the body: 503 at its end */
+    size_t held;                /* bytes of the in-flight budget this connection holds */
+    size_t discarded;
+    int slot_id;                /* /slots/{id}: the slot (checked to exist) */
+} conn_ctx;
+
+typedef enum MHD_Result (*route_fn)(el_server *s, struct MHD_Connection *c, conn_ctx *cc);
+
+struct route {
+    const char *path;
+    const char *method; /* "GET" (HEAD too) or "POST" */
+    bool auth;          /* needs the API key when one is set */
+    bool needs_model;   /* 503 while loading */
+    route_fn fn;
+};
+
+/* ---- connection guard -------------------------------------------------- */
+/*
+ * Every TCP connection is tracked from MHD's "started" to its "closed"
+ * notification (MHD_OPTION_NOTIFY_CONNECTION) in a conn_track: its socket,
+ * the phase of its current request and when that phase began.
+ *
+ *   HEADERS  open or kept alive, the request's headers not complete yet
+ *   BODY     headers complete (on_request's first call), body not complete
+ *   ACTIVE   the request is complete and being answered (not limited here)
+ *
+ * Limits (the README's "Limits"): MHD refuses a connection beyond
+ * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP from one address. From
+ * SRV_CONN_SOFT live connections on, each new connection evicts one still in
+ * HEADERS or BODY: the one waiting longest among those of the address that
+ * holds the most such connections. So connections that send nothing or
+ * dribble cannot keep out clients that have a request to make, and an
+ * attacker who reconnects at once only displaces its own. The reaper thread
+ * evicts a connection whose headers took longer than SRV_HEADER_DEADLINE_S
+ * (counted from the accept, or from the end of the previous request on a
+ * kept-alive connection) or whose body took longer than SRV_BODY_DEADLINE_S.
+ * MHD's own timeout only measures idleness: a client sending one byte a
+ * second resets it forever.
+ *
+ * Eviction is shutdown(fd, SHUT_RDWR): the connection's own thread then sees
+ * EOF and MHD closes and frees it as usual. It is done under conn_mu, on a
+ * tracked entry only; MHD calls the "closed" notification (which unlinks the
+ * entry under conn_mu) before it close()s the socket, so an evicted fd can
+ * never be a reused number belonging to a newer connection.
+ */
+typedef enum { CP_HEADERS, CP_BODY, CP_ACTIVE } conn_phase;
+
+typedef struct conn_track {
+    el_server *srv;
+    int fd;
+    conn_phase phase;   /* guarded by srv->conn_mu */
+    double t_phase;
+    bool evicted;
+    bool bad_escape;    /* the URL had a %-escape of a control byte (set by unescape_url) */
+    bool http11;        /* the current request is HTTP/1.1 */
+    unsigned char addr[17]; /* the client's address: family byte + up to 16 address bytes */
+    struct conn_track *prev, *next;
+} conn_track;
+
+static conn_track *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_track *)ci->socket_context : NULL;
+}
+
+static void conn_set_phase(struct MHD_Connection *c, conn_phase ph) {
+    conn_track *ct = conn_of(c);
+    if (!ct) return;
+    el_server *s = ct->srv;
+    pthread_mutex_lock(&s->conn_mu);
+    ct->phase = ph;
+    ct->t_phase = now_s();
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void conn_evict_locked(el_server *s, conn_track *ct, const char *why) {
+    shutdown(ct->fd, SHUT_RDWR);
+    ct->evicted = true;
+    s->n_live--;
+    s->n_evicted++;
+    if (s->p.verbose) fprintf(stderr, "edgellm serve: connection closed: %s\n", why);
+}
+
+static int conn_cmp_addr_age(const void *a, const void *b) {
+    const conn_track *x = *(const conn_track *const *)a, *y = *(const conn_track *const *)b;
+    int c = memcmp(x->addr, y->addr, sizeof x->addr);
+    if (c) return c;
+    return x->t_phase < y->t_phase ? -1 : x->t_phase > y->t_phase;
+}
+
+/* The connection to evict to admit a new one (conn_mu held), or NULL. */
+static conn_track *conn_victim_locked(el_server *s) {
+    conn_track *cand[2 * SRV_CONN_LIMIT];
+    size_t n = 0;
+    for (conn_track *o = s->conns; o && n < sizeof cand / sizeof cand[0]; o = o->next)
+        if (!o->evicted && o->phase != CP_ACTIVE && o->fd >= 0) cand[n++] = o;
+    if (!n) return NULL;
+    qsort(cand, n, sizeof cand[0], conn_cmp_addr_age); /* by address, then longest waiting first */
+    conn_track *best = NULL;
+    size_t best_n = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && !memcmp(cand[j]->addr, cand[i]->addr, sizeof cand[i]->addr); j++) {}
+        if (j - i > best_n || (j - i == best_n && cand[i]->t_phase < best->t_phase)) {
+            best = cand[i];
+            best_n = j - i;
+        }
+    }
+    return best;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    el_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_track *ct = calloc(1, sizeof *ct);
+        *socket_context = ct;
+        if (!ct) return; /* untracked: still served, just not guarded */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        ct->srv = s;
+        ct->fd = ci ? (int)ci->connect_fd : -1;
+        ct->phase = CP_HEADERS;
+        ct->t_phase = now_s();
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET) {
+            ct->addr[0] = 4;
+            memcpy(ct->addr + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        } else if (sa && sa->sa_family == AF_INET6) {
+            ct->addr[0] = 6;
+            memcpy(ct->addr + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+        }
+        pthread_mutex_lock(&s->conn_mu);
+        if (ct->fd >= 0 && s->n_live >= SRV_CONN_SOFT) {
+            conn_track *victim = conn_victim_locked(s);
+            if (victim) conn_evict_locked(s, victim, "connection limit near: an incomplete request makes room");
+        }
+        ct->next = s->conns;
+        if (s->conns) s->conns->prev = ct;
+        s->conns = ct;
+        s->n_live++;
+        pthread_mutex_unlock(&s->conn_mu);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conn_track *ct = *socket_context;
+        *socket_context = NULL;
+        if (!ct) return;
+        pthread_mutex_lock(&s->conn_mu);
+        if (ct->prev) ct->prev->next = ct->next;
+        else s->conns = ct->next;
+        if (ct->next) ct->next->prev = ct->prev;
+        if (!ct->evicted) s->n_live--;
+        pthread_mutex_unlock(&s->conn_mu);
+        free(ct);
+    }
+}
+
+/* Evicts connections past their header or body deadline, every SRV_REAP_MS. */
+static void *reaper_main(void *arg) {
+    el_server *s = arg;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->reaper_stop) {
+        double now = now_s();
+        for (conn_track *ct = s->conns; ct; ct = ct->next) {
+            if (ct->evicted || ct->fd < 0) continue;
+            if (ct->phase == CP_HEADERS && now - ct->t_phase > SRV_HEADER_DEADLINE_S)
+                conn_evict_locked(s, ct, "request headers not complete within the deadline");
+            else if (ct->phase == CP_BODY && now - ct->t_phase > SRV_BODY_DEADLINE_S)
+                conn_evict_locked(s, ct, "request body not complete within the deadline");
+        }
+        struct timespec dl;
+        deadline_in_ms(&dl, SRV_REAP_MS);
+        pthread_cond_timedwait(&s->conn_cv, &s->conn_mu, &dl);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
+/* Shutdown: waits (bounded) until no connection is answering a request, so
+ * the last frames of cancelled streams reach their clients before
+ * MHD_stop_daemon shuts every socket. */
+static void conn_wait_idle(el_server *s, int max_ms) {
+    for (int waited = 0; waited < max_ms; waited += 20) {
+        int active = 0;
+        pthread_mutex_lock(&s->conn_mu);
+        for (conn_track *ct = s->conns; ct; ct = ct->next) active += !ct->evicted && ct->phase == CP_ACTIVE;
+        pthread_mutex_unlock(&s->conn_mu);
+        if (!active) return;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* txt (malloc'd /metrics text, or NULL) with the connection gauges appended. */
+static char *conn_metrics_append(el_server *s, char *txt) {
+    if (!txt) return NULL;
+    pthread_mutex_lock(&s->conn_mu);
+    int open = s->n_live;
+    long evicted = s->n_evicted;
+    pthread_mutex_unlock(&s->conn_mu);
+    el_buf b = {0};
+    char line[512];
+    snprintf(line, sizeof line,
+             "# HELP edgellm_connections_open TCP connections open (not counting those being closed).\n"
+             "# TYPE edgellm_connections_open gauge\nedgellm_connections_open %d\n"
+             "# HELP edgellm_connections_evicted_total Connections closed before their request was complete "
+             "(header/body deadline, or to admit another near the limit).\n"
+             "# TYPE edgellm_connections_evicted_total counter\nedgellm_connections_evicted_total %ld\n",
+             open, evicted);
+    bool ok = el_buf_str(&b, txt) && el_buf_str(&b, line);
+    free(txt);
+    if (!ok) {
+        el_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
+static bool is_ctl(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
+
+static int hexval(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* MHD_OPTION_UNESCAPE_CALLBACK (path and query): MHD's own %-decoding,
+ * except that a string with an escaped control byte (%00, %0A, %7F, ...) is
+ * left undecoded and marked, so "/health%00" can neither be cut short at the
+ * NUL nor route anywhere; on_request answers it 400. */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *str) {
+    (void)cls;
+    for (const char *p = str; *p; p++) {
+        if (p[0] != '%') continue;
+        int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+        if (hi >= 0 && lo >= 0 && is_ctl((unsigned char)(hi * 16 + lo))) {
+            conn_track *ct = conn_of(c);
+            if (ct) ct->bad_escape = true; /* this connection's own thread: no lock needed */
+            return strlen(str);
+        }
+    }
+    return MHD_http_unescape(str);
+}
+
+/* Host: a name (or [IPv6]) from the allow-list, with or without a port. */
+static bool host_allowed(const el_server *s, const char *h) {
+    if (s->any_host) return true;
+    size_t n;
+    if (h[0] == '[') {
+        const char *e = strchr(h, ']');
+        if (!e) return false;
+        n = (size_t)(e - h) + 1;
+    } else {
+        n = strcspn(h, ":");
+    }
+    if (n == 0) return false;
+    const char *port = h + n;
+    if (*port == ':')
+        for (port++; *port; port++)
+            if (*port < '0' || *port > '9') return false;
+    if (*port) return false;
+    for (int i = 0; i < s->n_hosts; i++)
+        if (strlen(s->hosts[i]) == n && !strncasecmp(s->hosts[i], h, n)) return true;
+    return false;
+}
+
+/* Origin: the --cors origin, or the server's own origin as the client
+ * addressed it ("http://" + the Host header, as a same-origin page sends). */
+static bool origin_allowed(const el_server *s, const char *origin, const char *host) {
+    if (s->cors_origin && !strcmp(origin, s->cors_origin)) return true;
+    return host && !strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host);
+}
+
+/* application/json, any case, with or without parameters (charset=...). */
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    if (strncasecmp(ct, "application/json", 16)) return false;
+    ct += 16;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    return *ct == 0 || *ct == ';';
+}
+
+/* Adds the CORS headers to a response when the request came from the
+ * --cors origin (and Vary: Origin whenever CORS is on). */
+static void cors_decorate(struct MHD_Connection *c, struct MHD_Response *resp) {
+    conn_track *ct = conn_of(c);
+    const el_server *s = ct ? ct->srv : NULL;
+    if (!s || !s->cors_origin) return;
+    MHD_add_response_header(resp, "Vary", "Origin");
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin && !strcmp(origin, s->cors_origin)) MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+}
+
+typedef struct framing {
+    int n_cl;            /* Content-Length headers */
+    bool cl_conflict;    /* two that differ, or one that is not a plain number */
+    bool te;             /* a Transfer-Encoding header */
+    const char *cl;
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        const char *v = value ? value : "";
+        bool digits = *v != 0;
+        for (const char *p = v; *p; p++) digits = digits && *p >= '0' && *p <= '9';
+        if (!digits || (f->cl && strcmp(f->cl, v))) f->cl_conflict = true;
+        f->cl = v;
+        f->n_cl++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->te = true;
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
+                                bool must_free, const char *h1, const char *v1) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        if (must_free) free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (h1) MHD_add_response_header(resp, h1, v1);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, char *json) {
+    if (!json) return MHD_NO;
+    return send_buf(c, status, "application/json", json, strlen(json), true, NULL, NULL);
+}
+
+static enum MHD_Result send_api_error_h(struct MHD_Connection *c, const el_api_error *e, const char *h1,
+                                        const char *v1) {
+    char *json = el_api_error_json(e);
+    if (!json) return MHD_NO;
+    return send_buf(c, (unsigned)e->status, "application/json", json, strlen(json), true, h1, v1);
+}
+
+static enum MHD_Result send_api_error(struct MHD_Connection *c, const el_api_error *e) {
+    return send_api_error_h(c, e, NULL, NULL);
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 6, 7)))
+#endif
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *param,
+                                  const char *code, const char *fmt, ...) {
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    char msg[sizeof e.message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    el_api_set_error(&e, status, type, param, code, "%s", msg);
+    return send_api_error(c, &e);
+}
+
+/* API key check ('Authorization: Bearer KEY', or 'X-Api-Key: KEY' as
+ * llama-server accepts) in constant time for a given key length: one pass
+ * over max(len) bytes, XOR-accumulated, no early exit. */
+static bool auth_ok(struct MHD_Connection *c, const char *key) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *tok = "";
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        tok = h + 7;
+        while (*tok == ' ') tok++;
+    } else if (!h && (h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key"))) {
+        tok = h;
+    }
+    size_t a = strlen(tok), b = strlen(key), n = a > b ? a : b;
+    volatile unsigned char acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)(i < a ? tok[i] : 0);
+        unsigned char y = (unsigned char)(i < b ? key[i] : 0);
+        acc |= (unsigned char)(x ^ y);
+    }
+    return (acc | (unsigned char)(a != b)) == 0;
+}
+
+/* ---- tokens ------------------------------------------------------------ */
+
+/* malloc'd tokens (exactly n of them, one tokenizer pass when the first
+ * guess of one token per byte holds, which it does for SPM and BPE
+ * vocabularies); count, or -1 (tokenizer refused the text) / -2 (no memory). */
+static int tokenize_alloc(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
+    *out = NULL;
+    if (len > (size_t)INT_MAX / 2 - 16) return -1;
+    int cap = (int)len + 16;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int32_t *t = malloc((size_t)cap * sizeof *t);
+        if (!t) return -2;
+        int n = el_tokenize(m, text, len, t, cap, flags);
+        if (n < 0) {
+            free(t);
+            return -1;
+        }
+        if (n <= cap) {
+            /* the first guess is sized by bytes: give back what the tokens do not use */
+            int32_t *fit = n > 0 && n < cap ? realloc(t, (size_t)n * sizeof *t) : NULL;
+            *out = fit ? fit : t;
+            return n;
+        }
+        free(t);
+        cap = n;
+    }
+    return -1;
+}
+
+/* ---- endpoints --------------------------------------------------------- */
+
+static enum MHD_Result reject(el_server *s, struct MHD_Connection *c, el_req *r, const el_api_error *e,
+                              const char *h1, const char *v1) {
+    el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+    req_unref(r);
+    return send_api_error_h(c, e, h1, v1);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    el_req *r = cls;
+    el_server *s = r->srv;
+    int idle_ms = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (r->out_off < r->out.len) {
+            size_t n = r->out.len - r->out_off;
+            if (n > max) n = max;
+            memcpy(buf, r->out.p + r->out_off, n);
+            r->out_off += n;
+            if (r->out_off == r->out.len) r->out_off = r->out.len = 0;
+            pthread_mutex_unlock(&s->mu);
+            return (ssize_t)n;
+        }
+        if (rs_terminal(r->state)) {
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        struct timespec dl;
+        deadline_in_ms(&dl, SRV_POLL_MS);
+        if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && r->out_off == r->out.len &&
+            !rs_terminal(r->state)) {
+            pthread_mutex_unlock(&s->mu);
+            peer_state ps = peer_check(r->conn_fd);
+            if (ps == PEER_GONE) {
+                req_cancel(r);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            /* FIN: half-closed (the client still reads) or closed. An SSE
+             * comment tells which: a closed client answers it with a reset,
+             * which the next step sees as PEER_GONE. */
+            if (ps == PEER_HALF && !atomic_exchange(&r->probed, true) && max >= sizeof SRV_KEEPALIVE - 1) {
+                memcpy(buf, SRV_KEEPALIVE, sizeof SRV_KEEPALIVE - 1);
+                return (ssize_t)(sizeof SRV_KEEPALIVE - 1);
+            }
+            /* Nothing to send for a while (queued behind other requests, or a
+             * long prefill): an SSE comment keeps the connection active, so
+             * neither libmicrohttpd's idle timeout nor a proxy drops it. */
+            idle_ms += SRV_POLL_MS;
+            if (idle_ms >= SRV_KEEPALIVE_MS && max >= sizeof SRV_KEEPALIVE - 1) {
+                memcpy(buf, SRV_KEEPALIVE, sizeof SRV_KEEPALIVE - 1);
+                return (ssize_t)(sizeof SRV_KEEPALIVE - 1);
+            }
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+}
+
+/* The response is gone (sent, or the connection failed): drop the HTTP side's reference. */
+static void stream_free(void *cls) {
+    el_req *r = cls;
+    req_cancel(r); /* no effect if it already ended */
+    req_unref(r);
+}
+
+/* ---- the in-flight byte budget ------------------------------------------ */
+
+/* Reserves body bytes for cc: at its first body bytes the whole declared
+ * Content-Length (so a request is admitted or refused at once, never half),
+ * then whatever arrives beyond what was reserved. false: over budget. */
+static bool budget_take(el_server *s, struct MHD_Connection *c, conn_ctx *cc, size_t n) {
+    size_t want = cc->body.len + n;
+    if (cc->held == 0) {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long v = cl ? strtoull(cl, NULL, 10) : 0;
+        if (v > want && v <= EL_API_MAX_BODY) want = (size_t)v;
+    }
+    if (want <= cc->held) return true;
+    size_t extra = want - cc->held;
+    pthread_mutex_lock(&s->mu);
+    bool ok = s->inflight + extra <= SRV_INFLIGHT_BYTES;
+    if (ok) s->inflight += extra;
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) return false;
+    cc->held = want;
+    if (cc->body.cap < want + 1) { /* one allocation of the declared size, not doubling */
+        char *p = realloc(cc->body.p, want + 1);
+        if (p) {
+            cc->body.p = p;
+            cc->body.cap = want + 1;
+        }
+    }
+    return true;
+}
+
+/* Gives cc's bytes back (idempotent) and drops its body. */
+static void budget_release(el_server *s, conn_ctx *cc) {
+    el_buf_free(&cc->body);
+    if (!cc->held) return;
+    pthread_mutex_lock(&s->mu);
+    s->inflight -= cc->held;
+    pthread_mutex_unlock(&s->mu);
+    cc->held = 0;
+}
+
+/* Stores one piece of a request body, within EL_API_MAX_BODY and the budget;
+ * beyond either, the rest is drained unstored (answered 413 / 503 at its end).
+ * MHD_NO gives up on a client that will not stop. */
+static enum MHD_Result body_chunk(el_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *data, size_t n) {
+    if (!cc->too_big && !cc->over_budget && cc->body.len + n > EL_API_MAX_BODY) {
+        cc->too_big = true;
+        budget_release(s, cc);
+    }
+    if (!cc->too_big && !cc->over_budget && !budget_take(s, c, cc, n)) {
+        cc->over_budget = true;
+        budget_release(s, cc);
+    }
+    if (cc->too_big || cc->over_budget) {
+        cc->discarded += n;
+        return cc->discarded > SRV_DRAIN_MAX ? MHD_NO : MHD_YES;
+    }
+    return el_buf_append(&cc->body, data, n) ? MHD_YES : MHD_NO;
+}
+
+/* Does a prompt of n tokens fit the context with max_tokens (<= 0: at least one token) to generate? */
+static bool prompt_fits(const el_server *s, int n, int max_tokens) {
+    return max_tokens > 0 ? (long long)n + max_tokens <= s->n_ctx : n < s->n_ctx;
+}
+
+/* --ctx-overflow truncate, chat requests: while the prompt does not fit, drop
+ * the oldest whole turn after the leading system messages (a turn: from a
+ * message up to the next user message; the last user message and what
+ * follows it always stay) and tokenize again. r->prompt / the return value
+ * are the last tokenization; r->n_dropped counts the messages dropped. If
+ * nothing more can be dropped the prompt may still not fit: the context check
+ * after this refuses it with the numbers. */
+static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
+    const el_api_request *a = &r->api;
+    int keep = 0;
+    while (keep < a->n_msgs && !strcmp(a->msgs[keep].role, "system")) keep++;
+    int last_user = -1;
+    for (int i = a->n_msgs - 1; i >= keep; i--)
+        if (!strcmp(a->msgs[i].role, "user")) { last_user = i; break; }
+    if (last_user <= keep) return n;
+    el_chat_msg *v = malloc((size_t)a->n_msgs * sizeof *v);
+    if (!v) return n;
+    const int flags = EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0);
+    int from = keep;
+    while (!prompt_fits(s, n, max_tokens) && from < last_user) {
+        int end = from + 1;
+        while (end < last_user && strcmp(a->msgs[end].role, "user") != 0) end++;
+        from = end;
+        memcpy(v, a->msgs, (size_t)keep * sizeof *v);
+        memcpy(v + keep, a->msgs + from, (size_t)(a->n_msgs - from) * sizeof *v);
+        int32_t *toks = NULL;
+        int n2 = el_chat_tokenize_tools(s->model, s->fam, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, true,
+                                        flags, &toks);
+        if (n2 <= 0) { free(toks); break; } /* rendered once already: only out of memory gets here */
+        free(r->prompt);
+        r->prompt = toks;
+        n = n2;
+        r->n_dropped = from - keep;
+    }
+    free(v);
+    return n;
+}
+
+/* The prompt is tokenized: the body, the message texts and the prompt (unless
+ * echo needs it) are dropped and the body's bytes go back to the budget, so a
+ * queued request holds only its tokens. Token ids in logit_bias are checked
+ * against the vocabulary. 0, or -1 with e filled. */
+static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
+    budget_release(s, cc);
+    el_api_request *a = &r->api;
+    for (int i = 0; a->msgs && i < a->n_msgs; i++) {
+        free((char *)a->msgs[i].content);
+        a->msgs[i].content = NULL;
+    }
+    const int nv = el_model_n_vocab(s->model);
+    for (int i = 0; i < a->n_logit_bias; i++)
+        if (a->logit_bias_id[i] >= nv) {
+            el_api_set_error(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                             "logit_bias: token id %d is not in the vocabulary [0, %d)", (int)a->logit_bias_id[i], nv);
+            return -1;
+        }
+    if (!a->echo) {
+        free(a->prompt);
+        a->prompt = NULL;
+    }
+    return 0;
+}
+
+/* echo: the prompt becomes the start of the reply (the first stream frame, or
+ * the head of the text); called once r->id is set, before r is enqueued. */
+static int echo_prompt(el_req *r, el_api_error *e) {
+    el_api_request *a = &r->api;
+    bool ok = true;
+    if (a->echo && a->prompt) {
+        size_t len = strlen(a->prompt);
+        if (a->stream) { /* no one else sees r yet */
+            el_buf frame = {0};
+            ok = frame_json(&frame, make_chunk(r, a->prompt, len, true, NULL, NULL, NULL)) &&
+                 el_buf_append(&r->out, frame.p, frame.len);
+            el_buf_free(&frame);
+            r->sent_first = true;
+        } else {
+            ok = el_buf_append(&r->text, a->prompt, len);
+        }
+    }
+    free(a->prompt);
+    a->prompt = NULL;
+    if (!ok) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+    return ok ? 0 : -1;
+}
+
+/* The server-wide defaults (--temp, --seed, --n-predict) for what a request left out. */
+static void apply_defaults(const el_server *s, el_api_request *a) {
+    if (!a->has_temperature && s->p.has_temp) a->temperature = s->p.temp > 0 ? (s->p.temp > 2 ? 2 : s->p.temp) : 0;
+    if (!a->has_seed && s->p.has_seed) {
+        a->has_seed = true;
+        a->seed = s->p.seed;
+    }
+    if (!a->has_max_tokens && s->p.n_predict != 0) a->max_tokens = s->p.n_predict;
+    if (!a->has_cache_prompt && s->p.cache_prompt) a->cache_prompt = s->p.cache_prompt > 0;
+}
+
+/* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
+ * starts with text; control-token text is parsed, as llama-server does), ids
+ * checked against the vocabulary. Count, or -1 with e filled. */
+/* A prompt of text pieces and token ids (/completion, embeddings inputs) as
+ * tokens: text tokenized with control-token parsing (a BOS only before a
+ * leading text piece), ids checked against the vocabulary. The texts are
+ * freed as they are used. The count, or -1 with e filled (param names the
+ * field in errors). */
+static int parts_tokens(el_server *s, el_api_prompt_part *parts, int n_parts, const char *param, int32_t **out,
+                        el_api_error *e) {
+    const int nv = el_model_n_vocab(s->model);
+    int32_t *toks = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 0; i < n_parts; i++) {
+        int32_t *piece = NULL;
+        int k = 1;
+        if (parts[i].text) {
+            const char *t = parts[i].text;
+            k = tokenize_alloc(s->model, t, strlen(t), (i == 0 ? EL_TOK_ADD_SPECIAL : 0) | EL_TOK_PARSE_SPECIAL, &piece);
+            if (k < 0) {
+                free(toks);
+                if (k == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
+                else el_api_set_error(e, 400, "invalid_request_error", param, NULL, "%s[%d] could not be tokenized", param, i);
+                return -1;
+            }
+        } else if (parts[i].tok >= nv) {
+            free(toks);
+            el_api_set_error(e, 400, "invalid_request_error", param, "invalid_value",
+                             "%s: token id %d is not in the vocabulary [0, %d)", param, (int)parts[i].tok, nv);
+            return -1;
+        }
+        if (n + (size_t)k > (size_t)INT_MAX / 2) {
+            free(piece);
+            free(toks);
+            el_api_set_error(e, 400, "invalid_request_error", param, NULL, "the %s is too long", param);
+            return -1;
+        }
+        if (n + (size_t)k > cap) {
+            size_t nc = (n + (size_t)k) * 2;
+            int32_t *g = realloc(toks, nc * sizeof *g);
+            if (!g) {
+                free(piece);
+                free(toks);
+                el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+                return -1;
+            }
+            toks = g;
+            cap = nc;
+        }
+        if (parts[i].text) {
+            if (k > 0) memcpy(toks + n, piece, (size_t)k * sizeof *piece);
+        } else {
+            toks[n] = parts[i].tok;
+        }
+        n += (size_t)k;
+        free(piece);
+        free(parts[i].text);
+        parts[i].text = NULL;
+    }
+    *out = toks;
+    return (int)n;
+}
+
+static int native_tokens(el_server *s, el_api_request *a, int32_t **out, el_api_error *e) {
+    return parts_tokens(s, a->parts, a->n_parts, "prompt", out, e);
+}
+
+/* ignore_eos as llama-server means it: end-of-generation tokens are never
+ * sampled (a logit bias of -1e30 each, over any bias the request gave them),
+ * rather than sampled and passed over. 0, or -1 when out of memory. */
+static int ban_eog(el_server *s, el_api_request *a) {
+    const int nv = el_model_n_vocab(s->model);
+    for (int32_t t = 0; t < nv; t++) {
+        if (!el_token_is_eog(s->model, t)) continue;
+        int k = 0;
+        while (k < a->n_logit_bias && a->logit_bias_id[k] != t) k++;
+        if (k == a->n_logit_bias) {
+            int32_t *ids = realloc(a->logit_bias_id, (size_t)(k + 1) * sizeof *ids);
+            if (ids) a->logit_bias_id = ids;
+            float *b = realloc(a->logit_bias, (size_t)(k + 1) * sizeof *b);
+            if (b) a->logit_bias = b;
+            if (!ids || !b) return -1;
+            a->logit_bias_id[k] = t;
+            a->n_logit_bias++;
+        }
+        a->logit_bias[k] = -1e30f;
+    }
+    return 0;
+}
+
+/* Puts r at the queue's tail (taking the queue's reference). -1 with e
+ * filled (503; h1, v1: a Retry-After header) when the server is stopping or
+ * the queue is full (after dropping requests whose clients are gone). */
+static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1) {
+    pthread_mutex_lock(&s->mu);
+    /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
+    bool stopping = s->stopping, full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
+    el_req *dropped = NULL; /* full: first make room by dropping requests whose clients are gone */
+    if (!stopping && full && queue_drop_gone_locked(s, &dropped))
+        full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
+    if (!stopping && !full) {
+        r->state = RS_QUEUED;
+        req_ref(r); /* the queue's reference */
+        if (s->q_tail) s->q_tail->next = r;
+        else s->q_head = r;
+        s->q_tail = r;
+        s->q_len++;
+        pthread_cond_broadcast(&s->queue_cv); /* every slot: it may be for one in particular (id_slot) */
+    }
+    pthread_mutex_unlock(&s->mu);
+    req_unref_list(dropped);
+    if (stopping) {
+        el_api_set_error(e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        return -1;
+    }
+    if (full) {
+        el_api_set_error(e, 503, "server_error", NULL, "queue_full",
+                         "all %d slots are busy and %d requests are waiting; retry later", s->n_slots, s->p.queue_cap);
+        *h1 = MHD_HTTP_HEADER_RETRY_AFTER;
+        *v1 = "1";
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits (on the connection's own thread) until r is terminal, cancelling it
+ * if its client resets or closes (*gone); a half-closed client still gets
+ * its answer. Returns the terminal state. */
+static req_state wait_done(el_server *s, el_req *r, bool *gone) {
+    pthread_mutex_lock(&s->mu);
+    while (!rs_terminal(r->state)) {
+        struct timespec dl;
+        deadline_in_ms(&dl, SRV_POLL_MS * 2);
+        if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && !*gone && !rs_terminal(r->state)) {
+            pthread_mutex_unlock(&s->mu);
+            if (client_gone(r, true)) { /* reset or closed; a half-closed client still gets its answer */
+                *gone = true;
+                req_cancel(r);
+            }
+            pthread_mutex_lock(&s->mu);
+        }
+    }
+    req_state st = r->state;
+    pthread_mutex_unlock(&s->mu);
+    if (st == RS_CANCELLED && !*gone && peer_check(r->conn_fd) == PEER_GONE) *gone = true; /* dropped from the queue */
+    return st;
+}
+
+/* ---- routing (route/router.h, cloud.h) ---------------------------------
+ * Every generation request is routed before anything runs: local (queued
+ * here), cloud (forwarded by this connection's thread, streamed through) or
+ * declined (answered at once with why and what to do). The decision is
+ * final: a local failure is a local failure, a cloud failure a cloud
+ * failure; nothing falls back or splices. Every answer carries the route
+ * (X-Edgellm-Route header; "edgellm": {"route": ...} in the body, on a
+ * stream's first event). */
+
+#define SRV_ROUTE_HEADER "X-Edgellm-Route"
+
+/* The device state the router reads (s), now. */
+static void route_device(el_server *s, el_route_device *d) {
+    memset(d, 0, sizeof *d);
+    d->local_ready = atomic_load(&s->ready);
+    if (!d->local_ready) {
+        pthread_mutex_lock(&s->mu);
+        snprintf(d->local_why, sizeof d->local_why, "%s", s->local_why[0] ? s->local_why : "the model is still loading");
+        pthread_mutex_unlock(&s->mu);
+    }
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        d->mem_pressure = true;
+        snprintf(d->mem_why, sizeof d->mem_why, "%s", why);
+    }
+    el_thermal_state ts = el_thermal_get(s->thermal);
+    d->thermal = ts.level;
+    d->thermal_factor = ts.factor;
+    if (s->audit) d->mem_avail_mib = (double)el_mem_device_available(NULL) / 1048576.0;
+    d->battery_pct = -1;
+    el_battery_read(NULL, &d->battery_pct, &d->discharging);
+    el_router_device(s->router, d);
+}
+
+static enum MHD_Result send_routed(struct MHD_Connection *c, unsigned status, char *json, const el_route *rt,
+                                   const char *h2, const char *v2) {
+    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    char hv[400];
+    el_route_header(rt, hv, sizeof hv);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(json);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+    if (h2) MHD_add_response_header(resp, h2, v2);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_declined(el_server *s, struct MHD_Connection *c, const el_route *rt) {
+    el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+    char ra[16];
+    snprintf(ra, sizeof ra, "%d", rt->retry_after_s);
+    return send_routed(c, (unsigned)rt->status, el_route_decline_json(rt), rt,
+                       rt->retry_after_s > 0 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
+}
+
+/* A cloud failure: a typed error with the route (never a local retry). */
+static enum MHD_Result send_cloud_failure(el_server *s, struct MHD_Connection *c, const el_route *rt,
+                                          const el_cloud_reply *rep) {
+    el_metrics_request(&s->metrics, EL_REQ_FAILED);
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    int status = 502;
+    const char *code = "cloud_unreachable";
+    if (rep->kind == EL_CLOUD_ERR_HTTP) {
+        code = "cloud_http_error";
+        if (rep->http_status >= 400 && rep->http_status < 500) status = rep->http_status;
+    } else if (rep->kind == EL_CLOUD_ERR_BAD_RESPONSE) {
+        code = "cloud_bad_response";
+    } else if (strstr(rep->error, "imeout") || strstr(rep->error, "timed out")) {
+        status = 504;
+        code = "cloud_timeout";
+    }
+    el_api_set_error(&e, status, "cloud_error", NULL, code, "%s (routed to the cloud: %s); nothing ran locally",
+                     rep->error, rt->reason);
+    return send_routed(c, (unsigned)status, el_route_inject(el_api_error_json(&e), rt), rt, NULL, NULL);
+}
+
+typedef struct cloud_stream {
+    el_server *srv;
+    el_cloud_relay *relay;
+    el_tev ev;                  /* the request_end event, completed when the stream ends */
+    double t0;
+} cloud_stream;
+
+/* The end of a request routed to the cloud (telemetry). */
+static el_tev cloud_event(const el_server *s, const el_route *rt, el_api_kind kind, bool stream) {
+    el_tev e = el_tev_init(EL_TEV_REQUEST_END);
+    e.op = tev_op(kind);
+    tev_route(s, &e, rt);
+    e.streamed = stream;
+    e.thermal = el_thermal_get(s->thermal).level;
+    return e;
+}
+
+static el_tev_cloud_err cloud_err_code(const el_cloud_reply *rep) {
+    if (rep->kind == EL_CLOUD_ERR_HTTP) return EL_TCLOUD_HTTP_ERROR;
+    if (rep->kind == EL_CLOUD_ERR_BAD_RESPONSE) return EL_TCLOUD_BAD_RESPONSE;
+    if (strstr(rep->error, "imeout") || strstr(rep->error, "timed out")) return EL_TCLOUD_TIMEOUT;
+    return EL_TCLOUD_UNREACHABLE;
+}
+
+static ssize_t cloud_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    cloud_stream *cs = cls;
+    size_t n = el_cloud_relay_read(cs->relay, buf, max);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void cloud_stream_free(void *cls) {
+    cloud_stream *cs = cls;
+    const bool ok = el_cloud_relay_ok(cs->relay), broken = el_cloud_relay_broken(cs->relay);
+    /* neither: the client left mid-stream (the transfer is dropped here) */
+    el_metrics_request(&cs->srv->metrics, ok ? EL_REQ_DONE : broken ? EL_REQ_FAILED : EL_REQ_CANCELLED);
+    if (broken) el_router_cloud_result(cs->srv->router, false, 0); /* a broken stream marks the cloud down */
+    if (!ok && !broken) cs->ev.kind = EL_TEV_CANCELLED;
+    cs->ev.finish = ok ? EL_TFIN_STOP : broken ? EL_TFIN_ERROR : EL_TFIN_CANCELLED;
+    if (broken) cs->ev.cloud_error = EL_TCLOUD_STREAM_BROKEN;
+    cs->ev.total_ms = (now_s() - cs->t0) * 1000.0;
+    el_telemetry_emit(cs->srv->tel, &cs->ev);
+    el_cloud_relay_close(cs->relay);
+    free(cs);
+}
+
+/* Forwards the request (cc->body, less its "edgellm" member) to the cloud and
+ * relays the answer. */
+static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind, bool stream,
+                                   const el_route *rt) {
+    const char *path = kind == EL_API_CHAT ? "/chat/completions" : "/completions";
+    char *body = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, stream);
+    if (!body) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    el_cloud_reply rep;
+    el_tev ev = cloud_event(s, rt, kind, stream);
+    const double t0 = now_s();
+    if (!stream) {
+        el_cloud_call(s->cloud, path, body, strlen(body), &rep);
+        free(body);
+        el_router_cloud_result(s->router, rep.kind == EL_CLOUD_OK || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500),
+                               rep.ttfb_ms);
+        ev.finish = rep.kind == EL_CLOUD_OK ? EL_TFIN_STOP : EL_TFIN_ERROR;
+        ev.cloud_error = rep.kind == EL_CLOUD_OK ? EL_TCLOUD_NONE : cloud_err_code(&rep);
+        ev.http_status = rep.http_status;
+        if (rep.ttfb_ms > 0) ev.ttft_ms = rep.ttfb_ms;
+        ev.total_ms = (now_s() - t0) * 1000.0;
+        if (s->tel && rep.kind == EL_CLOUD_OK && rep.body) { /* the cloud's usage: two numbers */
+            cJSON *cj = cJSON_ParseWithLength(rep.body, rep.len);
+            const cJSON *u = cJSON_GetObjectItemCaseSensitive(cj, "usage");
+            const cJSON *pt = cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens");
+            const cJSON *ct = cJSON_GetObjectItemCaseSensitive(u, "completion_tokens");
+            if (cJSON_IsNumber(pt) && pt->valuedouble >= 0 && pt->valuedouble < 1e9) ev.n_prompt = (int)pt->valuedouble;
+            if (cJSON_IsNumber(ct) && ct->valuedouble >= 0 && ct->valuedouble < 1e9) ev.n_gen = (int)ct->valuedouble;
+            cJSON_Delete(cj);
+        }
+        el_telemetry_emit(s->tel, &ev);
+        if (rep.kind != EL_CLOUD_OK) {
+            enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
+            el_cloud_reply_free(&rep);
+            return ret;
+        }
+        el_metrics_request(&s->metrics, EL_REQ_DONE);
+        char *json = el_route_inject(rep.body, rt);
+        rep.body = NULL;
+        return send_routed(c, MHD_HTTP_OK, json, rt, NULL, NULL);
+    }
+    el_cloud_relay *relay = el_cloud_relay_open(s->cloud, path, body, strlen(body), rt, &rep);
+    free(body);
+    el_router_cloud_result(s->router, relay || (rep.kind == EL_CLOUD_ERR_HTTP && rep.http_status < 500), rep.ttfb_ms);
+    ev.http_status = rep.http_status;
+    if (rep.ttfb_ms > 0) ev.ttft_ms = rep.ttfb_ms;
+    if (!relay) {
+        ev.finish = EL_TFIN_ERROR;
+        ev.cloud_error = cloud_err_code(&rep);
+        ev.total_ms = (now_s() - t0) * 1000.0;
+        el_telemetry_emit(s->tel, &ev);
+        enum MHD_Result ret = send_cloud_failure(s, c, rt, &rep);
+        el_cloud_reply_free(&rep);
+        return ret;
+    }
+    cloud_stream *cs = calloc(1, sizeof *cs);
+    struct MHD_Response *resp =
+        cs ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, cloud_stream_read, cs, cloud_stream_free)
+           : NULL;
+    if (!resp) {
+        free(cs);
+        el_cloud_relay_close(relay);
+        return MHD_NO;
+    }
+    cs->srv = s;
+    cs->relay = relay;
+    cs->ev = ev;
+    cs->t0 = t0;
+    char hv[400];
+    el_route_header(rt, hv, sizeof hv);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Routes r (parsed; n_prompt tokens, or an estimate when there is no local
+ * model). Returns true when the request was answered here (declined, sent
+ * to the cloud, or its routing metadata refused), with *ret set; false: run
+ * it locally (r->route holds the decision). */
+static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_req *r, el_api_kind kind, int n_prompt,
+                          enum MHD_Result *ret) {
+    el_route_req x;
+    char err[300];
+    const char *hdr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Data-Class");
+    if (el_route_parse_meta(cc->body.p, cc->body.len, hdr, &x, err, sizeof err)) {
+        el_audit_refusal(s->audit, el_router_policy(s->router), "bad_route_metadata", 400);
+        el_tev te = el_tev_init(EL_TEV_REFUSED);
+        te.op = tev_op(kind);
+        te.reason = EL_RR_BAD_ROUTE_METADATA;
+        te.http_status = 400;
+        te.streamed = r->api.stream;
+        te.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &te);
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", "edgellm", "invalid_value", "%s", err);
+        *ret = reject(s, c, r, &e, NULL, NULL);
+        return true;
+    }
+    x.n_prompt = n_prompt;
+    int mt = r->api.max_tokens;
+    x.max_tokens = mt > 0 ? mt : (s->n_ctx > n_prompt ? s->n_ctx - n_prompt : 256);
+    x.cloud_capable = kind != EL_API_NATIVE;
+    x.canary_capable = x.cloud_capable && !r->api.stream;
+    el_route_device d;
+    route_device(s, &d);
+    el_router_decide(s->router, &x, &d, &r->route);
+    if (r->route.canary) { /* the policy's canary: the same body to the cloud too, to compare */
+        char *cb = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, false);
+        r->canary = el_cloud_canary_start(s->cloud, s->router, kind == EL_API_CHAT ? "/chat/completions" : "/completions",
+                                          cb, kind == EL_API_CHAT);
+        r->route.canary = r->canary != NULL;
+    }
+    el_audit_decision(s->audit, el_router_policy(s->router), &x, &d, &r->route);
+    if (s->tel) {
+        el_tev te = el_tev_init(EL_TEV_ROUTE);
+        te.op = tev_op(kind);
+        tev_route(s, &te, &r->route);
+        te.consent = x.consent;
+        te.streamed = r->api.stream;
+        te.thermal = d.thermal;
+        te.n_prompt = n_prompt;
+        te.http_status = r->route.source == EL_ROUTE_DECLINED ? r->route.status : 0;
+        el_telemetry_emit(s->tel, &te);
+    }
+    if (s->p.verbose)
+        fprintf(stderr, "edgellm serve: route %s (%s, class %s, policy %s)\n", el_route_source_name(r->route.source),
+                r->route.reason, r->route.data_class, r->route.policy_version);
+    if (r->route.source == EL_ROUTE_LOCAL) return false;
+    el_route rt = r->route;
+    const bool stream = r->api.stream;
+    req_unref(r);
+    *ret = rt.source == EL_ROUTE_DECLINED ? send_declined(s, c, &rt) : route_cloud(s, c, cc, kind, stream, &rt);
+    return true;
+}
+
+/* A generation request while there is no local model (still loading, or
+ * el_server_set_local_unavailable): validated, then routed with the local
+ * route unavailable — to the cloud where the policy allows, else declined. */
+static enum MHD_Result h_generate_unready(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_req *r = req_new(s);
+    if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
+                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e))
+        return reject(s, c, r, &e, NULL, NULL);
+    r->api_parsed = true;
+    enum MHD_Result ret;
+    /* no tokenizer here: about 4 bytes of text per token */
+    if (route_request(s, c, cc, r, kind, (int)(cc->body.len / 4) + 1, &ret)) return ret;
+    req_unref(r); /* unreachable: without a local model the router never says local */
+    return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+}
+
+static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_req *r = req_new(s);
+    if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
+                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)) {
+        r->api_parsed = false;
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+    r->api_parsed = true;
+    apply_defaults(s, &r->api);
+    if (kind == EL_API_NATIVE) {
+        const int nv = el_model_n_vocab(s->model);
+        if (r->api.id_slot >= s->n_slots) {
+            el_api_set_error(&e, 400, "invalid_request_error", "id_slot", "invalid_value",
+                             "id_slot %d does not exist (the server has slots 0..%d)", r->api.id_slot, s->n_slots - 1);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        if (r->api.n_probs > nv || r->api.n_probs > EL_API_MAX_N_PROBS) {
+            el_api_set_error(&e, 400, "invalid_request_error", "n_probs", "invalid_value",
+                             "n_probs %d is beyond %s (%d)", r->api.n_probs,
+                             r->api.n_probs > nv ? "the vocabulary" : "what edgellm reports per token",
+                             r->api.n_probs > nv ? nv : EL_API_MAX_N_PROBS);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        r->api.logprobs = r->api.n_probs > 0;
+        r->api.top_logprobs = r->api.n_probs;
+    }
+
+    /* prompt tokens */
+    int n = 0;
+    if (kind == EL_API_CHAT) {
+        if (s->fam == EL_CHAT_UNKNOWN) {
+            el_api_set_error(&e, 500, "server_error", NULL, "no_chat_template",
+                             "the model has no chat template edgellm recognises; restart the server with "
+                             "--chat-template NAME, or use /v1/completions");
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        if (r->api.n_tools > 0 && !el_chat_family_has_tools(s->fam)) {
+            el_api_set_error(&e, 400, "invalid_request_error", "tools", "unsupported_value",
+                             "the %s chat template has no tool-call convention (tools work with chatml, llama3 "
+                             "and gemma)", el_chat_family_name(s->fam));
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        /* only the template's markers become special tokens; message content (tool definitions,
+         * calls and results included) is plain text */
+        n = el_chat_tokenize_tools(s->model, s->fam, r->api.msgs, r->api.n_msgs, r->api.chat_tools, r->api.n_tools,
+                                   true, EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0),
+                                   &r->prompt);
+        if (n == -1) {
+            el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
+                             "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        if (n == -3) n = -1;
+        if (n > 0 && s->p.ctx_overflow_truncate && !prompt_fits(s, n, r->api.max_tokens))
+            n = truncate_chat(s, r, n, r->api.max_tokens);
+    } else if (kind == EL_API_NATIVE) {
+        n = native_tokens(s, &r->api, &r->prompt, &e);
+        if (n < 0) return reject(s, c, r, &e, NULL, NULL);
+    } else {
+        const char *p = r->api.prompt ? r->api.prompt : "";
+        n = tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
+    }
+    if (n < 0) {
+        if (n == -2) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
+        else el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt", NULL,
+                              "the prompt could not be tokenized");
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+    if (n == 0) {
+        el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt", NULL,
+                         "the prompt is empty");
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+    {
+        enum MHD_Result ret;
+        if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
+    }
+    if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
+        el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
+                         "'%s' is not supported by edgellm (no tool calls); "
+                         "the reply would not follow it", r->api.local_unsupported);
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+    {   /* LoRA: the request's adapters (or the defaults now), checked against the registry */
+        char lmsg[200];
+        if (el_lora_reg_scales(s->lora, r->api.has_lora, r->api.lora_id, r->api.lora_scale, r->api.n_lora,
+                               r->lora_scale, lmsg, sizeof lmsg)) {
+            el_api_set_error(&e, 400, "invalid_request_error", "lora", "invalid_value", "%s", lmsg);
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        char lfp[32];
+        el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
+        if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
+    }
+    r->n_prompt = n;
+    if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    if (r->api.ignore_eos && ban_eog(s, &r->api)) {
+        el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+
+    /* context */
+    int max_tokens = r->api.max_tokens;
+    if (max_tokens > 0 && (long long)n + max_tokens > s->n_ctx) {
+        el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_NATIVE ? "n_predict" : "max_tokens",
+                         "context_length_exceeded",
+                         "prompt (%d tokens%s) + max_tokens (%d) = %lld exceeds the context of %d tokens", n,
+                         r->n_dropped ? ", the system messages and the last user turn alone" : "", max_tokens,
+                         (long long)n + max_tokens, s->n_ctx);
+        e.n_prompt_tokens = n;
+        e.n_ctx = s->n_ctx;
+        return reject(s, c, r, &e, NULL, NULL);
+    }
+    if (max_tokens <= 0) {
+        if (n >= s->n_ctx) {
+            el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt",
+                             "context_length_exceeded",
+                             "prompt (%d tokens%s) leaves no room to generate in the context of %d tokens", n,
+                             r->n_dropped ? ", the system messages and the last user turn alone" : "", s->n_ctx);
+            e.n_prompt_tokens = n;
+            e.n_ctx = s->n_ctx;
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+        max_tokens = s->n_ctx - n;
+    }
+    if (s->thermal && el_thermal_get(s->thermal).level == EL_THERMAL_DERATED) { /* derated: shorter answers */
+        const int cap = el_router_policy(s->router)->max_tokens_derated;
+        if (max_tokens > cap) {
+            max_tokens = cap;
+            size_t dl = strlen(r->route.detail);
+            snprintf(r->route.detail + dl, sizeof r->route.detail - dl, "; thermal derating caps the output at %d tokens", cap);
+        }
+    }
+
+    /* generation parameters: OpenAI semantics (no top-k / min-p) for the
+     * OpenAI routes, llama-server's sampler fields for /completion */
+    el_generate_params *gp = &r->gp;
+    gp->max_tokens = max_tokens;
+    gp->ignore_eos = r->api.ignore_eos;
+    gp->stop = r->api.n_stop > 0 ? (const char *const *)r->api.stop : NULL;
+    gp->n_top_logprobs = r->api.logprobs ? r->api.top_logprobs : 0;
+    gp->sampling = el_sampling_default();
+    gp->sampling.temp = r->api.temperature;
+    gp->sampling.top_k = r->api.top_k;
+    gp->sampling.top_p = r->api.top_p;
+    gp->sampling.min_p = r->api.min_p;
+    gp->sampling.repeat_penalty = r->api.repeat_penalty;
+    gp->sampling.presence_penalty = r->api.presence_penalty;
+    gp->sampling.freq_penalty = r->api.frequency_penalty;
+    gp->sampling.penalty_last_n = r->api.repeat_last_n;
+    /* -1 is the context size (el_generate does the same; set here so generation_settings shows it) */
+    if (kind == EL_API_NATIVE && r->api.repeat_last_n < 0) gp->sampling.penalty_last_n = s->n_ctx;
+    gp->sampling.n_logit_bias = r->api.n_logit_bias;
+    gp->sampling.logit_bias_id = r->api.logit_bias_id;
+    gp->sampling.logit_bias = r->api.logit_bias;
+    if (r->api.has_seed) gp->sampling.seed = r->api.seed;
+    else randombytes_buf(&gp->sampling.seed, sizeof gp->sampling.seed);
+    gp->spec = s->p.spec.mode ? &s->p.spec : NULL; /* same output, fewer forward passes where drafts hold */
+    if (kind == EL_API_CHAT && r->api.tool_choice != EL_TOOL_CHOICE_NONE) { /* tools: api.c left grammar NULL */
+        r->tools_parse = true;
+        if (r->api.tool_choice != EL_TOOL_CHOICE_AUTO) { /* required / named: the call is grammar-constrained */
+            el_error ge = {0};
+            r->api.grammar = el_toolcall_grammar(s->fam, r->api.tools, r->api.n_tools,
+                                                 r->api.tool_choice == EL_TOOL_CHOICE_NAMED ? r->api.tool_named : -1,
+                                                 r->api.parallel_tool_calls, &ge);
+            if (!r->api.grammar) {
+                if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+                else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
+                return reject(s, c, r, &e, NULL, NULL);
+            }
+        }
+    }
+    gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
+
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(r->id, sizeof r->id, "%s", kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
+    if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    if (kind == EL_API_CHAT && r->api.stream) { /* the first chunk carries the role only (no one else sees r yet) */
+        el_buf frame = {0};
+        bool ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, req_fp(s, r)))) &&
+                  el_buf_append(&r->out, frame.p, frame.len);
+        el_buf_free(&frame);
+        r->sent_first = true;
+        if (!ok) {
+            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+            return reject(s, c, r, &e, NULL, NULL);
+        }
+    }
+
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->conn_fd = ci ? (int)ci->connect_fd : -1;
+    conn_track *ct = conn_of(c);
+    r->http11 = ct && ct->http11;
+
+    /* memory pressure: admit no new session (memory/capacity.h el_mem_pressure) */
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+    }
+
+    /* enqueue */
+    const char *rh = NULL, *rv = NULL;
+    if (enqueue(s, r, &e, &rh, &rv)) return reject(s, c, r, &e, rh, rv);
+
+    if (r->api.stream) {
+        /* the HTTP side's reference moves to the response (stream_free) */
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, stream_read, r, stream_free);
+        if (!resp) {
+            req_cancel(r);
+            req_unref(r);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        char hv[400];
+        el_route_header(&r->route, hv, sizeof hv);
+        MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+        cors_decorate(c, resp);
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp); /* stream_free runs when MHD lets go of it */
+        return ret;
+    }
+
+    /* non-stream: wait here (this connection's own thread), watching the client */
+    bool gone = false;
+    req_state st = wait_done(s, r, &gone);
+
+    enum MHD_Result ret;
+    if (gone) {
+        ret = MHD_NO;
+    } else if (st == RS_DONE) {
+        el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
+        r->canary = NULL;
+        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
+        const char *fin = finish_name(r->stats.finish);
+        char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
+        char *json = NULL;
+        /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
+        if (kind == EL_API_NATIVE)
+            json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
+        else if ((!r->api.logprobs || lj) && r->tools_parse) {
+            el_toolcall_result res;
+            char (*ids)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *ids);
+            if (ids && !parse_reply(r, &res, ids)) {
+                char *idp[EL_TOOL_MAX_CALLS];
+                for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
+                el_api_tool_calls tc = {res.calls, idp, res.n_calls};
+                json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), res.content,
+                                                  res.content_len, &tc,
+                                                  res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
+                                                  u, lj);
+                el_toolcall_result_free(&res);
+            }
+            free(ids);
+        } else if (!r->api.logprobs || lj)
+            json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, req_fp(s, r), r->text.p,
+                                                              r->text.len, fin, u, lj)
+                                       : el_api_completion_response(r->id, s->model_id, r->created, req_fp(s, r),
+                                                                    r->text.p, r->text.len, fin, u, lj);
+        if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
+        free(lj);
+        ret = json ? send_routed(c, MHD_HTTP_OK, route_in_body(r) ? el_route_inject(json, &r->route) : json, &r->route,
+                                 NULL, NULL)
+                   : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (st == RS_CANCELLED) {
+        ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+    } else { /* a typed local failure, with its route: never retried in the cloud */
+        el_api_error fe;
+        memset(&fe, 0, sizeof fe);
+        el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
+                         el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
+        ret = send_routed(c, 500, el_route_inject(el_api_error_json(&fe), &r->route), &r->route, NULL, NULL);
+    }
+    req_unref(r);
+    return ret;
+}
+
+static enum MHD_Result h_chat(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    return h_generate(s, c, cc, EL_API_CHAT);
+}
+
+static enum MHD_Result h_completions(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    return h_generate(s, c, cc, EL_API_COMPLETION);
+}
+
+static enum MHD_Result send_cjson(struct MHD_Connection *c, unsigned status, cJSON *j) {
+    char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_json(c, status, txt);
+}
+
+static enum MHD_Result h_native(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    return h_generate(s, c, cc, EL_API_NATIVE);
+}
+
+/* The defaults /completion applies (llama-server's, then --temp/--seed/--n-predict) as a
+ * slot-shaped object: {id, id_task, n_ctx, speculative, is_processing, params, next_token}. */
+static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el_api_request *a, int n_decoded) {
+    el_api_request def;
+    el_api_error e;
+    bool own = !a;
+    if (own) {
+        static const char body[] = "{\"prompt\":\"\"}";
+        if (el_api_parse_native(body, sizeof body - 1, &def, &e)) return NULL;
+        apply_defaults(s, &def);
+        a = &def;
+    }
+    el_generate_params gp;
+    memset(&gp, 0, sizeof gp);
+    gp.ignore_eos = a->ignore_eos;
+    gp.sampling = el_sampling_default();
+    gp.sampling.temp = a->temperature;
+    gp.sampling.top_k = a->top_k;
+    gp.sampling.top_p = a->top_p;
+    gp.sampling.min_p = a->min_p;
+    gp.sampling.repeat_penalty = a->repeat_penalty;
+    gp.sampling.presence_penalty = a->presence_penalty;
+    gp.sampling.freq_penalty = a->frequency_penalty;
+    gp.sampling.penalty_last_n = a->repeat_last_n;
+    cJSON *o = cJSON_CreateObject(), *params = settings_cjson(s, a, &gp), *nt = cJSON_CreateObject();
+    if (own) el_api_request_free(&def);
+    if (!o || !params || !nt) {
+        cJSON_Delete(o);
+        cJSON_Delete(params);
+        cJSON_Delete(nt);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(o, "id", id);
+    cJSON_AddNumberToObject(o, "id_task", (double)id_task);
+    cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+    cJSON_AddBoolToObject(o, "speculative", false);
+    cJSON_AddBoolToObject(o, "is_processing", busy);
+    cJSON_AddItemToObject(o, "params", params);
+    cJSON_AddBoolToObject(nt, "has_next_token", busy);
+    cJSON_AddNumberToObject(nt, "n_remain", busy && a->max_tokens > 0 ? a->max_tokens - n_decoded : -1);
+    cJSON_AddNumberToObject(nt, "n_decoded", n_decoded);
+    cJSON_AddItemToObject(o, "next_token", nt);
+    return o;
+}
+
+/* GET /props: llama-server's server properties. */
+/* GET /lora-adapters: llama-server's list (id, path, scale = the default) plus edgellm's residency fields. */
+static enum MHD_Result h_lora_list(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    char *json = el_lora_reg_json(s->lora);
+    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_json(c, MHD_HTTP_OK, json);
+}
+
+/* POST /lora-adapters [{"id": N, "scale": S}, ...]: the defaults of requests that name no adapters (ids not
+ * listed: 0, as llama-server). Running requests keep the set they started with. */
+static enum MHD_Result h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    cJSON *root = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    int ids[EL_LORA_REG_MAX];
+    float sc[EL_LORA_REG_MAX];
+    int n = 0;
+    char msg[200] = "";
+    if (!root || !cJSON_IsArray(root)) snprintf(msg, sizeof msg, "expected a JSON array of {\"id\", \"scale\"} objects");
+    const cJSON *e;
+    if (!msg[0]) cJSON_ArrayForEach(e, root) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id"), *v = cJSON_GetObjectItemCaseSensitive(e, "scale");
+        if (!cJSON_IsObject(e) || !cJSON_IsNumber(id) || id->valuedouble != (double)(int)id->valuedouble ||
+            (v && !cJSON_IsNumber(v))) {
+            snprintf(msg, sizeof msg, "each entry must be {\"id\": integer, \"scale\": number}");
+            break;
+        }
+        if (n == EL_LORA_REG_MAX) { snprintf(msg, sizeof msg, "more than %d entries", EL_LORA_REG_MAX); break; }
+        ids[n] = (int)id->valuedouble;
+        sc[n++] = v ? (float)v->valuedouble : 0.0f;
+    }
+    cJSON_Delete(root);
+    if (!msg[0] && (s->lora || n > 0) && el_lora_reg_set_defaults(s->lora, ids, sc, n, msg, sizeof msg) && !msg[0])
+        snprintf(msg, sizeof msg, "invalid adapters");
+    if (msg[0]) return send_error(c, 400, "invalid_request_error", "lora", "invalid_value", "%s", msg);
+    char *ok = strdup("{\"success\":true}");
+    if (!ok) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return send_json(c, MHD_HTTP_OK, ok);
+}
+
+static enum MHD_Result h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    cJSON *root = cJSON_CreateObject(), *def = slot_cjson(s, 0, -1, false, NULL, 0);
+    if (!root || !def) {
+        cJSON_Delete(root);
+        cJSON_Delete(def);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    const char *tmpl = el_model_chat_template(s->model);
+    cJSON_AddItemToObject(root, "default_generation_settings", def);
+    cJSON_AddNumberToObject(root, "total_slots", s->n_slots);
+    cJSON_AddStringToObject(root, "model_path", s->model_path);
+    cJSON_AddStringToObject(root, "model_alias", s->model_id);
+    cJSON_AddNumberToObject(root, "n_ctx", s->n_ctx);
+    /* the model's own template (not used as Jinja: edgellm renders by family) */
+    el_buf t = {0};
+    if (tmpl && el_api_json_string(&t, tmpl, strlen(tmpl))) cJSON_AddRawToObject(root, "chat_template", t.p);
+    else cJSON_AddStringToObject(root, "chat_template", "");
+    el_buf_free(&t);
+    cJSON_AddStringToObject(root, "chat_template_family", el_chat_family_name(s->fam));
+    cJSON_AddStringToObject(root, "chat_template_source", s->fam_desc);
+    cJSON *mod = cJSON_AddObjectToObject(root, "modalities");
+    if (mod) {
+        cJSON_AddBoolToObject(mod, "vision", false);
+        cJSON_AddBoolToObject(mod, "audio", false);
+    }
+    cJSON_AddStringToObject(root, "build_info", "edgellm " EL_VERSION_STRING);
+    cJSON_AddStringToObject(root, "system_fingerprint", s->fingerprint);
+    cJSON_AddBoolToObject(root, "is_sleeping", false);
+    return send_cjson(c, MHD_HTTP_OK, root);
+}
+
+/* GET /slots: each slot's state (501 with --no-slots). */
+static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    if (s->p.no_slots)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "this server has the slots endpoint disabled (--no-slots)");
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    /* under the lock: a running request and its fields stay alive while read */
+    pthread_mutex_lock(&s->mu);
+    bool ok = true;
+    for (int i = 0; ok && i < s->n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        el_req *r = sl->cur;
+        cJSON *o = slot_cjson(s, i, r ? sl->n_tasks : -1, r != NULL, r ? &r->api : NULL,
+                              r ? atomic_load(&r->n_decoded) : 0);
+        /* "params" are a running request's (llama-server lists none for a slot without a task) */
+        if (o && !r) cJSON_DeleteItemFromObjectCaseSensitive(o, "params");
+        /* the prompt cache: tokens the slot holds, and the last prompt's reused / evaluated split */
+        if (o && (!cJSON_AddNumberToObject(o, "n_prompt_tokens", sl->n_cache) ||
+                  !cJSON_AddNumberToObject(o, "n_prompt_tokens_cache", sl->last_reused) ||
+                  !cJSON_AddNumberToObject(o, "n_prompt_tokens_processed", sl->last_processed) ||
+                  !cJSON_AddNumberToObject(o, "n_cache_tokens", sl->n_cache))) {
+            cJSON_Delete(o);
+            o = NULL;
+        }
+        if (o) cJSON_AddItemToArray(arr, o);
+        else ok = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) {
+        cJSON_Delete(arr);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_cjson(c, MHD_HTTP_OK, arr);
+}
+
+/* The "filename" of a slot action's body: 0 with name filled, or -1 with e
+ * filled (400: not JSON, no string, a NUL escape, not a plain file name). */
+static int slot_filename(const conn_ctx *cc, char *name, size_t cap, el_api_error *e) {
+    const char *body = cc->body.p ? cc->body.p : "";
+    cJSON *root = cc->body.len ? cJSON_ParseWithLength(body, cc->body.len) : NULL;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "filename");
+    int rc = -1;
+    el_error ne;
+    if (!cJSON_IsString(f) || !f->valuestring) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value",
+                         "the body must be a JSON object with a string \"filename\"");
+    } else if (memmem(body, cc->body.len, "\\u0000", 6) || memchr(body, 0, cc->body.len)) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value", "the file name holds a NUL byte");
+    } else if (el_slot_name_check(f->valuestring, strlen(f->valuestring), &ne)) {
+        el_api_set_error(e, 400, "invalid_request_error", "filename", "invalid_value", "%s", ne.msg);
+    } else {
+        snprintf(name, cap, "%s", f->valuestring);
+        rc = 0;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* POST /slots/{id}?action=save|restore|erase (llama-server's slot actions).
+ * 501 without --slot-save-path (as llama-server, for every action); 400 for
+ * another action or a bad file name; 409 while the slot runs a request or
+ * another action. The action holds the slot (sl->held: its thread takes no
+ * request meanwhile) and works on its session from this thread; restore
+ * validates the whole file before changing the slot (400 with why). */
+static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    if (!s->slot_dir)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "this server does not support slot actions; start it with --slot-save-path DIR");
+    const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
+    const int save = action && !strcmp(action, "save"), restore = action && !strcmp(action, "restore"),
+              erase = action && !strcmp(action, "erase");
+    if (!save && !restore && !erase)
+        return send_error(c, 400, "invalid_request_error", "action", "invalid_value",
+                          "action must be save, restore or erase (got '%.40s')", action ? action : "");
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    char name[EL_SLOT_NAME_MAX + 1] = "";
+    if (!erase && slot_filename(cc, name, sizeof name, &e)) return send_api_error(c, &e);
+    slot *sl = &s->slots[cc->slot_id];
+    pthread_mutex_lock(&s->mu);
+    const bool busy = sl->cur || sl->held;
+    if (!busy) sl->held = true;
+    pthread_mutex_unlock(&s->mu);
+    if (busy)
+        return send_error(c, 409, "invalid_request_error", "id_slot", "slot_busy",
+                          "slot %d is busy (running a request or another slot action); retry when it is idle", sl->idx);
+    const double t0 = now_s();
+    el_error err;
+    memset(&err, 0, sizeof err);
+    int n = sl->n_cache, rc = 0;
+    size_t bytes = 0;
+    if (save) {
+        rc = el_slot_save(sl->sess, s->model_sha256, sl->ctoks, n, s->slot_dir, name, &bytes, &err);
+    } else if (restore) {
+        int got = el_slot_restore(sl->sess, s->model_sha256, s->slot_dir, name, sl->ctoks, &bytes, &err);
+        if (got >= 0) n = got;
+        else rc = -got;
+    } else {
+        el_session_reset(sl->sess); /* n: the tokens erased */
+    }
+    const double ms = (now_s() - t0) * 1e3;
+    pthread_mutex_lock(&s->mu);
+    if (restore && rc == 0) sl->n_cache = n;
+    if (erase) sl->n_cache = 0;
+    sl->held = false;
+    pthread_cond_broadcast(&s->queue_cv); /* requests for this slot may be waiting */
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        const bool io = rc == EL_ERR_IO || rc == EL_ERR_NOMEM;
+        const int status = save && io ? 500 : 400;
+        if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s refused: %s\n", sl->idx, action, name, err.msg);
+        return send_error(c, status, status == 500 ? "server_error" : "invalid_request_error", "filename",
+                          save ? "save_failed" : "restore_failed", "slot %d: %s of '%s' failed: %s", sl->idx, action, name,
+                          err.msg);
+    }
+    cJSON *root = cJSON_CreateObject(), *t = NULL;
+    bool ok = root && cJSON_AddNumberToObject(root, "id_slot", sl->idx);
+    if (ok && erase) {
+        ok = cJSON_AddNumberToObject(root, "n_erased", n) != NULL;
+    }
+    if (ok && !erase) {
+        ok = cJSON_AddStringToObject(root, "filename", name) &&
+             cJSON_AddNumberToObject(root, save ? "n_saved" : "n_restored", n) &&
+             cJSON_AddNumberToObject(root, save ? "n_written" : "n_read", (double)bytes) &&
+             (t = cJSON_AddObjectToObject(root, "timings")) && cJSON_AddNumberToObject(t, save ? "save_ms" : "restore_ms", ms);
+    }
+    if (!ok) {
+        cJSON_Delete(root);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s: %d tokens, %zu bytes\n", sl->idx, action, name, n, bytes);
+    return send_cjson(c, MHD_HTTP_OK, root);
+}
+
+/* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
+static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
+    if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, a, e)) return -1;
+    el_buf_free(&cc->body);
+    if (s->fam == EL_CHAT_UNKNOWN) {
+        el_api_request_free(a);
+        el_api_set_error(e, 500, "server_error", NULL, "no_chat_template",
+                         "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
+        return -1;
+    }
+    int rc = el_chat_render_tools(s->fam, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, true, t);
+    if (rc) {
+        el_api_request_free(a);
+        if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+        else el_api_set_error(e, 400, "invalid_request_error", "messages", NULL,
+                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+        return -1;
+    }
+    return 0;
+}
+
+/* POST /apply-template: {"prompt": the rendered chat prompt}. */
+static enum MHD_Result h_apply_template(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_request a;
+    el_api_error e;
+    el_chat_text t;
+    memset(&e, 0, sizeof e);
+    memset(&t, 0, sizeof t);
+    if (render_chat(s, cc, &a, &t, &e)) return send_api_error(c, &e);
+    el_buf b = {0};
+    bool ok = el_buf_str(&b, "{\"prompt\":") && el_api_json_string(&b, t.text, t.len) && el_buf_str(&b, "}");
+    el_chat_text_free(&t);
+    el_api_request_free(&a);
+    if (!ok) {
+        el_buf_free(&b);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_json(c, MHD_HTTP_OK, b.p);
+}
+
+/* POST /v1/chat/completions/input_tokens: the prompt tokens a chat request would take. */
+static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_request a;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, &a, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body);
+    if (s->fam == EL_CHAT_UNKNOWN) {
+        el_api_request_free(&a);
+        return send_error(c, 500, "server_error", NULL, "no_chat_template",
+                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
+    }
+    int32_t *toks = NULL;
+    int n = el_chat_tokenize_tools(s->model, s->fam, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, true,
+                                   EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
+    el_api_request_free(&a);
+    free(toks);
+    if (n < 0)
+        return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
+                       : send_error(c, 400, "invalid_request_error", "messages", NULL,
+                                    "the messages cannot be rendered with the %s chat template",
+                                    el_chat_family_name(s->fam));
+    char buf[96];
+    snprintf(buf, sizeof buf, "{\"object\":\"response.input_tokens\",\"input_tokens\":%d}", n);
+    return send_json(c, MHD_HTTP_OK, strdup(buf));
+}
+
+/* Embeddings (llama-server's handle_embeddings): 501 without --embeddings;
+ * /v1/embeddings answers OpenAI's shape (and refuses pooling none, which has
+ * no single vector), /embeddings and /embedding llama-server's native array —
+ * as does /v1/embeddings for a body with "content" instead of "input". Each
+ * input is tokenized like a /completion prompt (BOS before leading text,
+ * control tokens parsed), must fit a slot's context (400 with the numbers
+ * otherwise), and runs through el_embed on a slot; pooled vectors are
+ * normalised by embd_normalize (default 2, euclidean), per-token ones not. */
+#define SRV_EMBD_MAX_FLOATS (16u << 20) /* floats one request's vectors may take (64 MiB) */
+
+static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    if (!s->p.embeddings)
+        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                          "This server does not support embeddings. Start it with `--embeddings`");
+    const bool v1 = !strcmp(cc->rt->path, "/v1/embeddings");
+    if (v1 && s->pooling == EL_POOLING_NONE)
+        return send_error(c, 400, "invalid_request_error", NULL, "invalid_value",
+                          "Pooling type 'none' is not OAI compatible. Please use a different pooling type "
+                          "(restart with --pooling mean|cls|last, or use /embeddings)");
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_api_embd_request q;
+    if (el_api_parse_embeddings(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) {
+        budget_release(s, cc);
+        el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+        return send_api_error(c, &e);
+    }
+    el_req *r = req_new(s);
+    if (!r) {
+        el_api_embd_request_free(&q);
+        budget_release(s, cc);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    r->api.id_slot = -1; /* any slot */
+    r->embd_norm = q.normalize;
+    r->embd = true;
+    const bool oai = v1 && q.oai;
+    const int k = q.n_inputs, E = s->n_embd;
+    r->embd_toks = calloc((size_t)k, sizeof *r->embd_toks);
+    r->embd_vec = calloc((size_t)k, sizeof *r->embd_vec);
+    r->embd_n = calloc((size_t)k, sizeof *r->embd_n);
+    r->embd_rows = calloc((size_t)k, sizeof *r->embd_rows);
+    r->embd_k = k;
+    if (!r->embd_toks || !r->embd_vec || !r->embd_n || !r->embd_rows) {
+        el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+        goto bad;
+    }
+    if (q.dimensions && q.dimensions != E) {
+        el_api_set_error(&e, 400, "invalid_request_error", "dimensions", "invalid_value",
+                         "dimensions %d: this model's embeddings have %d (they cannot be shortened)", q.dimensions, E);
+        goto bad;
+    }
+    const char *param = q.oai ? "input" : "content";
+    size_t floats = 0;
+    int total = 0;
+    for (int i = 0; i < k; i++) {
+        int n = parts_tokens(s, q.inputs[i].parts, q.inputs[i].n_parts, param, &r->embd_toks[i], &e);
+        if (n < 0) goto bad;
+        if (n == 0) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "invalid_value", "%s[%d] is empty (no tokens)",
+                             param, i);
+            goto bad;
+        }
+        if (n > s->n_ctx) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "context_length_exceeded",
+                             "%s[%d] (%d tokens) is too large to process: the context is %d tokens", param, i, n,
+                             s->n_ctx);
+            e.n_prompt_tokens = n;
+            e.n_ctx = s->n_ctx;
+            goto bad;
+        }
+        r->embd_n[i] = n;
+        r->embd_rows[i] = s->pooling == EL_POOLING_NONE ? n : 1;
+        floats += (size_t)r->embd_rows[i] * (size_t)E;
+        total += n;
+        if (floats > SRV_EMBD_MAX_FLOATS) {
+            el_api_set_error(&e, 400, "invalid_request_error", param, "invalid_value",
+                             "the embeddings of this request would take more than %u floats; send fewer tokens "
+                             "(or use a pooling other than none)", (unsigned)SRV_EMBD_MAX_FLOATS);
+            goto bad;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (!(r->embd_vec[i] = malloc(sizeof(float) * (size_t)r->embd_rows[i] * (size_t)E))) {
+            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+            goto bad;
+        }
+    budget_release(s, cc);
+    unsigned char rnd[12];
+    randombytes_buf(rnd, sizeof rnd);
+    int off = snprintf(r->id, sizeof r->id, "embd-");
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->conn_fd = ci ? (int)ci->connect_fd : -1;
+    conn_track *ct = conn_of(c);
+    r->http11 = ct && ct->http11;
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_embd_request_free(&q);
+        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+    }
+    const char *rh = NULL, *rv = NULL;
+    if (enqueue(s, r, &e, &rh, &rv)) {
+        el_api_embd_request_free(&q);
+        return reject(s, c, r, &e, rh, rv);
+    }
+    bool gone = false;
+    req_state st = wait_done(s, r, &gone);
+    enum MHD_Result ret;
+    if (gone) {
+        ret = MHD_NO;
+    } else if (st == RS_DONE) {
+        char *json = oai ? el_api_embeddings_response(q.model ? q.model : s->model_id, (const float *const *)r->embd_vec,
+                                                      k, E, q.base64, total)
+                         : el_api_embeddings_native((const float *const *)r->embd_vec, r->embd_rows, k, E);
+        ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    } else if (st == RS_CANCELLED) {
+        ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+    } else {
+        ret = send_error(c, 500, "server_error", NULL, "embedding_failed", "embedding failed: %s: %s",
+                         el_status_name(r->err.code), r->err.msg);
+    }
+    el_api_embd_request_free(&q);
+    req_unref(r);
+    return ret;
+bad:
+    el_api_embd_request_free(&q);
+    budget_release(s, cc);
+    return reject(s, c, r, &e, NULL, NULL);
+}
+
+static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    cJSON *root = cJSON_CreateObject(), *data = cJSON_CreateArray(), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)s->t_start);
+    cJSON_AddStringToObject(m, "owned_by", "edgellm");
+    cJSON_AddItemToArray(data, m);
+    cJSON_AddItemToObject(root, "data", data);
+    return send_cjson(c, MHD_HTTP_OK, root);
+}
+
+static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_tokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body); /* its bytes stay reserved until the reply is built */
+    int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
+    int32_t *toks = NULL;
+    int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    const bool with_pieces = q.with_pieces;
+    el_api_tok_request_free(&q);
+    if (n < 0)
+        return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
+                       : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
+    char *json = NULL;
+    if (with_pieces) { /* each token's text (control tokens' too, as llama-server's common_token_to_piece) */
+        el_buf raw = {0};
+        size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+        bool ok = off != NULL;
+        for (int i = 0; ok && i < n; i++) {
+            char piece[256];
+            off[i] = raw.len;
+            int len = el_token_to_piece(s->model, toks[i], piece, (int)sizeof piece, true);
+            if (len > (int)sizeof piece) {
+                char *big = malloc((size_t)len);
+                ok = big && el_token_to_piece(s->model, toks[i], big, len, true) == len &&
+                     el_buf_append(&raw, big, (size_t)len);
+                free(big);
+            } else if (len > 0) {
+                ok = el_buf_append(&raw, piece, (size_t)len);
+            }
+        }
+        if (ok) off[n] = raw.len;
+        json = ok ? el_api_tokenize_pieces_response(toks, n, raw.p ? raw.p : "", off) : NULL;
+        free(off);
+        el_buf_free(&raw);
+    } else {
+        json = el_api_tokenize_response(toks, n);
+    }
+    free(toks);
+    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    el_api_tok_request q;
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    if (el_api_parse_detokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    el_buf_free(&cc->body);
+    const int nv = el_model_n_vocab(s->model);
+    el_buf raw = {0};
+    char piece[256];
+    bool ok = true;
+    for (int i = 0; ok && i < q.n_tokens; i++) {
+        if (q.tokens[i] >= nv) {
+            el_buf_free(&raw);
+            el_api_tok_request_free(&q);
+            return send_error(c, 400, "invalid_request_error", "tokens", "invalid_value",
+                              "tokens[%d] is not a token id in [0, %d)", i, nv);
+        }
+        int len = el_token_to_piece(s->model, q.tokens[i], piece, (int)sizeof piece, true);
+        if (len > (int)sizeof piece) {
+            char *big = malloc((size_t)len);
+            ok = big && el_token_to_piece(s->model, q.tokens[i], big, len, true) == len &&
+                 el_buf_append(&raw, big, (size_t)len);
+            free(big);
+        } else if (len > 0) {
+            ok = el_buf_append(&raw, piece, (size_t)len);
+        }
+    }
+    el_api_tok_request_free(&q);
+    /* the pieces go by length: a <0x00> byte token is a NUL byte, sent as \u0000 */
+    char *json = ok ? el_api_detokenize_response(raw.p ? raw.p : "", raw.len) : NULL;
+    el_buf_free(&raw);
+    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* Memory figures for /health and /metrics (memory/capacity.h): the budget, the
+ * plan (weights + runtime + every slot's session), the resident watermark and
+ * now, and the headroom = budget - plan (room for more KV). */
+typedef struct mem_view { unsigned long long budget, planned, peak, rss; long long headroom; } mem_view;
+static mem_view mem_now(const el_server *s) {
+    mem_view v = {s->mem_budget, s->mem_planned, el_mem_peak_rss(), el_mem_current_rss(), 0};
+    v.headroom = (long long)v.budget - (long long)v.planned;
+    return v;
+}
+
+static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    const bool ready = atomic_load(&s->ready);
+    char body[400];
+    int n;
+    if (!ready) {
+        pthread_mutex_lock(&s->mu);
+        const bool unavailable = s->local_why[0] != 0;
+        pthread_mutex_unlock(&s->mu);
+        n = snprintf(body, sizeof body, "{\"status\":\"%s\"}", unavailable ? "no_local_model" : "loading");
+    } else {
+        const mem_view mv = mem_now(s);
+        const bool pressure = el_mem_pressure(s->p.mem_floor, NULL, 0);
+        n = snprintf(body, sizeof body,
+                     "{\"status\":\"ok\",\"memory\":{\"budget_bytes\":%llu,\"planned_bytes\":%llu,\"kv_headroom_bytes\":%lld,"
+                     "\"peak_rss_bytes\":%llu,\"rss_bytes\":%llu,\"pressure\":%s}}",
+                     mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss, pressure ? "true" : "false");
+    }
+    /* routing and thermal state */
+    char *rj = el_router_health_json(s->router);
+    const el_thermal_state ts = el_thermal_get(s->thermal);
+    cJSON *tj = cJSON_CreateObject();
+    if (tj) {
+        cJSON_AddStringToObject(tj, "level", el_thermal_level_name(ts.level));
+        cJSON_AddBoolToObject(tj, "sensor", ts.has_sensor);
+        cJSON_AddBoolToObject(tj, "sensor_ok", ts.sensor_ok);
+        cJSON_AddNumberToObject(tj, "temp_c", ts.temp_c);
+        cJSON_AddNumberToObject(tj, "freq_ratio", ts.freq_ratio);
+        cJSON_AddNumberToObject(tj, "factor", ts.factor);
+        cJSON_AddNumberToObject(tj, "transitions", (double)ts.transitions);
+        cJSON_AddNumberToObject(tj, "samples", (double)ts.samples);
+        cJSON_AddStringToObject(tj, "detail", ts.why);
+        cJSON_AddNumberToObject(tj, "admitted_slots", ready ? admitted_slots(s) : 0);
+        cJSON_AddNumberToObject(tj, "threads_active", threads_active(s)); /* derated: fewer generate */
+        cJSON_AddNumberToObject(tj, "threads_total", ready ? el_pool_size(s->model->pool) : 0);
+    }
+    char *tjs = tj ? cJSON_PrintUnformatted(tj) : NULL;
+    cJSON_Delete(tj);
+    /* where the ops run (runtime/exec.h): the backends, ops each ran, fallbacks */
+    char *pj = NULL;
+    size_t pj_len = 0;
+    if (ready) {
+        FILE *pf = open_memstream(&pj, &pj_len);
+        if (pf) {
+            el_backends_json(s->model, pf);
+            fclose(pf);
+        }
+    }
+    size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + pj_len + 48;
+    char *copy = malloc(cap); /* send_buf frees it */
+    if (copy && rj && tjs)
+        n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s%s%s}", n - 1, body, rj, tjs, pj ? ",\"placement\":" : "",
+                     pj ? pj : "");
+    free(rj);
+    free(tjs);
+    free(pj);
+    if (!copy || n < 0 || (size_t)n >= cap) {
+        free(copy);
+        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return send_buf(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", copy, (size_t)n, true,
+                    NULL, NULL);
+}
+
+static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)cc;
+    pthread_mutex_lock(&s->mu);
+    int busy = s->busy, depth = s->q_len;
+    pthread_mutex_unlock(&s->mu);
+    int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
+    char *txt = conn_metrics_append(s, el_metrics_render(&s->metrics, busy, total, depth));
+    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
+        const mem_view mv = mem_now(s);
+        char extra[1024];
+        const int n = snprintf(extra, sizeof extra,
+                               "# HELP edgellm_memory_budget_bytes Memory budget of the model and its slots.\n"
+                               "# TYPE edgellm_memory_budget_bytes gauge\nedgellm_memory_budget_bytes %llu\n"
+                               "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session + the batcher's scratch.\n"
+                               "# TYPE edgellm_memory_planned_bytes gauge\nedgellm_memory_planned_bytes %llu\n"
+                               "# HELP edgellm_kv_headroom_bytes Budget left over the plan (room for more KV).\n"
+                               "# TYPE edgellm_kv_headroom_bytes gauge\nedgellm_kv_headroom_bytes %lld\n"
+                               "# HELP edgellm_memory_peak_rss_bytes Resident set watermark (VmHWM).\n"
+                               "# TYPE edgellm_memory_peak_rss_bytes gauge\nedgellm_memory_peak_rss_bytes %llu\n"
+                               "# HELP edgellm_memory_rss_bytes Resident set now (VmRSS).\n"
+                               "# TYPE edgellm_memory_rss_bytes gauge\nedgellm_memory_rss_bytes %llu\n",
+                               mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, extra, (size_t)n + 1);
+        txt = both;
+    }
+    if (atomic_load(&s->ready) && s->batcher) { /* batched decoding (runtime/batch.h); set before `ready` */
+        const el_batcher_stats bs = el_batcher_get_stats(s->batcher);
+        char extra[2100];
+        const int n = snprintf(extra, sizeof extra,
+                               "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
+                               "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
+                               "# HELP edgellm_batch_streams_total Decode steps run in rounds (streams per round summed).\n"
+                               "# TYPE edgellm_batch_streams_total counter\nedgellm_batch_streams_total %llu\n"
+                               "# HELP edgellm_batch_multi_rounds_total Rounds of more than one stream.\n"
+                               "# TYPE edgellm_batch_multi_rounds_total counter\nedgellm_batch_multi_rounds_total %llu\n"
+                               "# HELP edgellm_batch_timed_rounds_total Rounds started by the wait bound, not a full set.\n"
+                               "# TYPE edgellm_batch_timed_rounds_total counter\nedgellm_batch_timed_rounds_total %llu\n"
+                               "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
+                               "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
+                               "# HELP edgellm_batch_admitted_chunks_total Prompt chunks run ahead of a round of streams not yet decoding (requests arriving together).\n"
+                               "# TYPE edgellm_batch_admitted_chunks_total counter\nedgellm_batch_admitted_chunks_total %llu\n"
+                               "# HELP edgellm_batch_max_streams The largest round so far.\n"
+                               "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n"
+                               "# HELP edgellm_batch_rows_limit Streams one round may take (the slots, or fewer when the memory budget holds less scratch).\n"
+                               "# TYPE edgellm_batch_rows_limit gauge\nedgellm_batch_rows_limit %d\n",
+                               (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
+                               (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
+                               (unsigned long long)bs.prefill_chunks, (unsigned long long)bs.admitted_chunks,
+                               bs.max_rows_seen, s->batch_rows);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, extra, (size_t)n + 1);
+        txt = both;
+    }
+    {   /* routing and thermal */
+        char *rm = el_router_metrics(s->router);
+        const el_thermal_state ts = el_thermal_get(s->thermal);
+        char th[1400];
+        snprintf(th, sizeof th,
+                 "# HELP edgellm_thermal_level Thermal level: 0 normal, 1 derated, 2 hot.\n"
+                 "# TYPE edgellm_thermal_level gauge\nedgellm_thermal_level %d\n"
+                 "# HELP edgellm_thermal_temp_celsius Last sane sensor reading (hottest zone).\n"
+                 "# TYPE edgellm_thermal_temp_celsius gauge\nedgellm_thermal_temp_celsius %.1f\n"
+                 "# HELP edgellm_thermal_derate_factor Share of the measured local speed counted on.\n"
+                 "# TYPE edgellm_thermal_derate_factor gauge\nedgellm_thermal_derate_factor %.3f\n"
+                 "# HELP edgellm_thermal_transitions_total Thermal level changes.\n"
+                 "# TYPE edgellm_thermal_transitions_total counter\nedgellm_thermal_transitions_total %ld\n"
+                 "# HELP edgellm_threads_active Threads generating (fewer while thermally derated).\n"
+                 "# TYPE edgellm_threads_active gauge\nedgellm_threads_active %d\n",
+                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions, threads_active(s));
+        const size_t tl = strlen(txt), rl = rm ? strlen(rm) : 0, hl = strlen(th);
+        char *all = rm ? realloc(txt, tl + rl + hl + 1) : NULL;
+        if (!all) {
+            free(rm);
+            free(txt);
+            return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        memcpy(all + tl, rm, rl);
+        memcpy(all + tl + rl, th, hl + 1);
+        free(rm);
+        txt = all;
+    }
+    if (s->tel) { /* telemetry's own counters */
+        long sp = 0, ex = 0, dr = 0;
+        el_telemetry_counts(s->tel, &sp, &ex, &dr);
+        char tm[512];
+        const int n = snprintf(tm, sizeof tm,
+                               "# HELP edgellm_telemetry_events_total Telemetry events spooled, exported over OTLP, dropped.\n"
+                               "# TYPE edgellm_telemetry_events_total counter\n"
+                               "edgellm_telemetry_events_total{outcome=\"spooled\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"exported\"} %ld\n"
+                               "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
+                               sp, ex, dr);
+        const size_t tl = strlen(txt);
+        char *both = realloc(txt, tl + (size_t)n + 1);
+        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, tm, (size_t)n + 1);
+        txt = both;
+    }
+    if (s->lora) { /* LoRA residency (lora_registry.h) */
+        char *lm = el_lora_reg_metrics(s->lora);
+        const size_t tl = strlen(txt), ll = lm ? strlen(lm) : 0;
+        char *both = lm ? realloc(txt, tl + ll + 1) : NULL;
+        if (!both) { free(lm); free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
+        memcpy(both + tl, lm, ll + 1);
+        free(lm);
+        txt = both;
+    }
+    return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
+}
+
+static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    (void)s;
+    (void)cc;
+    return send_buf(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)el_ui_page_html, el_ui_page_html_len, false,
+                    NULL, NULL);
+}
+
+/* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table
+ * (except /completions: llama-server's is its native /completion, not /v1/completions). */
+static const route ROUTES[] = {
+    {"/v1/chat/completions", "POST", true, true, h_chat},
+    {"/chat/completions", "POST", true, true, h_chat},
+    {"/v1/completions", "POST", true, true, h_completions},
+    {"/completions", "POST", true, true, h_native},
+    {"/completion", "POST", true, true, h_native},
+    {"/v1/models", "GET", true, true, h_models},
+    {"/models", "GET", true, true, h_models},
+    {"/v1/embeddings", "POST", true, true, h_embeddings},
+    {"/embeddings", "POST", true, true, h_embeddings},
+    {"/embedding", "POST", true, true, h_embeddings},
+    {"/v1/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
+    {"/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
+    {"/apply-template", "POST", true, true, h_apply_template},
+    {"/props", "GET", true, true, h_props},
+    {"/lora-adapters", "GET", true, true, h_lora_list},
+    {"/lora-adapters", "POST", true, true, h_lora_set},
+    {"/slots", "GET", true, true, h_slots},
+    {"/tokenize", "POST", true, true, h_tokenize},
+    {"/detokenize", "POST", true, true, h_detokenize},
+    {"/health", "GET", false, false, h_health},
+    {"/v1/health", "GET", false, false, h_health},
+    {"/metrics", "GET", true, false, h_metrics},
+    {"/", "GET", false, false, h_page},
+};
+/* /slots/{id}?action=...: 404 for a slot that does not exist, else 501 (not implemented yet) */
+static const route SLOT_ACTION = {"/slots/{id}", "POST", true, true, h_slot_action};
+
+/* ---- the MHD access handler --------------------------------------------- */
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+    (void)version;
+    el_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        /* first call: headers only — route, method, key and size are answered
+         * before any of the body is read */
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        *con_cls = cc;
+        for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++)
+            if (!strcmp(url, ROUTES[i].path) && (!cc->rt || !strcmp(method, ROUTES[i].method))) cc->rt = &ROUTES[i];
+        if (!cc->rt && !strncmp(url, "/slots/", 7)) {
+            const char *d = url + 7;
+            char *end = NULL;
+            long id = (*d >= '0' && *d <= '9' && strlen(d) <= 9) ? strtol(d, &end, 10) : -1;
+            int n_slots = atomic_load(&s->ready) ? s->n_slots : 0;
+            if (id < 0 || !end || *end || id >= n_slots)
+                return send_error(c, 404, "invalid_request_error", "id_slot", "not_found",
+                                  "no such slot: '%.40s' (the server has slots 0..%d)", d, n_slots - 1);
+            cc->rt = &SLOT_ACTION;
+            cc->slot_id = (int)id;
+        }
+        if (!cc->rt) return send_error(c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint: %s", url);
+        bool get = !strcmp(cc->rt->method, "GET");
+        if (strcmp(method, cc->rt->method) && !(get && !strcmp(method, "HEAD"))) {
+            el_api_error e;
+            memset(&e, 0, sizeof e);
+            el_api_set_error(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s does not accept %s; use %s",
+                             cc->rt->path, method, cc->rt->method);
+            return send_api_error_h(c, &e, MHD_HTTP_HEADER_ALLOW, get ? "GET, HEAD" : "POST");
+        }
+        if (cc->rt->auth && s->api_key && !auth_ok(c, s->api_key)) {
+            el_api_error e;
+            memset(&e, 0, sizeof e);
+            el_api_set_error(&e, 401, "authentication_error", NULL, "invalid_api_key",
+                             "missing or invalid API key (send 'Authorization: Bearer KEY' or 'X-Api-Key: KEY')");
+            return send_api_error_h(c, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        }
+        /* A declared body over the limit is never stored. If the client waits
+         * for "100 Continue", or the body is beyond all reason, answer now and
+         * read none of it. Otherwise drain it unstored (up to SRV_DRAIN_MAX)
+         * and answer at its end: closing a socket with unread data makes the
+         * kernel reset the connection, and the client would lose the 413. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            errno = 0;
+            char *end;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || v > EL_API_MAX_BODY) {
+                const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+                if ((ex && !strcasecmp(ex, "100-continue")) || errno || v > SRV_DRAIN_MAX)
+                    return send_error(c, 413, "invalid_request_error", NULL, "request_too_large",
+                                      "the request body exceeds %u bytes", (unsigned)EL_API_MAX_BODY);
+                cc->too_big = true;
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return body_chunk(s, c, cc, upload_data, n);
+    }
+    if (cc->over_budget) {
+        el_metrics_request(&s->metrics, EL_REQ_REJECTED);
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 503, "server_error", NULL, "server_busy",
+                         "the server is holding %u bytes of request bodies already; retry later",
+                         (unsigned)SRV_INFLIGHT_BYTES);
+        return send_api_error_h(c, &e, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    if (cc->too_big)
+        return send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
+                          (unsigned)EL_API_MAX_BODY);
+    if (cc->rt->needs_model && !atomic_load(&s->ready)) {
+        /* no local model (yet): generation requests are routed (cloud or declined) */
+        if (cc->rt->fn == h_chat) return h_generate_unready(s, c, cc, EL_API_CHAT);
+        if (cc->rt->fn == h_completions) return h_generate_unready(s, c, cc, EL_API_COMPLETION);
+        if (cc->rt->fn == h_native) return h_generate_unready(s, c, cc, EL_API_NATIVE);
+        return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+    }
+    return cc->rt->fn(s, c, cc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    (void)toe;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    budget_release(cls, cc);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* ---- the request prelude ------------------------------------------------ */
+
+/* Checks every request's headers before on_access sees them: URL bytes,
+ * message framing, Host, Origin, a CORS preflight, the POST body's type.
+ * Returns true with *ret set when it answered the request itself. */
+static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                             const char *version, enum MHD_Result *ret) {
+    conn_track *ct = conn_of(c);
+    bool bad_url = ct && ct->bad_escape;
+    if (ct) {
+        ct->bad_escape = false;
+        ct->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
+    }
+    for (const char *p = url; *p && !bad_url; p++) bad_url = is_ctl((unsigned char)*p);
+    if (bad_url) {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_url", "the URL contains a control character");
+        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+    }
+    /* Request smuggling: two Content-Lengths that differ (MHD takes the
+     * first, and the rest of the body would run as a second request), or
+     * Content-Length with Transfer-Encoding. 400, and the connection closes. */
+    framing f;
+    memset(&f, 0, sizeof f);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, framing_header, &f);
+    if (f.cl_conflict || (f.te && f.n_cl)) {
+        el_api_error e;
+        memset(&e, 0, sizeof e);
+        el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_framing", "%s",
+                         f.cl_conflict ? "conflicting or malformed Content-Length headers"
+                                       : "both Content-Length and Transfer-Encoding are set");
+        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        return true;
+    }
+    /* DNS rebinding: a page from another site that resolves its own name to
+     * this address still sends its own name as Host. */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!host && version && !strcmp(version, MHD_HTTP_VERSION_1_1)) {
+        *ret = send_error(c, 400, "invalid_request_error", NULL, "missing_host", "an HTTP/1.1 request needs a Host header");
+        return true;
+    }
+    if (host && !host_allowed(s, host)) {
+        *ret = send_error(c, 403, "invalid_request_error", NULL, "host_not_allowed",
+                          "Host '%.200s' is not allowed (the server answers to localhost, 127.0.0.1, [::1], its --host "
+                          "and each --allow-host)", host);
+        return true;
+    }
+    /* Cross-origin pages: a browser names the page's origin in Origin. */
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (origin && !origin_allowed(s, origin, host)) {
+        *ret = send_error(c, 403, "invalid_request_error", NULL, "origin_not_allowed",
+                          "Origin '%.200s' is not allowed (same-origin only%s)", origin,
+                          s->cors_origin ? ", and the --cors origin" : "; see --cors");
+        return true;
+    }
+    if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && s->cors_origin && origin && !strcmp(origin, s->cors_origin)) {
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+            *ret = MHD_NO;
+            return true;
+        }
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+        MHD_add_response_header(resp, "Vary", "Origin");
+        *ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
+        MHD_destroy_response(resp);
+        return true;
+    }
+    /* A POST must say its body is JSON: a form or text/plain POST is what a
+     * page can send cross-site without a preflight. */
+    if (!strcmp(method, MHD_HTTP_METHOD_POST) &&
+        !is_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+        *ret = send_error(c, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                          "POST bodies must be sent as 'Content-Type: application/json'");
+        return true;
+    }
+    return false;
+}
+
+/* MHD's access handler: the prelude and the connection's phase around on_access. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    el_server *s = cls;
+    if (!*con_cls) {
+        enum MHD_Result ret;
+        if (prelude_answered(s, c, url, method, version, &ret)) {
+            conn_set_phase(c, CP_ACTIVE);
+            return ret;
+        }
+        conn_set_phase(c, CP_BODY);
+    } else if (*upload_data_size == 0) {
+        conn_set_phase(c, CP_ACTIVE);
+    }
+    return on_access(cls, c, url, method, version, upload_data, upload_data_size, con_cls);
+}
+
+static void on_request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    on_completed(cls, c, con_cls, toe);
+    conn_set_phase(c, CP_HEADERS); /* kept alive: the next request's header deadline starts now */
+}
+
+/* ---- lifecycle --------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The Host allow-list: loopback names, the bound host (unless a wildcard),
+ * each allow_hosts entry ("*": any). IPv6 literals are kept in brackets, as
+ * a Host header carries them. Returns -1 when out of memory. */
+static int host_policy_init(el_server *s, const el_server_params *p) {
+    int cap = 4 + (p->n_allow_hosts > 0 ? p->n_allow_hosts : 0);
+    s->hosts = calloc((size_t)cap, sizeof *s->hosts);
+    if (!s->hosts) return -1;
+    const char *names[4] = {"localhost", "127.0.0.1", "[::1]", NULL};
+    const char *h = s->host;
+    if (strcmp(h, "0.0.0.0") && strcmp(h, "::") && strcmp(h, "[::]")) names[3] = h;
+    for (int i = 0; i < cap; i++) {
+        const char *n = i < 4 ? names[i] : p->allow_hosts[i - 4];
+        if (!n || !*n) continue;
+        if (!strcmp(n, "*")) {
+            s->any_host = true;
+            continue;
+        }
+        bool v6 = strchr(n, ':') && n[0] != '[';
+        size_t len = strlen(n) + (v6 ? 3 : 1);
+        char *copy = malloc(len);
+        if (!copy) return -1;
+        snprintf(copy, len, v6 ? "[%s]" : "%s", n);
+        s->hosts[s->n_hosts++] = copy;
+    }
+    if (p->cors_origin && *p->cors_origin && !(s->cors_origin = strdup(p->cors_origin))) return -1;
+    return 0;
+}
+
+el_server *el_server_start(const el_server_params *p, el_error *err) {
+    if (err) { err->code = EL_OK; err->msg[0] = 0; }
+#define FAIL(code_, ...) do { if (err) { err->code = (code_); snprintf(err->msg, sizeof err->msg, __VA_ARGS__); } \
+                              el_server_free(s); return NULL; } while (0)
+    el_server *s = NULL;
+    if (!p || !p->model_path) FAIL(EL_ERR_INVALID_ARG, "no model path");
+    if (sodium_init() < 0) FAIL(EL_ERR_INTERNAL, "libsodium failed to initialise");
+    s = calloc(1, sizeof *s);
+    if (!s) FAIL(EL_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->queue_cv, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
+    pthread_cond_init(&s->conn_cv, NULL);
+    el_metrics_init(&s->metrics);
+    atomic_init(&s->ready, false);
+    s->p = *p;
+    s->model_path = strdup(p->model_path);
+    s->host = strdup(p->host && *p->host ? p->host : "127.0.0.1");
+    s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
+    s->chat_template = dup_or_null(p->chat_template);
+    s->alias = p->alias && *p->alias ? strdup(p->alias) : NULL;
+    if (p->alias && *p->alias && !s->alias) FAIL(EL_ERR_NOMEM, "out of memory");
+    if (p->slot_save_path && *p->slot_save_path) { /* as llama-server: created if absent; must be a directory */
+        struct stat st;
+        if (mkdir(p->slot_save_path, 0755) && errno != EEXIST)
+            FAIL(EL_ERR_IO, "--slot-save-path %s: cannot create it: %s", p->slot_save_path, strerror(errno));
+        if (stat(p->slot_save_path, &st) || !S_ISDIR(st.st_mode))
+            FAIL(EL_ERR_IO, "--slot-save-path %s is not a directory", p->slot_save_path);
+        if (!(s->slot_dir = strdup(p->slot_save_path))) FAIL(EL_ERR_NOMEM, "out of memory");
+    }
+    s->p.slot_save_path = s->slot_dir;
+    if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template))
+        FAIL(EL_ERR_NOMEM, "out of memory");
+    s->p.model_path = s->model_path;
+    s->p.host = s->host;
+    s->p.api_key = s->api_key;
+    s->p.chat_template = s->chat_template;
+    s->p.alias = s->alias;
+    if (s->p.n_parallel <= 0) s->p.n_parallel = 1;
+    if (s->p.queue_cap < 0) s->p.queue_cap = 16;
+    if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
+    s->t_start = (long)time(NULL);
+    if (host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
+    {   /* routing: policy, cloud client, thermal monitor */
+        el_policy builtin;
+        el_policy_builtin(&builtin);
+        const el_policy *pol = p->policy ? p->policy : &builtin;
+        char msg[300];
+        if (p->cloud_url) {
+            el_cloud_cfg cc = {p->cloud_url, p->cloud_key, p->cloud_model, pol->cloud_timeout_s};
+            s->cloud = el_cloud_new(&cc, msg, sizeof msg);
+            if (!s->cloud) FAIL(EL_ERR_INVALID_ARG, "%s", msg);
+        }
+        s->router = el_router_new(pol, s->cloud != NULL);
+        if (!s->router) FAIL(EL_ERR_NOMEM, "out of memory");
+        if (p->telemetry_dir || p->otlp_url) {
+            const char *base = strrchr(s->model_path, '/');
+            el_telemetry_cfg tcfg = {p->telemetry_dir, p->telemetry_max_bytes, p->telemetry_keep, p->otlp_url,
+                                     s->alias ? s->alias : base ? base + 1 : s->model_path, pol};
+            s->tel = el_telemetry_open(&tcfg, msg, sizeof msg);
+            if (!s->tel) FAIL(EL_ERR_INVALID_ARG, "telemetry: %s", msg);
+        }
+        if (p->audit_log) {
+            s->audit = el_audit_open(p->audit_log, p->telemetry_max_bytes, p->telemetry_keep, msg, sizeof msg);
+            if (!s->audit) FAIL(EL_ERR_IO, "--audit-log: %s", msg);
+        }
+        el_thermal_cfg tc = {p->thermal_source, NULL, pol->derate_c, pol->hot_c, pol->hysteresis_c, pol->sample_ms,
+                             on_thermal_change, s};
+        s->thermal = el_thermal_start(&tc, msg, sizeof msg);
+        if (!s->thermal) FAIL(EL_ERR_INTERNAL, "thermal monitor: %s", msg);
+    }
+    s->p.policy = NULL; /* the router holds its own copy */
+    s->p.cloud_key = NULL;
+    if (pthread_create(&s->reaper, NULL, reaper_main, s)) FAIL(EL_ERR_INTERNAL, "cannot start the connection reaper thread");
+    s->reaper_started = true;
+
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", p->port);
+    int gr = getaddrinfo(s->host, port_s, &hints, &ai);
+    if (gr != 0 || !ai) FAIL(EL_ERR_INVALID_ARG, "cannot resolve host '%s': %s", s->host, gai_strerror(gr));
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
+    bool v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_request_done, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, s,
+                              MHD_OPTION_CONNECTION_LIMIT, SRV_CONN_LIMIT,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, SRV_CONN_PER_IP,
+                              MHD_OPTION_CONNECTION_TIMEOUT, SRV_CONN_TIMEOUT_S,
+                              MHD_OPTION_END);
+    if (!s->mhd) FAIL(EL_ERR_IO, "cannot listen on %s:%d (address in use, or not allowed?)", s->host, p->port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? (int)di->port : p->port;
+    return s;
+#undef FAIL
+}
+
+/* Chat family: --chat-template, else the model's template, else by architecture (as `edgellm chat`). */
+static int pick_family(el_server *s, el_error *err) {
+    if (s->chat_template) {
+        s->fam = el_chat_family_from_name(s->chat_template);
+        if (s->fam == EL_CHAT_UNKNOWN) {
+            err->code = EL_ERR_TEMPLATE;
+            snprintf(err->msg, sizeof err->msg, "unknown chat template '%s'", s->chat_template);
+            return -1;
+        }
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%s (from --chat-template)", el_chat_family_name(s->fam));
+        return 0;
+    }
+    const char *tmpl = el_model_chat_template(s->model);
+    const char *arch = el_model_arch(s->model);
+    el_chat_source how;
+    s->fam = el_chat_family_for_model(s->model, &how);
+    if (how == EL_CHAT_BY_TEMPLATE) {
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%s (detected from the model's template)", el_chat_family_name(s->fam));
+        return 0;
+    }
+    if (s->fam != EL_CHAT_UNKNOWN)
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%s (%s; fallback for architecture '%s')", el_chat_family_name(s->fam),
+                 tmpl ? "model's template not recognised" : "model has no template", arch);
+    else
+        snprintf(s->fam_desc, sizeof s->fam_desc, "none (%s template, no fallback for architecture '%s'): "
+                 "/v1/chat/completions answers 500", tmpl ? "unrecognised" : "no", arch);
+    return 0;
+}
+
+/* SHA-256 of the model file (the package code's hasher: a regular file only, 1 MiB blocks). */
+static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTES], el_error *err) {
+    el_pkg_error pe;
+    if (el_pkg_hash_file(path, out, NULL, &pe) == EL_PKG_OK) return 0;
+    err->code = EL_ERR_IO;
+    snprintf(err->msg, sizeof err->msg, "hashing the model: %.360s", pe.msg);
+    return -1;
+}
+
+static int server_load(el_server *s, el_error *err);
+
+int el_server_load(el_server *s, el_error *err) {
+    el_error tmp;
+    if (!err) err = &tmp;
+    const int rc = server_load(s, err);
+    if (rc) { /* the load_error event goes out with el_server_set_local_unavailable or here */
+        atomic_store(&s->load_err, err->code ? (int)err->code : (int)EL_ERR_INTERNAL);
+        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
+        e.error = atomic_load(&s->load_err);
+        e.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &e);
+        return rc;
+    }
+    el_telemetry_set_fingerprint(s->tel, s->fingerprint);
+    el_audit_set_fingerprint(s->audit, s->fingerprint);
+    derate_threads(s, el_thermal_get(s->thermal).level); /* the level at load; changes follow on_thermal_change */
+    return 0;
+}
+
+static int server_load(el_server *s, el_error *err) {
+    err->code = EL_OK;
+    err->msg[0] = 0;
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = s->p.n_threads;
+    mp.load = s->p.load;
+    mp.backend = s->p.backend;
+    el_model *m = el_model_load(s->model_path, &mp, err);
+    if (!m) return -1;
+    s->model = m;
+
+    unsigned char h[crypto_hash_sha256_BYTES];
+    if (hash_file(s->model_path, h, err)) return -1;
+    memcpy(s->model_sha256, h, sizeof s->model_sha256);
+    int off = snprintf(s->fingerprint, sizeof s->fingerprint, "edgellm-%s-", EL_VERSION_STRING);
+    for (int i = 0; i < 8; i++) off += snprintf(s->fingerprint + off, sizeof s->fingerprint - (size_t)off, "%02x", h[i]);
+    const char *base = strrchr(s->model_path, '/');
+    snprintf(s->model_id, sizeof s->model_id, "%s", s->alias ? s->alias : base ? base + 1 : s->model_path);
+    if (pick_family(s, err)) return -1;
+    if (s->p.n_lora > 0) { /* serve --lora: each validated against the model now, loaded when a request uses it */
+        uint64_t budget = s->p.lora_budget;
+        if (!budget) /* no --lora-budget: room for all of them */
+            for (int i = 0; i < s->p.n_lora; i++) {
+                struct stat st;
+                if (stat(s->p.lora_paths[i], &st) == 0) budget += (uint64_t)st.st_size;
+            }
+        if (!(s->lora = el_lora_reg_new(m, budget ? budget : 1, err))) return -1;
+        for (int i = 0; i < s->p.n_lora; i++)
+            if (el_lora_reg_add(s->lora, s->p.lora_names[i], s->p.lora_paths[i], err)) return -1;
+        if (s->p.lora_scales) {
+            int ids[EL_LORA_REG_MAX];
+            char msg[200];
+            for (int i = 0; i < s->p.n_lora; i++) ids[i] = i;
+            if (el_lora_reg_set_defaults(s->lora, ids, s->p.lora_scales, s->p.n_lora, msg, sizeof msg)) {
+                err->code = EL_ERR_INVALID_ARG;
+                snprintf(err->msg, sizeof err->msg, "--lora: %s", msg);
+                return -1;
+            }
+        }
+    }
+    s->n_embd = el_model_n_embd(m);
+    s->pooling = s->p.pooling_set ? s->p.pooling : el_model_pooling(m);
+    if (s->p.embeddings && (s->pooling < EL_POOLING_NONE || s->pooling > EL_POOLING_LAST)) {
+        err->code = EL_ERR_UNSUPPORTED;
+        snprintf(err->msg, sizeof err->msg, "the model asks for pooling type %d, which edgellm cannot compute; "
+                 "give --pooling none|mean|cls|last", s->pooling);
+        return -1;
+    }
+
+    int train = el_model_n_ctx_train(m);
+    if (s->p.n_ctx > 0) s->n_ctx = s->p.n_ctx;
+    else if (s->p.n_ctx == 0) s->n_ctx = train > 0 ? train : 2048;
+    else s->n_ctx = (train > 0 && train < 2048) ? train : 2048;
+
+    /* admission: every slot's session must fit the memory budget, checked before any is allocated */
+    if (train > 0 && s->n_ctx > train) {
+        err->code = EL_ERR_INVALID_ARG;
+        snprintf(err->msg, sizeof err->msg, "-c %d is beyond the model's context of %d tokens", s->n_ctx, train);
+        return -1;
+    }
+    {
+        const char *src = "--mem-budget";
+        el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
+                             .type_k = s->p.type_k, .type_v = s->p.type_v};
+        mr.runtime += el_lora_reg_budget(s->lora); /* serve --lora: the adapters resident at most (0 without) */
+        mr.lora_rank = el_lora_reg_rank_plan(s->lora); /* and each slot's scratch for their products (0 without) */
+        el_session_params tp = {.n_ctx = 1, .n_batch = 1, .type_k = s->p.type_k, .type_v = s->p.type_v};
+        if (el_session_bytes_for(m, &tp) == 0) { /* before any slot is allocated */
+            err->code = EL_ERR_INVALID_ARG;
+            snprintf(err->msg, sizeof err->msg,
+                     "--cache-type-k %s / --cache-type-v %s: a type this model cannot use (q8_0, q4_0 and bf16 need a "
+                     "head size that is a multiple of 32)",
+                     el_cache_type_name(s->p.type_k) ? el_cache_type_name(s->p.type_k) : "?",
+                     el_cache_type_name(s->p.type_v) ? el_cache_type_name(s->p.type_v) : "?");
+            return -1;
+        }
+        mr.budget = s->p.mem_budget ? s->p.mem_budget : el_mem_device_available(&src);
+        el_mem_shape_of(m, &mr.shape);
+        mr.weights = el_mem_weights_bytes(m);
+        s->mem_budget = mr.budget;
+        s->mem_planned = mr.weights + mr.runtime +
+                         el_mem_session_bytes_kv(&mr, el_kv_type_of_cache(s->p.type_k), el_kv_type_of_cache(s->p.type_v),
+                                                 s->n_ctx) * (uint64_t)s->p.n_parallel;
+        char msg[400];
+        if (mr.budget && el_mem_admit(&mr, s->n_ctx, s->p.n_parallel, msg, sizeof msg)) {
+            err->code = EL_ERR_NOMEM;
+            snprintf(err->msg, sizeof err->msg, "--parallel %d refused: %.300s (%.30s)", s->p.n_parallel, msg, src);
+            return -1;
+        }
+        /* batched decoding's scratch (activations and logits for a round's rows) beside the slots: at
+         * most one row per slot; fewer rows when the budget cannot hold that many, none when not two */
+        s->batch_rows = 1;
+        if (s->p.n_parallel > 1 && !s->p.no_batch) {
+            el_batcher_params bp = {.max_rows = s->p.n_parallel < EL_BATCH_MAX_ROWS ? s->p.n_parallel : EL_BATCH_MAX_ROWS,
+                                    .type_k = s->p.type_k, .type_v = s->p.type_v};
+            const uint64_t spare = !mr.budget ? UINT64_MAX : mr.budget > s->mem_planned ? mr.budget - s->mem_planned : 0;
+            s->batch_rows = el_batcher_rows_fitting(m, &bp, spare);
+            if (s->batch_rows < bp.max_rows) {
+                const double M = 1024.0 * 1024.0;
+                const uint64_t want = el_batcher_bytes(m, &bp);
+                if (s->batch_rows > 1)
+                    fprintf(stderr, "edgellm serve: batched decoding's scratch for %d rows (%.2f MiB) does not fit the "
+                            "%.2f MiB left of %s after the slots: rounds of at most %d rows\n", bp.max_rows, want / M,
+                            spare / M, src, s->batch_rows);
+                else {
+                    const el_batcher_params b2 = {.max_rows = 2, .type_k = s->p.type_k, .type_v = s->p.type_v};
+                    fprintf(stderr, "edgellm serve: batched decoding off: its scratch (%.2f MiB for %d rows, %.2f for 2) "
+                            "does not fit the %.2f MiB left of %s after the slots\n", want / M, bp.max_rows,
+                            el_batcher_bytes(m, &b2) / M, spare / M, src);
+                }
+            }
+            if (s->batch_rows > 1) {
+                bp.max_rows = s->batch_rows;
+                s->mem_planned += el_batcher_bytes(m, &bp);
+            }
+        }
+        if (s->p.spec.mode == EL_SPEC_DRAFT) { /* the draft model, and a draft session per slot, in what is left */
+            s->draft = el_model_load(s->p.draft_model ? s->p.draft_model : "", &mp, err);
+            if (!s->draft) return -1;
+            if (el_mem_weights_bytes(s->draft) > mr.weights) {
+                err->code = EL_ERR_INVALID_ARG;
+                snprintf(err->msg, sizeof err->msg, "--draft-model: the draft (%llu weight bytes) is larger than the "
+                         "target (%llu): drafting would cost more than it saves",
+                         (unsigned long long)el_mem_weights_bytes(s->draft), (unsigned long long)mr.weights);
+                return -1;
+            }
+            el_mem_request dr = mr;
+            dr.model = s->draft;
+            dr.lora_rank = 0; /* adapters run on the target only */
+            dr.runtime = 0;
+            dr.weights = el_mem_weights_bytes(s->draft);
+            el_mem_shape_of(s->draft, &dr.shape);
+            dr.budget = mr.budget > s->mem_planned ? mr.budget - s->mem_planned : 1;
+            s->mem_planned += dr.weights + el_mem_session_bytes_kv(&dr, el_kv_type_of_cache(s->p.type_k),
+                                                                   el_kv_type_of_cache(s->p.type_v), s->n_ctx) *
+                                               (uint64_t)s->p.n_parallel;
+            if (mr.budget && el_mem_admit(&dr, s->n_ctx, s->p.n_parallel, msg, sizeof msg)) {
+                err->code = EL_ERR_NOMEM;
+                snprintf(err->msg, sizeof err->msg, "--parallel %d with --draft-model refused (the draft's memory, after "
+                         "the target's): %.260s (%.30s)", s->p.n_parallel, msg, src);
+                return -1;
+            }
+        }
+    }
+    s->slots = calloc((size_t)s->p.n_parallel, sizeof *s->slots);
+    if (!s->slots) {
+        err->code = EL_ERR_NOMEM;
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < s->p.n_parallel; i++) {
+        slot *sl = &s->slots[i];
+        sl->srv = s;
+        sl->idx = i;
+        el_session_params sp = el_session_default_params();
+        sp.n_ctx = s->n_ctx;
+        if (s->p.n_batch > 0) sp.n_batch = s->p.n_batch;
+        sp.type_k = s->p.type_k;
+        sp.type_v = s->p.type_v;
+        sp.n_draft_max = s->p.spec.mode ? s->p.spec.n_draft_max : 0;
+        sp.lora_rank = el_lora_reg_rank_plan(s->lora); /* the adapters' scratch in the slot's plan (admitted above) */
+        sl->sess = el_session_new(m, &sp, err);
+        if (!sl->sess) return -1;
+        if (s->draft) {
+            el_session_params dsp = sp;
+            dsp.n_draft_max = 0;
+            dsp.lora_rank = 0;
+            sl->dsess = el_session_new(s->draft, &dsp, err);
+            if (!sl->dsess) {
+                el_session_free(sl->sess);
+                sl->sess = NULL;
+                return -1;
+            }
+            sl->spec = s->p.spec;
+            sl->spec.draft = sl->dsess;
+        }
+        sl->ctoks = calloc((size_t)s->n_ctx, sizeof *sl->ctoks);
+        if (!sl->ctoks) {
+            err->code = EL_ERR_NOMEM;
+            snprintf(err->msg, sizeof err->msg, "out of memory");
+            el_session_free(sl->sess);
+            el_session_free(sl->dsess);
+            sl->sess = sl->dsess = NULL;
+            return -1;
+        }
+        s->n_slots = i + 1;
+    }
+    /* batched decoding: every slot's session joins one batcher (el_generate
+     * routes its decode steps and prefill chunks through it; speculative
+     * requests and embeddings run alone). A model not on the CPU fast path
+     * (another backend) simply decodes slot by slot. */
+    if (s->n_slots > 1 && !s->p.no_batch && s->batch_rows > 1) {
+        el_batcher_params bp = {.max_rows = s->batch_rows,
+                                .chunk = s->p.batch_chunk, .wait_us = s->p.batch_wait_us,
+                                .type_k = s->p.type_k, .type_v = s->p.type_v};
+        el_error be = {0};
+        s->batcher = el_batcher_new(m, &bp, &be);
+        for (int i = 0; s->batcher && i < s->n_slots; i++)
+            if (el_batcher_attach(s->batcher, s->slots[i].sess, &be)) {
+                for (int j = 0; j < i; j++) el_batcher_detach(s->batcher, s->slots[j].sess);
+                el_batcher_free(s->batcher);
+                s->batcher = NULL;
+            }
+        if (!s->batcher) { /* its scratch is not allocated after all */
+            fprintf(stderr, "edgellm serve: batched decoding off: %s\n", be.msg);
+            s->mem_planned -= el_batcher_bytes(m, &bp);
+            s->batch_rows = 1;
+        }
+    }
+    for (int i = 0; i < s->n_slots; i++) {
+        if (pthread_create(&s->slots[i].th, NULL, slot_main, &s->slots[i])) {
+            err->code = EL_ERR_INTERNAL;
+            snprintf(err->msg, sizeof err->msg, "cannot start slot thread %d", i);
+            return -1;
+        }
+        s->slots[i].started = true;
+    }
+    atomic_store(&s->ready, true);
+    return 0;
+}
+
+void el_server_set_local_unavailable(el_server *s, const char *why) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->local_why, sizeof s->local_why, "%s", why && *why ? why : "no local model");
+    pthread_mutex_unlock(&s->mu);
+    if (!atomic_load(&s->load_err)) { /* not a failed el_server_load (it sent its event): the package checks */
+        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
+        e.error = EL_TEV_ERR_PACKAGE;
+        e.thermal = el_thermal_get(s->thermal).level;
+        el_telemetry_emit(s->tel, &e);
+    }
+}
+
+int el_server_port(const el_server *s) { return s ? s->port : -1; }
+
+const char *el_server_chat_family(const el_server *s) { return s ? s->fam_desc : ""; }
+
+void el_server_free(el_server *s) {
+    if (!s) return;
+    MHD_socket lsock = MHD_INVALID_SOCKET;
+    if (s->mhd) lsock = MHD_quiesce_daemon(s->mhd); /* stop accepting */
+    el_cloud_abort_all(s->cloud); /* cloud calls in progress fail now */
+
+    /* cancel: queued requests end here, running ones at their next step */
+    el_req *dropped = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    while (s->q_head) {
+        el_req *r = s->q_head;
+        queue_unlink_locked(s, r);
+        atomic_store(&r->cancel, true);
+        if (r->api.stream) { /* a queued stream ends like a running one: an error event, then [DONE] */
+            el_buf tail = {0};
+            stream_tail(r, RS_CANCELLED, &tail);
+            if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
+            el_buf_free(&tail);
+        }
+        finish_locked(s, r, RS_CANCELLED);
+        r->next = dropped;
+        dropped = r;
+    }
+    for (int i = 0; i < s->n_slots; i++) el_session_cancel(s->slots[i].sess);
+    pthread_cond_broadcast(&s->queue_cv);
+    pthread_mutex_unlock(&s->mu);
+    req_unref_list(dropped);
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].started) pthread_join(s->slots[i].th, NULL);
+    /* every request is terminal now: let their last bytes go out before
+     * MHD_stop_daemon shuts the sockets */
+    if (s->mhd) conn_wait_idle(s, SRV_DRAIN_WAIT_MS);
+    if (s->reaper_started) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->reaper_stop = true;
+        pthread_cond_broadcast(&s->conn_cv);
+        pthread_mutex_unlock(&s->conn_mu);
+        pthread_join(s->reaper, NULL);
+    }
+    if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads */
+    if (lsock != MHD_INVALID_SOCKET) close(lsock);
+    el_batcher_free(s->batcher); /* the slot threads are joined: no generation runs */
+    for (int i = 0; i < s->n_slots; i++) {
+        el_session_free(s->slots[i].sess);
+        el_session_free(s->slots[i].dsess);
+        free(s->slots[i].ctoks);
+    }
+    free(s->slots);
+    free(s->slot_dir);
+    el_thermal_stop(s->thermal); /* before the model: its callback derates the model's pool */
+    el_lora_reg_free(s->lora);  /* after the sessions that used its adapters, before the model */
+    el_model_free(s->model);
+    el_model_free(s->draft);
+    el_router_free(s->router);
+    el_audit_close(s->audit);
+    el_telemetry_close(s->tel); /* sends what the OTLP queue holds */
+    el_cloud_free(s->cloud);
+    el_metrics_destroy(&s->metrics);
+    pthread_cond_destroy(&s->queue_cv);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->conn_cv);
+    pthread_mutex_destroy(&s->conn_mu);
+    for (int i = 0; i < s->n_hosts; i++) free(s->hosts[i]);
+    free(s->hosts);
+    free(s->cors_origin);
+    free(s->model_path);
+    free(s->host);
+    free(s->api_key);
+    free(s->chat_template);
+    free(s->alias);
+    free(s);
+}
