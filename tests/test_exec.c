@@ -36,6 +36,7 @@
 
 #include "edgellm.h"
 #include "runtime/model.h"
+#include "runtime/exec.h"
 #include "sched/spec.h"
 #include "testutil.h"
 

@@ -322,8 +322,8 @@ static void test_attention(void) {
 /* ---- plan = capacity, per type --------------------------------------------- */
 
 static void check_plan(el_model *m, const char *name) {
-    el_mem_request r = {.model = m, .n_batch = 64};
-    el_mem_shape_of(m, &r.shape);
+    el_mem_request r = {.model = &m->mem, .n_batch = 64};
+    el_mem_shape_of(&m->mem, &r.shape);
     const int ctxs[] = {1, 100, 700, 2048};
     for (int ti = 0; ti < 4; ti++)
         for (size_t ci = 0; ci < sizeof ctxs / sizeof ctxs[0]; ci++) {
@@ -333,7 +333,7 @@ static void check_plan(el_model *m, const char *name) {
             el_session_params sp = {.n_ctx = c, .n_batch = 64, .type_k = TYPES[ti], .type_v = TYPES[ti]};
             const size_t sess = el_session_bytes_for(m, &sp);
             el_session_plan pl;
-            CHECK(el_plan_session_kv(m, c, c < 64 ? c : 64, 0, TYPES[ti], TYPES[ti], &pl) == 0);
+            CHECK(el_plan_session_kv(&m->mem, c, c < 64 ? c : 64, 0, TYPES[ti], TYPES[ti], &pl) == 0);
             CHECKF(sess > 0 && sess == el_mem_session_bytes(&r, kt, c), "%s %s c=%d: session %zu, planner %llu", name,
                    el_kv_type_name(kt), c, sess, (unsigned long long)el_mem_session_bytes(&r, kt, c));
             CHECKF(pl.kv_bytes == el_kv_bytes(&r.shape, kt, c, 64), "%s %s c=%d: plan KV %zu, planner KV %llu", name,

@@ -71,6 +71,7 @@
 #include "package/gguf.h"
 #include "package/gguf_write.h"
 #include "package/types.h"
+#include "runtime/model.h"
 #include "testutil.h"
 
 static char g_tmp[256];
@@ -563,8 +564,8 @@ static void test_exact(void) {
         el_session_free(s4);
         free(o3);
         /* admission: two sessions that fit without the adapters' scratch but not with it are refused before any work */
-        el_mem_request r = {.model = m, .n_batch = 128};
-        el_mem_shape_of(m, &r.shape);
+        el_mem_request r = {.model = &m->mem, .n_batch = 128};
+        el_mem_shape_of(&m->mem, &r.shape);
         const uint64_t one0 = el_mem_session_bytes(&r, EL_KV_F16, 128);
         r.lora_rank = 8;
         const uint64_t one8 = el_mem_session_bytes(&r, EL_KV_F16, 128);

@@ -142,8 +142,8 @@ static void ring_long_prefill(const char *rel) {
 static void plan_equals_allocation(const char *rel) {
     el_model *m = load(rel);
     if (!m) return;
-    el_mem_request r = {.model = m, .n_batch = 0};
-    el_mem_shape_of(m, &r.shape);
+    el_mem_request r = {.model = &m->mem, .n_batch = 0};
+    el_mem_shape_of(&m->mem, &r.shape);
     const int ctxs[] = {1, 17, 64, 528, 529, 1000, 1024};
     const int batches[] = {0, 1, 16, 512};
     for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++)
@@ -153,7 +153,7 @@ static void plan_equals_allocation(const char *rel) {
             r.n_batch = b;
             el_session_plan p;
             const int bb = (b > 0 ? b : 512) > c ? c : (b > 0 ? b : 512);
-            CHECK(el_plan_session(m, c, bb, 0, &p) == 0);
+            CHECK(el_plan_session(&m->mem, c, bb, 0, &p) == 0);
             CHECKF(el_kv_bytes(&r.shape, EL_KV_F16, c, bb) == p.kv_bytes, "%s c=%d b=%d: KV formula %llu vs plan %zu", rel, c, b,
                    (unsigned long long)el_kv_bytes(&r.shape, EL_KV_F16, c, bb), p.kv_bytes);
             el_session_params sp = {.n_ctx = c, .n_batch = b};
@@ -177,9 +177,9 @@ static void plan_equals_allocation(const char *rel) {
 static void admission(const char *rel) {
     el_model *m = load(rel);
     if (!m) return;
-    el_mem_request r = {.model = m};
-    el_mem_shape_of(m, &r.shape);
-    r.weights = el_mem_weights_bytes(m);
+    el_mem_request r = {.model = &m->mem};
+    el_mem_shape_of(&m->mem, &r.shape);
+    r.weights = el_model_weights_bytes(m);
     r.runtime = 5u << 20;
     const int ctx = 300;
     const uint64_t one = el_mem_session_bytes(&r, EL_KV_F16, ctx);
@@ -239,9 +239,9 @@ static int rss_child(const char *path, int ctx) {
     g_counting = 0;
     if (!m) { fprintf(stderr, "load: %s\n", err.msg); return 1; }
     fprintf(stderr, "heap allocated by el_model_load: %zu bytes\n", g_alloc_bytes);
-    el_mem_request r = {.model = m, .runtime = runtime};
-    el_mem_shape_of(m, &r.shape);
-    r.weights = el_mem_weights_bytes(m);
+    el_mem_request r = {.model = &m->mem, .runtime = runtime};
+    el_mem_shape_of(&m->mem, &r.shape);
+    r.weights = el_model_weights_bytes(m);
     const uint64_t session = el_mem_session_bytes(&r, EL_KV_F16, ctx);
     el_session_params sp = {.n_ctx = ctx};
     el_session *s = el_session_new(m, &sp, &err);
@@ -372,7 +372,7 @@ static void cli_plan(void) {
         el_model *m = load("models/tiny-gemma3-Q8_0.gguf");
         if (m && row) {
             CHECK(cJSON_GetObjectItem(row, "session_bytes_at_ctx")->valuedouble == (double)el_session_bytes(m, 512, 0));
-            CHECK(cJSON_GetObjectItem(j, "weights_bytes")->valuedouble == (double)el_mem_weights_bytes(m));
+            CHECK(cJSON_GetObjectItem(j, "weights_bytes")->valuedouble == (double)el_model_weights_bytes(m));
             CHECK(!strcmp(cJSON_GetObjectItem(row, "status")->valuestring, "runtime"));
             cJSON *r2 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "rows"), 2);
             CHECK(r2 && !strcmp(cJSON_GetObjectItem(r2, "status")->valuestring, "runtime")); /* Q8_0: head size 64 */
@@ -437,9 +437,9 @@ static void hostile_counts(void) {
             CHECKF(m == NULL && err.msg[0], "%s = 2^30 loaded", keys[k]);
             printf("  %s = 2^30: %s (%zu bytes asked for)\n", keys[k], err.msg, g_alloc_bytes);
         } else if (m) { /* a huge context is only a limit: the default session stays 4096, the planner caps at 2^24 */
-            el_mem_request r = {.model = m, .budget = 64u << 20};
-            el_mem_shape_of(m, &r.shape);
-            r.weights = el_mem_weights_bytes(m);
+            el_mem_request r = {.model = &m->mem, .budget = 64u << 20};
+            el_mem_shape_of(&m->mem, &r.shape);
+            r.weights = el_model_weights_bytes(m);
             const int mc = el_mem_max_ctx(&r, EL_KV_F16);
             CHECK(mc > 0 && mc < (1 << 24) && el_mem_session_bytes(&r, EL_KV_F16, mc) + r.weights <= r.budget);
             el_session_params sp = {.n_ctx = 0};
@@ -554,7 +554,7 @@ static void serve_memory_fields(const char *floor, bool pressure) {
             el_model *m = load("models/tiny-gemma3-Q8_0.gguf");
             if (m) { /* weights + runtime + 2 sessions of 1024: the runtime is what the server measured */
                 const double sessions = 2.0 * (double)el_session_bytes(m, 1024, 0);
-                const double rt = planned - (double)el_mem_weights_bytes(m) - sessions;
+                const double rt = planned - (double)el_model_weights_bytes(m) - sessions;
                 CHECKF(rt > 1e6 && rt < 64e6, "planned %.0f: runtime %.0f", planned, rt);
                 el_model_free(m);
             }
@@ -608,8 +608,8 @@ static void gemma_32k_kv(const char *path) {
     el_model *m = el_model_load(path, &mp, &err);
     if (!m) { CHECKF(0, "%s: %s", path, err.msg); return; }
     el_session_plan ring, full;
-    CHECK(el_plan_session(m, 32768, 512, 0, &ring) == 0);
-    CHECK(el_plan_session(m, 32768, 512, 1, &full) == 0);
+    CHECK(el_plan_session(&m->mem, 32768, 512, 0, &ring) == 0);
+    CHECK(el_plan_session(&m->mem, 32768, 512, 1, &full) == 0);
     printf("  Gemma 3 270M @ 32768: KV %.1f MiB windowed, %.1f MiB full\n", ring.kv_bytes / 1048576.0, full.kv_bytes / 1048576.0);
     CHECK(ring.kv_bytes <= 120ull << 20);
     CHECK(full.kv_bytes == 576ull << 20);

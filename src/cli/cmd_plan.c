@@ -218,9 +218,9 @@ int cli_cmd_plan(int argc, char **argv) {
         mp.n_threads = 1; /* planning runs nothing */
         m = el_model_load(a.model, &mp, &err);
         if (!m) return cli_fail(&err);
-        r.model = m;
-        el_mem_shape_of(m, &r.shape);
-        r.weights = el_mem_weights_bytes(m);
+        r.model = &m->mem;
+        el_mem_shape_of(&m->mem, &r.shape);
+        r.weights = el_model_weights_bytes(m);
         r.runtime = runtime_rss + runtime_threads + a.overhead;
         const int64_t nt_t = el_gguf_n_tensors(m->gguf);
         const uint8_t *base = el_gguf_base(m->gguf), *first = NULL;

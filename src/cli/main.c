@@ -36,6 +36,7 @@
 
 #include "cli/cli.h"
 #include "memory/capacity.h"
+#include "runtime/model.h"
 #include "memory/load.h"
 #include "runtime/grammar.h"
 #include "structured/json_schema.h"
@@ -580,11 +581,11 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
         if (!budget) return -1; /* no /proc: nothing to check against */
     }
     if (budget_out) *budget_out = budget;
-    el_mem_request r = {.model = m, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch,
+    el_mem_request r = {.model = &m->mem, .runtime = o->mem_runtime, .budget = budget, .n_batch = n_batch,
                         .n_draft_max = o->spec_mode ? o->draft_max : 0,
                         .type_k = o->cache_type_k, .type_v = o->cache_type_v};
-    el_mem_shape_of(m, &r.shape);
-    r.weights = el_mem_weights_bytes(m);
+    el_mem_shape_of(&m->mem, &r.shape);
+    r.weights = el_model_weights_bytes(m);
     if (r.weights >= budget)
         return cli_failf("the memory budget of %.1f MiB (%s) is smaller than the model's weights (%.1f MiB)", budget / M, src,
                          r.weights / M);
@@ -643,7 +644,7 @@ int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params 
     el_error err = {0};
     el_model *d = el_model_load(o->draft_model, &mp, &err);
     if (!d) return cli_failf("--draft-model %s: %s", o->draft_model, err.msg);
-    const uint64_t wd = el_mem_weights_bytes(d), wt = el_mem_weights_bytes(target);
+    const uint64_t wd = el_model_weights_bytes(d), wt = el_model_weights_bytes(target);
     if (wd > wt) {
         el_model_free(d);
         return cli_failf("--draft-model %s: the draft (%.1f MiB of weights) is larger than the target (%.1f MiB): "

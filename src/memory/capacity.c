@@ -13,7 +13,7 @@
 #include "backend/cpu/threadpool.h"
 #include "edgellm.h"
 #include "memory/plan.h"
-#include "runtime/model.h"
+#include "sched/spec.h"
 
 #define SAT UINT64_MAX
 
@@ -59,11 +59,11 @@ uint64_t el_kv_row_bytes(el_kv_type t, uint64_t n) {
     }
 }
 
-void el_mem_shape_of(const struct el_model *m, el_mem_shape *s) {
-    const el_hparams *hp = &m->hp;
+void el_mem_shape_of(const el_mem_model *m, el_mem_shape *s) {
+    const el_mem_model *hp = m;
     memset(s, 0, sizeof *s);
     s->n_layer = hp->n_layer;
-    for (int il = 0; il < hp->n_layer; il++) s->n_layer_swa += m->layers[il].swa ? 1 : 0;
+    for (int il = 0; il < hp->n_layer; il++) s->n_layer_swa += m->layer_swa[il] ? 1 : 0;
     s->n_swa = s->n_layer_swa > 0 ? hp->n_swa : 0;
     if (s->n_swa <= 0) s->n_layer_swa = 0;
     s->n_head_kv = hp->n_head_kv;
@@ -95,14 +95,15 @@ uint64_t el_mem_session_bytes_kv(const el_mem_request *r, el_kv_type tk, el_kv_t
     if (kk == SAT || kvv == SAT) return SAT;
     const uint64_t kv = kk / 2 + kvv / 2; /* each is 2 x (K or V) */
     if (!r->model) return kv;
+    /* the session a runtime would make: its batch at most its context, 1 + n_draft_max logit rows */
+    const int b = nb > n_ctx ? n_ctx : nb;
+    if (r->n_draft_max < 0 || r->n_draft_max > EL_SPEC_MAX_DRAFT) return SAT;
     if (el_kv_type_cache(tk) > 0 && el_kv_type_cache(tv) > 0) {
-        el_session_params p = {.n_ctx = n_ctx, .n_batch = nb, .type_k = el_kv_type_cache(tk), .type_v = el_kv_type_cache(tv),
-                               .n_draft_max = r->n_draft_max, .lora_rank = r->lora_rank};
-        const size_t all = el_session_bytes_for((const el_model *)r->model, &p);
+        const size_t all = el_plan_session_bytes(r->model, n_ctx, b, 0, el_kv_type_cache(tk), el_kv_type_cache(tv),
+                                                 1 + r->n_draft_max, r->lora_rank);
         return all ? (uint64_t)all : SAT; /* 0: a type the model's head size cannot use */
     }
-    el_session_params pf = {.n_ctx = n_ctx, .n_batch = nb, .n_draft_max = r->n_draft_max, .lora_rank = r->lora_rank};
-    const size_t all = el_session_bytes_for((const el_model *)r->model, &pf);
+    const size_t all = el_plan_session_bytes(r->model, n_ctx, b, 0, 0, 0, 1 + r->n_draft_max, r->lora_rank);
     if (all == 0) return SAT;
     const uint64_t kv_f16 = el_kv_bytes(&r->shape, EL_KV_F16, n_ctx, nb);
     if (kv_f16 == SAT || kv_f16 > all) return SAT;
@@ -169,10 +170,6 @@ int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, 
                  r->runtime / M, n_sessions, one == SAT ? INFINITY : one / M, r->budget / M, tail);
     }
     return -1;
-}
-
-uint64_t el_mem_weights_bytes(const struct el_model *m) {
-    return add_u64((uint64_t)el_gguf_file_size(m->gguf), (uint64_t)m->owned_bytes);
 }
 
 /* ---- /proc ------------------------------------------------------------------ */

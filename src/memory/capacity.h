@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct el_model;
+#include "memory/plan.h"
 
 typedef enum el_kv_type {
     EL_KV_F16, EL_KV_BF16, EL_KV_Q8_0, EL_KV_Q4_0, /* ggml cache types (the runtime's) */
@@ -57,7 +57,7 @@ typedef struct el_mem_shape {
 } el_mem_shape;
 
 /* The shape of a loaded model. */
-void el_mem_shape_of(const struct el_model *m, el_mem_shape *s);
+void el_mem_shape_of(const el_mem_model *m, el_mem_shape *s);
 
 /* KV bytes of one session of n_ctx tokens prefilling n_batch at a time
  * (n_batch is clamped to n_ctx), laid out as memory/plan.h does. */
@@ -66,7 +66,7 @@ uint64_t el_kv_bytes(const el_mem_shape *s, el_kv_type t, int n_ctx, int n_batch
 /* A planning problem. Either model != NULL (a loaded model: workspace from
  * el_plan_session) or model == NULL (a shape: workspace = 0). */
 typedef struct el_mem_request {
-    const struct el_model *model;
+    const el_mem_model *model;  /* a loaded model's el_model.mem, or NULL */
     el_mem_shape shape;
     uint64_t weights;   /* M_weights */
     uint64_t runtime;   /* M_runtime (plus any fixed overhead) */
@@ -95,8 +95,7 @@ uint64_t el_mem_max_sessions(const el_mem_request *r, el_kv_type t, int n_ctx);
  * could have). */
 int el_mem_admit(const el_mem_request *r, int n_ctx, int n_sessions, char *msg, size_t cap);
 
-/* M_weights of a loaded model: file size + buffers converted at load. */
-uint64_t el_mem_weights_bytes(const struct el_model *m);
+/* M_weights of a loaded model: el_model_weights_bytes (runtime/model.h). */
 
 /* M_runtime, measured once in this process: resident memory before any
  * model is loaded (binary, libraries, libc heap: VmRSS of /proc/self/status)

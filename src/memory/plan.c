@@ -7,7 +7,6 @@
 
 #include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/ops.h"
-#include "runtime/model.h"
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -22,11 +21,11 @@ static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 /* a * b, or SIZE_MAX if it overflows (then the sum checks below fail too) */
 static size_t mul_sz(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
 
-int el_plan_add_lora(const struct el_model *m, int n_batch, int lora_rank, el_session_plan *p) {
+int el_plan_add_lora(const el_mem_model *m, int n_batch, int lora_rank, el_session_plan *p) {
     p->off_lora = 0, p->lora_bytes = 0, p->lora_rank = 0;
     if (lora_rank < 0 || n_batch <= 0) return -1;
     if (lora_rank == 0) return 0;
-    const el_hparams *hp = &m->hp;
+    const el_mem_model *hp = m;
     const size_t q_row = (size_t)hp->n_head * (size_t)hp->head_dim_k, att_row = (size_t)hp->n_head * (size_t)hp->head_dim_v;
     const size_t in_max = max_sz(max_sz((size_t)hp->n_embd, q_row), max_sz(att_row, (size_t)hp->n_ff));
     const int chunk = n_batch < EL_LORA_CHUNK ? n_batch : EL_LORA_CHUNK;
@@ -40,14 +39,14 @@ int el_plan_add_lora(const struct el_model *m, int n_batch, int lora_rank, el_se
     return p->total < p->kv_bytes ? -1 : 0;
 }
 
-size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il) {
+size_t el_plan_kv_offset(const el_mem_model *m, const el_session_plan *p, int il) {
     size_t off = 0;
     for (int i = 0; i < il; i++)
-        off += p->kv_ring > 0 && m->layers[i].swa ? p->kv_layer_swa + p->kv_layer_v_swa : p->kv_layer + p->kv_layer_v;
+        off += p->kv_ring > 0 && m->layer_swa[i] ? p->kv_layer_swa + p->kv_layer_v_swa : p->kv_layer + p->kv_layer_v;
     return off;
 }
 
-int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p) {
+int el_plan_session(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p) {
     return el_plan_session_kv(m, n_ctx, n_batch, swa_full, EL_TYPE_F16, EL_TYPE_F16, p);
 }
 
@@ -57,14 +56,14 @@ static size_t cache_bytes(int t, size_t rows, size_t n) {
     return b > SIZE_MAX - 63 ? SIZE_MAX : align64(b);
 }
 
-int el_plan_session_kv(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+int el_plan_session_kv(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
                        el_session_plan *p) {
     return el_plan_session_full(m, n_ctx, n_batch, swa_full, type_k, type_v, 1, p);
 }
 
-int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+int el_plan_session_full(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
                          int n_logit_rows, el_session_plan *p) {
-    const el_hparams *hp = &m->hp;
+    const el_mem_model *hp = m;
     if (n_ctx <= 0 || n_batch <= 0 || n_logit_rows < 1 || n_logit_rows > n_batch) return -1;
     const int hd = hp->head_dim_k > hp->head_dim_v ? hp->head_dim_k : hp->head_dim_v;
     if (type_k == 0) type_k = EL_TYPE_F16;
@@ -83,7 +82,7 @@ int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int s
     p->kv_ring = 0;
     if (!swa_full && hp->n_swa > 0 && (long long)hp->n_swa + n_batch < n_ctx) {
         p->kv_ring = hp->n_swa + n_batch;
-        for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += m->layers[il].swa ? 1 : 0;
+        for (int il = 0; il < hp->n_layer; il++) p->n_layer_swa += m->layer_swa[il] ? 1 : 0;
         if (p->n_layer_swa == 0) p->kv_ring = 0;
     }
     p->kv_layer_swa = p->kv_ring > 0 ? cache_bytes(type_k, (size_t)p->kv_ring, kv_row) : p->kv_layer;
@@ -99,13 +98,9 @@ int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int s
     const size_t wide = max_sz(max_sz((size_t)hp->n_embd, q_row), max_sz(att_row, (size_t)hp->n_ff));
     /* Quantized activations: the largest row of any matmul input, n_batch rows. */
     size_t wq8 = 0;
-    for (int il = 0; il < hp->n_layer; il++) {
-        const el_layer *L = &m->layers[il];
-        const el_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            wq8 = max_sz(wq8, el_op_matmul_wsize(mats[i]->type, mats[i]->ne0, n_batch));
-    }
-    wq8 = max_sz(wq8, el_op_matmul_wsize(m->output.type, m->output.ne0, n_logit_rows));
+    for (int i = 0; i < m->n_mats; i++)
+        wq8 = max_sz(wq8, el_op_matmul_wsize((el_type)m->mats[i].type, m->mats[i].ne0, n_batch));
+    wq8 = max_sz(wq8, el_op_matmul_wsize((el_type)m->output.type, m->output.ne0, n_logit_rows));
     size_t cur = 0;
     p->off_x = take(&cur, B * hp->n_embd * sizeof(float));
     p->off_xb = take(&cur, B * wide * sizeof(float));
@@ -126,4 +121,13 @@ int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int s
     p->total = p->kv_bytes + p->scratch_bytes;
     if (p->total < p->kv_bytes) return -1;
     return 0;
+}
+
+size_t el_plan_session_bytes(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                             int n_logit_rows, int lora_rank) {
+    el_session_plan plan;
+    if (el_plan_session_full(m, n_ctx, n_batch, swa_full, type_k, type_v, n_logit_rows, &plan) ||
+        el_plan_add_lora(m, n_batch, lora_rank, &plan))
+        return 0;
+    return plan.total > SIZE_MAX - m->session_fixed ? 0 : plan.total + m->session_fixed;
 }

@@ -19,9 +19,35 @@
  */
 #ifndef EL_MEMORY_PLAN_H
 #define EL_MEMORY_PLAN_H
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct el_model;
+/* A matrix whose input rows a product quantizes (el_op_matmul_wsize): its
+ * el_type and row length. */
+/* The widest attention head a model may have: the session keeps one RoPE row of it. */
+#define EL_MAX_HEAD_DIM 512
+
+typedef struct el_plan_mat {
+    int type;
+    int64_t ne0;
+} el_plan_mat;
+
+/* What the memory layer knows of a model: its dimensions, which layers keep a
+ * sliding-window ring, the matrices whose inputs are quantized, and the bytes
+ * a session has beside its planned block. The runtime fills it once a model's
+ * weights are bound (runtime/model.c, el_model.mem) and the planner and the
+ * capacity planner read nothing else: memory/ includes nothing of runtime/. */
+typedef struct el_mem_model {
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim_k, head_dim_v, n_vocab;
+    int n_swa;                /* sliding window (0: none) */
+    int n_ctx_train;
+    const bool *layer_swa;    /* n_layer flags: the layer's cache can be a ring */
+    const el_plan_mat *mats;  /* the layers' products (seven a layer) */
+    int n_mats;
+    el_plan_mat output;       /* the output projection (n_logit_rows rows) */
+    size_t session_fixed;     /* a session's bytes beside the block: its struct, per-layer cache pointers, executor */
+} el_mem_model;
 
 typedef struct el_session_plan {
     size_t kv_bytes;      /* K + V for all layers */
@@ -42,15 +68,15 @@ typedef struct el_session_plan {
 
 /* Fills the plan; returns 0, or -1 if the sizes overflow. swa_full: give
  * sliding-window layers the whole context (no ring). */
-int el_plan_session(const struct el_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p);
+int el_plan_session(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, el_session_plan *p);
 /* The same with K and V caches of el_type type_k / type_v (0 = F16); -1 also
  * when a type is not one el_kv_type_ok (backend/cpu/ops.h) accepts for the
  * model's head size. */
-int el_plan_session_kv(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+int el_plan_session_kv(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
                        el_session_plan *p);
 /* The same with n_logit_rows rows of logits (1..n_batch): a session that
  * verifies speculative drafts keeps the logits of every verified position. */
-int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+int el_plan_session_full(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
                          int n_logit_rows, el_session_plan *p);
 
 /*
@@ -63,9 +89,16 @@ int el_plan_session_full(const struct el_model *m, int n_ctx, int n_batch, int s
  * BF16; the Q8 types take less, F32 none). Updates scratch_bytes and total;
  * -1 on overflow or a negative rank.
  */
-int el_plan_add_lora(const struct el_model *m, int n_batch, int lora_rank, el_session_plan *p);
+int el_plan_add_lora(const el_mem_model *m, int n_batch, int lora_rank, el_session_plan *p);
 
 /* Byte offset of layer il's K cache in the block (V follows K). */
-size_t el_plan_kv_offset(const struct el_model *m, const el_session_plan *p, int il);
+size_t el_plan_kv_offset(const el_mem_model *m, const el_session_plan *p, int il);
+
+/* A session's whole size: the block of el_plan_session_full plus the scratch
+ * of el_plan_add_lora (lora_rank), plus m->session_fixed — what
+ * el_session_bytes_for reports and el_session_new allocates. 0 when the plan
+ * fails (a bad argument, a cache type the head size cannot use, overflow). */
+size_t el_plan_session_bytes(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
+                             int n_logit_rows, int lora_rank);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "runtime/lora.h"
 #include "runtime/model.h"
+#include "runtime/exec.h"
 
 /*
  * Parity debugging: built with -DEL_DEBUG_DUMP, every block writes its

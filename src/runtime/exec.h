@@ -106,13 +106,6 @@ void el_exec_report(const el_session *s, FILE *f, bool json);
 
 /* ---- process side: the model's backend set (runtime/model.c calls these) ---- */
 
-/* Creates the backends el_backend_params asks for (CPU always at 0) and
- * measures or loads their capability tables. A device that cannot be had (no
- * OpenCL platform, a kernel that does not build) is a clean fallback to the
- * CPU: logged as a warning and recorded, so the placement report says the
- * run is CPU-only and why. 0, or an el_status for a malformed request. */
-int el_backends_open(el_model *m, const el_backend_params *bp, el_error *err);
-void el_backends_close(el_model *m);
 /* The model's backends as JSON: what was asked, each device with the ops it
  * ran (all sessions), the note on a device that could not be had, bytes moved,
  * run-time fallbacks (the server's /health "placement"). */

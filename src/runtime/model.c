@@ -249,6 +249,34 @@ int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_n
     return 0;
 }
 
+/* m->mem: what the memory layer plans from (memory/plan.h), read off the bound
+ * weights; the bytes a session has beside its block are this file's to know. */
+static int fill_mem(el_model *m, el_error *err) {
+    const el_hparams *hp = &m->hp;
+    const int n = hp->n_layer;
+    m->mem_swa = calloc((size_t)n, sizeof(bool));
+    m->mem_mats = calloc((size_t)n * 7, sizeof(el_plan_mat));
+    if (!m->mem_swa || !m->mem_mats) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return -1; }
+    for (int il = 0; il < n; il++) {
+        const el_layer *L = &m->layers[il];
+        const el_mat *mats[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 7; i++) m->mem_mats[il * 7 + i] = (el_plan_mat){.type = mats[i]->type, .ne0 = mats[i]->ne0};
+        m->mem_swa[il] = L->swa;
+    }
+    m->mem = (el_mem_model){
+        .n_layer = n, .n_embd = hp->n_embd, .n_ff = hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .head_dim_k = hp->head_dim_k, .head_dim_v = hp->head_dim_v, .n_vocab = hp->n_vocab, .n_swa = hp->n_swa,
+        .n_ctx_train = hp->n_ctx_train, .layer_swa = m->mem_swa, .mats = m->mem_mats, .n_mats = n * 7,
+        .output = {.type = m->output.type, .ne0 = m->output.ne0},
+        .session_fixed = sizeof(el_session) + 2 * sizeof(void *) * (size_t)n + el_exec_bytes(n)};
+    return 0;
+}
+
+uint64_t el_model_weights_bytes(const el_model *m) {
+    const uint64_t file = (uint64_t)el_gguf_file_size(m->gguf), owned = (uint64_t)m->owned_bytes;
+    return file > UINT64_MAX - owned ? UINT64_MAX : file + owned;
+}
+
 el_model *el_model_load(const char *path, const el_model_params *p, el_error *err) {
     el_model_params dp = el_model_default_params();
     if (!p) p = &dp;
@@ -303,6 +331,7 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     if (el_backends_open(m, p->backend, err)) goto fail;
     /* last: the weights come in as the load strategy says (memory/load.h); on failure nothing stays locked */
     if (el_load_prepare(&m->load, m->gguf, m->hp.n_layer, p->load, err) || el_load_apply(&m->load, err)) goto fail;
+    if (fill_mem(m, err)) goto fail;
     if (p->load != EL_LOAD_MMAP)
         el_logf(m, EL_LOG_INFO, "load %s: %zu bytes locked", el_load_mode_name(p->load), m->load.locked);
     el_logf(m, EL_LOG_INFO, "loaded %s model from %s: %d layers, %d embd, vocab %d, trained context %d, %d threads",
@@ -329,6 +358,8 @@ void el_model_free(el_model *m) {
     for (int i = 0; i < m->n_meta_strs; i++) free(m->meta_strs[i]);
     free(m->meta_strs);
     free(m->layers);
+    free(m->mem_swa);
+    free(m->mem_mats);
     el_vocab_free(m->vocab);
     el_gtrie_free(atomic_load(&m->gtrie));
     free(m->chat_template);

@@ -20,12 +20,11 @@
 #include "backend/cpu/ops.h"
 #include "edgellm.h"
 #include "memory/load.h"
+#include "memory/plan.h"
 #include "package/gguf.h"
 #include "runtime/tokenizer.h"
-#include "runtime/exec.h"
 #include "sched/placement.h"
 
-#define EL_MAX_HEAD_DIM 512
 
 typedef struct el_hparams {
     int n_vocab, n_embd, n_layer, n_head, n_head_kv;
@@ -57,6 +56,7 @@ typedef struct el_layer {
 
 typedef struct el_session el_session;
 typedef struct el_model el_model;
+typedef struct el_exec el_exec; /* runtime/exec.h: runs a session's ops on the model's backends */
 
 typedef struct el_arch {
     const char *name;
@@ -72,6 +72,10 @@ struct el_model {
     char *arch_name;
     el_hparams hp;
     el_layer *layers;
+    /* what the memory layer plans from (el_model_fill_mem, after the weights are bound) */
+    el_mem_model mem;
+    bool *mem_swa;
+    el_plan_mat *mem_mats;
     el_mat tok_embd, output;
     const float *output_norm;
     const float *rope_freqs;
@@ -167,6 +171,17 @@ el_finish el_generate_cached(el_session *s, const int32_t *prompt, int n_prompt,
 __attribute__((format(printf, 3, 4)))
 #endif
 void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
+/* M_weights of the capacity plan (memory/capacity.h): the file's size plus
+ * the buffers converted at load, saturating. */
+uint64_t el_model_weights_bytes(const el_model *m);
+/* (runtime/model_backends.c) Creates the backends el_backend_params asks for
+ * (CPU always at 0) and measures or loads their capability tables. A device
+ * that cannot be had (no OpenCL platform, a kernel that does not build) is a
+ * clean fallback to the CPU: logged as a warning and recorded, so the
+ * placement report says the run is CPU-only and why. 0, or an el_status for a
+ * malformed request. el_backends_close frees them. */
+int el_backends_open(el_model *m, const el_backend_params *bp, el_error *err);
+void el_backends_close(el_model *m);
 
 /* The forward pass calls this at the start of each layer (the load
  * strategy's hook: prefetch requests the next layers' weights). */

@@ -31,6 +31,7 @@
 #include "runtime/constrain.h"
 #include "runtime/lora.h"
 #include "runtime/model.h"
+#include "runtime/exec.h"
 #include "runtime/sampler.h"
 #include "runtime/batch.h"
 #include "sched/spec.h"
@@ -107,13 +108,10 @@ size_t el_session_bytes_for(const el_model *m, const el_session_params *p) {
     if (!m || !m->arch || check_cache_types(m, p, NULL)) return 0;
     int c, b;
     resolve_params(m, p, &c, &b);
-    el_session_plan plan;
     const int nd = p ? p->n_draft_max : 0;
-    if (nd < 0 || nd > EL_SPEC_MAX_DRAFT ||
-        el_plan_session_full(m, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd, &plan) ||
-        el_plan_add_lora(m, b, p ? p->lora_rank : 0, &plan))
-        return 0;
-    return plan.total + sizeof(el_session) + 2 * sizeof(void *) * (size_t)m->hp.n_layer + el_exec_bytes(m->hp.n_layer);
+    if (nd < 0 || nd > EL_SPEC_MAX_DRAFT) return 0;
+    return el_plan_session_bytes(&m->mem, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd,
+                                 p ? p->lora_rank : 0);
 }
 
 el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err) {
@@ -135,9 +133,9 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
                      EL_LORA_MAX_ACTIVE * EL_LORA_MAX_RANK);
         return NULL;
     }
-    if (el_plan_session_full(m, n_ctx, n_batch, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + n_draft,
-                             &plan) ||
-        el_plan_add_lora(m, n_batch, p ? p->lora_rank : 0, &plan)) {
+    if (el_plan_session_full(&m->mem, n_ctx, n_batch, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0,
+                             1 + n_draft, &plan) ||
+        el_plan_add_lora(&m->mem, n_batch, p ? p->lora_rank : 0, &plan)) {
         el_set_error(err, EL_ERR_NOMEM, "session of %d tokens: size overflows", n_ctx);
         return NULL;
     }
@@ -161,7 +159,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     }
     uint8_t *b = s->block;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        const size_t off = el_plan_kv_offset(m, &plan, il);
+        const size_t off = el_plan_kv_offset(&m->mem, &plan, il);
         const size_t kl = plan.kv_ring > 0 && m->layers[il].swa ? plan.kv_layer_swa : plan.kv_layer;
         s->kc[il] = b + off;
         s->vc[il] = b + off + kl;
@@ -526,7 +524,7 @@ static int draft_check(const el_session *s, const el_session *d, el_error *err) 
     if (el_token_bos(dm) != el_token_bos(tm) || el_token_eos(dm) != el_token_eos(tm))
         return el_set_error(err, EL_ERR_INVALID_ARG, "the draft model's BOS/EOS tokens (%d/%d) differ from the target's (%d/%d)",
                             el_token_bos(dm), el_token_eos(dm), el_token_bos(tm), el_token_eos(tm));
-    const uint64_t wd = el_mem_weights_bytes(dm), wt = el_mem_weights_bytes(tm);
+    const uint64_t wd = el_model_weights_bytes(dm), wt = el_model_weights_bytes(tm);
     if (wd > wt)
         return el_set_error(err, EL_ERR_INVALID_ARG,
                             "the draft model (%llu weight bytes) is larger than the target (%llu): drafting would cost "

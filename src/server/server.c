@@ -3875,7 +3875,7 @@ static int server_load(el_server *s, el_error *err) {
     }
     {
         const char *src = "--mem-budget";
-        el_mem_request mr = {.model = m, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
+        el_mem_request mr = {.model = &m->mem, .runtime = s->p.mem_runtime, .n_batch = s->p.n_batch,
                              .type_k = s->p.type_k, .type_v = s->p.type_v};
         mr.runtime += el_lora_reg_budget(s->lora); /* serve --lora: the adapters resident at most (0 without) */
         mr.lora_rank = el_lora_reg_rank_plan(s->lora); /* and each slot's scratch for their products (0 without) */
@@ -3890,8 +3890,8 @@ static int server_load(el_server *s, el_error *err) {
             return -1;
         }
         mr.budget = s->p.mem_budget ? s->p.mem_budget : el_mem_device_available(&src);
-        el_mem_shape_of(m, &mr.shape);
-        mr.weights = el_mem_weights_bytes(m);
+        el_mem_shape_of(&m->mem, &mr.shape);
+        mr.weights = el_model_weights_bytes(m);
         s->mem_budget = mr.budget;
         s->mem_planned = mr.weights + mr.runtime +
                          el_mem_session_bytes_kv(&mr, el_kv_type_of_cache(s->p.type_k), el_kv_type_of_cache(s->p.type_v),
@@ -3932,19 +3932,19 @@ static int server_load(el_server *s, el_error *err) {
         if (s->p.spec.mode == EL_SPEC_DRAFT) { /* the draft model, and a draft session per slot, in what is left */
             s->draft = el_model_load(s->p.draft_model ? s->p.draft_model : "", &mp, err);
             if (!s->draft) return -1;
-            if (el_mem_weights_bytes(s->draft) > mr.weights) {
+            if (el_model_weights_bytes(s->draft) > mr.weights) {
                 err->code = EL_ERR_INVALID_ARG;
                 snprintf(err->msg, sizeof err->msg, "--draft-model: the draft (%llu weight bytes) is larger than the "
                          "target (%llu): drafting would cost more than it saves",
-                         (unsigned long long)el_mem_weights_bytes(s->draft), (unsigned long long)mr.weights);
+                         (unsigned long long)el_model_weights_bytes(s->draft), (unsigned long long)mr.weights);
                 return -1;
             }
             el_mem_request dr = mr;
-            dr.model = s->draft;
+            dr.model = &s->draft->mem;
             dr.lora_rank = 0; /* adapters run on the target only */
             dr.runtime = 0;
-            dr.weights = el_mem_weights_bytes(s->draft);
-            el_mem_shape_of(s->draft, &dr.shape);
+            dr.weights = el_model_weights_bytes(s->draft);
+            el_mem_shape_of(&s->draft->mem, &dr.shape);
             dr.budget = mr.budget > s->mem_planned ? mr.budget - s->mem_planned : 1;
             s->mem_planned += dr.weights + el_mem_session_bytes_kv(&dr, el_kv_type_of_cache(s->p.type_k),
                                                                    el_kv_type_of_cache(s->p.type_v), s->n_ctx) *

@@ -27,6 +27,7 @@
 
 #include "package/types.h"
 #include "runtime/model.h"
+#include "runtime/exec.h"
 #include "util/error.h"
 
 #define SLOT_MAGIC "ELSLOT\r\n"

@@ -18,6 +18,7 @@
 #include <math.h>
 
 #include "runtime/model.h"
+#include "runtime/exec.h"
 
 #define GEMMA3_SWA_PATTERN 6 /* layer il is global iff (il + 1) % 6 == 0 */
 

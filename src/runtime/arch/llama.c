@@ -11,6 +11,7 @@
  * arrives as per-frequency divisors in the rope_freqs tensor.
  */
 #include "runtime/model.h"
+#include "runtime/exec.h"
 
 static int llama_load(el_model *m, el_error *err) {
     m->hp.rope_mode = EL_ROPE_NORM;

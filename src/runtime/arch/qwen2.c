@@ -6,6 +6,7 @@
  * The output head is usually tied to the token embedding.
  */
 #include "runtime/model.h"
+#include "runtime/exec.h"
 
 static int qwen2_load(el_model *m, el_error *err) {
     m->hp.rope_mode = EL_ROPE_NEOX;

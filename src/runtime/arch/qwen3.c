@@ -6,6 +6,7 @@
  * need not equal n_embd / n_head.
  */
 #include "runtime/model.h"
+#include "runtime/exec.h"
 
 static int qwen3_load(el_model *m, el_error *err) {
     m->hp.rope_mode = EL_ROPE_NEOX;
