@@ -11,6 +11,8 @@ must not include each other in a circle. Prints each offending arrow with the
 file and line, or a summary; exit 0 when all arrows point down, 1 otherwise,
 2 when a folder of src/ is missing from LAYERS (or LAYERS names one that is
 gone) — a new folder must be given its place. --graph prints the folder graph.
+Also docs/ARCHITECTURE.md's map (the table rows that begin with a folder of
+src/) must list the same folders as LAYERS, top down: exit 1 otherwise.
 Run by `make test` (ctest: test_layers).
 """
 import glob
@@ -103,6 +105,14 @@ def unit_cycles(files):
     return cycles
 
 
+def doc_order():
+    """The folders of docs/ARCHITECTURE.md's map, in its order (top down)."""
+    path = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
+    if not os.path.isfile(path):
+        return None
+    return [m.group(1) for m in re.finditer(r"^\| `src/([a-z_]+)/` \|", open(path, encoding="utf-8").read(), re.M)]
+
+
 def main(argv):
     present = sorted(d for d in os.listdir(SRC) if os.path.isdir(os.path.join(SRC, d)))
     rank = {name: i for i, name in enumerate(LAYERS)}
@@ -141,6 +151,9 @@ def main(argv):
     if "--graph" in argv:
         for a in LAYERS:
             print(f"{a:11s} -> {', '.join(sorted(graph.get(a, ()), key=lambda x: -rank[x])) or '(nothing)'}")
+    doc = doc_order()
+    if doc != list(reversed(LAYERS)):
+        bad.append(f"docs/ARCHITECTURE.md's map lists {doc}, not LAYERS top down {list(reversed(LAYERS))}")
     for b in bad:
         print(b)
     for c in circles:

@@ -1,5 +1,5 @@
 /*
- * batch.h — batched decoding across sessions of one model (L4): the
+ * batch.h — batched decoding across sessions of one model (runtime): the
  * coordinator that lets several sessions' decode steps share one forward pass.
  *
  * Decode is bound by memory bandwidth: a one-token step reads every weight
@@ -70,8 +70,8 @@
  * and submission time) and per prefill chunk goes to FILE
  * (bench/server-batch/trace.py summarises it); without it, nothing.
  */
-#ifndef EL_SCHED_BATCH_H
-#define EL_SCHED_BATCH_H
+#ifndef EL_RUNTIME_BATCH_H
+#define EL_RUNTIME_BATCH_H
 #include <stdint.h>
 
 #include "edgellm.h"

@@ -1,5 +1,5 @@
 /*
- * exec.h — a session's executor (L4): runs the ops the forward passes
+ * exec.h — a session's executor (runtime): runs the ops the forward passes
  * describe on the backends the placement chose, and keeps every tensor's
  * copies coherent across them.
  *
@@ -27,8 +27,8 @@
  * el_backend_params.measure each partition is synchronised and timed, for
  * the placement report (estimated vs measured).
  */
-#ifndef EL_SCHED_EXEC_H
-#define EL_SCHED_EXEC_H
+#ifndef EL_RUNTIME_EXEC_H
+#define EL_RUNTIME_EXEC_H
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
