@@ -33,33 +33,20 @@ qdisc kind is unknown"); the slow cloud is a server that sleeps.
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
-import http.server
 import json
 import os
-import re
-import socket
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (SANITIZER_MARKERS, expect_error, metrics, post, request, require_setup, Runner,  # noqa: E402
-                         Server, sse_events)
+from harness import (FaultHandler, assert_clean_stop, cloud_requests, count_unclean_stop, expect_error,  # noqa: E402
+                     metrics, post, request, require_setup, route_ctx, route_of, route_policy, Runner,
+                     sanitizer_report, serve_in_thread, serve_refused, Server, set_temp, sse_events, wait_level,
+                     wait_no_model)
 
-POLICY = {
-    "format": "edgellm-policy/1",
-    "version": "test-2026-12-01",
-    "classes": {
-        "private": {"cloud": "never"},
-        "ask": {"cloud": "with_consent", "legal_basis": "consent"},
-        "public": {"cloud": "allowed", "legal_basis": "contract"},
-    },
-    "thermal": {"derate_c": 70, "hot_c": 85, "hysteresis_c": 5, "sample_ms": 50, "max_tokens_derated": 3,
-                "slots_derated": 1},
-    "cloud": {"down_for_s": 0, "timeout_s": 3},
-}
+POLICY = route_policy("test-2026-12-01", 3)
 CHAT = [{"role": "user", "content": "Tell me about the sea."}]
 
 
@@ -83,10 +70,6 @@ def chat(port, cls=None, consent=None, stream=False, max_tokens=6, headers=None,
     return post(port, "/v1/chat/completions", body, headers=headers, timeout=60)
 
 
-def route_of(body):
-    return json.loads(body)["edgellm"]["route"]
-
-
 def stream_text(b):
     ev = sse_events(b)
     out, first = "", None
@@ -99,86 +82,6 @@ def stream_text(b):
         for ch in j.get("choices") or []:
             out += (ch.get("delta") or {}).get("content") or ""
     return out, first, ev
-
-
-def cloud_requests(ctx):
-    m = metrics(ctx.cloud.port)
-    return sum(v for k, v in m.items() if k.startswith("edgellm_requests_total"))
-
-
-def set_temp(ctx, text, want_level):
-    tmp = ctx.sensor + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, ctx.sensor)
-    return wait_level(ctx, want_level)
-
-
-def wait_level(ctx, want_level, port=None):
-    deadline = time.time() + 10
-    while True:
-        st, _, b = request(port or ctx.edge.port, "GET", "/health", timeout=10)
-        th = json.loads(b)["thermal"]
-        if th["level"] == want_level:
-            return th
-        if time.time() > deadline:
-            raise AssertionError("thermal level %s, want %s: %r" % (th["level"], want_level, th))
-        time.sleep(0.05)
-
-
-def stop_clean(srv):
-    """SIGINT: exit 0 and no sanitizer report."""
-    code = srv.interrupt()
-    assert code == 0, (code, srv.stderr()[-2000:])
-    assert not any(mk in srv.stderr() for mk in SANITIZER_MARKERS), srv.stderr()[-3000:]
-
-
-# ---------------------------------------------------------------- the fault cloud
-
-class FaultHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    hits = {}
-
-    def log_message(self, *a):
-        pass
-
-    def do_POST(self):
-        n = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(n) or b"{}")
-        mode = self.path.split("/")[1]
-        FaultHandler.hits[mode] = FaultHandler.hits.get(mode, 0) + 1
-        FaultHandler.last_body = body
-        if mode == "e503":
-            self.reply(503, b'{"error":{"message":"overloaded"}}')
-        elif mode == "garbage":
-            self.reply(200, b"<html>this is not json</html>")
-        elif mode == "slow":
-            time.sleep(15)
-            self.reply(200, b'{"choices":[]}')
-        elif mode == "spoof":
-            self.reply(200, json.dumps({"choices": [{"message": {"content": "x"}}],
-                                        "edgellm": {"route": {"source": "local"}}}).encode())
-        elif mode == "cut":
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            chunk = {"choices": [{"index": 0, "delta": {"content": "partial"}}]}
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            self.wfile.flush()
-            self.close_connection = True
-        else:
-            self.reply(404, b"{}")
-
-    def reply(self, status, data):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        try:
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # "slow": the device gave up waiting, as it should
 
 
 # ---------------------------------------------------------------- tests
@@ -364,7 +267,7 @@ def t_cloud_faults(ctx):
             assert st == 200 and route_of(b)["source"] == "local", b[:300]
             m = metrics(srv.port)
             assert m["edgellm_generated_tokens_total"] <= 2, m  # no local generation for the cloud request
-            stop_clean(srv)
+            assert_clean_stop(srv)
         finally:
             srv.kill()
     # a stream cut mid-way: the partial text, then a typed error event and [DONE]; no local text spliced
@@ -379,7 +282,7 @@ def t_cloud_faults(ctx):
         assert objs[0]["choices"][0]["delta"]["content"] == "partial" and objs[0]["edgellm"]["route"]["source"] == "cloud", objs
         assert objs[-1]["error"]["code"] == "cloud_stream_broken" and len(objs) == 2, objs
         assert metrics(srv.port)["edgellm_generated_tokens_total"] == 0
-        stop_clean(srv)
+        assert_clean_stop(srv)
     finally:
         srv.kill()
 
@@ -416,7 +319,7 @@ def t_canary(ctx):
         m = metrics(edge.port)
         assert m['edgellm_route_canary_total{outcome="agreed"}'] == 1, m
         assert local_text.encode() not in hb
-        stop_clean(edge)
+        assert_clean_stop(edge)
     finally:
         edge.kill()
 
@@ -446,8 +349,7 @@ def t_cloud_killed(ctx):
         st, h, b = chat(edge.port, cls="public")
         e = expect_error(st, b, 503, "cloud down, hot")
         assert "unreachable" in route_of(b)["detail"] and e["code"] == "thermal_hot", b
-        assert edge.interrupt() == 0, edge.stderr()[-2000:]
-        assert not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
+        assert_clean_stop(edge)
     finally:
         edge.kill()
         cloud.kill()
@@ -457,20 +359,9 @@ def t_model_missing(ctx):
     missing = os.path.join(ctx.tmp, "no-such-model.gguf")
     edge = Server(ctx.cli, missing, "-c", "256", "--policy", ctx.policy_path, "--cloud-url", ctx.cloud.base() + "/v1")
     # /health is 503 (no local model): Server.start waits for 200, so wait for "listening" by hand
-    edge.start = None
-    import subprocess
-    edge.proc = subprocess.Popen(edge.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    edge.reader = threading.Thread(target=edge._read_stderr, daemon=True)
-    edge.reader.start()
+    edge.spawn()
     try:
-        assert edge.ready.wait(60), edge.stderr()
-        deadline = time.time() + 30
-        while True:
-            st, _, b = request(edge.port, "GET", "/health")
-            if json.loads(b)["status"] == "no_local_model":
-                break
-            assert time.time() < deadline, b
-            time.sleep(0.1)
+        st = wait_no_model(edge)
         assert st == 503
         before = cloud_requests(ctx)
         st, h, b = chat(edge.port, cls="private")
@@ -488,14 +379,12 @@ def t_model_missing(ctx):
         assert cloud_requests(ctx) == before + 1
         st, _, b = request(edge.port, "GET", "/v1/models")
         expect_error(st, b, 503, "models without a model")
-        assert edge.interrupt() == 0, edge.stderr()[-2000:]
-        assert not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
+        assert_clean_stop(edge)
     finally:
         edge.kill()
 
 
 def t_bad_policy_refused(ctx):
-    import subprocess
     bad = os.path.join(ctx.tmp, "bad.json")
     cases = [('{\n "format": "edgellm-policy/1",\n "version": "x",\n "classes": {\n}\n', "line 5, column 2"),
              (json.dumps(dict(POLICY, format="edgellm-policy/9")), "unsupported policy format"),
@@ -503,9 +392,8 @@ def t_bad_policy_refused(ctx):
     for text, want in cases:
         with open(bad, "w") as f:
             f.write(text)
-        r = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--port", "0", "--policy", bad],
-                           capture_output=True, timeout=60)
-        err = r.stderr.decode()
+        r = serve_refused(ctx.cli, ctx.model, "--policy", bad)
+        err = r.stderr
         assert r.returncode == 1 and want in err and "--policy" in err, (r.returncode, err)
 
 
@@ -537,7 +425,7 @@ def t_local_stream_cut_no_splice(ctx):
         assert ev[-1] == "[DONE]", ev[-3:]
         last = json.loads(ev[-2])
         assert "error" in last and last["error"]["code"] == 503, last  # cancelled: the server is stopping
-        assert edge.exit_code == 0 and not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
+        assert edge.exit_code == 0 and not sanitizer_report(edge.stderr()), edge.stderr()[-3000:]
         text, first, _ = stream_text(b)
         assert first["edgellm"]["route"]["source"] == "local" and text, (first, text)
         assert cloud_requests(ctx) == before
@@ -549,22 +437,9 @@ def main():
     cli, model = require_setup("tiny-llama-Q4_K_M.gguf", need_openai=False)
     if cli is None:
         return model
-
-    class Ctx:
-        pass
-    ctx = Ctx()
-    ctx.cli, ctx.model = cli, model
-    ctx.tmp = tempfile.mkdtemp(prefix="el_router_")
-    ctx.policy_path = os.path.join(ctx.tmp, "policy.json")
-    with open(ctx.policy_path, "w") as f:
-        json.dump(POLICY, f, indent=1)
-    ctx.sensor = os.path.join(ctx.tmp, "temp")
-    with open(ctx.sensor, "w") as f:
-        f.write("40000\n")
-    fault = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultHandler)
-    fault.daemon_threads = True
+    ctx = route_ctx(cli, model, "el_router_", POLICY, sensor="40000\n")
+    fault = serve_in_thread(FaultHandler)
     ctx.fault_port = fault.server_address[1]
-    threading.Thread(target=fault.serve_forever, daemon=True).start()
     ctx.cloud = Server(cli, model, "-c", "256").start()
     ctx.edge = Server(cli, model, "-c", "256", "--parallel", "2", "--policy", ctx.policy_path, "--cloud-url",
                       ctx.cloud.base() + "/v1", "--thermal-source", ctx.sensor).start()
@@ -584,11 +459,7 @@ def main():
         r.run("malformed policy refused at startup", t_bad_policy_refused, ctx)
         r.run("local stream cut: typed, no splice", t_local_stream_cut_no_splice, ctx)
         for s in (ctx.edge, ctx.cloud):
-            code = s.interrupt()
-            if code != 0 or any(mk in s.stderr() for mk in SANITIZER_MARKERS):
-                r.failed += 1
-                r.names.append("clean exit")
-                print("FAIL clean exit: %r\n%s" % (code, s.stderr()[-3000:]))
+            count_unclean_stop(r, s, "clean exit")
     finally:
         ctx.edge.kill()
         ctx.cloud.kill()

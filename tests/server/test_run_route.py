@@ -3,7 +3,7 @@
 run/chat with --route"), end to end.
 
 "The cloud" is a real `edgellm serve` on loopback (tiny llama reference
-model); faults come from test_router.py's fault server (503, a stream cut
+model); faults come from harness.py's fault server (503, a stream cut
 mid-way) and from killing the cloud. The device's temperature comes from a
 sensor file (--thermal-source). Checks:
   - cloud: `run --route` streams the cloud's completion to stdout, equal to
@@ -27,30 +27,17 @@ sensor file (--thermal-source). Checks:
 
 Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
-import http.server
 import json
 import os
 import subprocess
 import sys
-import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import SANITIZER_MARKERS, metrics, post, require_setup, Runner, Server  # noqa: E402
-from test_router import FaultHandler  # noqa: E402
+from harness import (FaultHandler, cloud_requests, count_unclean_stop, post, require_setup, route_ctx,  # noqa: E402
+                     route_policy, Runner, sanitizer_report, serve_in_thread, Server, write_file)
 
-POLICY = {
-    "format": "edgellm-policy/1",
-    "version": "cli-2026-12-02",
-    "classes": {
-        "private": {"cloud": "never"},
-        "ask": {"cloud": "with_consent", "legal_basis": "consent"},
-        "public": {"cloud": "allowed", "legal_basis": "contract"},
-    },
-    "thermal": {"derate_c": 70, "hot_c": 85, "hysteresis_c": 5},
-    "cloud": {"down_for_s": 0, "timeout_s": 10},
-}
+POLICY = route_policy("cli-2026-12-02", 10, thermal={"derate_c": 70, "hot_c": 85, "hysteresis_c": 5})
 PROMPT = "Once upon a time"
 
 
@@ -61,13 +48,8 @@ def run(ctx, *args, model=None, stdin=None, cloud=None, hot=True):
         argv += ["--cloud-url", cloud or ctx.cloud.base() + "/v1"]
     argv += list(args[1:])
     p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120)
-    assert not any(mk in p.stderr for mk in SANITIZER_MARKERS), p.stderr[-3000:]
+    assert not sanitizer_report(p.stderr), p.stderr[-3000:]
     return p.returncode, p.stdout, p.stderr
-
-
-def cloud_requests(ctx):
-    m = metrics(ctx.cloud.port)
-    return sum(v for k, v in m.items() if k.startswith("edgellm_requests_total"))
 
 
 def direct_completion(ctx, prompt):
@@ -187,25 +169,11 @@ def main():
     cli, model = require_setup("tiny-llama-Q4_K_M.gguf", need_openai=False)
     if cli is None:
         return model
-
-    class Ctx:
-        pass
-    ctx = Ctx()
-    ctx.cli, ctx.model = cli, model
-    ctx.tmp = tempfile.mkdtemp(prefix="el_runroute_")
-    ctx.policy_path = os.path.join(ctx.tmp, "policy.json")
-    with open(ctx.policy_path, "w") as f:
-        json.dump(POLICY, f)
-    ctx.hot = os.path.join(ctx.tmp, "hot")
-    ctx.cool = os.path.join(ctx.tmp, "cool")
-    with open(ctx.hot, "w") as f:
-        f.write("90000\n")
-    with open(ctx.cool, "w") as f:
-        f.write("40000\n")
-    fault = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FaultHandler)
-    fault.daemon_threads = True
+    ctx = route_ctx(cli, model, "el_runroute_", POLICY)
+    ctx.hot = write_file(os.path.join(ctx.tmp, "hot"), "90000\n")
+    ctx.cool = write_file(os.path.join(ctx.tmp, "cool"), "40000\n")
+    fault = serve_in_thread(FaultHandler)
     ctx.fault = "http://127.0.0.1:%d" % fault.server_address[1]
-    threading.Thread(target=fault.serve_forever, daemon=True).start()
     ctx.cloud = Server(cli, model, "-c", "512").start()
     ctx.dead = None
     r = Runner()
@@ -217,11 +185,7 @@ def main():
         r.run("chat --route: every turn in the cloud", t_chat_cloud, ctx)
         r.run("cloud 503 / cut / killed: typed, nothing local", t_faults, ctx)
         r.run("routing flags need --route", t_usage, ctx)
-        code = ctx.cloud.interrupt()
-        if code != 0 or any(mk in ctx.cloud.stderr() for mk in SANITIZER_MARKERS):
-            r.failed += 1
-            r.names.append("cloud clean exit")
-            print("FAIL cloud clean exit: %r\n%s" % (code, ctx.cloud.stderr()[-3000:]))
+        count_unclean_stop(r, ctx.cloud, "cloud clean exit")
     finally:
         ctx.cloud.kill()
         if ctx.dead:

@@ -20,12 +20,12 @@ Exit status: 0 all passed, 1 something failed, 77 skipped (no reference model).
 """
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import metrics, post, require_setup, Runner, SANITIZER_MARKERS, Server, sse_events  # noqa: E402
+from harness import (assert_clean_stop, metrics, post, require_setup, Runner, serve_refused, Server,  # noqa: E402
+                     sse_objects)
 
 COPY = ("def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return a + b\n\ndef add(a, b):\n"
         "    return a + b\n\ndef add(a, b):\n")
@@ -44,10 +44,7 @@ def complete(port, prompt, path="/v1/completions", stream=False):
     assert st == 200, "%s: %d %s" % (path, st, data[:300])
     if stream:
         text = ""
-        for ev in sse_events(data):
-            if ev == "[DONE]":
-                continue
-            j = json.loads(ev)
+        for j in sse_objects(data):
             if path == "/completion":
                 text += j.get("content", "")
             elif path == "/v1/chat/completions":
@@ -106,26 +103,19 @@ def main():
 
     def bad_drafts():
         for name, want in (("tiny-qwen2-F16.gguf", "tokenizer"), ("tiny-llama-F16.gguf", "larger than the target")):
-            p = subprocess.run([cli, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--draft-model",
-                                os.path.join(models, name)], capture_output=True, text=True, timeout=60)
+            p = serve_refused(cli, model, "--draft-model", os.path.join(models, name))
             assert p.returncode != 0 and want in p.stderr, (name, p.returncode, p.stderr[-300:])
     r.run("a foreign or larger draft: serve exits with the reason", bad_drafts)
 
     def bad_flags():
         for extra in (["--draft-max", "0"], ["--spec", "bogus"], ["--draft-max", "33"]):
-            p = subprocess.run([cli, "serve", "-m", model, "--allow-unsigned", "--port", "0", "--spec", "ngram", *extra],
-                               capture_output=True, text=True, timeout=60)
+            p = serve_refused(cli, model, "--spec", "ngram", *extra)
             assert p.returncode == 2 and p.stderr.strip(), (extra, p.returncode, p.stderr[-300:])
     r.run("bad flags exit 2", bad_flags)
 
-    def clean_exit(srv):
-        code = srv.interrupt()
-        assert code == 0, "exit %s" % code
-        err = srv.stderr()
-        assert not any(mk in err for mk in SANITIZER_MARKERS), err[-2000:]
-    r.run("plain server exits 0", clean_exit, plain)
-    r.run("speculative server exits 0", clean_exit, spec)
-    r.run("draft-model server exits 0", clean_exit, draft)
+    r.run("plain server exits 0", assert_clean_stop, plain)
+    r.run("speculative server exits 0", assert_clean_stop, spec)
+    r.run("draft-model server exits 0", assert_clean_stop, draft)
     return r.finish()
 
 

@@ -109,11 +109,17 @@ class Server:
         self.ready = threading.Event()
         self.exit_code = None
 
-    def start(self, timeout=120):
+    def spawn(self):
+        """Starts the process and its stderr reader; waits for nothing (start()
+        waits for /health 200, which a server without a loaded model never gives)."""
         self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.reader.start()
+        return self
+
+    def start(self, timeout=120):
+        self.spawn()
         deadline = time.time() + timeout
         while not self.ready.wait(0.1):
             if self.proc.poll() is not None:

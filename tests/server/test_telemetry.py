@@ -42,30 +42,18 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_server import (SANITIZER_MARKERS, metrics, post, request, require_setup, Runner, Server,  # noqa: E402
-                         sse_events)
+from harness import (assert_clean_stop, count_unclean_stop, metrics, post, require_setup,  # noqa: E402
+                     route_ctx, route_of, route_policy, Runner, sanitizer_report, serve_in_thread, Server, set_temp,
+                     sse_events, stream_and_leave, wait_no_model)
 
-POLICY = {
-    "format": "edgellm-policy/1",
-    "version": "tel-2026-12-02",
-    "classes": {
-        "private": {"cloud": "never"},
-        "ask": {"cloud": "with_consent", "legal_basis": "consent"},
-        "public": {"cloud": "allowed", "legal_basis": "contract"},
-    },
-    "thermal": {"derate_c": 70, "hot_c": 85, "hysteresis_c": 5, "sample_ms": 50, "max_tokens_derated": 3,
-                "slots_derated": 1},
-    "cloud": {"down_for_s": 0, "timeout_s": 10},
-}
+POLICY = route_policy("tel-2026-12-02", 10)
 SPOOL_CAP = 4096
 
 MARKERS = []
@@ -103,44 +91,6 @@ class Otlp(http.server.BaseHTTPRequestHandler):
 
 
 # ---------------------------------------------------------------- helpers
-
-def set_temp(ctx, millideg, level):
-    tmp = ctx.sensor + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("%d\n" % millideg)
-    os.replace(tmp, ctx.sensor)
-    deadline = time.time() + 10
-    while True:
-        _, _, b = request(ctx.edge.port, "GET", "/health", timeout=10)
-        th = json.loads(b)["thermal"]
-        if th["level"] == level:
-            return th
-        if time.time() > deadline:
-            raise AssertionError("thermal %s, want %s" % (th["level"], level))
-        time.sleep(0.05)
-
-
-def leave_mid_stream(port, path, body, headers=None):
-    """Sends a streamed request and closes the connection after the first bytes."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    data = json.dumps(body).encode()
-    h = {"Host": "127.0.0.1:%d" % port, "Content-Type": "application/json", "Content-Length": str(len(data))}
-    h.update(headers or {})
-    head = "POST %s HTTP/1.1\r\n%s\r\n\r\n" % (path, "\r\n".join("%s: %s" % kv for kv in h.items()))
-    s.sendall(head.encode() + data)
-    got = b""
-    while b"data:" not in got:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
-    s.close()
-    return got
-
-
-def route_of(b):
-    return json.loads(b)["edgellm"]["route"]
-
 
 def chat_body(extra_msgs=(), **kw):
     m1, m2 = marker(), marker()
@@ -223,11 +173,11 @@ def t_traffic(ctx):
                     chat_body(stream=True, edgellm={"data_class": "ask", "consent": True, "deadline_ms": 0.001}))
     assert st == 200 and "source=cloud" in h.get("x-edgellm-route", ""), (h, b[:300])
     # cancellations: a client that leaves mid-stream, locally and in the cloud
-    leave_mid_stream(port, "/v1/chat/completions", chat_body(stream=True, max_tokens=200, ignore_eos=True))
-    leave_mid_stream(port, "/v1/chat/completions",
+    stream_and_leave(port, "/v1/chat/completions", chat_body(stream=True, max_tokens=200, ignore_eos=True))
+    stream_and_leave(port, "/v1/chat/completions",
                      chat_body(stream=True, max_tokens=200, edgellm={"data_class": "public", "deadline_ms": 0.001}))
     # hot: public to the cloud, private and unconsented ask declined, streamed and not
-    set_temp(ctx, 90000, "hot")
+    set_temp(ctx, "90000\n", "hot")
     st, _, b = post(port, "/v1/chat/completions", chat_body(edgellm={"data_class": "public"}))
     assert st == 200 and route_of(b)["reason"] == "thermal_hot" and route_of(b)["source"] == "cloud", b[:300]
     st, _, b = post(port, "/v1/completions", {"prompt": "Hot %s" % marker(), "max_tokens": 4, "stream": True,
@@ -237,7 +187,7 @@ def t_traffic(ctx):
                  chat_body(edgellm={"data_class": "ask"})):
         st, _, b = post(port, "/v1/chat/completions", body)
         assert st == 503 and route_of(b)["source"] == "declined", (st, b[:300])
-    set_temp(ctx, 40000, "normal")
+    set_temp(ctx, "40000\n", "normal")
     # wait until the cancelled requests have ended (their events are written at the end)
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -251,9 +201,9 @@ def t_traffic(ctx):
 
 def t_thread_derating(ctx):
     port = ctx.edge.port
-    th = set_temp(ctx, 40000, "normal")
+    th = set_temp(ctx, "40000\n", "normal")
     assert th["threads_total"] == 2 and th["threads_active"] == 2, th
-    th = set_temp(ctx, 75000, "derated")
+    th = set_temp(ctx, "75000\n", "derated")
     assert th["threads_active"] == 1, th
     assert metrics(port)["edgellm_threads_active"] == 1
     st, _, b = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
@@ -261,9 +211,9 @@ def t_thread_derating(ctx):
     j = json.loads(b)
     assert st == 200 and j["usage"]["completion_tokens"] == 3, (st, b[:300])  # derated: the policy's cap
     assert j["choices"][0]["message"]["content"], j
-    th = set_temp(ctx, 90000, "hot")
+    th = set_temp(ctx, "90000\n", "hot")
     assert th["threads_active"] == 1, th  # hot: a quarter of 2, at least 1
-    th = set_temp(ctx, 60000, "normal")
+    th = set_temp(ctx, "60000\n", "normal")
     assert th["threads_active"] == 2, th
     assert metrics(port)["edgellm_threads_active"] == 2
     st, _, b = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
@@ -368,7 +318,7 @@ def t_otlp(ctx):
 
 def explain(ctx, *args):
     p = subprocess.run([ctx.cli, "route", "explain", *args], capture_output=True, text=True, timeout=60)
-    assert not any(mk in p.stderr for mk in SANITIZER_MARKERS), p.stderr[-3000:]
+    assert not sanitizer_report(p.stderr), p.stderr[-3000:]
     return p.returncode, p.stdout, p.stderr
 
 
@@ -449,20 +399,12 @@ def t_load_error(ctx):
     with open(bad, "w") as f:
         f.write("not a gguf file %s\n" % marker())
     tel = os.path.join(ctx.tmp, "tel-load")
-    edge = Server(ctx.cli, bad, "-c", "256", "--policy", ctx.policy_path, "--telemetry-dir", tel)
-    edge.proc = subprocess.Popen(edge.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    edge.reader = threading.Thread(target=edge._read_stderr, daemon=True)
-    edge.reader.start()
+    edge = Server(ctx.cli, bad, "-c", "256", "--policy", ctx.policy_path, "--telemetry-dir", tel).spawn()
     try:
-        assert edge.ready.wait(60), edge.stderr()
-        deadline = time.time() + 30
-        while json.loads(request(edge.port, "GET", "/health")[2])["status"] != "no_local_model":
-            assert time.time() < deadline
-            time.sleep(0.1)
+        wait_no_model(edge)
         st, _, b = post(edge.port, "/v1/chat/completions", chat_body(edgellm={"data_class": "private"}))
         assert st == 503 and route_of(b)["reason"] == "model_unavailable", b[:300]
-        assert edge.interrupt() == 0, edge.stderr()[-2000:]
-        assert not any(mk in edge.stderr() for mk in SANITIZER_MARKERS), edge.stderr()[-3000:]
+        assert_clean_stop(edge)
     finally:
         edge.kill()
     with open(os.path.join(tel, "telemetry.jsonl")) as f:
@@ -479,24 +421,11 @@ def main():
     cli, model = require_setup("tiny-llama-Q4_K_M.gguf", need_openai=False)
     if cli is None:
         return model
-
-    class Ctx:
-        pass
-    ctx = Ctx()
-    ctx.cli = cli
-    ctx.tmp = tempfile.mkdtemp(prefix="el_tel_")
-    ctx.policy_path = os.path.join(ctx.tmp, "policy.json")
-    with open(ctx.policy_path, "w") as f:
-        json.dump(POLICY, f, indent=1)
-    ctx.sensor = os.path.join(ctx.tmp, "temp")
-    with open(ctx.sensor, "w") as f:
-        f.write("40000\n")
+    ctx = route_ctx(cli, model, "el_tel_", POLICY, sensor="40000\n")
     ctx.tel_dir = os.path.join(ctx.tmp, "telemetry")
     os.mkdir(os.path.join(ctx.tmp, "audit"))
     ctx.audit = os.path.join(ctx.tmp, "audit", "audit.jsonl")
-    otlp = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Otlp)
-    otlp.daemon_threads = True
-    threading.Thread(target=otlp.serve_forever, daemon=True).start()
+    otlp = serve_in_thread(Otlp)
     ctx.cloud = Server(cli, model, "-c", "512").start()
     ctx.edge = Server(cli, model, "-c", "512", "-t", "2", "--parallel", "2", "--policy", ctx.policy_path,
                       "--cloud-url", ctx.cloud.base() + "/v1", "--thermal-source", ctx.sensor,
@@ -508,21 +437,13 @@ def main():
         r.run("traffic through every route, with markers", t_traffic, ctx)
         r.run("thermal derating of threads", t_thread_derating, ctx)
         r.run("load error event", t_load_error, ctx)
-        code = ctx.edge.interrupt()  # flushes the OTLP queue
-        if code != 0 or any(mk in ctx.edge.stderr() for mk in SANITIZER_MARKERS):
-            r.failed += 1
-            r.names.append("edge clean exit")
-            print("FAIL edge clean exit: %r\n%s" % (code, ctx.edge.stderr()[-3000:]))
+        count_unclean_stop(r, ctx.edge, "edge clean exit")  # flushes the OTLP queue
         r.run("no marker (nor its first 8 chars) in any byte written or exported", t_no_marker_anywhere, ctx)
         r.run("events: every kind, rotation, schema alphabet", t_events, ctx)
         r.run("OTLP receiver: logs with gen_ai.* names, one per event", t_otlp, ctx)
         r.run("every audit line replays to the same decision", t_audit_replay, ctx)
         r.run("route explain REQUEST.json", t_explain_request, ctx)
-        code = ctx.cloud.interrupt()
-        if code != 0 or any(mk in ctx.cloud.stderr() for mk in SANITIZER_MARKERS):
-            r.failed += 1
-            r.names.append("cloud clean exit")
-            print("FAIL cloud clean exit: %r\n%s" % (code, ctx.cloud.stderr()[-3000:]))
+        count_unclean_stop(r, ctx.cloud, "cloud clean exit")
     finally:
         ctx.edge.kill()
         ctx.cloud.kill()
