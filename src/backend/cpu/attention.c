@@ -17,7 +17,7 @@
 
 #include "backend/cpu/attention_internal.h"
 #include "backend/cpu/cpu_features.h"
-#include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/kernel_common.h"
 #include "backend/cpu/ops.h"
 
 #if defined(__clang__)

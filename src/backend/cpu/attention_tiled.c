@@ -9,7 +9,7 @@
 
 #include "backend/cpu/attention_internal.h"
 #include "backend/cpu/attention_tiled_ops.h"
-#include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/kernel_common.h"
 #include "util/fp16.h"
 
 #if defined(__clang__)

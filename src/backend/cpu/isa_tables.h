@@ -1,5 +1,6 @@
 /*
- * isa_tables.h — the ISA kernel tables kernels.c may apply (see kernels.h).
+ * isa_tables.h — the ISA kernel tables kernels.c may apply (see kernels.h;
+ * their entries have kernel_types.h's shape).
  * Each is defined in one file under x86/ or arm/, compiled with that ISA's
  * flags (CMakeLists.txt); a table is plain data, so referencing it runs no
  * ISA-specific code. Only el_cpu_kernels_build calls into a table's kernels,
@@ -7,7 +8,7 @@
  */
 #ifndef EL_BACKEND_CPU_ISA_TABLES_H
 #define EL_BACKEND_CPU_ISA_TABLES_H
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernel_types.h"
 
 #if defined(__x86_64__)
 /* x86 files named ..._avx2.c: AVX2 + FMA + F16C (+ BMI2) */

@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/isa_tables.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_portable.h"
 
 typedef struct isa_table {
     const char *name;

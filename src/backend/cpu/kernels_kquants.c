@@ -1,13 +1,13 @@
 /*
  * kernels_kquants.c — portable C dot products of the K-quants (Q2_K … Q6_K)
  * and IQ4_XS against Q8_K activations. Entries of the CPU kernel table
- * (kernels_portable.c); declared in kernels_internal.h.
+ * (kernels_portable.c); declared in kernels_kquants.h.
  */
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/kernel_common.h"
+#include "backend/cpu/kernels_kquants.h"
 #include "package/quants.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"

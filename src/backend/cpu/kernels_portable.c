@@ -16,8 +16,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/kernel_common.h"
+#include "backend/cpu/kernels_kquants.h"
+#include "backend/cpu/kernels_portable.h"
 #include "package/quants.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"

@@ -11,8 +11,8 @@
 
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/expf_poly.h"
+#include "backend/cpu/kernel_common.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/kernels_internal.h"
 #include "backend/cpu/ops_internal.h"
 
 

@@ -31,8 +31,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/kernels_internal.h"
+#include "backend/cpu/kernel_common.h"
+#include "backend/cpu/kernel_types.h"
 #include "package/quants.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"

@@ -22,7 +22,7 @@
 #endif
 
 #include "backend/cpu/isa_tables.h"
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernel_types.h"
 #include "package/quants.h"
 #include "util/fp16.h"
 

@@ -55,7 +55,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/cpu/kernels.h"
+#include "backend/cpu/kernel_types.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
 

@@ -1,6 +1,15 @@
-/* kernels_internal.h — dot-product kernels shared between the CPU kernel files. */
-#ifndef EL_BACKEND_CPU_KERNELS_INTERNAL_H
-#define EL_BACKEND_CPU_KERNELS_INTERNAL_H
+/*
+ * kernel_common.h — the small pieces the CPU kernel files share: the
+ * function-clone attribute and the SWAR block unpacking and int8 dot
+ * helpers of the portable kernels (kernels_portable.c, kernels_kquants.c,
+ * the attention and ops kernels, and the ISA headers that reuse them).
+ *
+ * Contract: macros and static inline functions only (they inline into each
+ * kernel's loop); no state, no ISA-specific code. Every helper's result is
+ * exact (integer or bit moves), so any caller gets the same bits.
+ */
+#ifndef EL_BACKEND_CPU_KERNEL_COMMON_H
+#define EL_BACKEND_CPU_KERNEL_COMMON_H
 
 #include <stdint.h>
 #include <string.h>
@@ -49,17 +58,5 @@ static inline int32_t dot32(const int8_t *restrict a, const int8_t *restrict q) 
 static inline void iq4_lookup32(const uint8_t *restrict idx, int8_t *restrict a) {
     for (int j = 0; j < 32; ++j) a[j] = kvalues_iq4nl[idx[j]];
 }
-
-
-void el_vec_dot_q2_k_q8_k(int n, float *s, const void *vx, const void *vy);
-void el_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy);
-void el_vec_dot_q4_k_q8_k(int n, float *s, const void *vx, const void *vy);
-void el_vec_dot_q5_k_q8_k(int n, float *s, const void *vx, const void *vy);
-void el_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy);
-void el_vec_dot_iq4_xs_q8_k(int n, float *s, const void *vx, const void *vy);
-/* Row selectors (el_vec_dot_select_fn) for the repacked types; see kernels.h. */
-typedef void (*el_vec_dot_fn_)(int n, float *s, const void *vx, const void *vy);
-el_vec_dot_fn_ el_select_q2_k(int n_rows, int row, int k);
-el_vec_dot_fn_ el_select_q4_k(int n_rows, int row, int k);
 
 #endif
