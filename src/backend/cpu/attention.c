@@ -10,12 +10,15 @@
  * A one-token step over a long cache is split across it among the threads
  * (flash-decoding, attention_internal.h): each range keeps this arithmetic,
  * the ranges are combined as ggml's split-KV decode combines them.
+ * Caches of another type (BF16, Q8_0, Q4_0) go to attention_typed.c, for
+ * attention (el_op_attention) and for storing rows (el_op_kv_store_typed).
  */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "backend/cpu/attention_internal.h"
+#include "backend/cpu/attention_typed.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernel_common.h"
 #include "backend/cpu/ops.h"
@@ -268,6 +271,11 @@ void el_op_kv_store(el_fp16 *cache, const float *x, int n, int pos0, int row_len
     const int r0 = pos0 % ring, n1 = r0 + n > ring ? ring - r0 : n; /* rows before the wrap */
     g_to_f16(x, cache + (size_t)r0 * row_len, n1 * row_len);
     if (n1 < n) g_to_f16(x + (size_t)n1 * row_len, cache, (n - n1) * row_len);
+}
+
+void el_op_kv_store_typed(int type, void *cache, const float *x, int n, int pos0, int row_len, int ring) {
+    if (el_kv_is_f16(type)) el_op_kv_store(cache, x, n, pos0, row_len, ring);
+    else el_attn_typed_store(type, cache, x, n, pos0, row_len, ring); /* BF16/Q8_0/Q4_0: attention_typed.c */
 }
 
 el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level) {

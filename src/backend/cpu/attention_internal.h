@@ -8,19 +8,17 @@
 
 #include <math.h>
 
+#include "backend/cpu/attention_common.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/ops.h"
 
-#define EL_ATT_MAX_HD 512     /* head_dim limit */
+/* EL_ATT_MAX_HD, the head_dim limit, and el_attn_lo: attention_common.h */
 #define EL_ATT_MAX_QHD 8192   /* queries per work unit × head_dim (state on the stack: 48 KiB) */
 #define EL_ATT_MAX_Q 64       /* queries per work unit */
 #define EL_ATT_MAX_KVB 64     /* cache rows per block */
 #define EL_ATT_TILE_Q 64      /* batches of this many query tokens or more take the tiled kernel */
 #define EL_ATT_TILE_KV 64     /* positions per tile of the tiled kernel */
 #define EL_ATT_GROUP 8        /* most query heads of a KV head advanced together over each K/V row (one-row kernel) */
-
-/* First cache row a query at position p sees. */
-static inline int el_attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
 
 /* Cache rows per block: K and V of a block take about 16 KiB (half of L1d). */
 static inline int el_attn_kv_block(int hd) {
@@ -176,13 +174,6 @@ el_cpu_level el_op_attention_at(el_pool *pool, const el_attn_args *a, el_cpu_lev
 void el_attn_split_combine(const el_attn_args *a, const float *part, int n_chunk);
 /* el_op_kv_store likewise. */
 el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, int row_len, el_cpu_level level);
-
-/* Caches of a type other than F16 (attention_typed.c): el_op_attention hands
- * them to el_attn_typed. */
-static inline int el_attn_is_typed(const el_attn_args *a) {
-    return (a->type_k != 0 && a->type_k != EL_TYPE_F16) || (a->type_v != 0 && a->type_v != EL_TYPE_F16);
-}
-void el_attn_typed(el_pool *pool, const el_attn_args *a);
 
 /* The online softmax over cnt scores in order: the running maximum *pM and
  * sum *pS, and per position the factors ms (rescale of what came before)

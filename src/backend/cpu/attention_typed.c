@@ -2,7 +2,9 @@
  * attention_typed.c — attention over a KV cache of type BF16, Q8_0 or Q4_0
  * (either of K or V, the other may be F16), and storing rows into such a
  * cache. el_op_attention (attention.c) hands an el_attn_args here when
- * el_attn_is_typed says so; an F16/F16 cache never comes here.
+ * el_attn_is_typed says so; an F16/F16 cache never comes here. Likewise
+ * el_op_kv_store_typed (attention.c) hands over the rows of a cache that is
+ * not F16 (el_attn_typed_store).
  *
  * Contract: every (query, head) pair is computed in the arithmetic of
  * llama.cpp's CPU flash attention for caches that are not F16
@@ -43,7 +45,7 @@
 
 #include <pthread.h>
 
-#include "backend/cpu/attention_internal.h"
+#include "backend/cpu/attention_common.h"
 #include "backend/cpu/attention_typed.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernel_common.h"
@@ -117,12 +119,7 @@ static void store_rows(int type, void *dst, const float *x, int n, int row_len) 
     }
 }
 
-void el_op_kv_store_typed(int type, void *cache, const float *x, int n, int pos0, int row_len, int ring) {
-    type = norm_type(type);
-    if (type == EL_TYPE_F16) {
-        el_op_kv_store(cache, x, n, pos0, row_len, ring);
-        return;
-    }
+void el_attn_typed_store(int type, void *cache, const float *x, int n, int pos0, int row_len, int ring) {
     const size_t rb = el_row_size((el_type)type, row_len);
     uint8_t *c = cache;
     if (ring <= 0) {
