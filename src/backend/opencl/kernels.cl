@@ -133,59 +133,114 @@ inline int hsum_int8(int8 v) {
     return a.x + a.y + a.z + a.w;
 }
 
-/* F32 / F16 weights. One-row order: 4 accumulators of 16 lanes over steps of
- * 64, (a0+a2)+(a1+a3), reduce16; the tail: F32 a float sum, F16 a double sum.
- * tinyBLAS order: one 16-lane fma chain, reduce16. */
-inline float dot_f32(__global const uchar *w, __global const uchar *x, int K, int n) {
-    __global const float *a = (__global const float *)w, *b = (__global const float *)x;
-    if (n >= 2 && K % 16 == 0) {
-        float16 c = (float16)(0.0f);
-        for (int i = 0; i < K; i += 16) c = fma(vload16(0, a + i), vload16(0, b + i), c);
-        return reduce16(c);
+/* F32 / F16 weights: one body, the element type its varying part (T, and
+ * LD16 / LD1: 16 elements / one element at p as float). One-row order: 4
+ * accumulators of 16 lanes over steps of 64, (a0+a2)+(a1+a3), reduce16; the
+ * tail summed in TAIL: F32 a float sum, F16 a double sum. tinyBLAS order:
+ * one 16-lane fma chain, reduce16. */
+#define DOT_FLOAT(NAME, T, LD16, LD1, TAIL)                                                 \
+    inline float NAME(__global const uchar *w, __global const uchar *x, int K, int n) {     \
+        __global const T *a = (__global const T *)w, *b = (__global const T *)x;           \
+        if (n >= 2 && K % 16 == 0) {                                                        \
+            float16 c = (float16)(0.0f);                                                    \
+            for (int i = 0; i < K; i += 16) c = fma(LD16(a + i), LD16(b + i), c);           \
+            return reduce16(c);                                                             \
+        }                                                                                   \
+        const int np = K & ~63;                                                             \
+        float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;                            \
+        for (int i = 0; i < np; i += 64) {                                                  \
+            c0 = fma(LD16(a + i), LD16(b + i), c0);                                         \
+            c1 = fma(LD16(a + i + 16), LD16(b + i + 16), c1);                               \
+            c2 = fma(LD16(a + i + 32), LD16(b + i + 32), c2);                               \
+            c3 = fma(LD16(a + i + 48), LD16(b + i + 48), c3);                               \
+        }                                                                                   \
+        TAIL s = (TAIL)reduce16((c0 + c2) + (c1 + c3));                                     \
+        for (int i = np; i < K; i++) s += (TAIL)(LD1(a + i) * LD1(b + i));                  \
+        return (float)s;                                                                    \
     }
-    const int np = K & ~63;
-    float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;
-    for (int i = 0; i < np; i += 64) {
-        c0 = fma(vload16(0, a + i), vload16(0, b + i), c0);
-        c1 = fma(vload16(0, a + i + 16), vload16(0, b + i + 16), c1);
-        c2 = fma(vload16(0, a + i + 32), vload16(0, b + i + 32), c2);
-        c3 = fma(vload16(0, a + i + 48), vload16(0, b + i + 48), c3);
+#define LD16_F32(p) vload16(0, p)
+#define LD1_F32(p) (*(p))
+#define LD16_F16(p) vload_half16(0, p)
+#define LD1_F16(p) vload_half(0, p)
+DOT_FLOAT(dot_f32, float, LD16_F32, LD1_F32, float)
+DOT_FLOAT(dot_f16, half, LD16_F16, LD1_F16, dbl)
+
+/* The quantized types' products, in the NT-token form: each weight block is
+ * unpacked once for the tokens (x: the first token's activation row, xrow
+ * bytes apart; nt <= NT tokens; out: their results), and every output gets
+ * the per-output operations stated above its type (dotn_<type>). */
+
+/* ---- the 32-element types against Q8_0 activations (34-byte blocks: F16 d,
+ * 32 int8). A weight block unpacks to 32 int8 values (a0: elements 0..15,
+ * a1: 16..31) and its F16 scale d_w: the type's dequantization, the only
+ * part that varies (unpack_q32); the dot products are one code (dotn_q32):
+ *   Q8_0 (34 bytes: d, 32 int8): 8 lanes, acc[l] = fma(d_w * d_x,
+ *     (float)lane_l, acc[l]), hsum8;
+ *   Q4_0 (18 bytes: d, 16 bytes of nibbles, element j low, j+16 high;
+ *     value q-8): one chain, acc = fma((float)sumi, d_w * d_x, acc);
+ *   Q5_0 (22 bytes: d, qh — bit j the 5th bit of element j —, nibbles as
+ *     Q4_0; value q-16): lanes as Q8_0. */
+#define Q32_Q8_0 0
+#define Q32_Q4_0 1
+#define Q32_Q5_0 2
+
+inline int q32_bytes(int type) { return type == Q32_Q8_0 ? 34 : type == Q32_Q4_0 ? 18 : 22; }
+
+inline void unpack_q32(int type, __global const uchar *wb, char16 *a0, char16 *a1) {
+    if (type == Q32_Q8_0) {
+        __global const char *qw = (__global const char *)(wb + 2);
+        *a0 = vload16(0, qw);
+        *a1 = vload16(1, qw);
+    } else if (type == Q32_Q4_0) {
+        const uchar16 q = vload16(0, wb + 2);
+        *a0 = as_char16(q & (uchar)0xF) - (char)8;
+        *a1 = as_char16(q >> (uchar)4) - (char)8;
+    } else {
+        const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const uint qh = (uint)wb[2] | ((uint)wb[3] << 8) | ((uint)wb[4] << 16) | ((uint)wb[5] << 24);
+        const uchar16 q = vload16(0, wb + 6);
+        const uchar16 hlo = convert_uchar16((((uint16)(qh) >> sh) & 1u) << 4);
+        const uchar16 hhi = convert_uchar16((((uint16)(qh >> 16) >> sh) & 1u) << 4);
+        *a0 = as_char16((q & (uchar)0xF) | hlo) - (char)16;
+        *a1 = as_char16((q >> (uchar)4) | hhi) - (char)16;
     }
-    float s = reduce16((c0 + c2) + (c1 + c3));
-    for (int i = np; i < K; i++) s += a[i] * b[i];
-    return s;
 }
 
-inline float dot_f16(__global const uchar *w, __global const uchar *x, int K, int n) {
-    __global const half *a = (__global const half *)w, *b = (__global const half *)x;
-    if (n >= 2 && K % 16 == 0) {
-        float16 c = (float16)(0.0f);
-        for (int i = 0; i < K; i += 16) c = fma(vload_half16(0, a + i), vload_half16(0, b + i), c);
-        return reduce16(c);
+/* type: a constant at every call, so each instance is one type's code. */
+inline void dotn_q32(int type, __global const uchar *w, __global const uchar *x, ulong xrow, int K, int nt,
+                     float *out) {
+    const bool chain = type == Q32_Q4_0;
+    const int bytes = q32_bytes(type);
+    float8 acc[NT];  /* the 8 lanes (Q8_0, Q5_0) */
+    float acc1[NT];  /* the one chain (Q4_0) */
+    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f), acc1[t] = 0.0f;
+    for (int ib = 0; ib < K / 32; ib++) {
+        __global const uchar *wb = w + bytes * ib;
+        const float dw = ldh(wb);
+        char16 a0, a1;
+        unpack_q32(type, wb, &a0, &a1);
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+            __global const uchar *xb = x + t * xrow + 34 * ib;
+            __global const char *qx = (__global const char *)(xb + 2);
+            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
+            if (chain) acc1[t] = fma((float)hsum_int8(l), dw * ldh(xb), acc1[t]);
+            else acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
+        }
     }
-    const int np = K & ~63;
-    float16 c0 = (float16)(0.0f), c1 = c0, c2 = c0, c3 = c0;
-    for (int i = 0; i < np; i += 64) {
-        c0 = fma(vload_half16(0, a + i), vload_half16(0, b + i), c0);
-        c1 = fma(vload_half16(0, a + i + 16), vload_half16(0, b + i + 16), c1);
-        c2 = fma(vload_half16(0, a + i + 32), vload_half16(0, b + i + 32), c2);
-        c3 = fma(vload_half16(0, a + i + 48), vload_half16(0, b + i + 48), c3);
-    }
-    const float r = reduce16((c0 + c2) + (c1 + c3));
-    if (np == K) return r;
-    dbl s = (dbl)r;
-    for (int i = np; i < K; i++) s += (dbl)(vload_half(i, a) * vload_half(i, b));
-    return (float)s;
+    for (int t = 0; t < nt; t++) out[t] = chain ? acc1[t] : hsum8(acc[t]);
 }
 
-/* Q8_0 (34-byte blocks: F16 d, 32 int8) against Q8_0: 8 lanes,
- * acc[l] = fma(d_w * d_x, (float)lane_l, acc[l]), hsum8. */
-
-/* Q4_0 (18 bytes: d, 16 bytes of nibbles, element j low, j+16 high; value q-8):
- * one chain, acc = fma((float)sumi, d_w * d_x, acc). */
-
-/* Q5_0 (22 bytes: d, qh — bit j the 5th bit of element j —, nibbles as Q4_0;
- * value q-16): lanes as Q8_0. */
+/* n and t0: the signature of dotn_q4_k, whose variant depends on them. */
+#define DOTN_Q32(NAME, TYPE)                                                                                   \
+    inline void NAME(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt, \
+                     float *out) {                                                                             \
+        (void)n, (void)t0;                                                                                     \
+        dotn_q32(TYPE, w, x, xrow, K, nt, out);                                                                \
+    }
+DOTN_Q32(dotn_q8_0, Q32_Q8_0)
+DOTN_Q32(dotn_q4_0, Q32_Q4_0)
+DOTN_Q32(dotn_q5_0, Q32_Q5_0)
 
 /* Q8_K activation blocks (292 bytes): float d, int8 qs[256], int16 bsums[16]. */
 #define Q8K_BYTES 292
@@ -206,85 +261,6 @@ inline void q4k_sm(__global const uchar *sc, int j, int *s, int *m) {
         *s = (sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4);
         *m = (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4);
     }
-}
-
-
-/* Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], d): the quants unsigned
- * (0..63); chunk c (elements 32c..32c+31, c = 4n + k: low bits ql[64n +
- * 32(k&1) + l] >> (k >= 2 ? 4 : 0), high (qh[32n + l] >> 2k) & 3) adds
- * sc[2c + l/4] * (its lane l dot) to lane l; lane l -= 32 * (bsums[2l] sc[2l]
- * + bsums[2l+1] sc[2l+1]); acc[l] = fma(d_x d_w, (float)lane_l, acc[l]); hsum8. */
-
-/* The quantized types' products, in the NT-token form: each weight block is
- * unpacked once for the tokens (x: the first token's activation row, xrow
- * bytes apart; nt <= NT tokens; out: their results), and every output gets
- * the per-output operations stated above its type. */
-inline void dotn_q8_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
-                      float *out) {
-    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
-    float8 acc[NT];
-    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 34 * ib;
-        const float dw = ldh(wb);
-        __global const char *qw = (__global const char *)(wb + 2);
-        const char16 a0 = vload16(0, qw), a1 = vload16(1, qw);
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) break;
-            __global const uchar *xb = x + t * xrow + 34 * ib;
-            __global const char *qx = (__global const char *)(xb + 2);
-            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
-            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
-        }
-    }
-    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
-}
-
-inline void dotn_q4_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
-                      float *out) {
-    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
-    float acc[NT];
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 18 * ib;
-        const float dw = ldh(wb);
-        const uchar16 q = vload16(0, wb + 2);
-        const char16 a0 = as_char16(q & (uchar)0xF) - (char)8, a1 = as_char16(q >> (uchar)4) - (char)8;
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) break;
-            __global const uchar *xb = x + t * xrow + 34 * ib;
-            __global const char *qx = (__global const char *)(xb + 2);
-            const int sumi = hsum_int8(lanes32(a0, a1, vload16(0, qx), vload16(1, qx)));
-            acc[t] = fma((float)sumi, dw * ldh(xb), acc[t]);
-        }
-    }
-    for (int t = 0; t < nt; t++) out[t] = acc[t];
-}
-
-inline void dotn_q5_0(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
-                      float *out) {
-    (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
-    float8 acc[NT];
-    for (int t = 0; t < NT; t++) acc[t] = (float8)(0.0f);
-    const uint16 sh = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int ib = 0; ib < K / 32; ib++) {
-        __global const uchar *wb = w + 22 * ib;
-        const float dw = ldh(wb);
-        const uint qh = (uint)wb[2] | ((uint)wb[3] << 8) | ((uint)wb[4] << 16) | ((uint)wb[5] << 24);
-        const uchar16 q = vload16(0, wb + 6);
-        const uchar16 hlo = convert_uchar16((((uint16)(qh) >> sh) & 1u) << 4);
-        const uchar16 hhi = convert_uchar16((((uint16)(qh >> 16) >> sh) & 1u) << 4);
-        const char16 a0 = as_char16((q & (uchar)0xF) | hlo) - (char)16;
-        const char16 a1 = as_char16((q >> (uchar)4) | hhi) - (char)16;
-        for (int t = 0; t < NT; t++) {
-            if (t >= nt) break;
-            __global const uchar *xb = x + t * xrow + 34 * ib;
-            __global const char *qx = (__global const char *)(xb + 2);
-            const int8 l = lanes32(a0, a1, vload16(0, qx), vload16(1, qx));
-            acc[t] = fma((float8)(dw * ldh(xb)), convert_float8(l), acc[t]);
-        }
-    }
-    for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
 }
 
 inline void dotn_q4_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
@@ -329,6 +305,11 @@ inline void dotn_q4_k(__global const uchar *w, __global const uchar *x, ulong xr
     for (int t = 0; t < nt; t++) out[t] = acc[t] - accm[t];
 }
 
+/* Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], d): the quants unsigned
+ * (0..63); chunk c (elements 32c..32c+31, c = 4n + k: low bits ql[64n +
+ * 32(k&1) + l] >> (k >= 2 ? 4 : 0), high (qh[32n + l] >> 2k) & 3) adds
+ * sc[2c + l/4] * (its lane l dot) to lane l; lane l -= 32 * (bsums[2l] sc[2l]
+ * + bsums[2l+1] sc[2l+1]); acc[l] = fma(d_x d_w, (float)lane_l, acc[l]); hsum8. */
 inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt,
                       float *out) {
     (void)n, (void)t0; /* the same signature as dotn_q4_k, whose variant depends on them */
