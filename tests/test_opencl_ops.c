@@ -1081,7 +1081,7 @@ static void test_no_platform(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--no-platform") == 0) return no_platform_child();
     const int ndev = el_backend_opencl_count();
-    if (ndev == 0) el_test_skip("no OpenCL device (el_backend_opencl_count() == 0)");
+    if (ndev == 0) el_test_skip_hw("no OpenCL device (el_backend_opencl_count() == 0)");
     /* the binary cache of every construction goes to a temp folder */
     char dir[] = "/tmp/el_ocl_mainXXXXXX";
     if (!mkdtemp(dir)) return 1;

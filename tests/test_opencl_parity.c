@@ -142,7 +142,7 @@ static void model_case(const char *path, const char *label, double tol) {
 }
 
 int main(void) {
-    if (el_backend_opencl_count() < 1) el_test_skip("no OpenCL device (install pocl-opencl-icd): OpenCL parity skipped");
+    if (el_backend_opencl_count() < 1) el_test_skip_hw("no OpenCL device (install pocl-opencl-icd): OpenCL parity skipped");
     if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
     static const struct { const char *name; double tol; } models[] = {
         {"tiny-llama-F16", 0.05},     {"tiny-llama-Q8_0", 0.05},    {"tiny-llama-Q4_0", 0.15},

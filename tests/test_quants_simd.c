@@ -145,6 +145,6 @@ int main(void) {
         levels++;
         check_level((el_cpu_level)lv, tab, por);
     }
-    if (!levels) el_test_skip("no x86 SIMD level on this CPU/build");
+    if (!levels) el_test_skip_hw("no x86 SIMD level on this CPU/build");
     return el_test_finish("test_quants_simd");
 }

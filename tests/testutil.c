@@ -45,6 +45,11 @@ bool el_test_vocab_refused(const char *name) {
     return false;
 }
 
+void el_test_skip_hw(const char *why) {
+    printf("SKIPPED (needs hardware this machine lacks): %s\n", why);
+    exit(77);
+}
+
 void el_test_skip(const char *why) {
     printf("SKIPPED: %s\n", why);
     exit(77);

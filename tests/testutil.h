@@ -28,8 +28,13 @@ int el_test_have_ref(void);
  * pre-tokenizer): test_tokenizer checks each is refused cleanly; the tests
  * that walk every vocabulary leave them out. */
 bool el_test_vocab_refused(const char *name);
-/* Exit 77 (ctest: skipped) with a reason. */
+/* Exit 77 (ctest: skipped) with a reason. Under CI=true `make test`'s summary
+ * (tools/test-summary.py) counts such a skip as a failure: what a test needs
+ * that the project installs must be there. */
 void el_test_skip(const char *why);
+/* Exit 77 for hardware this machine lacks (an OpenCL device, a SIMD level):
+ * the one kind of skip the summary accepts under CI=true. */
+void el_test_skip_hw(const char *why);
 /* Reads a file descriptor to EOF (malloc'd, NUL-terminated; *len if len); NULL on failure. */
 char *el_test_read_fd(int fd, size_t *len);
 /* Reads a whole file (malloc'd, NUL-terminated); NULL on failure. */
