@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "deploy/manifest.h"
+#include "deploy/pkg_error.h"
 
 /* write() until done (EINTR retried); false on error (errno set). */
 bool el_fs_write_all(int fd, const void *buf, size_t n);
