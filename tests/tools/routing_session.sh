@@ -5,24 +5,9 @@
 # with their route (header + the body's "edgellm".route) as the device state
 # changes. Usage: tests/tools/routing_session.sh [build/edgellm] [fixture dir]
 set -euo pipefail
-CLI=${1:-build/edgellm}
-SHARED=${2:-${EL_FIXTURE_DIR:-$HOME/.cache/edgellm/fixtures}}
-MODEL=$SHARED/reference/models/tiny-llama-Q4_K_M.gguf
-T=$(mktemp -d)
-trap 'kill $CLOUD_PID $EDGE_PID 2>/dev/null || true; rm -rf "$T"' EXIT
-cat > "$T/policy.json" <<'JSON'
-{"format": "edgellm-policy/1", "version": "demo-2026-12-01",
- "classes": {"private": {"cloud": "never"},
-             "ask": {"cloud": "with_consent", "legal_basis": "consent"},
-             "public": {"cloud": "allowed", "legal_basis": "contract"}},
- "thermal": {"derate_c": 70, "hot_c": 85, "hysteresis_c": 5, "sample_ms": 100, "max_tokens_derated": 4},
- "cloud": {"down_for_s": 30, "timeout_s": 10}}
-JSON
-echo 45000 > "$T/temp"
-"$CLI" serve -m "$MODEL" --allow-unsigned --port 18471 -c 256 2>"$T/cloud.log" & CLOUD_PID=$!
-"$CLI" serve -m "$MODEL" --allow-unsigned --port 18472 -c 256 --policy "$T/policy.json" \
-  --cloud-url http://127.0.0.1:18471/v1 --thermal-source "$T/temp" 2>"$T/edge.log" & EDGE_PID=$!
-for p in 18471 18472; do for _ in $(seq 100); do curl -sf localhost:$p/health >/dev/null && break; sleep 0.1; done; done
+# shellcheck source=route_session_lib.sh
+. "$(dirname "$0")/route_session_lib.sh"
+start_session demo-2026-12-01 ', "cloud": {"down_for_s": 30, "timeout_s": 10}' 18471 18472
 
 ask() { # ask 'what' '{"edgellm":...}' [max_tokens]
   local body
