@@ -14,28 +14,21 @@ Tests needing a missing model are skipped, or fail under CI=true.
 """
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 
 import pytest
 
 import edgellm
+from conftest import CLI, SHARED, check_struct_layout, need_fixture
 from edgellm import _lib
 
-SHARED = os.environ.get("EL_FIXTURE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "edgellm", "fixtures")
-UNDER_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")  # a missing fixture fails there
 MODELS = os.path.join(SHARED, "reference/models")
-CLI = os.environ.get("EL_CLI_PATH")
 TINY = ["tiny-llama-Q8_0.gguf", "tiny-qwen2-Q4_K_M.gguf", "tiny-qwen3-Q8_0.gguf", "tiny-gemma3-Q8_0.gguf"]
 
 
 def model_path(name):
-    p = os.path.join(MODELS, name)
-    if not os.path.exists(p):
-        (pytest.fail if UNDER_CI else pytest.skip)(f"fixture {p} not found (make fixtures)")
-    return p
+    return need_fixture(os.path.join(MODELS, name))
 
 
 def gemma270m():
@@ -89,24 +82,7 @@ int main(void) {
 
 
 def test_struct_layout_matches_header():
-    cc = shutil.which("cc")
-    if not cc:
-        pytest.skip("no C compiler")
-    include = os.path.join(os.path.dirname(__file__), "../../include")
-    with tempfile.TemporaryDirectory() as d:
-        src, exe = os.path.join(d, "l.c"), os.path.join(d, "l")
-        open(src, "w").write(LAYOUT_C)
-        subprocess.run([cc, "-std=c17", "-I", include, src, "-o", exe], check=True)
-        out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    import ctypes
-    for line in out.splitlines():
-        name, n = line.split()
-        if "." in name:
-            t, f = name.split(".")
-            got = getattr(getattr(_lib, t), f).offset
-        else:
-            got = ctypes.sizeof(getattr(_lib, name))
-        assert got == int(n), f"{name}: ctypes {got}, C {n}"
+    check_struct_layout(LAYOUT_C, _lib)
 
 
 def test_version_matches_cli():

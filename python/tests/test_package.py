@@ -12,7 +12,6 @@ used; the store's active model resolves and a package verifies against the
 store's key; a missing package library is a clear PackageLibraryNotFound.
 Environment: EDGELLM_PACKAGE_LIBRARY / EDGELLM_LIBRARY, EL_CLI_PATH, EL_FIXTURE_DIR.
 """
-import ctypes
 import hashlib
 import json
 import os
@@ -24,12 +23,10 @@ import tempfile
 import pytest
 
 import edgellm
+from conftest import CLI, SHARED, check_struct_layout, need_fixture
 from edgellm import package as _pkg
 
-SHARED = os.environ.get("EL_FIXTURE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "edgellm", "fixtures")
-UNDER_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")  # a missing fixture fails there
 TINY = os.path.join(SHARED, "reference/models/tiny-llama-Q8_0.gguf")
-CLI = os.environ.get("EL_CLI_PATH")
 EXPIRES = "2030-01-01"  # 1893456000
 
 
@@ -44,8 +41,7 @@ def run_cli(*args, ok=True):
 def pkg():
     if not CLI:
         pytest.skip("EL_CLI_PATH not set")
-    if not os.path.exists(TINY):
-        (pytest.fail if UNDER_CI else pytest.skip)(f"fixture {TINY} not found (make fixtures)")
+    need_fixture(TINY)
     d = tempfile.mkdtemp(prefix="el-pytest-pkg-")
     model = os.path.join(d, "tiny.gguf")
     shutil.copyfile(TINY, model)
@@ -98,26 +94,7 @@ int main(void) {
 
 
 def test_struct_layout_matches_header():
-    cc = shutil.which("cc")
-    if not cc:
-        pytest.skip("no C compiler")
-    include = os.path.join(os.path.dirname(__file__), "../../include")
-    with tempfile.TemporaryDirectory() as d:
-        src, exe = os.path.join(d, "l.c"), os.path.join(d, "l")
-        open(src, "w").write(LAYOUT_C)
-        subprocess.run([cc, "-std=c17", "-I", include, src, "-o", exe], check=True)
-        out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
-    n = 0
-    for line in out.splitlines():
-        name, size = line.split()
-        if "." in name:
-            t, f = name.split(".")
-            got = getattr(getattr(_pkg, t), f).offset
-        else:
-            got = ctypes.sizeof(getattr(_pkg, name))
-        assert got == int(size), f"{name}: ctypes {got}, C {size}"
-        n += 1
-    assert n == 12
+    assert check_struct_layout(LAYOUT_C, _pkg) == 12
 
 
 def test_library_version():
