@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "runtime/model.h"
+#include "runtime/exec.h"
 #include "util/error.h"
 
 typedef struct pend {

@@ -50,9 +50,6 @@ enum {
 static inline int el_t_kc(int il) { return EL_T_N_FIXED + 2 * il; }
 static inline int el_t_vc(int il) { return EL_T_N_FIXED + 2 * il + 1; }
 
-/* Heap bytes el_exec_new allocates for a session of a model with n_layer
- * layers on the CPU backend alone (the memory plan counts them). */
-size_t el_exec_bytes(int n_layer);
 
 /* The executor of session s (its buffers must be set). NULL on allocation failure. */
 el_exec *el_exec_new(el_session *s, el_error *err);
@@ -106,9 +103,5 @@ void el_exec_report(const el_session *s, FILE *f, bool json);
 
 /* ---- process side: the model's backend set (runtime/model.c calls these) ---- */
 
-/* The model's backends as JSON: what was asked, each device with the ops it
- * ran (all sessions), the note on a device that could not be had, bytes moved,
- * run-time fallbacks (the server's /health "placement"). */
-void el_backends_json(const el_model *m, FILE *f);
 
 #endif

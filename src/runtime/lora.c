@@ -23,6 +23,7 @@
 #include "package/types.h"
 #include "runtime/lora.h"
 #include "runtime/model.h"
+#include "runtime/exec.h"
 #include "util/error.h"
 #include "util/file.h"
 

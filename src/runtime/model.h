@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
@@ -174,6 +175,10 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
 /* M_weights of the capacity plan (memory/capacity.h): the file's size plus
  * the buffers converted at load, saturating. */
 uint64_t el_model_weights_bytes(const el_model *m);
+/* (runtime/exec.c) Heap bytes el_exec_new allocates for a session of a model
+ * with n_layer layers on the CPU backend alone (el_mem_model.session_fixed
+ * counts them). */
+size_t el_exec_bytes(int n_layer);
 /* (runtime/model_backends.c) Creates the backends el_backend_params asks for
  * (CPU always at 0) and measures or loads their capability tables. A device
  * that cannot be had (no OpenCL platform, a kernel that does not build) is a
@@ -182,6 +187,10 @@ uint64_t el_model_weights_bytes(const el_model *m);
  * malformed request. el_backends_close frees them. */
 int el_backends_open(el_model *m, const el_backend_params *bp, el_error *err);
 void el_backends_close(el_model *m);
+/* (runtime/exec.c) The model's backends as JSON: what was asked, each device
+ * with the ops it ran (all sessions), the note on a device that could not be
+ * had, bytes moved, run-time fallbacks (the server's /health "placement"). */
+void el_backends_json(const el_model *m, FILE *f);
 
 /* The forward pass calls this at the start of each layer (the load
  * strategy's hook: prefetch requests the next layers' weights). */
