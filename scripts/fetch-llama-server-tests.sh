@@ -30,9 +30,13 @@ fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$tmp" >&2 ||
-  { echo "fetch-llama-server-tests: pip download llama-cpp-python==$VERSION failed" >&2; exit 1; }
-sdist="$tmp/llama_cpp_python-$VERSION.tar.gz"
+# the copy tests/fixtures/make_fixtures.py keeps (checked against tests/data/reference/SHA256SUMS), else PyPI
+sdist="$HOME/.cache/edgellm/sdist/llama_cpp_python-$VERSION.tar.gz"
+if [ ! -f "$sdist" ]; then
+  python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$tmp" >&2 ||
+    { echo "fetch-llama-server-tests: pip download llama-cpp-python==$VERSION failed" >&2; exit 1; }
+  sdist="$tmp/llama_cpp_python-$VERSION.tar.gz"
+fi
 [ -f "$sdist" ] || { echo "fetch-llama-server-tests: no $sdist after pip download" >&2; exit 1; }
 prefix="llama_cpp_python-$VERSION/vendor/llama.cpp/tools/server/tests"
 mkdir "$tmp/x"
