@@ -30,41 +30,14 @@
 #include "edgellm.h"
 #include "runtime/sampler.h"
 #include "sched/spec.h"
+#include "spec_util.h"
 #include "testutil.h"
 
 #define MAX_GEN 96
 
-typedef struct { int32_t ids[512]; int n; int cancel_at; el_session *s; } gen_out;
-
-static bool collect(const el_token_info *t, void *user) {
-    gen_out *g = user;
-    if (t->id >= 0 && g->n < 512) g->ids[g->n++] = t->id;
-    if (g->cancel_at > 0 && g->n == g->cancel_at) el_session_cancel(g->s);
-    return true;
-}
-
-static const char *COPY_PROMPT =
-    "Rename the variables to snake_case and keep the code otherwise the same.\n\n"
-    "def computeTotal(itemList, taxRate):\n    subTotal = 0\n    for itemEntry in itemList:\n"
-    "        subTotal += itemEntry.unitPrice * itemEntry.quantity\n    return subTotal * (1 + taxRate)\n\n"
-    "Renamed:\n\ndef compute_total(item_list, tax_rate):\n";
-static const char *PLAIN_PROMPT = "The history of the lighthouse begins with";
-
 static el_finish gen(el_session *s, const int32_t *p, int n, const el_spec_params *spec, int max_tokens, float temp,
                      uint64_t seed, gen_out *out, el_generate_stats *st) {
-    el_generate_params gp;
-    memset(&gp, 0, sizeof gp);
-    gp.sampling = el_sampling_default();
-    gp.sampling.temp = temp;
-    gp.sampling.seed = seed;
-    gp.max_tokens = max_tokens;
-    gp.spec = spec;
-    el_error err = {0};
-    out->n = 0;
-    out->s = s;
-    el_finish f = el_generate(s, p, n, &gp, collect, out, st, &err);
-    if (f == EL_DONE_FAILED) fprintf(stderr, "  el_generate: %s\n", err.msg);
-    return f;
+    return spec_generate(s, p, n, spec, max_tokens, temp, seed, false, out, st, NULL);
 }
 
 /* Plain vs speculative greedy on one model; returns drafts accepted (for the copy prompt). */
@@ -74,10 +47,7 @@ static int greedy_case(const char *path, const char *label) { return greedy_case
 /* cache_type: el_cache_type of K and V (0: F16) */
 static int greedy_case_kv(const char *path, const char *label, int cache_type) {
     el_error err = {0};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 2;
-    el_model *m = el_model_load(path, &mp, &err);
-    CHECKF(m != NULL, "%s: %s", label, err.msg);
+    el_model *m = spec_load(path, label);
     if (!m) return 0;
     el_session_params sp = el_session_default_params();
     sp.n_ctx = 512;
@@ -91,24 +61,19 @@ static int greedy_case_kv(const char *path, const char *label, int cache_type) {
         int32_t toks[256];
         int n = el_tokenize(m, prompts[pi], strlen(prompts[pi]), toks, 256, EL_TOK_ADD_SPECIAL);
         CHECK(n > 0 && n < 256);
-        gen_out ref, got;
+        gen_out ref, ref2, got;
         el_generate_stats st;
-        el_session_reset(a);
-        gen(a, toks, n, NULL, MAX_GEN, 0.0f, 1, &ref, &st);
-        const int ref_past = el_session_n_past(a);
-        /* continue: a second turn on the same session */
+        /* plain decoding, and a second turn on the same session */
         int32_t more[8];
-        int nm = el_tokenize(m, "\nAgain:", 7, more, 8, 0);
-        gen_out ref2;
-        gen(a, more, nm, NULL, 24, 0.0f, 1, &ref2, &st);
+        int nm;
+        const int ref_past = spec_plain_turns(a, m, toks, n, MAX_GEN, &ref, &ref2, more, &nm);
         static const int gammas[] = {1, 4, 8, 0};
         for (size_t gi = 0; gi < sizeof gammas / sizeof *gammas; gi++) {
             el_spec_params spec = {.mode = EL_SPEC_NGRAM, .n_draft_max = gammas[gi] ? gammas[gi] : 8,
                                    .fixed = gammas[gi] != 0, .ngram_max = 4};
             el_session_reset(b);
             gen(b, toks, n, &spec, MAX_GEN, 0.0f, 1, &got, &st);
-            bool same = got.n == ref.n && memcmp(got.ids, ref.ids, sizeof(int32_t) * (size_t)ref.n) == 0;
-            CHECKF(same, "%s %s gamma %d: speculative tokens differ from plain (%d vs %d tokens)", label,
+            CHECKF(same_ids(&got, &ref), "%s %s gamma %d: speculative tokens differ from plain (%d vs %d tokens)", label,
                    pi ? "plain" : "copy", gammas[gi], got.n, ref.n);
             CHECKF(el_session_n_past(b) == ref_past, "%s gamma %d: n_past %d, plain %d", label, gammas[gi],
                    el_session_n_past(b), ref_past);
@@ -117,21 +82,13 @@ static int greedy_case_kv(const char *path, const char *label, int cache_type) {
             if (pi == 0 && gammas[gi] != 0) CHECKF(st.n_spec_rounds > 0, "%s: no verification ran", label);
             gen_out got2;
             gen(b, more, nm, &spec, 24, 0.0f, 1, &got2, &st);
-            CHECKF(got2.n == ref2.n && memcmp(got2.ids, ref2.ids, sizeof(int32_t) * (size_t)ref2.n) == 0,
-                   "%s %s gamma %d: the continuation differs from plain", label, pi ? "plain" : "copy", gammas[gi]);
+            CHECKF(same_ids(&got2, &ref2), "%s %s gamma %d: the continuation differs from plain", label, pi ? "plain" : "copy", gammas[gi]);
         }
     }
     el_session_free(a);
     el_session_free(b);
     el_model_free(m);
     return accepted_copy;
-}
-
-/* Upper 0.1% point of chi-square with d degrees of freedom (Wilson-Hilferty). */
-static double chi2_crit(int d) {
-    const double z = 3.09;
-    const double a = 2.0 / (9.0 * d);
-    return d * pow(1 - a + z * sqrt(a), 3);
 }
 
 static void check_sampler_rule(void) {
@@ -164,14 +121,8 @@ static void check_sampler_rule(void) {
         }
         /* expected: the plain sampler's empirical distribution is one sample; test b against a's
          * frequencies with a two-sample chi-square */
-        double chi = 0;
-        int bins = 0;
-        for (int i = 0; i < V; i++) {
-            const double tot = (double)(a[i] + b[i]);
-            if (tot < 10) continue;
-            chi += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]) / tot;
-            bins++;
-        }
+        int bins;
+        const double chi = two_sample_chi2(a, b, V, &bins);
         const double crit = chi2_crit(bins > 1 ? bins - 1 : 1);
         CHECKF(chi < crit, "sampler case %zu: chi-square %.1f >= %.1f (%d bins)", c, chi, crit, bins);
         printf("sampler rule case %zu: chi-square %.1f (crit %.1f, %d bins), draft accepted %.3f\n", c, chi, crit,
@@ -234,17 +185,10 @@ static void check_sampling_e2e(const char *path) {
         drafted += st.n_drafted;
         accepted += st.n_accepted;
     }
-    double chi = 0;
-    int bins = 0;
+    int bins;
+    const double chi = two_sample_chi2(a, b, nv, &bins);
     long ta = 0, tb = 0;
-    for (int i = 0; i < nv; i++) {
-        ta += a[i];
-        tb += b[i];
-        const double tot = (double)(a[i] + b[i]);
-        if (tot < 10) continue;
-        chi += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]) / tot;
-        bins++;
-    }
+    for (int i = 0; i < nv; i++) ta += a[i], tb += b[i];
     CHECK(ta == RUNS && tb == RUNS);
     CHECKF(drafted >= RUNS, "only %ld tokens drafted in %d runs", drafted, RUNS);
     CHECKF(accepted > 0 && accepted < drafted, "%ld of %ld drafts accepted: the rule was not exercised both ways",

@@ -37,25 +37,10 @@
 
 #include "edgellm.h"
 #include "sched/spec.h"
+#include "spec_util.h"
 #include "testutil.h"
 
 #define MAX_GEN 80
-
-typedef struct { int32_t ids[512]; int n; int cancel_at; el_session *s; } gen_out;
-
-static bool collect(const el_token_info *t, void *user) {
-    gen_out *g = user;
-    if (t->id >= 0 && g->n < 512) g->ids[g->n++] = t->id;
-    if (g->cancel_at > 0 && g->n == g->cancel_at) el_session_cancel(g->s);
-    return true;
-}
-
-static const char *COPY_PROMPT =
-    "Rename the variables to snake_case and keep the code otherwise the same.\n\n"
-    "def computeTotal(itemList, taxRate):\n    subTotal = 0\n    for itemEntry in itemList:\n"
-    "        subTotal += itemEntry.unitPrice * itemEntry.quantity\n    return subTotal * (1 + taxRate)\n\n"
-    "Renamed:\n\ndef compute_total(item_list, tax_rate):\n";
-static const char *PLAIN_PROMPT = "The history of the lighthouse begins with";
 
 static bool g_ignore_eos; /* the cancellation test wants 30+ tokens from tiny models that stop early */
 
@@ -64,31 +49,10 @@ static uint64_t g_seed = 1;
 
 static el_finish gen(el_session *s, const int32_t *p, int n, const el_spec_params *spec, int max_tokens, gen_out *out,
                      el_generate_stats *st, el_error *err) {
-    el_generate_params gp;
-    memset(&gp, 0, sizeof gp);
-    gp.sampling = el_sampling_default();
-    gp.sampling.temp = g_temp;
-    gp.sampling.seed = g_seed;
-    gp.max_tokens = max_tokens;
-    gp.ignore_eos = g_ignore_eos;
-    gp.spec = spec;
-    el_error e = {0};
-    if (!err) err = &e;
-    out->n = 0;
-    out->s = s;
-    el_finish f = el_generate(s, p, n, &gp, collect, out, st, err);
-    if (f == EL_DONE_FAILED && err == &e) fprintf(stderr, "  el_generate: %s\n", e.msg);
-    return f;
+    return spec_generate(s, p, n, spec, max_tokens, g_temp, g_seed, g_ignore_eos, out, st, err);
 }
 
-static el_model *load(const char *path) {
-    el_error err = {0};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 2;
-    el_model *m = el_model_load(path, &mp, &err);
-    CHECKF(m != NULL, "%s: %s", path, err.msg);
-    return m;
-}
+static el_model *load(const char *path) { return spec_load(path, path); }
 
 /* Plain vs draft-model greedy; returns α (accepted / drafted) on the copy prompt with fixed γ 4. */
 static double greedy_pair(const char *tpath, const char *dpath, const char *label, bool self, int n_ctx) {
@@ -114,12 +78,9 @@ static double greedy_pair(const char *tpath, const char *dpath, const char *labe
         CHECK(n > 0 && n < 256);
         gen_out ref = {.n = 0}, ref2 = {.n = 0}, got = {.n = 0}, got2 = {.n = 0};
         el_generate_stats st;
-        el_session_reset(a);
-        gen(a, toks, n, NULL, MAX_GEN, &ref, &st, NULL);
-        const int ref_past = el_session_n_past(a);
         int32_t more[8];
-        const int nm = el_tokenize(tm, "\nAgain:", 7, more, 8, 0);
-        gen(a, more, nm, NULL, 24, &ref2, &st, NULL);
+        int nm;
+        const int ref_past = spec_plain_turns(a, tm, toks, n, MAX_GEN, &ref, &ref2, more, &nm);
         static const int gammas[] = {1, 4, 8, 0};
         for (size_t gi = 0; gi < sizeof gammas / sizeof *gammas; gi++) {
             el_spec_params spec = {.mode = EL_SPEC_DRAFT, .n_draft_max = gammas[gi] ? gammas[gi] : 8,
@@ -128,8 +89,7 @@ static double greedy_pair(const char *tpath, const char *dpath, const char *labe
             el_session_reset(d); /* as a fresh pair; the continuation below relies on el_generate keeping d in step */
             el_finish f = gen(b, toks, n, &spec, MAX_GEN, &got, &st, NULL);
             CHECK(f != EL_DONE_FAILED);
-            const bool same = got.n == ref.n && memcmp(got.ids, ref.ids, sizeof(int32_t) * (size_t)ref.n) == 0;
-            CHECKF(same, "%s %s gamma %d: tokens differ from plain decoding (%d vs %d tokens)", label,
+            CHECKF(same_ids(&got, &ref), "%s %s gamma %d: tokens differ from plain decoding (%d vs %d tokens)", label,
                    pi ? "plain" : "copy", gammas[gi], got.n, ref.n);
             CHECKF(el_session_n_past(b) == ref_past, "%s gamma %d: n_past %d, plain %d", label, gammas[gi],
                    el_session_n_past(b), ref_past);
@@ -143,8 +103,7 @@ static double greedy_pair(const char *tpath, const char *dpath, const char *labe
             if (pi == 0 && gammas[gi] == 0) accepted_copy = st.n_accepted;
             if (pi == 0 && gammas[gi] == 4) acc4 = st.n_accepted, drafted4 = st.n_drafted;
             gen(b, more, nm, &spec, 24, &got2, &st, NULL);
-            CHECKF(got2.n == ref2.n && memcmp(got2.ids, ref2.ids, sizeof(int32_t) * (size_t)ref2.n) == 0,
-                   "%s %s gamma %d: the second turn differs from plain", label, pi ? "plain" : "copy", gammas[gi]);
+            CHECKF(same_ids(&got2, &ref2), "%s %s gamma %d: the second turn differs from plain", label, pi ? "plain" : "copy", gammas[gi]);
             CHECKF(el_session_n_past(d) == el_session_n_past(b), "%s gamma %d, second turn: draft n_past %d, target %d",
                    label, gammas[gi], el_session_n_past(d), el_session_n_past(b));
         }
@@ -313,12 +272,6 @@ static void check_cli(void) {
     if (rb) el_test_proc_free(&b);
 }
 
-/* Upper 0.1% point of chi-square with d degrees of freedom (Wilson-Hilferty). */
-static double chi2_crit(int d) {
-    const double z = 3.09, a = 2.0 / (9.0 * d);
-    return d * pow(1 - a + z * sqrt(a), 3);
-}
-
 /* Sampling (temperature 1) with a draft model: the token at step 1 — a
  * drafted position in every run (3 tokens: the round after the first token
  * drafts one, as only one more fits) — has plain decoding's distribution
@@ -362,14 +315,8 @@ static void check_sampling_draft(const char *tpath, const char *dpath) {
     }
     g_temp = 0.0f;
     g_seed = 1;
-    double chi = 0;
-    int bins = 0;
-    for (int i = 0; a && b && i < nv; i++) {
-        const double tot = (double)(a[i] + b[i]);
-        if (tot < 10) continue;
-        chi += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]) / tot;
-        bins++;
-    }
+    int bins;
+    const double chi = two_sample_chi2(a, b, nv, &bins);
     CHECK(ta == RUNS && tb == RUNS);
     CHECKF(drafted == RUNS && accepted > 0 && accepted < drafted, "%ld of %ld drafts accepted (one per run expected, "
            "accepted and rejected both)", accepted, drafted);
