@@ -33,6 +33,7 @@
  *     tax pass emptied, is replaced by the CPU-only plan (EL_WHY_PLAN).
  *  6. evidence: partitions, every copy, the tax share and its alarm (about
  *     the placed plan if it broke the budget, else the final one).
+ * The report of a placement, as text or JSON, is placement_report.c's.
  */
 #include "sched/placement.h"
 
@@ -41,7 +42,6 @@
 #include <string.h>
 
 #include "util/error.h"
-#include "util/utf8.h"
 
 #define MAX_TENSOR_ID (1 << 24)
 
@@ -442,7 +442,7 @@ static int top_bounds(const ctx *c, el_boundary top[3]) {
     return n_top;
 }
 
-static const char *dev_name(const el_device_caps *devs, int n_dev, int d) {
+const char *el_place_dev_name(const el_device_caps *devs, int n_dev, int d) {
     if (d < 0) return "several";
     return d < n_dev ? devs[d].name : "?";
 }
@@ -457,8 +457,8 @@ static void describe_bound(char *buf, size_t cap, const el_boundary *b, const el
         for (char *q = where; *q; q++)
             if ((unsigned char)*q < 0x20 || *q == 0x7f) *q = '?';
     }
-    snprintf(buf, cap, "%s %s->%s %zu B %.3f ms", where, dev_name(devs, n_dev, b->from), dev_name(devs, n_dev, b->to),
-             b->bytes, b->t * 1e3);
+    snprintf(buf, cap, "%s %s->%s %zu B %.3f ms", where, el_place_dev_name(devs, n_dev, b->from),
+             el_place_dev_name(devs, n_dev, b->to), b->bytes, b->t * 1e3);
 }
 
 static void free_ctx(ctx *c) {
@@ -821,300 +821,4 @@ done:
     free_ctx(&c);
     if (rc) el_placement_free(out);
     return rc;
-}
-
-/* ---- the report --------------------------------------------------------- */
-
-static const char *kind_word(el_dev_kind k) {
-    switch (k) {
-    case EL_DEV_CPU: return "cpu";
-    case EL_DEV_GPU: return "gpu";
-    case EL_DEV_NPU: return "npu";
-    default: return "other";
-    }
-}
-
-static void fmt_bytes(char *b, size_t cap, double v) {
-    if (v >= 1 << 30) snprintf(b, cap, "%.2f GiB", v / (1 << 30));
-    else if (v >= 1 << 20) snprintf(b, cap, "%.2f MiB", v / (1 << 20));
-    else if (v >= 1 << 10) snprintf(b, cap, "%.1f KiB", v / (1 << 10));
-    else snprintf(b, cap, "%.0f B", v);
-}
-
-/* Text for the human report: control bytes as '?'. */
-static void put_safe(FILE *f, const char *s) {
-    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
-}
-
-void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs) {
-    if (!f || !p) return;
-    const int nd = p->n_dev;
-    fprintf(f, "placement: %d ops on %d device%s", p->n_ops, nd, nd == 1 ? "" : "s");
-    for (int d = 0; d < nd; d++)
-        fprintf(f, "%s %d=%s (%s%s)", d ? "," : ":", d, devs[d].name, kind_word(devs[d].kind),
-                devs[d].simulated ? ", simulated" : "");
-    fprintf(f, "\n");
-    fprintf(f, "  prefer %s, tolerance %.2fx, tax budget %.0f%%%s%s\n",
-            p->params.prefer >= 0 ? devs[p->params.prefer].name : "none", p->params.tolerance,
-            100 * p->params.tax_budget, p->params.force >= 0 ? ", forced onto " : "",
-            p->params.force >= 0 ? devs[p->params.force].name : "");
-    fprintf(f, "  estimate: compute %.3f ms + tax %.3f ms = %.3f ms (tax %.1f%%); CPU alone %.3f ms\n",
-            1e3 * p->t_compute, 1e3 * p->t_tax, 1e3 * p->t_total, p->t_total > 0 ? 100 * p->t_tax / p->t_total : 0,
-            1e3 * p->t_cpu_only);
-    if (p->placed_total != p->t_total || p->placed_tax != p->t_tax)
-        fprintf(f, "  as first placed: compute %.3f ms + tax %.3f ms = %.3f ms (tax %.1f%%)\n", 1e3 * p->placed_compute,
-                1e3 * p->placed_tax, 1e3 * p->placed_total,
-                p->placed_total > 0 ? 100 * p->placed_tax / p->placed_total : 0);
-    fprintf(f, "  decisions: %d shapes decided, %d ops reused a decision; %d fallbacks\n", p->n_shapes,
-            p->n_cache_hits, p->n_fallbacks);
-    for (int d = 0; d < nd; d++)
-        if (p->dev_weight_bytes[d]) {
-            char b[32];
-            fmt_bytes(b, sizeof b, (double)p->dev_weight_bytes[d]);
-            fprintf(f, "  weights on %s: %s%s", devs[d].name, b, devs[d].mem_bytes ? "" : "\n");
-            if (devs[d].mem_bytes) {
-                fmt_bytes(b, sizeof b, (double)devs[d].mem_bytes);
-                fprintf(f, " of %s\n", b);
-            }
-        }
-
-    /* per layer: op -> device; a run of layers placed alike is one row */
-    fprintf(f, "ops by layer (site:kind -> device; * = fallback):\n");
-    for (int i = 0; i < p->n_ops;) {
-        const int layer = ops[i].layer;
-        int e = i;
-        while (e < p->n_ops && ops[e].layer == layer) e++;
-        /* following layers whose ops equal this one's (site, kind, device, fallback) */
-        int last = layer, j = e;
-        while (layer >= 0 && j < p->n_ops && ops[j].layer == last + 1) {
-            int k = j;
-            while (k < p->n_ops && ops[k].layer == last + 1) k++;
-            bool same = k - j == e - i;
-            for (int m = 0; same && m < e - i; m++) {
-                const el_place_op *a = &ops[i + m], *b = &ops[j + m];
-                same = a->kind == b->kind && p->d[i + m].dev == p->d[j + m].dev &&
-                       p->d[i + m].wanted == p->d[j + m].wanted &&
-                       ((!a->site && !b->site) || (a->site && b->site && strcmp(a->site, b->site) == 0));
-            }
-            if (!same) break;
-            last++;
-            j = k;
-        }
-        char lab[32];
-        if (layer < 0) snprintf(lab, sizeof lab, "-");
-        else if (last > layer) snprintf(lab, sizeof lab, "L%d-%d", layer, last);
-        else snprintf(lab, sizeof lab, "L%d", layer);
-        fprintf(f, "  %-7s", lab);
-        for (int m = i, col = 0; m < e; m++, col++) {
-            const el_place_decision *d = &p->d[m];
-            if (col && col % 4 == 0) fprintf(f, "\n  %-7s", "");
-            fputc(' ', f);
-            put_safe(f, ops[m].site ? ops[m].site : "-");
-            fprintf(f, ":%s->%s%s", el_op_kind_name(ops[m].kind), devs[d->dev].name, d->dev != d->wanted ? "*" : "");
-        }
-        fprintf(f, "\n");
-        i = j > e ? j : e;
-    }
-
-    fprintf(f, "partitions (%d):\n", p->n_parts);
-    fprintf(f, "  %3s %-10s %-11s %10s %10s %12s %10s\n", "#", "device", "ops", "est ms", "meas ms", "bytes in",
-            "tax ms");
-    for (int k = 0; k < p->n_parts; k++) {
-        const el_partition *q = &p->parts[k];
-        char r[24], b[32], m[24];
-        snprintf(r, sizeof r, "%d..%d", q->op_begin, q->op_end - 1);
-        fmt_bytes(b, sizeof b, (double)q->bytes_in);
-        if (q->t_meas > 0) snprintf(m, sizeof m, "%.3f", 1e3 * q->t_meas);
-        else snprintf(m, sizeof m, "-");
-        fprintf(f, "  %3d %-10s %-11s %10.3f %10s %12s %10.3f\n", k, devs[q->dev].name, r, 1e3 * q->t_est, m, b,
-                1e3 * q->tax_est);
-    }
-    double end_t = 0;
-    size_t end_b = 0;
-    for (int b = 0; b < p->n_bounds; b++)
-        if (p->bounds[b].op >= p->n_ops) {
-            end_t += p->bounds[b].t;
-            end_b += p->bounds[b].bytes;
-        }
-    if (end_b) {
-        char b[32];
-        fmt_bytes(b, sizeof b, (double)end_b);
-        fprintf(f, "  outputs read back to the host: %s, %.3f ms\n", b, 1e3 * end_t);
-    }
-
-    fprintf(f, "fallbacks (%d):\n", p->n_fallbacks);
-    for (int i = 0; i < p->n_ops; i++) {
-        const el_place_decision *d = &p->d[i];
-        if (d->dev == d->wanted) continue;
-        fprintf(f, "  op %d L%d ", i, ops[i].layer);
-        put_safe(f, ops[i].site ? ops[i].site : "-");
-        fprintf(f, " (%s): on %s, wanted %s: %s", el_op_kind_name(ops[i].kind), devs[d->dev].name,
-                devs[d->wanted].name, el_place_why_name(d->why));
-        if (d->t_est[d->wanted] >= 0)
-            fprintf(f, " (%.4f ms there vs %.4f ms here)", 1e3 * d->t_est[d->wanted], 1e3 * d->t_est[d->dev]);
-        fprintf(f, "\n");
-    }
-    if (p->tax_alarm) fprintf(f, "TAX ALARM: %s\n", p->alarm);
-    else
-        fprintf(f, "tax: %.1f%% of the pass, within the %.0f%% budget\n",
-                p->t_total > 0 ? 100 * p->t_tax / p->t_total : 0, 100 * p->params.tax_budget);
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    if (!s) s = "";
-    const unsigned char *u = (const unsigned char *)s;
-    const size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        const unsigned char ch = u[i];
-        if (ch == '"' || ch == '\\') {
-            fputc('\\', f);
-            fputc(ch, f);
-            i++;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            fprintf(f, "\\u%04x", ch);
-            i++;
-        } else if (ch < 0x80) {
-            fputc(ch, f);
-            i++;
-        } else {
-            const size_t len = el_utf8_seq(u + i, n - i);
-            if (len) {
-                fwrite(u + i, 1, len, f);
-                i += len;
-            } else {
-                fputs("\\ufffd", f);
-                i++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
-static void json_ms(FILE *f, double s) {
-    if (s < 0 || !isfinite(s)) fputs("null", f);
-    else fprintf(f, "%.9g", 1e3 * s);
-}
-
-static void json_bound(FILE *f, const el_boundary *b, const el_place_op *ops, int n_ops, const el_device_caps *devs,
-                       int nd) {
-    fprintf(f, "{\"op\":%d,", b->op);
-    if (b->op < n_ops) {
-        fprintf(f, "\"layer\":%d,\"site\":", ops[b->op].layer);
-        json_str(f, ops[b->op].site);
-        fputs(",\"kind\":", f);
-        json_str(f, el_op_kind_name(ops[b->op].kind));
-    } else {
-        fputs("\"layer\":null,\"site\":\"(outputs)\",\"kind\":null", f);
-    }
-    fprintf(f, ",\"tensor\":%d,\"from\":", b->tensor);
-    json_str(f, dev_name(devs, nd, b->from));
-    fputs(",\"to\":", f);
-    json_str(f, dev_name(devs, nd, b->to));
-    fprintf(f, ",\"bytes\":%zu,\"ms\":", b->bytes);
-    json_ms(f, b->t);
-    fputc('}', f);
-}
-
-void el_placement_print_json(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs) {
-    if (!f || !p) return;
-    const int nd = p->n_dev;
-    fputs("{\"devices\":[", f);
-    for (int d = 0; d < nd; d++) {
-        fprintf(f, "%s{\"index\":%d,\"name\":", d ? "," : "", d);
-        json_str(f, devs[d].name);
-        fputs(",\"kind\":", f);
-        json_str(f, kind_word(devs[d].kind));
-        fprintf(f, ",\"simulated\":%s,\"weight_bytes\":%zu,\"mem_bytes\":%llu}", devs[d].simulated ? "true" : "false",
-                p->dev_weight_bytes[d], (unsigned long long)devs[d].mem_bytes);
-    }
-    fputs("],\"params\":{\"prefer\":", f);
-    if (p->params.prefer >= 0) json_str(f, devs[p->params.prefer].name);
-    else fputs("null", f);
-    fputs(",\"force\":", f);
-    if (p->params.force >= 0) json_str(f, devs[p->params.force].name);
-    else fputs("null", f);
-    fprintf(f, ",\"tolerance\":%.9g,\"tax_budget\":%.9g}", p->params.tolerance, p->params.tax_budget);
-    fputs(",\"estimate\":{\"compute_ms\":", f);
-    json_ms(f, p->t_compute);
-    fputs(",\"tax_ms\":", f);
-    json_ms(f, p->t_tax);
-    fputs(",\"total_ms\":", f);
-    json_ms(f, p->t_total);
-    fputs(",\"cpu_only_ms\":", f);
-    json_ms(f, p->t_cpu_only);
-    fprintf(f, ",\"tax_share\":%.9g}", p->t_total > 0 ? p->t_tax / p->t_total : 0);
-    fputs(",\"placed\":{\"compute_ms\":", f);
-    json_ms(f, p->placed_compute);
-    fputs(",\"tax_ms\":", f);
-    json_ms(f, p->placed_tax);
-    fputs(",\"total_ms\":", f);
-    json_ms(f, p->placed_total);
-    fprintf(f, ",\"tax_share\":%.9g}", p->placed_total > 0 ? p->placed_tax / p->placed_total : 0);
-    fprintf(f, ",\"n_ops\":%d,\"n_shapes\":%d,\"n_cache_hits\":%d,\"n_fallbacks\":%d", p->n_ops, p->n_shapes,
-            p->n_cache_hits, p->n_fallbacks);
-    fputs(",\"ops\":[", f);
-    for (int i = 0; i < p->n_ops; i++) {
-        const el_place_decision *d = &p->d[i];
-        fprintf(f, "%s{\"op\":%d,\"layer\":%d,\"site\":", i ? "," : "", i, ops[i].layer);
-        json_str(f, ops[i].site);
-        fputs(",\"kind\":", f);
-        json_str(f, el_op_kind_name(ops[i].kind));
-        fputs(",\"device\":", f);
-        json_str(f, devs[d->dev].name);
-        fputs(",\"wanted\":", f);
-        json_str(f, devs[d->wanted].name);
-        fputs(",\"why\":", f);
-        json_str(f, el_place_why_name(d->why));
-        fputs(",\"est_ms\":[", f);
-        for (int k = 0; k < nd; k++) {
-            if (k) fputc(',', f);
-            json_ms(f, d->t_est[k]);
-        }
-        fputs("]}", f);
-    }
-    fputs("],\"partitions\":[", f);
-    for (int k = 0; k < p->n_parts; k++) {
-        const el_partition *q = &p->parts[k];
-        fprintf(f, "%s{\"device\":", k ? "," : "");
-        json_str(f, devs[q->dev].name);
-        fprintf(f, ",\"op_begin\":%d,\"op_end\":%d,\"est_ms\":", q->op_begin, q->op_end);
-        json_ms(f, q->t_est);
-        fputs(",\"meas_ms\":", f);
-        if (q->t_meas > 0) json_ms(f, q->t_meas);
-        else fputs("null", f);
-        fprintf(f, ",\"bytes_in\":%zu,\"tax_ms\":", q->bytes_in);
-        json_ms(f, q->tax_est);
-        fputc('}', f);
-    }
-    fputs("],\"fallbacks\":[", f);
-    for (int i = 0, first = 1; i < p->n_ops; i++) {
-        const el_place_decision *d = &p->d[i];
-        if (d->dev == d->wanted) continue;
-        fprintf(f, "%s{\"op\":%d,\"layer\":%d,\"site\":", first ? "" : ",", i, ops[i].layer);
-        first = 0;
-        json_str(f, ops[i].site);
-        fputs(",\"kind\":", f);
-        json_str(f, el_op_kind_name(ops[i].kind));
-        fputs(",\"device\":", f);
-        json_str(f, devs[d->dev].name);
-        fputs(",\"wanted\":", f);
-        json_str(f, devs[d->wanted].name);
-        fputs(",\"why\":", f);
-        json_str(f, el_place_why_name(d->why));
-        fputc('}', f);
-    }
-    fputs("],\"boundaries\":[", f);
-    for (int b = 0; b < p->n_bounds; b++) {
-        if (b) fputc(',', f);
-        json_bound(f, &p->bounds[b], ops, p->n_ops, devs, nd);
-    }
-    fprintf(f, "],\"alarm\":{\"fired\":%s,\"text\":", p->tax_alarm ? "true" : "false");
-    json_str(f, p->tax_alarm ? p->alarm : "");
-    fputs(",\"costliest\":[", f);
-    for (int k = 0; k < p->n_top; k++) {
-        if (k) fputc(',', f);
-        json_bound(f, &p->top[k], ops, p->n_ops, devs, nd);
-    }
-    fputs("]}}", f);
 }

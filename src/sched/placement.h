@@ -177,7 +177,11 @@ int el_sched_place(const el_device_caps *devs, int n_dev, const el_sched_params 
                    int n_ops, el_placement *out, el_error *err);
 void el_placement_free(el_placement *p);
 
-/* The report (seed 002's evidence): per layer where each op ran, the
+/* A device's name in a report: devs[d].name; "several" for d = -1 (copies
+ * summed from several devices), "?" past n_dev. */
+const char *el_place_dev_name(const el_device_caps *devs, int n_dev, int d);
+
+/* The report (seed 002's evidence, placement_report.c): per layer where each op ran, the
  * partitions with bytes crossing each boundary and estimated vs measured
  * time, every fallback with its reason, the tax and its alarm. */
 void el_placement_print(FILE *f, const el_placement *p, const el_place_op *ops, const el_device_caps *devs);
