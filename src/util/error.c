@@ -14,6 +14,16 @@ el_status el_set_error(el_error *err, el_status code, const char *fmt, ...) {
     return code;
 }
 
+int el_errf(char *err, size_t cap, const char *fmt, ...) {
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
 const char *el_status_name(el_status s) {
     switch (s) {
     case EL_OK: return "ok";
