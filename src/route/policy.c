@@ -10,27 +10,15 @@
  */
 #include "route/policy.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
-#include "util/file.h"
-
-static int fail(char *err, size_t cap, const char *fmt, ...) {
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
+#include "util/error.h"
+#include "util/textfile.h"
 
 void el_policy_builtin(el_policy *p) {
     memset(p, 0, sizeof *p);
@@ -85,20 +73,10 @@ const el_policy_class *el_policy_strictest(const el_policy *p) {
 /* Every key of obj must be one of keys[] and appear once. */
 static int check_keys(const cJSON *obj, const char *path, const char *const *keys, char *err, size_t cap) {
     for (const cJSON *c = obj->child; c; c = c->next) {
-        bool known = false;
-        for (int i = 0; keys[i]; i++)
-            if (!strcmp(c->string, keys[i])) known = true;
-        if (!known) {
-            char list[256] = "";
-            for (int i = 0; keys[i]; i++) {
-                strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-                strncat(list, keys[i], sizeof list - strlen(list) - 1);
-            }
-            return fail(err, cap, "%s: unknown key \"%.64s\" (expected one of: %s)", path, c->string, list);
-        }
+        if (el_text_key_check(path, c->string, keys, err, cap)) return -1;
         for (const cJSON *d = c->next; d; d = d->next)
             if (!strcmp(c->string, d->string))
-                return fail(err, cap, "%s: duplicate key \"%.64s\"", path, c->string);
+                return el_errf(err, cap, "%s: duplicate key \"%.64s\"", path, c->string);
     }
     return 0;
 }
@@ -125,37 +103,27 @@ bool el_policy_name_ok(const char *s) {
  * is refused before parsing: el_policy_parse). */
 static int get_text(const cJSON *v, const char *path, char *dst, size_t dcap, char *err, size_t cap) {
     if (!cJSON_IsString(v) || !v->valuestring)
-        return fail(err, cap, "%s: expected a string", path);
+        return el_errf(err, cap, "%s: expected a string", path);
     if (!printable_ascii(v->valuestring, 1, dcap - 1))
-        return fail(err, cap, "%s: expected 1..%zu printable ASCII characters", path, dcap - 1);
+        return el_errf(err, cap, "%s: expected 1..%zu printable ASCII characters", path, dcap - 1);
     snprintf(dst, dcap, "%s", v->valuestring);
     return 0;
 }
 
 static int get_num(const cJSON *v, const char *path, double lo, double hi, bool integer, double *out, char *err,
                    size_t cap) {
-    if (!cJSON_IsNumber(v)) return fail(err, cap, "%s: expected a number", path);
+    if (!cJSON_IsNumber(v)) return el_errf(err, cap, "%s: expected a number", path);
     double d = v->valuedouble;
     if (!isfinite(d) || d < lo || d > hi)
-        return fail(err, cap, "%s: %g is out of range (%g..%g)", path, d, lo, hi);
-    if (integer && d != floor(d)) return fail(err, cap, "%s: expected an integer, got %g", path, d);
+        return el_errf(err, cap, "%s: %g is out of range (%g..%g)", path, d, lo, hi);
+    if (integer && d != floor(d)) return el_errf(err, cap, "%s: expected an integer, got %g", path, d);
     *out = d;
     return 0;
 }
 
 static int get_obj(const cJSON *v, const char *path, char *err, size_t cap) {
-    if (!cJSON_IsObject(v)) return fail(err, cap, "%s: expected an object", path);
+    if (!cJSON_IsObject(v)) return el_errf(err, cap, "%s: expected an object", path);
     return 0;
-}
-
-/* 1-based line and column of byte off. */
-static void line_col(const char *text, size_t len, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') { (*line)++; *col = 1; }
-        else (*col)++;
-    }
 }
 
 /* ---- the document -------------------------------------------------------- */
@@ -166,29 +134,29 @@ static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
     if (get_obj(root, "policy", err, cap) || check_keys(root, "policy", top_keys, err, cap)) return -1;
 
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (!fmt) return fail(err, cap, "policy: missing \"format\" (\"%s\")", EL_POLICY_FORMAT);
-    if (!cJSON_IsString(fmt) || !fmt->valuestring) return fail(err, cap, "format: expected a string");
+    if (!fmt) return el_errf(err, cap, "policy: missing \"format\" (\"%s\")", EL_POLICY_FORMAT);
+    if (!cJSON_IsString(fmt) || !fmt->valuestring) return el_errf(err, cap, "format: expected a string");
     if (strcmp(fmt->valuestring, EL_POLICY_FORMAT))
-        return fail(err, cap, "format: unsupported policy format \"%.64s\" (this edgellm reads \"%s\")",
+        return el_errf(err, cap, "format: unsupported policy format \"%.64s\" (this edgellm reads \"%s\")",
                     fmt->valuestring, EL_POLICY_FORMAT);
 
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
-    if (!ver) return fail(err, cap, "policy: missing \"version\" (a string recorded with every decision)");
+    if (!ver) return el_errf(err, cap, "policy: missing \"version\" (a string recorded with every decision)");
     if (get_text(ver, "version", p->version, sizeof p->version, err, cap)) return -1;
 
     const cJSON *classes = cJSON_GetObjectItemCaseSensitive(root, "classes");
-    if (!classes) return fail(err, cap, "policy: missing \"classes\"");
+    if (!classes) return el_errf(err, cap, "policy: missing \"classes\"");
     if (get_obj(classes, "classes", err, cap)) return -1;
     p->n_classes = 0;
     for (const cJSON *c = classes->child; c; c = c->next) {
         char path[160];
         snprintf(path, sizeof path, "classes.%.64s", c->string);
         if (!el_policy_name_ok(c->string))
-            return fail(err, cap, "%s: a class name is 1..%d characters of a-z 0-9 _ - .", path, EL_POLICY_NAME_MAX - 1);
+            return el_errf(err, cap, "%s: a class name is 1..%d characters of a-z 0-9 _ - .", path, EL_POLICY_NAME_MAX - 1);
         for (const cJSON *d = c->next; d; d = d->next)
-            if (!strcmp(c->string, d->string)) return fail(err, cap, "classes: duplicate class \"%s\"", c->string);
+            if (!strcmp(c->string, d->string)) return el_errf(err, cap, "classes: duplicate class \"%s\"", c->string);
         if (p->n_classes >= EL_POLICY_MAX_CLASSES)
-            return fail(err, cap, "classes: more than %d classes", EL_POLICY_MAX_CLASSES);
+            return el_errf(err, cap, "classes: more than %d classes", EL_POLICY_MAX_CLASSES);
         static const char *const class_keys[] = {"cloud", "legal_basis", NULL};
         if (get_obj(c, path, err, cap) || check_keys(c, path, class_keys, err, cap)) return -1;
         el_policy_class *k = &p->classes[p->n_classes];
@@ -197,29 +165,29 @@ static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
         const cJSON *rule = cJSON_GetObjectItemCaseSensitive(c, "cloud");
         char sub[200];
         snprintf(sub, sizeof sub, "%s.cloud", path);
-        if (!rule) return fail(err, cap, "%s: missing (\"never\", \"with_consent\" or \"allowed\")", sub);
-        if (!cJSON_IsString(rule) || !rule->valuestring) return fail(err, cap, "%s: expected a string", sub);
+        if (!rule) return el_errf(err, cap, "%s: missing (\"never\", \"with_consent\" or \"allowed\")", sub);
+        if (!cJSON_IsString(rule) || !rule->valuestring) return el_errf(err, cap, "%s: expected a string", sub);
         if (!strcmp(rule->valuestring, "never")) k->cloud = EL_CLOUD_NEVER;
         else if (!strcmp(rule->valuestring, "with_consent")) k->cloud = EL_CLOUD_WITH_CONSENT;
         else if (!strcmp(rule->valuestring, "allowed")) k->cloud = EL_CLOUD_ALLOWED;
         else
-            return fail(err, cap, "%s: unknown rule \"%.64s\" (\"never\", \"with_consent\" or \"allowed\")", sub,
+            return el_errf(err, cap, "%s: unknown rule \"%.64s\" (\"never\", \"with_consent\" or \"allowed\")", sub,
                         rule->valuestring);
         const cJSON *basis = cJSON_GetObjectItemCaseSensitive(c, "legal_basis");
         snprintf(sub, sizeof sub, "%s.legal_basis", path);
         if (k->cloud != EL_CLOUD_NEVER && !basis)
-            return fail(err, cap, "%s: missing: a class that may go to the cloud must state its legal basis", sub);
+            return el_errf(err, cap, "%s: missing: a class that may go to the cloud must state its legal basis", sub);
         if (basis && get_text(basis, sub, k->legal_basis, sizeof k->legal_basis, err, cap)) return -1;
         p->n_classes++;
     }
-    if (p->n_classes == 0) return fail(err, cap, "classes: at least one class is needed");
+    if (p->n_classes == 0) return el_errf(err, cap, "classes: at least one class is needed");
 
     const cJSON *prefer = cJSON_GetObjectItemCaseSensitive(root, "prefer");
     if (prefer) {
-        if (!cJSON_IsString(prefer) || !prefer->valuestring) return fail(err, cap, "prefer: expected a string");
+        if (!cJSON_IsString(prefer) || !prefer->valuestring) return el_errf(err, cap, "prefer: expected a string");
         if (!strcmp(prefer->valuestring, "local")) p->prefer_cloud = false;
         else if (!strcmp(prefer->valuestring, "cloud")) p->prefer_cloud = true;
-        else return fail(err, cap, "prefer: expected \"local\" or \"cloud\", got \"%.64s\"", prefer->valuestring);
+        else return el_errf(err, cap, "prefer: expected \"local\" or \"cloud\", got \"%.64s\"", prefer->valuestring);
     }
 
     double d;
@@ -255,7 +223,7 @@ static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
         }
     }
     if (!(p->derate_c < p->hot_c))
-        return fail(err, cap, "thermal: derate_c (%g) must be below hot_c (%g)", p->derate_c, p->hot_c);
+        return el_errf(err, cap, "thermal: derate_c (%g) must be below hot_c (%g)", p->derate_c, p->hot_c);
 
     const cJSON *bat = cJSON_GetObjectItemCaseSensitive(root, "battery");
     if (bat) {
@@ -297,44 +265,19 @@ static int parse_doc(const cJSON *root, el_policy *p, char *err, size_t cap) {
 
 int el_policy_parse(const char *text, size_t len, el_policy *out, char *err, size_t cap) {
     if (err && cap) err[0] = 0;
-    if (!text || !out) return fail(err, cap, "no policy text");
-    if (len > EL_POLICY_MAX_BYTES) return fail(err, cap, "policy is %zu bytes (at most %u)", len, EL_POLICY_MAX_BYTES);
-    if (memchr(text, 0, len)) {
-        int line, col;
-        line_col(text, len, (size_t)((const char *)memchr(text, 0, len) - text), &line, &col);
-        return fail(err, cap, "line %d, column %d: a NUL byte", line, col);
-    }
-    /* cJSON ends a string at an escaped NUL, which would hide what follows
-     * it: no policy string may hold one */
-    for (size_t i = 0; i + 6 <= len; i++)
-        if (text[i] == '\\' && text[i + 1] == 'u' && text[i + 2] == '0' && text[i + 3] == '0' && text[i + 4] == '0' &&
-            text[i + 5] == '0') {
-            int line, col;
-            line_col(text, len, i, &line, &col);
-            return fail(err, cap, "line %d, column %d: \\u0000 (a NUL character) in a string", line, col);
-        }
+    if (!text || !out) return el_errf(err, cap, "no policy text");
+    if (len > EL_POLICY_MAX_BYTES) return el_errf(err, cap, "policy is %zu bytes (at most %u)", len, EL_POLICY_MAX_BYTES);
+    if (el_json_text_check(text, len, err, cap)) return -1;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!root) {
-        int line, col;
-        size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        line_col(text, len, off, &line, &col);
-        return fail(err, cap, "line %d, column %d: not valid JSON", line, col);
-    }
-    size_t off = end ? (size_t)(end - text) : len;
-    for (size_t i = off; i < len; i++) {
-        char ch = text[i];
-        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
-            cJSON_Delete(root);
-            int line, col;
-            line_col(text, len, i, &line, &col);
-            return fail(err, cap, "line %d, column %d: text after the JSON document", line, col);
-        }
+    if (el_json_text_parsed(text, len, root != NULL, end, err, cap)) {
+        cJSON_Delete(root);
+        return -1;
     }
     el_policy *p = malloc(sizeof *p);
     if (!p) {
         cJSON_Delete(root);
-        return fail(err, cap, "out of memory");
+        return el_errf(err, cap, "out of memory");
     }
     el_policy_builtin(p); /* defaults for the optional sections */
     p->n_classes = 0;
@@ -347,28 +290,12 @@ int el_policy_parse(const char *text, size_t len, el_policy *out, char *err, siz
 }
 
 int el_policy_load(const char *path, el_policy *out, char *err, size_t cap) {
-    char msg[300];
-    FILE *f = el_fopen_regular(path, msg, sizeof msg);
-    if (!f) return fail(err, cap, "%s", msg);
-    char *buf = malloc(EL_POLICY_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return fail(err, cap, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, EL_POLICY_MAX_BYTES + 1, f);
-    bool rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        return fail(err, cap, "%s: read error", path);
-    }
-    if (n > EL_POLICY_MAX_BYTES) {
-        free(buf);
-        return fail(err, cap, "%s: larger than %u bytes", path, EL_POLICY_MAX_BYTES);
-    }
+    size_t n;
+    char *buf = el_text_read_file(path, EL_POLICY_MAX_BYTES, &n, err, cap);
+    if (!buf) return -1;
     char e2[400];
     int rc = el_policy_parse(buf, n, out, e2, sizeof e2);
     free(buf);
-    if (rc) return fail(err, cap, "%s: %s", path, e2);
+    if (rc) return el_errf(err, cap, "%s: %s", path, e2);
     return 0;
 }
