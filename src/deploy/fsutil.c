@@ -149,3 +149,15 @@ uint64_t el_fs_tree_bytes(const char *path) {
     closedir(d);
     return total;
 }
+
+const char *el_fs_base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+char *el_fs_dir_of(const char *p) {
+    const char *s = strrchr(p, '/');
+    if (!s) return strdup(".");
+    if (s == p) return strdup("/");
+    return strndup(p, (size_t)(s - p));
+}

@@ -29,4 +29,10 @@ bool el_fs_remove_tree(const char *path);
 /* Bytes of the regular files under path (0 if none). */
 uint64_t el_fs_tree_bytes(const char *path);
 
+/* What follows the last '/' of p (p itself without one). */
+const char *el_fs_base_name(const char *p);
+/* The folder of p, malloc'd: "." without a '/', "/" for "/NAME"; NULL when
+ * out of memory. */
+char *el_fs_dir_of(const char *p);
+
 #endif

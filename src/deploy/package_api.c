@@ -1,5 +1,5 @@
 /*
- * package_api.c — include/edgellm_package.h over manifest.c and store.c:
+ * package_api.c — include/edgellm_package.h over verify.c and store.c:
  * verify-before-load and the store's active model for library users
  * (libedgellm-package).
  *

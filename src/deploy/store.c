@@ -186,13 +186,6 @@ el_pkg_check el_store_trusted_key(const char *dir, el_pubkey *out, el_pkg_error 
 
 /* ---- install ----------------------------------------------------------- */
 
-static char *dir_of(const char *p) {
-    const char *s = strrchr(p, '/');
-    if (!s) return strdup(".");
-    if (s == p) return strdup("/");
-    return strndup(p, (size_t)(s - p));
-}
-
 el_pkg_check el_store_install(const char *dir, const char *model_path, const el_store_install_opts *o,
                               el_store_state *after, el_pkg_error *err) {
     el_pkg_error local_err;
@@ -282,7 +275,7 @@ el_pkg_check el_store_install(const char *dir, const char *model_path, const el_
         rc = el_pkg_fail(err, e == ENOSPC ? EL_PKG_ERR_NOSPACE : EL_PKG_ERR_IO, "%s: %s", sdir, strerror(e));
         goto out;
     }
-    src_dir = dir_of(model_path);
+    src_dir = el_fs_dir_of(model_path);
     if (!src_dir) { rc = el_pkg_fail(err, EL_PKG_ERR_IO, "out of memory"); goto out; }
     for (int i = 0; i <= m.n_artifacts; i++) { /* the artifacts, then the manifest */
         char from[PATH_MAX], to[PATH_MAX];
