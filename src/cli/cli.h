@@ -1,6 +1,11 @@
 /*
  * cli.h — internals shared by the files of the `edgellm` command-line tool
  * (the .c files of src/cli). Nothing here is part of the library.
+ *
+ * The arrows point one way: main.c (dispatch, help, option parsing) calls
+ * the commands (cmd_*.c); the commands and main.c use the helpers below
+ * (common.c, prompt.c, session_setup.c, load_check.c, cli_lora.c); a helper
+ * calls no command and nothing of main.c.
  */
 #ifndef EL_CLI_H
 #define EL_CLI_H
@@ -123,40 +128,7 @@ typedef struct cli_opts {
     uint64_t lora_budget;             /* serve --lora-budget SIZE (0: all adapters fit) */
 } cli_opts;
 
-/* One --lora FILE[:SCALE] (scale_text NULL) or --lora-scaled FILE SCALE into o;
- * -1 to go on, else the exit code (usage error: a NaN, infinite or negative
- * scale, too many adapters). */
-int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *scale_text);
-/* Loads o's adapters for m into out[CLI_MAX_LORA] (free with cli_lora_free
- * after the session) and sets *rank to the sum of their largest ranks: the
- * session's el_session_params.lora_rank, so its memory plan holds the
- * adapters' scratch. -1 to go on, else the exit code (nothing left loaded). */
-int cli_lora_load(const cli_opts *o, el_model *m, el_lora **out, int *rank);
-/* Sets the adapters cli_lora_load loaded on s (none: nothing to do). -1 to go
- * on, else the exit code (out freed). */
-int cli_lora_set(const cli_opts *o, el_session *s, el_lora **out);
-void cli_lora_free(el_lora **a);
-
-/* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
-void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
-
-/* --draft-model: the draft's tokenizer fingerprint (the package manifest's)
- * equals the target's? -1 to go on (also without --draft-model), else the
- * exit code, the two fingerprints on stderr. */
-int cli_draft_check_tokenizer(const cli_opts *o);
-/* --draft-model: checks the draft's tokenizer fingerprint against the
- * target's (and its size), loads it, admits its memory and opens its session
- * (the target's n_ctx, n_batch, cache types); spec->draft points at it.
- * Returns -1 to go on (nothing opened when there is no --draft-model), else
- * the exit code (nothing left open). */
-int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
-                   el_model **dm, el_session **ds);
-
-/* The session's placement report (el_session_placement_report) to f, text or JSON. */
-void cli_print_placement(el_session *s, FILE *f, bool json);
-/* --grammar / --grammar-file / --json-schema → o->grammar (GBNF, checked by
- * compiling it). -1 on success (or none given), else the exit code. */
-int cli_grammar_setup(cli_opts *o);
+/* ---- the commands (main.c dispatches to them) --------------------------- */
 
 /* Commands: each returns the process exit code. */
 int cli_cmd_run(cli_opts *o);
@@ -173,10 +145,6 @@ int cli_cmd_install(int argc, char **argv);
 int cli_cmd_rollback(int argc, char **argv);
 int cli_cmd_gc(int argc, char **argv);
 int cli_cmd_status(int argc, char **argv);
-/* The package check before run/chat/serve load o->model (or the active
- * version of --store, which it sets o->model to); prints the fingerprint on
- * stderr. Returns -1 to go on, else the exit code. */
-int cli_verify_before_load(cli_opts *o);
 /* `pack` parses its own arguments (HF_DIR -o OUT --type T): no -m MODEL. */
 int cli_cmd_pack(int argc, char **argv);
 int cli_cmd_quantize(int argc, char **argv);
@@ -212,6 +180,8 @@ int cli_route_cloud(cli_route *cr, const char *path, const char *body, bool json
                     size_t finish_cap);
 void cli_route_free(cli_route *cr);
 
+/* ---- common.c: messages and exit codes, JSON, time, SIGINT --------------- */
+
 /* "error: <status>: <msg>" on stderr; returns CLI_EXIT_ERROR. */
 int cli_fail(const el_error *err);
 /* "error: <printf>" on stderr; returns CLI_EXIT_ERROR. */
@@ -225,6 +195,36 @@ __attribute__((format(printf, 2, 3)))
 #endif
 int cli_usage_error(const char *cmd, const char *fmt, ...);
 
+/* JSON string literal (with the quotes) of s[0..len), always valid UTF-8:
+ * ", \ and control characters escaped (\uXXXX, or \n \t ... short forms),
+ * well-formed UTF-8 as-is, each ill-formed part (a stray or incomplete
+ * sequence) as one U+FFFD (Unicode's "maximal subpart" rule, as Python's
+ * errors="replace"). */
+void cli_json_str(FILE *f, const char *s, size_t len);
+/* The raw bytes s[0..len) as a JSON array of numbers 0..255 ("bytes" of
+ * OpenAI's logprobs): exact where the string above had to replace. */
+void cli_json_bytes(FILE *f, const char *s, size_t len);
+/* A float as a JSON number, or null if not finite. */
+void cli_json_num(FILE *f, double v);
+
+/* Milliseconds since an arbitrary start (monotonic). */
+double cli_now_ms(void);
+
+/* SIGINT → el_session_cancel on the current session. */
+void cli_sigint_install(void);
+void cli_sigint_set_session(el_session *s); /* NULL while no generation runs */
+bool cli_sigint_seen(void);                 /* SIGINT arrived outside generation */
+void cli_sigint_clear(void);
+
+/* Timing/perf line on stderr (llama.cpp-like). */
+void cli_print_perf(const el_generate_stats *st);
+
+const char *cli_finish_name(el_finish f);
+
+/* Growable byte buffers: el_buf (util/buf.h). */
+
+/* ---- prompt.c: the prompt text and its tokens --------------------------- */
+
 /* The prompt text from -p (escapes processed) or -f (raw bytes; for `run`
  * one trailing newline is dropped like llama.cpp's -f). malloc'd; *len set.
  * NULL with an error printed on failure. */
@@ -237,6 +237,8 @@ int cli_tokenize(const el_model *m, const char *text, size_t len, int flags, int
  * capacity) or < 0; len (bytes of input) sizes the first try. */
 typedef int (*cli_tokenize_fn)(const void *ctx, int32_t *out, int cap);
 int cli_tokenize_with(cli_tokenize_fn fn, const void *ctx, size_t len, int32_t **out);
+
+/* ---- session_setup.c: model, context, memory, speculation --------------- */
 
 /* Loads the model named by -m (error printed, NULL on failure). */
 el_model *cli_load_model(const cli_opts *o, bool vocab_only, el_error *err);
@@ -257,32 +259,55 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
  * (the message names the flag and the type). Allocates nothing. */
 int cli_check_cache_types(const cli_opts *o, const el_model *m);
 
-/* JSON string literal (with the quotes) of s[0..len), always valid UTF-8:
- * ", \ and control characters escaped (\uXXXX, or \n \t ... short forms),
- * well-formed UTF-8 as-is, each ill-formed part (a stray or incomplete
- * sequence) as one U+FFFD (Unicode's "maximal subpart" rule, as Python's
- * errors="replace"). */
-void cli_json_str(FILE *f, const char *s, size_t len);
-/* The raw bytes s[0..len) as a JSON array of numbers 0..255 ("bytes" of
- * OpenAI's logprobs): exact where the string above had to replace. */
-void cli_json_bytes(FILE *f, const char *s, size_t len);
-/* A float as a JSON number, or null if not finite. */
-void cli_json_num(FILE *f, double v);
+/* --spec/--draft-*: the session's n_draft_max and the generation's el_spec_params (mode 0: off). */
+void cli_spec_setup(const cli_opts *o, el_session_params *sp, el_spec_params *spec);
 
-/* Growable byte buffers: el_buf (util/buf.h). */
+/* --draft-model: the draft's tokenizer fingerprint (the package manifest's)
+ * equals the target's? -1 to go on (also without --draft-model), else the
+ * exit code, the two fingerprints on stderr. */
+int cli_draft_check_tokenizer(const cli_opts *o);
+/* --draft-model: checks the draft's tokenizer fingerprint against the
+ * target's (and its size), loads it, admits its memory and opens its session
+ * (the target's n_ctx, n_batch, cache types); spec->draft points at it.
+ * Returns -1 to go on (nothing opened when there is no --draft-model), else
+ * the exit code (nothing left open). */
+int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+                   el_model **dm, el_session **ds);
 
-/* Milliseconds since an arbitrary start (monotonic). */
-double cli_now_ms(void);
+/* The session's placement report (el_session_placement_report) to f, text or JSON. */
+void cli_print_placement(el_session *s, FILE *f, bool json);
 
-/* SIGINT → el_session_cancel on the current session. */
-void cli_sigint_install(void);
-void cli_sigint_set_session(el_session *s); /* NULL while no generation runs */
-bool cli_sigint_seen(void);                 /* SIGINT arrived outside generation */
-void cli_sigint_clear(void);
+/* ---- load_check.c: the package check before a load ---------------------- */
 
-/* Timing/perf line on stderr (llama.cpp-like). */
-void cli_print_perf(const el_generate_stats *st);
+/* The package check before run/chat/serve/act load o->model (or the active
+ * version of --store, which it sets o->model to); prints the fingerprint on
+ * stderr. Returns -1 to go on, else the exit code. */
+int cli_verify_before_load(cli_opts *o);
+/* "error: <check> check failed: <msg>" on stderr; returns the check's exit
+ * code (10 + check, el_pkg_exit_code). */
+struct el_pkg_error;
+int cli_pkg_fail(const struct el_pkg_error *e);
 
-const char *cli_finish_name(el_finish f);
+/* ---- cli_lora.c: LoRA adapters (--lora, --lora-scaled) ------------------ */
+
+/* One --lora FILE[:SCALE] (scale_text NULL) or --lora-scaled FILE SCALE into o;
+ * -1 to go on, else the exit code (usage error: a NaN, infinite or negative
+ * scale, too many adapters). */
+int cli_lora_parse(cli_opts *o, const char *cmd, const char *spec, const char *scale_text);
+/* Loads o's adapters for m into out[CLI_MAX_LORA] (free with cli_lora_free
+ * after the session) and sets *rank to the sum of their largest ranks: the
+ * session's el_session_params.lora_rank, so its memory plan holds the
+ * adapters' scratch. -1 to go on, else the exit code (nothing left loaded). */
+int cli_lora_load(const cli_opts *o, el_model *m, el_lora **out, int *rank);
+/* Sets the adapters cli_lora_load loaded on s (none: nothing to do). -1 to go
+ * on, else the exit code (out freed). */
+int cli_lora_set(const cli_opts *o, el_session *s, el_lora **out);
+void cli_lora_free(el_lora **a);
+
+/* ---- main.c: option resolution ------------------------------------------ */
+
+/* --grammar / --grammar-file / --json-schema → o->grammar (GBNF, checked by
+ * compiling it). -1 on success (or none given), else the exit code. */
+int cli_grammar_setup(cli_opts *o);
 
 #endif

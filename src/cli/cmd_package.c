@@ -6,25 +6,18 @@
  *                                                       writes MODEL.gguf.manifest.json
  *   edgellm verify --pub NAME.pub MODEL.gguf [--min-version N] [--smoke]
  *
- * and the check `run`, `chat` and `serve` make before loading a model
- * (cli_verify_before_load). A failed check prints "error: <check> check
- * failed: <what>" and exits with 10 + the check's code (see manifest.h), so
- * each failure has its own status.
+ * A failed check prints "error: <check> check failed: <what>" and exits with
+ * 10 + the check's code (cli_pkg_fail, load_check.c; see pkg_error.h), so
+ * each failure has its own status. The check `run`, `chat`, `serve` and
+ * `act` make before loading a model is in load_check.c.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "deploy/manifest.h"
-#include "deploy/store.h"
-
-static int pkg_fail(const el_pkg_error *e) {
-    fprintf(stderr, "error: %s check failed: %s\n", el_pkg_check_name(e->check), e->msg);
-    return el_pkg_exit_code(e->check);
-}
 
 static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
@@ -48,7 +41,7 @@ int cli_cmd_keygen(int argc, char **argv) {
     if (!out) return cli_usage_error("keygen", "missing --out NAME");
     el_pubkey pk;
     el_pkg_error e;
-    if (el_pkg_keygen(out, force, &pk, &e)) return pkg_fail(&e);
+    if (el_pkg_keygen(out, force, &pk, &e)) return cli_pkg_fail(&e);
     printf("wrote %s.sec (keep it secret) and %s.pub; key id %s\n", out, out, pk.keyid);
     return CLI_EXIT_OK;
 }
@@ -105,15 +98,15 @@ int cli_cmd_sign(int argc, char **argv) {
     el_pkg_error e;
     uint8_t sk[EL_PKG_SEC_BYTES];
     el_pubkey pub;
-    if (el_pkg_read_sec(key, sk, &pub, &e)) return pkg_fail(&e);
+    if (el_pkg_read_sec(key, sk, &pub, &e)) return cli_pkg_fail(&e);
     el_pkg_check c = el_pkg_sign(model, sk, &p, &e);
     memset(sk, 0, sizeof sk);
-    if (c) return pkg_fail(&e);
+    if (c) return cli_pkg_fail(&e);
     /* read it back through the verifier, as a user would */
     el_pkg_verify_opts vo = {.trusted = &pub, .n_trusted = 1};
     el_manifest m;
     char by[17], line[1024], mp[PATH_MAX];
-    if (el_pkg_verify(model, &vo, &m, by, &e)) return pkg_fail(&e);
+    if (el_pkg_verify(model, &vo, &m, by, &e)) return cli_pkg_fail(&e);
     el_pkg_describe(&m, by, line, sizeof line);
     el_pkg_manifest_path(model, mp, sizeof mp);
     printf("wrote %s\n%s\n", mp, line);
@@ -148,105 +141,17 @@ int cli_cmd_verify(int argc, char **argv) {
     if (!pub || !*pub) return cli_usage_error("verify", "missing --pub NAME.pub (or EL_TRUSTED_KEY)");
     el_pkg_error e;
     el_pubkey key;
-    if (el_pkg_read_pub(pub, &key, &e)) return pkg_fail(&e);
+    if (el_pkg_read_pub(pub, &key, &e)) return cli_pkg_fail(&e);
     el_pkg_verify_opts vo = {.trusted = &key, .n_trusted = 1, .min_version = min_version};
     el_manifest m;
     char by[17], line[1024];
-    if (el_pkg_verify(model, &vo, &m, by, &e)) return pkg_fail(&e);
+    if (el_pkg_verify(model, &vo, &m, by, &e)) return cli_pkg_fail(&e);
     if (smoke && el_pkg_smoke_check(model, &m, &e)) {
         el_manifest_free(&m);
-        return pkg_fail(&e);
+        return cli_pkg_fail(&e);
     }
     el_pkg_describe(&m, by, line, sizeof line);
     printf("ok: %s%s\n", line, smoke ? "; smoke test passed" : "");
     el_manifest_free(&m);
     return CLI_EXIT_OK;
-}
-
-/* ---- the check before every load --------------------------------------- */
-
-/* --lora with a signed package (verified against a trusted key): each adapter must be one of its artifacts
- * (beside the model, listed in the manifest, so el_pkg_verify checked its size and SHA-256); --allow-unsigned lets
- * others load with a note. -1 to go on, else the exit code. */
-static int lora_artifacts_check(const cli_opts *o, const el_manifest *m, bool signed_pkg) {
-    for (int i = 0; i < o->n_lora; i++) {
-        const char *lp = o->lora_path[i];
-        char ld[PATH_MAX], md[PATH_MAX];
-        snprintf(ld, sizeof ld, "%s", lp);
-        snprintf(md, sizeof md, "%s", o->model);
-        char *ls = strrchr(ld, '/'), *ms = strrchr(md, '/');
-        const char *lbase = ls ? ls + 1 : ld;
-        if (ls) *ls = 0; else snprintf(ld, sizeof ld, ".");
-        if (ms) *ms = 0; else snprintf(md, sizeof md, ".");
-        char lr[PATH_MAX], mr[PATH_MAX];
-        bool listed = false;
-        if (realpath(ld, lr) && realpath(md, mr) && !strcmp(lr, mr))
-            for (int k = 0; k < m->n_artifacts; k++) listed |= !strcmp(m->artifacts[k].path, lbase);
-        if (listed) {
-            fprintf(stderr, "lora %s: an artifact of the %s package (size and SHA-256 checked)\n", lp,
-                    signed_pkg ? "signed" : "verified");
-        } else if (signed_pkg && !o->allow_unsigned) {
-            fprintf(stderr, "error: manifest check failed: --lora %s is not an artifact of the signed package: sign it "
-                    "with the model (edgellm sign --key KEY.sec %s --artifact %s) or pass --allow-unsigned\n", lp, o->model,
-                    lbase);
-            return el_pkg_exit_code(EL_PKG_ERR_NO_MANIFEST);
-        } else {
-            fprintf(stderr, "lora %s: UNSIGNED (not an artifact of the model's package)\n", lp);
-        }
-    }
-    return -1;
-}
-
-int cli_verify_before_load(cli_opts *o) {
-    static char store_model[PATH_MAX];
-    el_pkg_error e;
-    el_manifest m;
-    char by[17], line[1024];
-    if (o->store) {
-        if (o->model) return cli_usage_error(o->cmd, "give -m MODEL or --store DIR, not both");
-        if (o->pub) return cli_usage_error(o->cmd, "--store uses the store's trusted key; drop --pub");
-        if (el_store_check_active(o->store, false, store_model, sizeof store_model, &m, by, &e)) return pkg_fail(&e);
-        if (o->min_version > 0 && m.version < o->min_version) {
-            el_manifest_free(&m);
-            el_pkg_fail(&e, EL_PKG_ERR_VERSION, "%s: active version is lower than --min-version", o->store);
-            return pkg_fail(&e);
-        }
-        o->model = store_model;
-        el_pkg_describe(&m, by, line, sizeof line);
-        fprintf(stderr, "%s\n", line);
-        el_manifest_free(&m);
-        return -1;
-    }
-    char mp[PATH_MAX];
-    if (!el_pkg_manifest_path(o->model, mp, sizeof mp)) return cli_failf("%s: path too long", o->model);
-    struct stat st;
-    bool has_manifest = stat(mp, &st) == 0;
-    const char *pub = o->pub ? o->pub : getenv("EL_TRUSTED_KEY");
-    if (pub && !*pub) pub = NULL;
-    if (!has_manifest) {
-        if (!o->allow_unsigned) {
-            fprintf(stderr, "error: manifest check failed: %s: no manifest beside the model, so it is not a signed "
-                    "package; sign it (edgellm sign --key KEY.sec %s) or pass --allow-unsigned to load it anyway\n",
-                    mp, o->model);
-            return el_pkg_exit_code(EL_PKG_ERR_NO_MANIFEST);
-        }
-        /* a missing or unreadable file is left to the loader, which names the problem */
-        if (el_pkg_describe_unsigned(o->model, line, sizeof line, &e) == EL_PKG_OK) fprintf(stderr, "%s\n", line);
-        return -1;
-    }
-    el_pubkey key;
-    if (pub && el_pkg_read_pub(pub, &key, &e)) return pkg_fail(&e);
-    if (!pub && !o->allow_unsigned) {
-        el_pkg_fail(&e, EL_PKG_ERR_KEY, "%s: the model is signed but no trusted key was given: pass --pub KEY.pub or "
-                    "set EL_TRUSTED_KEY (or --allow-unsigned to skip the signature)", mp);
-        return pkg_fail(&e);
-    }
-    el_pkg_verify_opts vo = {.trusted = pub ? &key : NULL, .n_trusted = pub ? 1 : 0, .skip_signature = !pub,
-                             .min_version = o->min_version};
-    if (el_pkg_verify(o->model, &vo, &m, by, &e)) return pkg_fail(&e);
-    el_pkg_describe(&m, by, line, sizeof line);
-    fprintf(stderr, "%s\n", line);
-    const int lr = lora_artifacts_check(o, &m, pub != NULL);
-    el_manifest_free(&m);
-    return lr;
 }
