@@ -219,6 +219,7 @@ extern const size_t el_ui_page_html_len;
 #define SRV_KEEPALIVE_MS 10000
 #define SRV_KEEPALIVE ": keep-alive\n\n"
 #define SRV_STREAM_BLOCK (16u * 1024u)
+#define SRV_ROUTE_HEADER "X-Edgellm-Route" /* every generation answer says where it ran */
 #define SRV_DRAIN_MAX (16u * EL_API_MAX_BODY) /* an oversized body is drained unstored up to this */
 /* In-flight byte budget: request bodies being received, parsed and tokenized,
  * all connections together. Tokenizing costs a few tens of bytes of scratch
@@ -946,12 +947,12 @@ static bool on_token(const el_token_info *t, void *user) {
     return !atomic_load(&r->cancel);
 }
 
-/* "call_" + 24 hex digits. */
-static void tool_call_id(char out[32]) {
+/* prefix + 24 random hex digits (request ids "chatcmpl-…", "cmpl-…", "embd-…", tool call ids "call_…"). */
+static void rand_id(char *out, size_t cap, const char *prefix) {
     unsigned char rnd[12];
     randombytes_buf(rnd, sizeof rnd);
-    int off = snprintf(out, 32, "call_");
-    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(out + off, 32 - (size_t)off, "%02x", rnd[i]);
+    int off = snprintf(out, cap, "%s", prefix);
+    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(out + off, cap - (size_t)off, "%02x", rnd[i]);
 }
 
 /* The reply (r->text) split into content and tool calls (toolcall.h) with a fresh id per call
@@ -959,7 +960,7 @@ static void tool_call_id(char out[32]) {
 static int parse_reply(const el_req *r, el_toolcall_result *res, char ids[][32]) {
     const el_server *s = r->srv;
     if (el_toolcall_parse(s->fam, r->text.p, r->text.len, r->api.tools, r->api.n_tools, res)) return -1;
-    for (int i = 0; i < res->n_calls; i++) tool_call_id(ids[i]);
+    for (int i = 0; i < res->n_calls; i++) rand_id(ids[i], 32, "call_");
     return 0;
 }
 
@@ -1091,31 +1092,33 @@ static void slot_lora_end(slot *sl) {
     if (sl->srv->lora) el_lora_reg_release(sl->srv->lora, &sl->lease);
 }
 
+/* The slot lets go of r, which ends in st: the slot's cache now holds n_cache positions (< 0: unchanged), a
+ * stream gets its last frames (tail), and /slots never shows a slot busy with an answered request. */
+static void slot_finish(slot *sl, el_req *r, req_state st, int n_cache, const el_buf *tail) {
+    el_server *s = sl->srv;
+    pthread_mutex_lock(&s->mu);
+    if (n_cache >= 0) sl->n_cache = n_cache;
+    r->session = NULL;
+    sl->cur = NULL;
+    if (tail && tail->len) el_buf_append(&r->out, tail->p, tail->len);
+    finish_locked(s, r, st);
+    s->busy--;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void run_request(slot *sl, el_req *r) {
     el_server *s = sl->srv;
     if (slot_lora_begin(sl, r)) { /* nothing ran: the request fails with the registry's reason */
         el_buf tail = {0};
         if (r->api.stream) stream_tail(r, RS_FAILED, &tail);
-        pthread_mutex_lock(&s->mu);
-        r->session = NULL;
-        sl->cur = NULL;
-        if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
-        finish_locked(s, r, RS_FAILED);
-        s->busy--;
-        pthread_mutex_unlock(&s->mu);
+        slot_finish(sl, r, RS_FAILED, -1, &tail);
         el_buf_free(&tail);
         return;
     }
     if (r->embd) {
         req_state st = run_embd(sl, r);
         el_session_reset(sl->sess); /* el_embed leaves no positions: the cache is empty */
-        pthread_mutex_lock(&s->mu);
-        sl->n_cache = 0;
-        r->session = NULL;
-        sl->cur = NULL;
-        finish_locked(s, r, st);
-        s->busy--;
-        pthread_mutex_unlock(&s->mu);
+        slot_finish(sl, r, st, 0, NULL);
         if (s->p.verbose)
             fprintf(stderr, "edgellm serve: slot %d: embeddings %s: %d inputs\n", sl->idx,
                     st == RS_DONE ? "done" : st == RS_CANCELLED ? "cancelled" : "failed", r->embd_k);
@@ -1162,14 +1165,7 @@ static void run_request(slot *sl, el_req *r) {
     el_buf tail = {0};
     if (r->api.stream) stream_tail(r, st, &tail);
     else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
-    pthread_mutex_lock(&s->mu);
-    sl->n_cache = after;
-    r->session = NULL;
-    sl->cur = NULL; /* with the terminal state: /slots never shows a slot busy with an answered request */
-    if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
-    finish_locked(s, r, st);
-    s->busy--;
-    pthread_mutex_unlock(&s->mu);
+    slot_finish(sl, r, st, after, &tail);
     el_buf_free(&tail);
     if (s->p.verbose)
         fprintf(stderr, "edgellm serve: slot %d: %s %s: %d prompt + %d generated tokens, ttft %.1f ms\n", sl->idx, r->id,
@@ -1326,6 +1322,14 @@ static conn_track *conn_of(struct MHD_Connection *c) {
     return ci ? (conn_track *)ci->socket_context : NULL;
 }
 
+/* r's client connection: its socket (client_gone watches it) and whether it spoke HTTP/1.1 (a probe may be sent). */
+static void req_bind_conn(el_req *r, struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->conn_fd = ci ? (int)ci->connect_fd : -1;
+    conn_track *ct = conn_of(c);
+    r->http11 = ct && ct->http11;
+}
+
 static void conn_set_phase(struct MHD_Connection *c, conn_phase ph) {
     conn_track *ct = conn_of(c);
     if (!ct) return;
@@ -1452,29 +1456,19 @@ static void conn_wait_idle(el_server *s, int max_ms) {
     }
 }
 
-/* txt (malloc'd /metrics text, or NULL) with the connection gauges appended. */
-static char *conn_metrics_append(el_server *s, char *txt) {
-    if (!txt) return NULL;
+/* The connection gauges of /metrics, into out (cap bytes: 512 hold them). */
+static void conn_metrics(el_server *s, char *out, size_t cap) {
     pthread_mutex_lock(&s->conn_mu);
     int open = s->n_live;
     long evicted = s->n_evicted;
     pthread_mutex_unlock(&s->conn_mu);
-    el_buf b = {0};
-    char line[512];
-    snprintf(line, sizeof line,
+    snprintf(out, cap,
              "# HELP edgellm_connections_open TCP connections open (not counting those being closed).\n"
              "# TYPE edgellm_connections_open gauge\nedgellm_connections_open %d\n"
              "# HELP edgellm_connections_evicted_total Connections closed before their request was complete "
              "(header/body deadline, or to admit another near the limit).\n"
              "# TYPE edgellm_connections_evicted_total counter\nedgellm_connections_evicted_total %ld\n",
              open, evicted);
-    bool ok = el_buf_str(&b, txt) && el_buf_str(&b, line);
-    free(txt);
-    if (!ok) {
-        el_buf_free(&b);
-        return NULL;
-    }
-    return b.p;
 }
 
 static bool is_ctl(unsigned char ch) { return ch < 0x20 || ch == 0x7f; }
@@ -1622,6 +1616,28 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     return send_api_error(c, &e);
 }
 
+/* Queues resp with the route it took (X-Edgellm-Route: route/router.h el_route_header) and the CORS
+ * headers; the caller's handle is released (MHD keeps the response until it is sent). */
+static enum MHD_Result queue_routed(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
+                                    const el_route *rt) {
+    char hv[400];
+    el_route_header(rt, hv, sizeof hv);
+    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
+    cors_decorate(c, resp);
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* A server-sent-event stream (a local request's, or one relayed from the cloud): 200 with the SSE
+ * headers (no caching, no proxy buffering) and the route. */
+static enum MHD_Result send_sse(struct MHD_Connection *c, struct MHD_Response *resp, const el_route *rt) {
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    return queue_routed(c, MHD_HTTP_OK, resp, rt);
+}
+
 /* API key check ('Authorization: Bearer KEY', or 'X-Api-Key: KEY' as
  * llama-server accepts) in constant time for a given key length: one pass
  * over max(len) bytes, XOR-accumulated, no early exit. */
@@ -1737,6 +1753,19 @@ static void stream_free(void *cls) {
     el_req *r = cls;
     req_cancel(r); /* no effect if it already ended */
     req_unref(r);
+}
+
+/* Answers with r's stream (r queued): the HTTP side's reference moves to the
+ * response, and stream_free runs when MHD lets go of it. */
+static enum MHD_Result stream_respond(struct MHD_Connection *c, el_req *r) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, stream_read, r, stream_free);
+    if (!resp) {
+        req_cancel(r);
+        req_unref(r);
+        return MHD_NO;
+    }
+    return send_sse(c, resp, &r->route);
 }
 
 /* ---- the in-flight byte budget ------------------------------------------ */
@@ -1866,9 +1895,11 @@ static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
     return 0;
 }
 
-/* echo: the prompt becomes the start of the reply (the first stream frame, or
- * the head of the text); called once r->id is set, before r is enqueued. */
-static int echo_prompt(el_req *r, el_api_error *e) {
+/* The start of r's reply, once r->id is set and before r is enqueued (no one
+ * else sees r yet). echo: the prompt (the first stream frame, or the head of
+ * the text); a chat stream: the first chunk, which carries the role only.
+ * 0, or -1 with e filled (out of memory). */
+static int reply_begin(el_req *r, el_api_error *e) {
     el_api_request *a = &r->api;
     bool ok = true;
     if (a->echo && a->prompt) {
@@ -1885,8 +1916,66 @@ static int echo_prompt(el_req *r, el_api_error *e) {
     }
     free(a->prompt);
     a->prompt = NULL;
+    if (ok && a->kind == EL_API_CHAT && a->stream) {
+        const el_server *s = r->srv;
+        el_buf frame = {0};
+        ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, req_fp(s, r)))) &&
+             el_buf_append(&r->out, frame.p, frame.len);
+        el_buf_free(&frame);
+        r->sent_first = true;
+    }
     if (!ok) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
     return ok ? 0 : -1;
+}
+
+/* The whole reply of a non-streamed request that is done (its text, logprobs, tool calls, usage,
+ * --ctx-overflow's note, the route), malloc'd; NULL out of memory. */
+static char *reply_json(el_req *r) {
+    const el_server *s = r->srv;
+    const el_api_kind kind = r->api.kind;
+    el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
+    const char *fin = finish_name(r->stats.finish);
+    char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
+    char *json = NULL;
+    /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
+    if (kind == EL_API_NATIVE)
+        json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
+    else if ((!r->api.logprobs || lj) && r->tools_parse) {
+        el_toolcall_result res;
+        char (*ids)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *ids);
+        if (ids && !parse_reply(r, &res, ids)) {
+            char *idp[EL_TOOL_MAX_CALLS];
+            for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
+            el_api_tool_calls tc = {res.calls, idp, res.n_calls};
+            json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), res.content,
+                                              res.content_len, &tc,
+                                              res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
+                                              u, lj);
+            el_toolcall_result_free(&res);
+        }
+        free(ids);
+    } else if (!r->api.logprobs || lj)
+        json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, req_fp(s, r), r->text.p,
+                                                          r->text.len, fin, u, lj)
+                                   : el_api_completion_response(r->id, s->model_id, r->created, req_fp(s, r),
+                                                                r->text.p, r->text.len, fin, u, lj);
+    if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
+    free(lj);
+    return json && route_in_body(r) ? el_route_inject(json, &r->route) : json;
+}
+
+/* The sampler a request asks for (el_sampling_default for what it cannot say). */
+static el_sampling sampling_of(const el_api_request *a) {
+    el_sampling sp = el_sampling_default();
+    sp.temp = a->temperature;
+    sp.top_k = a->top_k;
+    sp.top_p = a->top_p;
+    sp.min_p = a->min_p;
+    sp.repeat_penalty = a->repeat_penalty;
+    sp.presence_penalty = a->presence_penalty;
+    sp.freq_penalty = a->frequency_penalty;
+    sp.penalty_last_n = a->repeat_last_n;
+    return sp;
 }
 
 /* The server-wide defaults (--temp, --seed, --n-predict) for what a request left out. */
@@ -1991,9 +2080,18 @@ static int ban_eog(el_server *s, el_api_request *a) {
 }
 
 /* Puts r at the queue's tail (taking the queue's reference). -1 with e
- * filled (503; h1, v1: a Retry-After header) when the server is stopping or
- * the queue is full (after dropping requests whose clients are gone). */
+ * filled (503; h1, v1: a Retry-After header) under memory pressure (no new
+ * session is admitted: memory/capacity.h el_mem_pressure), when the server is
+ * stopping, or when the queue is full (after dropping requests whose clients
+ * are gone). */
 static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1) {
+    char why[160];
+    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
+        el_api_set_error(e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
+        *h1 = MHD_HTTP_HEADER_RETRY_AFTER;
+        *v1 = "5";
+        return -1;
+    }
     pthread_mutex_lock(&s->mu);
     /* requests an idle slot is about to take are not waiting: only the rest count against --queue */
     bool stopping = s->stopping, full = s->q_len >= s->p.queue_cap + (s->n_slots - s->busy);
@@ -2057,8 +2155,6 @@ static req_state wait_done(el_server *s, el_req *r, bool *gone) {
  * (X-Edgellm-Route header; "edgellm": {"route": ...} in the body, on a
  * stream's first event). */
 
-#define SRV_ROUTE_HEADER "X-Edgellm-Route"
-
 /* The device state the router reads (s), now. */
 static void route_device(el_server *s, el_route_device *d) {
     memset(d, 0, sizeof *d);
@@ -2085,20 +2181,14 @@ static void route_device(el_server *s, el_route_device *d) {
 static enum MHD_Result send_routed(struct MHD_Connection *c, unsigned status, char *json, const el_route *rt,
                                    const char *h2, const char *v2) {
     if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    char hv[400];
-    el_route_header(rt, hv, sizeof hv);
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(json);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
     if (h2) MHD_add_response_header(resp, h2, v2);
-    cors_decorate(c, resp);
-    enum MHD_Result ret = MHD_queue_response(c, status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return queue_routed(c, status, resp, rt);
 }
 
 static enum MHD_Result send_declined(el_server *s, struct MHD_Connection *c, const el_route *rt) {
@@ -2244,16 +2334,7 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
     cs->relay = relay;
     cs->ev = ev;
     cs->t0 = t0;
-    char hv[400];
-    el_route_header(rt, hv, sizeof hv);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
-    cors_decorate(c, resp);
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return send_sse(c, resp, rt);
 }
 
 /* Routes r (parsed; n_prompt tokens, or an estimate when there is no local
@@ -2317,6 +2398,12 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
     return true;
 }
 
+/* A generation request's body, parsed by its route's parser (api.h). 0, or -1 with e filled. */
+static int parse_generation(el_api_kind kind, const conn_ctx *cc, el_api_request *a, el_api_error *e) {
+    const char *body = cc->body.p ? cc->body.p : "";
+    return kind == EL_API_NATIVE ? el_api_parse_native(body, cc->body.len, a, e) : el_api_parse(kind, body, cc->body.len, a, e);
+}
+
 /* A generation request while there is no local model (still loading, or
  * el_server_set_local_unavailable): validated, then routed with the local
  * route unavailable — to the cloud where the policy allows, else declined. */
@@ -2325,9 +2412,7 @@ static enum MHD_Result h_generate_unready(el_server *s, struct MHD_Connection *c
     memset(&e, 0, sizeof e);
     el_req *r = req_new(s);
     if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
-                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e))
-        return reject(s, c, r, &e, NULL, NULL);
+    if (parse_generation(kind, cc, &r->api, &e)) return reject(s, c, r, &e, NULL, NULL);
     r->api_parsed = true;
     enum MHD_Result ret;
     /* no tokenizer here: about 4 bytes of text per token */
@@ -2341,11 +2426,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     memset(&e, 0, sizeof e);
     el_req *r = req_new(s);
     if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (kind == EL_API_NATIVE ? el_api_parse_native(cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)
-                              : el_api_parse(kind, cc->body.p ? cc->body.p : "", cc->body.len, &r->api, &e)) {
-        r->api_parsed = false;
-        return reject(s, c, r, &e, NULL, NULL);
-    }
+    if (parse_generation(kind, cc, &r->api, &e)) return reject(s, c, r, &e, NULL, NULL);
     r->api_parsed = true;
     apply_defaults(s, &r->api);
     if (kind == EL_API_NATIVE) {
@@ -2480,15 +2561,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->ignore_eos = r->api.ignore_eos;
     gp->stop = r->api.n_stop > 0 ? (const char *const *)r->api.stop : NULL;
     gp->n_top_logprobs = r->api.logprobs ? r->api.top_logprobs : 0;
-    gp->sampling = el_sampling_default();
-    gp->sampling.temp = r->api.temperature;
-    gp->sampling.top_k = r->api.top_k;
-    gp->sampling.top_p = r->api.top_p;
-    gp->sampling.min_p = r->api.min_p;
-    gp->sampling.repeat_penalty = r->api.repeat_penalty;
-    gp->sampling.presence_penalty = r->api.presence_penalty;
-    gp->sampling.freq_penalty = r->api.frequency_penalty;
-    gp->sampling.penalty_last_n = r->api.repeat_last_n;
+    gp->sampling = sampling_of(&r->api);
     /* -1 is the context size (el_generate does the same; set here so generation_settings shows it) */
     if (kind == EL_API_NATIVE && r->api.repeat_last_n < 0) gp->sampling.penalty_last_n = s->n_ctx;
     gp->sampling.n_logit_bias = r->api.n_logit_bias;
@@ -2513,59 +2586,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     }
     gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
 
-    unsigned char rnd[12];
-    randombytes_buf(rnd, sizeof rnd);
-    int off = snprintf(r->id, sizeof r->id, "%s", kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
-    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
-    if (echo_prompt(r, &e)) return reject(s, c, r, &e, NULL, NULL);
-    if (kind == EL_API_CHAT && r->api.stream) { /* the first chunk carries the role only (no one else sees r yet) */
-        el_buf frame = {0};
-        bool ok = frame_json(&frame, route_first(r, el_api_chat_role_chunk(r->id, s->model_id, r->created, req_fp(s, r)))) &&
-                  el_buf_append(&r->out, frame.p, frame.len);
-        el_buf_free(&frame);
-        r->sent_first = true;
-        if (!ok) {
-            el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
-            return reject(s, c, r, &e, NULL, NULL);
-        }
-    }
+    rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
+    if (reply_begin(r, &e)) return reject(s, c, r, &e, NULL, NULL);
 
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    r->conn_fd = ci ? (int)ci->connect_fd : -1;
-    conn_track *ct = conn_of(c);
-    r->http11 = ct && ct->http11;
-
-    /* memory pressure: admit no new session (memory/capacity.h el_mem_pressure) */
-    char why[160];
-    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
-        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
-        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
-    }
-
-    /* enqueue */
+    req_bind_conn(r, c);
     const char *rh = NULL, *rv = NULL;
     if (enqueue(s, r, &e, &rh, &rv)) return reject(s, c, r, &e, rh, rv);
-
-    if (r->api.stream) {
-        /* the HTTP side's reference moves to the response (stream_free) */
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, stream_read, r, stream_free);
-        if (!resp) {
-            req_cancel(r);
-            req_unref(r);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        char hv[400];
-        el_route_header(&r->route, hv, sizeof hv);
-        MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
-        cors_decorate(c, resp);
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp); /* stream_free runs when MHD lets go of it */
-        return ret;
-    }
+    if (r->api.stream) return stream_respond(c, r);
 
     /* non-stream: wait here (this connection's own thread), watching the client */
     bool gone = false;
@@ -2577,36 +2604,8 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_DONE) {
         el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
         r->canary = NULL;
-        el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
-        const char *fin = finish_name(r->stats.finish);
-        char *lj = r->api.logprobs && kind != EL_API_NATIVE ? lps_json(r, 0, r->n_lps) : NULL;
-        char *json = NULL;
-        /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
-        if (kind == EL_API_NATIVE)
-            json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
-        else if ((!r->api.logprobs || lj) && r->tools_parse) {
-            el_toolcall_result res;
-            char (*ids)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *ids);
-            if (ids && !parse_reply(r, &res, ids)) {
-                char *idp[EL_TOOL_MAX_CALLS];
-                for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
-                el_api_tool_calls tc = {res.calls, idp, res.n_calls};
-                json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), res.content,
-                                                  res.content_len, &tc,
-                                                  res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
-                                                  u, lj);
-                el_toolcall_result_free(&res);
-            }
-            free(ids);
-        } else if (!r->api.logprobs || lj)
-            json = kind == EL_API_CHAT ? el_api_chat_response(r->id, s->model_id, r->created, req_fp(s, r), r->text.p,
-                                                              r->text.len, fin, u, lj)
-                                       : el_api_completion_response(r->id, s->model_id, r->created, req_fp(s, r),
-                                                                    r->text.p, r->text.len, fin, u, lj);
-        if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
-        free(lj);
-        ret = json ? send_routed(c, MHD_HTTP_OK, route_in_body(r) ? el_route_inject(json, &r->route) : json, &r->route,
-                                 NULL, NULL)
+        char *json = reply_json(r);
+        ret = json ? send_routed(c, MHD_HTTP_OK, json, &r->route, NULL, NULL)
                    : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
         ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
@@ -2655,15 +2654,7 @@ static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
     gp.ignore_eos = a->ignore_eos;
-    gp.sampling = el_sampling_default();
-    gp.sampling.temp = a->temperature;
-    gp.sampling.top_k = a->top_k;
-    gp.sampling.top_p = a->top_p;
-    gp.sampling.min_p = a->min_p;
-    gp.sampling.repeat_penalty = a->repeat_penalty;
-    gp.sampling.presence_penalty = a->presence_penalty;
-    gp.sampling.freq_penalty = a->frequency_penalty;
-    gp.sampling.penalty_last_n = a->repeat_last_n;
+    gp.sampling = sampling_of(a);
     cJSON *o = cJSON_CreateObject(), *params = settings_cjson(s, a, &gp), *nt = cJSON_CreateObject();
     if (own) el_api_request_free(&def);
     if (!o || !params || !nt) {
@@ -2892,8 +2883,8 @@ static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, con
     return send_cjson(c, MHD_HTTP_OK, root);
 }
 
-/* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
-static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
+/* A chat body (its body dropped once parsed) for a server that has a chat template; 0, or -1 with e filled. */
+static int parse_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_api_error *e) {
     if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, a, e)) return -1;
     el_buf_free(&cc->body);
     if (s->fam == EL_CHAT_UNKNOWN) {
@@ -2902,6 +2893,12 @@ static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_te
                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
         return -1;
     }
+    return 0;
+}
+
+/* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
+static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
+    if (parse_chat(s, cc, a, e)) return -1;
     int rc = el_chat_render_tools(s->fam, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, true, t);
     if (rc) {
         el_api_request_free(a);
@@ -2937,13 +2934,7 @@ static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, co
     el_api_request a;
     el_api_error e;
     memset(&e, 0, sizeof e);
-    if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, &a, &e)) return send_api_error(c, &e);
-    el_buf_free(&cc->body);
-    if (s->fam == EL_CHAT_UNKNOWN) {
-        el_api_request_free(&a);
-        return send_error(c, 500, "server_error", NULL, "no_chat_template",
-                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
-    }
+    if (parse_chat(s, cc, &a, &e)) return send_api_error(c, &e);
     int32_t *toks = NULL;
     int n = el_chat_tokenize_tools(s->model, s->fam, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, true,
                                    EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
@@ -3047,20 +3038,8 @@ static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn
             goto bad;
         }
     budget_release(s, cc);
-    unsigned char rnd[12];
-    randombytes_buf(rnd, sizeof rnd);
-    int off = snprintf(r->id, sizeof r->id, "embd-");
-    for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(r->id + off, sizeof r->id - (size_t)off, "%02x", rnd[i]);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    r->conn_fd = ci ? (int)ci->connect_fd : -1;
-    conn_track *ct = conn_of(c);
-    r->http11 = ct && ct->http11;
-    char why[160];
-    if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
-        el_api_embd_request_free(&q);
-        el_api_set_error(&e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
-        return reject(s, c, r, &e, MHD_HTTP_HEADER_RETRY_AFTER, "5");
-    }
+    rand_id(r->id, sizeof r->id, "embd-");
+    req_bind_conn(r, c);
     const char *rh = NULL, *rv = NULL;
     if (enqueue(s, r, &e, &rh, &rv)) {
         el_api_embd_request_free(&q);
@@ -3104,6 +3083,19 @@ static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx
     return send_cjson(c, MHD_HTTP_OK, root);
 }
 
+/* Appends token tok's text (control tokens' too, as llama-server's common_token_to_piece) to raw. */
+static bool piece_append(const el_model *m, int32_t tok, el_buf *raw) {
+    char piece[256];
+    int len = el_token_to_piece(m, tok, piece, (int)sizeof piece, true);
+    if (len > (int)sizeof piece) { /* a long piece: the size it told */
+        char *big = malloc((size_t)len);
+        bool ok = big && el_token_to_piece(m, tok, big, len, true) == len && el_buf_append(raw, big, (size_t)len);
+        free(big);
+        return ok;
+    }
+    return len <= 0 || el_buf_append(raw, piece, (size_t)len);
+}
+
 static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_tok_request q;
     el_api_error e;
@@ -3119,22 +3111,13 @@ static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_c
         return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
                        : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
     char *json = NULL;
-    if (with_pieces) { /* each token's text (control tokens' too, as llama-server's common_token_to_piece) */
+    if (with_pieces) { /* each token's text */
         el_buf raw = {0};
         size_t *off = malloc(((size_t)n + 1) * sizeof *off);
         bool ok = off != NULL;
         for (int i = 0; ok && i < n; i++) {
-            char piece[256];
             off[i] = raw.len;
-            int len = el_token_to_piece(s->model, toks[i], piece, (int)sizeof piece, true);
-            if (len > (int)sizeof piece) {
-                char *big = malloc((size_t)len);
-                ok = big && el_token_to_piece(s->model, toks[i], big, len, true) == len &&
-                     el_buf_append(&raw, big, (size_t)len);
-                free(big);
-            } else if (len > 0) {
-                ok = el_buf_append(&raw, piece, (size_t)len);
-            }
+            ok = piece_append(s->model, toks[i], &raw);
         }
         if (ok) off[n] = raw.len;
         json = ok ? el_api_tokenize_pieces_response(toks, n, raw.p ? raw.p : "", off) : NULL;
@@ -3155,7 +3138,6 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
     el_buf_free(&cc->body);
     const int nv = el_model_n_vocab(s->model);
     el_buf raw = {0};
-    char piece[256];
     bool ok = true;
     for (int i = 0; ok && i < q.n_tokens; i++) {
         if (q.tokens[i] >= nv) {
@@ -3164,15 +3146,7 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
             return send_error(c, 400, "invalid_request_error", "tokens", "invalid_value",
                               "tokens[%d] is not a token id in [0, %d)", i, nv);
         }
-        int len = el_token_to_piece(s->model, q.tokens[i], piece, (int)sizeof piece, true);
-        if (len > (int)sizeof piece) {
-            char *big = malloc((size_t)len);
-            ok = big && el_token_to_piece(s->model, q.tokens[i], big, len, true) == len &&
-                 el_buf_append(&raw, big, (size_t)len);
-            free(big);
-        } else if (len > 0) {
-            ok = el_buf_append(&raw, piece, (size_t)len);
-        }
+        ok = piece_append(s->model, q.tokens[i], &raw);
     }
     el_api_tok_request_free(&q);
     /* the pieces go by length: a <0x00> byte token is a NUL byte, sent as \u0000 */
@@ -3255,66 +3229,71 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
                     NULL, NULL);
 }
 
+/* txt (malloc'd) with more appended, or NULL when either is NULL or memory runs out (txt is freed then). */
+static char *cat(char *txt, const char *more) {
+    const size_t tl = txt ? strlen(txt) : 0, ml = more ? strlen(more) : 0;
+    char *both = txt && more ? realloc(txt, tl + ml + 1) : NULL;
+    if (!both) {
+        free(txt);
+        return NULL;
+    }
+    memcpy(both + tl, more, ml + 1);
+    return both;
+}
+
 static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     pthread_mutex_lock(&s->mu);
     int busy = s->busy, depth = s->q_len;
     pthread_mutex_unlock(&s->mu);
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
-    char *txt = conn_metrics_append(s, el_metrics_render(&s->metrics, busy, total, depth));
-    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
+    char conn[512];
+    conn_metrics(s, conn, sizeof conn);
+    char *txt = cat(el_metrics_render(&s->metrics, busy, total, depth), conn);
+    if (txt && atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
         const mem_view mv = mem_now(s);
         char extra[1024];
-        const int n = snprintf(extra, sizeof extra,
-                               "# HELP edgellm_memory_budget_bytes Memory budget of the model and its slots.\n"
-                               "# TYPE edgellm_memory_budget_bytes gauge\nedgellm_memory_budget_bytes %llu\n"
-                               "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session + the batcher's scratch.\n"
-                               "# TYPE edgellm_memory_planned_bytes gauge\nedgellm_memory_planned_bytes %llu\n"
-                               "# HELP edgellm_kv_headroom_bytes Budget left over the plan (room for more KV).\n"
-                               "# TYPE edgellm_kv_headroom_bytes gauge\nedgellm_kv_headroom_bytes %lld\n"
-                               "# HELP edgellm_memory_peak_rss_bytes Resident set watermark (VmHWM).\n"
-                               "# TYPE edgellm_memory_peak_rss_bytes gauge\nedgellm_memory_peak_rss_bytes %llu\n"
-                               "# HELP edgellm_memory_rss_bytes Resident set now (VmRSS).\n"
-                               "# TYPE edgellm_memory_rss_bytes gauge\nedgellm_memory_rss_bytes %llu\n",
-                               mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss);
-        const size_t tl = strlen(txt);
-        char *both = realloc(txt, tl + (size_t)n + 1);
-        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
-        memcpy(both + tl, extra, (size_t)n + 1);
-        txt = both;
+        snprintf(extra, sizeof extra,
+                 "# HELP edgellm_memory_budget_bytes Memory budget of the model and its slots.\n"
+                 "# TYPE edgellm_memory_budget_bytes gauge\nedgellm_memory_budget_bytes %llu\n"
+                 "# HELP edgellm_memory_planned_bytes Planned memory: weights + runtime + every slot's session + the batcher's scratch.\n"
+                 "# TYPE edgellm_memory_planned_bytes gauge\nedgellm_memory_planned_bytes %llu\n"
+                 "# HELP edgellm_kv_headroom_bytes Budget left over the plan (room for more KV).\n"
+                 "# TYPE edgellm_kv_headroom_bytes gauge\nedgellm_kv_headroom_bytes %lld\n"
+                 "# HELP edgellm_memory_peak_rss_bytes Resident set watermark (VmHWM).\n"
+                 "# TYPE edgellm_memory_peak_rss_bytes gauge\nedgellm_memory_peak_rss_bytes %llu\n"
+                 "# HELP edgellm_memory_rss_bytes Resident set now (VmRSS).\n"
+                 "# TYPE edgellm_memory_rss_bytes gauge\nedgellm_memory_rss_bytes %llu\n",
+                 mv.budget, mv.planned, mv.headroom, mv.peak, mv.rss);
+        txt = cat(txt, extra);
     }
-    if (atomic_load(&s->ready) && s->batcher) { /* batched decoding (runtime/batch.h); set before `ready` */
+    if (txt && atomic_load(&s->ready) && s->batcher) { /* batched decoding (runtime/batch.h); set before `ready` */
         const el_batcher_stats bs = el_batcher_get_stats(s->batcher);
         char extra[2100];
-        const int n = snprintf(extra, sizeof extra,
-                               "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
-                               "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
-                               "# HELP edgellm_batch_streams_total Decode steps run in rounds (streams per round summed).\n"
-                               "# TYPE edgellm_batch_streams_total counter\nedgellm_batch_streams_total %llu\n"
-                               "# HELP edgellm_batch_multi_rounds_total Rounds of more than one stream.\n"
-                               "# TYPE edgellm_batch_multi_rounds_total counter\nedgellm_batch_multi_rounds_total %llu\n"
-                               "# HELP edgellm_batch_timed_rounds_total Rounds started by the wait bound, not a full set.\n"
-                               "# TYPE edgellm_batch_timed_rounds_total counter\nedgellm_batch_timed_rounds_total %llu\n"
-                               "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
-                               "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
-                               "# HELP edgellm_batch_admitted_chunks_total Prompt chunks run ahead of a round of streams not yet decoding (requests arriving together).\n"
-                               "# TYPE edgellm_batch_admitted_chunks_total counter\nedgellm_batch_admitted_chunks_total %llu\n"
-                               "# HELP edgellm_batch_max_streams The largest round so far.\n"
-                               "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n"
-                               "# HELP edgellm_batch_rows_limit Streams one round may take (the slots, or fewer when the memory budget holds less scratch).\n"
-                               "# TYPE edgellm_batch_rows_limit gauge\nedgellm_batch_rows_limit %d\n",
-                               (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
-                               (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
-                               (unsigned long long)bs.prefill_chunks, (unsigned long long)bs.admitted_chunks,
-                               bs.max_rows_seen, s->batch_rows);
-        const size_t tl = strlen(txt);
-        char *both = realloc(txt, tl + (size_t)n + 1);
-        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
-        memcpy(both + tl, extra, (size_t)n + 1);
-        txt = both;
+        snprintf(extra, sizeof extra,
+                 "# HELP edgellm_batch_rounds_total Batched decode rounds (one forward for the slots decoding).\n"
+                 "# TYPE edgellm_batch_rounds_total counter\nedgellm_batch_rounds_total %llu\n"
+                 "# HELP edgellm_batch_streams_total Decode steps run in rounds (streams per round summed).\n"
+                 "# TYPE edgellm_batch_streams_total counter\nedgellm_batch_streams_total %llu\n"
+                 "# HELP edgellm_batch_multi_rounds_total Rounds of more than one stream.\n"
+                 "# TYPE edgellm_batch_multi_rounds_total counter\nedgellm_batch_multi_rounds_total %llu\n"
+                 "# HELP edgellm_batch_timed_rounds_total Rounds started by the wait bound, not a full set.\n"
+                 "# TYPE edgellm_batch_timed_rounds_total counter\nedgellm_batch_timed_rounds_total %llu\n"
+                 "# HELP edgellm_batch_prefill_chunks_total Prompt chunks prefilled between rounds.\n"
+                 "# TYPE edgellm_batch_prefill_chunks_total counter\nedgellm_batch_prefill_chunks_total %llu\n"
+                 "# HELP edgellm_batch_admitted_chunks_total Prompt chunks run ahead of a round of streams not yet decoding (requests arriving together).\n"
+                 "# TYPE edgellm_batch_admitted_chunks_total counter\nedgellm_batch_admitted_chunks_total %llu\n"
+                 "# HELP edgellm_batch_max_streams The largest round so far.\n"
+                 "# TYPE edgellm_batch_max_streams gauge\nedgellm_batch_max_streams %d\n"
+                 "# HELP edgellm_batch_rows_limit Streams one round may take (the slots, or fewer when the memory budget holds less scratch).\n"
+                 "# TYPE edgellm_batch_rows_limit gauge\nedgellm_batch_rows_limit %d\n",
+                 (unsigned long long)bs.rounds, (unsigned long long)bs.streams,
+                 (unsigned long long)bs.multi_rounds, (unsigned long long)bs.timed_rounds,
+                 (unsigned long long)bs.prefill_chunks, (unsigned long long)bs.admitted_chunks,
+                 bs.max_rows_seen, s->batch_rows);
+        txt = cat(txt, extra);
     }
-    {   /* routing and thermal */
+    if (txt) { /* routing and thermal */
         char *rm = el_router_metrics(s->router);
         const el_thermal_state ts = el_thermal_get(s->thermal);
         char th[1400];
@@ -3330,44 +3309,28 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  "# HELP edgellm_threads_active Threads generating (fewer while thermally derated).\n"
                  "# TYPE edgellm_threads_active gauge\nedgellm_threads_active %d\n",
                  (int)ts.level, ts.temp_c, ts.factor, ts.transitions, threads_active(s));
-        const size_t tl = strlen(txt), rl = rm ? strlen(rm) : 0, hl = strlen(th);
-        char *all = rm ? realloc(txt, tl + rl + hl + 1) : NULL;
-        if (!all) {
-            free(rm);
-            free(txt);
-            return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-        }
-        memcpy(all + tl, rm, rl);
-        memcpy(all + tl + rl, th, hl + 1);
+        txt = cat(cat(txt, rm), th);
         free(rm);
-        txt = all;
     }
-    if (s->tel) { /* telemetry's own counters */
+    if (txt && s->tel) { /* telemetry's own counters */
         long sp = 0, ex = 0, dr = 0;
         el_telemetry_counts(s->tel, &sp, &ex, &dr);
         char tm[512];
-        const int n = snprintf(tm, sizeof tm,
-                               "# HELP edgellm_telemetry_events_total Telemetry events spooled, exported over OTLP, dropped.\n"
-                               "# TYPE edgellm_telemetry_events_total counter\n"
-                               "edgellm_telemetry_events_total{outcome=\"spooled\"} %ld\n"
-                               "edgellm_telemetry_events_total{outcome=\"exported\"} %ld\n"
-                               "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
-                               sp, ex, dr);
-        const size_t tl = strlen(txt);
-        char *both = realloc(txt, tl + (size_t)n + 1);
-        if (!both) { free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
-        memcpy(both + tl, tm, (size_t)n + 1);
-        txt = both;
+        snprintf(tm, sizeof tm,
+                 "# HELP edgellm_telemetry_events_total Telemetry events spooled, exported over OTLP, dropped.\n"
+                 "# TYPE edgellm_telemetry_events_total counter\n"
+                 "edgellm_telemetry_events_total{outcome=\"spooled\"} %ld\n"
+                 "edgellm_telemetry_events_total{outcome=\"exported\"} %ld\n"
+                 "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
+                 sp, ex, dr);
+        txt = cat(txt, tm);
     }
-    if (s->lora) { /* LoRA residency (lora_registry.h) */
+    if (txt && s->lora) { /* LoRA residency (lora_registry.h) */
         char *lm = el_lora_reg_metrics(s->lora);
-        const size_t tl = strlen(txt), ll = lm ? strlen(lm) : 0;
-        char *both = lm ? realloc(txt, tl + ll + 1) : NULL;
-        if (!both) { free(lm); free(txt); return send_error(c, 500, "server_error", NULL, NULL, "out of memory"); }
-        memcpy(both + tl, lm, ll + 1);
+        txt = cat(txt, lm);
         free(lm);
-        txt = both;
     }
+    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
@@ -3795,16 +3758,21 @@ static int hash_file(const char *path, unsigned char out[crypto_hash_sha256_BYTE
 
 static int server_load(el_server *s, el_error *err);
 
+/* The load_error event: a failed el_server_load (its code), or no local model after the package checks. */
+static void tel_load_error(const el_server *s, int code) {
+    el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
+    e.error = code;
+    e.thermal = el_thermal_get(s->thermal).level;
+    el_telemetry_emit(s->tel, &e);
+}
+
 int el_server_load(el_server *s, el_error *err) {
     el_error tmp;
     if (!err) err = &tmp;
     const int rc = server_load(s, err);
     if (rc) { /* the load_error event goes out with el_server_set_local_unavailable or here */
         atomic_store(&s->load_err, err->code ? (int)err->code : (int)EL_ERR_INTERNAL);
-        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
-        e.error = atomic_load(&s->load_err);
-        e.thermal = el_thermal_get(s->thermal).level;
-        el_telemetry_emit(s->tel, &e);
+        tel_load_error(s, atomic_load(&s->load_err));
         return rc;
     }
     el_telemetry_set_fingerprint(s->tel, s->fingerprint);
@@ -4039,12 +4007,8 @@ void el_server_set_local_unavailable(el_server *s, const char *why) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->local_why, sizeof s->local_why, "%s", why && *why ? why : "no local model");
     pthread_mutex_unlock(&s->mu);
-    if (!atomic_load(&s->load_err)) { /* not a failed el_server_load (it sent its event): the package checks */
-        el_tev e = el_tev_init(EL_TEV_LOAD_ERROR);
-        e.error = EL_TEV_ERR_PACKAGE;
-        e.thermal = el_thermal_get(s->thermal).level;
-        el_telemetry_emit(s->tel, &e);
-    }
+    /* not a failed el_server_load (it sent its event): the package checks */
+    if (!atomic_load(&s->load_err)) tel_load_error(s, EL_TEV_ERR_PACKAGE);
 }
 
 int el_server_port(const el_server *s) { return s ? s->port : -1; }
