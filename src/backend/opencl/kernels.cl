@@ -354,23 +354,20 @@ inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xr
     for (int t = 0; t < nt; t++) out[t] = hsum8(acc[t]);
 }
 
-/* Work-item (o, g): weight row o for the tokens g*NT .. (at most NT). */
-#define MM_KERNEL(NAME, DOT)                                                                                    \
-    __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
-                       ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
-                       int has_bias, int row1) {                                                                 \
-        const int o = get_global_id(0), t0 = get_global_id(1) * NT;                                             \
-        if (o >= M) return;                                                                                     \
-        __global const uchar *wr = W + (size_t)o * row_bytes;                                                   \
-        const int t1 = min(n, t0 + NT);                                                                         \
-        for (int t = t0; t < t1; t++) {                                                                         \
-            float s = DOT(wr, X + xoff + (size_t)t * xrow, K, row1 ? 1 : n);                                    \
-            if (has_bias) s += bias[o];                                                                         \
-            Y[y0 + (size_t)t * M + o] = s;                                                                      \
-        }                                                                                                       \
+/* F32 / F16 in the NT-token form: no weight block to unpack once, so each
+ * token is the one-token product above (n and t0 as dotn_q4_k's). */
+#define DOTN_EACH(NAME, DOT)                                                                                   \
+    inline void NAME(__global const uchar *w, __global const uchar *x, ulong xrow, int K, int n, int t0, int nt, \
+                     float *out) {                                                                             \
+        (void)t0;                                                                                              \
+        for (int t = 0; t < nt; t++) out[t] = DOT(w, x + (size_t)t * xrow, K, n);                              \
     }
+DOTN_EACH(dotn_f32, dot_f32)
+DOTN_EACH(dotn_f16, dot_f16)
 
-#define MMN_KERNEL(NAME, DOTN)                                                                                  \
+/* Work-item (o, g): weight row o for the tokens g*NT .. (at most NT), with
+ * the weight type's NT-token product DOTN. */
+#define MM_KERNEL(NAME, DOTN)                                                                                   \
     __kernel void NAME(__global const uchar *W, ulong row_bytes, int K, int M, __global const uchar *X,          \
                        ulong xoff, ulong xrow, int n, __global float *Y, int y0, __global const float *bias,     \
                        int has_bias, int row1) {                                                                 \
@@ -386,13 +383,13 @@ inline void dotn_q6_k(__global const uchar *w, __global const uchar *x, ulong xr
         }                                                                                                       \
     }
 
-MM_KERNEL(mm_f32, dot_f32)
-MM_KERNEL(mm_f16, dot_f16)
-MMN_KERNEL(mm_q8_0, dotn_q8_0)
-MMN_KERNEL(mm_q4_0, dotn_q4_0)
-MMN_KERNEL(mm_q5_0, dotn_q5_0)
-MMN_KERNEL(mm_q4_k, dotn_q4_k)
-MMN_KERNEL(mm_q6_k, dotn_q6_k)
+MM_KERNEL(mm_f32, dotn_f32)
+MM_KERNEL(mm_f16, dotn_f16)
+MM_KERNEL(mm_q8_0, dotn_q8_0)
+MM_KERNEL(mm_q4_0, dotn_q4_0)
+MM_KERNEL(mm_q5_0, dotn_q5_0)
+MM_KERNEL(mm_q4_k, dotn_q4_k)
+MM_KERNEL(mm_q6_k, dotn_q6_k)
 
 /* ---- activations in the CPU's formats ------------------------------------------
  * Row t of X (K floats at x0 + t*K) written to Xq + t*xrow bytes as the CPU
