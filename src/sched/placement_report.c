@@ -329,6 +329,21 @@ static void json_device(report *r, int d) {
             r->p->dev_weight_bytes[d], (unsigned long long)c->mem_bytes);
 }
 
+/* ,"<name>":{...}: a plan's estimated times and tax share (cpu_only: also the CPU-alone time). */
+static void json_plan(FILE *f, const char *name, double compute, double tax, double total, const double *cpu_only) {
+    fprintf(f, ",\"%s\":{\"compute_ms\":", name);
+    json_ms(f, compute);
+    fputs(",\"tax_ms\":", f);
+    json_ms(f, tax);
+    fputs(",\"total_ms\":", f);
+    json_ms(f, total);
+    if (cpu_only) {
+        fputs(",\"cpu_only_ms\":", f);
+        json_ms(f, *cpu_only);
+    }
+    fprintf(f, ",\"tax_share\":%.9g}", total > 0 ? tax / total : 0);
+}
+
 static void json_summary(report *r) {
     FILE *f = r->f;
     const el_placement *p = r->p;
@@ -339,22 +354,8 @@ static void json_summary(report *r) {
     if (p->params.force >= 0) json_str(f, r->devs[p->params.force].name);
     else fputs("null", f);
     fprintf(f, ",\"tolerance\":%.9g,\"tax_budget\":%.9g}", p->params.tolerance, p->params.tax_budget);
-    fputs(",\"estimate\":{\"compute_ms\":", f);
-    json_ms(f, p->t_compute);
-    fputs(",\"tax_ms\":", f);
-    json_ms(f, p->t_tax);
-    fputs(",\"total_ms\":", f);
-    json_ms(f, p->t_total);
-    fputs(",\"cpu_only_ms\":", f);
-    json_ms(f, p->t_cpu_only);
-    fprintf(f, ",\"tax_share\":%.9g}", p->t_total > 0 ? p->t_tax / p->t_total : 0);
-    fputs(",\"placed\":{\"compute_ms\":", f);
-    json_ms(f, p->placed_compute);
-    fputs(",\"tax_ms\":", f);
-    json_ms(f, p->placed_tax);
-    fputs(",\"total_ms\":", f);
-    json_ms(f, p->placed_total);
-    fprintf(f, ",\"tax_share\":%.9g}", p->placed_total > 0 ? p->placed_tax / p->placed_total : 0);
+    json_plan(f, "estimate", p->t_compute, p->t_tax, p->t_total, &p->t_cpu_only);
+    json_plan(f, "placed", p->placed_compute, p->placed_tax, p->placed_total, NULL);
     fprintf(f, ",\"n_ops\":%d,\"n_shapes\":%d,\"n_cache_hits\":%d,\"n_fallbacks\":%d", p->n_ops, p->n_shapes,
             p->n_cache_hits, p->n_fallbacks);
 }
