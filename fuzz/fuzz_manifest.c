@@ -1,6 +1,6 @@
 /*
  * fuzz_manifest.c — libFuzzer target for the package manifest parser and the
- * store's state parser (src/deploy/manifest.c, store.c).
+ * store's state parser (src/deploy/manifest_format.c, store.c).
  *
  * Every input goes to el_manifest_parse and el_store_parse_state. A failure
  * must carry a check code and a message. A manifest that parses must keep

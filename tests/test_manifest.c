@@ -1,5 +1,5 @@
 /*
- * test_manifest.c — signed packages (src/deploy/manifest.c) and the check
+ * test_manifest.c — signed packages (src/deploy/: manifest_format.c, sign.c, verify.c) and the check
  * `run`, `chat`, `serve` make before loading:
  *   - canonical JSON: order- and whitespace-independent, duplicates and
  *     fractions refused;
