@@ -16,7 +16,7 @@
  * arithmetic of a prefix equal to its own. A request that names no slot is
  * left to the idle slot whose cache shares the longest prefix with it
  * (slot_prefers). Slot actions (POST /slots/N?action=save|restore|erase,
- * h_slot_action, file format in slot_file.h) hold an idle slot (sl->held:
+ * srv_h_slot_action, file format in slot_file.h) hold an idle slot (sl->held:
  * its thread takes no request) and work on its session from the HTTP thread.
  *
  * Request lifecycle. QUEUED → PREFILL → DECODE → DONE | CANCELLED | FAILED.
@@ -32,7 +32,7 @@
  *     returns (cancellation of a running request only sets the request's
  *     flag and calls el_session_cancel on the attached session, under the
  *     lock, so a late cancel can never hit the session's next request).
- * finish_locked() is the one place a request enters a terminal state; it
+ * srv_finish_locked() is the one place a request enters a terminal state; it
  * asserts the state was not terminal already, so metrics count exactly once.
  *
  * Ownership. el_req is refcounted: one reference for the HTTP side (the
@@ -49,7 +49,7 @@
  * without suspend/resume bookkeeping.
  *
  * Clients that go away. A client is gone when its socket shows a reset
- * (POLLHUP/POLLERR: peer_check); a FIN alone is not enough, because a client
+ * (POLLHUP/POLLERR: srv_peer_check); a FIN alone is not enough, because a client
  * that half-closes (`nc -N`) still waits for its answer and, before the
  * server writes, looks exactly like one that closed. So a FIN is answered
  * with one probe write that a half-closed client accepts and a closed one
@@ -68,7 +68,7 @@
  * new connection evicts an incomplete one (of the address holding the most);
  * a reaper thread closes connections whose headers or body take longer than
  * their deadline, which MHD's idle timeout cannot do against a client that
- * sends a byte a second. The request prelude (on_request, before on_access)
+ * sends a byte a second. The request prelude (on_request, before srv_on_access)
  * refuses control bytes in the URL, conflicting Content-Length /
  * Transfer-Encoding, a Host outside the allow-list, an Origin other than the
  * server's own or --cors, and POST bodies not declared application/json; it
@@ -77,7 +77,7 @@
  *
  * Memory. Request bodies are capped at EL_API_MAX_BODY (1 MiB) each and, all
  * connections together, at SRV_INFLIGHT_BYTES (4 MiB) of bodies being
- * received, parsed or tokenized (body_chunk/budget_take): a body that does not
+ * received, parsed or tokenized (srv_body_chunk/budget_take): a body that does not
  * fit is drained unstored and answered 503 + Retry-After. A generation
  * request gives its bytes back once its prompt is tokenized (prompt_done drops
  * the body and the message texts, so a queued request holds only its tokens),
@@ -104,12 +104,12 @@
  * and reply shape, built by native_json), /props and /slots (read under
  * srv->mu: a slot's `cur` is set when it pops a request and cleared with the
  * terminal transition), /apply-template, the chat token count, the slot
- * actions (501 without --slot-save-path), and the embeddings routes (h_embeddings: 501 without
+ * actions (501 without --slot-save-path), and the embeddings routes (srv_h_embeddings: 501 without
  * --embeddings; else each input runs through el_embed on a slot, queued like
  * any request, in run_request's embedding branch). A request may name its slot (id_slot): slots
  * skip queued requests meant for another slot, and enqueueing wakes every
  * slot. The API key may come as "Authorization: Bearer" or "X-Api-Key".
- * --temp/--seed/--n-predict fill what a request leaves out (apply_defaults).
+ * --temp/--seed/--n-predict fill what a request leaves out (srv_apply_defaults).
  *
  * Stream shape. A chat stream opens with the role alone (content null, put
  * in r->out before the request is queued); after it every chunk carries
@@ -126,7 +126,7 @@
  * (llama.cpp's common/chat.cpp does the same). A parsed reply answers
  * message.tool_calls (content null when nothing else was said) with
  * finish_reason "tool_calls" ("length" when cut short). Streaming holds the
- * reply back (emit) until the end (stream_tail → tool_frames), then sends the
+ * reply back (emit) until the end (srv_stream_tail → tool_frames), then sends the
  * content, and per call one delta with index, id, type and name (arguments
  * "") and the arguments in fragments — OpenAI's shape.
  *
@@ -151,14 +151,15 @@
  *
  * Telemetry and audit (route/telemetry.h, audit.h; off unless configured):
  * every routing decision and refusal goes to the audit log and a
- * route_decision / route_refused event (route_request); every local request
- * end or cancellation is an event from finish_locked (its one terminal
+ * route_decision / route_refused event (srv_route_request); every local request
+ * end or cancellation is an event from srv_finish_locked (its one terminal
  * transition), a cloud request's end from route_cloud / cloud_stream_free;
  * el_server_load's failure and el_server_set_local_unavailable a load_error;
- * the thermal monitor's level changes (on_thermal_change) an event, and they
+ * the thermal monitor's level changes (srv_on_thermal_change) an event, and they
  * cap the model's thread pool (derated: half, hot: a quarter).
  */
 #include "server/server.h"
+#include "server/server_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -215,219 +216,20 @@ extern const size_t el_ui_page_html_len;
 #define SRV_REAP_MS 200            /* how often the reaper looks for connections past a deadline */
 #define SRV_DRAIN_WAIT_MS 3000     /* shutdown: how long responses may take to finish sending */
 #define SRV_CONN_TIMEOUT_S 60u
-#define SRV_POLL_MS 50
 #define SRV_KEEPALIVE_MS 10000
 #define SRV_KEEPALIVE ": keep-alive\n\n"
-#define SRV_STREAM_BLOCK (16u * 1024u)
 #define SRV_ROUTE_HEADER "X-Edgellm-Route" /* every generation answer says where it ran */
-#define SRV_DRAIN_MAX (16u * EL_API_MAX_BODY) /* an oversized body is drained unstored up to this */
-/* In-flight byte budget: request bodies being received, parsed and tokenized,
- * all connections together. Tokenizing costs a few tens of bytes of scratch
- * per body byte (SPM symbols and bigram heap), so this bounds the memory the
- * HTTP side can take at once; a body that does not fit is drained unstored and
- * answered 503 + Retry-After. A request's bytes are released once its prompt
- * is tokenized (queued requests hold only their tokens) or its reply is built. */
-#define SRV_INFLIGHT_BYTES (4u * EL_API_MAX_BODY)
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void deadline_in_ms(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += (long)ms * 1000000L;
-    while (ts->tv_nsec >= 1000000000L) {
-        ts->tv_nsec -= 1000000000L;
-        ts->tv_sec++;
-    }
-}
-
-/* What the client's end of a socket looks like, without reading from it.
- * Measured on Linux (loopback and otherwise): a client that half-closes
- * (shutdown(SHUT_WR), `nc -N`) and one that close()s with nothing unread
- * both send just a FIN, so until the server writes they look the same:
- * POLLIN|POLLRDHUP, TCP state CLOSE_WAIT. Once the server writes, a closed
- * client's kernel answers with a reset (POLLHUP|POLLERR, state CLOSE); a
- * half-closed one takes the bytes. A client that resets (SO_LINGER 0, or
- * closes with unread data) shows POLLHUP|POLLERR at once. So: HUP/ERR means
- * gone; RDHUP alone means "half-closed, or closed: write to find out". */
-typedef enum { PEER_OPEN, PEER_HALF, PEER_GONE } peer_state;
-
-static peer_state peer_check(int fd) {
+/* What the client's end of socket fd shows, without reading from it (peer_state, server_internal.h). */
+peer_state srv_peer_check(int fd) {
     if (fd < 0) return PEER_OPEN;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP, .revents = 0};
     if (poll(&p, 1, 0) <= 0) return PEER_OPEN;
     if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return PEER_GONE;
     return (p.revents & POLLRDHUP) ? PEER_HALF : PEER_OPEN;
 }
-
-/* ---- server and request state ------------------------------------------ */
-
-typedef enum { RS_QUEUED, RS_PREFILL, RS_DECODE, RS_DONE, RS_CANCELLED, RS_FAILED } req_state;
-
-static bool rs_terminal(req_state s) { return s >= RS_DONE; }
-
-typedef struct el_req el_req;
-typedef struct el_server el_server;
-
-/* One generated token's log-probabilities (the model's log-softmax). */
-typedef struct lp_rec {
-    int32_t id;
-    float lp;
-    int n_top;
-    int32_t top_id[EL_API_MAX_N_PROBS];
-    float top_lp[EL_API_MAX_N_PROBS];
-} lp_rec;
-
-struct el_req {
-    atomic_int refs;
-    el_server *srv;
-    /* guarded by srv->mu */
-    req_state state;
-    el_session *session;      /* the slot's session while it runs this request */
-    el_req *next;             /* queue link */
-    pthread_cond_t cv;        /* output appended / terminal state reached */
-    el_buf out;                 /* stream: SSE bytes not yet handed to MHD */
-    size_t out_off;
-    atomic_bool cancel;
-    /* set by the HTTP side before enqueueing, read-only afterwards */
-    el_api_request api;
-    bool api_parsed;
-    int32_t *prompt;
-    int n_prompt;
-    el_generate_params gp;
-    char id[48];
-    long created;
-    double t_arrival;
-    int conn_fd;
-    bool http11;              /* the request was HTTP/1.1: an interim 100 may be sent as a probe */
-    atomic_bool probed;       /* a probe write went to a half-closed client (once per request) */
-    /* owned by the slot while it runs; read by others after the terminal state */
-    bool got_first, sent_first, oom;
-    double t_last;
-    el_buf text;                /* non-stream: the whole completion (sanitised pieces) */
-    struct lp_rec *lps;         /* logprobs: one record per generated token */
-    int n_lps, cap_lps, lps_sent;
-    int32_t *ids;               /* native /completion: every generated id ("tokens", stopping_word) */
-    int n_ids, cap_ids, ids_sent;
-    int slot_idx;               /* the slot that runs it (set when popped) */
-    /* prompt cache (run_request): prompt tokens reused from the slot's cache,
-     * tokens the slot caches after it; ctoks: the slot's token record, where
-     * on_token appends each generated id (n_ctoks of cap_ctoks) */
-    int n_cache_reused, n_cache_after;
-    int32_t *ctoks;
-    int n_ctoks, cap_ctoks;
-    atomic_int n_decoded;       /* tokens generated so far (/slots) */
-    size_t lp_offset;           /* completions: text_offset of the next token */
-    el_generate_stats stats;
-    el_error err;
-    /* embeddings (h_embeddings): inputs set before enqueueing; the slot writes
-     * each input's vectors (embd_rows[i] rows of n_embd floats) into embd_vec */
-    bool embd;
-    int embd_k;
-    int32_t **embd_toks;
-    int *embd_n, *embd_rows;
-    float **embd_vec;
-    int embd_norm;              /* embd_normalize of pooled vectors (el_api_embd_normalize) */
-    /* routing (route/router.h): decided by the HTTP side before enqueueing */
-    el_route route;
-    bool route_sent;            /* a stream's first frame carried the route member */
-    el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
-    int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
-    bool tools_parse;           /* chat with tools, tool_choice not "none": the reply is parsed for tool
-                                   calls (toolcall.h); a stream holds its text back until the end */
-    /* LoRA (lora_registry.h): the scale of every registered adapter this request runs with (its "lora" list
-     * or the defaults when it was queued; all 0: none), and the fingerprint its replies carry */
-    float lora_scale[EL_LORA_REG_MAX];
-    char fp[96];
-};
-
-/* The system_fingerprint of r's replies: the server's, plus its adapter set's when it has one. */
-static const char *req_fp(const el_server *s, const el_req *r);
-
-typedef struct slot {
-    el_server *srv;
-    int idx;
-    el_req *cur;                /* the request it runs (srv->mu), for /slots */
-    long n_tasks;               /* requests it has taken (srv->mu) */
-    el_session *sess;
-    pthread_t th;
-    bool started;
-    /* prompt cache: ctoks[0..n_cache) are the ids of the session's n_cache
-     * positions (n_cache == el_session_n_past while idle). The slot's thread
-     * writes ctoks only while it runs a request (cur set), a slot action only
-     * while it holds the slot (held); n_cache and held change under srv->mu. */
-    int32_t *ctoks;
-    int n_cache;
-    int last_reused, last_processed; /* the last request's prompt: from the cache / evaluated (/slots) */
-    bool held;                  /* a slot action (save/restore/erase) owns the session: take no request */
-    el_session *dsess;          /* --draft-model: the draft's session (el_generate keeps it in step with sess) */
-    el_spec_params spec;        /* the server's, with this slot's draft session */
-    float lora_scale[EL_LORA_REG_MAX]; /* the adapter set its session has (its cache was computed with) */
-    el_lora_lease lease;        /* the adapters the running request holds */
-} slot;
-
-struct el_server {
-    el_server_params p;
-    char *model_path, *host, *api_key, *chat_template, *alias;
-    struct MHD_Daemon *mhd;
-    int port;
-    atomic_bool ready;
-    /* process state, written by el_server_load before `ready` */
-    el_model *model;
-    el_model *draft;            /* --draft-model, or NULL */
-    el_lora_reg *lora;          /* serve --lora, or NULL */
-    char model_id[256];
-    char fingerprint[64];
-    uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
-    char *slot_dir;             /* --slot-save-path, or NULL */
-    el_chat_family fam;
-    char fam_desc[200];
-    int n_ctx;
-    long t_start;
-    slot *slots;
-    int n_slots;
-    el_batcher *batcher;        /* the slots' decode rounds (runtime/batch.h), or NULL: each slot alone */
-    int batch_rows;             /* rows per round the memory admission allowed (1: none fit, slot by slot) */
-    uint64_t mem_budget, mem_planned; /* admission (memory/capacity.h): budget, and weights + runtime + slots */
-    int pooling;                /* --embeddings: the el_pooling every embedding request uses */
-    int n_embd;
-    /* scheduler state */
-    pthread_mutex_t mu;
-    pthread_cond_t queue_cv;
-    el_req *q_head, *q_tail;
-    int q_len;
-    int busy;
-    bool stopping;
-    size_t inflight;            /* body bytes held against SRV_INFLIGHT_BYTES */
-    el_metrics metrics;
-    /* connection guard (see its section): every open TCP connection */
-    pthread_mutex_t conn_mu;
-    pthread_cond_t conn_cv;          /* wakes the reaper (stop) */
-    struct conn_track *conns;        /* newest first */
-    int n_live;                      /* tracked and not evicted */
-    long n_evicted;                  /* connections closed by eviction or a deadline */
-    pthread_t reaper;
-    bool reaper_started, reaper_stop;
-    /* Host/CORS policy */
-    char **hosts;                    /* allowed Host names (lower case as given; IPv6 in brackets) */
-    int n_hosts;
-    bool any_host;                   /* --allow-host '*' */
-    char *cors_origin;
-    /* routing: the router, the cloud client (NULL: no --cloud-url), the thermal monitor */
-    el_router *router;
-    el_cloud *cloud;
-    el_thermal *thermal;
-    char local_why[200];             /* el_server_set_local_unavailable: why there is no local model */
-    /* content-free telemetry and the routing audit log (NULL: off); see "telemetry hooks" */
-    el_telemetry *tel;
-    el_audit *audit;
-    atomic_int load_err;             /* el_server_load's error code, for the load_error event */
-};
 
 /* ---- telemetry hooks (route/telemetry.h, audit.h) ----------------------
  * Events are filled from codes and numbers only (el_tev has no string); the
@@ -457,26 +259,50 @@ static int threads_for(const el_server *s, el_thermal_level l) {
 }
 
 /* The thread cap for level l (after load; any thread). */
-static void derate_threads(el_server *s, el_thermal_level l) {
+void srv_derate_threads(el_server *s, el_thermal_level l) {
     if (!atomic_load(&s->ready) || !s->model) return;
     el_pool_set_active(s->model->pool, threads_for(s, l));
 }
 
-static int threads_active(const el_server *s) {
+int srv_threads_active(const el_server *s) {
     return atomic_load(&s->ready) && s->model ? el_pool_active(s->model->pool) : 0;
 }
 
-static void on_thermal_change(void *user, el_thermal_level from, el_thermal_level to) {
+void srv_on_thermal_change(void *user, el_thermal_level from, el_thermal_level to) {
     el_server *s = user;
-    derate_threads(s, to);
+    srv_derate_threads(s, to);
     el_tev e = el_tev_init(EL_TEV_THERMAL);
     e.thermal_from = from;
     e.thermal = to;
-    e.threads_active = threads_active(s);
+    e.threads_active = srv_threads_active(s);
     el_telemetry_emit(s->tel, &e);
 }
 
-static el_req *req_new(el_server *s) {
+/* A local request's end or cancellation (st: its terminal state), from srv_finish_locked: codes and numbers only. */
+void srv_tel_request_end(const el_server *s, const el_req *r, req_state st) {
+    el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
+    e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
+    if (!r->embd) tev_route(s, &e, &r->route);
+    if (r->fp[0]) e.lora = (uint32_t)strtoul(r->fp + strlen(s->fingerprint) + strlen("+lora-"), NULL, 16);
+    e.streamed = r->api.stream;
+    e.thermal = el_thermal_get(s->thermal).level;
+    const el_finish f = r->stats.finish;
+    e.finish = st == RS_CANCELLED ? EL_TFIN_CANCELLED : st == RS_FAILED ? EL_TFIN_ERROR
+             : f == EL_DONE_LENGTH ? EL_TFIN_LENGTH : EL_TFIN_STOP;
+    e.error = st == RS_FAILED ? (int)(r->err.code ? r->err.code : EL_ERR_INTERNAL) : 0;
+    e.n_prompt = r->embd ? -1 : r->stats.n_prompt;
+    e.n_gen = r->embd ? -1 : r->stats.n_generated;
+    if (r->stats.ttft_ms > 0) e.ttft_ms = r->stats.ttft_ms;
+    if (r->stats.n_generated > 1) e.itl_ms = r->stats.decode_ms / (r->stats.n_generated - 1);
+    e.total_ms = (now_s() - r->t_arrival) * 1000.0;
+    e.peak_mem_bytes = el_tev_peak_rss();
+    e.spec_drafted = r->stats.n_drafted;
+    e.spec_accepted = r->stats.n_accepted;
+    e.threads_active = srv_threads_active(s);
+    el_telemetry_emit(s->tel, &e);
+}
+
+el_req *srv_req_new(el_server *s) {
     el_req *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     atomic_init(&r->refs, 1);
@@ -493,7 +319,7 @@ static el_req *req_new(el_server *s) {
 
 static void req_ref(el_req *r) { atomic_fetch_add(&r->refs, 1); }
 
-static void req_unref(el_req *r) {
+void srv_req_unref(el_req *r) {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     el_cloud_canary_local(r->canary, false, NULL, 0, 0); /* not answered locally: nothing to compare */
     if (r->api_parsed) el_api_request_free(&r->api);
@@ -515,7 +341,7 @@ static void req_unref(el_req *r) {
 }
 
 /* The one terminal transition (srv->mu held). */
-static void finish_locked(el_server *s, el_req *r, req_state st) {
+void srv_finish_locked(el_server *s, el_req *r, req_state st) {
     if (rs_terminal(r->state)) {
         fprintf(stderr, "edgellm serve: internal error: request %s finished twice\n", r->id);
         abort();
@@ -523,31 +349,10 @@ static void finish_locked(el_server *s, el_req *r, req_state st) {
     r->state = st;
     el_metrics_request(&s->metrics, st == RS_DONE ? EL_REQ_DONE : st == RS_CANCELLED ? EL_REQ_CANCELLED : EL_REQ_FAILED);
     pthread_cond_broadcast(&r->cv);
-    if (s->tel) { /* a local request's end (codes and numbers only) */
-        el_tev e = el_tev_init(st == RS_CANCELLED ? EL_TEV_CANCELLED : EL_TEV_REQUEST_END);
-        e.op = r->embd ? EL_TOP_EMBEDDINGS : tev_op(r->api.kind);
-        if (!r->embd) tev_route(s, &e, &r->route);
-        if (r->fp[0]) e.lora = (uint32_t)strtoul(r->fp + strlen(s->fingerprint) + strlen("+lora-"), NULL, 16);
-        e.streamed = r->api.stream;
-        e.thermal = el_thermal_get(s->thermal).level;
-        const el_finish f = r->stats.finish;
-        e.finish = st == RS_CANCELLED ? EL_TFIN_CANCELLED : st == RS_FAILED ? EL_TFIN_ERROR
-                 : f == EL_DONE_LENGTH ? EL_TFIN_LENGTH : EL_TFIN_STOP;
-        e.error = st == RS_FAILED ? (int)(r->err.code ? r->err.code : EL_ERR_INTERNAL) : 0;
-        e.n_prompt = r->embd ? -1 : r->stats.n_prompt;
-        e.n_gen = r->embd ? -1 : r->stats.n_generated;
-        if (r->stats.ttft_ms > 0) e.ttft_ms = r->stats.ttft_ms;
-        if (r->stats.n_generated > 1) e.itl_ms = r->stats.decode_ms / (r->stats.n_generated - 1);
-        e.total_ms = (now_s() - r->t_arrival) * 1000.0;
-        e.peak_mem_bytes = el_tev_peak_rss();
-        e.spec_drafted = r->stats.n_drafted;
-        e.spec_accepted = r->stats.n_accepted;
-        e.threads_active = threads_active(s);
-        el_telemetry_emit(s->tel, &e);
-    }
+    if (s->tel) srv_tel_request_end(s, r, st);
 }
 
-static void queue_unlink_locked(el_server *s, el_req *r) {
+void srv_queue_unlink_locked(el_server *s, el_req *r) {
     el_req **pp = &s->q_head, *prev = NULL;
     while (*pp && *pp != r) {
         prev = *pp;
@@ -562,29 +367,29 @@ static void queue_unlink_locked(el_server *s, el_req *r) {
 
 /* Cancels r from any thread: a queued request ends here, a running one at
  * its slot's next decode step. No effect once terminal. */
-static void req_cancel(el_req *r) {
+void srv_req_cancel(el_req *r) {
     el_server *s = r->srv;
     bool drop_queue_ref = false;
     pthread_mutex_lock(&s->mu);
     if (!rs_terminal(r->state)) {
         atomic_store(&r->cancel, true);
         if (r->state == RS_QUEUED) {
-            queue_unlink_locked(s, r);
-            finish_locked(s, r, RS_CANCELLED);
+            srv_queue_unlink_locked(s, r);
+            srv_finish_locked(s, r, RS_CANCELLED);
             drop_queue_ref = true;
         } else if (r->session) {
             el_session_cancel(r->session);
         }
     }
     pthread_mutex_unlock(&s->mu);
-    if (drop_queue_ref) req_unref(r);
+    if (drop_queue_ref) srv_req_unref(r);
 }
 
 /* ---- clients that went away ------------------------------------------- */
 
 static const char SRV_PROBE_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-/* Whether r's client is gone (reset, or closed: see peer_check). A FIN
+/* Whether r's client is gone (reset, or closed: see srv_peer_check). A FIN
  * alone may be a half-close, whose client still waits for its answer; when
  * may_probe, a non-streamed HTTP/1.1 request is probed once with an interim
  * "100 Continue" (HTTP/1.1 clients must accept an unexpected 1xx before the
@@ -593,26 +398,26 @@ static const char SRV_PROBE_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
  * check). The caller must know the connection is still open: r is queued,
  * or the caller is the connection's own thread. */
 static bool client_gone(el_req *r, bool may_probe) {
-    peer_state ps = peer_check(r->conn_fd);
+    peer_state ps = srv_peer_check(r->conn_fd);
     if (ps == PEER_HALF && may_probe && !r->api.stream && r->http11 && !atomic_exchange(&r->probed, true)) {
         (void)!send(r->conn_fd, SRV_PROBE_100, sizeof SRV_PROBE_100 - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        ps = peer_check(r->conn_fd);
+        ps = srv_peer_check(r->conn_fd);
     }
     return ps == PEER_GONE;
 }
 
 /* Drops the queued requests whose clients are gone (srv->mu held); they go
  * onto *dropped, whose queue references the caller releases after
- * unlocking (req_unref_list). Returns how many. Only the queue is scanned,
+ * unlocking (srv_req_unref_list). Returns how many. Only the queue is scanned,
  * and only when it is full, so the cost is a poll per queued request. */
 static int queue_drop_gone_locked(el_server *s, el_req **dropped) {
     int n = 0;
     for (el_req *r = s->q_head, *next; r; r = next) {
         next = r->next;
         if (!client_gone(r, true)) continue;
-        queue_unlink_locked(s, r);
+        srv_queue_unlink_locked(s, r);
         atomic_store(&r->cancel, true);
-        finish_locked(s, r, RS_CANCELLED);
+        srv_finish_locked(s, r, RS_CANCELLED);
         r->next = *dropped;
         *dropped = r;
         n++;
@@ -620,11 +425,11 @@ static int queue_drop_gone_locked(el_server *s, el_req **dropped) {
     return n;
 }
 
-static void req_unref_list(el_req *r) {
+void srv_req_unref_list(el_req *r) {
     while (r) {
         el_req *next = r->next;
         r->next = NULL;
-        req_unref(r);
+        srv_req_unref(r);
         r = next;
     }
 }
@@ -725,7 +530,7 @@ static bool lp_record(el_req *r, const el_token_info *t) {
 
 /* llama-server's sampler fields of a request as a cJSON object (its
  * "generation_settings"; /props and /slots "params"). NULL on OOM. */
-static cJSON *settings_cjson(const el_server *s, const el_api_request *a, const el_generate_params *gp) {
+cJSON *srv_settings_cjson(const el_server *s, const el_api_request *a, const el_generate_params *gp) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     const el_sampling *sp = &gp->sampling;
@@ -836,7 +641,7 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
         res.n_prompt = r->stats.n_prompt ? r->stats.n_prompt : r->n_prompt;
         res.n_cache_reused = r->n_cache_reused;
         res.n_cached = r->n_cache_after;
-        cJSON *sj = settings_cjson(s, a, &r->gp);
+        cJSON *sj = srv_settings_cjson(s, a, &r->gp);
         settings = sj ? cJSON_PrintUnformatted(sj) : NULL;
         cJSON_Delete(sj);
         ok = settings != NULL;
@@ -908,7 +713,7 @@ static bool emit(el_req *r, const char *piece, size_t len, bool token) {
     return ok;
 }
 
-static bool on_token(const el_token_info *t, void *user) {
+bool srv_on_token(const el_token_info *t, void *user) {
     el_req *r = user;
     el_server *s = r->srv;
     if (t->id >= 0) {
@@ -948,7 +753,7 @@ static bool on_token(const el_token_info *t, void *user) {
 }
 
 /* prefix + 24 random hex digits (request ids "chatcmpl-…", "cmpl-…", "embd-…", tool call ids "call_…"). */
-static void rand_id(char *out, size_t cap, const char *prefix) {
+void srv_rand_id(char *out, size_t cap, const char *prefix) {
     unsigned char rnd[12];
     randombytes_buf(rnd, sizeof rnd);
     int off = snprintf(out, cap, "%s", prefix);
@@ -960,7 +765,7 @@ static void rand_id(char *out, size_t cap, const char *prefix) {
 static int parse_reply(const el_req *r, el_toolcall_result *res, char ids[][32]) {
     const el_server *s = r->srv;
     if (el_toolcall_parse(s->fam, r->text.p, r->text.len, r->api.tools, r->api.n_tools, res)) return -1;
-    for (int i = 0; i < res->n_calls; i++) rand_id(ids[i], 32, "call_");
+    for (int i = 0; i < res->n_calls; i++) srv_rand_id(ids[i], 32, "call_");
     return 0;
 }
 
@@ -998,7 +803,7 @@ static int tool_frames(el_req *r, el_buf *tail) {
 }
 
 /* The frames that end a stream (built outside the lock). */
-static void stream_tail(el_req *r, req_state st, el_buf *tail) {
+void srv_stream_tail(el_req *r, req_state st, el_buf *tail) {
     bool ok = true;
     const bool native = r->api.kind == EL_API_NATIVE;
     if (st == RS_DONE && native) {
@@ -1065,8 +870,6 @@ static int cache_reuse(const slot *sl, const el_req *r) {
     return n > 0 && el_session_can_truncate(sl->sess, n) ? n : 0;
 }
 
-static const char *req_fp(const el_server *s, const el_req *r) { return r->fp[0] ? r->fp : s->fingerprint; }
-
 /* LoRA: takes the request's adapters from the registry (resident, referenced until slot_lora_end) and sets them
  * on the slot's session; a slot whose adapter set changes forgets its prompt cache (positions computed under
  * other adapters). 0, or -1 with r->err set (the budget is held by running requests, a load failed). */
@@ -1101,7 +904,7 @@ static void slot_finish(slot *sl, el_req *r, req_state st, int n_cache, const el
     r->session = NULL;
     sl->cur = NULL;
     if (tail && tail->len) el_buf_append(&r->out, tail->p, tail->len);
-    finish_locked(s, r, st);
+    srv_finish_locked(s, r, st);
     s->busy--;
     pthread_mutex_unlock(&s->mu);
 }
@@ -1110,7 +913,7 @@ static void run_request(slot *sl, el_req *r) {
     el_server *s = sl->srv;
     if (slot_lora_begin(sl, r)) { /* nothing ran: the request fails with the registry's reason */
         el_buf tail = {0};
-        if (r->api.stream) stream_tail(r, RS_FAILED, &tail);
+        if (r->api.stream) srv_stream_tail(r, RS_FAILED, &tail);
         slot_finish(sl, r, RS_FAILED, -1, &tail);
         el_buf_free(&tail);
         return;
@@ -1125,7 +928,7 @@ static void run_request(slot *sl, el_req *r) {
         return;
     }
     /* keep the longest prefix the slot's cache shares with the prompt; the
-     * record then holds the prompt, and on_token appends what is generated */
+     * record then holds the prompt, and srv_on_token appends what is generated */
     const int reuse = cache_reuse(sl, r);
     if (el_session_truncate(sl->sess, reuse, NULL)) el_session_truncate(sl->sess, 0, NULL);
     const int kept = el_session_n_past(sl->sess);
@@ -1144,7 +947,7 @@ static void run_request(slot *sl, el_req *r) {
     memset(&r->err, 0, sizeof r->err);
     double t_gen = now_s();
     if (sl->dsess && r->gp.spec) r->gp.spec = &sl->spec; /* --draft-model: this slot's draft session */
-    el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, on_token, r, &r->stats, &r->err);
+    el_finish fin = el_generate_cached(sl->sess, r->prompt, r->n_prompt, kept, &r->gp, srv_on_token, r, &r->stats, &r->err);
     el_metrics_spec(&s->metrics, r->stats.n_drafted, r->stats.n_accepted, r->stats.n_spec_rounds, r->stats.n_plain_steps);
     /* the first sampled token was end-of-generation: no callback, but a first token all the same */
     if (!r->got_first && r->stats.ttft_ms > 0) el_metrics_ttft(&s->metrics, t_gen - r->t_arrival + r->stats.ttft_ms / 1e3);
@@ -1163,7 +966,7 @@ static void run_request(slot *sl, el_req *r) {
     if (st == RS_DONE && s->router) /* the router's time estimate follows measured speed */
         el_router_local_speed(s->router, r->stats.n_prompt, r->stats.prefill_ms, r->stats.n_generated, r->stats.decode_ms);
     el_buf tail = {0};
-    if (r->api.stream) stream_tail(r, st, &tail);
+    if (r->api.stream) srv_stream_tail(r, st, &tail);
     else if (st == RS_DONE && !el_buf_append(&r->text, "", 0)) st = RS_FAILED;
     slot_finish(sl, r, st, after, &tail);
     el_buf_free(&tail);
@@ -1175,7 +978,7 @@ static void run_request(slot *sl, el_req *r) {
 
 /* Slots that may take work now: all, or the policy's slots_derated while the
  * thermal monitor says derated (hot: local requests are not routed here). */
-static int admitted_slots(const el_server *s) {
+int srv_admitted_slots(const el_server *s) {
     if (!s->thermal) return s->n_slots;
     el_thermal_state ts = el_thermal_get(s->thermal);
     if (ts.level == EL_THERMAL_NORMAL) return s->n_slots;
@@ -1186,7 +989,7 @@ static int admitted_slots(const el_server *s) {
 /* Whether slot sl should take queued request r (srv->mu held): r names sl
  * (id_slot), or names none and no other idle slot's cache shares a longer
  * prefix with r's prompt (llama-server's prompt-similarity slot choice; an
- * idle slot is woken with every enqueue, so the better one takes it). */
+ * idle slot is woken with every srv_enqueue, so the better one takes it). */
 static bool slot_prefers(const el_server *s, const slot *sl, const el_req *r, int admitted) {
     if (r->api.id_slot >= 0) return r->api.id_slot == sl->idx;
     if (r->embd || !r->api.cache_prompt) return true;
@@ -1199,14 +1002,14 @@ static bool slot_prefers(const el_server *s, const slot *sl, const el_req *r, in
     return true;
 }
 
-static void *slot_main(void *arg) {
+void *srv_slot_main(void *arg) {
     slot *sl = arg;
     el_server *s = sl->srv;
     for (;;) {
         el_session_uncancel(sl->sess); /* idle and detached: a late cancel meant the request that ended */
         pthread_mutex_lock(&s->mu);
         while (!s->stopping && (!s->q_head || sl->held)) pthread_cond_wait(&s->queue_cv, &s->mu);
-        if (!s->stopping && sl->idx >= admitted_slots(s)) { /* thermal derating: fewer slots take work */
+        if (!s->stopping && sl->idx >= srv_admitted_slots(s)) { /* thermal derating: fewer slots take work */
             struct timespec dl;
             deadline_in_ms(&dl, 200);
             pthread_cond_timedwait(&s->queue_cv, &s->mu, &dl);
@@ -1214,7 +1017,7 @@ static void *slot_main(void *arg) {
             continue;
         }
         el_req *r = s->q_head;
-        const int admitted = admitted_slots(s);
+        const int admitted = srv_admitted_slots(s);
         while (r && !slot_prefers(s, sl, r, admitted)) r = r->next; /* another's (id_slot, or a better cache) */
         if (!r && !s->stopping) { /* only requests for other slots: wait for a change */
             pthread_cond_wait(&s->queue_cv, &s->mu);
@@ -1225,12 +1028,12 @@ static void *slot_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        queue_unlink_locked(s, r);
+        srv_queue_unlink_locked(s, r);
         if (client_gone(r, true)) { /* its client reset or closed while it waited */
             atomic_store(&r->cancel, true);
-            finish_locked(s, r, RS_CANCELLED);
+            srv_finish_locked(s, r, RS_CANCELLED);
             pthread_mutex_unlock(&s->mu);
-            req_unref(r);
+            srv_req_unref(r);
             continue;
         }
         r->state = RS_PREFILL;
@@ -1245,34 +1048,12 @@ static void *slot_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         pthread_cond_broadcast(&s->queue_cv); /* a request for this slot may be waiting behind others */
         pthread_mutex_unlock(&s->mu);
-        req_unref(r); /* the queue's reference */
+        srv_req_unref(r); /* the queue's reference */
     }
     return NULL;
 }
 
 /* ---- HTTP responses ---------------------------------------------------- */
-
-typedef struct route route;
-
-typedef struct conn_ctx {
-    const route *rt;
-    el_buf body;
-    bool too_big;
-    bool over_budget;           /* the in-flight budget refused the body: 503 at its end */
-    size_t held;                /* bytes of the in-flight budget this connection holds */
-    size_t discarded;
-    int slot_id;                /* /slots/{id}: the slot (checked to exist) */
-} conn_ctx;
-
-typedef enum MHD_Result (*route_fn)(el_server *s, struct MHD_Connection *c, conn_ctx *cc);
-
-struct route {
-    const char *path;
-    const char *method; /* "GET" (HEAD too) or "POST" */
-    bool auth;          /* needs the API key when one is set */
-    bool needs_model;   /* 503 while loading */
-    route_fn fn;
-};
 
 /* ---- connection guard -------------------------------------------------- */
 /*
@@ -1323,7 +1104,7 @@ static conn_track *conn_of(struct MHD_Connection *c) {
 }
 
 /* r's client connection: its socket (client_gone watches it) and whether it spoke HTTP/1.1 (a probe may be sent). */
-static void req_bind_conn(el_req *r, struct MHD_Connection *c) {
+void srv_req_bind_conn(el_req *r, struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     r->conn_fd = ci ? (int)ci->connect_fd : -1;
     conn_track *ct = conn_of(c);
@@ -1441,10 +1222,28 @@ static void *reaper_main(void *arg) {
     return NULL;
 }
 
+/* The reaper thread: started before the server listens, stopped (joined) at shutdown; stopping one
+ * that never started does nothing. */
+int srv_reaper_start(el_server *s) {
+    if (pthread_create(&s->reaper, NULL, reaper_main, s)) return -1;
+    s->reaper_started = true;
+    return 0;
+}
+
+void srv_reaper_stop(el_server *s) {
+    if (!s->reaper_started) return;
+    pthread_mutex_lock(&s->conn_mu);
+    s->reaper_stop = true;
+    pthread_cond_broadcast(&s->conn_cv);
+    pthread_mutex_unlock(&s->conn_mu);
+    pthread_join(s->reaper, NULL);
+    s->reaper_started = false;
+}
+
 /* Shutdown: waits (bounded) until no connection is answering a request, so
  * the last frames of cancelled streams reach their clients before
  * MHD_stop_daemon shuts every socket. */
-static void conn_wait_idle(el_server *s, int max_ms) {
+void srv_conn_wait_idle(el_server *s, int max_ms) {
     for (int waited = 0; waited < max_ms; waited += 20) {
         int active = 0;
         pthread_mutex_lock(&s->conn_mu);
@@ -1457,7 +1256,7 @@ static void conn_wait_idle(el_server *s, int max_ms) {
 }
 
 /* The connection gauges of /metrics, into out (cap bytes: 512 hold them). */
-static void conn_metrics(el_server *s, char *out, size_t cap) {
+void srv_conn_metrics(el_server *s, char *out, size_t cap) {
     pthread_mutex_lock(&s->conn_mu);
     int open = s->n_live;
     long evicted = s->n_evicted;
@@ -1568,8 +1367,8 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
-static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
-                                bool must_free, const char *h1, const char *v1) {
+enum MHD_Result srv_send_buf(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
+                             bool must_free, const char *h1, const char *v1) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
@@ -1584,27 +1383,24 @@ static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, char *json) {
+enum MHD_Result srv_send_json(struct MHD_Connection *c, unsigned status, char *json) {
     if (!json) return MHD_NO;
-    return send_buf(c, status, "application/json", json, strlen(json), true, NULL, NULL);
+    return srv_send_buf(c, status, "application/json", json, strlen(json), true, NULL, NULL);
 }
 
-static enum MHD_Result send_api_error_h(struct MHD_Connection *c, const el_api_error *e, const char *h1,
-                                        const char *v1) {
+enum MHD_Result srv_send_api_error_h(struct MHD_Connection *c, const el_api_error *e, const char *h1,
+                                     const char *v1) {
     char *json = el_api_error_json(e);
     if (!json) return MHD_NO;
-    return send_buf(c, (unsigned)e->status, "application/json", json, strlen(json), true, h1, v1);
+    return srv_send_buf(c, (unsigned)e->status, "application/json", json, strlen(json), true, h1, v1);
 }
 
-static enum MHD_Result send_api_error(struct MHD_Connection *c, const el_api_error *e) {
-    return send_api_error_h(c, e, NULL, NULL);
+enum MHD_Result srv_send_api_error(struct MHD_Connection *c, const el_api_error *e) {
+    return srv_send_api_error_h(c, e, NULL, NULL);
 }
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 6, 7)))
-#endif
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *type, const char *param,
-                                  const char *code, const char *fmt, ...) {
+enum MHD_Result srv_send_error(struct MHD_Connection *c, int status, const char *type, const char *param,
+                               const char *code, const char *fmt, ...) {
     el_api_error e;
     memset(&e, 0, sizeof e);
     char msg[sizeof e.message];
@@ -1613,13 +1409,13 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     el_api_set_error(&e, status, type, param, code, "%s", msg);
-    return send_api_error(c, &e);
+    return srv_send_api_error(c, &e);
 }
 
 /* Queues resp with the route it took (X-Edgellm-Route: route/router.h el_route_header) and the CORS
  * headers; the caller's handle is released (MHD keeps the response until it is sent). */
-static enum MHD_Result queue_routed(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
-                                    const el_route *rt) {
+enum MHD_Result srv_queue_routed(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
+                                 const el_route *rt) {
     char hv[400];
     el_route_header(rt, hv, sizeof hv);
     MHD_add_response_header(resp, SRV_ROUTE_HEADER, hv);
@@ -1631,11 +1427,11 @@ static enum MHD_Result queue_routed(struct MHD_Connection *c, unsigned status, s
 
 /* A server-sent-event stream (a local request's, or one relayed from the cloud): 200 with the SSE
  * headers (no caching, no proxy buffering) and the route. */
-static enum MHD_Result send_sse(struct MHD_Connection *c, struct MHD_Response *resp, const el_route *rt) {
+enum MHD_Result srv_send_sse(struct MHD_Connection *c, struct MHD_Response *resp, const el_route *rt) {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    return queue_routed(c, MHD_HTTP_OK, resp, rt);
+    return srv_queue_routed(c, MHD_HTTP_OK, resp, rt);
 }
 
 /* API key check ('Authorization: Bearer KEY', or 'X-Api-Key: KEY' as
@@ -1665,7 +1461,7 @@ static bool auth_ok(struct MHD_Connection *c, const char *key) {
 /* malloc'd tokens (exactly n of them, one tokenizer pass when the first
  * guess of one token per byte holds, which it does for SPM and BPE
  * vocabularies); count, or -1 (tokenizer refused the text) / -2 (no memory). */
-static int tokenize_alloc(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
+int srv_tokenize_alloc(const el_model *m, const char *text, size_t len, int flags, int32_t **out) {
     *out = NULL;
     if (len > (size_t)INT_MAX / 2 - 16) return -1;
     int cap = (int)len + 16;
@@ -1691,11 +1487,11 @@ static int tokenize_alloc(const el_model *m, const char *text, size_t len, int f
 
 /* ---- endpoints --------------------------------------------------------- */
 
-static enum MHD_Result reject(el_server *s, struct MHD_Connection *c, el_req *r, const el_api_error *e,
-                              const char *h1, const char *v1) {
+enum MHD_Result srv_reject(el_server *s, struct MHD_Connection *c, el_req *r, const el_api_error *e,
+                           const char *h1, const char *v1) {
     el_metrics_request(&s->metrics, EL_REQ_REJECTED);
-    req_unref(r);
-    return send_api_error_h(c, e, h1, v1);
+    srv_req_unref(r);
+    return srv_send_api_error_h(c, e, h1, v1);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -1723,9 +1519,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (pthread_cond_timedwait(&r->cv, &s->mu, &dl) == ETIMEDOUT && r->out_off == r->out.len &&
             !rs_terminal(r->state)) {
             pthread_mutex_unlock(&s->mu);
-            peer_state ps = peer_check(r->conn_fd);
+            peer_state ps = srv_peer_check(r->conn_fd);
             if (ps == PEER_GONE) {
-                req_cancel(r);
+                srv_req_cancel(r);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
             /* FIN: half-closed (the client still reads) or closed. An SSE
@@ -1751,21 +1547,21 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 /* The response is gone (sent, or the connection failed): drop the HTTP side's reference. */
 static void stream_free(void *cls) {
     el_req *r = cls;
-    req_cancel(r); /* no effect if it already ended */
-    req_unref(r);
+    srv_req_cancel(r); /* no effect if it already ended */
+    srv_req_unref(r);
 }
 
 /* Answers with r's stream (r queued): the HTTP side's reference moves to the
  * response, and stream_free runs when MHD lets go of it. */
-static enum MHD_Result stream_respond(struct MHD_Connection *c, el_req *r) {
+enum MHD_Result srv_stream_respond(struct MHD_Connection *c, el_req *r) {
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SRV_STREAM_BLOCK, stream_read, r, stream_free);
     if (!resp) {
-        req_cancel(r);
-        req_unref(r);
+        srv_req_cancel(r);
+        srv_req_unref(r);
         return MHD_NO;
     }
-    return send_sse(c, resp, &r->route);
+    return srv_send_sse(c, resp, &r->route);
 }
 
 /* ---- the in-flight byte budget ------------------------------------------ */
@@ -1799,7 +1595,7 @@ static bool budget_take(el_server *s, struct MHD_Connection *c, conn_ctx *cc, si
 }
 
 /* Gives cc's bytes back (idempotent) and drops its body. */
-static void budget_release(el_server *s, conn_ctx *cc) {
+void srv_budget_release(el_server *s, conn_ctx *cc) {
     el_buf_free(&cc->body);
     if (!cc->held) return;
     pthread_mutex_lock(&s->mu);
@@ -1811,14 +1607,14 @@ static void budget_release(el_server *s, conn_ctx *cc) {
 /* Stores one piece of a request body, within EL_API_MAX_BODY and the budget;
  * beyond either, the rest is drained unstored (answered 413 / 503 at its end).
  * MHD_NO gives up on a client that will not stop. */
-static enum MHD_Result body_chunk(el_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *data, size_t n) {
+enum MHD_Result srv_body_chunk(el_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *data, size_t n) {
     if (!cc->too_big && !cc->over_budget && cc->body.len + n > EL_API_MAX_BODY) {
         cc->too_big = true;
-        budget_release(s, cc);
+        srv_budget_release(s, cc);
     }
     if (!cc->too_big && !cc->over_budget && !budget_take(s, c, cc, n)) {
         cc->over_budget = true;
-        budget_release(s, cc);
+        srv_budget_release(s, cc);
     }
     if (cc->too_big || cc->over_budget) {
         cc->discarded += n;
@@ -1875,7 +1671,7 @@ static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
  * queued request holds only its tokens. Token ids in logit_bias are checked
  * against the vocabulary. 0, or -1 with e filled. */
 static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
-    budget_release(s, cc);
+    srv_budget_release(s, cc);
     el_api_request *a = &r->api;
     for (int i = 0; a->msgs && i < a->n_msgs; i++) {
         free((char *)a->msgs[i].content);
@@ -1899,7 +1695,7 @@ static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
  * else sees r yet). echo: the prompt (the first stream frame, or the head of
  * the text); a chat stream: the first chunk, which carries the role only.
  * 0, or -1 with e filled (out of memory). */
-static int reply_begin(el_req *r, el_api_error *e) {
+int srv_reply_begin(el_req *r, el_api_error *e) {
     el_api_request *a = &r->api;
     bool ok = true;
     if (a->echo && a->prompt) {
@@ -1930,7 +1726,7 @@ static int reply_begin(el_req *r, el_api_error *e) {
 
 /* The whole reply of a non-streamed request that is done (its text, logprobs, tool calls, usage,
  * --ctx-overflow's note, the route), malloc'd; NULL out of memory. */
-static char *reply_json(el_req *r) {
+char *srv_reply_json(el_req *r) {
     const el_server *s = r->srv;
     const el_api_kind kind = r->api.kind;
     el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
@@ -1965,7 +1761,7 @@ static char *reply_json(el_req *r) {
 }
 
 /* The sampler a request asks for (el_sampling_default for what it cannot say). */
-static el_sampling sampling_of(const el_api_request *a) {
+el_sampling srv_sampling_of(const el_api_request *a) {
     el_sampling sp = el_sampling_default();
     sp.temp = a->temperature;
     sp.top_k = a->top_k;
@@ -1979,7 +1775,7 @@ static el_sampling sampling_of(const el_api_request *a) {
 }
 
 /* The server-wide defaults (--temp, --seed, --n-predict) for what a request left out. */
-static void apply_defaults(const el_server *s, el_api_request *a) {
+void srv_apply_defaults(const el_server *s, el_api_request *a) {
     if (!a->has_temperature && s->p.has_temp) a->temperature = s->p.temp > 0 ? (s->p.temp > 2 ? 2 : s->p.temp) : 0;
     if (!a->has_seed && s->p.has_seed) {
         a->has_seed = true;
@@ -1989,9 +1785,6 @@ static void apply_defaults(const el_server *s, el_api_request *a) {
     if (!a->has_cache_prompt && s->p.cache_prompt) a->cache_prompt = s->p.cache_prompt > 0;
 }
 
-/* A /completion prompt's tokens: text parts tokenized (BOS when the prompt
- * starts with text; control-token text is parsed, as llama-server does), ids
- * checked against the vocabulary. Count, or -1 with e filled. */
 /* A prompt of text pieces and token ids (/completion, embeddings inputs) as
  * tokens: text tokenized with control-token parsing (a BOS only before a
  * leading text piece), ids checked against the vocabulary. The texts are
@@ -2007,7 +1800,7 @@ static int parts_tokens(el_server *s, el_api_prompt_part *parts, int n_parts, co
         int k = 1;
         if (parts[i].text) {
             const char *t = parts[i].text;
-            k = tokenize_alloc(s->model, t, strlen(t), (i == 0 ? EL_TOK_ADD_SPECIAL : 0) | EL_TOK_PARSE_SPECIAL, &piece);
+            k = srv_tokenize_alloc(s->model, t, strlen(t), (i == 0 ? EL_TOK_ADD_SPECIAL : 0) | EL_TOK_PARSE_SPECIAL, &piece);
             if (k < 0) {
                 free(toks);
                 if (k == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
@@ -2084,7 +1877,7 @@ static int ban_eog(el_server *s, el_api_request *a) {
  * session is admitted: memory/capacity.h el_mem_pressure), when the server is
  * stopping, or when the queue is full (after dropping requests whose clients
  * are gone). */
-static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1) {
+int srv_enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1) {
     char why[160];
     if (el_mem_pressure(s->p.mem_floor, why, sizeof why)) {
         el_api_set_error(e, 503, "server_error", NULL, "memory_pressure", "memory pressure (%s); retry later", why);
@@ -2108,7 +1901,7 @@ static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, co
         pthread_cond_broadcast(&s->queue_cv); /* every slot: it may be for one in particular (id_slot) */
     }
     pthread_mutex_unlock(&s->mu);
-    req_unref_list(dropped);
+    srv_req_unref_list(dropped);
     if (stopping) {
         el_api_set_error(e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         return -1;
@@ -2126,7 +1919,7 @@ static int enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, co
 /* Waits (on the connection's own thread) until r is terminal, cancelling it
  * if its client resets or closes (*gone); a half-closed client still gets
  * its answer. Returns the terminal state. */
-static req_state wait_done(el_server *s, el_req *r, bool *gone) {
+req_state srv_wait_done(el_server *s, el_req *r, bool *gone) {
     pthread_mutex_lock(&s->mu);
     while (!rs_terminal(r->state)) {
         struct timespec dl;
@@ -2135,14 +1928,14 @@ static req_state wait_done(el_server *s, el_req *r, bool *gone) {
             pthread_mutex_unlock(&s->mu);
             if (client_gone(r, true)) { /* reset or closed; a half-closed client still gets its answer */
                 *gone = true;
-                req_cancel(r);
+                srv_req_cancel(r);
             }
             pthread_mutex_lock(&s->mu);
         }
     }
     req_state st = r->state;
     pthread_mutex_unlock(&s->mu);
-    if (st == RS_CANCELLED && !*gone && peer_check(r->conn_fd) == PEER_GONE) *gone = true; /* dropped from the queue */
+    if (st == RS_CANCELLED && !*gone && srv_peer_check(r->conn_fd) == PEER_GONE) *gone = true; /* dropped from the queue */
     return st;
 }
 
@@ -2178,9 +1971,9 @@ static void route_device(el_server *s, el_route_device *d) {
     el_router_device(s->router, d);
 }
 
-static enum MHD_Result send_routed(struct MHD_Connection *c, unsigned status, char *json, const el_route *rt,
-                                   const char *h2, const char *v2) {
-    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+enum MHD_Result srv_send_routed(struct MHD_Connection *c, unsigned status, char *json, const el_route *rt,
+                                const char *h2, const char *v2) {
+    if (!json) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(json), json, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(json);
@@ -2188,15 +1981,15 @@ static enum MHD_Result send_routed(struct MHD_Connection *c, unsigned status, ch
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (h2) MHD_add_response_header(resp, h2, v2);
-    return queue_routed(c, status, resp, rt);
+    return srv_queue_routed(c, status, resp, rt);
 }
 
 static enum MHD_Result send_declined(el_server *s, struct MHD_Connection *c, const el_route *rt) {
     el_metrics_request(&s->metrics, EL_REQ_REJECTED);
     char ra[16];
     snprintf(ra, sizeof ra, "%d", rt->retry_after_s);
-    return send_routed(c, (unsigned)rt->status, el_route_decline_json(rt), rt,
-                       rt->retry_after_s > 0 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
+    return srv_send_routed(c, (unsigned)rt->status, el_route_decline_json(rt), rt,
+                           rt->retry_after_s > 0 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, ra);
 }
 
 /* A cloud failure: a typed error with the route (never a local retry). */
@@ -2218,7 +2011,7 @@ static enum MHD_Result send_cloud_failure(el_server *s, struct MHD_Connection *c
     }
     el_api_set_error(&e, status, "cloud_error", NULL, code, "%s (routed to the cloud: %s); nothing ran locally",
                      rep->error, rt->reason);
-    return send_routed(c, (unsigned)status, el_route_inject(el_api_error_json(&e), rt), rt, NULL, NULL);
+    return srv_send_routed(c, (unsigned)status, el_route_inject(el_api_error_json(&e), rt), rt, NULL, NULL);
 }
 
 typedef struct cloud_stream {
@@ -2273,7 +2066,7 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
                                    const el_route *rt) {
     const char *path = kind == EL_API_CHAT ? "/chat/completions" : "/completions";
     char *body = el_cloud_request_body(s->cloud, cc->body.p ? cc->body.p : "", cc->body.len, stream);
-    if (!body) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (!body) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     el_cloud_reply rep;
     el_tev ev = cloud_event(s, rt, kind, stream);
     const double t0 = now_s();
@@ -2305,7 +2098,7 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
         el_metrics_request(&s->metrics, EL_REQ_DONE);
         char *json = el_route_inject(rep.body, rt);
         rep.body = NULL;
-        return send_routed(c, MHD_HTTP_OK, json, rt, NULL, NULL);
+        return srv_send_routed(c, MHD_HTTP_OK, json, rt, NULL, NULL);
     }
     el_cloud_relay *relay = el_cloud_relay_open(s->cloud, path, body, strlen(body), rt, &rep);
     free(body);
@@ -2334,15 +2127,15 @@ static enum MHD_Result route_cloud(el_server *s, struct MHD_Connection *c, conn_
     cs->relay = relay;
     cs->ev = ev;
     cs->t0 = t0;
-    return send_sse(c, resp, rt);
+    return srv_send_sse(c, resp, rt);
 }
 
 /* Routes r (parsed; n_prompt tokens, or an estimate when there is no local
  * model). Returns true when the request was answered here (declined, sent
  * to the cloud, or its routing metadata refused), with *ret set; false: run
  * it locally (r->route holds the decision). */
-static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_req *r, el_api_kind kind, int n_prompt,
-                          enum MHD_Result *ret) {
+bool srv_route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_req *r, el_api_kind kind, int n_prompt,
+                       enum MHD_Result *ret) {
     el_route_req x;
     char err[300];
     const char *hdr = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Data-Class");
@@ -2358,7 +2151,7 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
         el_api_error e;
         memset(&e, 0, sizeof e);
         el_api_set_error(&e, 400, "invalid_request_error", "edgellm", "invalid_value", "%s", err);
-        *ret = reject(s, c, r, &e, NULL, NULL);
+        *ret = srv_reject(s, c, r, &e, NULL, NULL);
         return true;
     }
     x.n_prompt = n_prompt;
@@ -2393,7 +2186,7 @@ static bool route_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, 
     if (r->route.source == EL_ROUTE_LOCAL) return false;
     el_route rt = r->route;
     const bool stream = r->api.stream;
-    req_unref(r);
+    srv_req_unref(r);
     *ret = rt.source == EL_ROUTE_DECLINED ? send_declined(s, c, &rt) : route_cloud(s, c, cc, kind, stream, &rt);
     return true;
 }
@@ -2407,41 +2200,41 @@ static int parse_generation(el_api_kind kind, const conn_ctx *cc, el_api_request
 /* A generation request while there is no local model (still loading, or
  * el_server_set_local_unavailable): validated, then routed with the local
  * route unavailable — to the cloud where the policy allows, else declined. */
-static enum MHD_Result h_generate_unready(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
+enum MHD_Result srv_h_generate_unready(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
     el_api_error e;
     memset(&e, 0, sizeof e);
-    el_req *r = req_new(s);
-    if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (parse_generation(kind, cc, &r->api, &e)) return reject(s, c, r, &e, NULL, NULL);
+    el_req *r = srv_req_new(s);
+    if (!r) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (parse_generation(kind, cc, &r->api, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
     r->api_parsed = true;
     enum MHD_Result ret;
     /* no tokenizer here: about 4 bytes of text per token */
-    if (route_request(s, c, cc, r, kind, (int)(cc->body.len / 4) + 1, &ret)) return ret;
-    req_unref(r); /* unreachable: without a local model the router never says local */
-    return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+    if (srv_route_request(s, c, cc, r, kind, (int)(cc->body.len / 4) + 1, &ret)) return ret;
+    srv_req_unref(r); /* unreachable: without a local model the router never says local */
+    return srv_send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
 }
 
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
     el_api_error e;
     memset(&e, 0, sizeof e);
-    el_req *r = req_new(s);
-    if (!r) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (parse_generation(kind, cc, &r->api, &e)) return reject(s, c, r, &e, NULL, NULL);
+    el_req *r = srv_req_new(s);
+    if (!r) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (parse_generation(kind, cc, &r->api, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
     r->api_parsed = true;
-    apply_defaults(s, &r->api);
+    srv_apply_defaults(s, &r->api);
     if (kind == EL_API_NATIVE) {
         const int nv = el_model_n_vocab(s->model);
         if (r->api.id_slot >= s->n_slots) {
             el_api_set_error(&e, 400, "invalid_request_error", "id_slot", "invalid_value",
                              "id_slot %d does not exist (the server has slots 0..%d)", r->api.id_slot, s->n_slots - 1);
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         if (r->api.n_probs > nv || r->api.n_probs > EL_API_MAX_N_PROBS) {
             el_api_set_error(&e, 400, "invalid_request_error", "n_probs", "invalid_value",
                              "n_probs %d is beyond %s (%d)", r->api.n_probs,
                              r->api.n_probs > nv ? "the vocabulary" : "what edgellm reports per token",
                              r->api.n_probs > nv ? nv : EL_API_MAX_N_PROBS);
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         r->api.logprobs = r->api.n_probs > 0;
         r->api.top_logprobs = r->api.n_probs;
@@ -2454,13 +2247,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             el_api_set_error(&e, 500, "server_error", NULL, "no_chat_template",
                              "the model has no chat template edgellm recognises; restart the server with "
                              "--chat-template NAME, or use /v1/completions");
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         if (r->api.n_tools > 0 && !el_chat_family_has_tools(s->fam)) {
             el_api_set_error(&e, 400, "invalid_request_error", "tools", "unsupported_value",
                              "the %s chat template has no tool-call convention (tools work with chatml, llama3 "
                              "and gemma)", el_chat_family_name(s->fam));
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         /* only the template's markers become special tokens; message content (tool definitions,
          * calls and results included) is plain text */
@@ -2470,55 +2263,55 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         if (n == -1) {
             el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         if (n == -3) n = -1;
         if (n > 0 && s->p.ctx_overflow_truncate && !prompt_fits(s, n, r->api.max_tokens))
             n = truncate_chat(s, r, n, r->api.max_tokens);
     } else if (kind == EL_API_NATIVE) {
         n = native_tokens(s, &r->api, &r->prompt, &e);
-        if (n < 0) return reject(s, c, r, &e, NULL, NULL);
+        if (n < 0) return srv_reject(s, c, r, &e, NULL, NULL);
     } else {
         const char *p = r->api.prompt ? r->api.prompt : "";
-        n = tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
+        n = srv_tokenize_alloc(s->model, p, strlen(p), EL_TOK_ADD_SPECIAL, &r->prompt);
     }
     if (n < 0) {
         if (n == -2) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory tokenizing the prompt");
         else el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt", NULL,
                               "the prompt could not be tokenized");
-        return reject(s, c, r, &e, NULL, NULL);
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
     if (n == 0) {
         el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt", NULL,
                          "the prompt is empty");
-        return reject(s, c, r, &e, NULL, NULL);
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
     {
         enum MHD_Result ret;
-        if (route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
+        if (srv_route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
     }
     if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
         el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
                          "'%s' is not supported by edgellm (no tool calls); "
                          "the reply would not follow it", r->api.local_unsupported);
-        return reject(s, c, r, &e, NULL, NULL);
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
     {   /* LoRA: the request's adapters (or the defaults now), checked against the registry */
         char lmsg[200];
         if (el_lora_reg_scales(s->lora, r->api.has_lora, r->api.lora_id, r->api.lora_scale, r->api.n_lora,
                                r->lora_scale, lmsg, sizeof lmsg)) {
             el_api_set_error(&e, 400, "invalid_request_error", "lora", "invalid_value", "%s", lmsg);
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         char lfp[32];
         el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
         if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
     }
     r->n_prompt = n;
-    if (prompt_done(s, cc, r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    if (prompt_done(s, cc, r, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
     if (r->api.ignore_eos && ban_eog(s, &r->api)) {
         el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
-        return reject(s, c, r, &e, NULL, NULL);
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
 
     /* context */
@@ -2531,7 +2324,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                          (long long)n + max_tokens, s->n_ctx);
         e.n_prompt_tokens = n;
         e.n_ctx = s->n_ctx;
-        return reject(s, c, r, &e, NULL, NULL);
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
     if (max_tokens <= 0) {
         if (n >= s->n_ctx) {
@@ -2541,7 +2334,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                              r->n_dropped ? ", the system messages and the last user turn alone" : "", s->n_ctx);
             e.n_prompt_tokens = n;
             e.n_ctx = s->n_ctx;
-            return reject(s, c, r, &e, NULL, NULL);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
         max_tokens = s->n_ctx - n;
     }
@@ -2561,7 +2354,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->ignore_eos = r->api.ignore_eos;
     gp->stop = r->api.n_stop > 0 ? (const char *const *)r->api.stop : NULL;
     gp->n_top_logprobs = r->api.logprobs ? r->api.top_logprobs : 0;
-    gp->sampling = sampling_of(&r->api);
+    gp->sampling = srv_sampling_of(&r->api);
     /* -1 is the context size (el_generate does the same; set here so generation_settings shows it) */
     if (kind == EL_API_NATIVE && r->api.repeat_last_n < 0) gp->sampling.penalty_last_n = s->n_ctx;
     gp->sampling.n_logit_bias = r->api.n_logit_bias;
@@ -2580,23 +2373,23 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             if (!r->api.grammar) {
                 if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
                 else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
-                return reject(s, c, r, &e, NULL, NULL);
+                return srv_reject(s, c, r, &e, NULL, NULL);
             }
         }
     }
     gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
 
-    rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
-    if (reply_begin(r, &e)) return reject(s, c, r, &e, NULL, NULL);
+    srv_rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
+    if (srv_reply_begin(r, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
 
-    req_bind_conn(r, c);
+    srv_req_bind_conn(r, c);
     const char *rh = NULL, *rv = NULL;
-    if (enqueue(s, r, &e, &rh, &rv)) return reject(s, c, r, &e, rh, rv);
-    if (r->api.stream) return stream_respond(c, r);
+    if (srv_enqueue(s, r, &e, &rh, &rv)) return srv_reject(s, c, r, &e, rh, rv);
+    if (r->api.stream) return srv_stream_respond(c, r);
 
     /* non-stream: wait here (this connection's own thread), watching the client */
     bool gone = false;
-    req_state st = wait_done(s, r, &gone);
+    req_state st = srv_wait_done(s, r, &gone);
 
     enum MHD_Result ret;
     if (gone) {
@@ -2604,38 +2397,38 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_DONE) {
         el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
         r->canary = NULL;
-        char *json = reply_json(r);
-        ret = json ? send_routed(c, MHD_HTTP_OK, json, &r->route, NULL, NULL)
-                   : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        char *json = srv_reply_json(r);
+        ret = json ? srv_send_routed(c, MHD_HTTP_OK, json, &r->route, NULL, NULL)
+                   : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
-        ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+        ret = srv_send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
     } else { /* a typed local failure, with its route: never retried in the cloud */
         el_api_error fe;
         memset(&fe, 0, sizeof fe);
         el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
                          el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
-        ret = send_routed(c, 500, el_route_inject(el_api_error_json(&fe), &r->route), &r->route, NULL, NULL);
+        ret = srv_send_routed(c, 500, el_route_inject(el_api_error_json(&fe), &r->route), &r->route, NULL, NULL);
     }
-    req_unref(r);
+    srv_req_unref(r);
     return ret;
 }
 
-static enum MHD_Result h_chat(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_chat(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     return h_generate(s, c, cc, EL_API_CHAT);
 }
 
-static enum MHD_Result h_completions(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_completions(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     return h_generate(s, c, cc, EL_API_COMPLETION);
 }
 
-static enum MHD_Result send_cjson(struct MHD_Connection *c, unsigned status, cJSON *j) {
+enum MHD_Result srv_send_cjson(struct MHD_Connection *c, unsigned status, cJSON *j) {
     char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
-    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    return send_json(c, status, txt);
+    if (!txt) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return srv_send_json(c, status, txt);
 }
 
-static enum MHD_Result h_native(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_native(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     return h_generate(s, c, cc, EL_API_NATIVE);
 }
 
@@ -2648,14 +2441,14 @@ static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el
     if (own) {
         static const char body[] = "{\"prompt\":\"\"}";
         if (el_api_parse_native(body, sizeof body - 1, &def, &e)) return NULL;
-        apply_defaults(s, &def);
+        srv_apply_defaults(s, &def);
         a = &def;
     }
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
     gp.ignore_eos = a->ignore_eos;
-    gp.sampling = sampling_of(a);
-    cJSON *o = cJSON_CreateObject(), *params = settings_cjson(s, a, &gp), *nt = cJSON_CreateObject();
+    gp.sampling = srv_sampling_of(a);
+    cJSON *o = cJSON_CreateObject(), *params = srv_settings_cjson(s, a, &gp), *nt = cJSON_CreateObject();
     if (own) el_api_request_free(&def);
     if (!o || !params || !nt) {
         cJSON_Delete(o);
@@ -2678,16 +2471,16 @@ static cJSON *slot_cjson(el_server *s, int id, long id_task, bool busy, const el
 
 /* GET /props: llama-server's server properties. */
 /* GET /lora-adapters: llama-server's list (id, path, scale = the default) plus edgellm's residency fields. */
-static enum MHD_Result h_lora_list(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_lora_list(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     char *json = el_lora_reg_json(s->lora);
-    if (!json) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    return send_json(c, MHD_HTTP_OK, json);
+    if (!json) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return srv_send_json(c, MHD_HTTP_OK, json);
 }
 
 /* POST /lora-adapters [{"id": N, "scale": S}, ...]: the defaults of requests that name no adapters (ids not
  * listed: 0, as llama-server). Running requests keep the set they started with. */
-static enum MHD_Result h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     cJSON *root = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
     int ids[EL_LORA_REG_MAX];
     float sc[EL_LORA_REG_MAX];
@@ -2709,19 +2502,19 @@ static enum MHD_Result h_lora_set(el_server *s, struct MHD_Connection *c, conn_c
     cJSON_Delete(root);
     if (!msg[0] && (s->lora || n > 0) && el_lora_reg_set_defaults(s->lora, ids, sc, n, msg, sizeof msg) && !msg[0])
         snprintf(msg, sizeof msg, "invalid adapters");
-    if (msg[0]) return send_error(c, 400, "invalid_request_error", "lora", "invalid_value", "%s", msg);
+    if (msg[0]) return srv_send_error(c, 400, "invalid_request_error", "lora", "invalid_value", "%s", msg);
     char *ok = strdup("{\"success\":true}");
-    if (!ok) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    return send_json(c, MHD_HTTP_OK, ok);
+    if (!ok) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return srv_send_json(c, MHD_HTTP_OK, ok);
 }
 
-static enum MHD_Result h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     cJSON *root = cJSON_CreateObject(), *def = slot_cjson(s, 0, -1, false, NULL, 0);
     if (!root || !def) {
         cJSON_Delete(root);
         cJSON_Delete(def);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
     const char *tmpl = el_model_chat_template(s->model);
     cJSON_AddItemToObject(root, "default_generation_settings", def);
@@ -2744,17 +2537,17 @@ static enum MHD_Result h_props(el_server *s, struct MHD_Connection *c, conn_ctx 
     cJSON_AddStringToObject(root, "build_info", "edgellm " EL_VERSION_STRING);
     cJSON_AddStringToObject(root, "system_fingerprint", s->fingerprint);
     cJSON_AddBoolToObject(root, "is_sleeping", false);
-    return send_cjson(c, MHD_HTTP_OK, root);
+    return srv_send_cjson(c, MHD_HTTP_OK, root);
 }
 
 /* GET /slots: each slot's state (501 with --no-slots). */
-static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_slots(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     if (s->p.no_slots)
-        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
-                          "this server has the slots endpoint disabled (--no-slots)");
+        return srv_send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                              "this server has the slots endpoint disabled (--no-slots)");
     cJSON *arr = cJSON_CreateArray();
-    if (!arr) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    if (!arr) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     /* under the lock: a running request and its fields stay alive while read */
     pthread_mutex_lock(&s->mu);
     bool ok = true;
@@ -2779,9 +2572,9 @@ static enum MHD_Result h_slots(el_server *s, struct MHD_Connection *c, conn_ctx 
     pthread_mutex_unlock(&s->mu);
     if (!ok) {
         cJSON_Delete(arr);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
-    return send_cjson(c, MHD_HTTP_OK, arr);
+    return srv_send_cjson(c, MHD_HTTP_OK, arr);
 }
 
 /* The "filename" of a slot action's body: 0 with name filled, or -1 with e
@@ -2813,28 +2606,28 @@ static int slot_filename(const conn_ctx *cc, char *name, size_t cap, el_api_erro
  * another action. The action holds the slot (sl->held: its thread takes no
  * request meanwhile) and works on its session from this thread; restore
  * validates the whole file before changing the slot (400 with why). */
-static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_slot_action(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     if (!s->slot_dir)
-        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
-                          "this server does not support slot actions; start it with --slot-save-path DIR");
+        return srv_send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                              "this server does not support slot actions; start it with --slot-save-path DIR");
     const char *action = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action");
     const int save = action && !strcmp(action, "save"), restore = action && !strcmp(action, "restore"),
               erase = action && !strcmp(action, "erase");
     if (!save && !restore && !erase)
-        return send_error(c, 400, "invalid_request_error", "action", "invalid_value",
-                          "action must be save, restore or erase (got '%.40s')", action ? action : "");
+        return srv_send_error(c, 400, "invalid_request_error", "action", "invalid_value",
+                              "action must be save, restore or erase (got '%.40s')", action ? action : "");
     el_api_error e;
     memset(&e, 0, sizeof e);
     char name[EL_SLOT_NAME_MAX + 1] = "";
-    if (!erase && slot_filename(cc, name, sizeof name, &e)) return send_api_error(c, &e);
+    if (!erase && slot_filename(cc, name, sizeof name, &e)) return srv_send_api_error(c, &e);
     slot *sl = &s->slots[cc->slot_id];
     pthread_mutex_lock(&s->mu);
     const bool busy = sl->cur || sl->held;
     if (!busy) sl->held = true;
     pthread_mutex_unlock(&s->mu);
     if (busy)
-        return send_error(c, 409, "invalid_request_error", "id_slot", "slot_busy",
-                          "slot %d is busy (running a request or another slot action); retry when it is idle", sl->idx);
+        return srv_send_error(c, 409, "invalid_request_error", "id_slot", "slot_busy",
+                              "slot %d is busy (running a request or another slot action); retry when it is idle", sl->idx);
     const double t0 = now_s();
     el_error err;
     memset(&err, 0, sizeof err);
@@ -2860,9 +2653,9 @@ static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, con
         const bool io = rc == EL_ERR_IO || rc == EL_ERR_NOMEM;
         const int status = save && io ? 500 : 400;
         if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s refused: %s\n", sl->idx, action, name, err.msg);
-        return send_error(c, status, status == 500 ? "server_error" : "invalid_request_error", "filename",
-                          save ? "save_failed" : "restore_failed", "slot %d: %s of '%s' failed: %s", sl->idx, action, name,
-                          err.msg);
+        return srv_send_error(c, status, status == 500 ? "server_error" : "invalid_request_error", "filename",
+                              save ? "save_failed" : "restore_failed", "slot %d: %s of '%s' failed: %s", sl->idx, action, name,
+                              err.msg);
     }
     cJSON *root = cJSON_CreateObject(), *t = NULL;
     bool ok = root && cJSON_AddNumberToObject(root, "id_slot", sl->idx);
@@ -2877,10 +2670,10 @@ static enum MHD_Result h_slot_action(el_server *s, struct MHD_Connection *c, con
     }
     if (!ok) {
         cJSON_Delete(root);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
     if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s: %d tokens, %zu bytes\n", sl->idx, action, name, n, bytes);
-    return send_cjson(c, MHD_HTTP_OK, root);
+    return srv_send_cjson(c, MHD_HTTP_OK, root);
 }
 
 /* A chat body (its body dropped once parsed) for a server that has a chat template; 0, or -1 with e filled. */
@@ -2911,43 +2704,43 @@ static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_te
 }
 
 /* POST /apply-template: {"prompt": the rendered chat prompt}. */
-static enum MHD_Result h_apply_template(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_apply_template(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_request a;
     el_api_error e;
     el_chat_text t;
     memset(&e, 0, sizeof e);
     memset(&t, 0, sizeof t);
-    if (render_chat(s, cc, &a, &t, &e)) return send_api_error(c, &e);
+    if (render_chat(s, cc, &a, &t, &e)) return srv_send_api_error(c, &e);
     el_buf b = {0};
     bool ok = el_buf_str(&b, "{\"prompt\":") && el_api_json_string(&b, t.text, t.len) && el_buf_str(&b, "}");
     el_chat_text_free(&t);
     el_api_request_free(&a);
     if (!ok) {
         el_buf_free(&b);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
-    return send_json(c, MHD_HTTP_OK, b.p);
+    return srv_send_json(c, MHD_HTTP_OK, b.p);
 }
 
 /* POST /v1/chat/completions/input_tokens: the prompt tokens a chat request would take. */
-static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_input_tokens(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_request a;
     el_api_error e;
     memset(&e, 0, sizeof e);
-    if (parse_chat(s, cc, &a, &e)) return send_api_error(c, &e);
+    if (parse_chat(s, cc, &a, &e)) return srv_send_api_error(c, &e);
     int32_t *toks = NULL;
     int n = el_chat_tokenize_tools(s->model, s->fam, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, true,
                                    EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
     el_api_request_free(&a);
     free(toks);
     if (n < 0)
-        return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
-                       : send_error(c, 400, "invalid_request_error", "messages", NULL,
-                                    "the messages cannot be rendered with the %s chat template",
-                                    el_chat_family_name(s->fam));
+        return n == -2 ? srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory")
+                       : srv_send_error(c, 400, "invalid_request_error", "messages", NULL,
+                                        "the messages cannot be rendered with the %s chat template",
+                                        el_chat_family_name(s->fam));
     char buf[96];
     snprintf(buf, sizeof buf, "{\"object\":\"response.input_tokens\",\"input_tokens\":%d}", n);
-    return send_json(c, MHD_HTTP_OK, strdup(buf));
+    return srv_send_json(c, MHD_HTTP_OK, strdup(buf));
 }
 
 /* Embeddings (llama-server's handle_embeddings): 501 without --embeddings;
@@ -2960,28 +2753,28 @@ static enum MHD_Result h_input_tokens(el_server *s, struct MHD_Connection *c, co
  * normalised by embd_normalize (default 2, euclidean), per-token ones not. */
 #define SRV_EMBD_MAX_FLOATS (16u << 20) /* floats one request's vectors may take (64 MiB) */
 
-static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_embeddings(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     if (!s->p.embeddings)
-        return send_error(c, 501, "not_supported_error", NULL, "not_supported",
-                          "This server does not support embeddings. Start it with `--embeddings`");
+        return srv_send_error(c, 501, "not_supported_error", NULL, "not_supported",
+                              "This server does not support embeddings. Start it with `--embeddings`");
     const bool v1 = !strcmp(cc->rt->path, "/v1/embeddings");
     if (v1 && s->pooling == EL_POOLING_NONE)
-        return send_error(c, 400, "invalid_request_error", NULL, "invalid_value",
-                          "Pooling type 'none' is not OAI compatible. Please use a different pooling type "
-                          "(restart with --pooling mean|cls|last, or use /embeddings)");
+        return srv_send_error(c, 400, "invalid_request_error", NULL, "invalid_value",
+                              "Pooling type 'none' is not OAI compatible. Please use a different pooling type "
+                              "(restart with --pooling mean|cls|last, or use /embeddings)");
     el_api_error e;
     memset(&e, 0, sizeof e);
     el_api_embd_request q;
     if (el_api_parse_embeddings(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) {
-        budget_release(s, cc);
+        srv_budget_release(s, cc);
         el_metrics_request(&s->metrics, EL_REQ_REJECTED);
-        return send_api_error(c, &e);
+        return srv_send_api_error(c, &e);
     }
-    el_req *r = req_new(s);
+    el_req *r = srv_req_new(s);
     if (!r) {
         el_api_embd_request_free(&q);
-        budget_release(s, cc);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        srv_budget_release(s, cc);
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
     r->api.id_slot = -1; /* any slot */
     r->embd_norm = q.normalize;
@@ -3037,16 +2830,16 @@ static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn
             el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
             goto bad;
         }
-    budget_release(s, cc);
-    rand_id(r->id, sizeof r->id, "embd-");
-    req_bind_conn(r, c);
+    srv_budget_release(s, cc);
+    srv_rand_id(r->id, sizeof r->id, "embd-");
+    srv_req_bind_conn(r, c);
     const char *rh = NULL, *rv = NULL;
-    if (enqueue(s, r, &e, &rh, &rv)) {
+    if (srv_enqueue(s, r, &e, &rh, &rv)) {
         el_api_embd_request_free(&q);
-        return reject(s, c, r, &e, rh, rv);
+        return srv_reject(s, c, r, &e, rh, rv);
     }
     bool gone = false;
-    req_state st = wait_done(s, r, &gone);
+    req_state st = srv_wait_done(s, r, &gone);
     enum MHD_Result ret;
     if (gone) {
         ret = MHD_NO;
@@ -3054,20 +2847,20 @@ static enum MHD_Result h_embeddings(el_server *s, struct MHD_Connection *c, conn
         char *json = oai ? el_api_embeddings_response(q.model ? q.model : s->model_id, (const float *const *)r->embd_vec,
                                                       k, E, q.base64, total)
                          : el_api_embeddings_native((const float *const *)r->embd_vec, r->embd_rows, k, E);
-        ret = json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        ret = json ? srv_send_json(c, MHD_HTTP_OK, json) : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     } else if (st == RS_CANCELLED) {
-        ret = send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+        ret = srv_send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
     } else {
-        ret = send_error(c, 500, "server_error", NULL, "embedding_failed", "embedding failed: %s: %s",
-                         el_status_name(r->err.code), r->err.msg);
+        ret = srv_send_error(c, 500, "server_error", NULL, "embedding_failed", "embedding failed: %s: %s",
+                             el_status_name(r->err.code), r->err.msg);
     }
     el_api_embd_request_free(&q);
-    req_unref(r);
+    srv_req_unref(r);
     return ret;
 bad:
     el_api_embd_request_free(&q);
-    budget_release(s, cc);
-    return reject(s, c, r, &e, NULL, NULL);
+    srv_budget_release(s, cc);
+    return srv_reject(s, c, r, &e, NULL, NULL);
 }
 
 static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
@@ -3080,7 +2873,7 @@ static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx
     cJSON_AddStringToObject(m, "owned_by", "edgellm");
     cJSON_AddItemToArray(data, m);
     cJSON_AddItemToObject(root, "data", data);
-    return send_cjson(c, MHD_HTTP_OK, root);
+    return srv_send_cjson(c, MHD_HTTP_OK, root);
 }
 
 /* Appends token tok's text (control tokens' too, as llama-server's common_token_to_piece) to raw. */
@@ -3096,20 +2889,20 @@ static bool piece_append(const el_model *m, int32_t tok, el_buf *raw) {
     return len <= 0 || el_buf_append(raw, piece, (size_t)len);
 }
 
-static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_tokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_tok_request q;
     el_api_error e;
     memset(&e, 0, sizeof e);
-    if (el_api_parse_tokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    if (el_api_parse_tokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return srv_send_api_error(c, &e);
     el_buf_free(&cc->body); /* its bytes stay reserved until the reply is built */
     int flags = (q.add_special ? EL_TOK_ADD_SPECIAL : 0) | (q.parse_special ? EL_TOK_PARSE_SPECIAL : 0);
     int32_t *toks = NULL;
-    int n = tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
+    int n = srv_tokenize_alloc(s->model, q.content, q.content_len, flags, &toks);
     const bool with_pieces = q.with_pieces;
     el_api_tok_request_free(&q);
     if (n < 0)
-        return n == -2 ? send_error(c, 500, "server_error", NULL, NULL, "out of memory")
-                       : send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
+        return n == -2 ? srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory")
+                       : srv_send_error(c, 400, "invalid_request_error", "content", NULL, "the content could not be tokenized");
     char *json = NULL;
     if (with_pieces) { /* each token's text */
         el_buf raw = {0};
@@ -3127,14 +2920,14 @@ static enum MHD_Result h_tokenize(el_server *s, struct MHD_Connection *c, conn_c
         json = el_api_tokenize_response(toks, n);
     }
     free(toks);
-    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return json ? srv_send_json(c, MHD_HTTP_OK, json) : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
 
-static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+enum MHD_Result srv_h_detokenize(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_tok_request q;
     el_api_error e;
     memset(&e, 0, sizeof e);
-    if (el_api_parse_detokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return send_api_error(c, &e);
+    if (el_api_parse_detokenize(cc->body.p ? cc->body.p : "", cc->body.len, &q, &e)) return srv_send_api_error(c, &e);
     el_buf_free(&cc->body);
     const int nv = el_model_n_vocab(s->model);
     el_buf raw = {0};
@@ -3143,8 +2936,8 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
         if (q.tokens[i] >= nv) {
             el_buf_free(&raw);
             el_api_tok_request_free(&q);
-            return send_error(c, 400, "invalid_request_error", "tokens", "invalid_value",
-                              "tokens[%d] is not a token id in [0, %d)", i, nv);
+            return srv_send_error(c, 400, "invalid_request_error", "tokens", "invalid_value",
+                                  "tokens[%d] is not a token id in [0, %d)", i, nv);
         }
         ok = piece_append(s->model, q.tokens[i], &raw);
     }
@@ -3152,7 +2945,7 @@ static enum MHD_Result h_detokenize(el_server *s, struct MHD_Connection *c, conn
     /* the pieces go by length: a <0x00> byte token is a NUL byte, sent as \u0000 */
     char *json = ok ? el_api_detokenize_response(raw.p ? raw.p : "", raw.len) : NULL;
     el_buf_free(&raw);
-    return json ? send_json(c, MHD_HTTP_OK, json) : send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return json ? srv_send_json(c, MHD_HTTP_OK, json) : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
 }
 
 /* Memory figures for /health and /metrics (memory/capacity.h): the budget, the
@@ -3197,8 +2990,8 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
         cJSON_AddNumberToObject(tj, "transitions", (double)ts.transitions);
         cJSON_AddNumberToObject(tj, "samples", (double)ts.samples);
         cJSON_AddStringToObject(tj, "detail", ts.why);
-        cJSON_AddNumberToObject(tj, "admitted_slots", ready ? admitted_slots(s) : 0);
-        cJSON_AddNumberToObject(tj, "threads_active", threads_active(s)); /* derated: fewer generate */
+        cJSON_AddNumberToObject(tj, "admitted_slots", ready ? srv_admitted_slots(s) : 0);
+        cJSON_AddNumberToObject(tj, "threads_active", srv_threads_active(s)); /* derated: fewer generate */
         cJSON_AddNumberToObject(tj, "threads_total", ready ? el_pool_size(s->model->pool) : 0);
     }
     char *tjs = tj ? cJSON_PrintUnformatted(tj) : NULL;
@@ -3214,7 +3007,7 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
         }
     }
     size_t cap = (size_t)n + (rj ? strlen(rj) : 0) + (tjs ? strlen(tjs) : 0) + pj_len + 48;
-    char *copy = malloc(cap); /* send_buf frees it */
+    char *copy = malloc(cap); /* srv_send_buf frees it */
     if (copy && rj && tjs)
         n = snprintf(copy, cap, "%.*s,\"route\":%s,\"thermal\":%s%s%s}", n - 1, body, rj, tjs, pj ? ",\"placement\":" : "",
                      pj ? pj : "");
@@ -3223,10 +3016,10 @@ static enum MHD_Result h_health(el_server *s, struct MHD_Connection *c, conn_ctx
     free(pj);
     if (!copy || n < 0 || (size_t)n >= cap) {
         free(copy);
-        return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
     }
-    return send_buf(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", copy, (size_t)n, true,
-                    NULL, NULL);
+    return srv_send_buf(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", copy, (size_t)n, true,
+                        NULL, NULL);
 }
 
 /* txt (malloc'd) with more appended, or NULL when either is NULL or memory runs out (txt is freed then). */
@@ -3248,7 +3041,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     pthread_mutex_unlock(&s->mu);
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
     char conn[512];
-    conn_metrics(s, conn, sizeof conn);
+    srv_conn_metrics(s, conn, sizeof conn);
     char *txt = cat(el_metrics_render(&s->metrics, busy, total, depth), conn);
     if (txt && atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
         const mem_view mv = mem_now(s);
@@ -3308,7 +3101,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  "# TYPE edgellm_thermal_transitions_total counter\nedgellm_thermal_transitions_total %ld\n"
                  "# HELP edgellm_threads_active Threads generating (fewer while thermally derated).\n"
                  "# TYPE edgellm_threads_active gauge\nedgellm_threads_active %d\n",
-                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions, threads_active(s));
+                 (int)ts.level, ts.temp_c, ts.factor, ts.transitions, srv_threads_active(s));
         txt = cat(cat(txt, rm), th);
         free(rm);
     }
@@ -3330,52 +3123,52 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
         txt = cat(txt, lm);
         free(lm);
     }
-    if (!txt) return send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    return send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
+    if (!txt) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    return srv_send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
 static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)s;
     (void)cc;
-    return send_buf(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)el_ui_page_html, el_ui_page_html_len, false,
-                    NULL, NULL);
+    return srv_send_buf(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)el_ui_page_html, el_ui_page_html_len, false,
+                        NULL, NULL);
 }
 
 /* llama-server answers its OpenAI routes with and without the /v1 prefix; so does this table
  * (except /completions: llama-server's is its native /completion, not /v1/completions). */
 static const route ROUTES[] = {
-    {"/v1/chat/completions", "POST", true, true, h_chat},
-    {"/chat/completions", "POST", true, true, h_chat},
-    {"/v1/completions", "POST", true, true, h_completions},
-    {"/completions", "POST", true, true, h_native},
-    {"/completion", "POST", true, true, h_native},
+    {"/v1/chat/completions", "POST", true, true, srv_h_chat},
+    {"/chat/completions", "POST", true, true, srv_h_chat},
+    {"/v1/completions", "POST", true, true, srv_h_completions},
+    {"/completions", "POST", true, true, srv_h_native},
+    {"/completion", "POST", true, true, srv_h_native},
     {"/v1/models", "GET", true, true, h_models},
     {"/models", "GET", true, true, h_models},
-    {"/v1/embeddings", "POST", true, true, h_embeddings},
-    {"/embeddings", "POST", true, true, h_embeddings},
-    {"/embedding", "POST", true, true, h_embeddings},
-    {"/v1/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
-    {"/chat/completions/input_tokens", "POST", true, true, h_input_tokens},
-    {"/apply-template", "POST", true, true, h_apply_template},
-    {"/props", "GET", true, true, h_props},
-    {"/lora-adapters", "GET", true, true, h_lora_list},
-    {"/lora-adapters", "POST", true, true, h_lora_set},
-    {"/slots", "GET", true, true, h_slots},
-    {"/tokenize", "POST", true, true, h_tokenize},
-    {"/detokenize", "POST", true, true, h_detokenize},
+    {"/v1/embeddings", "POST", true, true, srv_h_embeddings},
+    {"/embeddings", "POST", true, true, srv_h_embeddings},
+    {"/embedding", "POST", true, true, srv_h_embeddings},
+    {"/v1/chat/completions/input_tokens", "POST", true, true, srv_h_input_tokens},
+    {"/chat/completions/input_tokens", "POST", true, true, srv_h_input_tokens},
+    {"/apply-template", "POST", true, true, srv_h_apply_template},
+    {"/props", "GET", true, true, srv_h_props},
+    {"/lora-adapters", "GET", true, true, srv_h_lora_list},
+    {"/lora-adapters", "POST", true, true, srv_h_lora_set},
+    {"/slots", "GET", true, true, srv_h_slots},
+    {"/tokenize", "POST", true, true, srv_h_tokenize},
+    {"/detokenize", "POST", true, true, srv_h_detokenize},
     {"/health", "GET", false, false, h_health},
     {"/v1/health", "GET", false, false, h_health},
     {"/metrics", "GET", true, false, h_metrics},
     {"/", "GET", false, false, h_page},
 };
 /* /slots/{id}?action=...: 404 for a slot that does not exist, else 501 (not implemented yet) */
-static const route SLOT_ACTION = {"/slots/{id}", "POST", true, true, h_slot_action};
+static const route SLOT_ACTION = {"/slots/{id}", "POST", true, true, srv_h_slot_action};
 
 /* ---- the MHD access handler --------------------------------------------- */
 
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                 const char *version, const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls) {
+enum MHD_Result srv_on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_data_size,
+                              void **con_cls) {
     (void)version;
     el_server *s = cls;
     conn_ctx *cc = *con_cls;
@@ -3393,26 +3186,26 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             long id = (*d >= '0' && *d <= '9' && strlen(d) <= 9) ? strtol(d, &end, 10) : -1;
             int n_slots = atomic_load(&s->ready) ? s->n_slots : 0;
             if (id < 0 || !end || *end || id >= n_slots)
-                return send_error(c, 404, "invalid_request_error", "id_slot", "not_found",
-                                  "no such slot: '%.40s' (the server has slots 0..%d)", d, n_slots - 1);
+                return srv_send_error(c, 404, "invalid_request_error", "id_slot", "not_found",
+                                      "no such slot: '%.40s' (the server has slots 0..%d)", d, n_slots - 1);
             cc->rt = &SLOT_ACTION;
             cc->slot_id = (int)id;
         }
-        if (!cc->rt) return send_error(c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint: %s", url);
+        if (!cc->rt) return srv_send_error(c, 404, "invalid_request_error", NULL, "not_found", "no such endpoint: %s", url);
         bool get = !strcmp(cc->rt->method, "GET");
         if (strcmp(method, cc->rt->method) && !(get && !strcmp(method, "HEAD"))) {
             el_api_error e;
             memset(&e, 0, sizeof e);
             el_api_set_error(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s does not accept %s; use %s",
                              cc->rt->path, method, cc->rt->method);
-            return send_api_error_h(c, &e, MHD_HTTP_HEADER_ALLOW, get ? "GET, HEAD" : "POST");
+            return srv_send_api_error_h(c, &e, MHD_HTTP_HEADER_ALLOW, get ? "GET, HEAD" : "POST");
         }
         if (cc->rt->auth && s->api_key && !auth_ok(c, s->api_key)) {
             el_api_error e;
             memset(&e, 0, sizeof e);
             el_api_set_error(&e, 401, "authentication_error", NULL, "invalid_api_key",
                              "missing or invalid API key (send 'Authorization: Bearer KEY' or 'X-Api-Key: KEY')");
-            return send_api_error_h(c, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+            return srv_send_api_error_h(c, &e, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         }
         /* A declared body over the limit is never stored. If the client waits
          * for "100 Continue", or the body is beyond all reason, answer now and
@@ -3427,8 +3220,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             if (errno || v > EL_API_MAX_BODY) {
                 const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
                 if ((ex && !strcasecmp(ex, "100-continue")) || errno || v > SRV_DRAIN_MAX)
-                    return send_error(c, 413, "invalid_request_error", NULL, "request_too_large",
-                                      "the request body exceeds %u bytes", (unsigned)EL_API_MAX_BODY);
+                    return srv_send_error(c, 413, "invalid_request_error", NULL, "request_too_large",
+                                          "the request body exceeds %u bytes", (unsigned)EL_API_MAX_BODY);
                 cc->too_big = true;
             }
         }
@@ -3437,7 +3230,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        return body_chunk(s, c, cc, upload_data, n);
+        return srv_body_chunk(s, c, cc, upload_data, n);
     }
     if (cc->over_budget) {
         el_metrics_request(&s->metrics, EL_REQ_REJECTED);
@@ -3446,17 +3239,17 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         el_api_set_error(&e, 503, "server_error", NULL, "server_busy",
                          "the server is holding %u bytes of request bodies already; retry later",
                          (unsigned)SRV_INFLIGHT_BYTES);
-        return send_api_error_h(c, &e, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        return srv_send_api_error_h(c, &e, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     }
     if (cc->too_big)
-        return send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
-                          (unsigned)EL_API_MAX_BODY);
+        return srv_send_error(c, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
+                              (unsigned)EL_API_MAX_BODY);
     if (cc->rt->needs_model && !atomic_load(&s->ready)) {
         /* no local model (yet): generation requests are routed (cloud or declined) */
-        if (cc->rt->fn == h_chat) return h_generate_unready(s, c, cc, EL_API_CHAT);
-        if (cc->rt->fn == h_completions) return h_generate_unready(s, c, cc, EL_API_COMPLETION);
-        if (cc->rt->fn == h_native) return h_generate_unready(s, c, cc, EL_API_NATIVE);
-        return send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
+        if (cc->rt->fn == srv_h_chat) return srv_h_generate_unready(s, c, cc, EL_API_CHAT);
+        if (cc->rt->fn == srv_h_completions) return srv_h_generate_unready(s, c, cc, EL_API_COMPLETION);
+        if (cc->rt->fn == srv_h_native) return srv_h_generate_unready(s, c, cc, EL_API_NATIVE);
+        return srv_send_error(c, 503, "server_error", NULL, "loading", "the model is still loading");
     }
     return cc->rt->fn(s, c, cc);
 }
@@ -3466,14 +3259,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)toe;
     conn_ctx *cc = *con_cls;
     if (!cc) return;
-    budget_release(cls, cc);
+    srv_budget_release(cls, cc);
     free(cc);
     *con_cls = NULL;
 }
 
 /* ---- the request prelude ------------------------------------------------ */
 
-/* Checks every request's headers before on_access sees them: URL bytes,
+/* Checks every request's headers before srv_on_access sees them: URL bytes,
  * message framing, Host, Origin, a CORS preflight, the POST body's type.
  * Returns true with *ret set when it answered the request itself. */
 static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char *url, const char *method,
@@ -3489,7 +3282,7 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
         el_api_error e;
         memset(&e, 0, sizeof e);
         el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_url", "the URL contains a control character");
-        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        *ret = srv_send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
         return true;
     }
     /* Request smuggling: two Content-Lengths that differ (MHD takes the
@@ -3504,28 +3297,28 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
         el_api_set_error(&e, 400, "invalid_request_error", NULL, "bad_framing", "%s",
                          f.cl_conflict ? "conflicting or malformed Content-Length headers"
                                        : "both Content-Length and Transfer-Encoding are set");
-        *ret = send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
+        *ret = srv_send_api_error_h(c, &e, MHD_HTTP_HEADER_CONNECTION, "close");
         return true;
     }
     /* DNS rebinding: a page from another site that resolves its own name to
      * this address still sends its own name as Host. */
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!host && version && !strcmp(version, MHD_HTTP_VERSION_1_1)) {
-        *ret = send_error(c, 400, "invalid_request_error", NULL, "missing_host", "an HTTP/1.1 request needs a Host header");
+        *ret = srv_send_error(c, 400, "invalid_request_error", NULL, "missing_host", "an HTTP/1.1 request needs a Host header");
         return true;
     }
     if (host && !host_allowed(s, host)) {
-        *ret = send_error(c, 403, "invalid_request_error", NULL, "host_not_allowed",
-                          "Host '%.200s' is not allowed (the server answers to localhost, 127.0.0.1, [::1], its --host "
-                          "and each --allow-host)", host);
+        *ret = srv_send_error(c, 403, "invalid_request_error", NULL, "host_not_allowed",
+                              "Host '%.200s' is not allowed (the server answers to localhost, 127.0.0.1, [::1], its --host "
+                              "and each --allow-host)", host);
         return true;
     }
     /* Cross-origin pages: a browser names the page's origin in Origin. */
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (origin && !origin_allowed(s, origin, host)) {
-        *ret = send_error(c, 403, "invalid_request_error", NULL, "origin_not_allowed",
-                          "Origin '%.200s' is not allowed (same-origin only%s)", origin,
-                          s->cors_origin ? ", and the --cors origin" : "; see --cors");
+        *ret = srv_send_error(c, 403, "invalid_request_error", NULL, "origin_not_allowed",
+                              "Origin '%.200s' is not allowed (same-origin only%s)", origin,
+                              s->cors_origin ? ", and the --cors origin" : "; see --cors");
         return true;
     }
     if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && s->cors_origin && origin && !strcmp(origin, s->cors_origin)) {
@@ -3547,14 +3340,14 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
      * page can send cross-site without a preflight. */
     if (!strcmp(method, MHD_HTTP_METHOD_POST) &&
         !is_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE))) {
-        *ret = send_error(c, 415, "invalid_request_error", NULL, "unsupported_media_type",
-                          "POST bodies must be sent as 'Content-Type: application/json'");
+        *ret = srv_send_error(c, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                              "POST bodies must be sent as 'Content-Type: application/json'");
         return true;
     }
     return false;
 }
 
-/* MHD's access handler: the prelude and the connection's phase around on_access. */
+/* MHD's access handler: the prelude and the connection's phase around srv_on_access. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -3569,12 +3362,55 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     } else if (*upload_data_size == 0) {
         conn_set_phase(c, CP_ACTIVE);
     }
-    return on_access(cls, c, url, method, version, upload_data, upload_data_size, con_cls);
+    return srv_on_access(cls, c, url, method, version, upload_data, upload_data_size, con_cls);
 }
 
 static void on_request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     on_completed(cls, c, con_cls, toe);
     conn_set_phase(c, CP_HEADERS); /* kept alive: the next request's header deadline starts now */
+}
+
+/* Binds host:port (s->host, s->p.port: 0 any free port) and starts answering
+ * with the transport's callbacks (one thread per connection); s->port is the
+ * port bound. 0, or an el_error code with msg filled. */
+int srv_http_listen(el_server *s, char *msg, size_t cap) {
+    const int port = s->p.port;
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    int gr = getaddrinfo(s->host, port_s, &hints, &ai);
+    if (gr != 0 || !ai) {
+        snprintf(msg, cap, "cannot resolve host '%s': %s", s->host, gai_strerror(gr));
+        return EL_ERR_INVALID_ARG;
+    }
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
+    bool v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_request_done, s,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, s,
+                              MHD_OPTION_CONNECTION_LIMIT, SRV_CONN_LIMIT,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, SRV_CONN_PER_IP,
+                              MHD_OPTION_CONNECTION_TIMEOUT, SRV_CONN_TIMEOUT_S,
+                              MHD_OPTION_END);
+    if (!s->mhd) {
+        snprintf(msg, cap, "cannot listen on %s:%d (address in use, or not allowed?)", s->host, port);
+        return EL_ERR_IO;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? (int)di->port : port;
+    return 0;
 }
 
 /* ---- lifecycle --------------------------------------------------------- */
@@ -3584,7 +3420,7 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 /* The Host allow-list: loopback names, the bound host (unless a wildcard),
  * each allow_hosts entry ("*": any). IPv6 literals are kept in brackets, as
  * a Host header carries them. Returns -1 when out of memory. */
-static int host_policy_init(el_server *s, const el_server_params *p) {
+int srv_host_policy_init(el_server *s, const el_server_params *p) {
     int cap = 4 + (p->n_allow_hosts > 0 ? p->n_allow_hosts : 0);
     s->hosts = calloc((size_t)cap, sizeof *s->hosts);
     if (!s->hosts) return -1;
@@ -3651,7 +3487,7 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
     if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
     s->t_start = (long)time(NULL);
-    if (host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
+    if (srv_host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
     {   /* routing: policy, cloud client, thermal monitor */
         el_policy builtin;
         el_policy_builtin(&builtin);
@@ -3676,44 +3512,16 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
             if (!s->audit) FAIL(EL_ERR_IO, "--audit-log: %s", msg);
         }
         el_thermal_cfg tc = {p->thermal_source, NULL, pol->derate_c, pol->hot_c, pol->hysteresis_c, pol->sample_ms,
-                             on_thermal_change, s};
+                             srv_on_thermal_change, s};
         s->thermal = el_thermal_start(&tc, msg, sizeof msg);
         if (!s->thermal) FAIL(EL_ERR_INTERNAL, "thermal monitor: %s", msg);
     }
     s->p.policy = NULL; /* the router holds its own copy */
     s->p.cloud_key = NULL;
-    if (pthread_create(&s->reaper, NULL, reaper_main, s)) FAIL(EL_ERR_INTERNAL, "cannot start the connection reaper thread");
-    s->reaper_started = true;
-
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port_s[16];
-    snprintf(port_s, sizeof port_s, "%d", p->port);
-    int gr = getaddrinfo(s->host, port_s, &hints, &ai);
-    if (gr != 0 || !ai) FAIL(EL_ERR_INVALID_ARG, "cannot resolve host '%s': %s", s->host, gai_strerror(gr));
-    struct sockaddr_storage addr;
-    memset(&addr, 0, sizeof addr);
-    memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
-    bool v6 = ai->ai_family == AF_INET6;
-    freeaddrinfo(ai);
-
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
-    if (v6) flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_request, s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_request_done, s,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, s,
-                              MHD_OPTION_CONNECTION_LIMIT, SRV_CONN_LIMIT,
-                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, SRV_CONN_PER_IP,
-                              MHD_OPTION_CONNECTION_TIMEOUT, SRV_CONN_TIMEOUT_S,
-                              MHD_OPTION_END);
-    if (!s->mhd) FAIL(EL_ERR_IO, "cannot listen on %s:%d (address in use, or not allowed?)", s->host, p->port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? (int)di->port : p->port;
+    if (srv_reaper_start(s)) FAIL(EL_ERR_INTERNAL, "cannot start the connection reaper thread");
+    char msg[300];
+    const int rc = srv_http_listen(s, msg, sizeof msg);
+    if (rc) FAIL(rc, "%s", msg);
     return s;
 #undef FAIL
 }
@@ -3777,7 +3585,7 @@ int el_server_load(el_server *s, el_error *err) {
     }
     el_telemetry_set_fingerprint(s->tel, s->fingerprint);
     el_audit_set_fingerprint(s->audit, s->fingerprint);
-    derate_threads(s, el_thermal_get(s->thermal).level); /* the level at load; changes follow on_thermal_change */
+    srv_derate_threads(s, el_thermal_get(s->thermal).level); /* the level at load; changes follow srv_on_thermal_change */
     return 0;
 }
 
@@ -3991,7 +3799,7 @@ static int server_load(el_server *s, el_error *err) {
         }
     }
     for (int i = 0; i < s->n_slots; i++) {
-        if (pthread_create(&s->slots[i].th, NULL, slot_main, &s->slots[i])) {
+        if (pthread_create(&s->slots[i].th, NULL, srv_slot_main, &s->slots[i])) {
             err->code = EL_ERR_INTERNAL;
             snprintf(err->msg, sizeof err->msg, "cannot start slot thread %d", i);
             return -1;
@@ -4027,34 +3835,28 @@ void el_server_free(el_server *s) {
     s->stopping = true;
     while (s->q_head) {
         el_req *r = s->q_head;
-        queue_unlink_locked(s, r);
+        srv_queue_unlink_locked(s, r);
         atomic_store(&r->cancel, true);
         if (r->api.stream) { /* a queued stream ends like a running one: an error event, then [DONE] */
             el_buf tail = {0};
-            stream_tail(r, RS_CANCELLED, &tail);
+            srv_stream_tail(r, RS_CANCELLED, &tail);
             if (tail.len) el_buf_append(&r->out, tail.p, tail.len);
             el_buf_free(&tail);
         }
-        finish_locked(s, r, RS_CANCELLED);
+        srv_finish_locked(s, r, RS_CANCELLED);
         r->next = dropped;
         dropped = r;
     }
     for (int i = 0; i < s->n_slots; i++) el_session_cancel(s->slots[i].sess);
     pthread_cond_broadcast(&s->queue_cv);
     pthread_mutex_unlock(&s->mu);
-    req_unref_list(dropped);
+    srv_req_unref_list(dropped);
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].started) pthread_join(s->slots[i].th, NULL);
     /* every request is terminal now: let their last bytes go out before
      * MHD_stop_daemon shuts the sockets */
-    if (s->mhd) conn_wait_idle(s, SRV_DRAIN_WAIT_MS);
-    if (s->reaper_started) {
-        pthread_mutex_lock(&s->conn_mu);
-        s->reaper_stop = true;
-        pthread_cond_broadcast(&s->conn_cv);
-        pthread_mutex_unlock(&s->conn_mu);
-        pthread_join(s->reaper, NULL);
-    }
+    if (s->mhd) srv_conn_wait_idle(s, SRV_DRAIN_WAIT_MS);
+    srv_reaper_stop(s);
     if (s->mhd) MHD_stop_daemon(s->mhd); /* joins the connection threads */
     if (lsock != MHD_INVALID_SOCKET) close(lsock);
     el_batcher_free(s->batcher); /* the slot threads are joined: no generation runs */
