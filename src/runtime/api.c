@@ -1,19 +1,16 @@
 /*
  * api.c — the parts of the public API (include/edgellm.h) that an embedding
- * application needs beyond load/tokenize/generate: the library's version, log
- * routing, and chat (rendering, tokenizing and one chat turn on a session).
+ * application needs beyond load/tokenize/generate: the library's version and
+ * chat (rendering, tokenizing and one chat turn on a session).
  *
  * Contract:
  *   - el_version() is EL_VERSION_STRING, the string `edgellm --version` prints.
- *   - el_logf formats into a bounded stack buffer and calls the model's log
- *     callback; with no callback it does nothing (the library never prints).
  *   - The chat functions resolve a template name (NULL/"" = the model's own
  *     family, el_chat_family_for_model) and wrap src/runtime/chat.h: only the
  *     template's markers are special tokens, message content is plain text.
  *     Every pointer argument is checked; errors fill el_error and return -1
  *     (or EL_DONE_FAILED).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +20,6 @@
 #include "util/error.h"
 
 const char *el_version(void) { return EL_VERSION_STRING; }
-
-void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
-    if (!m || !m->log_cb) return;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    m->log_cb(level, msg, m->log_user);
-}
 
 const char *el_chat_template_name(const el_model *m) {
     if (!m) return NULL;

@@ -11,6 +11,7 @@
 #include "runtime/grammar.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +248,16 @@ int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_n
 #undef NAME
     }
     return 0;
+}
+
+void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
+    if (!m || !m->log_cb) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    m->log_cb(level, msg, m->log_user);
 }
 
 /* m->mem: what the memory layer plans from (memory/plan.h), read off the bound

@@ -171,6 +171,8 @@ el_finish el_generate_cached(el_session *s, const int32_t *prompt, int n_prompt,
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
+/* (model.c) Formats into a bounded stack buffer and calls the model's log
+ * callback; with no callback it does nothing (the library never prints). */
 void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
 /* M_weights of the capacity plan (memory/capacity.h): the file's size plus
  * the buffers converted at load, saturating. */
