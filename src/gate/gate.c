@@ -19,6 +19,8 @@
 
 #include <sodium.h>
 
+#include "util/error.h"
+
 /* ---- names ------------------------------------------------------------------------- */
 
 static const char *const REASONS[EL_GATE_N_REASONS] = {
@@ -719,34 +721,24 @@ el_gate_reason el_gate_submit(el_gate *g, const char *frame, size_t len, el_gate
 
 /* ---- set-up, handshake, time ----------------------------------------------------------- */
 
-static int errf(char *err, size_t cap, const char *fmt, ...) {
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int el_gate_init(el_gate *g, const el_gate_policy *pol, el_gate_clock_fn clock, void *clock_user,
                  el_gate_audit_fn audit_fn, void *audit_user, char *err, size_t cap) {
-    if (!g || !pol || !clock) return errf(err, cap, "no gate, policy or clock");
-    if (sodium_init() < 0) return errf(err, cap, "libsodium failed to initialise");
-    if (pol->n_devices < 1 || pol->n_devices > EL_GATE_MAX_DEVICES) return errf(err, cap, "1..%d devices", EL_GATE_MAX_DEVICES);
-    if (pol->n_actions < 1 || pol->n_actions > EL_GATE_MAX_ACTIONS) return errf(err, cap, "1..%d actions", EL_GATE_MAX_ACTIONS);
-    if (pol->n_vars < 0 || pol->n_vars > EL_GATE_MAX_VARS) return errf(err, cap, "0..%d variables", EL_GATE_MAX_VARS);
-    if (pol->window < 1 || pol->window > EL_GATE_WINDOW_MAX) return errf(err, cap, "window 1..%d", EL_GATE_WINDOW_MAX);
+    if (!g || !pol || !clock) return el_errf(err, cap, "no gate, policy or clock");
+    if (sodium_init() < 0) return el_errf(err, cap, "libsodium failed to initialise");
+    if (pol->n_devices < 1 || pol->n_devices > EL_GATE_MAX_DEVICES) return el_errf(err, cap, "1..%d devices", EL_GATE_MAX_DEVICES);
+    if (pol->n_actions < 1 || pol->n_actions > EL_GATE_MAX_ACTIONS) return el_errf(err, cap, "1..%d actions", EL_GATE_MAX_ACTIONS);
+    if (pol->n_vars < 0 || pol->n_vars > EL_GATE_MAX_VARS) return el_errf(err, cap, "0..%d variables", EL_GATE_MAX_VARS);
+    if (pol->window < 1 || pol->window > EL_GATE_WINDOW_MAX) return el_errf(err, cap, "window 1..%d", EL_GATE_WINDOW_MAX);
     for (int i = 0; i < pol->n_actions; i++) {
         const el_gate_action *a = &pol->actions[i];
         if (a->n_params < 0 || a->n_params > EL_GATE_MAX_PARAMS || a->n_pre < 0 || a->n_pre > EL_GATE_MAX_PRECOND)
-            return errf(err, cap, "action %d: too many parameters or preconditions", i);
+            return el_errf(err, cap, "action %d: too many parameters or preconditions", i);
         if (a->states & ((1u << EL_GS_LINK_DOWN) | (1u << EL_GS_MODEL_FAILED)))
-            return errf(err, cap, "action %s: no action is allowed in link_down or model_failed", a->name);
+            return el_errf(err, cap, "action %s: no action is allowed in link_down or model_failed", a->name);
         if (!a->safe && (a->states & ~((1u << EL_GS_ONLINE) | (1u << EL_GS_HOST_SLOW))))
-            return errf(err, cap, "action %s: only a safe action may be allowed outside online and host_slow", a->name);
+            return el_errf(err, cap, "action %s: only a safe action may be allowed outside online and host_slow", a->name);
         for (int k = 0; k < a->n_pre; k++)
-            if (a->pre[k].var < 0 || a->pre[k].var >= pol->n_vars) return errf(err, cap, "action %s: bad variable", a->name);
+            if (a->pre[k].var < 0 || a->pre[k].var >= pol->n_vars) return el_errf(err, cap, "action %s: bad variable", a->name);
     }
     memset(g, 0, sizeof *g);
     g->pol = *pol;
