@@ -37,10 +37,12 @@
 
 /* ---- telemetry hooks and thermal derating ------------------------------ */
 
+/* The event's operation for a route kind. */
 static el_tev_op tev_op(el_api_kind k) {
     return k == EL_API_CHAT ? EL_TOP_CHAT : k == EL_API_COMPLETION ? EL_TOP_COMPLETION : EL_TOP_NATIVE;
 }
 
+/* The route's codes in an event; the data class as its index in the policy (-1: not one of it). */
 static void tev_route(const el_server *s, el_tev *e, const el_route *rt) {
     const el_policy *p = el_router_policy(s->router);
     e->route_source = (int)rt->source;
@@ -52,6 +54,7 @@ static void tev_route(const el_server *s, el_tev *e, const el_route *rt) {
     e->canary = rt->canary;
 }
 
+/* Threads that generate at thermal level l: all, half (derated), a quarter (hot); at least one. */
 static int threads_for(const el_server *s, el_thermal_level l) {
     const int n = el_pool_size(s->model->pool);
     const int k = l == EL_THERMAL_HOT ? n / 4 : l == EL_THERMAL_DERATED ? n / 2 : n;
