@@ -148,43 +148,35 @@ static char *print_and_delete(cJSON *root) {
     return out;
 }
 
-char *el_api_error_json(const el_api_error *err) {
+/* {"error": {...}}: OpenAI's members (message, type, param, code) or, inside a stream, llama-server's
+ * (code: the HTTP status, message, type); a context overflow adds n_prompt_tokens and n_ctx. */
+static char *error_json(const el_api_error *err, bool in_stream) {
     if (!err) return NULL;
     cJSON *root = cJSON_CreateObject();
     cJSON *e = root ? cJSON_AddObjectToObject(root, "error") : NULL;
-    if (!e) { cJSON_Delete(root); return NULL; }
     /* the message may have been cut mid-character by vsnprintf: sanitised */
     char msg[sizeof err->message];
     memcpy(msg, err->message, sizeof msg);
     msg[sizeof msg - 1] = 0;
-    if (add_str_or_null(e, "message", msg) || add_str_or_null(e, "type", err->type) ||
-        add_str_or_null(e, "param", err->param) || add_str_or_null(e, "code", err->code) ||
-        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
-                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
+    bool ok = e != NULL;
+    if (ok && in_stream)
+        ok = cJSON_AddNumberToObject(e, "code", err->status) && !add_str_or_null(e, "message", msg) &&
+             !add_str_or_null(e, "type", err->status == 503 ? "unavailable_error" : err->type);
+    else if (ok)
+        ok = !add_str_or_null(e, "message", msg) && !add_str_or_null(e, "type", err->type) &&
+             !add_str_or_null(e, "param", err->param) && !add_str_or_null(e, "code", err->code);
+    ok = ok && (err->n_ctx <= 0 || (cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) &&
+                                    cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)));
+    if (!ok) {
         cJSON_Delete(root);
         return NULL;
     }
     return print_and_delete(root);
 }
 
-char *el_api_stream_error_json(const el_api_error *err) {
-    if (!err) return NULL;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *e = root ? cJSON_AddObjectToObject(root, "error") : NULL;
-    if (!e) { cJSON_Delete(root); return NULL; }
-    char msg[sizeof err->message];
-    memcpy(msg, err->message, sizeof msg);
-    msg[sizeof msg - 1] = 0;
-    const char *type = err->status == 503 ? "unavailable_error" : err->type;
-    if (!cJSON_AddNumberToObject(e, "code", err->status) || add_str_or_null(e, "message", msg) ||
-        add_str_or_null(e, "type", type) ||
-        (err->n_ctx > 0 && (!cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) ||
-                            !cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)))) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
-}
+char *el_api_error_json(const el_api_error *err) { return error_json(err, false); }
+
+char *el_api_stream_error_json(const el_api_error *err) { return error_json(err, true); }
 
 /* ------------------------------------------------------------------ parsing */
 
@@ -267,6 +259,69 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
     }
     *out = v;
     return 0;
+}
+
+/* Optional fields, one helper per type: it NULL (not given, or JSON null) changes nothing and is 0;
+ * otherwise it is checked (get_num, get_int, a boolean, a string), stored in *dst and, when given is not
+ * NULL, *given is set. -1 with err filled. */
+static int opt_num(const cJSON *it, const char *param, double lo, bool lo_open, double hi, bool hi_open, float *dst,
+                   bool *given, el_api_error *err) {
+    double v = 0;
+    if (!it) return 0;
+    if (get_num(it, param, lo, lo_open, hi, hi_open, &v, err)) return -1;
+    *dst = (float)v;
+    if (given) *given = true;
+    return 0;
+}
+
+static int opt_int(const cJSON *it, const char *param, double lo, double hi, int *dst, bool *given,
+                   el_api_error *err) {
+    double v = 0;
+    if (!it) return 0;
+    if (get_int(it, param, lo, hi, &v, err)) return -1;
+    *dst = (int)v;
+    if (given) *given = true;
+    return 0;
+}
+
+static int opt_bool(const cJSON *it, const char *param, bool *dst, bool *given, el_api_error *err) {
+    if (!it) return 0;
+    if (!cJSON_IsBool(it)) return type_error(err, param, "a boolean", it);
+    *dst = cJSON_IsTrue(it);
+    if (given) *given = true;
+    return 0;
+}
+
+static int opt_str(const cJSON *it, const char *param, char **dst, el_api_error *err) {
+    if (!it) return 0;
+    if (!cJSON_IsString(it)) return type_error(err, param, "a string", it);
+    return (*dst = dupstr(it->valuestring, err)) ? 0 : -1;
+}
+
+/* "seed": an integer from lo below 2^64 (as a double 2^64 - 1 is 2^64: checked apart). */
+static int get_seed(const cJSON *it, double lo, double *v, el_api_error *err) {
+    if (get_int(it, "seed", lo, 18446744073709551615.0, v, err)) return -1;
+    if (*v >= 18446744073709551616.0) {
+        BAD(err, "seed", "invalid_value", "'seed' is out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* presence_penalty and frequency_penalty, -2..2 on every route. */
+static int penalties(const cJSON *presence, const cJSON *frequency, el_api_request *out, el_api_error *err) {
+    if (opt_num(presence, "presence_penalty", -2, false, 2, false, &out->presence_penalty, NULL, err) ||
+        opt_num(frequency, "frequency_penalty", -2, false, 2, false, &out->frequency_penalty, NULL, err))
+        return -1;
+    return 0;
+}
+
+/* A token id: a number that is an integer in [0, 2^31) (checked against the vocabulary by the server). */
+static bool token_id(const cJSON *it, int32_t *out) {
+    double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+    if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) return false;
+    *out = (int32_t)v;
+    return true;
 }
 
 enum {
@@ -377,10 +432,8 @@ static int parse_response_format(const cJSON *it, el_api_request *out, el_api_er
     return -1;
 }
 
-/* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
-static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (!cJSON_IsObject(it)) return type_error(err, "logit_bias", "an object", it);
-    int n = cJSON_GetArraySize(it);
+/* logit_bias's arrays for n entries (at most EL_API_MAX_LOGIT_BIAS; none for 0). 0, or -1 with err filled. */
+static int bias_alloc(int n, el_api_request *out, el_api_error *err) {
     if (n > EL_API_MAX_LOGIT_BIAS) {
         BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
             EL_API_MAX_LOGIT_BIAS, n);
@@ -389,7 +442,25 @@ static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *
     if (n == 0) return 0;
     out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
     out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
-    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    return out->logit_bias_id && out->logit_bias ? 0 : oom(err);
+}
+
+/* Appends one entry (room made by bias_alloc); a token given twice is a 400. */
+static int bias_add(int32_t id, float bias, el_api_request *out, el_api_error *err) {
+    for (int i = 0; i < out->n_logit_bias; i++)
+        if (out->logit_bias_id[i] == id) {
+            BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %d given twice", (int)id);
+            return -1;
+        }
+    out->logit_bias_id[out->n_logit_bias] = id;
+    out->logit_bias[out->n_logit_bias++] = bias;
+    return 0;
+}
+
+/* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
+static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return type_error(err, "logit_bias", "an object", it);
+    if (bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
         char q[52];
@@ -405,13 +476,7 @@ static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *
             BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
             return -1;
         }
-        for (int i = 0; i < out->n_logit_bias; i++)
-            if (out->logit_bias_id[i] == (int32_t)id) {
-                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %lld given twice", id);
-                return -1;
-            }
-        out->logit_bias_id[out->n_logit_bias] = (int32_t)id;
-        out->logit_bias[out->n_logit_bias++] = (float)e->valuedouble;
+        if (bias_add((int32_t)id, (float)e->valuedouble, out, err)) return -1;
     }
     return 0;
 }
@@ -938,7 +1003,8 @@ static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_req
     return 0;
 }
 
-static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out, el_api_error *err) {
+static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *err) {
+    const el_api_kind kind = out->kind;
     const cJSON *f[F_COUNT] = {0};
     unsigned kbit = kind == EL_API_CHAT ? K_CHAT : K_COMP;
     const cJSON *it;
@@ -961,57 +1027,23 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         if (f[k] && cJSON_IsNull(f[k]) && k != F_MESSAGES && k != F_PROMPT) f[k] = NULL;
 
     double v;
-    if ((it = f[F_MODEL])) {
-        if (!cJSON_IsString(it)) return type_error(err, "model", "a string", it);
-        if (!(out->model = dupstr(it->valuestring, err))) return -1;
-    }
-    if ((it = f[F_MAX_TOKENS])) {
-        if (get_int(it, "max_tokens", 1, (double)(1 << 20), &v, err)) return -1;
-        out->max_tokens = (int)v;
-        out->has_max_tokens = true;
-    }
-    if ((it = f[F_MAX_COMPLETION_TOKENS])) { /* the newer name wins when both are given */
-        if (get_int(it, "max_completion_tokens", 1, (double)(1 << 20), &v, err)) return -1;
-        out->max_tokens = (int)v;
-        out->has_max_tokens = true;
-    }
-    if ((it = f[F_TEMPERATURE])) {
-        if (get_num(it, "temperature", 0, false, 2, false, &v, err)) return -1;
-        out->temperature = (float)v;
-        out->has_temperature = true;
-    }
-    if ((it = f[F_TOP_P])) {
-        if (get_num(it, "top_p", 0, true, 1, false, &v, err)) return -1;
-        out->top_p = (float)v;
-    }
-    if ((it = f[F_PRESENCE])) {
-        if (get_num(it, "presence_penalty", -2, false, 2, false, &v, err)) return -1;
-        out->presence_penalty = (float)v;
-    }
-    if ((it = f[F_FREQUENCY])) {
-        if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
-        out->frequency_penalty = (float)v;
-    }
-    if ((it = f[F_CACHE_PROMPT])) {
-        if (!cJSON_IsBool(it)) return type_error(err, "cache_prompt", "a boolean", it);
-        out->cache_prompt = cJSON_IsTrue(it);
-        out->has_cache_prompt = true;
-    }
-    if ((it = f[F_SEED])) {
-        /* int64 (stored two's complement) or uint64 */
-        if (get_int(it, "seed", -9223372036854775808.0, 18446744073709551615.0, &v, err)) return -1;
-        if (v >= 18446744073709551616.0) { /* 2^64-1 rounds up to 2^64 as a double */
-            BAD(err, "seed", "invalid_value", "'seed' is out of range");
-            return -1;
-        }
+    if (opt_str(f[F_MODEL], "model", &out->model, err) ||
+        opt_int(f[F_MAX_TOKENS], "max_tokens", 1, 1 << 20, &out->max_tokens, &out->has_max_tokens, err) ||
+        /* the newer name wins when both are given */
+        opt_int(f[F_MAX_COMPLETION_TOKENS], "max_completion_tokens", 1, 1 << 20, &out->max_tokens,
+                &out->has_max_tokens, err) ||
+        opt_num(f[F_TEMPERATURE], "temperature", 0, false, 2, false, &out->temperature, &out->has_temperature, err) ||
+        opt_num(f[F_TOP_P], "top_p", 0, true, 1, false, &out->top_p, NULL, err) ||
+        penalties(f[F_PRESENCE], f[F_FREQUENCY], out, err) ||
+        opt_bool(f[F_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err))
+        return -1;
+    if ((it = f[F_SEED])) { /* int64 (stored two's complement) or uint64 */
+        if (get_seed(it, -9223372036854775808.0, &v, err)) return -1;
         out->has_seed = true;
         out->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     }
     if ((it = f[F_STOP]) && parse_stop(it, out, err)) return -1;
-    if ((it = f[F_STREAM])) {
-        if (!cJSON_IsBool(it)) return type_error(err, "stream", "a boolean", it);
-        out->stream = cJSON_IsTrue(it);
-    }
+    if (opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err)) return -1;
     if ((it = f[F_STREAM_OPTIONS])) {
         if (!cJSON_IsObject(it)) return type_error(err, "stream_options", "an object", it);
         const cJSON *iu;
@@ -1029,16 +1061,9 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         }
     }
     if ((it = f[F_USER]) && !cJSON_IsString(it)) return type_error(err, "user", "a string", it);
-    if ((it = f[F_LOGPROBS])) {
-        if (kind == EL_API_CHAT) {
-            if (!cJSON_IsBool(it)) return type_error(err, "logprobs", "a boolean", it);
-            out->logprobs = cJSON_IsTrue(it);
-        } else {
-            if (get_int(it, "logprobs", 0, 5, &v, err)) return -1;
-            out->logprobs = true;
-            out->top_logprobs = (int)v;
-        }
-    }
+    if (kind == EL_API_CHAT ? opt_bool(f[F_LOGPROBS], "logprobs", &out->logprobs, NULL, err)
+                            : opt_int(f[F_LOGPROBS], "logprobs", 0, 5, &out->top_logprobs, &out->logprobs, err))
+        return -1;
     if ((it = f[F_TOP_LOGPROBS])) {
         if (get_int(it, "top_logprobs", 0, EL_API_MAX_TOP_LOGPROBS, &v, err)) return -1;
         if (!out->logprobs) {
@@ -1048,8 +1073,7 @@ static int parse_fields(el_api_kind kind, const cJSON *root, el_api_request *out
         out->top_logprobs = (int)v;
     }
     if ((it = f[F_ECHO])) {
-        if (!cJSON_IsBool(it)) return type_error(err, "echo", "a boolean", it);
-        out->echo = cJSON_IsTrue(it);
+        if (opt_bool(it, "echo", &out->echo, NULL, err)) return -1;
         if (out->echo && out->logprobs) {
             BAD(err, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported "
                 "(the prompt's log-probabilities are not computed)");
@@ -1207,25 +1231,32 @@ static int parse_lora(const cJSON *root, el_api_request *out, el_api_error *err)
     return 0;
 }
 
+/* A caller's bug: no output struct (a 500). A NULL err is fine everywhere: errors then go nowhere. */
+static int no_output(el_api_error *err, const char *fn) {
+    el_api_set_error(err, 500, "server_error", NULL, NULL, "%s: no output struct", fn);
+    return -1;
+}
+
+/* Steps 1-4, then the route's fields and the "lora" list into out (request_init'ed); out is freed on failure. */
+static int parse_request(const char *body, size_t len, int (*fields)(const cJSON *, el_api_request *, el_api_error *),
+                         el_api_request *out, el_api_error *err) {
+    cJSON *root = parse_root(body, len, err);
+    if (!root) return -1;
+    int rc = fields(root, out, err);
+    if (!rc) rc = parse_lora(root, out, err);
+    cJSON_Delete(root);
+    if (rc) el_api_request_free(out);
+    return rc;
+}
+
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err) {
-    el_api_error dummy;
-    if (!err) err = &dummy;
-    if (!out) {
-        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: no output struct");
-        return -1;
-    }
+    if (!out) return no_output(err, "el_api_parse");
     request_init(out, kind);
     if (kind != EL_API_CHAT && kind != EL_API_COMPLETION) {
         el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: bad kind");
         return -1;
     }
-    cJSON *root = parse_root(body, len, err);
-    if (!root) return -1;
-    int rc = parse_fields(kind, root, out, err);
-    if (!rc) rc = parse_lora(root, out, err);
-    cJSON_Delete(root);
-    if (rc) el_api_request_free(out);
-    return rc;
+    return parse_request(body, len, parse_fields, out, err);
 }
 
 /* ------------------------------------------------------ llama-server /completion */
@@ -1306,12 +1337,10 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
             if (!(out->parts[i].text = dupstr(e->valuestring, err))) return -1;
             n_str++;
         } else if (cJSON_IsNumber(e)) {
-            double v = e->valuedouble;
-            if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            if (!token_id(e, &out->parts[i].tok)) {
                 BAD(err, "prompt", "invalid_value", "prompt[%d] is not a token id (an integer >= 0)", i);
                 return -1;
             }
-            out->parts[i].tok = (int32_t)v;
         } else if (cJSON_IsArray(e) || cJSON_IsObject(e)) {
             BAD(err, "prompt", "unsupported_value",
                 "several prompts in one request (or multimodal prompt objects) are not supported; send one prompt");
@@ -1331,27 +1360,9 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
 
 /* [[id, bias | false], ...] (llama-server) or {"id": bias} (OpenAI). */
 static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (cJSON_IsObject(it)) {
-        /* OpenAI's object form, but llama-server takes any finite bias: checked below */
-        int n = cJSON_GetArraySize(it);
-        if (n > EL_API_MAX_LOGIT_BIAS) {
-            BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
-                EL_API_MAX_LOGIT_BIAS, n);
-            return -1;
-        }
-        return parse_logit_bias(it, out, err);
-    }
+    if (cJSON_IsObject(it)) return parse_logit_bias(it, out, err); /* OpenAI's object form (biases -100..100) */
     if (!cJSON_IsArray(it)) return type_error(err, "logit_bias", "an array of [token id, bias] pairs", it);
-    int n = cJSON_GetArraySize(it);
-    if (n > EL_API_MAX_LOGIT_BIAS) {
-        BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
-            EL_API_MAX_LOGIT_BIAS, n);
-        return -1;
-    }
-    if (n == 0) return 0;
-    out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
-    out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
-    if (!out->logit_bias_id || !out->logit_bias) return oom(err);
+    if (bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
     int i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
@@ -1365,8 +1376,8 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
                 "logit_bias[%d]: text keys are not supported; give token ids (see /tokenize)", i);
             return -1;
         }
-        double v = cJSON_IsNumber(id) ? id->valuedouble : -1;
-        if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+        int32_t tok;
+        if (!token_id(id, &tok)) {
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][0] is not a token id (an integer >= 0)", i);
             return -1;
         }
@@ -1377,21 +1388,9 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][1]: expected a number in [-1e6, 1e6] or false", i);
             return -1;
         }
-        for (int k = 0; k < out->n_logit_bias; k++)
-            if (out->logit_bias_id[k] == (int32_t)v) {
-                BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %d given twice", (int)v);
-                return -1;
-            }
-        out->logit_bias_id[out->n_logit_bias] = (int32_t)v;
-        out->logit_bias[out->n_logit_bias++] = bias;
+        if (bias_add(tok, bias, out, err)) return -1;
         i++;
     }
-    return 0;
-}
-
-static int native_bool(const cJSON *it, const char *name, bool *dst, el_api_error *err) {
-    if (!cJSON_IsBool(it)) return type_error(err, name, "a boolean", it);
-    *dst = cJSON_IsTrue(it);
     return 0;
 }
 
@@ -1428,45 +1427,23 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
         out->max_tokens = (int)v; /* -1: until the context is full */
         out->has_max_tokens = true;
     }
-    if ((it = f[N_TEMPERATURE])) {
-        if (get_num(it, "temperature", -1e9, false, 2, false, &v, err)) return -1;
-        out->temperature = v < 0 ? 0.0f : (float)v; /* negative: greedy, as llama-server */
-        out->has_temperature = true;
-    }
-    if ((it = f[N_TOP_K])) {
-        if (get_int(it, "top_k", -2147483648.0, 2147483647.0, &v, err)) return -1;
-        out->top_k = v < 0 ? 0 : (int)v; /* <= 0: off */
-    }
-    if ((it = f[N_TOP_P])) {
-        if (get_num(it, "top_p", 0, false, 1, false, &v, err)) return -1;
-        out->top_p = v <= 0 ? 1.0f : (float)v; /* llama-server: 0 and 1 both leave top-p off */
-    }
-    if ((it = f[N_MIN_P])) {
-        if (get_num(it, "min_p", 0, false, 1, false, &v, err)) return -1;
-        out->min_p = (float)v;
-    }
-    if ((it = f[N_REPEAT_PENALTY])) {
-        if (get_num(it, "repeat_penalty", 0, false, 10, false, &v, err)) return -1;
-        out->repeat_penalty = v == 0 ? 1.0f : (float)v;
-    }
-    if ((it = f[N_REPEAT_LAST_N])) {
-        if (get_int(it, "repeat_last_n", -1, (double)(1 << 20), &v, err)) return -1;
-        out->repeat_last_n = (int)v;
-    }
-    if ((it = f[N_PRESENCE])) {
-        if (get_num(it, "presence_penalty", -2, false, 2, false, &v, err)) return -1;
-        out->presence_penalty = (float)v;
-    }
-    if ((it = f[N_FREQUENCY])) {
-        if (get_num(it, "frequency_penalty", -2, false, 2, false, &v, err)) return -1;
-        out->frequency_penalty = (float)v;
-    }
+    if (opt_num(f[N_TEMPERATURE], "temperature", -1e9, false, 2, false, &out->temperature, &out->has_temperature,
+                err) ||
+        opt_int(f[N_TOP_K], "top_k", -2147483648.0, 2147483647.0, &out->top_k, NULL, err) ||
+        opt_num(f[N_TOP_P], "top_p", 0, false, 1, false, &out->top_p, NULL, err) ||
+        opt_num(f[N_MIN_P], "min_p", 0, false, 1, false, &out->min_p, NULL, err) ||
+        opt_num(f[N_REPEAT_PENALTY], "repeat_penalty", 0, false, 10, false, &out->repeat_penalty, NULL, err) ||
+        opt_int(f[N_REPEAT_LAST_N], "repeat_last_n", -1, 1 << 20, &out->repeat_last_n, NULL, err) ||
+        penalties(f[N_PRESENCE], f[N_FREQUENCY], out, err))
+        return -1;
+    /* llama-server's readings of the values as sent: a negative temperature is greedy, a negative top_k
+     * is off (0), top_p 0 (as 1) leaves top-p off, repeat_penalty 0 is 1 (off) */
+    if (f[N_TEMPERATURE] && f[N_TEMPERATURE]->valuedouble < 0) out->temperature = 0.0f;
+    if (f[N_TOP_K] && f[N_TOP_K]->valuedouble < 0) out->top_k = 0;
+    if (f[N_TOP_P] && f[N_TOP_P]->valuedouble <= 0) out->top_p = 1.0f;
+    if (f[N_REPEAT_PENALTY] && f[N_REPEAT_PENALTY]->valuedouble == 0) out->repeat_penalty = 1.0f;
     if ((it = f[N_SEED])) {
-        if (get_int(it, "seed", -1, 18446744073709551615.0, &v, err)) return -1;
-        if (v >= 18446744073709551616.0) {
-            BAD(err, "seed", "invalid_value", "'seed' is out of range");
-            return -1;
-        }
+        if (get_seed(it, -1, &v, err)) return -1;
         if (v >= 0 && v != 4294967295.0) { /* -1 and 0xFFFFFFFF (LLAMA_DEFAULT_SEED): random */
             out->has_seed = true;
             out->seed = (uint64_t)v;
@@ -1474,29 +1451,21 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
     }
     if ((it = f[N_STOP]) && parse_stop(it, out, err)) return -1;
     if ((it = f[N_LOGIT_BIAS]) && native_logit_bias(it, out, err)) return -1;
-    if ((it = f[N_N_PROBS])) {
-        if (get_int(it, "n_probs", 0, 2147483647.0, &v, err)) return -1;
-        out->n_probs = (int)v;
-    }
-    if ((it = f[N_IGNORE_EOS]) && native_bool(it, "ignore_eos", &out->ignore_eos, err)) return -1;
+    if (opt_int(f[N_N_PROBS], "n_probs", 0, 2147483647.0, &out->n_probs, NULL, err) ||
+        opt_bool(f[N_IGNORE_EOS], "ignore_eos", &out->ignore_eos, NULL, err))
+        return -1;
     if (f[N_GRAMMAR] && f[N_JSON_SCHEMA] && !(cJSON_IsString(f[N_GRAMMAR]) && !f[N_GRAMMAR]->valuestring[0])) {
         BAD(err, "grammar", "invalid_value", "give either 'json_schema' or 'grammar', not both");
         return -1;
     }
     if ((it = f[N_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
     if ((it = f[N_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
-    if ((it = f[N_CACHE_PROMPT]) && native_bool(it, "cache_prompt", &out->cache_prompt, err)) return -1;
-    if (it) out->has_cache_prompt = true;
-    if ((it = f[N_RETURN_TOKENS]) && native_bool(it, "return_tokens", &out->return_tokens, err)) return -1;
-    if ((it = f[N_STREAM]) && native_bool(it, "stream", &out->stream, err)) return -1;
-    if ((it = f[N_ID_SLOT])) {
-        if (get_int(it, "id_slot", -1, 2147483647.0, &v, err)) return -1;
-        out->id_slot = (int)v;
-    }
-    if ((it = f[N_MODEL])) {
-        if (!cJSON_IsString(it)) return type_error(err, "model", "a string", it);
-        if (!(out->model = dupstr(it->valuestring, err))) return -1;
-    }
+    if (opt_bool(f[N_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err) ||
+        opt_bool(f[N_RETURN_TOKENS], "return_tokens", &out->return_tokens, NULL, err) ||
+        opt_bool(f[N_STREAM], "stream", &out->stream, NULL, err) ||
+        opt_int(f[N_ID_SLOT], "id_slot", -1, 2147483647.0, &out->id_slot, NULL, err) ||
+        opt_str(f[N_MODEL], "model", &out->model, err))
+        return -1;
     if ((it = f[N_RESPONSE_FIELDS])) {
         if (!cJSON_IsArray(it)) return type_error(err, "response_fields", "an array of strings", it);
         int n = cJSON_GetArraySize(it), i = 0;
@@ -1519,20 +1488,9 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
 }
 
 int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_api_error *err) {
-    el_api_error dummy;
-    if (!err) err = &dummy;
-    if (!out) {
-        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_native: no output struct");
-        return -1;
-    }
+    if (!out) return no_output(err, "el_api_parse_native");
     request_init(out, EL_API_NATIVE);
-    cJSON *root = parse_root(body, len, err);
-    if (!root) return -1;
-    int rc = native_fields(root, out, err);
-    if (!rc) rc = parse_lora(root, out, err);
-    cJSON_Delete(root);
-    if (rc) el_api_request_free(out);
-    return rc;
+    return parse_request(body, len, native_fields, out, err);
 }
 
 /* Looks up an optional top-level field that may appear at most once; JSON null is "not given". */
@@ -1546,12 +1504,7 @@ static int tok_field(const cJSON *root, const char *key, const cJSON **out, el_a
 }
 
 int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
-    el_api_error dummy;
-    if (!err) err = &dummy;
-    if (!out) {
-        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_tokenize: no output struct");
-        return -1;
-    }
+    if (!out) return no_output(err, "el_api_parse_tokenize");
     memset(out, 0, sizeof *out);
     out->parse_special = true;
     cJSON *root = parse_root(body, len, err);
@@ -1585,12 +1538,7 @@ done:
 }
 
 int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
-    el_api_error dummy;
-    if (!err) err = &dummy;
-    if (!out) {
-        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_detokenize: no output struct");
-        return -1;
-    }
+    if (!out) return no_output(err, "el_api_parse_detokenize");
     memset(out, 0, sizeof *out);
     cJSON *root = parse_root(body, len, err);
     if (!root) return -1;
@@ -1606,12 +1554,11 @@ int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *ou
     out->tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->tokens);
     if (!out->tokens) { oom(err); goto done; }
     cJSON_ArrayForEach(t, toks) {
-        double v = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (!cJSON_IsNumber(t) || !(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+        if (!token_id(t, &out->tokens[i])) {
             BAD(err, "tokens", "invalid_value", "tokens[%d] is not a token id (an integer >= 0)", i);
             goto done;
         }
-        out->tokens[i++] = (int32_t)v;
+        i++;
     }
     out->n_tokens = i;
     rc = 0;
@@ -1718,6 +1665,20 @@ static int add_choice(cJSON *root, fill_fn fill, const void *ctx, const char *fi
     return 0;
 }
 
+/* A body with one choice: head(object, ...), the choice (fill writes its body) and, when usage is given,
+ * usage. malloc'd, NULL on OOM. */
+static char *choice_body(const char *object, const char *id, const char *model, long created,
+                         const char *fingerprint, fill_fn fill, const void *ctx, const char *finish,
+                         const char *logprobs, const el_api_usage *usage) {
+    cJSON *root = head(object, id, model, created, fingerprint);
+    if (!root) return NULL;
+    if (add_choice(root, fill, ctx, finish, logprobs) || (usage && add_usage(root, *usage))) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return print_and_delete(root);
+}
+
 struct text_ctx { const char *text; size_t len; bool first; };
 
 static int fill_message(cJSON *c, const void *ctx) {
@@ -1756,27 +1717,15 @@ char *el_api_with_truncation(char *json, int n_messages_dropped) {
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
                            const char *content, size_t len, const char *finish, el_api_usage usage,
                            const char *logprobs) {
-    cJSON *root = head("chat.completion", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct text_ctx t = {content, len, false};
-    if (add_choice(root, fill_message, &t, finish, logprobs) || add_usage(root, usage)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("chat.completion", id, model, created, fingerprint, fill_message, &t, finish, logprobs, &usage);
 }
 
 char *el_api_completion_response(const char *id, const char *model, long created, const char *fingerprint,
                                  const char *text, size_t len, const char *finish, el_api_usage usage,
                                  const char *logprobs) {
-    cJSON *root = head("text_completion", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct text_ctx t = {text, len, false};
-    if (add_choice(root, fill_text, &t, finish, logprobs) || add_usage(root, usage)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("text_completion", id, model, created, fingerprint, fill_text, &t, finish, logprobs, &usage);
 }
 
 /* The usage chunk: choices [] plus usage. */
@@ -1795,14 +1744,9 @@ char *el_api_chat_chunk(const char *id, const char *model, long created, const c
                         const char *delta, size_t len, bool first, const char *finish, const el_api_usage *usage,
                         const char *logprobs) {
     if (usage) return usage_chunk("chat.completion.chunk", id, model, created, fingerprint, usage);
-    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct text_ctx d = {delta, len, first};
-    if (add_choice(root, fill_delta, &d, finish, logprobs)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("chat.completion.chunk", id, model, created, fingerprint, fill_delta, &d, finish, logprobs,
+                       NULL);
 }
 
 char *el_api_chat_role_chunk(const char *id, const char *model, long created, const char *fingerprint) {
@@ -1847,14 +1791,9 @@ static int fill_tool_message(cJSON *c, const void *ctx) {
 char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
                                  const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
                                  el_api_usage usage, const char *logprobs) {
-    cJSON *root = head("chat.completion", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct tools_ctx t = {content, len, tc};
-    if (add_choice(root, fill_tool_message, &t, finish, logprobs) || add_usage(root, usage)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("chat.completion", id, model, created, fingerprint, fill_tool_message, &t, finish, logprobs,
+                       &usage);
 }
 
 struct tool_delta { int index; const char *call_id, *name, *args; size_t args_len; };
@@ -1876,28 +1815,17 @@ static int fill_tool_delta(cJSON *c, const void *ctx) {
 
 char *el_api_chat_tool_chunk(const char *id, const char *model, long created, const char *fingerprint, int index,
                              const char *call_id, const char *name, const char *args, size_t args_len) {
-    cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct tool_delta d = {index, call_id, name, args, args_len};
-    if (add_choice(root, fill_tool_delta, &d, NULL, NULL)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("chat.completion.chunk", id, model, created, fingerprint, fill_tool_delta, &d, NULL, NULL,
+                       NULL);
 }
 
 char *el_api_completion_chunk(const char *id, const char *model, long created, const char *fingerprint,
                               const char *text, size_t len, const char *finish, const el_api_usage *usage,
                               const char *logprobs) {
     if (usage) return usage_chunk("text_completion", id, model, created, fingerprint, usage);
-    cJSON *root = head("text_completion", id, model, created, fingerprint);
-    if (!root) return NULL;
     struct text_ctx t = {text, len, false};
-    if (add_choice(root, fill_text, &t, finish, logprobs)) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return print_and_delete(root);
+    return choice_body("text_completion", id, model, created, fingerprint, fill_text, &t, finish, logprobs, NULL);
 }
 
 /* ------------------------------------------------------------ tokens, logprobs */
@@ -2187,12 +2115,10 @@ static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_i
             if (!(dst->parts[k].text = dupstr(e->valuestring, err))) return -1;
             any = any || e->valuestring[0];
         } else if (cJSON_IsNumber(e)) {
-            double v = e->valuedouble;
-            if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) {
+            if (!token_id(e, &dst->parts[k].tok)) {
                 BAD(err, param, "invalid_value", "%s[%d][%d] is not a token id (an integer >= 0)", param, idx, k);
                 return -1;
             }
-            dst->parts[k].tok = (int32_t)v;
             any = true;
         } else {
             BAD(err, param, "invalid_type", "%s[%d][%d]: expected a token id or a string, got %s", param, idx, k,
@@ -2233,19 +2159,10 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
             return -1;
         }
     }
-    double v;
-    if (norm) {
-        if (get_int(norm, "embd_normalize", -1, EL_API_MAX_EMBD_NORMALIZE, &v, err)) return -1;
-        out->normalize = (int)v;
-    }
-    if (dims) {
-        if (get_int(dims, "dimensions", 1, 1 << 20, &v, err)) return -1;
-        out->dimensions = (int)v;
-    }
-    if (model) {
-        if (!cJSON_IsString(model)) return type_error(err, "model", "a string", model);
-        if (!(out->model = dupstr(model->valuestring, err))) return -1;
-    }
+    if (opt_int(norm, "embd_normalize", -1, EL_API_MAX_EMBD_NORMALIZE, &out->normalize, NULL, err) ||
+        opt_int(dims, "dimensions", 1, 1 << 20, &out->dimensions, NULL, err) ||
+        opt_str(model, "model", &out->model, err))
+        return -1;
     if (user && !cJSON_IsString(user)) return type_error(err, "user", "a string", user);
 
     int budget = EL_API_MAX_PROMPT_PARTS;
@@ -2280,12 +2197,7 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
 }
 
 int el_api_parse_embeddings(const char *body, size_t len, el_api_embd_request *out, el_api_error *err) {
-    el_api_error dummy;
-    if (!err) err = &dummy;
-    if (!out) {
-        el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse_embeddings: no output struct");
-        return -1;
-    }
+    if (!out) return no_output(err, "el_api_parse_embeddings");
     memset(out, 0, sizeof *out);
     out->normalize = 2;
     cJSON *root = parse_root(body, len, err);
