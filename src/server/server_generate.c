@@ -257,6 +257,29 @@ static int ban_eog(el_server *s, el_api_request *a) {
     return 0;
 }
 
+/* Queues r (bound to its connection: client_gone watches it); 0, or -1 with *ret the answer (503, r released). */
+static int queue(el_server *s, struct MHD_Connection *c, el_req *r, el_api_error *e, enum MHD_Result *ret) {
+    srv_req_bind_conn(r, c);
+    const char *rh = NULL, *rv = NULL;
+    if (!srv_enqueue(s, r, e, &rh, &rv)) return 0;
+    *ret = srv_reject(s, c, r, e, rh, rv);
+    return -1;
+}
+
+/* Waits for queued non-streamed r on its connection's thread, watching the client. RS_DONE or RS_FAILED: the
+ * caller answers from r; RS_CANCELLED: *ret is the answer already (MHD_NO: the client went away; 503). */
+static req_state await(el_server *s, struct MHD_Connection *c, el_req *r, enum MHD_Result *ret) {
+    bool gone = false;
+    const req_state st = srv_wait_done(s, r, &gone);
+    if (gone) {
+        *ret = MHD_NO;
+        return RS_CANCELLED;
+    }
+    if (st == RS_CANCELLED)
+        *ret = srv_send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+    return st;
+}
+
 /* A generation request's body, parsed by its route's parser (api.h). 0, or -1 with e filled. */
 static int parse_generation(el_api_kind kind, const conn_ctx *cc, el_api_request *a, el_api_error *e) {
     const char *body = cc->body.p ? cc->body.p : "";
@@ -449,27 +472,19 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     srv_rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
     if (srv_reply_begin(r, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
 
-    srv_req_bind_conn(r, c);
-    const char *rh = NULL, *rv = NULL;
-    if (srv_enqueue(s, r, &e, &rh, &rv)) return srv_reject(s, c, r, &e, rh, rv);
+    enum MHD_Result ret = MHD_NO;
+    if (queue(s, c, r, &e, &ret)) return ret;
     if (r->api.stream) return srv_stream_respond(c, r);
 
     /* non-stream: wait here (this connection's own thread), watching the client */
-    bool gone = false;
-    req_state st = srv_wait_done(s, r, &gone);
-
-    enum MHD_Result ret;
-    if (gone) {
-        ret = MHD_NO;
-    } else if (st == RS_DONE) {
+    const req_state st = await(s, c, r, &ret);
+    if (st == RS_DONE) {
         el_cloud_canary_local(r->canary, true, r->text.p, r->text.len, (now_s() - r->t_arrival) * 1000.0);
         r->canary = NULL;
         char *json = srv_reply_json(r);
         ret = json ? srv_send_routed(c, MHD_HTTP_OK, json, &r->route, NULL, NULL)
                    : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    } else if (st == RS_CANCELLED) {
-        ret = srv_send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
-    } else { /* a typed local failure, with its route: never retried in the cloud */
+    } else if (st == RS_FAILED) { /* a typed local failure, with its route: never retried in the cloud */
         el_api_error fe;
         memset(&fe, 0, sizeof fe);
         el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
@@ -577,25 +592,18 @@ enum MHD_Result srv_h_embeddings(el_server *s, struct MHD_Connection *c, conn_ct
         }
     srv_budget_release(s, cc);
     srv_rand_id(r->id, sizeof r->id, "embd-");
-    srv_req_bind_conn(r, c);
-    const char *rh = NULL, *rv = NULL;
-    if (srv_enqueue(s, r, &e, &rh, &rv)) {
+    enum MHD_Result ret = MHD_NO;
+    if (queue(s, c, r, &e, &ret)) {
         el_api_embd_request_free(&q);
-        return srv_reject(s, c, r, &e, rh, rv);
+        return ret;
     }
-    bool gone = false;
-    req_state st = srv_wait_done(s, r, &gone);
-    enum MHD_Result ret;
-    if (gone) {
-        ret = MHD_NO;
-    } else if (st == RS_DONE) {
+    const req_state st = await(s, c, r, &ret);
+    if (st == RS_DONE) {
         char *json = oai ? el_api_embeddings_response(q.model ? q.model : s->model_id, (const float *const *)r->embd_vec,
                                                       k, E, q.base64, total)
                          : el_api_embeddings_native((const float *const *)r->embd_vec, r->embd_rows, k, E);
         ret = json ? srv_send_json(c, MHD_HTTP_OK, json) : srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    } else if (st == RS_CANCELLED) {
-        ret = srv_send_error(c, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
-    } else {
+    } else if (st == RS_FAILED) {
         ret = srv_send_error(c, 500, "server_error", NULL, "embedding_failed", "embedding failed: %s: %s",
                              el_status_name(r->err.code), r->err.msg);
     }
