@@ -21,7 +21,7 @@
  * After step 4 every string is valid UTF-8 without NULs (cJSON rejects lone
  * surrogate escapes), so everything copied into el_api_request is too.
  * /tokenize and /detokenize bodies (el_api_parse_tokenize/_detokenize) go
- * through the same steps 1-4 (parse_root) and the same error shapes; their
+ * through the same steps 1-4 (api_parse_root) and the same error shapes; their
  * fields are checked like the others.
  *
  * Unsupported values are a 400 that names the field, never ignored: n and
@@ -57,6 +57,7 @@
  * as 16, and seeds beyond 2^53 lose their low bits.
  */
 #include "server/api.h"
+#include "server/api_internal.h"
 #include "util/utf8.h"
 
 #include <cjson/cJSON.h>
@@ -133,7 +134,7 @@ void el_api_set_error(el_api_error *err, int status, const char *type, const cha
 }
 
 /* Adds key: string (sanitised) or null. Returns 0 / -1 on OOM. */
-static int add_str_or_null(cJSON *obj, const char *key, const char *s) {
+int api_add_str_or_null(cJSON *obj, const char *key, const char *s) {
     if (!s) return cJSON_AddNullToObject(obj, key) ? 0 : -1;
     char *owned;
     const char *c = utf8_clean(s, &owned);
@@ -142,7 +143,7 @@ static int add_str_or_null(cJSON *obj, const char *key, const char *s) {
     return it ? 0 : -1;
 }
 
-static char *print_and_delete(cJSON *root) {
+char *api_print_and_delete(cJSON *root) {
     char *out = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return out;
@@ -160,18 +161,18 @@ static char *error_json(const el_api_error *err, bool in_stream) {
     msg[sizeof msg - 1] = 0;
     bool ok = e != NULL;
     if (ok && in_stream)
-        ok = cJSON_AddNumberToObject(e, "code", err->status) && !add_str_or_null(e, "message", msg) &&
-             !add_str_or_null(e, "type", err->status == 503 ? "unavailable_error" : err->type);
+        ok = cJSON_AddNumberToObject(e, "code", err->status) && !api_add_str_or_null(e, "message", msg) &&
+             !api_add_str_or_null(e, "type", err->status == 503 ? "unavailable_error" : err->type);
     else if (ok)
-        ok = !add_str_or_null(e, "message", msg) && !add_str_or_null(e, "type", err->type) &&
-             !add_str_or_null(e, "param", err->param) && !add_str_or_null(e, "code", err->code);
+        ok = !api_add_str_or_null(e, "message", msg) && !api_add_str_or_null(e, "type", err->type) &&
+             !api_add_str_or_null(e, "param", err->param) && !api_add_str_or_null(e, "code", err->code);
     ok = ok && (err->n_ctx <= 0 || (cJSON_AddNumberToObject(e, "n_prompt_tokens", err->n_prompt_tokens) &&
                                     cJSON_AddNumberToObject(e, "n_ctx", err->n_ctx)));
     if (!ok) {
         cJSON_Delete(root);
         return NULL;
     }
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 char *el_api_error_json(const el_api_error *err) { return error_json(err, false); }
@@ -180,9 +181,7 @@ char *el_api_stream_error_json(const el_api_error *err) { return error_json(err,
 
 /* ------------------------------------------------------------------ parsing */
 
-#define BAD(err, param, code, ...) el_api_set_error(err, 400, "invalid_request_error", param, code, __VA_ARGS__)
-
-static const char *jtype(const cJSON *it) {
+const char *api_jtype(const cJSON *it) {
     if (cJSON_IsString(it)) return "string";
     if (cJSON_IsNumber(it)) return "number";
     if (cJSON_IsBool(it)) return "boolean";
@@ -192,14 +191,14 @@ static const char *jtype(const cJSON *it) {
     return "unknown";
 }
 
-static int type_error(el_api_error *err, const char *param, const char *what, const cJSON *it) {
-    BAD(err, param, "invalid_type", "invalid type for '%s': expected %s, got %s", param, what, jtype(it));
+int api_type_error(el_api_error *err, const char *param, const char *what, const cJSON *it) {
+    BAD(err, param, "invalid_type", "invalid type for '%s': expected %s, got %s", param, what, api_jtype(it));
     return -1;
 }
 
 /* Copies at most ~48 bytes of a (valid UTF-8) user string for quoting in an
  * error message, cutting on a character boundary. */
-static const char *quote(const char *s, char *buf, size_t cap) {
+const char *api_quote(const char *s, char *buf, size_t cap) {
     size_t n = strlen(s), lim = cap - 4; /* room for "..." + NUL */
     if (n <= cap - 1) { memcpy(buf, s, n + 1); return buf; }
     while (lim > 0 && ((unsigned char)s[lim] & 0xC0) == 0x80) lim--;
@@ -208,7 +207,7 @@ static const char *quote(const char *s, char *buf, size_t cap) {
     return buf;
 }
 
-static char *dupstr(const char *s, el_api_error *err) {
+char *api_dupstr(const char *s, el_api_error *err) {
     size_t n = strlen(s);
     char *d = malloc(n + 1);
     if (!d) {
@@ -219,7 +218,7 @@ static char *dupstr(const char *s, el_api_error *err) {
     return d;
 }
 
-static int oom(el_api_error *err) {
+int api_oom(el_api_error *err) {
     el_api_set_error(err, 500, "server_error", NULL, NULL, "out of memory");
     return -1;
 }
@@ -227,7 +226,7 @@ static int oom(el_api_error *err) {
 /* A finite number in [lo, hi] (open ends when lo_open / hi_open). */
 static int get_num(const cJSON *it, const char *param, double lo, bool lo_open, double hi, bool hi_open,
                    double *out, el_api_error *err) {
-    if (!cJSON_IsNumber(it)) return type_error(err, param, "a number", it);
+    if (!cJSON_IsNumber(it)) return api_type_error(err, param, "a number", it);
     double v = it->valuedouble;
     if (!isfinite(v)) {
         BAD(err, param, "invalid_value", "'%s' must be a finite number", param);
@@ -243,8 +242,8 @@ static int get_num(const cJSON *it, const char *param, double lo, bool lo_open, 
 }
 
 /* An integral number in [lo, hi]. */
-static int get_int(const cJSON *it, const char *param, double lo, double hi, double *out, el_api_error *err) {
-    if (!cJSON_IsNumber(it)) return type_error(err, param, "an integer", it);
+int api_get_int(const cJSON *it, const char *param, double lo, double hi, double *out, el_api_error *err) {
+    if (!cJSON_IsNumber(it)) return api_type_error(err, param, "an integer", it);
     double v = it->valuedouble;
     double a = v < 0 ? -v : v; /* every double >= 2^53 is integral; below, the cast is exact */
     if (!isfinite(v) || (a < 9007199254740992.0 && v != (double)(long long)v)) {
@@ -262,10 +261,10 @@ static int get_int(const cJSON *it, const char *param, double lo, double hi, dou
 }
 
 /* Optional fields, one helper per type: it NULL (not given, or JSON null) changes nothing and is 0;
- * otherwise it is checked (get_num, get_int, a boolean, a string), stored in *dst and, when given is not
+ * otherwise it is checked (get_num, api_get_int, a boolean, a string), stored in *dst and, when given is not
  * NULL, *given is set. -1 with err filled. */
-static int opt_num(const cJSON *it, const char *param, double lo, bool lo_open, double hi, bool hi_open, float *dst,
-                   bool *given, el_api_error *err) {
+int api_opt_num(const cJSON *it, const char *param, double lo, bool lo_open, double hi, bool hi_open, float *dst,
+                bool *given, el_api_error *err) {
     double v = 0;
     if (!it) return 0;
     if (get_num(it, param, lo, lo_open, hi, hi_open, &v, err)) return -1;
@@ -274,33 +273,33 @@ static int opt_num(const cJSON *it, const char *param, double lo, bool lo_open, 
     return 0;
 }
 
-static int opt_int(const cJSON *it, const char *param, double lo, double hi, int *dst, bool *given,
-                   el_api_error *err) {
+int api_opt_int(const cJSON *it, const char *param, double lo, double hi, int *dst, bool *given,
+                el_api_error *err) {
     double v = 0;
     if (!it) return 0;
-    if (get_int(it, param, lo, hi, &v, err)) return -1;
+    if (api_get_int(it, param, lo, hi, &v, err)) return -1;
     *dst = (int)v;
     if (given) *given = true;
     return 0;
 }
 
-static int opt_bool(const cJSON *it, const char *param, bool *dst, bool *given, el_api_error *err) {
+int api_opt_bool(const cJSON *it, const char *param, bool *dst, bool *given, el_api_error *err) {
     if (!it) return 0;
-    if (!cJSON_IsBool(it)) return type_error(err, param, "a boolean", it);
+    if (!cJSON_IsBool(it)) return api_type_error(err, param, "a boolean", it);
     *dst = cJSON_IsTrue(it);
     if (given) *given = true;
     return 0;
 }
 
-static int opt_str(const cJSON *it, const char *param, char **dst, el_api_error *err) {
+int api_opt_str(const cJSON *it, const char *param, char **dst, el_api_error *err) {
     if (!it) return 0;
-    if (!cJSON_IsString(it)) return type_error(err, param, "a string", it);
-    return (*dst = dupstr(it->valuestring, err)) ? 0 : -1;
+    if (!cJSON_IsString(it)) return api_type_error(err, param, "a string", it);
+    return (*dst = api_dupstr(it->valuestring, err)) ? 0 : -1;
 }
 
 /* "seed": an integer from lo below 2^64 (as a double 2^64 - 1 is 2^64: checked apart). */
-static int get_seed(const cJSON *it, double lo, double *v, el_api_error *err) {
-    if (get_int(it, "seed", lo, 18446744073709551615.0, v, err)) return -1;
+int api_get_seed(const cJSON *it, double lo, double *v, el_api_error *err) {
+    if (api_get_int(it, "seed", lo, 18446744073709551615.0, v, err)) return -1;
     if (*v >= 18446744073709551616.0) {
         BAD(err, "seed", "invalid_value", "'seed' is out of range");
         return -1;
@@ -309,15 +308,15 @@ static int get_seed(const cJSON *it, double lo, double *v, el_api_error *err) {
 }
 
 /* presence_penalty and frequency_penalty, -2..2 on every route. */
-static int penalties(const cJSON *presence, const cJSON *frequency, el_api_request *out, el_api_error *err) {
-    if (opt_num(presence, "presence_penalty", -2, false, 2, false, &out->presence_penalty, NULL, err) ||
-        opt_num(frequency, "frequency_penalty", -2, false, 2, false, &out->frequency_penalty, NULL, err))
+int api_penalties(const cJSON *presence, const cJSON *frequency, el_api_request *out, el_api_error *err) {
+    if (api_opt_num(presence, "presence_penalty", -2, false, 2, false, &out->presence_penalty, NULL, err) ||
+        api_opt_num(frequency, "frequency_penalty", -2, false, 2, false, &out->frequency_penalty, NULL, err))
         return -1;
     return 0;
 }
 
 /* A token id: a number that is an integer in [0, 2^31) (checked against the vocabulary by the server). */
-static bool token_id(const cJSON *it, int32_t *out) {
+bool api_token_id(const cJSON *it, int32_t *out) {
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
     if (!(v >= 0 && v <= INT32_MAX) || v != (double)(int32_t)v) return false;
     *out = (int32_t)v;
@@ -366,21 +365,21 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
 };
 
 /* schema (NULL: any JSON object when object_only, else any value) → out->grammar, checked by compiling it */
-static int set_schema_grammar(const cJSON *schema, bool object_only, const char *param, el_api_request *out,
-                              el_api_error *err) {
+int api_set_schema_grammar(const cJSON *schema, bool object_only, const char *param, el_api_request *out,
+                           el_api_error *err) {
     el_error e = {0};
     char *g = schema ? el_json_schema_to_gbnf(schema, &e)
                      : object_only ? strdup(el_json_object_gbnf()) : el_json_schema_text_to_gbnf("{}", 2, &e);
     if (!g) {
-        if (!schema && !e.code) return oom(err);
-        if (e.code == EL_ERR_NOMEM) return oom(err);
+        if (!schema && !e.code) return api_oom(err);
+        if (e.code == EL_ERR_NOMEM) return api_oom(err);
         BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
         return -1;
     }
     el_grammar *cg = el_grammar_parse(g, strlen(g), &e);
     if (!cg) {
         free(g);
-        if (e.code == EL_ERR_NOMEM) return oom(err);
+        if (e.code == EL_ERR_NOMEM) return api_oom(err);
         BAD(err, param, "invalid_value", "%s: %s", param, e.msg);
         return -1;
     }
@@ -391,23 +390,23 @@ static int set_schema_grammar(const cJSON *schema, bool object_only, const char 
 }
 
 /* "grammar": GBNF text ("" = none), compiled to check it */
-static int parse_grammar_field(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (!cJSON_IsString(it)) return type_error(err, "grammar", "a string", it);
+int api_parse_grammar_field(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsString(it)) return api_type_error(err, "grammar", "a string", it);
     if (!it->valuestring[0]) return 0;
     el_error e = {0};
     el_grammar *cg = el_grammar_parse(it->valuestring, strlen(it->valuestring), &e);
     if (!cg) {
-        if (e.code == EL_ERR_NOMEM) return oom(err);
+        if (e.code == EL_ERR_NOMEM) return api_oom(err);
         BAD(err, "grammar", "invalid_value", "grammar: %s", e.msg);
         return -1;
     }
     el_grammar_free(cg);
     free(out->grammar);
-    return (out->grammar = dupstr(it->valuestring, err)) ? 0 : -1;
+    return (out->grammar = api_dupstr(it->valuestring, err)) ? 0 : -1;
 }
 
 static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (!cJSON_IsObject(it)) return type_error(err, "response_format", "an object", it);
+    if (!cJSON_IsObject(it)) return api_type_error(err, "response_format", "an object", it);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(it, "type");
     if (!cJSON_IsString(type)) {
         BAD(err, "response_format", "invalid_value", "response_format.type: expected \"text\", \"json_object\" or \"json_schema\"");
@@ -416,7 +415,7 @@ static int parse_response_format(const cJSON *it, el_api_request *out, el_api_er
     if (!strcmp(type->valuestring, "text")) return 0;
     if (!strcmp(type->valuestring, "json_object")) {
         const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "schema");
-        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, true, "response_format", out, err);
+        return api_set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, true, "response_format", out, err);
     }
     if (!strcmp(type->valuestring, "json_schema")) {
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(it, "json_schema");
@@ -425,7 +424,7 @@ static int parse_response_format(const cJSON *it, el_api_request *out, el_api_er
             return -1;
         }
         const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
-        return set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, false, "response_format", out, err);
+        return api_set_schema_grammar(sc && !cJSON_IsNull(sc) ? sc : NULL, false, "response_format", out, err);
     }
     BAD(err, "response_format", "invalid_value", "response_format.type '%.40s' is not supported (text, json_object, json_schema)",
         type->valuestring);
@@ -433,7 +432,7 @@ static int parse_response_format(const cJSON *it, el_api_request *out, el_api_er
 }
 
 /* logit_bias's arrays for n entries (at most EL_API_MAX_LOGIT_BIAS; none for 0). 0, or -1 with err filled. */
-static int bias_alloc(int n, el_api_request *out, el_api_error *err) {
+int api_bias_alloc(int n, el_api_request *out, el_api_error *err) {
     if (n > EL_API_MAX_LOGIT_BIAS) {
         BAD(err, "logit_bias", "invalid_value", "at most %d logit_bias entries are allowed (got %d)",
             EL_API_MAX_LOGIT_BIAS, n);
@@ -442,11 +441,11 @@ static int bias_alloc(int n, el_api_request *out, el_api_error *err) {
     if (n == 0) return 0;
     out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
     out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
-    return out->logit_bias_id && out->logit_bias ? 0 : oom(err);
+    return out->logit_bias_id && out->logit_bias ? 0 : api_oom(err);
 }
 
-/* Appends one entry (room made by bias_alloc); a token given twice is a 400. */
-static int bias_add(int32_t id, float bias, el_api_request *out, el_api_error *err) {
+/* Appends one entry (room made by api_bias_alloc); a token given twice is a 400. */
+int api_bias_add(int32_t id, float bias, el_api_request *out, el_api_error *err) {
     for (int i = 0; i < out->n_logit_bias; i++)
         if (out->logit_bias_id[i] == id) {
             BAD(err, "logit_bias", "duplicate_key", "logit_bias: token id %d given twice", (int)id);
@@ -458,9 +457,9 @@ static int bias_add(int32_t id, float bias, el_api_request *out, el_api_error *e
 }
 
 /* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
-static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (!cJSON_IsObject(it)) return type_error(err, "logit_bias", "an object", it);
-    if (bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
+int api_parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
+    if (!cJSON_IsObject(it)) return api_type_error(err, "logit_bias", "an object", it);
+    if (api_bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
         char q[52];
@@ -469,21 +468,21 @@ static int parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *
         long long id = -1;
         if (*k >= '0' && *k <= '9' && strlen(k) <= 10) id = strtoll(k, &end, 10);
         if (id < 0 || id > INT32_MAX || !end || *end) {
-            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", quote(k, q, sizeof q));
+            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", api_quote(k, q, sizeof q));
             return -1;
         }
         if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
             BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
             return -1;
         }
-        if (bias_add((int32_t)id, (float)e->valuedouble, out, err)) return -1;
+        if (api_bias_add((int32_t)id, (float)e->valuedouble, out, err)) return -1;
     }
     return 0;
 }
 
 /* Looks up a key that must appear at most once in obj. 0 (item or NULL), -1 on duplicate. */
-static int get_unique(const cJSON *obj, const char *key, const char *param, const cJSON **out,
-                      el_api_error *err) {
+int api_get_unique(const cJSON *obj, const char *key, const char *param, const cJSON **out,
+                   el_api_error *err) {
     *out = NULL;
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
@@ -511,7 +510,7 @@ static bool tool_name_ok(const char *s) {
     return true;
 }
 
-static void free_calls(el_chat_msg *m) {
+void api_free_calls(el_chat_msg *m) {
     el_chat_tool_call *c = (el_chat_tool_call *)m->tool_calls;
     for (int k = 0; c && k < m->n_tool_calls; k++) {
         free((char *)c[k].id);
@@ -531,11 +530,11 @@ static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_c
         const cJSON *type, *id;
         if (!cJSON_IsObject(call)) {
             BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d]: expected an object, got %s", i, k,
-                jtype(call));
+                api_jtype(call));
             return -1;
         }
-        if (get_unique(call, "type", "messages", &type, err) || get_unique(call, "id", "messages", &id, err) ||
-            get_unique(call, "function", "messages", &fn, err))
+        if (api_get_unique(call, "type", "messages", &type, err) || api_get_unique(call, "id", "messages", &id, err) ||
+            api_get_unique(call, "function", "messages", &fn, err))
             return -1;
         if (type && !cJSON_IsNull(type) && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))) {
             BAD(err, "messages", "invalid_value", "messages[%d].tool_calls[%d].type: expected \"function\"", i, k);
@@ -544,19 +543,19 @@ static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_c
         if (id && !cJSON_IsNull(id)) {
             if (!cJSON_IsString(id)) {
                 BAD(err, "messages", "invalid_type", "messages[%d].tool_calls[%d].id: expected a string, got %s", i,
-                    k, jtype(id));
+                    k, api_jtype(id));
                 return -1;
             }
-            if (!(dst->id = dupstr(id->valuestring, err))) return -1;
+            if (!(dst->id = api_dupstr(id->valuestring, err))) return -1;
         }
     }
     const cJSON *name, *args;
     if (!cJSON_IsObject(fn)) {
         BAD(err, "messages", fn ? "invalid_type" : "missing_required_parameter",
-            "messages[%d].tool_calls[%d].function: expected an object, got %s", i, k, fn ? jtype(fn) : "nothing");
+            "messages[%d].tool_calls[%d].function: expected an object, got %s", i, k, fn ? api_jtype(fn) : "nothing");
         return -1;
     }
-    if (get_unique(fn, "name", "messages", &name, err) || get_unique(fn, "arguments", "messages", &args, err))
+    if (api_get_unique(fn, "name", "messages", &name, err) || api_get_unique(fn, "arguments", "messages", &args, err))
         return -1;
     if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
         BAD(err, "messages", "invalid_value",
@@ -564,7 +563,7 @@ static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_c
             EL_TOOL_MAX_NAME);
         return -1;
     }
-    if (!(dst->name = dupstr(name->valuestring, err))) return -1;
+    if (!(dst->name = api_dupstr(name->valuestring, err))) return -1;
     char *text;
     if (!args || cJSON_IsNull(args)) {
         text = strdup("{}");
@@ -576,23 +575,23 @@ static int parse_msg_call(const cJSON *call, const cJSON *fn, int i, int k, el_c
         text = el_tool_pydumps(args, -1);
     } else {
         BAD(err, "messages", "invalid_type",
-            "messages[%d].tool_calls[%d].function.arguments: expected a JSON string, got %s", i, k, jtype(args));
+            "messages[%d].tool_calls[%d].function.arguments: expected a JSON string, got %s", i, k, api_jtype(args));
         return -1;
     }
-    if (!text) return oom(err);
+    if (!text) return api_oom(err);
     dst->arguments = text;
     return 0;
 }
 
-static int parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
+int api_parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
     const cJSON *tc, *fc;
-    if (get_unique(m, "tool_calls", "messages", &tc, err) || get_unique(m, "function_call", "messages", &fc, err))
+    if (api_get_unique(m, "tool_calls", "messages", &tc, err) || api_get_unique(m, "function_call", "messages", &fc, err))
         return -1;
     if (tc && cJSON_IsNull(tc)) tc = NULL;
     if (fc && cJSON_IsNull(fc)) fc = NULL;
     if (!tc && !fc) return 0;
     if (tc && !cJSON_IsArray(tc)) {
-        BAD(err, "messages", "invalid_type", "messages[%d].tool_calls: expected an array, got %s", i, jtype(tc));
+        BAD(err, "messages", "invalid_type", "messages[%d].tool_calls: expected an array, got %s", i, api_jtype(tc));
         return -1;
     }
     int n = tc ? cJSON_GetArraySize(tc) : 0;
@@ -604,9 +603,9 @@ static int parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error
     }
     if (n == 0) return 0;
     el_chat_tool_call *c = calloc((size_t)n, sizeof *c);
-    if (!c) return oom(err);
+    if (!c) return api_oom(err);
     dst->tool_calls = c;
-    dst->n_tool_calls = n; /* entries stay NULL until filled: free_calls copes */
+    dst->n_tool_calls = n; /* entries stay NULL until filled: api_free_calls copes */
     int k = 0;
     const cJSON *call;
     if (tc)
@@ -621,18 +620,18 @@ static int parse_msg_calls(const cJSON *m, int i, el_chat_msg *dst, el_api_error
 static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *err) {
     char q[52];
     if (!cJSON_IsObject(m)) {
-        BAD(err, "messages", "invalid_type", "messages[%d]: expected an object, got %s", i, jtype(m));
+        BAD(err, "messages", "invalid_type", "messages[%d]: expected an object, got %s", i, api_jtype(m));
         return -1;
     }
     const cJSON *role, *content;
-    if (get_unique(m, "role", "messages", &role, err) || get_unique(m, "content", "messages", &content, err))
+    if (api_get_unique(m, "role", "messages", &role, err) || api_get_unique(m, "content", "messages", &content, err))
         return -1;
     if (!role) {
         BAD(err, "messages", "missing_required_parameter", "messages[%d].role: missing", i);
         return -1;
     }
     if (!cJSON_IsString(role)) {
-        BAD(err, "messages", "invalid_type", "messages[%d].role: expected a string, got %s", i, jtype(role));
+        BAD(err, "messages", "invalid_type", "messages[%d].role: expected a string, got %s", i, api_jtype(role));
         return -1;
     }
     const char *rname = NULL;
@@ -640,24 +639,24 @@ static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *
         if (!strcmp(role->valuestring, g_roles[k])) rname = g_roles[k];
     if (!rname) {
         BAD(err, "messages", "invalid_value", "messages[%d].role: unknown role '%s'", i,
-            quote(role->valuestring, q, sizeof q));
+            api_quote(role->valuestring, q, sizeof q));
         return -1;
     }
     if (!strcmp(rname, "function")) rname = "tool"; /* legacy function result */
     if (!strcmp(rname, "assistant")) {
-        if (parse_msg_calls(m, i, dst, err)) return -1;
+        if (api_parse_msg_calls(m, i, dst, err)) return -1;
         if (dst->n_tool_calls > 0 && (!content || cJSON_IsNull(content))) content = NULL; /* calls only */
     }
     if (!strcmp(rname, "tool")) {
         const cJSON *id;
-        if (get_unique(m, "tool_call_id", "messages", &id, err)) return -1;
+        if (api_get_unique(m, "tool_call_id", "messages", &id, err)) return -1;
         if (id && !cJSON_IsNull(id)) {
             if (!cJSON_IsString(id)) {
                 BAD(err, "messages", "invalid_type", "messages[%d].tool_call_id: expected a string, got %s", i,
-                    jtype(id));
+                    api_jtype(id));
                 return -1;
             }
-            if (!(dst->tool_call_id = dupstr(id->valuestring, err))) return -1;
+            if (!(dst->tool_call_id = api_dupstr(id->valuestring, err))) return -1;
         }
     }
     if (!content && dst->n_tool_calls == 0) {
@@ -666,9 +665,9 @@ static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *
     }
     char *text;
     if (!content) {
-        if (!(text = dupstr("", err))) return -1;
+        if (!(text = api_dupstr("", err))) return -1;
     } else if (cJSON_IsString(content)) {
-        if (!(text = dupstr(content->valuestring, err))) return -1;
+        if (!(text = api_dupstr(content->valuestring, err))) return -1;
     } else if (cJSON_IsArray(content)) {
         /* array of {"type":"text","text":...} parts: concatenated */
         size_t total = 0;
@@ -678,30 +677,30 @@ static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *
             const cJSON *type, *t;
             if (!cJSON_IsObject(part)) {
                 BAD(err, "messages", "invalid_type", "messages[%d].content[%d]: expected an object, got %s", i, j,
-                    jtype(part));
+                    api_jtype(part));
                 return -1;
             }
-            if (get_unique(part, "type", "messages", &type, err) || get_unique(part, "text", "messages", &t, err))
+            if (api_get_unique(part, "type", "messages", &type, err) || api_get_unique(part, "text", "messages", &t, err))
                 return -1;
             if (!cJSON_IsString(type)) {
                 BAD(err, "messages", type ? "invalid_type" : "missing_required_parameter",
-                    "messages[%d].content[%d].type: expected a string, got %s", i, j, type ? jtype(type) : "nothing");
+                    "messages[%d].content[%d].type: expected a string, got %s", i, j, type ? api_jtype(type) : "nothing");
                 return -1;
             }
             if (strcmp(type->valuestring, "text")) {
                 BAD(err, "messages", "invalid_value", "messages[%d].content[%d]: unsupported content part type '%s'",
-                    i, j, quote(type->valuestring, q, sizeof q));
+                    i, j, api_quote(type->valuestring, q, sizeof q));
                 return -1;
             }
             if (!cJSON_IsString(t)) {
                 BAD(err, "messages", t ? "invalid_type" : "missing_required_parameter",
-                    "messages[%d].content[%d].text: expected a string, got %s", i, j, t ? jtype(t) : "nothing");
+                    "messages[%d].content[%d].text: expected a string, got %s", i, j, t ? api_jtype(t) : "nothing");
                 return -1;
             }
             total += strlen(t->valuestring);
             j++;
         }
-        if (!(text = malloc(total + 1))) return oom(err);
+        if (!(text = malloc(total + 1))) return api_oom(err);
         size_t o = 0;
         cJSON_ArrayForEach(part, content) {
             const char *s = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
@@ -712,10 +711,10 @@ static int parse_message(const cJSON *m, int i, el_chat_msg *dst, el_api_error *
         text[o] = 0;
     } else {
         BAD(err, "messages", "invalid_type",
-            "messages[%d].content: expected a string or an array of text parts, got %s", i, jtype(content));
+            "messages[%d].content: expected a string or an array of text parts, got %s", i, api_jtype(content));
         return -1;
     }
-    char *r = dupstr(rname, err);
+    char *r = api_dupstr(rname, err);
     if (!r) { free(text); return -1; }
     dst->role = r;
     dst->content = text;
@@ -727,14 +726,14 @@ static int parse_messages(const cJSON *it, el_api_request *out, el_api_error *er
         BAD(err, "messages", "missing_required_parameter", "missing required parameter: 'messages'");
         return -1;
     }
-    if (!cJSON_IsArray(it)) return type_error(err, "messages", "an array", it);
+    if (!cJSON_IsArray(it)) return api_type_error(err, "messages", "an array", it);
     int n = cJSON_GetArraySize(it);
     if (n <= 0) {
         BAD(err, "messages", "invalid_value", "'messages' must contain at least one message");
         return -1;
     }
     out->msgs = calloc((size_t)n, sizeof *out->msgs);
-    if (!out->msgs) return oom(err);
+    if (!out->msgs) return api_oom(err);
     out->n_msgs = n; /* entries stay NULL until filled: free() copes */
     int i = 0;
     const cJSON *m;
@@ -763,14 +762,14 @@ static int parse_prompt(const cJSON *it, el_api_request *out, el_api_error *err)
             return -1;
         }
     }
-    if (!cJSON_IsString(it)) return type_error(err, "prompt", "a string", it);
-    return (out->prompt = dupstr(it->valuestring, err)) ? 0 : -1;
+    if (!cJSON_IsString(it)) return api_type_error(err, "prompt", "a string", it);
+    return (out->prompt = api_dupstr(it->valuestring, err)) ? 0 : -1;
 }
 
 static int add_stop(const cJSON *s, int idx, el_api_request *out, el_api_error *err) {
     if (!cJSON_IsString(s)) {
-        if (idx < 0) return type_error(err, "stop", "a string or an array of strings", s);
-        BAD(err, "stop", "invalid_type", "stop[%d]: expected a string, got %s", idx, jtype(s));
+        if (idx < 0) return api_type_error(err, "stop", "a string or an array of strings", s);
+        BAD(err, "stop", "invalid_type", "stop[%d]: expected a string, got %s", idx, api_jtype(s));
         return -1;
     }
     size_t l = strlen(s->valuestring);
@@ -778,13 +777,13 @@ static int add_stop(const cJSON *s, int idx, el_api_request *out, el_api_error *
         BAD(err, "stop", "invalid_value", "stop sequences must be 1..%d bytes long (got %zu)", STOP_MAX_BYTES, l);
         return -1;
     }
-    char *d = dupstr(s->valuestring, err);
+    char *d = api_dupstr(s->valuestring, err);
     if (!d) return -1;
     out->stop[out->n_stop++] = d;
     return 0;
 }
 
-static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
+int api_parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
     if (cJSON_IsArray(it)) {
         int n = cJSON_GetArraySize(it);
         if (n > EL_API_MAX_STOP) {
@@ -802,9 +801,9 @@ static int parse_stop(const cJSON *it, el_api_request *out, el_api_error *err) {
 }
 
 /* "tools" (legacy: "functions", whose entries are the function objects themselves). */
-static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+int api_parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
     const char *param = legacy ? "functions" : "tools";
-    if (!cJSON_IsArray(it)) return type_error(err, param, "an array", it);
+    if (!cJSON_IsArray(it)) return api_type_error(err, param, "an array", it);
     int n = cJSON_GetArraySize(it);
     if (n > EL_TOOL_MAX_TOOLS) {
         BAD(err, param, "invalid_value", "at most %d tools are allowed (got %d)", EL_TOOL_MAX_TOOLS, n);
@@ -813,7 +812,7 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
     if (n == 0) return 0;
     out->tools = calloc((size_t)n, sizeof *out->tools);
     out->chat_tools = calloc((size_t)n, sizeof *out->chat_tools);
-    if (!out->tools || !out->chat_tools) return oom(err);
+    if (!out->tools || !out->chat_tools) return api_oom(err);
     int i = 0;
     const cJSON *t;
     char q[52];
@@ -821,23 +820,23 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
         out->n_tools = i + 1; /* entries stay NULL until filled: free copes */
         const cJSON *fn = t, *type, *name, *desc, *params, *strict;
         if (!cJSON_IsObject(t)) {
-            BAD(err, param, "invalid_type", "%s[%d]: expected an object, got %s", param, i, jtype(t));
+            BAD(err, param, "invalid_type", "%s[%d]: expected an object, got %s", param, i, api_jtype(t));
             return -1;
         }
         if (!legacy) {
-            if (get_unique(t, "type", param, &type, err) || get_unique(t, "function", param, &fn, err)) return -1;
+            if (api_get_unique(t, "type", param, &type, err) || api_get_unique(t, "function", param, &fn, err)) return -1;
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
                 BAD(err, param, "invalid_value", "tools[%d].type: expected \"function\"", i);
                 return -1;
             }
             if (!cJSON_IsObject(fn)) {
                 BAD(err, param, fn ? "invalid_type" : "missing_required_parameter",
-                    "tools[%d].function: expected an object, got %s", i, fn ? jtype(fn) : "nothing");
+                    "tools[%d].function: expected an object, got %s", i, fn ? api_jtype(fn) : "nothing");
                 return -1;
             }
         }
-        if (get_unique(fn, "name", param, &name, err) || get_unique(fn, "description", param, &desc, err) ||
-            get_unique(fn, "parameters", param, &params, err) || get_unique(fn, "strict", param, &strict, err))
+        if (api_get_unique(fn, "name", param, &name, err) || api_get_unique(fn, "description", param, &desc, err) ||
+            api_get_unique(fn, "parameters", param, &params, err) || api_get_unique(fn, "strict", param, &strict, err))
             return -1;
         const char *at = legacy ? "" : ".function";
         if (!cJSON_IsString(name) || !tool_name_ok(name->valuestring)) {
@@ -848,29 +847,29 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
         for (int k = 0; k < i; k++)
             if (!strcmp(out->tools[k].name, name->valuestring)) {
                 BAD(err, param, "invalid_value", "%s[%d]%s.name: '%s' is given twice (also %s[%d])", param, i, at,
-                    quote(name->valuestring, q, sizeof q), param, k);
+                    api_quote(name->valuestring, q, sizeof q), param, k);
                 return -1;
             }
         if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc)) {
             BAD(err, param, "invalid_type", "%s[%d]%s.description: expected a string, got %s", param, i, at,
-                jtype(desc));
+                api_jtype(desc));
             return -1;
         }
         if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict)) {
             BAD(err, param, "invalid_type", "%s[%d]%s.strict: expected a boolean, got %s", param, i, at,
-                jtype(strict));
+                api_jtype(strict));
             return -1;
         }
         if (params && cJSON_IsNull(params)) params = NULL;
         if (params && !cJSON_IsObject(params)) {
             BAD(err, param, "invalid_type", "%s[%d]%s.parameters: expected a JSON Schema object, got %s", param, i,
-                at, jtype(params));
+                at, api_jtype(params));
             return -1;
         }
-        if (!(out->tools[i].name = dupstr(name->valuestring, err))) return -1;
+        if (!(out->tools[i].name = api_dupstr(name->valuestring, err))) return -1;
         out->tools[i].parameters = params ? cJSON_PrintUnformatted(params)
                                           : strdup("{\"type\":\"object\",\"properties\":{}}");
-        if (!out->tools[i].parameters) return oom(err);
+        if (!out->tools[i].parameters) return api_oom(err);
         /* the schema must compile (the same check as response_format's) */
         el_error e = {0};
         char *g = el_json_schema_text_to_gbnf(out->tools[i].parameters, strlen(out->tools[i].parameters), &e);
@@ -878,7 +877,7 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
         free(g);
         el_grammar_free(cg);
         if (!cg) {
-            if (e.code == EL_ERR_NOMEM) return oom(err);
+            if (e.code == EL_ERR_NOMEM) return api_oom(err);
             BAD(err, param, "invalid_value", "%s[%d]%s.parameters: %s", param, i, at, e.msg);
             return -1;
         }
@@ -888,14 +887,14 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
         if (legacy) {
             wrap = cJSON_CreateObject();
             cJSON *dup = wrap ? cJSON_Duplicate(fn, true) : NULL;
-            if (!dup || !cJSON_AddStringToObject(wrap, "type", "function")) { cJSON_Delete(dup); cJSON_Delete(wrap); return oom(err); }
+            if (!dup || !cJSON_AddStringToObject(wrap, "type", "function")) { cJSON_Delete(dup); cJSON_Delete(wrap); return api_oom(err); }
             cJSON_AddItemToObject(wrap, "function", dup);
             def = wrap;
         }
         out->chat_tools[i].json = el_tool_pydumps(def, -1);
         out->chat_tools[i].json_indent4 = el_tool_pydumps(def, 4);
         cJSON_Delete(wrap);
-        if (!out->chat_tools[i].json || !out->chat_tools[i].json_indent4) return oom(err);
+        if (!out->chat_tools[i].json || !out->chat_tools[i].json_indent4) return api_oom(err);
         size_t sz = strlen(out->chat_tools[i].json_indent4);
         if (sz > EL_TOOL_MAX_DEF_BYTES) {
             BAD(err, param, "invalid_value", "%s[%d]: the definition is %zu bytes serialised (limit %u)", param, i,
@@ -908,7 +907,7 @@ static int parse_tools(const cJSON *it, bool legacy, el_api_request *out, el_api
 }
 
 /* "tool_choice" (legacy "function_call": "none" | "auto" | {"name"}). */
-static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
+int api_parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, el_api_error *err) {
     const char *param = legacy ? "function_call" : "tool_choice";
     char q[52];
     if (cJSON_IsString(it)) {
@@ -918,27 +917,27 @@ static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, 
         else if (!legacy && !strcmp(v, "required")) out->tool_choice = EL_TOOL_CHOICE_REQUIRED;
         else {
             BAD(err, param, "invalid_value", "%s: expected %s or an object naming a function, got '%s'", param,
-                legacy ? "\"none\", \"auto\"" : "\"none\", \"auto\", \"required\"", quote(v, q, sizeof q));
+                legacy ? "\"none\", \"auto\"" : "\"none\", \"auto\", \"required\"", api_quote(v, q, sizeof q));
             return -1;
         }
     } else if (cJSON_IsObject(it)) {
         const cJSON *fn = it, *type, *name;
         if (!legacy) {
-            if (get_unique(it, "type", param, &type, err) || get_unique(it, "function", param, &fn, err)) return -1;
+            if (api_get_unique(it, "type", param, &type, err) || api_get_unique(it, "function", param, &fn, err)) return -1;
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "function")) {
                 BAD(err, param, "invalid_value", "tool_choice.type: expected \"function\"");
                 return -1;
             }
             if (!cJSON_IsObject(fn)) {
                 BAD(err, param, "invalid_type", "tool_choice.function: expected an object, got %s",
-                    fn ? jtype(fn) : "nothing");
+                    fn ? api_jtype(fn) : "nothing");
                 return -1;
             }
         }
-        if (get_unique(fn, "name", param, &name, err)) return -1;
+        if (api_get_unique(fn, "name", param, &name, err)) return -1;
         if (!cJSON_IsString(name)) {
             BAD(err, param, "invalid_type", "%s: the function's name: expected a string, got %s", param,
-                name ? jtype(name) : "nothing");
+                name ? api_jtype(name) : "nothing");
             return -1;
         }
         int k = -1;
@@ -946,13 +945,13 @@ static int parse_tool_choice(const cJSON *it, bool legacy, el_api_request *out, 
             if (!strcmp(out->tools[i].name, name->valuestring)) k = i;
         if (k < 0) {
             BAD(err, param, "invalid_value", "%s names the function '%s', which is not among the tools", param,
-                quote(name->valuestring, q, sizeof q));
+                api_quote(name->valuestring, q, sizeof q));
             return -1;
         }
         out->tool_choice = EL_TOOL_CHOICE_NAMED;
         out->tool_named = k;
     } else {
-        return type_error(err, param, "a string or an object", it);
+        return api_type_error(err, param, "a string or an object", it);
     }
     if (out->n_tools == 0 && out->tool_choice != EL_TOOL_CHOICE_NONE && out->tool_choice != EL_TOOL_CHOICE_AUTO) {
         BAD(err, param, "invalid_value", "%s asks for a tool call but no tools are given", param);
@@ -983,15 +982,15 @@ static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_req
         BAD(err, "function_call", "invalid_value", "give 'tool_choice' or the legacy 'function_call', not both");
         return -1;
     }
-    if (f[F_TOOLS] && parse_tools(f[F_TOOLS], false, out, err)) return -1;
-    if (f[F_FUNCTIONS] && parse_tools(f[F_FUNCTIONS], true, out, err)) return -1;
+    if (f[F_TOOLS] && api_parse_tools(f[F_TOOLS], false, out, err)) return -1;
+    if (f[F_FUNCTIONS] && api_parse_tools(f[F_FUNCTIONS], true, out, err)) return -1;
     out->tool_choice = out->n_tools > 0 ? EL_TOOL_CHOICE_AUTO : EL_TOOL_CHOICE_NONE;
-    if (f[F_TOOL_CHOICE] && parse_tool_choice(f[F_TOOL_CHOICE], false, out, err)) return -1;
-    if (f[F_FUNCTION_CALL] && parse_tool_choice(f[F_FUNCTION_CALL], true, out, err)) return -1;
+    if (f[F_TOOL_CHOICE] && api_parse_tool_choice(f[F_TOOL_CHOICE], false, out, err)) return -1;
+    if (f[F_FUNCTION_CALL] && api_parse_tool_choice(f[F_FUNCTION_CALL], true, out, err)) return -1;
     if (out->n_tools == 0) out->tool_choice = EL_TOOL_CHOICE_NONE;
     if (f[F_PARALLEL_TOOL_CALLS]) {
         if (!cJSON_IsBool(f[F_PARALLEL_TOOL_CALLS]))
-            return type_error(err, "parallel_tool_calls", "a boolean", f[F_PARALLEL_TOOL_CALLS]);
+            return api_type_error(err, "parallel_tool_calls", "a boolean", f[F_PARALLEL_TOOL_CALLS]);
         out->parallel_tool_calls = cJSON_IsTrue(f[F_PARALLEL_TOOL_CALLS]);
     }
     if (f[F_FUNCTIONS] && !f[F_PARALLEL_TOOL_CALLS]) out->parallel_tool_calls = false; /* one function_call */
@@ -1027,45 +1026,45 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
         if (f[k] && cJSON_IsNull(f[k]) && k != F_MESSAGES && k != F_PROMPT) f[k] = NULL;
 
     double v;
-    if (opt_str(f[F_MODEL], "model", &out->model, err) ||
-        opt_int(f[F_MAX_TOKENS], "max_tokens", 1, 1 << 20, &out->max_tokens, &out->has_max_tokens, err) ||
+    if (api_opt_str(f[F_MODEL], "model", &out->model, err) ||
+        api_opt_int(f[F_MAX_TOKENS], "max_tokens", 1, 1 << 20, &out->max_tokens, &out->has_max_tokens, err) ||
         /* the newer name wins when both are given */
-        opt_int(f[F_MAX_COMPLETION_TOKENS], "max_completion_tokens", 1, 1 << 20, &out->max_tokens,
-                &out->has_max_tokens, err) ||
-        opt_num(f[F_TEMPERATURE], "temperature", 0, false, 2, false, &out->temperature, &out->has_temperature, err) ||
-        opt_num(f[F_TOP_P], "top_p", 0, true, 1, false, &out->top_p, NULL, err) ||
-        penalties(f[F_PRESENCE], f[F_FREQUENCY], out, err) ||
-        opt_bool(f[F_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err))
+        api_opt_int(f[F_MAX_COMPLETION_TOKENS], "max_completion_tokens", 1, 1 << 20, &out->max_tokens,
+                    &out->has_max_tokens, err) ||
+        api_opt_num(f[F_TEMPERATURE], "temperature", 0, false, 2, false, &out->temperature, &out->has_temperature, err) ||
+        api_opt_num(f[F_TOP_P], "top_p", 0, true, 1, false, &out->top_p, NULL, err) ||
+        api_penalties(f[F_PRESENCE], f[F_FREQUENCY], out, err) ||
+        api_opt_bool(f[F_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err))
         return -1;
     if ((it = f[F_SEED])) { /* int64 (stored two's complement) or uint64 */
-        if (get_seed(it, -9223372036854775808.0, &v, err)) return -1;
+        if (api_get_seed(it, -9223372036854775808.0, &v, err)) return -1;
         out->has_seed = true;
         out->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     }
-    if ((it = f[F_STOP]) && parse_stop(it, out, err)) return -1;
-    if (opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err)) return -1;
+    if ((it = f[F_STOP]) && api_parse_stop(it, out, err)) return -1;
+    if (api_opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err)) return -1;
     if ((it = f[F_STREAM_OPTIONS])) {
-        if (!cJSON_IsObject(it)) return type_error(err, "stream_options", "an object", it);
+        if (!cJSON_IsObject(it)) return api_type_error(err, "stream_options", "an object", it);
         const cJSON *iu;
-        if (get_unique(it, "include_usage", "stream_options", &iu, err)) return -1;
+        if (api_get_unique(it, "include_usage", "stream_options", &iu, err)) return -1;
         if (iu && !cJSON_IsNull(iu)) {
-            if (!cJSON_IsBool(iu)) return type_error(err, "stream_options.include_usage", "a boolean", iu);
+            if (!cJSON_IsBool(iu)) return api_type_error(err, "stream_options.include_usage", "a boolean", iu);
             out->include_usage = cJSON_IsTrue(iu);
         }
     }
     if ((it = f[F_N])) {
-        if (get_int(it, "n", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        if (api_get_int(it, "n", -2147483648.0, 2147483647.0, &v, err)) return -1;
         if (v != 1) {
             BAD(err, "n", "invalid_value", "n must be 1");
             return -1;
         }
     }
-    if ((it = f[F_USER]) && !cJSON_IsString(it)) return type_error(err, "user", "a string", it);
-    if (kind == EL_API_CHAT ? opt_bool(f[F_LOGPROBS], "logprobs", &out->logprobs, NULL, err)
-                            : opt_int(f[F_LOGPROBS], "logprobs", 0, 5, &out->top_logprobs, &out->logprobs, err))
+    if ((it = f[F_USER]) && !cJSON_IsString(it)) return api_type_error(err, "user", "a string", it);
+    if (kind == EL_API_CHAT ? api_opt_bool(f[F_LOGPROBS], "logprobs", &out->logprobs, NULL, err)
+                            : api_opt_int(f[F_LOGPROBS], "logprobs", 0, 5, &out->top_logprobs, &out->logprobs, err))
         return -1;
     if ((it = f[F_TOP_LOGPROBS])) {
-        if (get_int(it, "top_logprobs", 0, EL_API_MAX_TOP_LOGPROBS, &v, err)) return -1;
+        if (api_get_int(it, "top_logprobs", 0, EL_API_MAX_TOP_LOGPROBS, &v, err)) return -1;
         if (!out->logprobs) {
             BAD(err, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
             return -1;
@@ -1073,7 +1072,7 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
         out->top_logprobs = (int)v;
     }
     if ((it = f[F_ECHO])) {
-        if (opt_bool(it, "echo", &out->echo, NULL, err)) return -1;
+        if (api_opt_bool(it, "echo", &out->echo, NULL, err)) return -1;
         if (out->echo && out->logprobs) {
             BAD(err, "echo", "unsupported_value", "'echo' together with 'logprobs' is not supported "
                 "(the prompt's log-probabilities are not computed)");
@@ -1081,35 +1080,35 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
         }
     }
     if ((it = f[F_BEST_OF])) {
-        if (get_int(it, "best_of", -2147483648.0, 2147483647.0, &v, err)) return -1;
+        if (api_get_int(it, "best_of", -2147483648.0, 2147483647.0, &v, err)) return -1;
         if (v != 1) {
             BAD(err, "best_of", "unsupported_value", "best_of must be 1 (one completion per request)");
             return -1;
         }
     }
     if ((it = f[F_SUFFIX])) {
-        if (!cJSON_IsString(it)) return type_error(err, "suffix", "a string", it);
+        if (!cJSON_IsString(it)) return api_type_error(err, "suffix", "a string", it);
         if (it->valuestring[0]) {
             BAD(err, "suffix", "unsupported_value", "'suffix' (insertion) is not supported");
             return -1;
         }
     }
-    if ((it = f[F_LOGIT_BIAS]) && parse_logit_bias(it, out, err)) return -1;
+    if ((it = f[F_LOGIT_BIAS]) && api_parse_logit_bias(it, out, err)) return -1;
     if (!!f[F_RESPONSE_FORMAT] + !!f[F_JSON_SCHEMA] + !!(f[F_GRAMMAR] && !(cJSON_IsString(f[F_GRAMMAR]) && !f[F_GRAMMAR]->valuestring[0])) > 1) {
         BAD(err, f[F_RESPONSE_FORMAT] ? "response_format" : "grammar", "invalid_value",
             "give only one of 'response_format', 'json_schema' and 'grammar'");
         return -1;
     }
     if ((it = f[F_RESPONSE_FORMAT]) && parse_response_format(it, out, err)) return -1;
-    if ((it = f[F_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
-    if ((it = f[F_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
+    if ((it = f[F_JSON_SCHEMA]) && api_set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[F_GRAMMAR]) && api_parse_grammar_field(it, out, err)) return -1;
     if (parse_tool_fields(kind, f, out, err)) return -1;
     if (kind == EL_API_COMPLETION && out->max_tokens < 0) out->max_tokens = 16; /* OpenAI's default */
     out->local_unsupported = NULL; /* every OpenAI field edgellm knows is honoured locally now */
     return 0;
 }
 
-static void request_init(el_api_request *r, el_api_kind kind) {
+void api_request_init(el_api_request *r, el_api_kind kind) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
@@ -1161,7 +1160,7 @@ static int lex_check(const unsigned char *s, size_t n, el_api_error *err) {
 
 /* Steps 1-4 of the pipeline: the body as a cJSON object (caller deletes), or
  * NULL with err filled. */
-static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
+cJSON *api_parse_root(const char *body, size_t len, el_api_error *err) {
     if (len > EL_API_MAX_BODY) {
         el_api_set_error(err, 413, "invalid_request_error", NULL, "request_too_large",
                          "request body too large (%zu bytes; the limit is %u)", len, (unsigned)EL_API_MAX_BODY);
@@ -1177,7 +1176,7 @@ static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
     if (lex_check(s, len, err)) return NULL;
 
     char *copy = malloc(len + 1);
-    if (!copy) { oom(err); return NULL; }
+    if (!copy) { api_oom(err); return NULL; }
     if (len) memcpy(copy, s, len);
     copy[len] = 0;
     const char *end = NULL;
@@ -1198,22 +1197,22 @@ static cJSON *parse_root(const char *body, size_t len, el_api_error *err) {
 /* "lora": [{"id": N, "scale": S}, ...] (llama-server's per-request adapters; api.h). */
 static int parse_lora(const cJSON *root, el_api_request *out, el_api_error *err) {
     const cJSON *it = NULL;
-    if (get_unique(root, "lora", "lora", &it, err)) {
+    if (api_get_unique(root, "lora", "lora", &it, err)) {
         BAD(err, "lora", "duplicate_key", "duplicate key 'lora' in request body");
         return -1;
     }
     if (!it || cJSON_IsNull(it)) return 0;
-    if (!cJSON_IsArray(it)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", it);
+    if (!cJSON_IsArray(it)) return api_type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", it);
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
-        if (!cJSON_IsObject(e)) return type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", e);
+        if (!cJSON_IsObject(e)) return api_type_error(err, "lora", "an array of {\"id\", \"scale\"} objects", e);
         double id, sc = 0;
         const cJSON *jid = cJSON_GetObjectItemCaseSensitive(e, "id"), *js = cJSON_GetObjectItemCaseSensitive(e, "scale");
         if (!jid) {
             BAD(err, "lora", "invalid_value", "'lora' entries need an \"id\"");
             return -1;
         }
-        if (get_int(jid, "lora.id", 0, EL_API_MAX_LORA_ID, &id, err)) return -1;
+        if (api_get_int(jid, "lora.id", 0, EL_API_MAX_LORA_ID, &id, err)) return -1;
         if (js && !cJSON_IsNull(js) && get_num(js, "lora.scale", 0, false, 1e6, false, &sc, err)) return -1;
         int k = 0;
         while (k < out->n_lora && out->lora_id[k] != (int)id) k++;
@@ -1232,15 +1231,15 @@ static int parse_lora(const cJSON *root, el_api_request *out, el_api_error *err)
 }
 
 /* A caller's bug: no output struct (a 500). A NULL err is fine everywhere: errors then go nowhere. */
-static int no_output(el_api_error *err, const char *fn) {
+int api_no_output(el_api_error *err, const char *fn) {
     el_api_set_error(err, 500, "server_error", NULL, NULL, "%s: no output struct", fn);
     return -1;
 }
 
-/* Steps 1-4, then the route's fields and the "lora" list into out (request_init'ed); out is freed on failure. */
-static int parse_request(const char *body, size_t len, int (*fields)(const cJSON *, el_api_request *, el_api_error *),
-                         el_api_request *out, el_api_error *err) {
-    cJSON *root = parse_root(body, len, err);
+/* Steps 1-4, then the route's fields and the "lora" list into out (api_request_init'ed); out is freed on failure. */
+int api_parse_request(const char *body, size_t len, int (*fields)(const cJSON *, el_api_request *, el_api_error *),
+                      el_api_request *out, el_api_error *err) {
+    cJSON *root = api_parse_root(body, len, err);
     if (!root) return -1;
     int rc = fields(root, out, err);
     if (!rc) rc = parse_lora(root, out, err);
@@ -1250,13 +1249,13 @@ static int parse_request(const char *body, size_t len, int (*fields)(const cJSON
 }
 
 int el_api_parse(el_api_kind kind, const char *body, size_t len, el_api_request *out, el_api_error *err) {
-    if (!out) return no_output(err, "el_api_parse");
-    request_init(out, kind);
+    if (!out) return api_no_output(err, "el_api_parse");
+    api_request_init(out, kind);
     if (kind != EL_API_CHAT && kind != EL_API_COMPLETION) {
         el_api_set_error(err, 500, "server_error", NULL, NULL, "el_api_parse: bad kind");
         return -1;
     }
-    return parse_request(body, len, parse_fields, out, err);
+    return api_parse_request(body, len, parse_fields, out, err);
 }
 
 /* ------------------------------------------------------ llama-server /completion */
@@ -1311,11 +1310,11 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
     }
     if (cJSON_IsString(it)) {
         out->parts = calloc(1, sizeof *out->parts);
-        if (!out->parts) return oom(err);
+        if (!out->parts) return api_oom(err);
         out->n_parts = 1;
-        return (out->parts[0].text = dupstr(it->valuestring, err)) ? 0 : -1;
+        return (out->parts[0].text = api_dupstr(it->valuestring, err)) ? 0 : -1;
     }
-    if (!cJSON_IsArray(it)) return type_error(err, "prompt", "a string or an array of token ids and strings", it);
+    if (!cJSON_IsArray(it)) return api_type_error(err, "prompt", "a string or an array of token ids and strings", it);
     int n = cJSON_GetArraySize(it);
     if (n == 1 && cJSON_IsArray(cJSON_GetArrayItem(it, 0))) it = cJSON_GetArrayItem(it, 0); /* [[ids]]: one prompt */
     n = cJSON_GetArraySize(it);
@@ -1328,16 +1327,16 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
         return -1;
     }
     out->parts = calloc((size_t)n, sizeof *out->parts);
-    if (!out->parts) return oom(err);
+    if (!out->parts) return api_oom(err);
     out->n_parts = n;
     int i = 0, n_str = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
         if (cJSON_IsString(e)) {
-            if (!(out->parts[i].text = dupstr(e->valuestring, err))) return -1;
+            if (!(out->parts[i].text = api_dupstr(e->valuestring, err))) return -1;
             n_str++;
         } else if (cJSON_IsNumber(e)) {
-            if (!token_id(e, &out->parts[i].tok)) {
+            if (!api_token_id(e, &out->parts[i].tok)) {
                 BAD(err, "prompt", "invalid_value", "prompt[%d] is not a token id (an integer >= 0)", i);
                 return -1;
             }
@@ -1346,7 +1345,7 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
                 "several prompts in one request (or multimodal prompt objects) are not supported; send one prompt");
             return -1;
         } else {
-            BAD(err, "prompt", "invalid_type", "prompt[%d]: expected a token id or a string, got %s", i, jtype(e));
+            BAD(err, "prompt", "invalid_type", "prompt[%d]: expected a token id or a string, got %s", i, api_jtype(e));
             return -1;
         }
         i++;
@@ -1360,9 +1359,9 @@ static int native_prompt(const cJSON *it, el_api_request *out, el_api_error *err
 
 /* [[id, bias | false], ...] (llama-server) or {"id": bias} (OpenAI). */
 static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
-    if (cJSON_IsObject(it)) return parse_logit_bias(it, out, err); /* OpenAI's object form (biases -100..100) */
-    if (!cJSON_IsArray(it)) return type_error(err, "logit_bias", "an array of [token id, bias] pairs", it);
-    if (bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
+    if (cJSON_IsObject(it)) return api_parse_logit_bias(it, out, err); /* OpenAI's object form (biases -100..100) */
+    if (!cJSON_IsArray(it)) return api_type_error(err, "logit_bias", "an array of [token id, bias] pairs", it);
+    if (api_bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
     int i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
@@ -1377,7 +1376,7 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
             return -1;
         }
         int32_t tok;
-        if (!token_id(id, &tok)) {
+        if (!api_token_id(id, &tok)) {
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][0] is not a token id (an integer >= 0)", i);
             return -1;
         }
@@ -1388,7 +1387,7 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][1]: expected a number in [-1e6, 1e6] or false", i);
             return -1;
         }
-        if (bias_add(tok, bias, out, err)) return -1;
+        if (api_bias_add(tok, bias, out, err)) return -1;
         i++;
     }
     return 0;
@@ -1419,7 +1418,7 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
     const cJSON *np = f[N_N_PREDICT] ? f[N_N_PREDICT] : f[N_MAX_TOKENS];
     if (np) {
         const char *name = f[N_N_PREDICT] ? "n_predict" : "max_tokens";
-        if (get_int(np, name, -1, (double)(1 << 20), &v, err)) return -1;
+        if (api_get_int(np, name, -1, (double)(1 << 20), &v, err)) return -1;
         if (v == 0) {
             BAD(err, name, "unsupported_value", "'%s': 0 (evaluate the prompt only) is not supported", name);
             return -1;
@@ -1427,14 +1426,14 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
         out->max_tokens = (int)v; /* -1: until the context is full */
         out->has_max_tokens = true;
     }
-    if (opt_num(f[N_TEMPERATURE], "temperature", -1e9, false, 2, false, &out->temperature, &out->has_temperature,
-                err) ||
-        opt_int(f[N_TOP_K], "top_k", -2147483648.0, 2147483647.0, &out->top_k, NULL, err) ||
-        opt_num(f[N_TOP_P], "top_p", 0, false, 1, false, &out->top_p, NULL, err) ||
-        opt_num(f[N_MIN_P], "min_p", 0, false, 1, false, &out->min_p, NULL, err) ||
-        opt_num(f[N_REPEAT_PENALTY], "repeat_penalty", 0, false, 10, false, &out->repeat_penalty, NULL, err) ||
-        opt_int(f[N_REPEAT_LAST_N], "repeat_last_n", -1, 1 << 20, &out->repeat_last_n, NULL, err) ||
-        penalties(f[N_PRESENCE], f[N_FREQUENCY], out, err))
+    if (api_opt_num(f[N_TEMPERATURE], "temperature", -1e9, false, 2, false, &out->temperature, &out->has_temperature,
+                    err) ||
+        api_opt_int(f[N_TOP_K], "top_k", -2147483648.0, 2147483647.0, &out->top_k, NULL, err) ||
+        api_opt_num(f[N_TOP_P], "top_p", 0, false, 1, false, &out->top_p, NULL, err) ||
+        api_opt_num(f[N_MIN_P], "min_p", 0, false, 1, false, &out->min_p, NULL, err) ||
+        api_opt_num(f[N_REPEAT_PENALTY], "repeat_penalty", 0, false, 10, false, &out->repeat_penalty, NULL, err) ||
+        api_opt_int(f[N_REPEAT_LAST_N], "repeat_last_n", -1, 1 << 20, &out->repeat_last_n, NULL, err) ||
+        api_penalties(f[N_PRESENCE], f[N_FREQUENCY], out, err))
         return -1;
     /* llama-server's readings of the values as sent: a negative temperature is greedy, a negative top_k
      * is off (0), top_p 0 (as 1) leaves top-p off, repeat_penalty 0 is 1 (off) */
@@ -1443,31 +1442,31 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
     if (f[N_TOP_P] && f[N_TOP_P]->valuedouble <= 0) out->top_p = 1.0f;
     if (f[N_REPEAT_PENALTY] && f[N_REPEAT_PENALTY]->valuedouble == 0) out->repeat_penalty = 1.0f;
     if ((it = f[N_SEED])) {
-        if (get_seed(it, -1, &v, err)) return -1;
+        if (api_get_seed(it, -1, &v, err)) return -1;
         if (v >= 0 && v != 4294967295.0) { /* -1 and 0xFFFFFFFF (LLAMA_DEFAULT_SEED): random */
             out->has_seed = true;
             out->seed = (uint64_t)v;
         }
     }
-    if ((it = f[N_STOP]) && parse_stop(it, out, err)) return -1;
+    if ((it = f[N_STOP]) && api_parse_stop(it, out, err)) return -1;
     if ((it = f[N_LOGIT_BIAS]) && native_logit_bias(it, out, err)) return -1;
-    if (opt_int(f[N_N_PROBS], "n_probs", 0, 2147483647.0, &out->n_probs, NULL, err) ||
-        opt_bool(f[N_IGNORE_EOS], "ignore_eos", &out->ignore_eos, NULL, err))
+    if (api_opt_int(f[N_N_PROBS], "n_probs", 0, 2147483647.0, &out->n_probs, NULL, err) ||
+        api_opt_bool(f[N_IGNORE_EOS], "ignore_eos", &out->ignore_eos, NULL, err))
         return -1;
     if (f[N_GRAMMAR] && f[N_JSON_SCHEMA] && !(cJSON_IsString(f[N_GRAMMAR]) && !f[N_GRAMMAR]->valuestring[0])) {
         BAD(err, "grammar", "invalid_value", "give either 'json_schema' or 'grammar', not both");
         return -1;
     }
-    if ((it = f[N_JSON_SCHEMA]) && set_schema_grammar(it, false, "json_schema", out, err)) return -1;
-    if ((it = f[N_GRAMMAR]) && parse_grammar_field(it, out, err)) return -1;
-    if (opt_bool(f[N_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err) ||
-        opt_bool(f[N_RETURN_TOKENS], "return_tokens", &out->return_tokens, NULL, err) ||
-        opt_bool(f[N_STREAM], "stream", &out->stream, NULL, err) ||
-        opt_int(f[N_ID_SLOT], "id_slot", -1, 2147483647.0, &out->id_slot, NULL, err) ||
-        opt_str(f[N_MODEL], "model", &out->model, err))
+    if ((it = f[N_JSON_SCHEMA]) && api_set_schema_grammar(it, false, "json_schema", out, err)) return -1;
+    if ((it = f[N_GRAMMAR]) && api_parse_grammar_field(it, out, err)) return -1;
+    if (api_opt_bool(f[N_CACHE_PROMPT], "cache_prompt", &out->cache_prompt, &out->has_cache_prompt, err) ||
+        api_opt_bool(f[N_RETURN_TOKENS], "return_tokens", &out->return_tokens, NULL, err) ||
+        api_opt_bool(f[N_STREAM], "stream", &out->stream, NULL, err) ||
+        api_opt_int(f[N_ID_SLOT], "id_slot", -1, 2147483647.0, &out->id_slot, NULL, err) ||
+        api_opt_str(f[N_MODEL], "model", &out->model, err))
         return -1;
     if ((it = f[N_RESPONSE_FIELDS])) {
-        if (!cJSON_IsArray(it)) return type_error(err, "response_fields", "an array of strings", it);
+        if (!cJSON_IsArray(it)) return api_type_error(err, "response_fields", "an array of strings", it);
         int n = cJSON_GetArraySize(it), i = 0;
         if (n > EL_API_MAX_RESP_FIELDS) {
             BAD(err, "response_fields", "invalid_value", "at most %d response_fields are allowed (got %d)",
@@ -1480,7 +1479,7 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
                 BAD(err, "response_fields", "invalid_value", "response_fields[%d]: expected a string of <= 256 bytes", i);
                 return -1;
             }
-            if (!(out->resp_fields[out->n_resp_fields++] = dupstr(e->valuestring, err))) return -1;
+            if (!(out->resp_fields[out->n_resp_fields++] = api_dupstr(e->valuestring, err))) return -1;
             i++;
         }
     }
@@ -1488,14 +1487,14 @@ static int native_fields(const cJSON *root, el_api_request *out, el_api_error *e
 }
 
 int el_api_parse_native(const char *body, size_t len, el_api_request *out, el_api_error *err) {
-    if (!out) return no_output(err, "el_api_parse_native");
-    request_init(out, EL_API_NATIVE);
-    return parse_request(body, len, native_fields, out, err);
+    if (!out) return api_no_output(err, "el_api_parse_native");
+    api_request_init(out, EL_API_NATIVE);
+    return api_parse_request(body, len, native_fields, out, err);
 }
 
 /* Looks up an optional top-level field that may appear at most once; JSON null is "not given". */
 static int tok_field(const cJSON *root, const char *key, const cJSON **out, el_api_error *err) {
-    if (get_unique(root, key, key, out, err)) {
+    if (api_get_unique(root, key, key, out, err)) {
         BAD(err, key, "duplicate_key", "duplicate key '%s' in request body", key);
         return -1;
     }
@@ -1504,10 +1503,10 @@ static int tok_field(const cJSON *root, const char *key, const cJSON **out, el_a
 }
 
 int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
-    if (!out) return no_output(err, "el_api_parse_tokenize");
+    if (!out) return api_no_output(err, "el_api_parse_tokenize");
     memset(out, 0, sizeof *out);
     out->parse_special = true;
-    cJSON *root = parse_root(body, len, err);
+    cJSON *root = api_parse_root(body, len, err);
     if (!root) return -1;
     const cJSON *content, *add, *parse;
     int rc = -1;
@@ -1519,10 +1518,10 @@ int el_api_parse_tokenize(const char *body, size_t len, el_api_tok_request *out,
         BAD(err, "content", "missing_required_parameter", "missing required parameter: 'content'");
         goto done;
     }
-    if (!cJSON_IsString(content)) { type_error(err, "content", "a string", content); goto done; }
-    if (add && !cJSON_IsBool(add)) { type_error(err, "add_special", "a boolean", add); goto done; }
-    if (parse && !cJSON_IsBool(parse)) { type_error(err, "parse_special", "a boolean", parse); goto done; }
-    if (pieces && !cJSON_IsBool(pieces)) { type_error(err, "with_pieces", "a boolean", pieces); goto done; }
+    if (!cJSON_IsString(content)) { api_type_error(err, "content", "a string", content); goto done; }
+    if (add && !cJSON_IsBool(add)) { api_type_error(err, "add_special", "a boolean", add); goto done; }
+    if (parse && !cJSON_IsBool(parse)) { api_type_error(err, "parse_special", "a boolean", parse); goto done; }
+    if (pieces && !cJSON_IsBool(pieces)) { api_type_error(err, "with_pieces", "a boolean", pieces); goto done; }
     out->with_pieces = cJSON_IsTrue(pieces);
     out->add_special = cJSON_IsTrue(add);
     out->parse_special = !cJSON_IsFalse(parse);
@@ -1538,9 +1537,9 @@ done:
 }
 
 int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *out, el_api_error *err) {
-    if (!out) return no_output(err, "el_api_parse_detokenize");
+    if (!out) return api_no_output(err, "el_api_parse_detokenize");
     memset(out, 0, sizeof *out);
-    cJSON *root = parse_root(body, len, err);
+    cJSON *root = api_parse_root(body, len, err);
     if (!root) return -1;
     const cJSON *toks, *t;
     int rc = -1;
@@ -1549,12 +1548,12 @@ int el_api_parse_detokenize(const char *body, size_t len, el_api_tok_request *ou
         BAD(err, "tokens", "missing_required_parameter", "missing required parameter: 'tokens'");
         goto done;
     }
-    if (!cJSON_IsArray(toks)) { type_error(err, "tokens", "an array of token ids", toks); goto done; }
+    if (!cJSON_IsArray(toks)) { api_type_error(err, "tokens", "an array of token ids", toks); goto done; }
     int n = cJSON_GetArraySize(toks), i = 0;
     out->tokens = malloc((size_t)(n > 0 ? n : 1) * sizeof *out->tokens);
-    if (!out->tokens) { oom(err); goto done; }
+    if (!out->tokens) { api_oom(err); goto done; }
     cJSON_ArrayForEach(t, toks) {
-        if (!token_id(t, &out->tokens[i])) {
+        if (!api_token_id(t, &out->tokens[i])) {
             BAD(err, "tokens", "invalid_value", "tokens[%d] is not a token id (an integer >= 0)", i);
             goto done;
         }
@@ -1584,7 +1583,7 @@ void el_api_request_free(el_api_request *r) {
             free((char *)r->msgs[i].role);
             free((char *)r->msgs[i].content);
             free((char *)r->msgs[i].tool_call_id);
-            free_calls(&r->msgs[i]);
+            api_free_calls(&r->msgs[i]);
         }
         free(r->msgs);
     }
@@ -1603,7 +1602,7 @@ void el_api_request_free(el_api_request *r) {
     }
     free(r->tools);
     free(r->chat_tools);
-    request_init(r, kind);
+    api_request_init(r, kind);
 }
 
 /* ------------------------------------------------------------------ builders */
@@ -1612,10 +1611,10 @@ void el_api_request_free(el_api_request *r) {
 static cJSON *head(const char *object, const char *id, const char *model, long created, const char *fingerprint) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
-    if (add_str_or_null(root, "id", id ? id : "") || !cJSON_AddStringToObject(root, "object", object) ||
+    if (api_add_str_or_null(root, "id", id ? id : "") || !cJSON_AddStringToObject(root, "object", object) ||
         !cJSON_AddNumberToObject(root, "created", (double)created) ||
-        add_str_or_null(root, "model", model ? model : "") ||
-        add_str_or_null(root, "system_fingerprint", fingerprint)) {
+        api_add_str_or_null(root, "model", model ? model : "") ||
+        api_add_str_or_null(root, "system_fingerprint", fingerprint)) {
         cJSON_Delete(root);
         return NULL;
     }
@@ -1634,7 +1633,7 @@ static int add_usage(cJSON *root, el_api_usage u) {
 }
 
 /* Adds key: the JSON string of text[0..len) (any bytes; see el_api_json_string). */
-static int add_text(cJSON *obj, const char *key, const char *text, size_t len) {
+int api_add_text(cJSON *obj, const char *key, const char *text, size_t len) {
     el_buf b = {0};
     bool ok = el_api_json_string(&b, text ? text : "", text ? len : 0);
     cJSON *it = ok ? cJSON_CreateRaw(b.p) : NULL;
@@ -1659,7 +1658,7 @@ static int add_choice(cJSON *root, fill_fn fill, const void *ctx, const char *fi
     cJSON *c = cJSON_CreateObject();
     if (!arr || !c) { cJSON_Delete(c); return -1; }
     cJSON_AddItemToArray(arr, c);
-    if (!cJSON_AddNumberToObject(c, "index", 0) || fill(c, ctx) || add_str_or_null(c, "finish_reason", finish) ||
+    if (!cJSON_AddNumberToObject(c, "index", 0) || fill(c, ctx) || api_add_str_or_null(c, "finish_reason", finish) ||
         add_raw_or_null(c, "logprobs", logprobs))
         return -1;
     return 0;
@@ -1676,7 +1675,7 @@ static char *choice_body(const char *object, const char *id, const char *model, 
         cJSON_Delete(root);
         return NULL;
     }
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 struct text_ctx { const char *text; size_t len; bool first; };
@@ -1684,12 +1683,12 @@ struct text_ctx { const char *text; size_t len; bool first; };
 static int fill_message(cJSON *c, const void *ctx) {
     const struct text_ctx *t = ctx;
     cJSON *m = cJSON_AddObjectToObject(c, "message");
-    return m && cJSON_AddStringToObject(m, "role", "assistant") && !add_text(m, "content", t->text, t->len) ? 0 : -1;
+    return m && cJSON_AddStringToObject(m, "role", "assistant") && !api_add_text(m, "content", t->text, t->len) ? 0 : -1;
 }
 
 static int fill_text(cJSON *c, const void *ctx) {
     const struct text_ctx *t = ctx;
-    return add_text(c, "text", t->text, t->len);
+    return api_add_text(c, "text", t->text, t->len);
 }
 
 static int fill_delta(cJSON *c, const void *ctx) {
@@ -1698,7 +1697,7 @@ static int fill_delta(cJSON *c, const void *ctx) {
     if (!o) return -1;
     if (d->first && !cJSON_AddStringToObject(o, "role", "assistant")) return -1;
     if (d->text || d->first) /* the first delta always carries content, "" if none yet */
-        return add_text(o, "content", d->text, d->len);
+        return api_add_text(o, "content", d->text, d->len);
     return 0;
 }
 
@@ -1711,7 +1710,7 @@ char *el_api_with_truncation(char *json, int n_messages_dropped) {
         cJSON_Delete(root);
         return NULL;
     }
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
@@ -1737,7 +1736,7 @@ static char *usage_chunk(const char *object, const char *id, const char *model, 
         cJSON_Delete(root);
         return NULL;
     }
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 char *el_api_chat_chunk(const char *id, const char *model, long created, const char *fingerprint,
@@ -1762,7 +1761,7 @@ char *el_api_chat_role_chunk(const char *id, const char *model, long created, co
         cJSON_Delete(root);
         return NULL;
     }
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 struct tools_ctx { const char *text; size_t len; const el_api_tool_calls *tc; };
@@ -1771,7 +1770,7 @@ static int fill_tool_message(cJSON *c, const void *ctx) {
     const struct tools_ctx *t = ctx;
     cJSON *m = cJSON_AddObjectToObject(c, "message");
     if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) return -1;
-    if (t->text ? add_text(m, "content", t->text, t->len) : !cJSON_AddNullToObject(m, "content")) return -1;
+    if (t->text ? api_add_text(m, "content", t->text, t->len) : !cJSON_AddNullToObject(m, "content")) return -1;
     if (!t->tc || t->tc->n <= 0) return 0;
     cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
     if (!arr) return -1;
@@ -1780,9 +1779,9 @@ static int fill_tool_message(cJSON *c, const void *ctx) {
         cJSON *o = cJSON_CreateObject(), *fn = NULL;
         if (!o) return -1;
         cJSON_AddItemToArray(arr, o);
-        if (add_str_or_null(o, "id", t->tc->ids[i]) || !cJSON_AddStringToObject(o, "type", "function") ||
-            !(fn = cJSON_AddObjectToObject(o, "function")) || add_str_or_null(fn, "name", call->name) ||
-            add_text(fn, "arguments", call->arguments, strlen(call->arguments)))
+        if (api_add_str_or_null(o, "id", t->tc->ids[i]) || !cJSON_AddStringToObject(o, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(o, "function")) || api_add_str_or_null(fn, "name", call->name) ||
+            api_add_text(fn, "arguments", call->arguments, strlen(call->arguments)))
             return -1;
     }
     return 0;
@@ -1806,11 +1805,11 @@ static int fill_tool_delta(cJSON *c, const void *ctx) {
     if (!tc) return -1;
     cJSON_AddItemToArray(arr, tc);
     if (!cJSON_AddNumberToObject(tc, "index", d->index)) return -1;
-    if (d->call_id && (add_str_or_null(tc, "id", d->call_id) || !cJSON_AddStringToObject(tc, "type", "function")))
+    if (d->call_id && (api_add_str_or_null(tc, "id", d->call_id) || !cJSON_AddStringToObject(tc, "type", "function")))
         return -1;
     if (!(fn = cJSON_AddObjectToObject(tc, "function"))) return -1;
-    if (d->name && add_str_or_null(fn, "name", d->name)) return -1;
-    return add_text(fn, "arguments", d->args ? d->args : "", d->args ? d->args_len : 0);
+    if (d->name && api_add_str_or_null(fn, "name", d->name)) return -1;
+    return api_add_text(fn, "arguments", d->args ? d->args : "", d->args ? d->args_len : 0);
 }
 
 char *el_api_chat_tool_chunk(const char *id, const char *model, long created, const char *fingerprint, int index,
@@ -1878,13 +1877,13 @@ char *el_api_detokenize_response(const char *text, size_t len) {
 }
 
 /* A log-probability as JSON: finite, or -9999 for -inf (JSON has no infinity). */
-static bool put_lp(el_buf *b, float lp) {
+bool api_put_lp(el_buf *b, float lp) {
     char num[32];
     int k = snprintf(num, sizeof num, "%.9g", isfinite(lp) ? (double)lp : -9999.0);
     return el_buf_append(b, num, (size_t)k);
 }
 
-static bool put_bytes(el_buf *b, const char *s, size_t n) {
+bool api_put_bytes(el_buf *b, const char *s, size_t n) {
     bool ok = el_buf_str(b, "[");
     for (size_t i = 0; ok && i < n; i++) {
         char num[8];
@@ -1911,13 +1910,13 @@ char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, si
         ok = el_buf_str(&b, "{\"content\":[");
         for (int i = 0; ok && i < n; i++) {
             ok = el_buf_str(&b, i ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, t[i].text, t[i].len) &&
-                 el_buf_str(&b, ",\"logprob\":") && put_lp(&b, t[i].logprob) && el_buf_str(&b, ",\"bytes\":") &&
-                 put_bytes(&b, t[i].text, t[i].len) && el_buf_str(&b, ",\"top_logprobs\":[");
+                 el_buf_str(&b, ",\"logprob\":") && api_put_lp(&b, t[i].logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                 api_put_bytes(&b, t[i].text, t[i].len) && el_buf_str(&b, ",\"top_logprobs\":[");
             for (int k = 0; ok && k < t[i].n_top; k++) {
                 const el_api_top_lp *e = &t[i].top[k];
                 ok = el_buf_str(&b, k ? ",{\"token\":" : "{\"token\":") && el_api_json_string(&b, e->text, e->len) &&
-                     el_buf_str(&b, ",\"logprob\":") && put_lp(&b, e->logprob) && el_buf_str(&b, ",\"bytes\":") &&
-                     put_bytes(&b, e->text, e->len) && el_buf_str(&b, "}");
+                     el_buf_str(&b, ",\"logprob\":") && api_put_lp(&b, e->logprob) && el_buf_str(&b, ",\"bytes\":") &&
+                     api_put_bytes(&b, e->text, e->len) && el_buf_str(&b, "}");
             }
             if (ok) ok = el_buf_str(&b, "]}");
         }
@@ -1928,13 +1927,13 @@ char *el_api_logprobs_json(el_api_kind kind, const el_api_token_lp *t, int n, si
         for (int i = 0; ok && i < n; i++)
             ok = (!i || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].text, t[i].len);
         if (ok) ok = el_buf_str(&b, "],\"token_logprobs\":[");
-        for (int i = 0; ok && i < n; i++) ok = (!i || el_buf_str(&b, ",")) && put_lp(&b, t[i].logprob);
+        for (int i = 0; ok && i < n; i++) ok = (!i || el_buf_str(&b, ",")) && api_put_lp(&b, t[i].logprob);
         if (ok) ok = el_buf_str(&b, "],\"top_logprobs\":[");
         for (int i = 0; ok && i < n; i++) {
             ok = el_buf_str(&b, i ? ",{" : "{");
             for (int k = 0; ok && k < t[i].n_top; k++)
                 ok = (!k || el_buf_str(&b, ",")) && el_api_json_string(&b, t[i].top[k].text, t[i].top[k].len) &&
-                     el_buf_str(&b, ":") && put_lp(&b, t[i].top[k].logprob);
+                     el_buf_str(&b, ":") && api_put_lp(&b, t[i].top[k].logprob);
             if (ok) ok = el_buf_str(&b, "}");
         }
         if (ok) ok = el_buf_str(&b, "],\"text_offset\":[");
@@ -1957,7 +1956,7 @@ static bool put_native_tok(el_buf *b, int32_t id, const char *text, size_t len, 
     char num[24];
     int k = snprintf(num, sizeof num, "{\"id\":%d", (int)id);
     return el_buf_append(b, num, (size_t)k) && el_buf_str(b, ",\"token\":") && el_api_json_string(b, text, len) &&
-           el_buf_str(b, ",\"bytes\":") && put_bytes(b, text, len) && el_buf_str(b, ",\"logprob\":") && put_lp(b, lp);
+           el_buf_str(b, ",\"bytes\":") && api_put_bytes(b, text, len) && el_buf_str(b, ",\"logprob\":") && api_put_lp(b, lp);
 }
 
 char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
@@ -2031,9 +2030,9 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
         ok = el_buf_append(&toks, num, (size_t)k);
     }
     ok = ok && el_buf_str(&toks, "]");
-    ok = ok && cJSON_AddNumberToObject(root, "index", 0) && !add_text(root, "content", r->content, r->len) &&
+    ok = ok && cJSON_AddNumberToObject(root, "index", 0) && !api_add_text(root, "content", r->content, r->len) &&
          cJSON_AddRawToObject(root, "tokens", toks.p) && cJSON_AddNumberToObject(root, "id_slot", r->id_slot) &&
-         cJSON_AddBoolToObject(root, "stop", r->stop) && !add_str_or_null(root, "model", r->model ? r->model : "") &&
+         cJSON_AddBoolToObject(root, "stop", r->stop) && !api_add_str_or_null(root, "model", r->model ? r->model : "") &&
          cJSON_AddNumberToObject(root, "tokens_predicted", r->n_predicted) &&
          cJSON_AddNumberToObject(root, "tokens_evaluated", r->n_prompt);
     el_buf_free(&toks);
@@ -2042,10 +2041,10 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
         cJSON *gs = r->settings ? cJSON_Parse(r->settings) : NULL; /* an object, so "generation_settings/x" can pick */
         if (gs) cJSON_AddItemToObject(root, "generation_settings", gs);
         ok = (!r->settings || gs) &&
-             (!r->prompt || !add_text(root, "prompt", r->prompt, r->prompt_len)) &&
+             (!r->prompt || !api_add_text(root, "prompt", r->prompt, r->prompt_len)) &&
              cJSON_AddBoolToObject(root, "has_new_line", nl) && cJSON_AddBoolToObject(root, "truncated", r->truncated) &&
-             !add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
-             !add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
+             !api_add_str_or_null(root, "stop_type", r->stop_type ? r->stop_type : "none") &&
+             !api_add_str_or_null(root, "stopping_word", r->stopping_word ? r->stopping_word : "") &&
              cJSON_AddNumberToObject(root, "tokens_cached", r->n_cached) && !add_timings(root, r);
     }
     if (ok && r->probs) ok = cJSON_AddRawToObject(root, "completion_probabilities", r->probs) != NULL;
@@ -2054,7 +2053,7 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
         return NULL;
     }
     if (n_fields > 0 && !(root = pick_fields(root, fields, n_fields))) return NULL;
-    return print_and_delete(root);
+    return api_print_and_delete(root);
 }
 
 /* ------------------------------------------------------------------ embeddings */
@@ -2082,10 +2081,10 @@ static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_i
         }
         if (*budget < 1) goto too_many;
         dst->parts = calloc(1, sizeof *dst->parts);
-        if (!dst->parts) return oom(err);
+        if (!dst->parts) return api_oom(err);
         dst->n_parts = 1;
         (*budget)--;
-        return (dst->parts[0].text = dupstr(it->valuestring, err)) ? 0 : -1;
+        return (dst->parts[0].text = api_dupstr(it->valuestring, err)) ? 0 : -1;
     }
     if (cJSON_IsObject(it)) {
         BAD(err, param, "unsupported_value", "%s[%d]: object entries (multimodal content, prompt_string) are not "
@@ -2094,7 +2093,7 @@ static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_i
     }
     if (!cJSON_IsArray(it)) {
         BAD(err, param, "invalid_type", "%s[%d]: expected a string or an array of token ids, got %s", param, idx,
-            jtype(it));
+            api_jtype(it));
         return -1;
     }
     int n = cJSON_GetArraySize(it);
@@ -2104,7 +2103,7 @@ static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_i
     }
     if (n > *budget) goto too_many;
     dst->parts = calloc((size_t)n, sizeof *dst->parts);
-    if (!dst->parts) return oom(err);
+    if (!dst->parts) return api_oom(err);
     dst->n_parts = n;
     *budget -= n;
     int k = 0;
@@ -2112,17 +2111,17 @@ static int embd_input(const cJSON *it, int idx, const char *param, el_api_embd_i
     const cJSON *e;
     cJSON_ArrayForEach(e, it) {
         if (cJSON_IsString(e)) {
-            if (!(dst->parts[k].text = dupstr(e->valuestring, err))) return -1;
+            if (!(dst->parts[k].text = api_dupstr(e->valuestring, err))) return -1;
             any = any || e->valuestring[0];
         } else if (cJSON_IsNumber(e)) {
-            if (!token_id(e, &dst->parts[k].tok)) {
+            if (!api_token_id(e, &dst->parts[k].tok)) {
                 BAD(err, param, "invalid_value", "%s[%d][%d] is not a token id (an integer >= 0)", param, idx, k);
                 return -1;
             }
             any = true;
         } else {
             BAD(err, param, "invalid_type", "%s[%d][%d]: expected a token id or a string, got %s", param, idx, k,
-                jtype(e));
+                api_jtype(e));
             return -1;
         }
         k++;
@@ -2152,18 +2151,18 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
         return -1;
     }
     if (fmt) {
-        if (!cJSON_IsString(fmt)) return type_error(err, "encoding_format", "a string", fmt);
+        if (!cJSON_IsString(fmt)) return api_type_error(err, "encoding_format", "a string", fmt);
         if (!strcmp(fmt->valuestring, "base64")) out->base64 = true;
         else if (strcmp(fmt->valuestring, "float")) {
             BAD(err, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"");
             return -1;
         }
     }
-    if (opt_int(norm, "embd_normalize", -1, EL_API_MAX_EMBD_NORMALIZE, &out->normalize, NULL, err) ||
-        opt_int(dims, "dimensions", 1, 1 << 20, &out->dimensions, NULL, err) ||
-        opt_str(model, "model", &out->model, err))
+    if (api_opt_int(norm, "embd_normalize", -1, EL_API_MAX_EMBD_NORMALIZE, &out->normalize, NULL, err) ||
+        api_opt_int(dims, "dimensions", 1, 1 << 20, &out->dimensions, NULL, err) ||
+        api_opt_str(model, "model", &out->model, err))
         return -1;
-    if (user && !cJSON_IsString(user)) return type_error(err, "user", "a string", user);
+    if (user && !cJSON_IsString(user)) return api_type_error(err, "user", "a string", user);
 
     int budget = EL_API_MAX_PROMPT_PARTS;
     bool one = cJSON_IsString(p) || cJSON_IsObject(p);
@@ -2175,7 +2174,7 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
             return -1;
         }
     } else if (!one) {
-        return type_error(err, param, "a string, an array of token ids, or an array of those", p);
+        return api_type_error(err, param, "a string, an array of token ids, or an array of those", p);
     }
     int n = one ? 1 : cJSON_GetArraySize(p);
     if (n > EL_API_MAX_EMBD_INPUTS) {
@@ -2184,7 +2183,7 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
         return -1;
     }
     out->inputs = calloc((size_t)n, sizeof *out->inputs);
-    if (!out->inputs) return oom(err);
+    if (!out->inputs) return api_oom(err);
     out->n_inputs = n;
     if (one) return embd_input(p, 0, param, &out->inputs[0], &budget, err);
     int i = 0;
@@ -2197,10 +2196,10 @@ static int embd_fields(const cJSON *root, el_api_embd_request *out, el_api_error
 }
 
 int el_api_parse_embeddings(const char *body, size_t len, el_api_embd_request *out, el_api_error *err) {
-    if (!out) return no_output(err, "el_api_parse_embeddings");
+    if (!out) return api_no_output(err, "el_api_parse_embeddings");
     memset(out, 0, sizeof *out);
     out->normalize = 2;
-    cJSON *root = parse_root(body, len, err);
+    cJSON *root = api_parse_root(body, len, err);
     if (!root) return -1;
     int rc = embd_fields(root, out, err);
     cJSON_Delete(root);
