@@ -280,23 +280,34 @@ static req_state await(el_server *s, struct MHD_Connection *c, el_req *r, enum M
     return st;
 }
 
-/* A generation request's body, parsed by its route's parser (api.h). 0, or -1 with e filled. */
-static int parse_generation(el_api_kind kind, const conn_ctx *cc, el_api_request *a, el_api_error *e) {
+/* A new request with its body parsed by its route's parser (api.h); NULL with *ret the answer (500 out of
+ * memory, or the parser's error, counted rejected). */
+static el_req *parsed_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind,
+                              enum MHD_Result *ret) {
+    el_api_error e;
+    memset(&e, 0, sizeof e);
+    el_req *r = srv_req_new(s);
+    if (!r) {
+        *ret = srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+        return NULL;
+    }
     const char *body = cc->body.p ? cc->body.p : "";
-    return kind == EL_API_NATIVE ? el_api_parse_native(body, cc->body.len, a, e) : el_api_parse(kind, body, cc->body.len, a, e);
+    if (kind == EL_API_NATIVE ? el_api_parse_native(body, cc->body.len, &r->api, &e)
+                              : el_api_parse(kind, body, cc->body.len, &r->api, &e)) {
+        *ret = srv_reject(s, c, r, &e, NULL, NULL);
+        return NULL;
+    }
+    r->api_parsed = true;
+    return r;
 }
 
 /* A generation request while there is no local model (still loading, or
  * el_server_set_local_unavailable): validated, then routed with the local
  * route unavailable — to the cloud where the policy allows, else declined. */
 enum MHD_Result srv_h_generate_unready(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
-    el_api_error e;
-    memset(&e, 0, sizeof e);
-    el_req *r = srv_req_new(s);
-    if (!r) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (parse_generation(kind, cc, &r->api, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
-    r->api_parsed = true;
     enum MHD_Result ret;
+    el_req *r = parsed_request(s, c, cc, kind, &ret);
+    if (!r) return ret;
     /* no tokenizer here: about 4 bytes of text per token */
     if (srv_route_request(s, c, cc, r, kind, (int)(cc->body.len / 4) + 1, &ret)) return ret;
     srv_req_unref(r); /* unreachable: without a local model the router never says local */
@@ -305,12 +316,11 @@ enum MHD_Result srv_h_generate_unready(el_server *s, struct MHD_Connection *c, c
 
 /* A generation request of route kind with a local model (the file comment says how it goes). */
 static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind) {
+    enum MHD_Result ret = MHD_NO;
+    el_req *r = parsed_request(s, c, cc, kind, &ret);
+    if (!r) return ret;
     el_api_error e;
     memset(&e, 0, sizeof e);
-    el_req *r = srv_req_new(s);
-    if (!r) return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
-    if (parse_generation(kind, cc, &r->api, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
-    r->api_parsed = true;
     srv_apply_defaults(s, &r->api);
     if (kind == EL_API_NATIVE) {
         const int nv = el_model_n_vocab(s->model);
@@ -376,10 +386,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                          "the prompt is empty");
         return srv_reject(s, c, r, &e, NULL, NULL);
     }
-    {
-        enum MHD_Result ret;
-        if (srv_route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
-    }
+    if (srv_route_request(s, c, cc, r, kind, n, &ret)) return ret; /* declined or cloud: answered */
     if (r->api.local_unsupported) { /* a constraint local generation would silently not honour */
         el_api_set_error(&e, 400, "invalid_request_error", r->api.local_unsupported, "unsupported_value",
                          "'%s' is not supported by edgellm (no tool calls); "
@@ -472,7 +479,6 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     srv_rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");
     if (srv_reply_begin(r, &e)) return srv_reject(s, c, r, &e, NULL, NULL);
 
-    enum MHD_Result ret = MHD_NO;
     if (queue(s, c, r, &e, &ret)) return ret;
     if (r->api.stream) return srv_stream_respond(c, r);
 
