@@ -32,7 +32,7 @@ typedef struct el_server_params {
     bool trust_chat_special;   /* chat message content may contain control tokens (<end_of_turn>, ...): off =
                                   content is tokenized as plain text, only the template's markers are special */
     bool verbose;              /* one log line per request on stderr */
-    /* Host/CORS policy (see server.c, "connection guard"): requests whose Host
+    /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
      * refused (403); "*" in allow_hosts accepts any Host. cors_origin: NULL,
      * CORS off (only same-origin Origin headers pass); else the one other
