@@ -1,6 +1,6 @@
 /*
  * fuzz_request.c — libFuzzer target for the OpenAI request parser and the
- * response builders (src/server/api.c).
+ * response builders (src/server/api*.c).
  *
  * Every input is parsed as both a chat and a completion body. On failure the
  * error must be a 400/413 with a type and a message, and its JSON must parse.

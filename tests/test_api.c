@@ -1,5 +1,5 @@
 /*
- * test_api.c — request validation and response building (src/server/api.c),
+ * test_api.c — request validation and response building (src/server/api*.c),
  * embeddings bodies and replies included.
  */
 #include <cjson/cJSON.h>
