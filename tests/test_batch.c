@@ -123,8 +123,8 @@ static const char *PROMPTS[K] = {
     "Once upon a time",
     "The capital of France is a city that has been the centre of European art, politics and science for centuries, and",
     "def fibonacci(n):\n    if n < 2:\n        return n\n",
-    "In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of worms and an oozy "
-    "smell, nor yet a dry, bare, sandy hole with nothing in it to sit down on or to eat: it was a hobbit-hole, and that means",
+    ("In a hole in the ground there lived a hobbit. Not a nasty, dirty, wet hole, filled with the ends of worms and an oozy "
+     "smell, nor yet a dry, bare, sandy hole with nothing in it to sit down on or to eat: it was a hobbit-hole, and that means"),
 };
 static const int MAX_TOK[K] = {40, 24, 56, 32};
 static const int DELAY_MS[K] = {0, 0, 15, 40};
