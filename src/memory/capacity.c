@@ -13,7 +13,6 @@
 #include "backend/cpu/threadpool.h"
 #include "edgellm.h"
 #include "memory/plan.h"
-#include "sched/spec.h"
 
 #define SAT UINT64_MAX
 
@@ -95,15 +94,12 @@ uint64_t el_mem_session_bytes_kv(const el_mem_request *r, el_kv_type tk, el_kv_t
     if (kk == SAT || kvv == SAT) return SAT;
     const uint64_t kv = kk / 2 + kvv / 2; /* each is 2 x (K or V) */
     if (!r->model) return kv;
-    /* the session a runtime would make: its batch at most its context, 1 + n_draft_max logit rows */
-    const int b = nb > n_ctx ? n_ctx : nb;
-    if (r->n_draft_max < 0 || r->n_draft_max > EL_SPEC_MAX_DRAFT) return SAT;
     if (el_kv_type_cache(tk) > 0 && el_kv_type_cache(tv) > 0) {
-        const size_t all = el_plan_session_bytes(r->model, n_ctx, b, 0, el_kv_type_cache(tk), el_kv_type_cache(tv),
-                                                 1 + r->n_draft_max, r->lora_rank);
+        const size_t all = el_plan_session_bytes(r->model, n_ctx, nb, 0, el_kv_type_cache(tk), el_kv_type_cache(tv),
+                                                 r->n_draft_max, r->lora_rank);
         return all ? (uint64_t)all : SAT; /* 0: a type the model's head size cannot use */
     }
-    const size_t all = el_plan_session_bytes(r->model, n_ctx, b, 0, 0, 0, 1 + r->n_draft_max, r->lora_rank);
+    const size_t all = el_plan_session_bytes(r->model, n_ctx, nb, 0, 0, 0, r->n_draft_max, r->lora_rank);
     if (all == 0) return SAT;
     const uint64_t kv_f16 = el_kv_bytes(&r->shape, EL_KV_F16, n_ctx, nb);
     if (kv_f16 == SAT || kv_f16 > all) return SAT;

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/lora_kernels.h"
 #include "backend/cpu/ops.h"
+#include "sched/spec.h"
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
@@ -124,9 +125,11 @@ int el_plan_session_full(const el_mem_model *m, int n_ctx, int n_batch, int swa_
 }
 
 size_t el_plan_session_bytes(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
-                             int n_logit_rows, int lora_rank) {
+                             int n_draft, int lora_rank) {
+    if (n_draft < 0 || n_draft > EL_SPEC_MAX_DRAFT) return 0;
+    if (n_batch > n_ctx) n_batch = n_ctx;
     el_session_plan plan;
-    if (el_plan_session_full(m, n_ctx, n_batch, swa_full, type_k, type_v, n_logit_rows, &plan) ||
+    if (el_plan_session_full(m, n_ctx, n_batch, swa_full, type_k, type_v, 1 + n_draft, &plan) ||
         el_plan_add_lora(m, n_batch, lora_rank, &plan))
         return 0;
     return plan.total > SIZE_MAX - m->session_fixed ? 0 : plan.total + m->session_fixed;

@@ -94,11 +94,14 @@ int el_plan_add_lora(const el_mem_model *m, int n_batch, int lora_rank, el_sessi
 /* Byte offset of layer il's K cache in the block (V follows K). */
 size_t el_plan_kv_offset(const el_mem_model *m, const el_session_plan *p, int il);
 
-/* A session's whole size: the block of el_plan_session_full plus the scratch
- * of el_plan_add_lora (lora_rank), plus m->session_fixed — what
- * el_session_bytes_for reports and el_session_new allocates. 0 when the plan
- * fails (a bad argument, a cache type the head size cannot use, overflow). */
+/* A session's whole size, as the runtime makes sessions: its batch at most
+ * its context, 1 + n_draft rows of logits (0 <= n_draft <= EL_SPEC_MAX_DRAFT);
+ * the block of el_plan_session_full plus the scratch of el_plan_add_lora
+ * (lora_rank), plus m->session_fixed — what el_session_bytes_for reports and
+ * el_session_new allocates, and what the capacity planner counts. 0 when the
+ * plan fails (a bad argument, a cache type the head size cannot use,
+ * overflow). */
 size_t el_plan_session_bytes(const el_mem_model *m, int n_ctx, int n_batch, int swa_full, int type_k, int type_v,
-                             int n_logit_rows, int lora_rank);
+                             int n_draft, int lora_rank);
 
 #endif

@@ -108,10 +108,8 @@ size_t el_session_bytes_for(const el_model *m, const el_session_params *p) {
     if (!m || !m->arch || check_cache_types(m, p, NULL)) return 0;
     int c, b;
     resolve_params(m, p, &c, &b);
-    const int nd = p ? p->n_draft_max : 0;
-    if (nd < 0 || nd > EL_SPEC_MAX_DRAFT) return 0;
-    return el_plan_session_bytes(&m->mem, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0, 1 + nd,
-                                 p ? p->lora_rank : 0);
+    return el_plan_session_bytes(&m->mem, c, b, p ? p->swa_full : 0, p ? p->type_k : 0, p ? p->type_v : 0,
+                                 p ? p->n_draft_max : 0, p ? p->lora_rank : 0);
 }
 
 el_session *el_session_new(el_model *m, const el_session_params *p, el_error *err) {
