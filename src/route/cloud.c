@@ -457,11 +457,7 @@ el_cloud_relay *el_cloud_relay_open(el_cloud *c, const char *path, const char *b
 size_t el_cloud_relay_read(el_cloud_relay *r, char *buf, size_t max) {
     for (;;) {
         if (r->out_off < r->out.len) {
-            size_t n = r->out.len - r->out_off;
-            if (n > max) n = max;
-            memcpy(buf, r->out.p + r->out_off, n);
-            r->out_off += n;
-            if (r->out_off == r->out.len) r->out_off = r->out.len = 0;
+            const size_t n = el_buf_read(&r->out, &r->out_off, buf, max);
             r->last_out = ms_now();
             return n;
         }

@@ -491,11 +491,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (r->out_off < r->out.len) {
-            size_t n = r->out.len - r->out_off;
-            if (n > max) n = max;
-            memcpy(buf, r->out.p + r->out_off, n);
-            r->out_off += n;
-            if (r->out_off == r->out.len) r->out_off = r->out.len = 0;
+            const size_t n = el_buf_read(&r->out, &r->out_off, buf, max);
             pthread_mutex_unlock(&s->mu);
             return (ssize_t)n;
         }

@@ -27,3 +27,13 @@ void el_buf_free(el_buf *b) {
     b->p = NULL;
     b->len = b->cap = 0;
 }
+
+size_t el_buf_read(el_buf *b, size_t *off, char *dst, size_t max) {
+    if (*off >= b->len) return 0;
+    size_t n = b->len - *off;
+    if (n > max) n = max;
+    memcpy(dst, b->p + *off, n);
+    *off += n;
+    if (*off == b->len) *off = b->len = 0;
+    return n;
+}
