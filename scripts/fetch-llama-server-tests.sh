@@ -5,10 +5,10 @@
 # suite imports (pytest, requests, wget, filelock, openai).
 #
 # The suite comes from PyPI, the legitimate way: llama-cpp-python's source
-# package vendors llama.cpp, so `pip download --no-binary :all:` fetches the
-# sdist (llama-cpp-python 0.3.36: about 73 MiB, ~12 s here) into a temporary
-# directory, and only vendor/llama.cpp/tools/server/tests (about 430 KiB) is
-# extracted. Nothing of it enters the repository.
+# package vendors llama.cpp, so scripts/fetch-sdist.sh keeps the sdist
+# (llama-cpp-python 0.3.36: about 73 MiB, ~12 s to download here) in
+# ~/.cache/edgellm/sdist, and only vendor/llama.cpp/tools/server/tests (about
+# 430 KiB) is extracted. Nothing of it enters the repository.
 #
 # Destination: $1, else $EL_LLAMA_SERVER_TESTS, else
 # ~/.cache/edgellm/llama-server-tests. Prints the destination on stdout.
@@ -30,14 +30,7 @@ fi
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-# the copy tests/fixtures/make_fixtures.py keeps (checked against tests/data/reference/SHA256SUMS), else PyPI
-sdist="$HOME/.cache/edgellm/sdist/llama_cpp_python-$VERSION.tar.gz"
-if [ ! -f "$sdist" ]; then
-  python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$tmp" >&2 ||
-    { echo "fetch-llama-server-tests: pip download llama-cpp-python==$VERSION failed" >&2; exit 1; }
-  sdist="$tmp/llama_cpp_python-$VERSION.tar.gz"
-fi
-[ -f "$sdist" ] || { echo "fetch-llama-server-tests: no $sdist after pip download" >&2; exit 1; }
+sdist=$(bash "$(dirname "$0")/fetch-sdist.sh" "$VERSION") || exit 1
 prefix="llama_cpp_python-$VERSION/vendor/llama.cpp/tools/server/tests"
 mkdir "$tmp/x"
 tar -xzf "$sdist" -C "$tmp/x" --no-same-owner --no-same-permissions --wildcards "$prefix/*" ||

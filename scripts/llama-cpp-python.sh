@@ -37,9 +37,7 @@ fi
 rm -rf "$VENV"
 python3 -m venv --system-site-packages "$VENV" >&2
 PY="$VENV/bin/python"
-DL="$VENV/sdist"
-"$PY" -m pip download -q --no-binary :all: --no-deps -d "$DL" "llama-cpp-python==$VER" >&2
-SDIST=$(ls "$DL"/llama_cpp_python-*.tar.gz)
+SDIST=$(bash "$(dirname "$0")/fetch-sdist.sh" "$VER")
 echo "building llama-cpp-python $VER from $(basename "$SDIST") with CMAKE_ARGS='$ARGS' (minutes)" >&2
 CMAKE_ARGS="$ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
   "$PY" -m pip install -q --no-deps --no-binary llama-cpp-python "$SDIST" >&2
