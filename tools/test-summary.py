@@ -19,6 +19,9 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py: under_ci)
+
 
 def reason(out):
     lines = [l.strip() for l in (out or "").splitlines() if l.strip()]
@@ -55,7 +58,7 @@ def main(argv):
               f"{n['skipped']} skipped")
         for k in total:
             total[k] += n[k]
-    ci = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+    ci = fixtures.under_ci()
     if skips:
         print("skipped:")
         for b, t, why in skips:

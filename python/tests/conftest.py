@@ -18,10 +18,15 @@ import shutil
 import subprocess
 import tempfile
 
+import sys
+
 import pytest
 
-SHARED = os.environ.get("EL_FIXTURE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "edgellm", "fixtures")
-UNDER_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")  # a missing fixture fails there
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
+
+SHARED = fixtures.fixture_dir()
+UNDER_CI = fixtures.under_ci()  # a missing fixture fails there
 CLI = os.environ.get("EL_CLI_PATH")
 
 

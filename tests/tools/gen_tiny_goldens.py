@@ -35,6 +35,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemma_prompts  # noqa: E402
 import gen_gemma_goldens as G  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py)
 
 L = G.L
 N_STEPS = 24
@@ -104,7 +106,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(os.path.join(here, "..", ".."))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", default=os.path.join(os.environ.get("EL_FIXTURE_DIR") or os.path.expanduser("~/.cache/edgellm/fixtures"), "reference"))
+    ap.add_argument("--ref", default=fixtures.ref())
     ap.add_argument("--out", default=None, help="default tests/data/tiny-long (--short: tests/data/reference/goldens)")
     ap.add_argument("--short", action="store_true", help="the short goldens of tests/data/reference/goldens")
     ap.add_argument("--filter", default="")
