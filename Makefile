@@ -21,6 +21,7 @@ all: build
 deps-run:
 	$(STEP) "apt: what building and running need" $(LOGS)/deps-run.log bash scripts/install-deps.sh run
 
+# deps installs what deps-run does too (install-deps.sh test is a superset of run)
 deps:
 	$(STEP) "apt + pip: what the tests need" $(LOGS)/deps-test.log bash scripts/install-deps.sh test
 
@@ -57,7 +58,7 @@ chat: deps-run cli model
 
 # Both suites run even when the first fails; the summary (tools/test-summary.py) counts
 # what ran, passed, failed and was skipped, with each skip's reason.
-test: deps-run deps model build asan fixtures
+test: deps model build asan fixtures
 	@rc=0; rm -f $(BUILD)/junit.xml $(ASAN)/junit.xml; \
 	 echo "ctest (release): output in $(LOGS)/test-release.log"; \
 	 $(MAKE) --no-print-directory test-release >$(LOGS)/test-release.log 2>&1 || rc=1; \
