@@ -534,6 +534,7 @@ static void *random_weights(el_type t, int n, uint32_t seed) {
         case EL_TYPE_Q6_K: ((block_q6_K *)p)[b].d = HALF(0.01f); break;
         case EL_TYPE_IQ4_NL: ((block_iq4_nl *)p)[b].d = HALF(0.01f); break;
         case EL_TYPE_IQ4_XS: ((block_iq4_xs *)p)[b].d = HALF(0.01f); break;
+        case EL_TYPE_MXFP4: ((block_mxfp4 *)p)[b].e = (uint8_t)(110 + lcg_next(&s) % 30); break; /* 2^-18 .. 2^11 */
         default: break;
         }
     }
@@ -544,7 +545,7 @@ static void *random_weights(el_type t, int n, uint32_t seed) {
 static const el_type k_weight_types[] = {
     EL_TYPE_F32, EL_TYPE_F16, EL_TYPE_BF16, EL_TYPE_Q4_0, EL_TYPE_Q4_1, EL_TYPE_Q5_0, EL_TYPE_Q5_1,
     EL_TYPE_Q8_0, EL_TYPE_Q2_K, EL_TYPE_Q3_K, EL_TYPE_Q4_K, EL_TYPE_Q5_K, EL_TYPE_Q6_K, EL_TYPE_IQ4_NL,
-    EL_TYPE_IQ4_XS,
+    EL_TYPE_IQ4_XS, EL_TYPE_MXFP4,
 };
 #define N_WEIGHT_TYPES (int)(sizeof k_weight_types / sizeof k_weight_types[0])
 

@@ -27,6 +27,11 @@ const int8_t kvalues_iq4nl[16] = {
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 };
 
+/* E2M1 (sign, 2 exponent bits, 1 mantissa bit) times two: 0 0.5 1 1.5 2 3 4 6, then negated. */
+const int8_t kvalues_mxfp4[16] = {
+    0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
+};
+
 /* ---------------------------------------------------------------- plain */
 
 void el_dequant_f32(const void *src, float *dst, int64_t n) {
@@ -247,6 +252,29 @@ void el_dequant_iq4_xs(const void *src, float *restrict dst, int64_t n) {
             }
         }
     }
+}
+
+/* ---------------------------------------------------------------- MXFP4 */
+
+/* value = (float)code * 2^(e - 128): one product of a small integer and a
+ * power of two, exact unless it overflows (e >= 0xFE with |code| >= 8). */
+void el_dequant_mxfp4(const void *src, float *restrict dst, int64_t n) {
+    const block_mxfp4 *x = src;
+    const int64_t nb = n / EL_QK_MXFP4;
+    for (int64_t i = 0; i < nb; ++i, dst += EL_QK_MXFP4) {
+        const float d = el_e8m0_to_fp32_half(x[i].e);
+        for (int j = 0; j < EL_QK_MXFP4 / 2; ++j) {
+            dst[j] = (float)kvalues_mxfp4[x[i].qs[j] & 0xF] * d;
+            dst[j + EL_QK_MXFP4 / 2] = (float)kvalues_mxfp4[x[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+int64_t el_mxfp4_find_bad_exponent(const void *src, int64_t nblocks) {
+    const uint8_t *p = src;
+    for (int64_t i = 0; i < nblocks; ++i)
+        if (p[(size_t)i * sizeof(block_mxfp4)] == 0xFF) return i;
+    return -1;
 }
 
 /* ---------------------------------------------------------------- activations */

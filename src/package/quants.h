@@ -25,6 +25,11 @@ void el_dequant_q5_k(const void *src, float *dst, int64_t n);
 void el_dequant_q6_k(const void *src, float *dst, int64_t n);
 void el_dequant_iq4_nl(const void *src, float *dst, int64_t n);
 void el_dequant_iq4_xs(const void *src, float *dst, int64_t n);
+void el_dequant_mxfp4(const void *src, float *dst, int64_t n);
+
+/* The first of nblocks MXFP4 blocks whose E8M0 exponent is 0xFF (NaN in the
+ * MX spec, never written by a quantizer), or -1 if none. */
+int64_t el_mxfp4_find_bad_exponent(const void *src, int64_t nblocks);
 
 /* quantize (activation formats) */
 void el_quant_f32(const float *src, void *dst, int64_t n);

@@ -15,6 +15,7 @@
 #define EL_PACKAGE_QUANTS_BLOCKS_H
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "package/types.h"
 #include "util/fp16.h"
@@ -30,6 +31,7 @@
 #define EL_QK8_0 32
 #define EL_QK8_1 32
 #define EL_QK4_NL 32
+#define EL_QK_MXFP4 32
 /* EL_QK_K (256) comes from types.h */
 #define EL_K_SCALE_SIZE 12
 
@@ -151,6 +153,37 @@ static_assert(sizeof(block_iq4_xs) == 2 + 2 + EL_QK_K / 64 + EL_QK_K / 2, "block
 
 /* The 16 IQ4_NL/IQ4_XS code values (defined in quants.c). */
 extern const int8_t kvalues_iq4nl[16];
+
+/* ---- microscaling FP4 (OCP MX v1.0, gpt-oss's expert weights) ---- */
+
+/*
+ * MXFP4: 32 E2M1 values sharing one E8M0 exponent. Element j is the low
+ * nibble of qs[j] (j < 16) or the high nibble of qs[j - 16]; a nibble is
+ * sign (bit 3), 2 exponent bits, 1 mantissa bit. As ggml, the code values
+ * are stored doubled (kvalues_mxfp4: 0, 0.5, 1, ... 6 -> 0, 1, 2, ... 12)
+ * and the exponent is read as half its value, 2^(e - 128)
+ * (el_e8m0_to_fp32_half), so value = kvalues_mxfp4[nibble] * 2^(e - 128)
+ * = E2M1(nibble) * 2^(e - 127). e = 0xFF is NaN in the MX spec; ggml does
+ * not decode it (its validator rejects it) and neither does edgellm: the
+ * loader refuses a tensor that holds one (el_mxfp4_find_bad_exponent).
+ */
+typedef struct {
+    uint8_t e;                      /* E8M0 shared exponent, bias 127 */
+    uint8_t qs[EL_QK_MXFP4 / 2];    /* E2M1 nibbles: element j (low), j+16 (high) */
+} block_mxfp4;
+static_assert(sizeof(block_mxfp4) == 1 + EL_QK_MXFP4 / 2, "block_mxfp4 size");
+
+/* The 16 E2M1 code values, doubled (defined in quants.c). */
+extern const int8_t kvalues_mxfp4[16];
+
+/* 2^(e - 128) as a float, bit-built: e = 0, 1 give the subnormals 2^-128,
+ * 2^-127; e >= 2 the normal with biased exponent e - 1. Exact for every e. */
+static inline float el_e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /*
  * Q4_K/Q5_K packed 6-bit scales: sub-block j (0..7) -> scale *sc, min *m.

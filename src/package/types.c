@@ -40,7 +40,7 @@ static const el_type_info k_types[EL_TYPE_COUNT] = {
     [EL_TYPE_BF16]   = {"BF16",    1,  2,                  true,  el_dequant_bf16,   el_quant_bf16},
     [EL_TYPE_TQ1_0]  = {"TQ1_0", QK_K, (QK_K - 4*QK_K/64)/5 + QK_K/64 + 2,  false, 0, 0},
     [EL_TYPE_TQ2_0]  = {"TQ2_0", QK_K, 2 + QK_K/4,                          false, 0, 0},
-    [EL_TYPE_MXFP4]  = {"MXFP4",  32,  1 + 16,             false, 0, 0},
+    [EL_TYPE_MXFP4]  = {"MXFP4",  32,  1 + 16,             true,  el_dequant_mxfp4,  0},
 };
 
 const el_type_info *el_type_get(int type) {

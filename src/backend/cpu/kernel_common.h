@@ -59,4 +59,9 @@ static inline void iq4_lookup32(const uint8_t *restrict idx, int8_t *restrict a)
     for (int j = 0; j < 32; ++j) a[j] = kvalues_iq4nl[idx[j]];
 }
 
+/* 32 MXFP4 indices (nibble-unpacked) -> doubled E2M1 code values. */
+static inline void mxfp4_lookup32(const uint8_t *restrict idx, int8_t *restrict a) {
+    for (int j = 0; j < 32; ++j) a[j] = kvalues_mxfp4[idx[j]];
+}
+
 #endif

@@ -3,7 +3,7 @@
  *
  * A matrix product W·x (W quantized) is computed the way ggml does: each
  * activation row x is first quantized to the weight type's `vec_dot_type`
- * (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants
+ * (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants
  * and IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32) with that type's
  * from_float, then each output is vec_dot(weight row, quantized x row).
  * This keeps results within llama.cpp's numerics.

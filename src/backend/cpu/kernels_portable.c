@@ -308,6 +308,29 @@ EL_CPU_CLONES static void vec_dot_iq4_nl_q8_0(int n, float *restrict s, const vo
     *s = acc;
 }
 
+/*
+ * MXFP4: llama.cpp's x86 build repacks MXFP4 weights (rows a multiple of 8)
+ * as it does IQ4_NL and runs the same 8x8 GEMV/GEMM template, the block's
+ * scale being 2^(e - 128) (the doubled E2M1 codes' half exponent):
+ * acc = fma((float)sumi, d_w * d_a, acc), block by block. Both d_w * d_a
+ * and sumi are exact (a power of two times a half; |sumi| <= 32*12*127).
+ */
+EL_CPU_CLONES static void vec_dot_mxfp4_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_mxfp4 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        uint8_t idx[EL_QK_MXFP4];
+        int8_t a[EL_QK_MXFP4];
+        unpack_nibbles16(x[ib].qs, idx);
+        mxfp4_lookup32(idx, a);
+        const int32_t sumi = dot32(a, y[ib].qs);
+        acc = fmaf((float)sumi, el_e8m0_to_fp32_half(x[ib].e) * el_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
 /* ---------------------------------------------------------------- table */
 
 /* ---- activation quantizers (llama.cpp x86 semantics, see kernels.h) ---- */
@@ -357,6 +380,7 @@ static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k, el_quant_q8_k, NULL, NULL},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, vec_dot_iq4_nl_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
     [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, el_vec_dot_iq4_xs_q8_k, el_quant_q8_k, NULL, NULL},
+    [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, vec_dot_mxfp4_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
 };
 
 const el_cpu_type_kernels *el_cpu_kernels_portable(el_type t) {
