@@ -32,7 +32,8 @@ static uint32_t rnd(void) {
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-static const el_type k_types[] = {EL_TYPE_Q4_0, EL_TYPE_Q4_1, EL_TYPE_Q5_0, EL_TYPE_Q5_1, EL_TYPE_Q8_0, EL_TYPE_IQ4_NL};
+static const el_type k_types[] = {EL_TYPE_Q4_0, EL_TYPE_Q4_1, EL_TYPE_Q5_0, EL_TYPE_Q5_1, EL_TYPE_Q8_0, EL_TYPE_IQ4_NL,
+                                  EL_TYPE_MXFP4};
 
 /* Weight rows: mode 0 random bytes, 1 all bits set, 2 all quant bits clear, 3 Q8_0-style -128. Scales 1.0 or
  * random moderate halves; the min of Q4_1/Q5_1 likewise. */
@@ -49,6 +50,11 @@ static void fill_weights(el_type t, uint8_t *w, size_t row, int nrows, int mode)
     const size_t nblk = row * (size_t)nrows / bb;
     for (size_t b = 0; b < nblk; b++) {
         uint8_t *blk = w + b * bb;
+        if (t == EL_TYPE_MXFP4) { /* E8M0: the extremes 0 and 0xFE (no NaN 0xFF) and moderate ones */
+            const uint32_t r = rnd() % 8;
+            blk[0] = r == 0 ? 0 : r == 1 ? 0xFE : (uint8_t)(120 + rnd() % 16);
+            continue;
+        }
         /* fp16 in [0.5, 2) with random mantissa, random sign: finite */
         const uint16_t d = (uint16_t)(0x3800 | (rnd() & 0x07FF) | (rnd() & 1 ? 0x8000 : 0));
         memcpy(blk, &d, 2);

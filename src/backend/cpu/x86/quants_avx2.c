@@ -17,6 +17,7 @@ QX_GEMM(gemm_q5_1, lanes, QX_Q5_1)
 /* IQ4_NL: its signed codes need the sign trick per product, which the
  * transposed layout cannot sum in int16; its gemm takes the per-row path. */
 QX_GEMM(gemm_iq4_nl, sum, QX_IQ4_NL)
+QX_GEMM(gemm_mxfp4, mxfp4, QX_MXFP4)
 
 const el_cpu_type_kernels el_cpu_kernels_quants_avx2[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, qx_vec_dot_q4_0, qx_quantize_q8_0, NULL, gemm_q4_0},
@@ -25,5 +26,6 @@ const el_cpu_type_kernels el_cpu_kernels_quants_avx2[EL_TYPE_COUNT] = {
     [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, qx_vec_dot_q5_1, qx_quantize_q8_1, NULL, gemm_q5_1},
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, qx_vec_dot_q8_0, qx_quantize_q8_0, NULL, gemm_q8_0},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, qx_vec_dot_iq4_nl, qx_quantize_q8_0, NULL, gemm_iq4_nl},
+    [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, qx_vec_dot_mxfp4, qx_quantize_q8_0, NULL, gemm_mxfp4},
 };
 #endif

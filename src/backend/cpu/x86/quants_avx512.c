@@ -34,6 +34,7 @@ QX_GEMM(gemm_q8_0, lanes_t, QX_Q8_0)
 QX_GEMM(gemm_q5_0, lanes_t, QX_Q5_0)
 QX_GEMM(gemm_q4_1, lanes_t, QX_Q4_1)
 QX_GEMM(gemm_q5_1, lanes_t, QX_Q5_1)
+QX_GEMM(gemm_mxfp4, mxfp4, QX_MXFP4)
 
 const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT] = {
     [EL_TYPE_Q4_0] = {EL_TYPE_Q8_0, qx_vec_dot_q4_0, qx_quantize_q8_0, NULL, gemm_q4_0},
@@ -42,5 +43,6 @@ const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT] = {
     [EL_TYPE_Q5_1] = {EL_TYPE_Q8_1, qx_vec_dot_q5_1, qx_quantize_q8_1, NULL, gemm_q5_1},
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, qx_vec_dot_q8_0, qx_quantize_q8_0, NULL, gemm_q8_0},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, qx_vec_dot_iq4_nl, qx_quantize_q8_0, NULL, gemm_iq4_nl},
+    [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, qx_vec_dot_mxfp4, qx_quantize_q8_0, NULL, gemm_mxfp4},
 };
 #endif

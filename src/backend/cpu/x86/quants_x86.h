@@ -1,6 +1,6 @@
 /*
  * quants_x86.h — the x86 SIMD kernels of the 32-element block formats (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) and of the Q8_0/Q8_1 activation quantizers,
+ * Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) and of the Q8_0/Q8_1 activation quantizers,
  * written once for two instruction sets. It is included by exactly two files:
  *   quants_avx2.c    (AVX2 + FMA + F16C): integer dots with vpmaddubsw/vpmaddwd;
  *   quants_avx512.c  (+ AVX-512 F/BW/VL + VNNI, QX_VNNI defined): vpdpbusd on
@@ -12,7 +12,8 @@
  * and every function here gives their bits. Integer block sums are exact in
  * any order (no int16 saturation: see the bounds at each vpmaddubsw); the
  * float operations per output are the portable ones, lane for lane:
- *   Q4_0, IQ4_NL: acc = fma((float)sumi, d_w * d_a, acc), block by block;
+ *   Q4_0, IQ4_NL, MXFP4: acc = fma((float)sumi, d_w * d_a, acc), block by block
+ *     (MXFP4's d_w = 2^(e - 128));
  *   Q8_0, Q5_0, Q4_1, Q5_1: 8 lanes, lane l = integer sum of elements 4l..4l+3,
  *     acc[l] = fma(d_w * d_a, (float)lane_l, acc[l]); then the x86 horizontal
  *     sum; Q4_1/Q5_1 add summs = fma(m_w, s_a, summs), block by block.
@@ -228,6 +229,25 @@ static void qx_vec_dot_iq4_nl(int n, float *restrict s, const void *restrict vx,
     *s = acc;
 }
 
+/* MXFP4: doubled E2M1 codes v in [-12, 12], as IQ4_NL: |v| * sign(a, v), pairs <= 2*12*127;
+ * the block scale 2^(e - 128) (el_e8m0_to_fp32_half) times d_a, exact. */
+static void qx_vec_dot_mxfp4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_mxfp4 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_mxfp4));
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        const __m256i v = _mm256_shuffle_epi8(tab, qx_unpack4(x[ib].qs));
+        const __m256i a = _mm256_loadu_si256((const __m256i *)y[ib].qs);
+        const __m256i l = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(v), _mm256_sign_epi8(a, v));
+        const int32_t sumi = qx_hsum_i32(l);
+        acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)sumi),
+                                         _mm_set_ss(el_e8m0_to_fp32_half(x[ib].e) * qx_h2f(y[ib].d)), _mm_set_ss(acc)));
+    }
+    *s = acc;
+}
+
 /* Q8_0: |w| * sign(a, w): |w| <= 128, |a| <= 127, pairs <= 2*128*127. */
 static void qx_vec_dot_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q8_0 *restrict x = vx;
@@ -298,7 +318,7 @@ static void qx_vec_dot_q5_1(int n, float *restrict s, const void *restrict vx, c
 
 /* ---------------------------------------------------------------- gemm */
 
-enum { QX_Q4_0, QX_Q4_1, QX_Q5_0, QX_Q5_1, QX_Q8_0, QX_IQ4_NL };
+enum { QX_Q4_0, QX_Q4_1, QX_Q5_0, QX_Q5_1, QX_Q8_0, QX_IQ4_NL, QX_MXFP4 };
 
 /* Limits of one call's work arrays; larger blocks are split (results do not depend on it). */
 #define QX_KC 32   /* weight blocks per transposed chunk ("sum" types) */
@@ -1303,6 +1323,47 @@ QX_INLINE void qx_gemm_lanes_t(int type, int k, const uint8_t *w, size_t ldw, in
 #endif
 
 /* el_gemm_fn entry points (no selector for these types: t0, n_act unused). */
+/*
+ * MXFP4 (type QX_MXFP4): each weight row is decoded once per chunk of QX_KC
+ * blocks (the nibbles looked up into signed codes) and reused by every
+ * activation row of the call; per output the operations are vec_dot's:
+ * sumi as |v| * sign(a, v), then acc = fma(sumi, d_w * d_a, acc) block by
+ * block (acc carried across chunks).
+ */
+QX_INLINE void qx_gemm_mxfp4(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                             int nt, float *y, size_t ldy) {
+    (void)type;
+    const int nb = k / EL_QK_MXFP4;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_mxfp4));
+    __m256i v[QX_KC];
+    float dw[QX_KC];
+    float acc[QX_TMAX];
+    for (int r = 0; r < nr; ++r) {
+        const block_mxfp4 *wr = (const block_mxfp4 *)(w + ldw * (size_t)r);
+        for (int t = 0; t < nt; ++t) acc[t] = 0.0f;
+        for (int b0 = 0; b0 < nb; b0 += QX_KC) {
+            const int kc = nb - b0 < QX_KC ? nb - b0 : QX_KC;
+            for (int b = 0; b < kc; ++b) {
+                v[b] = _mm256_shuffle_epi8(tab, qx_unpack4(wr[b0 + b].qs));
+                dw[b] = el_e8m0_to_fp32_half(wr[b0 + b].e);
+            }
+            for (int t = 0; t < nt; ++t) {
+                const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t) + b0;
+                float a = acc[t];
+                for (int b = 0; b < kc; ++b) {
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+                    const int32_t sumi =
+                        qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(v[b]), _mm256_sign_epi8(q, v[b])));
+                    a = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)sumi), _mm_set_ss(dw[b] * qx_h2f(xa[b].d)),
+                                                   _mm_set_ss(a)));
+                }
+                acc[t] = a;
+            }
+        }
+        for (int t = 0; t < nt; ++t) y[ldy * (size_t)t + r] = acc[t];
+    }
+}
+
 #define QX_GEMM(NAME, KIND, TYPE)                                                                                  \
     static void NAME##_body(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,    \
                             float *y, size_t ldy) {                                                                \
