@@ -55,6 +55,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "package/quants.h"
+#include "package/quants_blocks.h"
 #include "package/types.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -440,6 +442,17 @@ static el_status rd_tensor(reader *r, el_gguf_tensor *t, int64_t i) {
     }
     t->nbytes = nbytes;
     return EL_OK;
+}
+
+el_status el_gguf_check_values(const el_gguf_tensor *t, el_error *err) {
+    if (t->type != EL_TYPE_MXFP4) return EL_OK;
+    const int64_t nb = (int64_t)(t->nbytes / sizeof(block_mxfp4));
+    const int64_t bad = el_mxfp4_find_bad_exponent(t->data, nb);
+    if (bad < 0) return EL_OK;
+    const int64_t per_row = t->ne[0] / EL_QK_MXFP4;
+    return el_set_error(err, EL_ERR_BAD_TENSOR,
+                        "tensor '%.*s': MXFP4 block %" PRId64 " (row %" PRId64 ") has exponent 0xFF (NaN in E8M0)",
+                        (int)(t->name.len > 200 ? 200 : t->name.len), t->name.ptr, bad, bad / per_row);
 }
 
 static int cmp_by_offset(const void *a, const void *b) {

@@ -67,6 +67,17 @@ int64_t el_gguf_n_tensors(const el_gguf *g);
 const el_gguf_tensor *el_gguf_tensor_at(const el_gguf *g, int64_t i);
 const el_gguf_tensor *el_gguf_find_tensor(const el_gguf *g, const char *name);
 
+/*
+ * The values check of a tensor's data, for the block formats that have
+ * invalid encodings the structure checks cannot see. Today that is MXFP4:
+ * a block whose E8M0 exponent is 0xFF (NaN in the MX spec; llama.cpp's
+ * ggml_validate_row_data refuses it too) -> EL_ERR_BAD_TENSOR naming the
+ * tensor and the block. Reads one byte per 17-byte block, i.e. every cache
+ * line of the tensor (a full read of it); other types return EL_OK without
+ * touching the data. The loader runs it on each MXFP4 weight it binds.
+ */
+el_status el_gguf_check_values(const el_gguf_tensor *t, el_error *err);
+
 /* Typed getters: false if absent or not convertible (integers of any width
  * convert when the value fits; floats accept FLOAT32/FLOAT64). */
 bool el_gguf_get_u32(const el_gguf *g, const char *key, uint32_t *out);

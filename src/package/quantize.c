@@ -564,6 +564,46 @@ static void q6_k_rows(const float *x, void *dst, int64_t nb) {
     }
 }
 
+/* ------------------------------------------------------------- MXFP4 */
+
+/* The code (index into kvalues_mxfp4) nearest to x at scale d: the first of
+ * the smallest |code * d - x| (each product is exact: a power of two times
+ * a small integer), so ties go to the lower index as in ggml. */
+static uint8_t mxfp4_nearest(float x, float d) {
+    int best = 0;
+    float best_err = fabsf((float)kvalues_mxfp4[0] * d - x);
+    for (int i = 1; i < 16; ++i) {
+        const float err = fabsf((float)kvalues_mxfp4[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return (uint8_t)best;
+}
+
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (so amax
+ * lands in [4, 8) * 2^(e - 128), next to the largest doubled code 12), 0 for
+ * an all-zero block; each value to its nearest code. The exponent is
+ * converted through int and kept modulo 256 as llama.cpp's x86-64 build
+ * does (cvttss2si): a block with amax below 2^-125 wraps, and one in
+ * [2^-126, 2^-125) gives 0xFF, which output_valid then refuses as
+ * llama.cpp's validator does. */
+static void mxfp4_rows(const float *x, void *dst, int64_t nb) {
+    block_mxfp4 *y = dst;
+    for (int64_t i = 0; i < nb; ++i, x += EL_QK_MXFP4) {
+        float amax = 0.0f;
+        for (int j = 0; j < EL_QK_MXFP4; ++j)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        const int ei = amax > 0.0f ? (int)(floorf(log2f(amax)) - 2.0f + 127.0f) : 0;
+        const uint8_t e = (uint8_t)(unsigned)ei;
+        const float d = el_e8m0_to_fp32_half(e);
+        y[i].e = e;
+        for (int j = 0; j < EL_QK_MXFP4 / 2; ++j)
+            y[i].qs[j] = (uint8_t)(mxfp4_nearest(x[j], d) | mxfp4_nearest(x[j + EL_QK_MXFP4 / 2], d) << 4);
+    }
+}
+
 /* ------------------------------------------------------------- dispatch */
 
 typedef void (*block_fn)(const float *x, void *dst, int64_t nblocks);
@@ -587,6 +627,7 @@ static block_fn quantizer_for(el_type t) {
     case EL_TYPE_Q4_K: return q4_k_rows;
     case EL_TYPE_Q5_K: return q5_k_rows;
     case EL_TYPE_Q6_K: return q6_k_rows;
+    case EL_TYPE_MXFP4: return mxfp4_rows;
     default: return NULL;
     }
 }
@@ -607,6 +648,8 @@ static int output_valid(el_type t, const void *q, int64_t nb) {
     case EL_TYPE_BF16:
         for (int64_t i = 0; i < nb; ++i) if (!bhalf_finite(((const el_bf16 *)q)[i])) return 0;
         return 1;
+    case EL_TYPE_MXFP4:
+        return el_mxfp4_find_bad_exponent(q, nb) < 0;
     default: break;
     }
     /* offsets of the fp16 fields inside each block */
@@ -671,6 +714,8 @@ static const struct {
     [EL_FTYPE_Q6_K] = {"Q6_K", 18, EL_TYPE_Q6_K},
     [EL_FTYPE_Q4_K_M] = {"Q4_K_M", 15, EL_TYPE_Q4_K},
     [EL_FTYPE_Q5_K_M] = {"Q5_K_M", 17, EL_TYPE_Q5_K},
+    [EL_FTYPE_MXFP4_MOE] = {"MXFP4_MOE", 38, EL_TYPE_MXFP4},
+    [EL_FTYPE_MXFP4] = {"MXFP4", 38, EL_TYPE_MXFP4},   /* llama-quantize --pure MXFP4_MOE */
 };
 
 static int name_eq(const char *a, const char *b) {
@@ -829,9 +874,14 @@ static int mix_type(plan_state *s, const el_qtensor *t, tcat cat, el_type *type)
     const el_ftype ft = s->ft;
     const int k_m = ft == EL_FTYPE_Q4_K_M || ft == EL_FTYPE_Q5_K_M;
     el_type nt = *type;
-    if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
-        if (t->ne[0] % blck(nt) != 0) nt = EL_TYPE_Q8_0;
+    if (ft == EL_FTYPE_MXFP4) {
+        /* pure: every quantized tensor keeps the base type */
+    } else if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
+        if (ft == EL_FTYPE_MXFP4_MOE || t->ne[0] % blck(nt) != 0) nt = EL_TYPE_Q8_0;
         else if (nt != EL_TYPE_Q8_0) nt = EL_TYPE_Q6_K;
+    } else if (ft == EL_FTYPE_MXFP4_MOE) {
+        /* expert tensors (a third dimension) MXFP4, everything else Q8_0 */
+        nt = t->n_dims >= 3 && t->ne[2] > 1 ? EL_TYPE_MXFP4 : EL_TYPE_Q8_0;
     } else if (cat == CAT_TOKEN_EMBD) {
         /* untied embeddings keep the file type's base type */
     } else if (is_attn_v_like(cat)) {

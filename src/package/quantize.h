@@ -43,7 +43,7 @@ size_t el_quantize_rows(el_type t, const float *src, void *dst, int64_t nrows, i
 void el_quantize_row_q4_0(const float *src, void *dst, int64_t n);
 
 /* True if el_quantize_rows supports t: F32 (a copy), F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K. */
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4. */
 int el_quantize_supported(el_type t);
 
 /* A model-wide quantization choice, as llama.cpp's file types (general.file_type). */
@@ -52,17 +52,21 @@ typedef enum el_ftype {
     EL_FTYPE_Q4_0, EL_FTYPE_Q4_1, EL_FTYPE_Q5_0, EL_FTYPE_Q5_1,
     EL_FTYPE_Q4_K, EL_FTYPE_Q5_K, EL_FTYPE_Q6_K, /* "pure-ish" K types: llama.cpp's Q4_K_S, Q5_K_S, Q6_K */
     EL_FTYPE_Q4_K_M, EL_FTYPE_Q5_K_M,
+    EL_FTYPE_MXFP4_MOE, /* llama.cpp's MXFP4_MOE: expert tensors MXFP4, the others Q8_0 */
+    EL_FTYPE_MXFP4,     /* every quantized tensor MXFP4 (llama-quantize --pure MXFP4_MOE) */
     EL_FTYPE_COUNT
 } el_ftype;
 
 /* "Q4_K_M" etc. (case-insensitive) -> ftype; 0 on success, -1 if unknown.
- * Names: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M;
+ * Names: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K Q4_K_M Q5_K_M
+ * MXFP4_MOE MXFP4;
  * llama.cpp's Q4_K_S / Q5_K_S are accepted for Q4_K / Q5_K. (Unlike
  * llama-quantize, where "Q4_K" is an alias of Q4_K_M.) */
 int el_ftype_parse(const char *name, el_ftype *out);
 const char *el_ftype_name(el_ftype ft); /* the first name above; "?" if out of range */
 /* The general.file_type value llama.cpp writes for this ftype (LLAMA_FTYPE_*:
- * Q4_K -> 14 (Q4_K_S), Q5_K -> 16 (Q5_K_S)); -1 if out of range. */
+ * Q4_K -> 14 (Q4_K_S), Q5_K -> 16 (Q5_K_S), MXFP4 and MXFP4_MOE -> 38);
+ * -1 if out of range. */
 int el_ftype_gguf_id(el_ftype ft);
 /* The ftype's default tensor type (llama_ftype_get_default_type): Q4_K_M -> Q4_K ... */
 el_type el_ftype_base_type(el_ftype ft);
@@ -102,7 +106,10 @@ typedef struct el_qmodel {
  *   layers, GQA) and qwen2 with 80 layers: Q4_K attn_v -> Q5_K; 8 experts:
  *   attn_v/attn_k -> Q8_0 and Q4_K(_M) attn_output -> Q5_K;
  * - rows not a multiple of the block: Q4_K -> Q5_0, Q5_K -> Q5_1,
- *   Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, and F16 if still not a multiple of 32.
+ *   Q6_K -> Q8_0, Q2_K/Q3_K -> Q4_0, and F16 if still not a multiple of 32;
+ * - MXFP4_MOE: tensors with a third dimension > 1 (experts) get MXFP4, all
+ *   others Q8_0 (output.weight included); MXFP4 ("pure"): every quantized
+ *   tensor MXFP4, F16 where its rows are not a multiple of 32. 
  * Counting follows llama.cpp: tensors are visited by layer number, then name. */
 int el_quant_plan(el_ftype ft, const el_qmodel *m, const el_qtensor *t, int n, el_type *out,
                   char *err, size_t errcap);

@@ -252,6 +252,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
                               names[i], el_type_name(t->type));
             goto done;
         }
+        if ((rc = el_gguf_check_values(t, err))) goto done; /* an MXFP4 NaN exponent */
         qt[i].name = names[i];
         qt[i].n_dims = t->n_dims;
         memcpy(qt[i].ne, t->ne, sizeof qt[i].ne);

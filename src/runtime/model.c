@@ -109,6 +109,9 @@ int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool re
     if (!ti || !ti->weights_supported || !ti->to_float || !k || !k->vec_dot)
         return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, which edgellm cannot compute with", name,
                             el_type_name(t->type));
+    /* MXFP4: refuse a NaN exponent before anything computes with it (a read of the tensor) */
+    int rc = el_gguf_check_values(t, err);
+    if (rc) return rc;
     out->type = (el_type)t->type;
     out->ne0 = ne0;
     out->ne1 = ne1;

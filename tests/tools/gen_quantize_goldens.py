@@ -61,10 +61,11 @@ MASK32 = 0xFFFFFFFF
 # (name, llama ftype id) for the ftypes of el_ftype, in its order
 FTYPES = [("F32", 0), ("F16", 1), ("BF16", 32), ("Q8_0", 7), ("Q4_0", 2), ("Q4_1", 3),
           ("Q5_0", 8), ("Q5_1", 9), ("Q4_K", 14), ("Q5_K", 16), ("Q6_K", 18),
-          ("Q4_K_M", 15), ("Q5_K_M", 17)]
+          ("Q4_K_M", 15), ("Q5_K_M", 17), ("MXFP4_MOE", 38)]
 # pure runs for the edge tensor: every block type once
 EDGE_FTYPES = [("F16", 1), ("BF16", 32), ("Q8_0", 7), ("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 8),
-               ("Q5_1", 9), ("Q2_K", 10), ("Q3_K", 11), ("Q4_K", 14), ("Q5_K", 16), ("Q6_K", 18)]
+               ("Q5_1", 9), ("Q2_K", 10), ("Q3_K", 11), ("Q4_K", 14), ("Q5_K", 16), ("Q6_K", 18),
+               ("MXFP4", 38)]  # LLAMA_FTYPE_MOSTLY_MXFP4_MOE, pure: every block MXFP4
 
 
 def fnv1a32(s: str) -> int:
