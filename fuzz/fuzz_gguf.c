@@ -3,7 +3,9 @@
  *
  * Parses the input with el_gguf_open_buffer(); on success walks every kv
  * (typed getters by key, array elements, every string of string arrays) and
- * every tensor (lookup by name, every data byte), and aborts if any invariant
+ * every tensor (lookup by name, every data byte, el_gguf_check_values — it
+ * refuses only MXFP4 tensors, with a message — then the type's
+ * dequantization of up to 4096 elements), and aborts if any invariant
  * promised by gguf.h does not hold. libFuzzer hands us an exactly-sized heap
  * copy, so ASan catches any read past the end. On failure, the error must
  * carry a code and a message. A file that parses is also cut into the load
@@ -20,6 +22,7 @@
 
 #include "memory/load.h"
 #include "package/gguf.h"
+#include "package/quants_blocks.h"
 #include "package/types.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s\n", #c); abort(); } } while (0)
@@ -103,6 +106,24 @@ static void walk_tensor(const el_gguf *g, const el_gguf_tensor *t, const uint8_t
     REQUIRE(d >= base && d <= end && t->nbytes <= (size_t)(end - d));
     unsigned sum = 0;
     for (size_t i = 0; i < t->nbytes; i++) sum += d[i];
+    /* the values check (MXFP4: a NaN exponent) and, where it passes, the
+     * type's dequantization of the first rows (any bits: no crash, no UB) */
+    el_error err = {0};
+    const el_status vs = el_gguf_check_values(t, &err);
+    REQUIRE(vs == EL_OK || (vs == EL_ERR_BAD_TENSOR && t->type == EL_TYPE_MXFP4 && err.msg[0] != '\0'));
+    const el_type_info *ti = el_type_get(t->type);
+    /* (a block with an fp16 field, or F32, read in place wants its alignment:
+     * a file's general.alignment may be 1; MXFP4 blocks are plain bytes) */
+    if (vs == EL_OK && ti->to_float && (t->type == EL_TYPE_MXFP4 || (uintptr_t)d % 4 == 0)) {
+        int64_t n = t->ne[0] * (t->ne[1] < 4 ? t->ne[1] : 4);
+        if (n > 4096) n = 4096 / ti->blck_size * ti->blck_size;
+        float *f = n > 0 ? malloc(sizeof(float) * (size_t)n) : NULL;
+        if (f) {
+            ti->to_float(d, f, n);
+            for (int64_t i = 0; i < n; i++) sum += (f[i] != f[i]);
+            free(f);
+        }
+    }
     g_sink += sum;
 }
 

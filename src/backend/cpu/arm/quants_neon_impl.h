@@ -17,7 +17,7 @@
  *  - half-precision values are widened with FCVT, exact like
  *    el_fp16_to_fp32 (they may differ only in the payload of a NaN);
  *  - rintf / nearest_int round to nearest even: FCVTNS.
- * Kernels: vec_dot of every weight type (with the portable selectors' row
+ * Kernels: vec_dot of every weight type, MXFP4 included (with the portable selectors' row
  * choices: Q2_K/Q4_K gemm order, tinyBLAS order for F32/F16/BF16), the
  * Q8_0/Q8_1/Q8_K activation quantizers, and gemm blocks for Q4_0, Q8_0,
  * Q4_K, Q5_K, Q6_K. The .c files including this compile to nothing except
@@ -428,6 +428,25 @@ static void vec_dot_iq4_nl(int n, float *restrict s, const void *restrict vx, co
         int32x4_t t = dot_acc(vdupq_n_s32(0), a0, vld1q_s8(y[ib].qs));
         t = dot_acc(t, a1, vld1q_s8(y[ib].qs + 16));
         acc = fmaf((float)vaddvq_s32(t), h2f(x[ib].d) * h2f(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
+/* MXFP4: as IQ4_NL, codes looked up in kvalues_mxfp4 (doubled E2M1), the
+ * block scale 2^(e - 128) (el_e8m0_to_fp32_half) times d_a, exact. */
+static void vec_dot_mxfp4(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_mxfp4 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    const int8x16_t kv = vld1q_s8(kvalues_mxfp4);
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        const uint8x16_t v = vld1q_u8(x[ib].qs);
+        const int8x16_t a0 = vqtbl1q_s8(kv, vandq_u8(v, vdupq_n_u8(0x0F)));
+        const int8x16_t a1 = vqtbl1q_s8(kv, vshrq_n_u8(v, 4));
+        int32x4_t t = dot_acc(vdupq_n_s32(0), a0, vld1q_s8(y[ib].qs));
+        t = dot_acc(t, a1, vld1q_s8(y[ib].qs + 16));
+        acc = fmaf((float)vaddvq_s32(t), el_e8m0_to_fp32_half(x[ib].e) * h2f(y[ib].d), acc);
     }
     *s = acc;
 }
@@ -999,4 +1018,5 @@ const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q5_K] = {EL_TYPE_Q8_K, vec_dot_q5_k, quantize_q8_k, NULL, gemm_q5_k},
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, gemm_q6_k},
     [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs, quantize_q8_k, NULL, NULL},
+    [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, vec_dot_mxfp4, quantize_q8_0, NULL, NULL},
 };
