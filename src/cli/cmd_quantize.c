@@ -3,7 +3,9 @@
  * [--allow-requantize] [-q]`: llama-quantize's job with edgellm's own
  * quantizer (src/package/requantize.h): the same tensor types and bytes as
  * llama.cpp for the same input and type. TYPE: F32, F16, BF16, Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K (= Q4_K_S), Q5_K (= Q5_K_S), Q6_K, Q4_K_M, Q5_K_M.
+ * Q4_1, Q5_0, Q5_1, Q4_K (= Q4_K_S), Q5_K (= Q5_K_S), Q6_K, Q4_K_M, Q5_K_M,
+ * MXFP4_MOE (experts MXFP4, the rest Q8_0) and MXFP4 (= llama-quantize --pure
+ * MXFP4_MOE: every quantized tensor MXFP4).
  * A summary line (tensors per type, sizes, time) ends on stderr; -q drops it.
  */
 #include <stdio.h>
@@ -18,7 +20,8 @@
 static void quantize_usage(FILE *f) {
     fputs("usage: edgellm quantize IN.gguf OUT.gguf TYPE [-t N] [--allow-requantize] [-q]\n"
           "  TYPE    F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K (Q4_K_S), Q5_K (Q5_K_S), Q6_K,\n"
-          "          Q4_K_M, Q5_K_M: tensor types chosen as llama-quantize does, the same bytes\n"
+          "          Q4_K_M, Q5_K_M, MXFP4_MOE: tensor types chosen as llama-quantize does, the same bytes;\n"
+          "          MXFP4: every 2-D weight MXFP4, as llama-quantize --pure MXFP4_MOE\n"
           "  -t, --threads N     threads (default 0: all CPUs; the bytes do not depend on it)\n"
           "  --allow-requantize  accept an already quantized IN (its error compounds); to F32/F16/BF16\n"
           "                      this is an exact dequantization\n"

@@ -18,6 +18,9 @@
  * F16 and BF16 targets from a quantized source are exact dequantizations.)
  * A tensor the target type cannot represent (NaN/Inf, F16 overflow) fails
  * the whole conversion with the tensor's name; no output file is left.
+ * So does a source tensor whose values are invalid encodings
+ * (el_gguf_check_values: an MXFP4 block exponent 0xFF), before anything is
+ * written.
  *
  * The bytes do not depend on n_threads. Pure C (libc, libm, pthreads): part
  * of the core library (L1 package).
