@@ -1324,43 +1324,85 @@ QX_INLINE void qx_gemm_lanes_t(int type, int k, const uint8_t *w, size_t ldw, in
 
 /* el_gemm_fn entry points (no selector for these types: t0, n_act unused). */
 /*
- * MXFP4 (type QX_MXFP4): each weight row is decoded once per chunk of QX_KC
- * blocks (the nibbles looked up into signed codes) and reused by every
- * activation row of the call; per output the operations are vec_dot's:
- * sumi as |v| * sign(a, v), then acc = fma(sumi, d_w * d_a, acc) block by
- * block (acc carried across chunks).
+ * MXFP4 (type QX_MXFP4): groups of 8 weight rows, decoded once per chunk of
+ * QX_KC blocks (nibbles looked up into signed codes v, kept with |v|) and
+ * reused by every activation row of the call. Per activation row and block,
+ * the 8 rows' 8-lane integer dots (|v| * sign(a, v)) are reduced together by
+ * a vphaddd tree plus one cross-lane add, leaving row r's block sum in lane
+ * r; then one fma over the 8 rows: acc = fma(sumi, d_w * d_a, acc), block by
+ * block, vec_dot's operations per output. Rows past nr read a zero block.
  */
 QX_INLINE void qx_gemm_mxfp4(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
     (void)type;
+    static const block_mxfp4 zero_block; /* e = 0, codes 0: sums 0 */
     const int nb = k / EL_QK_MXFP4;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kvalues_mxfp4));
-    __m256i v[QX_KC];
-    float dw[QX_KC];
-    float acc[QX_TMAX];
-    for (int r = 0; r < nr; ++r) {
-        const block_mxfp4 *wr = (const block_mxfp4 *)(w + ldw * (size_t)r);
-        for (int t = 0; t < nt; ++t) acc[t] = 0.0f;
-        for (int b0 = 0; b0 < nb; b0 += QX_KC) {
+    __m256i v[QX_KC][8], u[QX_KC][8];
+    __m256 dw[QX_KC];
+    __m256 acc[QX_TMAX];
+    for (int g = 0; g < nr; g += 8) {
+        const block_mxfp4 *rp[8];
+        for (int i = 0; i < 8; ++i) rp[i] = g + i < nr ? (const block_mxfp4 *)(w + ldw * (size_t)(g + i)) : NULL;
+        for (int t = 0; t < nt; ++t) acc[t] = _mm256_setzero_ps();
+        if (nt == 1) { /* decode: nothing to reuse, decode each block where it is used */
+            const block_q8_0 *xa = (const block_q8_0 *)x;
+            __m256 a = acc[0];
+            for (int b = 0; b < nb; ++b) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+                __m256i L[8];
+                float d[8];
+                for (int i = 0; i < 8; ++i) {
+                    const block_mxfp4 *blk = rp[i] ? &rp[i][b] : &zero_block;
+                    const __m256i vi = _mm256_shuffle_epi8(tab, qx_unpack4(blk->qs));
+                    L[i] = qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(vi), _mm256_sign_epi8(q, vi));
+                    d[i] = el_e8m0_to_fp32_half(blk->e);
+                }
+                const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3]));
+                const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(L[4], L[5]), _mm256_hadd_epi32(L[6], L[7]));
+                const __m256i sumi = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                                      _mm256_permute2x128_si256(h0, h1, 0x31));
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi),
+                                    _mm256_mul_ps(_mm256_loadu_ps(d), _mm256_set1_ps(qx_h2f(xa[b].d))), a);
+            }
+            acc[0] = a;
+        }
+        for (int b0 = 0; nt > 1 && b0 < nb; b0 += QX_KC) {
             const int kc = nb - b0 < QX_KC ? nb - b0 : QX_KC;
             for (int b = 0; b < kc; ++b) {
-                v[b] = _mm256_shuffle_epi8(tab, qx_unpack4(wr[b0 + b].qs));
-                dw[b] = el_e8m0_to_fp32_half(wr[b0 + b].e);
+                float d[8];
+                for (int i = 0; i < 8; ++i) {
+                    const block_mxfp4 *blk = rp[i] ? &rp[i][b0 + b] : &zero_block;
+                    v[b][i] = _mm256_shuffle_epi8(tab, qx_unpack4(blk->qs));
+                    u[b][i] = _mm256_abs_epi8(v[b][i]);
+                    d[i] = el_e8m0_to_fp32_half(blk->e);
+                }
+                dw[b] = _mm256_loadu_ps(d);
             }
             for (int t = 0; t < nt; ++t) {
                 const block_q8_0 *xa = (const block_q8_0 *)(x + ldx * (size_t)t) + b0;
-                float a = acc[t];
+                __m256 a = acc[t];
                 for (int b = 0; b < kc; ++b) {
                     const __m256i q = _mm256_loadu_si256((const __m256i *)xa[b].qs);
-                    const int32_t sumi =
-                        qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_abs_epi8(v[b]), _mm256_sign_epi8(q, v[b])));
-                    a = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss((float)sumi), _mm_set_ss(dw[b] * qx_h2f(xa[b].d)),
-                                                   _mm_set_ss(a)));
+                    __m256i L[8];
+                    for (int i = 0; i < 8; ++i)
+                        L[i] = qx_dot4(_mm256_setzero_si256(), u[b][i], _mm256_sign_epi8(q, v[b][i]));
+                    /* 128-bit halves: lanes 0-3 = rows 0-3 (low half sums), 4-7 = rows 0-3 (high) */
+                    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(L[0], L[1]), _mm256_hadd_epi32(L[2], L[3]));
+                    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(L[4], L[5]), _mm256_hadd_epi32(L[6], L[7]));
+                    const __m256i sumi = _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20),
+                                                          _mm256_permute2x128_si256(h0, h1, 0x31));
+                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dw[b], _mm256_set1_ps(qx_h2f(xa[b].d))),
+                                        a);
                 }
                 acc[t] = a;
             }
         }
-        for (int t = 0; t < nt; ++t) y[ldy * (size_t)t + r] = acc[t];
+        for (int t = 0; t < nt; ++t) {
+            _Alignas(32) float out[8];
+            _mm256_store_ps(out, acc[t]);
+            memcpy(y + ldy * (size_t)t + g, out, sizeof(float) * (size_t)(nr - g < 8 ? nr - g : 8));
+        }
     }
 }
 
