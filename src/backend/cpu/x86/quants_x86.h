@@ -41,6 +41,9 @@
  *     activation row the next rows are prefetched. Q8_0 with 1..3
  *     activation rows: qx_gemm_q8_0_dec, 4 (AVX2) or 8 (VNNI) weight rows
  *     per tile, each weight block loaded once for the activation rows.
+ *   - MXFP4: groups of 8 weight rows decoded once per chunk for all
+ *     activation rows; the 8 rows' block sums reduced together so the fma
+ *     runs over 8 lanes (qx_gemm_mxfp4).
  *   Which path runs never changes a result: every path computes the same
  *   per-output operations in the same order.
  *
