@@ -14,9 +14,11 @@ sort_keys=...), the globals raise_exception (raises TemplateError) and
 strftime_now — here with the FIXED date FIXED_NOW so goldens do not age.
 Variables: messages, tools (when the conversation has them),
 add_generation_prompt, bos_token, eos_token, plus the conversation's "extra".
-Writes tests/data/jinja/goldens.json: one entry per (template, conversation,
-add_generation_prompt) with the template's sha256 and either "output" (the
-exact text) or "error" (the exception class name) and "message".
+Writes tests/data/jinja/goldens.json: "cases", one entry per (template,
+conversation, add_generation_prompt) with the template's sha256 and either
+"output" (the exact text) or "error" (the exception class name) and
+"message"; "units", the same for each small template of
+tests/data/jinja/unit_cases.json (one language construct each).
 Needs jinja2 (pip install jinja2); the C test needs no Python.
 """
 import argparse
@@ -104,9 +106,18 @@ def main():
                     case["message"] = str(e)
                     n_err += 1
                 cases.append(case)
+    units = []
+    for uc in json.load(open(os.path.join(ROOT, "tests", "data", "jinja", "unit_cases.json"), encoding="utf-8"))["units"]:
+        out = {"name": uc["name"]}
+        try:
+            out["output"] = compile_template(uc["template"]).render(**uc["vars"])
+        except Exception as e:
+            out["error"] = type(e).__name__
+            out["message"] = str(e)
+        units.append(out)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump({"generator": "tests/tools/gen_jinja_goldens.py", "jinja2": jinja2.__version__,
-                   "fixed_now": FIXED_NOW.isoformat(), "cases": cases}, f, ensure_ascii=False, indent=1)
+                   "fixed_now": FIXED_NOW.isoformat(), "cases": cases, "units": units}, f, ensure_ascii=False, indent=1)
         f.write("\n")
     print(f"{len(cases)} cases from {len(names)} templates ({n_err} raise) -> {a.out}")
 
