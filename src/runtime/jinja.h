@@ -65,12 +65,23 @@ jv *el_jv_bool(el_jctx *c, int b);
 jv *el_jv_int(el_jctx *c, int64_t i);
 jv *el_jv_float(el_jctx *c, double f);
 jv *el_jv_str(el_jctx *c, const char *s, size_t n); /* copied */
+/* A string of message content (copied): its bytes stay marked as content
+ * through the render (concatenation, slicing, strip, split, join, format,
+ * indent and case mapping keep each byte's mark; other transformations mark
+ * their whole result content when any input byte was), so that a caller can
+ * tell template text from content in the output (el_jinja_render_mask). */
+jv *el_jv_str_content(el_jctx *c, const char *s, size_t n);
 jv *el_jv_list(el_jctx *c);
 jv *el_jv_dict(el_jctx *c);
 int el_jv_list_push(el_jctx *c, jv *list, jv *item);                     /* 0 / -1 */
 int el_jv_dict_set(el_jctx *c, jv *dict, const char *key, size_t n, jv *v); /* 0 / -1 */
+int el_jv_dict_put(el_jctx *c, jv *dict, jv *key, jv *v);                  /* any key value; 0 / -1 */
 
 /* Renders with c's variables; *out malloc'd (caller frees), *out_len bytes. */
 int el_jinja_render(const el_jinja *t, el_jctx *c, char **out, size_t *out_len, el_error *err);
+/* el_jinja_render that also gives *mask (malloc'd, out_len bytes, caller
+ * frees; NULL when no byte came from content): 1 for a byte of message
+ * content (el_jv_str_content), 0 for template text. */
+int el_jinja_render_mask(const el_jinja *t, el_jctx *c, char **out, size_t *out_len, uint8_t **mask, el_error *err);
 
 #endif

@@ -126,7 +126,7 @@ static jv *getitem(jrender *r, jv *obj, jv *key) {
         if (i < 0 || (uint64_t)i >= len) return jv_undef(r, "index out of range");
         if (obj->t == JV_LIST) return obj->u.l.a[i];
         size_t a = cp_offset(obj->u.s.s, obj->u.s.n, (size_t)i), b = cp_offset(obj->u.s.s, obj->u.s.n, (size_t)i + 1);
-        return jv_str_n(r, obj->u.s.s + a, b - a);
+        return jv_sub(r, obj, a, b - a);
     }
     if (key->t == JV_STR) return getattr_(r, obj, key->u.s.s, key->u.s.n);
     return jv_undef(r, "no such item");
@@ -162,7 +162,7 @@ static jv *slice(jrender *r, jv *obj, jv *a, jv *b, jv *c) {
         if (obj->t == JV_LIST) jv_push(r->A, out, obj->u.l.a[i]);
         else {
             size_t x = cp_offset(obj->u.s.s, obj->u.s.n, (size_t)i), y = cp_offset(obj->u.s.s, obj->u.s.n, (size_t)i + 1);
-            jo_put(r, &o, obj->u.s.s + x, y - x);
+            jo_put_m(r, &o, obj->u.s.s + x, y - x, obj->u.s.m ? obj->u.s.m + x : NULL);
         }
     }
     if (out) out->flags = obj->flags;
@@ -237,8 +237,8 @@ jv *je_binop(jrender *r, int op, jv *a, jv *b) {
         int safe = (a->flags | b->flags) & JVF_SAFE; /* Markup + str escapes the str */
         if (safe) { a = jv_escape(r, a); b = jv_escape(r, b); }
         jout o = {0};
-        jo_put(r, &o, a->u.s.s, a->u.s.n);
-        jo_put(r, &o, b->u.s.s, b->u.s.n);
+        jo_put_m(r, &o, a->u.s.s, a->u.s.n, a->u.s.m);
+        jo_put_m(r, &o, b->u.s.s, b->u.s.n, b->u.s.m);
         jv *v = jo_str(r, &o);
         v->flags = safe;
         return v;
@@ -254,7 +254,7 @@ jv *je_binop(jrender *r, int op, jv *a, jv *b) {
         if (a->t == JV_STR) {
             jout o = {0};
             if (k > 0) jr_check_str(r, a->u.s.n * (size_t)(k > 1 << 30 ? 1 << 30 : k));
-            for (int64_t i = 0; i < k; i++) jo_put(r, &o, a->u.s.s, a->u.s.n);
+            for (int64_t i = 0; i < k; i++) jo_put_m(r, &o, a->u.s.s, a->u.s.n, a->u.s.m);
             return jo_str(r, &o);
         }
         jv *l = jv_list_(r);
@@ -668,6 +668,15 @@ jv *el_jv_str(el_jctx *c, const char *s, size_t n) {
     v->u.s.n = n;
     return v->u.s.s ? v : NULL;
 }
+jv *el_jv_str_content(el_jctx *c, const char *s, size_t n) {
+    jv *v = el_jv_str(c, s, n);
+    if (!v || !n) return v;
+    uint8_t *m = ja_alloc(&c->arena, n);
+    if (!m) return NULL;
+    memset(m, 1, n);
+    v->u.s.m = m;
+    return v;
+}
 jv *el_jv_list(el_jctx *c) { return jv_new(&c->arena, JV_LIST); }
 jv *el_jv_dict(el_jctx *c) { return jv_new(&c->arena, JV_DICT); }
 int el_jv_list_push(el_jctx *c, jv *list, jv *item) {
@@ -676,6 +685,12 @@ int el_jv_list_push(el_jctx *c, jv *list, jv *item) {
     jv_push(&c->arena, list, item);
     return list->u.l.n == n + 1 ? 0 : -1;
 }
+int el_jv_dict_put(el_jctx *c, jv *dict, jv *k, jv *v) {
+    if (!dict || !k || !v || dict->t != JV_DICT) return -1;
+    jv_dset(&c->arena, dict, k, v);
+    return jv_dget(dict, k) == v ? 0 : -1;
+}
+
 int el_jv_dict_set(el_jctx *c, jv *dict, const char *key, size_t n, jv *v) {
     if (!dict || !v || dict->t != JV_DICT) return -1;
     jv *k = el_jv_str(c, key, n);
@@ -685,6 +700,11 @@ int el_jv_dict_set(el_jctx *c, jv *dict, const char *key, size_t n, jv *v) {
 }
 
 int el_jinja_render(const el_jinja *t, el_jctx *c, char **out, size_t *out_len, el_error *err) {
+    return el_jinja_render_mask(t, c, out, out_len, NULL, err);
+}
+
+int el_jinja_render_mask(const el_jinja *t, el_jctx *c, char **out, size_t *out_len, uint8_t **mask, el_error *err) {
+    if (mask) *mask = NULL;
     *out = NULL;
     if (out_len) *out_len = 0;
     jrender *r = calloc(1, sizeof *r);
@@ -709,6 +729,14 @@ int el_jinja_render(const el_jinja *t, el_jctx *c, char **out, size_t *out_len, 
             p[o.n] = 0;
             *out = p;
             if (out_len) *out_len = o.n;
+            if (mask && o.m && memchr(o.m, 1, o.n)) {
+                *mask = malloc(o.n);
+                if (!*mask) {
+                    free(p);
+                    *out = NULL;
+                    rc = el_set_error(err, EL_ERR_NOMEM, "out of memory");
+                } else memcpy(*mask, o.m, o.n);
+            }
         }
     } else {
         rc = el_set_error(err, EL_ERR_TEMPLATE, "%s", r->msg);

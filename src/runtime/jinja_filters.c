@@ -55,7 +55,7 @@ jv *jf_iter_list(jrender *r, jv *x) {
         for (size_t i = 0; i < x->u.s.n;) {
             size_t j = i + 1;
             while (j < x->u.s.n && ((unsigned char)x->u.s.s[j] & 0xC0) == 0x80) j++;
-            jv_push(r->A, l, jv_str_n(r, x->u.s.s + i, j - i));
+            jv_push(r->A, l, jv_sub(r, x, i, j - i));
             i = j;
         }
         return l;
@@ -85,7 +85,7 @@ static jv *strip(jrender *r, jv *s, jv *chars, int left, int right) {
         while (left && a < b && is_space((unsigned char)p[a])) a++;
         while (right && b > a && is_space((unsigned char)p[b - 1])) b--;
     }
-    return jv_str_n(r, p + a, b - a);
+    return jv_sub(r, s, a, b - a);
 }
 
 static jv *split(jrender *r, jv *s, jv *sep, jv *maxv, int from_right) {
@@ -101,10 +101,10 @@ static jv *split(jrender *r, jv *s, jv *sep, jv *maxv, int from_right) {
             while (e > 0) {
                 while (e > 0 && is_space((unsigned char)p[e - 1])) e--;
                 if (!e) break;
-                if (maxsplit >= 0 && (int64_t)parts->u.l.n == maxsplit) { jv_push(r->A, parts, jv_str_n(r, p, e)); e = 0; break; }
+                if (maxsplit >= 0 && (int64_t)parts->u.l.n == maxsplit) { jv_push(r->A, parts, jv_sub(r, s, 0, e)); e = 0; break; }
                 size_t b = e;
                 while (b > 0 && !is_space((unsigned char)p[b - 1])) b--;
-                jv_push(r->A, parts, jv_str_n(r, p + b, e - b));
+                jv_push(r->A, parts, jv_sub(r, s, b, e - b));
                 e = b;
             }
             for (size_t i = parts->u.l.n; i > 0; i--) jv_push(r->A, l, parts->u.l.a[i - 1]);
@@ -117,12 +117,12 @@ static jv *split(jrender *r, jv *s, jv *sep, jv *maxv, int from_right) {
             if (maxsplit >= 0 && (int64_t)l->u.l.n == maxsplit) {
                 size_t e = n;
                 while (e > i && is_space((unsigned char)p[e - 1])) e--;
-                jv_push(r->A, l, jv_str_n(r, p + i, e - i));
+                jv_push(r->A, l, jv_sub(r, s, i, e - i));
                 break;
             }
             size_t j = i;
             while (j < n && !is_space((unsigned char)p[j])) j++;
-            jv_push(r->A, l, jv_str_n(r, p + i, j - i));
+            jv_push(r->A, l, jv_sub(r, s, i, j - i));
             i = j;
         }
         return l;
@@ -137,13 +137,13 @@ static jv *split(jrender *r, jv *s, jv *sep, jv *maxv, int from_right) {
         size_t i = n;
         while (i >= m && (maxsplit < 0 || cnt < maxsplit)) {
             if (memcmp(p + i - m, sep->u.s.s, m) == 0) {
-                jv_push(r->A, parts, jv_str_n(r, p + i, e - i));
+                jv_push(r->A, parts, jv_sub(r, s, i, e - i));
                 i -= m;
                 e = i;
                 cnt++;
             } else i--;
         }
-        jv_push(r->A, parts, jv_str_n(r, p, e));
+        jv_push(r->A, parts, jv_sub(r, s, 0, e));
         for (size_t k = parts->u.l.n; k > 0; k--) jv_push(r->A, l, parts->u.l.a[k - 1]);
         return l;
     }
@@ -151,17 +151,22 @@ static jv *split(jrender *r, jv *s, jv *sep, jv *maxv, int from_right) {
     int64_t cnt = 0;
     while (i + m <= n && (maxsplit < 0 || cnt < maxsplit)) {
         if (memcmp(p + i, sep->u.s.s, m) == 0) {
-            jv_push(r->A, l, jv_str_n(r, p + b, i - b));
+            jv_push(r->A, l, jv_sub(r, s, b, i - b));
             i += m;
             b = i;
             cnt++;
         } else i++;
     }
-    jv_push(r->A, l, jv_str_n(r, p + b, n - b));
+    jv_push(r->A, l, jv_sub(r, s, b, n - b));
     return l;
 }
 
+static jv *replace_(jrender *r, jv *s, jv *old, jv *nw, jv *count);
 static jv *replace(jrender *r, jv *s, jv *old, jv *nw, jv *count) {
+    jv *v = replace_(r, s, old, nw, count);
+    return jv_taint(r, v, jv_tainted(s) || jv_tainted(nw));
+}
+static jv *replace_(jrender *r, jv *s, jv *old, jv *nw, jv *count) {
     need_str(r, old, "replace argument");
     need_str(r, nw, "replace argument");
     int64_t max = count && count->t == JV_INT ? count->u.i : -1;
@@ -188,7 +193,7 @@ static jv *replace(jrender *r, jv *s, jv *old, jv *nw, jv *count) {
 
 static jv *map_case(jrender *r, jv *s, int mode) { /* 0 lower 1 upper 2 capitalize 3 jinja title 4 str.title */
     jout o = {0};
-    jo_put(r, &o, s->u.s.s, s->u.s.n);
+    jo_put_m(r, &o, s->u.s.s, s->u.s.n, s->u.s.m);
     int word_start = 1, prev_cased = 0;
     for (size_t i = 0; i < o.n; i++) {
         char c = o.p[i];
@@ -232,9 +237,9 @@ static jv *str_format(jrender *r, jv *fmt, jv **args, const char **kw, int nargs
     size_t n = fmt->u.s.n;
     int auto_i = 0;
     for (size_t i = 0; i < n; i++) {
-        if (p[i] == '{' && i + 1 < n && p[i + 1] == '{') { jo_putc(r, &o, '{'); i++; continue; }
-        if (p[i] == '}' && i + 1 < n && p[i + 1] == '}') { jo_putc(r, &o, '}'); i++; continue; }
-        if (p[i] != '{') { jo_putc(r, &o, p[i]); continue; }
+        if (p[i] == '{' && i + 1 < n && p[i + 1] == '{') { jo_put_m(r, &o, p + i, 1, fmt->u.s.m ? fmt->u.s.m + i : NULL); i++; continue; }
+        if (p[i] == '}' && i + 1 < n && p[i + 1] == '}') { jo_put_m(r, &o, p + i, 1, fmt->u.s.m ? fmt->u.s.m + i : NULL); i++; continue; }
+        if (p[i] != '{') { jo_put_m(r, &o, p + i, 1, fmt->u.s.m ? fmt->u.s.m + i : NULL); continue; }
         size_t j = i + 1;
         while (j < n && p[j] != '}') j++;
         if (j >= n) jr_fail(r, "ValueError", "Single '{' encountered in format string");
@@ -317,8 +322,9 @@ jv *jf_method(jrender *r, jv *obj, const char *name, size_t nlen, jv **args, con
             jv *items = jf_iter_list(r, a0 ? a0 : jv_list_(r));
             jout o = {0};
             for (size_t i = 0; i < items->u.l.n; i++) {
-                if (i) jo_put(r, &o, obj->u.s.s, obj->u.s.n);
-                jo_put(r, &o, need_str(r, items->u.l.a[i], "join item")->u.s.s, items->u.l.a[i]->u.s.n);
+                if (i) jo_put_m(r, &o, obj->u.s.s, obj->u.s.n, obj->u.s.m);
+                jv *it = need_str(r, items->u.l.a[i], "join item");
+                jo_put_m(r, &o, it->u.s.s, it->u.s.n, it->u.s.m);
             }
             return jo_str(r, &o);
         }
@@ -329,11 +335,11 @@ jv *jf_method(jrender *r, jv *obj, const char *name, size_t nlen, jv **args, con
             const char *p = obj->u.s.s;
             for (size_t i = 0; i < n; i++)
                 if (p[i] == '\n' || p[i] == '\r') {
-                    jv_push(r->A, l, jv_str_n(r, p + b, i - b));
+                    jv_push(r->A, l, jv_sub(r, obj, b, i - b));
                     if (p[i] == '\r' && i + 1 < n && p[i + 1] == '\n') i++;
                     b = i + 1;
                 }
-            if (b < n) jv_push(r->A, l, jv_str_n(r, p + b, n - b));
+            if (b < n) jv_push(r->A, l, jv_sub(r, obj, b, n - b));
             return l;
         }
         int all = obj->u.s.n > 0, any_cased = 0;
@@ -526,18 +532,18 @@ static jv *select_(jrender *r, jv *x, jv **args, int nargs, int by_attr, int kee
 
 static jv *indent_(jrender *r, jv *s, jv *width, jv *first, jv *blank) {
     jout ind = {0};
-    if (width && width->t == JV_STR) jo_put(r, &ind, width->u.s.s, width->u.s.n);
+    if (width && width->t == JV_STR) jo_put_m(r, &ind, width->u.s.s, width->u.s.n, width->u.s.m);
     else for (int64_t i = int_arg(r, width, 4); i > 0; i--) jo_putc(r, &ind, ' ');
     jv *lines = jf_method(r, s, "splitlines", 10, NULL, NULL, 0, &(int){0});
     jout o = {0};
-    if (first && jv_truthy(first)) jo_put(r, &o, ind.p, ind.n);
+    if (first && jv_truthy(first)) jo_put_m(r, &o, ind.p, ind.n, ind.m);
     for (size_t i = 0; i < lines->u.l.n; i++) {
         jv *ln = lines->u.l.a[i];
         if (i) {
             jo_putc(r, &o, '\n');
-            if (ln->u.s.n || (blank && jv_truthy(blank))) jo_put(r, &o, ind.p, ind.n);
+            if (ln->u.s.n || (blank && jv_truthy(blank))) jo_put_m(r, &o, ind.p, ind.n, ind.m);
         }
-        jo_put(r, &o, ln->u.s.s, ln->u.s.n);
+        jo_put_m(r, &o, ln->u.s.s, ln->u.s.n, ln->u.s.m);
     }
     return jo_str(r, &o);
 }
@@ -553,7 +559,7 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
     if (EQ("safe")) {
         jv *s = jv_to_str(r, x);
         if (s->flags & JVF_SAFE) return s;
-        jv *m = jv_str_n(r, s->u.s.s, s->u.s.n);
+        jv *m = jv_sub(r, s, 0, s->u.s.n);
         m->flags = JVF_SAFE;
         return m;
     }
@@ -783,7 +789,7 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
         jout o = {0};
         int64_t pad = w - len, left = pad / 2 + (pad & w & 1);
         for (int64_t i = 0; i < left; i++) jo_putc(r, &o, ' ');
-        jo_put(r, &o, s->u.s.s, s->u.s.n);
+        jo_put_m(r, &o, s->u.s.s, s->u.s.n, s->u.s.m);
         for (int64_t i = left; i < pad; i++) jo_putc(r, &o, ' ');
         return jo_str(r, &o);
     }

@@ -47,7 +47,7 @@ struct jv {
         int b;
         int64_t i;
         double f;
-        struct { const char *s; size_t n; } s;        /* JV_STR; JV_UNDEF: the hint */
+        struct { const char *s; size_t n; const uint8_t *m; } s; /* JV_STR (m: per byte 1 = from content, NULL: none); JV_UNDEF: the hint */
         struct { jv **a; size_t n, cap; } l;          /* JV_LIST */
         struct { jv **k, **v; size_t n, cap; } d;     /* JV_DICT, JV_NS, JV_LOOP */
         struct { const struct jnode *node; struct jscope *closure; jv *caller; } m; /* JV_MACRO */
@@ -108,7 +108,7 @@ typedef struct jscope {
     jv *vars; /* JV_DICT */
 } jscope;
 
-typedef struct jout { char *p; size_t n, cap; } jout;
+typedef struct jout { char *p; uint8_t *m; size_t n, cap; } jout; /* m: content mask, NULL until content is written */
 
 typedef struct jrender {
     el_jctx *c;
@@ -160,6 +160,11 @@ int jv_cmp(jrender *r, const jv *a, const jv *b); /* <0 =0 >0; TypeError when un
 const char *jv_typename(const jv *v);
 /* growing byte buffer in the arena */
 void jo_put(jrender *r, jout *o, const char *s, size_t n);
+void jo_put_m(jrender *r, jout *o, const char *s, size_t n, const uint8_t *m); /* with a content mask (NULL: template) */
+void jo_mark(jrender *r, jout *o, size_t from); /* bytes [from, n) are content */
+int jv_tainted(const jv *v);                     /* a string with any content byte */
+jv *jv_sub(jrender *r, const jv *s, size_t off, size_t n); /* substring, mask kept */
+jv *jv_taint(jrender *r, jv *res, int content);  /* res marked all content when content */
 void jo_putc(jrender *r, jout *o, char ch);
 void jo_printf(jrender *r, jout *o, const char *fmt, ...);
 jv *jo_str(jrender *r, jout *o);

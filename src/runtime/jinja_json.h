@@ -18,6 +18,8 @@
 #include "runtime/jinja.h"
 
 jv *el_jinja_from_json(el_jctx *c, const cJSON *j);
+/* The same with every string (keys included) marked as message content. */
+jv *el_jinja_from_json_content(el_jctx *c, const cJSON *j);
 int el_jctx_set_json(el_jctx *c, const cJSON *obj);
 
 #endif

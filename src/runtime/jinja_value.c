@@ -242,7 +242,7 @@ int jv_cmp(jrender *r, const jv *a, const jv *b) {
 }
 
 /* ---- output buffers ---- */
-void jo_put(jrender *r, jout *o, const char *s, size_t n) {
+void jo_put_m(jrender *r, jout *o, const char *s, size_t n, const uint8_t *m) {
     if (!n) return;
     if (o->n + n > r->lim->max_string && o != r->out)
         jr_fail(r, "LimitError", "a string passes the limit (%zu bytes)", r->lim->max_string);
@@ -252,10 +252,51 @@ void jo_put(jrender *r, jout *o, const char *s, size_t n) {
         char *np = ja_alloc(r->A, nc);
         if (o->n) memcpy(np, o->p, o->n);
         o->p = np;
+        if (o->m) {
+            uint8_t *nm = ja_alloc(r->A, nc);
+            memcpy(nm, o->m, o->n);
+            o->m = nm;
+        }
         o->cap = nc;
     }
+    if (m && !o->m && memchr(m, 1, n)) o->m = ja_alloc(r->A, o->cap); /* zeroed: all before is template */
     memcpy(o->p + o->n, s, n);
+    if (o->m) {
+        if (m) memcpy(o->m + o->n, m, n);
+        else memset(o->m + o->n, 0, n);
+    }
     o->n += n;
+}
+
+void jo_put(jrender *r, jout *o, const char *s, size_t n) { jo_put_m(r, o, s, n, NULL); }
+
+void jo_mark(jrender *r, jout *o, size_t from) {
+    if (from >= o->n) return;
+    if (!o->m) o->m = ja_alloc(r->A, o->cap);
+    memset(o->m + from, 1, o->n - from);
+}
+
+int jv_tainted(const jv *v) { return v->t == JV_STR && v->u.s.m && memchr(v->u.s.m, 1, v->u.s.n) != NULL; }
+
+jv *jv_sub(jrender *r, const jv *s, size_t off, size_t n) {
+    jv *v = jv_str_n(r, s->u.s.s + off, n);
+    if (s->u.s.m && memchr(s->u.s.m + off, 1, n)) {
+        uint8_t *m = ja_alloc(r->A, n + 1);
+        memcpy(m, s->u.s.m + off, n);
+        v->u.s.m = m;
+    }
+    v->flags = s->flags & JVF_SAFE;
+    return v;
+}
+
+jv *jv_taint(jrender *r, jv *res, int content) {
+    if (!content || res->t != JV_STR || !res->u.s.n) return res;
+    jv *v = jv_new(r->A, JV_STR);
+    *v = *res;
+    uint8_t *m = ja_alloc(r->A, res->u.s.n);
+    memset(m, 1, res->u.s.n);
+    v->u.s.m = m;
+    return v;
 }
 void jo_putc(jrender *r, jout *o, char ch) { jo_put(r, o, &ch, 1); }
 void jo_printf(jrender *r, jout *o, const char *fmt, ...) {
@@ -270,6 +311,7 @@ jv *jo_str(jrender *r, jout *o) {
     jv *v = jv_new(r->A, JV_STR);
     v->u.s.s = o->p ? o->p : "";
     v->u.s.n = o->n;
+    v->u.s.m = o->m && memchr(o->m, 1, o->n) ? o->m : NULL;
     return v;
 }
 
@@ -337,7 +379,12 @@ static void write_repr_str(jrender *r, jout *o, const char *s, size_t n) {
 void jv_write_repr(jrender *r, jout *o, const jv *v) {
     if (++r->depth > r->lim->max_depth) jr_fail(r, "LimitError", "value nested too deep");
     switch (v->t) {
-    case JV_STR: write_repr_str(r, o, v->u.s.s, v->u.s.n); break;
+    case JV_STR: {
+        size_t from = o->n;
+        write_repr_str(r, o, v->u.s.s, v->u.s.n);
+        if (jv_tainted(v)) jo_mark(r, o, from);
+        break;
+    }
     case JV_LIST: {
         if (v->flags & JVF_GEN) { jo_put(r, o, "<generator object>", 18); break; }
         int tup = v->flags & JVF_TUPLE;
@@ -372,7 +419,7 @@ void jv_write_str(jrender *r, jout *o, const jv *v) {
     case JV_BOOL: jo_put(r, o, v->u.b ? "True" : "False", v->u.b ? 4 : 5); break;
     case JV_INT: write_int(r, o, v->u.i); break;
     case JV_FLOAT: jv_write_float(r, o, v->u.f); break;
-    case JV_STR: jo_put(r, o, v->u.s.s, v->u.s.n); break;
+    case JV_STR: jo_put_m(r, o, v->u.s.s, v->u.s.n, v->u.s.m); break;
     case JV_LIST: case JV_DICT: jv_write_repr(r, o, v); break;
     case JV_NS: jo_put(r, o, "<Namespace>", 11); break;
     case JV_LOOP: jo_put(r, o, "<LoopContext>", 13); break;
@@ -401,7 +448,7 @@ jv *jv_escape(jrender *r, jv *v) {
         else if (c == '\'') jo_put(r, &o, "&#39;", 5);
         else jo_putc(r, &o, c);
     }
-    jv *out = jo_str(r, &o);
+    jv *out = jv_taint(r, jo_str(r, &o), jv_tainted(s));
     out->flags = JVF_SAFE;
     return out;
 }
@@ -447,7 +494,7 @@ static int key_cmp_r(const void *a, const void *b, void *ctx) {
 
 static void json_key(jrender *r, jout *o, const jv *k) {
     switch (k->t) {
-    case JV_STR: write_json_str(r, o, k->u.s.s, k->u.s.n); break;
+    case JV_STR: { size_t from = o->n; write_json_str(r, o, k->u.s.s, k->u.s.n); if (jv_tainted(k)) jo_mark(r, o, from); break; }
     case JV_INT: jo_putc(r, o, '"'); write_int(r, o, k->u.i); jo_putc(r, o, '"'); break;
     case JV_FLOAT: jo_putc(r, o, '"'); jv_write_float(r, o, k->u.f); jo_putc(r, o, '"'); break;
     case JV_BOOL: jo_put(r, o, k->u.b ? "\"true\"" : "\"false\"", k->u.b ? 6 : 7); break;
@@ -474,7 +521,7 @@ void jv_write_json(jrender *r, jout *o, const jv *v, int indent, int level,
         else if (isinf(v->u.f)) jo_put(r, o, v->u.f < 0 ? "-Infinity" : "Infinity", v->u.f < 0 ? 9 : 8);
         else jv_write_float(r, o, v->u.f);
         break;
-    case JV_STR: write_json_str(r, o, v->u.s.s, v->u.s.n); break;
+    case JV_STR: { size_t from = o->n; write_json_str(r, o, v->u.s.s, v->u.s.n); if (jv_tainted(v)) jo_mark(r, o, from); break; }
     case JV_LIST:
         if (v->flags & JVF_GEN) jr_fail(r, "TypeError", "Object of type generator is not JSON serializable");
         if (!v->u.l.n) { jo_put(r, o, "[]", 2); break; }
