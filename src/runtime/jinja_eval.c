@@ -190,6 +190,59 @@ static int64_t checked(jrender *r, int ok, int64_t v) {
     return v;
 }
 
+/* Python's str % args: %s %r %d %i %f %x %% with flags "-0", width and precision */
+static jv *percent_format(jrender *r, jv *fmt, jv *b) {
+    jv *args = b->t == JV_LIST && (b->flags & JVF_TUPLE) ? b : NULL;
+    size_t ai = 0, na = args ? args->u.l.n : 1;
+    jout o = {0};
+    const char *p = fmt->u.s.s;
+    size_t n = fmt->u.s.n;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '%') { jo_put_m(r, &o, p + i, 1, fmt->u.s.m ? fmt->u.s.m + i : NULL); continue; }
+        if (++i >= n) jr_fail(r, "ValueError", "incomplete format");
+        if (p[i] == '%') { jo_putc(r, &o, '%'); continue; }
+        char spec[32];
+        size_t sn = 0;
+        spec[sn++] = '%';
+        while (i < n && strchr("-0 +#", p[i]) && sn < 8) spec[sn++] = p[i++];
+        while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 16) spec[sn++] = p[i++];
+        if (i < n && p[i] == '.') { spec[sn++] = p[i++]; while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 24) spec[sn++] = p[i++]; }
+        if (i >= n) jr_fail(r, "ValueError", "incomplete format");
+        char conv = p[i];
+        if (ai >= na) jr_fail(r, "TypeError", "not enough arguments for format string");
+        jv *v = args ? args->u.l.a[ai++] : (ai++, b);
+        char buf[128];
+        if (conv == 's' || conv == 'r') {
+            jout t = {0};
+            if (conv == 's') jv_write_str(r, &t, v); else jv_write_repr(r, &t, v);
+            spec[sn++] = 's';
+            spec[sn] = 0;
+            if (sn == 2) { jo_put_m(r, &o, t.p, t.n, t.m); continue; }
+            char *tmp = ja_alloc(r->A, t.n + 1);
+            if (t.n) memcpy(tmp, t.p, t.n);
+            int w = snprintf(NULL, 0, spec, tmp);
+            char *ob = ja_alloc(r->A, (size_t)w + 1);
+            snprintf(ob, (size_t)w + 1, spec, tmp);
+            size_t from = o.n;
+            jo_put(r, &o, ob, (size_t)w);
+            if (t.m && memchr(t.m, 1, t.n)) jo_mark(r, &o, from); /* padded content stays content */
+        } else if (strchr("dixXfFeEgG", conv)) {
+            if (!jv_is_num(v)) jr_fail(r, "TypeError", "%%%c format: a real number is required, not %s", conv, jv_typename(v));
+            if (strchr("dixX", conv)) {
+                spec[sn++] = 'l'; spec[sn++] = 'l'; spec[sn++] = conv == 'i' ? 'd' : conv; spec[sn] = 0;
+                long long x = v->t == JV_FLOAT ? (long long)v->u.f : v->t == JV_INT ? (long long)v->u.i : v->u.b;
+                snprintf(buf, sizeof buf, spec, x);
+            } else {
+                spec[sn++] = conv; spec[sn] = 0;
+                snprintf(buf, sizeof buf, spec, jv_num(v));
+            }
+            jo_put(r, &o, buf, strlen(buf));
+        } else jr_fail(r, "ValueError", "unsupported format character '%c'", conv);
+    }
+    if (ai < na) jr_fail(r, "TypeError", "not all arguments converted during string formatting");
+    return jo_str(r, &o);
+}
+
 jv *je_binop(jrender *r, int op, jv *a, jv *b) {
     if (a->t == JV_UNDEF) undefined_error(r, a);
     if (b->t == JV_UNDEF) undefined_error(r, b);
@@ -233,6 +286,7 @@ jv *je_binop(jrender *r, int op, jv *a, jv *b) {
             return jv_float_(r, __builtin_pow(fx, fy));
         }
     }
+    if (op == OP_MOD && a->t == JV_STR) return percent_format(r, a, b);
     if (op == OP_ADD && a->t == JV_STR && b->t == JV_STR) {
         int safe = (a->flags | b->flags) & JVF_SAFE; /* Markup + str escapes the str */
         if (safe) { a = jv_escape(r, a); b = jv_escape(r, b); }
@@ -421,17 +475,25 @@ static jv *call_macro(jrender *r, const jnode *m, jscope *closure, jv **args, co
     jscope *s = scope_new(r, closure);
     int npos = 0;
     for (int i = 0; i < nargs; i++) if (!kw[i]) npos++;
-    if (npos > m->nargs) jr_fail(r, "TypeError", "macro '%s' takes not more than %d argument(s)", m->name ? m->name : "caller", m->nargs);
+    const int accepts = m->k == N_MACRO ? m->op : 0; /* 1: varargs, 2: kwargs named in the body */
+    if (npos > m->nargs && !(accepts & 1))
+        jr_fail(r, "TypeError", "macro '%s' takes not more than %d argument(s)", m->name ? m->name : "caller", m->nargs);
+    jv *varargs = jv_list_(r), *kwargs = jv_dict_(r);
+    varargs->flags = JVF_TUPLE;
     int pi = 0;
     for (int i = 0; i < nargs; i++) {
         if (kw[i]) {
             int found = 0;
             for (int j = 0; j < m->nargs; j++)
                 if (strcmp(m->args[j]->name, kw[i]) == 0) found = 1;
-            if (!found) jr_fail(r, "TypeError", "macro '%s' takes no keyword argument '%s'", m->name ? m->name : "caller", kw[i]);
-            jv_dset_s(r, s->vars, kw[i], args[i]);
-        } else jv_dset_s(r, s->vars, m->args[pi++]->name, args[i]);
+            if (!found && !(accepts & 2))
+                jr_fail(r, "TypeError", "macro '%s' takes no keyword argument '%s'", m->name ? m->name : "caller", kw[i]);
+            jv_dset_s(r, found ? s->vars : kwargs, kw[i], args[i]);
+        } else if (pi < m->nargs) jv_dset_s(r, s->vars, m->args[pi++]->name, args[i]);
+        else jv_push(r->A, varargs, args[i]);
     }
+    jv_dset_s(r, s->vars, "varargs", varargs);
+    jv_dset_s(r, s->vars, "kwargs", kwargs);
     for (int j = 0; j < m->nargs; j++) {
         const jnode *p = m->args[j];
         if (jv_dget_s(s->vars, p->name, p->nlen)) continue;

@@ -191,12 +191,42 @@ static jv *replace_(jrender *r, jv *s, jv *old, jv *nw, jv *count) {
     return jo_str(r, &o);
 }
 
+/* upper/lower of a 2-byte UTF-8 code point (Latin-1, Latin Extended-A, Greek, Cyrillic): same length */
+static unsigned cp_case(unsigned cp, int upper) {
+    if (upper) {
+        if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7) || (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2) || (cp >= 0x430 && cp <= 0x44F)) return cp - 0x20;
+        if (cp >= 0x450 && cp <= 0x45F) return cp - 0x50;
+        if (cp == 0xFF) return 0x178;
+        if (cp >= 0x100 && cp <= 0x17F && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F)
+            return (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E) ? (cp % 2 == 0 ? cp - 1 : cp) : (cp % 2 ? cp - 1 : cp);
+        return cp;
+    }
+    if ((cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) || (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) || (cp >= 0x410 && cp <= 0x42F)) return cp + 0x20;
+    if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
+    if (cp == 0x178) return 0xFF;
+    if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x138 && cp != 0x149 && cp != 0x17F)
+        return (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E) ? (cp % 2 ? cp + 1 : cp) : (cp % 2 == 0 ? cp + 1 : cp);
+    return cp;
+}
+static int is_cased2(unsigned cp) { return cp_case(cp, 1) != cp || cp_case(cp, 0) != cp; }
+
 static jv *map_case(jrender *r, jv *s, int mode) { /* 0 lower 1 upper 2 capitalize 3 jinja title 4 str.title */
     jout o = {0};
     jo_put_m(r, &o, s->u.s.s, s->u.s.n, s->u.s.m);
     int word_start = 1, prev_cased = 0;
     for (size_t i = 0; i < o.n; i++) {
         char c = o.p[i];
+        unsigned char b0 = (unsigned char)c;
+        if (b0 >= 0xC2 && b0 <= 0xDF && i + 1 < o.n && ((unsigned char)o.p[i + 1] & 0xC0) == 0x80) {
+            unsigned cp = ((b0 & 0x1Fu) << 6) | ((unsigned char)o.p[i + 1] & 0x3Fu);
+            int up_ = mode == 1 || ((mode == 2 && i == 0) || (mode == 3 && word_start) || (mode == 4 && !prev_cased));
+            if (mode == 3) word_start = 0;
+            if (mode == 4) prev_cased = is_cased2(cp);
+            unsigned m = cp_case(cp, up_);
+            if (m < 0x800 && m >= 0x80) { o.p[i] = (char)(0xC0 | (m >> 6)); o.p[i + 1] = (char)(0x80 | (m & 0x3F)); }
+            i++;
+            continue;
+        }
         switch (mode) {
         case 0: o.p[i] = lo(c); break;
         case 1: o.p[i] = up(c); break;
@@ -534,7 +564,10 @@ static jv *indent_(jrender *r, jv *s, jv *width, jv *first, jv *blank) {
     jout ind = {0};
     if (width && width->t == JV_STR) jo_put_m(r, &ind, width->u.s.s, width->u.s.n, width->u.s.m);
     else for (int64_t i = int_arg(r, width, 4); i > 0; i--) jo_putc(r, &ind, ' ');
-    jv *lines = jf_method(r, s, "splitlines", 10, NULL, NULL, 0, &(int){0});
+    jout sn = {0}; /* jinja2 splits s + "\n" (so a trailing newline keeps its empty last line) */
+    jo_put_m(r, &sn, s->u.s.s, s->u.s.n, s->u.s.m);
+    jo_putc(r, &sn, '\n');
+    jv *lines = jf_method(r, jo_str(r, &sn), "splitlines", 10, NULL, NULL, 0, &(int){0});
     jout o = {0};
     if (first && jv_truthy(first)) jo_put_m(r, &o, ind.p, ind.n, ind.m);
     for (size_t i = 0; i < lines->u.l.n; i++) {

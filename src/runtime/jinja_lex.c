@@ -327,7 +327,7 @@ int jl_lex(jarena *a, const char *src, size_t len, jtok **toks, size_t *ntok, ch
         L.pos = p;
         if (kind == '%' && L.nt == first + 2 && L.t[first].t == T_NAME && L.t[first].n == 3 &&
             memcmp(L.t[first].s, "raw", 3) == 0) {
-            if (!strip_after && L.pos < L.n && L.s[L.pos] == '\n') L.pos++;
+            /* jinja2 keeps the newline after {% raw %} (its raw rule has no trim_blocks suffix) */
             if (lex_raw(&L, &L.pos, strip_after)) return -1;
             continue;
         }

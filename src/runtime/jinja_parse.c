@@ -597,6 +597,7 @@ static jnode *parse_statement(ps *P) {
         return n;
     }
     if (is_name(k, "macro")) {
+        size_t first_tok = P->i;
         jnode *n = node(P, N_MACRO, k);
         jtok *nm = cur(P);
         if (nm->t != T_NAME) SYNTAX(P, nm, "expected a macro name");
@@ -611,6 +612,10 @@ static jnode *parse_statement(ps *P) {
         nlist body = {0};
         body_until(P, &body, ends, open);
         n->body = body.a; n->nbody = body.n;
+        for (size_t j = first_tok; j < P->i; j++) { /* jinja2: extra arguments only when the body names them */
+            if (is_name(&P->t[j], "varargs")) n->op |= 1;
+            if (is_name(&P->t[j], "kwargs")) n->op |= 2;
+        }
         if (cur(P)->t == T_NAME) P->i++; /* {% endmacro name %} */
         end_tag(P);
         return n;

@@ -79,7 +79,7 @@ el_chat_jinja *el_chat_jinja_from_file(const char *path, const el_model *m, el_e
     el_chat_jinja *cj = with_model_tokens(text, len, m, err);
     if (!cj) {
         char m2[sizeof err->msg];
-        snprintf(m2, sizeof m2, "%s: %s", path, err->msg);
+        snprintf(m2, sizeof m2, "%.120s: %.250s", path, err->msg);
         el_set_error(err, err->code, "%s", m2);
     }
     free(text);
