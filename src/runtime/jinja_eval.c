@@ -205,13 +205,19 @@ static jv *percent_format(jrender *r, jv *fmt, jv *b) {
         size_t sn = 0;
         spec[sn++] = '%';
         while (i < n && strchr("-0 +#", p[i]) && sn < 8) spec[sn++] = p[i++];
-        while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 16) spec[sn++] = p[i++];
-        if (i < n && p[i] == '.') { spec[sn++] = p[i++]; while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 24) spec[sn++] = p[i++]; }
-        if (i >= n) jr_fail(r, "ValueError", "incomplete format");
+        long num = 0;
+        while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 16) { num = num * 10 + (p[i] - '0'); spec[sn++] = p[i++]; }
+        if (i < n && p[i] == '.') {
+            spec[sn++] = p[i++];
+            long prec = 0;
+            while (i < n && p[i] >= '0' && p[i] <= '9' && sn < 24) { prec = prec * 10 + (p[i] - '0'); spec[sn++] = p[i++]; }
+            if (prec > num) num = prec;
+        }
+        if (num > 4096) jr_fail(r, "LimitError", "format width or precision %ld too large", num);
+        if (i >= n || (i < n && p[i] >= '0' && p[i] <= '9')) jr_fail(r, "ValueError", "incomplete format");
         char conv = p[i];
         if (ai >= na) jr_fail(r, "TypeError", "not enough arguments for format string");
         jv *v = args ? args->u.l.a[ai++] : (ai++, b);
-        char buf[128];
         if (conv == 's' || conv == 'r') {
             jout t = {0};
             if (conv == 's') jv_write_str(r, &t, v); else jv_write_repr(r, &t, v);
@@ -230,13 +236,20 @@ static jv *percent_format(jrender *r, jv *fmt, jv *b) {
             if (!jv_is_num(v)) jr_fail(r, "TypeError", "%%%c format: a real number is required, not %s", conv, jv_typename(v));
             if (strchr("dixX", conv)) {
                 spec[sn++] = 'l'; spec[sn++] = 'l'; spec[sn++] = conv == 'i' ? 'd' : conv; spec[sn] = 0;
-                long long x = v->t == JV_FLOAT ? (long long)v->u.f : v->t == JV_INT ? (long long)v->u.i : v->u.b;
-                snprintf(buf, sizeof buf, spec, x);
+                double f = jv_num(v);
+                if (v->t == JV_FLOAT && !(f > -9.2e18 && f < 9.2e18)) jr_fail(r, "OverflowError", "cannot convert float to integer");
+                long long x = v->t == JV_FLOAT ? (long long)f : v->t == JV_INT ? (long long)v->u.i : v->u.b;
+                int w = snprintf(NULL, 0, spec, x);
+                char *buf = ja_alloc(r->A, (size_t)w + 1);
+                snprintf(buf, (size_t)w + 1, spec, x);
+                jo_put(r, &o, buf, (size_t)w);
             } else {
                 spec[sn++] = conv; spec[sn] = 0;
-                snprintf(buf, sizeof buf, spec, jv_num(v));
+                int w = snprintf(NULL, 0, spec, jv_num(v));
+                char *buf = ja_alloc(r->A, (size_t)w + 1);
+                snprintf(buf, (size_t)w + 1, spec, jv_num(v));
+                jo_put(r, &o, buf, (size_t)w);
             }
-            jo_put(r, &o, buf, strlen(buf));
         } else jr_fail(r, "ValueError", "unsupported format character '%c'", conv);
     }
     if (ai < na) jr_fail(r, "TypeError", "not all arguments converted during string formatting");
