@@ -109,7 +109,8 @@ static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
         memcpy(v + keep, a->msgs + from, (size_t)(a->n_msgs - from) * sizeof *v);
         int32_t *toks = NULL;
         char why[400];
-        int n2 = srv_chat_tokenize(s, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, flags, &toks, why, sizeof why);
+        int n2 = srv_chat_tokenize(s, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, a->chat_template_kwargs, flags,
+                                   &toks, why, sizeof why);
         if (n2 <= 0) { free(toks); break; } /* rendered once already: only out of memory gets here */
         free(r->prompt);
         r->prompt = toks;
@@ -359,7 +360,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
          * calls and results included) is plain text */
         char why[400] = "";
         n = srv_chat_tokenize(s, r->api.msgs, r->api.n_msgs, r->api.chat_tools, r->api.n_tools,
-                              EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &r->prompt,
+                              r->api.chat_template_kwargs, EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &r->prompt,
                               why, sizeof why);
         if (n == -1) {
             el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL, "%s", why);

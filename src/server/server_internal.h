@@ -310,14 +310,15 @@ void srv_queue_unlink_locked(el_server *s, el_req *r);
 /* Queues r (the queue takes its own reference); -1 with e (and a Retry-After h1: v1) filled: 503. */
 int srv_enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1);
 /* Chats with the server's renderer (s->cj, the Jinja template, else the
- * family s->fam; server_llama.c). srv_chat_render: 0, -1 (msg says why the
+ * family s->fam; server_llama.c; kwargs: the request's chat_template_kwargs
+ * JSON or NULL, for the Jinja template only). srv_chat_render: 0, -1 (msg says why the
  * messages cannot be rendered), -2 out of memory. srv_chat_tokenize: the
  * token count, or -1 / -2 as render, -3 text the tokenizer refuses. */
 bool srv_has_chat(const el_server *s);
 int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
-                    el_chat_text *t, char *msg, size_t cap);
+                    const char *kwargs, el_chat_text *t, char *msg, size_t cap);
 int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
-                      int flags, int32_t **out, char *msg, size_t cap);
+                      const char *kwargs, int flags, int32_t **out, char *msg, size_t cap);
 /* On the connection's thread: waits until r is terminal, cancelling it if its client goes (*gone). */
 req_state srv_wait_done(el_server *s, el_req *r, bool *gone);
 /* A slot's thread (arg: its slot). */

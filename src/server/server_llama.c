@@ -330,10 +330,10 @@ enum MHD_Result srv_h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx 
 bool srv_has_chat(const el_server *s) { return s->cj != NULL || s->fam != EL_CHAT_UNKNOWN; }
 
 int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
-                    el_chat_text *t, char *msg, size_t cap) {
+                    const char *kwargs, el_chat_text *t, char *msg, size_t cap) {
     if (s->cj) {
         el_error err = {0};
-        int rc = el_chat_jinja_render(s->cj, msgs, n_msgs, tools, n_tools, true, NULL, t, &err);
+        int rc = el_chat_jinja_render(s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, t, &err);
         if (rc == 0) return 0;
         snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
         return rc == EL_ERR_NOMEM ? -2 : -1;
@@ -344,10 +344,10 @@ int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_
 }
 
 int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
-                      int flags, int32_t **out, char *msg, size_t cap) {
+                      const char *kwargs, int flags, int32_t **out, char *msg, size_t cap) {
     if (s->cj) {
         el_error err = {0};
-        int n = el_chat_jinja_tokenize(s->model, s->cj, msgs, n_msgs, tools, n_tools, true, flags, out, &err);
+        int n = el_chat_jinja_tokenize(s->model, s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, flags, out, &err);
         if (n == -1) snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
         return n;
     }
@@ -373,7 +373,7 @@ static int parse_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_api_erro
 static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
     if (parse_chat(s, cc, a, e)) return -1;
     char why[400] = "";
-    int rc = srv_chat_render(s, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, t, why, sizeof why);
+    int rc = srv_chat_render(s, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, a->chat_template_kwargs, t, why, sizeof why);
     if (rc) {
         el_api_request_free(a);
         if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -410,7 +410,7 @@ enum MHD_Result srv_h_input_tokens(el_server *s, struct MHD_Connection *c, conn_
     if (parse_chat(s, cc, &a, &e)) return srv_send_api_error(c, &e);
     int32_t *toks = NULL;
     char why[400] = "the text cannot be tokenized";
-    int n = srv_chat_tokenize(s, a.msgs, a.n_msgs, a.chat_tools, a.n_tools,
+    int n = srv_chat_tokenize(s, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, a.chat_template_kwargs,
                               EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks, why,
                               sizeof why);
     el_api_request_free(&a);

@@ -201,11 +201,11 @@ done:
 }
 
 int el_chat_jinja_tokenize(const el_model *m, const el_chat_jinja *cj, const el_chat_msg *msgs, int n_msgs,
-                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, int flags,
-                           int32_t **out, el_error *err) {
+                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, const char *kwargs_json,
+                           int flags, int32_t **out, el_error *err) {
     *out = NULL;
     el_chat_text t;
-    int rc = el_chat_jinja_render(cj, msgs, n_msgs, tools, n_tools, add_generation_prompt, NULL, &t, err);
+    int rc = el_chat_jinja_render(cj, msgs, n_msgs, tools, n_tools, add_generation_prompt, kwargs_json, &t, err);
     if (rc) return rc == EL_ERR_NOMEM ? -2 : -1;
     if (t.len > (size_t)INT32_MAX / 2 - 16) { el_chat_text_free(&t); return -3; }
     int cap = (int)t.len + 16, n = -1;

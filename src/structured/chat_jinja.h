@@ -52,7 +52,7 @@ int el_chat_jinja_render(const el_chat_jinja *cj, const el_chat_msg *msgs, int n
  * count, or -1 (err set: the template failed), -2 out of memory, -3 text
  * the tokenizer refuses (the conventions of el_chat_tokenize). */
 int el_chat_jinja_tokenize(const struct el_model *m, const el_chat_jinja *cj, const el_chat_msg *msgs, int n_msgs,
-                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, int flags,
-                           int32_t **out, el_error *err);
+                           const el_chat_tool *tools, int n_tools, bool add_generation_prompt, const char *kwargs_json,
+                           int flags, int32_t **out, el_error *err);
 
 #endif

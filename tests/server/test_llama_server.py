@@ -117,7 +117,7 @@ def t_openai_client_no_v1(ctx):
     assert text == r.choices[0].message.content, (text, r.choices[0].message.content)
 
 
-JINJA_FILE = ("{%- for m in messages %}<<{{ m.role }}>>{{ m.content | trim }}{% if not loop.last %}|{% endif %}"
+JINJA_FILE = ("{%- if greet is defined %}{{ greet }}{% endif %}{%- for m in messages %}<<{{ m.role }}>>{{ m.content | trim }}{% if not loop.last %}|{% endif %}"
               "{%- endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}")
 
 
@@ -130,6 +130,11 @@ def t_chat_template_file(ctx):
     msgs = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "Hi"}]
     r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs}, headers=h)
     assert r["prompt"] == "<<system>>Be brief.|<<user>>Hi<<assistant>>", r
+    # llama-server's chat_template_kwargs become template variables; not an object: 400
+    r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": {"greet": "G:"}}, headers=h)
+    assert r["prompt"] == "G:<<system>>Be brief.|<<user>>Hi<<assistant>>", r
+    st, _, b = post(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": [1]}, headers=h)
+    expect_error(st, b, 400, "chat_template_kwargs [1]")
 
 
 def t_x_api_key(ctx):
