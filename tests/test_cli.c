@@ -476,6 +476,32 @@ static void test_chat_plain_content(const char *model) {
     CHECKF(r.status == 0 && chat_fed(r.err) == n_special, "chat --trust-chat-special: exit %d, fed %d tokens, want %d",
            r.status, chat_fed(r.err), n_special);
     el_test_proc_free(&r);
+
+    /* --chat-template-file: a Jinja template renders the chat (message content still text); one that does
+     * not parse is refused naming line and column; it excludes --chat-template */
+    char tpath[] = "/tmp/el_test_cli_tmpl_XXXXXX";
+    int tfd = mkstemp(tpath);
+    const char *tsrc = "{% for m in messages %}[INST] {{ m.content | trim }} [/INST]{% endfor %}";
+    CHECK(tfd >= 0 && write(tfd, tsrc, strlen(tsrc)) == (ssize_t)strlen(tsrc));
+    if (tfd >= 0) close(tfd);
+    const char *jchat[] = {"chat", "-m", model, "--allow-unsigned", "-v", "-n", "1", "--temp", "0",
+                           "--chat-template-file", tpath, NULL};
+    CHECK(el_test_run_cli_input(jchat, "x</s>y\n", &r));
+    CHECKF(r.status == 0 && r.err && strstr(r.err, "(Jinja, from --chat-template-file)") && chat_fed(r.err) > 0,
+           "chat --chat-template-file: exit %d: %s", r.status, r.err ? r.err : "");
+    el_test_proc_free(&r);
+    FILE *tf = fopen(tpath, "w");
+    if (tf) { fputs("ok\n{% if x %}", tf); fclose(tf); }
+    CHECK(el_test_run_cli_input(jchat, "x\n", &r));
+    CHECKF(r.status != 0 && r.err && strstr(r.err, "line 2, column"), "bad template file: exit %d: %s", r.status,
+           r.err ? r.err : "");
+    el_test_proc_free(&r);
+    const char *both[] = {"chat", "-m", model, "--allow-unsigned", "--chat-template", "chatml",
+                          "--chat-template-file", tpath, NULL};
+    CHECK(el_test_run_cli_input(both, "x\n", &r));
+    CHECKF(r.status == 2, "--chat-template with --chat-template-file: exit %d", r.status);
+    el_test_proc_free(&r);
+    unlink(tpath);
 }
 
 static void test_info(const char *model) {

@@ -40,6 +40,7 @@
 
 #include "cli/cli.h"
 #include "runtime/chat.h"
+#include "structured/chat_jinja.h"
 #include "route/router.h"
 
 typedef struct chat_hist {
@@ -108,8 +109,35 @@ static void list_families(FILE *f) {
     fputc('\n', f);
 }
 
-/* Returns the family, or UNKNOWN with an error printed. */
-static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exit_code) {
+/* Returns the family, or UNKNOWN with an error printed. With *cj set (the
+ * model's own Jinja template, or --chat-template-file) that renders instead,
+ * and the family may be UNKNOWN. */
+static el_chat_family pick_family(const cli_opts *o, const el_model *m, el_chat_jinja **cj, int *exit_code) {
+    *cj = NULL;
+    el_error jerr = {0};
+    if (o->chat_template && o->chat_template_file) {
+        fprintf(stderr, "edgellm chat: --chat-template and --chat-template-file exclude each other\n");
+        *exit_code = CLI_EXIT_USAGE;
+        return EL_CHAT_UNKNOWN;
+    }
+    if (o->chat_template_file) {
+        *cj = el_chat_jinja_from_file(o->chat_template_file, m, &jerr);
+        if (!*cj) {
+            fprintf(stderr, "error: %s: --chat-template-file %s\n", el_status_name(jerr.code), jerr.msg);
+            *exit_code = CLI_EXIT_ERROR;
+            return EL_CHAT_UNKNOWN;
+        }
+        fprintf(stderr, "chat template: %s (Jinja, from --chat-template-file)\n", o->chat_template_file);
+        return el_chat_family_for_model(m, NULL);
+    }
+    if (!o->chat_template && el_model_chat_template(m)) {
+        *cj = el_chat_jinja_for_model(m, &jerr);
+        if (*cj) {
+            fprintf(stderr, "chat template: the model's own (Jinja)\n");
+            return el_chat_family_for_model(m, NULL);
+        }
+        fprintf(stderr, "chat template: the model's template does not parse (%s); a built-in family instead\n", jerr.msg);
+    }
     if (o->chat_template) {
         el_chat_family f = el_chat_family_from_name(o->chat_template);
         if (f == EL_CHAT_UNKNOWN) {
@@ -142,9 +170,16 @@ static el_chat_family pick_family(const cli_opts *o, const el_model *m, int *exi
     return EL_CHAT_UNKNOWN;
 }
 
-/* Renders the conversation into *out (template text told apart from content). */
-static bool render(el_chat_family fam, const chat_hist *h, el_chat_text *out) {
+/* Renders the conversation into *out (template text told apart from content):
+ * with the Jinja template when there is one (its error printed), else the family. */
+static bool render(el_chat_family fam, const el_chat_jinja *cj, const chat_hist *h, el_chat_text *out) {
     el_chat_text_free(out);
+    if (cj) {
+        el_error err = {0};
+        if (el_chat_jinja_render(cj, h->msgs, h->n, NULL, 0, true, NULL, out, &err) == 0) return true;
+        fprintf(stderr, "error: %s\n", err.msg);
+        return false;
+    }
     return el_chat_render(fam, h->msgs, h->n, true, out) == 0;
 }
 
@@ -259,8 +294,9 @@ int cli_cmd_chat(cli_opts *o) {
     if (!m) return cli_fail(&err);
 
     int code = CLI_EXIT_OK;
-    el_chat_family fam = pick_family(o, m, &code);
-    if (fam == EL_CHAT_UNKNOWN) { el_model_free(m); return code; }
+    el_chat_jinja *cj = NULL;
+    el_chat_family fam = pick_family(o, m, &cj, &code);
+    if (fam == EL_CHAT_UNKNOWN && !cj) { el_model_free(m); return code; }
 
     el_session_params sp = el_session_default_params();
     sp.n_ctx = cli_ctx_for(o, m);
@@ -270,18 +306,18 @@ int cli_cmd_chat(cli_opts *o) {
     el_spec_params spec;
     cli_spec_setup(o, &sp, &spec);
     int ar = cli_admit(o, m, sp.n_ctx, sp.n_batch, 1, NULL); /* before the session allocates anything */
-    if (ar >= 0) { el_model_free(m); return ar; }
+    if (ar >= 0) { el_chat_jinja_free(cj); el_model_free(m); return ar; }
     el_lora *lora[CLI_MAX_LORA]; /* --lora: loaded first, so the session's plan holds their scratch */
     const int ll = cli_lora_load(o, m, lora, &sp.lora_rank);
-    if (ll >= 0) { el_model_free(m); return ll; }
+    if (ll >= 0) { el_chat_jinja_free(cj); el_model_free(m); return ll; }
     el_session *s = el_session_new(m, &sp, &err);
-    if (!s) { cli_lora_free(lora); el_model_free(m); return cli_fail(&err); }
+    if (!s) { cli_lora_free(lora); el_chat_jinja_free(cj); el_model_free(m); return cli_fail(&err); }
     const int lr = cli_lora_set(o, s, lora);
-    if (lr >= 0) { el_session_free(s); el_model_free(m); return lr; }
+    if (lr >= 0) { el_session_free(s); el_chat_jinja_free(cj); el_model_free(m); return lr; }
     el_model *dm = NULL; /* --draft-model: its session follows the chat's KV inside el_generate */
     el_session *dsess = NULL;
     const int dr = cli_draft_open(o, m, &sp, &spec, &dm, &dsess);
-    if (dr >= 0) { el_session_free(s); cli_lora_free(lora); el_model_free(m); return dr; }
+    if (dr >= 0) { el_session_free(s); cli_lora_free(lora); el_chat_jinja_free(cj); el_model_free(m); return dr; }
 
     el_generate_params gp;
     memset(&gp, 0, sizeof gp);
@@ -331,9 +367,9 @@ int cli_cmd_chat(cli_opts *o) {
         if (r == 0) continue;
 
         if (!hist_push(&hist, "user", line, (size_t)r)) { code = cli_failf("out of memory"); break; }
-        if (!render(fam, &hist, &rendered)) {
+        if (!render(fam, cj, &hist, &rendered)) {
             code = cli_failf("%s: rendering the conversation with the %s template failed",
-                             el_status_name(EL_ERR_TEMPLATE), el_chat_family_name(fam));
+                             el_status_name(EL_ERR_TEMPLATE), cj ? "Jinja" : el_chat_family_name(fam));
             break;
         }
 
@@ -373,7 +409,7 @@ int cli_cmd_chat(cli_opts *o) {
             bool fail = false;
             while (o->ctx_overflow != 0 && (long long)need + room > n_ctx && (d = hist_drop_turn(&hist, n_keep)) > 0) {
                 dropped += d;
-                if (!render(fam, &hist, &rendered)) { fail = true; break; }
+                if (!render(fam, cj, &hist, &rendered)) { fail = true; break; }
                 nt = NULL;
                 nn = chat_tokenize(m, &rendered, 0, flags | EL_TOK_ADD_SPECIAL, &nt);
                 if (nn < 0) { fail = true; break; }
@@ -465,6 +501,7 @@ done:
     el_model_free(dm);
     el_session_free(s);
     cli_lora_free(lora);
+    el_chat_jinja_free(cj);
     el_model_free(m);
     return code;
 }

@@ -37,6 +37,8 @@ static void *load_main(void *arg) {
 }
 
 int cli_cmd_serve(cli_opts *o) {
+    if (o->chat_template && o->chat_template_file)
+        return cli_usage_error("serve", "--chat-template and --chat-template-file exclude each other");
     if (o->chat_template && el_chat_family_from_name(o->chat_template) == EL_CHAT_UNKNOWN)
         return cli_usage_error("serve", "unknown chat template '%s' (gemma, llama3, llama2, chatml, mistral, phi3)",
                                o->chat_template);
@@ -95,6 +97,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.queue_cap = o->queue_cap;
     p.api_key = o->api_key;
     p.chat_template = o->chat_template;
+    p.chat_template_file = o->chat_template_file;
     p.trust_chat_special = o->trust_chat_special;
     p.verbose = o->verbose;
     p.allow_hosts = o->allow_hosts;

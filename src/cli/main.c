@@ -182,8 +182,11 @@ static void print_usage(FILE *f) {
 "      --top-logprobs K        with --json: the K most likely tokens per step (0..64)\n"
 "\n"
 "chat only:\n"
-"      --chat-template NAME    gemma, llama3, llama2, chatml, mistral, phi3\n"
-"                              (default: detected from the model)\n"
+"      --chat-template NAME    a built-in family: gemma, llama3, llama2, chatml,\n"
+"                              mistral, phi3 (default: the model's own Jinja\n"
+"                              template; a built-in family when it has none or\n"
+"                              it does not parse)\n"
+"      --chat-template-file F  (chat, serve) render with the Jinja template in F\n"
 "  -sys, --system-prompt TEXT  system message\n"
 "      --trust-chat-special    (chat, serve) message text may hold control tokens: a\n"
 "                              typed \"<end_of_turn>\" becomes that token (default: only\n"
@@ -191,7 +194,7 @@ static void print_usage(FILE *f) {
 "  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
 "\n"
 "serve only (also -c: context per slot, default min(2048, train ctx); -t; -b;\n"
-"  --chat-template, --trust-chat-special):\n"
+"  --chat-template, --chat-template-file, --trust-chat-special):\n"
 "      --host HOST             address to bind (default 127.0.0.1)\n"
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
@@ -277,7 +280,7 @@ enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_BENCH = 32,
 enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
-    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_SYS, F_VERBOSE, F_HELP,
+    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
@@ -323,6 +326,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-parse-special", F_NOPARSE, false, C_RUN | C_TOK},
     {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
     {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
+    {NULL, "--chat-template-file", F_TMPLFILE, true, C_CHAT | C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
     {NULL, "--trust-chat-special", F_TRUST_CHAT, false, C_CHAT | C_SERVE},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
@@ -532,6 +536,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NOPARSE: o->no_parse_special = true; break;
         case F_NOESC: o->no_escape = true; break;
         case F_TMPL: o->chat_template = val; break;
+        case F_TMPLFILE: o->chat_template_file = val; break;
         case F_TRUST_CHAT: o->trust_chat_special = true; break;
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;

@@ -1,9 +1,13 @@
 /*
- * chat.h — chat templates. edgellm does not run Jinja: it recognises the
+ * chat.h — the built-in chat template families: edgellm recognises the
  * common template families from the text of tokenizer.chat_template and
  * formats messages the way that family's template would render them, and
  * tokenizes a chat so that only the template's own markers become special
- * tokens (message content is plain text).
+ * tokens (message content is plain text). By default `chat` and `serve`
+ * render with the model's own template instead (runtime/jinja.h through
+ * structured/chat_jinja.h, into the same el_chat_text); a family is used
+ * when the model has no template, it does not parse, or --chat-template
+ * NAME asks for one, and it still parses tool calls.
  */
 #ifndef EL_RUNTIME_CHAT_H
 #define EL_RUNTIME_CHAT_H

@@ -610,6 +610,7 @@ void el_api_request_free(el_api_request *r) {
     free(r->parts);
     for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);
     free(r->grammar);
+    free(r->chat_template_kwargs);
     for (int i = 0; i < r->n_tools; i++) {
         if (r->tools) { free(r->tools[i].name); free(r->tools[i].parameters); }
         if (r->chat_tools) { free((char *)r->chat_tools[i].json); free((char *)r->chat_tools[i].json_indent4); }

@@ -102,6 +102,10 @@ typedef struct el_api_request {
      * re-serialised as the templates print them (Python json.dumps of the parsed object; a string that
      * is not JSON stays a JSON string); "tool" (legacy "function") messages carry their content and
      * tool_call_id. */
+    /* chat: "chat_template_kwargs" (llama-server's), an object whose members become variables of the
+     * model's Jinja template (e.g. {"enable_thinking": false}), as compact JSON; NULL when not given.
+     * The built-in families ignore it. */
+    char *chat_template_kwargs;
     el_tool_def *tools;
     el_chat_tool *chat_tools;
     int n_tools;

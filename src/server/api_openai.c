@@ -27,7 +27,7 @@ enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
     F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA,
-    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_COUNT
+    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_CHAT_TEMPLATE_KWARGS, F_COUNT
 };
 
 #define K_CHAT 1u
@@ -64,6 +64,7 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_TOOL_CHOICE] = {"tool_choice", K_CHAT | K_COMP},
     [F_FUNCTION_CALL] = {"function_call", K_CHAT | K_COMP},
     [F_PARALLEL_TOOL_CALLS] = {"parallel_tool_calls", K_CHAT | K_COMP},
+    [F_CHAT_TEMPLATE_KWARGS] = {"chat_template_kwargs", K_CHAT}, /* llama-server's: variables for the Jinja template */
 };
 
 static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
@@ -325,6 +326,16 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
         out->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     }
     if ((it = f[F_STOP]) && api_parse_stop(it, out, err)) return -1;
+    if ((it = f[F_CHAT_TEMPLATE_KWARGS])) {
+        if (!cJSON_IsObject(it)) return api_type_error(err, "chat_template_kwargs", "an object", it);
+        char *t = cJSON_PrintUnformatted(it);
+        out->chat_template_kwargs = t ? strdup(t) : NULL;
+        cJSON_free(t);
+        if (!out->chat_template_kwargs) {
+            BAD(err, "chat_template_kwargs", "invalid_value", "out of memory");
+            return -1;
+        }
+    }
     if (api_opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err)) return -1;
     if ((it = f[F_STREAM_OPTIONS])) {
         if (!cJSON_IsObject(it)) return api_type_error(err, "stream_options", "an object", it);

@@ -52,6 +52,7 @@
 #include "deploy/manifest.h"
 #include "memory/capacity.h"
 #include "route/policy.h"
+#include "structured/chat_jinja.h"
 
 #define SRV_DRAIN_WAIT_MS 3000 /* shutdown: how long responses may take to finish sending */
 
@@ -77,6 +78,7 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->host = strdup(p->host && *p->host ? p->host : "127.0.0.1");
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->chat_template = dup_or_null(p->chat_template);
+    s->chat_template_file = dup_or_null(p->chat_template_file);
     s->alias = p->alias && *p->alias ? strdup(p->alias) : NULL;
     if (p->alias && *p->alias && !s->alias) FAIL(EL_ERR_NOMEM, "out of memory");
     if (p->slot_save_path && *p->slot_save_path) { /* as llama-server: created if absent; must be a directory */
@@ -88,12 +90,14 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
         if (!(s->slot_dir = strdup(p->slot_save_path))) FAIL(EL_ERR_NOMEM, "out of memory");
     }
     s->p.slot_save_path = s->slot_dir;
-    if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template))
+    if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template) ||
+        (p->chat_template_file && !s->chat_template_file))
         FAIL(EL_ERR_NOMEM, "out of memory");
     s->p.model_path = s->model_path;
     s->p.host = s->host;
     s->p.api_key = s->api_key;
     s->p.chat_template = s->chat_template;
+    s->p.chat_template_file = s->chat_template_file;
     s->p.alias = s->alias;
     if (s->p.n_parallel <= 0) s->p.n_parallel = 1;
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
@@ -138,8 +142,29 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
 #undef FAIL
 }
 
-/* Chat family: --chat-template, else the model's template, else by architecture (as `edgellm chat`). */
+/* Chat renderer (as `edgellm chat`): --chat-template-file (Jinja), --chat-template
+ * NAME (a built-in family), else the model's own Jinja template, else the
+ * family detected from it or by architecture. The family also parses tool calls. */
 static int pick_family(el_server *s, el_error *err) {
+    char jinja_fail[300] = "";
+    if (s->chat_template_file) {
+        s->cj = el_chat_jinja_from_file(s->chat_template_file, s->model, err);
+        if (!s->cj) return -1;
+        s->fam = el_chat_family_for_model(s->model, NULL);
+        snprintf(s->fam_desc, sizeof s->fam_desc, "jinja: %.200s (from --chat-template-file)", s->chat_template_file);
+        return 0;
+    }
+    if (!s->chat_template && el_model_chat_template(s->model)) {
+        el_error je = {0};
+        s->cj = el_chat_jinja_for_model(s->model, &je);
+        if (s->cj) {
+            s->fam = el_chat_family_for_model(s->model, NULL);
+            snprintf(s->fam_desc, sizeof s->fam_desc, "jinja: the model's own template");
+            return 0;
+        }
+        snprintf(jinja_fail, sizeof jinja_fail, "the model's template does not parse (%.240s); ", je.msg);
+        fprintf(stderr, "chat template: %s\n", jinja_fail);
+    }
     if (s->chat_template) {
         s->fam = el_chat_family_from_name(s->chat_template);
         if (s->fam == EL_CHAT_UNKNOWN) {
@@ -155,15 +180,17 @@ static int pick_family(el_server *s, el_error *err) {
     el_chat_source how;
     s->fam = el_chat_family_for_model(s->model, &how);
     if (how == EL_CHAT_BY_TEMPLATE) {
-        snprintf(s->fam_desc, sizeof s->fam_desc, "%s (detected from the model's template)", el_chat_family_name(s->fam));
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%s%s (detected from the model's template)", jinja_fail,
+                 el_chat_family_name(s->fam));
         return 0;
     }
     if (s->fam != EL_CHAT_UNKNOWN)
-        snprintf(s->fam_desc, sizeof s->fam_desc, "%s (%s; fallback for architecture '%s')", el_chat_family_name(s->fam),
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%s%s (%s; fallback for architecture '%s')", jinja_fail,
+                 el_chat_family_name(s->fam),
                  tmpl ? "model's template not recognised" : "model has no template", arch);
     else
-        snprintf(s->fam_desc, sizeof s->fam_desc, "none (%s template, no fallback for architecture '%s'): "
-                 "/v1/chat/completions answers 500", tmpl ? "unrecognised" : "no", arch);
+        snprintf(s->fam_desc, sizeof s->fam_desc, "%snone (%s template, no fallback for architecture '%s'): "
+                 "/v1/chat/completions answers 500", jinja_fail, tmpl ? "unrecognised" : "no", arch);
     return 0;
 }
 
@@ -499,6 +526,8 @@ void el_server_free(el_server *s) {
     free(s->host);
     free(s->api_key);
     free(s->chat_template);
+    free(s->chat_template_file);
+    el_chat_jinja_free(s->cj);
     free(s->alias);
     free(s);
 }

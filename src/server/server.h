@@ -28,10 +28,11 @@ typedef struct el_server_params {
     int n_threads;             /* model thread pool; 0: all CPUs */
     int queue_cap;             /* requests that may wait for a slot; < 0: 16 */
     const char *api_key;       /* NULL or "": no authentication */
-    const char *chat_template; /* family name, or NULL: detect / fall back by architecture */
+    const char *chat_template; /* family name, or NULL: the model's own Jinja template, else detect / fall back by architecture */
     bool trust_chat_special;   /* chat message content may contain control tokens (<end_of_turn>, ...): off =
                                   content is tokenized as plain text, only the template's markers are special */
     bool verbose;              /* one log line per request on stderr */
+    const char *chat_template_file; /* a Jinja chat template file (--chat-template-file), or NULL */
     /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
      * refused (403); "*" in allow_hosts accepts any Host. cors_origin: NULL,

@@ -108,8 +108,9 @@ static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
         memcpy(v, a->msgs, (size_t)keep * sizeof *v);
         memcpy(v + keep, a->msgs + from, (size_t)(a->n_msgs - from) * sizeof *v);
         int32_t *toks = NULL;
-        int n2 = el_chat_tokenize_tools(s->model, s->fam, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, true,
-                                        flags, &toks);
+        char why[400];
+        int n2 = srv_chat_tokenize(s, v, keep + a->n_msgs - from, a->chat_tools, a->n_tools, a->chat_template_kwargs, flags,
+                                   &toks, why, sizeof why);
         if (n2 <= 0) { free(toks); break; } /* rendered once already: only out of memory gets here */
         free(r->prompt);
         r->prompt = toks;
@@ -343,7 +344,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     /* prompt tokens */
     int n = 0;
     if (kind == EL_API_CHAT) {
-        if (s->fam == EL_CHAT_UNKNOWN) {
+        if (!srv_has_chat(s)) {
             el_api_set_error(&e, 500, "server_error", NULL, "no_chat_template",
                              "the model has no chat template edgellm recognises; restart the server with "
                              "--chat-template NAME, or use /v1/completions");
@@ -357,12 +358,12 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         }
         /* only the template's markers become special tokens; message content (tool definitions,
          * calls and results included) is plain text */
-        n = el_chat_tokenize_tools(s->model, s->fam, r->api.msgs, r->api.n_msgs, r->api.chat_tools, r->api.n_tools,
-                                   true, EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0),
-                                   &r->prompt);
+        char why[400] = "";
+        n = srv_chat_tokenize(s, r->api.msgs, r->api.n_msgs, r->api.chat_tools, r->api.n_tools,
+                              r->api.chat_template_kwargs, EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &r->prompt,
+                              why, sizeof why);
         if (n == -1) {
-            el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL,
-                             "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+            el_api_set_error(&e, 400, "invalid_request_error", "messages", NULL, "%s", why);
             return srv_reject(s, c, r, &e, NULL, NULL);
         }
         if (n == -3) n = -1;

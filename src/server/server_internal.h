@@ -40,6 +40,8 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
+
+#include "runtime/chat.h"
 #include <microhttpd.h>
 
 #include "edgellm.h"
@@ -195,7 +197,7 @@ typedef struct slot {
  * scheduler state (srv->mu), the connection guard (conn_mu), the Host/CORS policy, routing and telemetry. */
 struct el_server {
     el_server_params p;
-    char *model_path, *host, *api_key, *chat_template, *alias;
+    char *model_path, *host, *api_key, *chat_template, *chat_template_file, *alias;
     struct MHD_Daemon *mhd;
     int port;
     atomic_bool ready;
@@ -207,8 +209,9 @@ struct el_server {
     char fingerprint[64];
     uint8_t model_sha256[32];   /* the GGUF file's (slot files name it) */
     char *slot_dir;             /* --slot-save-path, or NULL */
-    el_chat_family fam;
-    char fam_desc[200];
+    el_chat_family fam;         /* the built-in family: renders when cj is NULL; parses tool calls either way */
+    struct el_chat_jinja *cj;   /* the Jinja template that renders chats (the model's own or --chat-template-file), or NULL */
+    char fam_desc[400];
     int n_ctx;
     long t_start;
     slot *slots;
@@ -306,6 +309,16 @@ void srv_finish_locked(el_server *s, el_req *r, req_state st);
 void srv_queue_unlink_locked(el_server *s, el_req *r);
 /* Queues r (the queue takes its own reference); -1 with e (and a Retry-After h1: v1) filled: 503. */
 int srv_enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1);
+/* Chats with the server's renderer (s->cj, the Jinja template, else the
+ * family s->fam; server_llama.c; kwargs: the request's chat_template_kwargs
+ * JSON or NULL, for the Jinja template only). srv_chat_render: 0, -1 (msg says why the
+ * messages cannot be rendered), -2 out of memory. srv_chat_tokenize: the
+ * token count, or -1 / -2 as render, -3 text the tokenizer refuses. */
+bool srv_has_chat(const el_server *s);
+int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                    const char *kwargs, el_chat_text *t, char *msg, size_t cap);
+int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                      const char *kwargs, int flags, int32_t **out, char *msg, size_t cap);
 /* On the connection's thread: waits until r is terminal, cancelling it if its client goes (*gone). */
 req_state srv_wait_done(el_server *s, el_req *r, bool *gone);
 /* A slot's thread (arg: its slot). */

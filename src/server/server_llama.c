@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "server/slot_file.h"
+#include "structured/chat_jinja.h"
 
 /* llama-server's sampler fields of a request as a cJSON object (its
  * "generation_settings"; /props and /slots "params"). NULL on OOM. */
@@ -126,12 +127,14 @@ enum MHD_Result srv_h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc
     cJSON_AddStringToObject(root, "model_path", s->model_path);
     cJSON_AddStringToObject(root, "model_alias", s->model_id);
     cJSON_AddNumberToObject(root, "n_ctx", s->n_ctx);
-    /* the model's own template (not used as Jinja: edgellm renders by family) */
+    /* the model's own template; chat_template_engine says what renders chats: "jinja" (that
+     * template, or --chat-template-file) or "builtin" (the family), chat_template_source why */
     el_buf t = {0};
     if (tmpl && el_api_json_string(&t, tmpl, strlen(tmpl))) cJSON_AddRawToObject(root, "chat_template", t.p);
     else cJSON_AddStringToObject(root, "chat_template", "");
     el_buf_free(&t);
     cJSON_AddStringToObject(root, "chat_template_family", el_chat_family_name(s->fam));
+    cJSON_AddStringToObject(root, "chat_template_engine", s->cj ? "jinja" : "builtin");
     cJSON_AddStringToObject(root, "chat_template_source", s->fam_desc);
     cJSON *mod = cJSON_AddObjectToObject(root, "modalities");
     if (mod) {
@@ -324,11 +327,40 @@ enum MHD_Result srv_h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx 
 
 /* ---- chat templates and tokens ------------------------------------------ */
 
+bool srv_has_chat(const el_server *s) { return s->cj != NULL || s->fam != EL_CHAT_UNKNOWN; }
+
+int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                    const char *kwargs, el_chat_text *t, char *msg, size_t cap) {
+    if (s->cj) {
+        el_error err = {0};
+        int rc = el_chat_jinja_render(s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, t, &err);
+        if (rc == 0) return 0;
+        snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
+        return rc == EL_ERR_NOMEM ? -2 : -1;
+    }
+    int rc = el_chat_render_tools(s->fam, msgs, n_msgs, tools, n_tools, true, t);
+    if (rc == -1) snprintf(msg, cap, "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+    return rc;
+}
+
+int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                      const char *kwargs, int flags, int32_t **out, char *msg, size_t cap) {
+    if (s->cj) {
+        el_error err = {0};
+        int n = el_chat_jinja_tokenize(s->model, s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, flags, out, &err);
+        if (n == -1) snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
+        return n;
+    }
+    int n = el_chat_tokenize_tools(s->model, s->fam, msgs, n_msgs, tools, n_tools, true, flags, out);
+    if (n == -1) snprintf(msg, cap, "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+    return n;
+}
+
 /* A chat body (its body dropped once parsed) for a server that has a chat template; 0, or -1 with e filled. */
 static int parse_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_api_error *e) {
     if (el_api_parse(EL_API_CHAT, cc->body.p ? cc->body.p : "", cc->body.len, a, e)) return -1;
     el_buf_free(&cc->body);
-    if (s->fam == EL_CHAT_UNKNOWN) {
+    if (!srv_has_chat(s)) {
         el_api_request_free(a);
         el_api_set_error(e, 500, "server_error", NULL, "no_chat_template",
                          "the model has no chat template edgellm recognises; restart the server with --chat-template NAME");
@@ -340,12 +372,12 @@ static int parse_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_api_erro
 /* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
 static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
     if (parse_chat(s, cc, a, e)) return -1;
-    int rc = el_chat_render_tools(s->fam, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, true, t);
+    char why[400] = "";
+    int rc = srv_chat_render(s, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, a->chat_template_kwargs, t, why, sizeof why);
     if (rc) {
         el_api_request_free(a);
         if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
-        else el_api_set_error(e, 400, "invalid_request_error", "messages", NULL,
-                              "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
+        else el_api_set_error(e, 400, "invalid_request_error", "messages", NULL, "%s", why);
         return -1;
     }
     return 0;
@@ -377,15 +409,15 @@ enum MHD_Result srv_h_input_tokens(el_server *s, struct MHD_Connection *c, conn_
     memset(&e, 0, sizeof e);
     if (parse_chat(s, cc, &a, &e)) return srv_send_api_error(c, &e);
     int32_t *toks = NULL;
-    int n = el_chat_tokenize_tools(s->model, s->fam, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, true,
-                                   EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks);
+    char why[400] = "the text cannot be tokenized";
+    int n = srv_chat_tokenize(s, a.msgs, a.n_msgs, a.chat_tools, a.n_tools, a.chat_template_kwargs,
+                              EL_TOK_ADD_SPECIAL | (s->p.trust_chat_special ? EL_CHAT_TRUST_CONTENT : 0), &toks, why,
+                              sizeof why);
     el_api_request_free(&a);
     free(toks);
     if (n < 0)
         return n == -2 ? srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory")
-                       : srv_send_error(c, 400, "invalid_request_error", "messages", NULL,
-                                        "the messages cannot be rendered with the %s chat template",
-                                        el_chat_family_name(s->fam));
+                       : srv_send_error(c, 400, "invalid_request_error", "messages", NULL, "%s", why);
     char buf[96];
     snprintf(buf, sizeof buf, "{\"object\":\"response.input_tokens\",\"input_tokens\":%d}", n);
     return srv_send_json(c, MHD_HTTP_OK, strdup(buf));

@@ -17,7 +17,9 @@ $EL_FIXTURE_DIR/reference/models and checks, over real HTTP:
   3. /props, /slots (busy while a stream runs; 501 with --no-slots; /slots/N
      404 for a slot that does not exist), /apply-template,
      /v1/chat/completions/input_tokens (equals the chat's prompt_tokens),
-     --alias, and --temp/--seed/--n-predict as request defaults;
+     --alias, and --temp/--seed/--n-predict as request defaults; /props
+     chat_template_engine (builtin for the template-less tiny model, jinja
+     with --chat-template-file, whose rendering /apply-template returns);
   6. stream shape: the first chat chunk is the role alone (content null), no
      empty content mid-stream, the last delta {}; context overflow carries
      n_prompt_tokens and n_ctx next to OpenAI's code; an error inside a
@@ -113,6 +115,26 @@ def t_openai_client_no_v1(ctx):
     assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content is None
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == r.choices[0].message.content, (text, r.choices[0].message.content)
+
+
+JINJA_FILE = ("{%- if greet is defined %}{{ greet }}{% endif %}{%- for m in messages %}<<{{ m.role }}>>{{ m.content | trim }}{% if not loop.last %}|{% endif %}"
+              "{%- endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}")
+
+
+def t_chat_template_file(ctx):
+    """serve --chat-template-file: the Jinja file renders chats (/props says so)."""
+    h = {"X-Api-Key": "secret"}
+    st, _, b = request(ctx.key_srv.port, "GET", "/props", headers=h)
+    p = json.loads(b)
+    assert p["chat_template_engine"] == "jinja" and "--chat-template-file" in p["chat_template_source"], p
+    msgs = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "Hi"}]
+    r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs}, headers=h)
+    assert r["prompt"] == "<<system>>Be brief.|<<user>>Hi<<assistant>>", r
+    # llama-server's chat_template_kwargs become template variables; not an object: 400
+    r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": {"greet": "G:"}}, headers=h)
+    assert r["prompt"] == "G:<<system>>Be brief.|<<user>>Hi<<assistant>>", r
+    st, _, b = post(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": [1]}, headers=h)
+    expect_error(st, b, 400, "chat_template_kwargs [1]")
 
 
 def t_x_api_key(ctx):
@@ -382,6 +404,8 @@ def t_props(ctx):
     assert p["total_slots"] == 2 and p["n_ctx"] == ctx.n_ctx and p["model_alias"] == "tiny-alias", p
     assert p["model_path"].endswith("tiny-llama-Q4_K_M.gguf"), p["model_path"]
     assert isinstance(p["chat_template"], str) and p["chat_template_family"], p
+    # the tiny model has no tokenizer.chat_template: its family renders
+    assert p["chat_template_engine"] == "builtin", p["chat_template_engine"]
     assert p["build_info"].startswith("edgellm "), p["build_info"]
     d = p["default_generation_settings"]
     assert d["n_ctx"] == ctx.n_ctx and d["is_processing"] is False, d
@@ -614,7 +638,11 @@ def main():
     srv = Server(cli, model, "--parallel", "2", "-c", str(ctx.n_ctx), "-t", "1", "--alias", "tiny-alias",
                  "--temp", "0.5", "--seed", "7", "-n", "6")
     ctx.srv = srv
-    ctx.key_srv = Server(cli, model, "--parallel", "1", "-c", "128", "-t", "1", "--api-key", "secret", "--no-slots")
+    tmpl = os.path.join(os.environ.get("TMPDIR", "/tmp"), "el_test_llama_server_%d.jinja" % os.getpid())
+    with open(tmpl, "w") as f:
+        f.write(JINJA_FILE)
+    ctx.key_srv = Server(cli, model, "--parallel", "1", "-c", "128", "-t", "1", "--api-key", "secret", "--no-slots",
+                         "--chat-template-file", tmpl)
     try:
         if not R.run("start server (--parallel 2 --alias --temp --seed -n)", srv.start):
             print("%d passed, %d failed" % (R.passed, R.failed))
@@ -647,6 +675,7 @@ def main():
         if R.run("start server --api-key --no-slots", ctx.key_srv.start):
             R.run("X-Api-Key like Authorization: Bearer", t_x_api_key, ctx)
             R.run("--no-slots: /slots 501", t_no_slots, ctx)
+            R.run("--chat-template-file renders chats", t_chat_template_file, ctx)
         R.run("SIGINT mid /completion stream: error event, exit 0", t_stream_error_at_shutdown, ctx)
         if ctx.key_srv.proc:
             def stop_key():
@@ -655,6 +684,7 @@ def main():
     finally:
         srv.kill()
         ctx.key_srv.kill()
+        os.unlink(tmpl)
     if R.failed:
         print("failed: " + "; ".join(R.names))
     print("%d passed, %d failed" % (R.passed, R.failed))
