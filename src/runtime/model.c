@@ -82,6 +82,19 @@ int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *
     return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %g is out of range (%s)", key, v, rule);
 }
 
+int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_error *err) {
+    int rc = el_hp_f32(m, suffix, false, dflt, out, err);
+    if (rc) return rc;
+    return el_hp_check(m, suffix, *out, isfinite(*out) && *out > 0.0f, "finite, > 0", err);
+}
+
+el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n) {
+    el_mat v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.ne1 = n;
+    return v;
+}
+
 static int own(el_model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 16;
@@ -199,6 +212,7 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     hp->rope_base_swa = hp->rope_base;
     hp->rope_scale_swa = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->embd_scale = 1.0f;
     const el_gguf_tensor *emb = el_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!emb) return el_set_error(err, EL_ERR_MISSING, "tensor 'token_embd.weight' is missing");
     hp->n_vocab = (int)emb->ne[1];
