@@ -23,7 +23,7 @@
 #include "util/error.h"
 
 static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3, &el_arch_granite,
-                                         &el_arch_smollm3, &el_arch_olmo2, &el_arch_phi3};
+                                         &el_arch_smollm3, &el_arch_olmo2, &el_arch_phi3, &el_arch_gemma2};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};
@@ -340,7 +340,9 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
     if (!m->arch) {
-        el_set_error(err, EL_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3)", m->arch_name);
+        el_set_error(err, EL_ERR_UNSUPPORTED,
+                     "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3, gemma2)",
+                     m->arch_name);
         goto fail;
     }
     if (el_load_common_hparams(m, err)) goto fail;
