@@ -17,7 +17,9 @@
  *   4. an OpenCL device (PoCL here) refuses the ops whose new parameters it
  *      has no kernel for — attention with a soft-cap, a soft-capping scale,
  *      RoPE with a magnitude scale — and keeps taking the plain ones (skips
- *      that part without a device).
+ *      that part without a device);
+ *   5. phi3 chooses its long-RoPE factors by the context as llama.cpp pads
+ *      it (a multiple of 256).
  * Parity of the five with llama.cpp is test_parity's (their goldens).
  * Parts 1–2 skip (77) without the reference fixtures; under CI=true a
  * missing fixture fails.
@@ -288,6 +290,34 @@ static void test_opencl_refuses(void) {
     el_backend_free(be);
 }
 
+/* Phi-3 picks its RoPE factors by the context as llama.cpp pads it (a multiple of 256): a
+ * 64-position session past the fixture's original 128 takes the long ones, as a 256 one does. */
+static void test_phi3_factor_choice(void) {
+    printf("[5] phi3: long/short RoPE factors by the padded context\n");
+    el_error err = {0};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 2;
+    el_model *m = el_model_load(el_test_ref_path("models/tiny-phi3-F16.gguf"), &mp, &err);
+    CHECKF(m != NULL, "tiny-phi3: %s", err.msg);
+    if (!m) return;
+    const int32_t toks[8] = {1, 1551, 346, 2501, 263, 931, 727, 471};
+    const int nv = el_model_n_vocab(m);
+    float *lg[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
+    const int ctx[2] = {64, 256};
+    for (int i = 0; i < 2; i++) {
+        el_session_params sp = el_session_default_params();
+        sp.n_ctx = ctx[i];
+        el_session *s = el_session_new(m, &sp, &err);
+        CHECKF(s && el_session_eval(s, toks, 8, &err) == 0, "phi3 n_ctx %d: %s", ctx[i], err.msg);
+        if (s) memcpy(lg[i], el_session_logits(s), sizeof(float) * (size_t)nv);
+        el_session_free(s);
+    }
+    CHECKF(memcmp(lg[0], lg[1], sizeof(float) * (size_t)nv) == 0, "phi3: n_ctx 64 and 256 (both padded to 256 > 128) differ");
+    printf("  n_ctx 64 and 256: the same logits (the long factors in both, as llama.cpp)\n");
+    free(lg[0]), free(lg[1]);
+    el_model_free(m);
+}
+
 int main(void) {
     el_pool *pool = el_pool_new(2);
     test_softcap_kernels(pool);
@@ -305,5 +335,6 @@ int main(void) {
         test_bad_tensors();
         unlink(g_tmp);
     }
+    test_phi3_factor_choice();
     return el_test_finish("test_dense_archs");
 }

@@ -15,7 +15,8 @@
  * Separate attn_q/attn_k/attn_v are taken when attn_qkv is absent.
  *
  * Long RoPE (Phi-3 128k): rope_factors_long / rope_factors_short (n_rot/2
- * per-pair divisors) — the long ones when the session's context exceeds
+ * per-pair divisors) — the long ones when the session's context, rounded up
+ * to a multiple of 256 as llama.cpp pads it, exceeds
  * rope.scaling.original_context_length (default: context_length), as
  * llama.cpp's get_rope_factors chooses — and rope.scaling.attn_factor, which
  * multiplies cos and sin (ggml's mscale). Q is scaled by 1/sqrt(head_dim)
@@ -89,8 +90,10 @@ static void phi3_forward(el_session *s, const int32_t *toks, int n) {
     const el_model *m = s->m;
     const el_hparams *hp = &m->hp;
     const int E = hp->n_embd;
-    /* llama.cpp: the long factors when the context per sequence exceeds the original training context */
-    const float *ff = s->n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short;
+    /* llama.cpp: the long factors when the context per sequence exceeds the original training
+     * context — its context rounded up to a multiple of 256 (llama_context pads n_ctx so) */
+    const long n_ctx_seq = ((long)s->n_ctx + 255) / 256 * 256;
+    const float *ff = n_ctx_seq > m->n_ctx_orig ? m->rope_long : m->rope_short;
     const el_rope rope = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base,
                           .freq_scale = hp->rope_scale, .freq_factors = ff, .mscale = m->rope_mscale};
     el_fwd_embed(s, toks, n, 1.0f);
