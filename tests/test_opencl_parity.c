@@ -3,7 +3,7 @@
  * backend (issue 13's correctness rule), through the executor.
  *
  * For every reference model (llama, qwen2, qwen3, gemma3; F16, Q8_0, Q4_0,
- * Q4_K_M, Q6_K) and Gemma 3 270M: the CPU backend generates greedily from a
+ * Q4_K_M, Q6_K; granite, smollm3, olmo2, phi3, gemma2 F16) and Gemma 3 270M: the CPU backend generates greedily from a
  * prompt; then a session with --backend opencl (every op the device runs
  * forced onto it; the rest — the embedding lookup, weight types it lacks —
  * falls back to the CPU, recorded) is fed the same prompt and the same tokens
@@ -111,7 +111,7 @@ out:
     return r;
 }
 
-static void model_case(const char *path, const char *label, double tol) {
+static void model_case(const char *path, const char *label, double tol, int min_ratio) {
     el_error err = {0};
     el_model *cpu = load(path, "cpu", &err);
     el_model *ocl = load(path, "opencl", &err);
@@ -130,7 +130,7 @@ static void model_case(const char *path, const char *label, double tol) {
     snprintf(self, sizeof self, "%s (cpu, prefill batch 16)", label);
     parity c80 = compare(cpu, cpu, p, 80, 1e9, 16, false, self);
     const unsigned long long on_dev = ocl->ops_run[1], on_cpu = ocl->ops_run[0];
-    CHECKF(on_dev > 10 * on_cpu, "%s: the device ran %llu ops, the cpu %llu", label, on_dev, on_cpu);
+    CHECKF(on_dev > (unsigned long long)min_ratio * on_cpu, "%s: the device ran %llu ops, the cpu %llu", label, on_dev, on_cpu);
     CHECKF(ocl->fallbacks == 0, "%s: %llu run-time fallbacks", label, (unsigned long long)ocl->fallbacks);
     printf("%-22s tokens equal %2d/%2d + %2d/%2d (excused by margin: %d; cpu vs itself beyond it: %d); max |dlogp| opencl vs cpu "
            "%.1e / %.1e (9 / 80-token prompt; issue's tolerance %.2f, asserted); logits bit-identical at %d/%d steps; "
@@ -144,13 +144,18 @@ static void model_case(const char *path, const char *label, double tol) {
 int main(void) {
     if (el_backend_opencl_count() < 1) el_test_skip_hw("no OpenCL device (install pocl-opencl-icd): OpenCL parity skipped");
     if (!el_test_have_ref()) el_test_skip("fixtures absent (make fixtures)");
-    static const struct { const char *name; double tol; } models[] = {
-        {"tiny-llama-F16", 0.05},     {"tiny-llama-Q8_0", 0.05},    {"tiny-llama-Q4_0", 0.15},
-        {"tiny-llama-Q4_K_M", 0.15},  {"tiny-llama-Q6_K", 0.15},    {"tiny-qwen2-F16", 0.05},
-        {"tiny-qwen2-Q4_K_M", 0.15},  {"tiny-qwen3-F16", 0.05},     {"tiny-qwen3-Q8_0", 0.05},
-        {"tiny-qwen3-Q6_K", 0.15},    {"tiny-gemma3-F16", 0.05},    {"tiny-gemma3-Q8_0", 0.05},
-        {"tiny-gemma3-Q4_K_M", 0.15},
+    /* min_ratio: the device's ops over the CPU's at least. Ops the device has no kernel for go to
+     * the CPU by placement (never a run-time fallback): Phi-3's RoPE with its attention factor (2 of
+     * a layer's ~16 ops), Gemma 2's soft-capped attention and final soft-cap */
+    static const struct { const char *name; double tol; int min_ratio; } models[] = {
+        {"tiny-llama-F16", 0.05, 10},     {"tiny-llama-Q8_0", 0.05, 10},    {"tiny-llama-Q4_0", 0.15, 10},
+        {"tiny-llama-Q4_K_M", 0.15, 10},  {"tiny-llama-Q6_K", 0.15, 10},    {"tiny-qwen2-F16", 0.05, 10},
+        {"tiny-qwen2-Q4_K_M", 0.15, 10},  {"tiny-qwen3-F16", 0.05, 10},     {"tiny-qwen3-Q8_0", 0.05, 10},
+        {"tiny-qwen3-Q6_K", 0.15, 10},    {"tiny-gemma3-F16", 0.05, 10},    {"tiny-gemma3-Q8_0", 0.05, 10},
+        {"tiny-gemma3-Q4_K_M", 0.15, 10}, {"tiny-granite-F16", 0.05, 10},   {"tiny-smollm3-F16", 0.05, 10},
+        {"tiny-olmo2-F16", 0.05, 10},     {"tiny-phi3-F16", 0.05, 4},       {"tiny-gemma2-F16", 0.05, 4},
     };
+    const char *only = getenv("EL_OCL_PARITY_FILTER"); /* debugging: the models whose name holds it */
     /* a driver that cannot build the kernels: a clean CPU run that the report names, never a crash */
     {
         setenv("EL_OPENCL_BUILD_OPTIONS", "-cl-no-such-option-edgellm", 1);
@@ -172,8 +177,9 @@ int main(void) {
     }
     char rel[128];
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        if (only && !strstr(models[i].name, only)) continue;
         snprintf(rel, sizeof rel, "models/%s.gguf", models[i].name);
-        model_case(el_test_ref_path(rel), models[i].name, models[i].tol);
+        model_case(el_test_ref_path(rel), models[i].name, models[i].tol, models[i].min_ratio);
     }
     const char *home = getenv("HOME"), *env = getenv("EL_GEMMA_MODEL");
     char gemma[512];
@@ -185,7 +191,7 @@ int main(void) {
 #endif
     if (f) {
         fclose(f);
-        model_case(gemma, "gemma-3-270m Q4_K_M", 0.15);
+        model_case(gemma, "gemma-3-270m Q4_K_M", 0.15, 10);
     } else {
         printf("Gemma 3 270M not found (%s): its case skipped\n", gemma);
     }

@@ -47,7 +47,7 @@ typedef enum el_op_kind {
     EL_OPK_RMSNORM,      /* dst0 = rmsnorm(src0) * vec0 (vec0 may be NULL); n rows of d, eps */
     EL_OPK_MATMUL,       /* dst_i = src0 · w_iᵀ (+ vec_i bias), i < n_w; n rows of d = w0->ne0 */
     EL_OPK_ROPE,         /* in place on dst0: n tokens at pos0.., n_heads heads of head_dim */
-    EL_OPK_SCALE,        /* in place on dst0: count floats times s */
+    EL_OPK_SCALE,        /* in place on dst0: count floats times s; then, when cap > 0, cap·tanh(each) (soft-capping) */
     EL_OPK_FWHT,         /* in place on dst0: n rows of nrot (el_op_fwht) */
     EL_OPK_KV_STORE,     /* src0 (n rows of row_len floats) into cache dst0 at pos0 (el_op_kv_store_typed) */
     EL_OPK_ATTENTION,    /* dst0 = attention(q = src0, kcache = src1, vcache = src2) (el_op_attention) */
@@ -99,7 +99,7 @@ typedef struct el_op {
         struct { const int32_t *toks; float scale; } get_rows; /* toks: host memory */
         struct { float eps; } rmsnorm;
         struct { el_rope rope; int n_heads, head_dim, pos0; } rope; /* rope.freq_factors: a constant */
-        struct { float s; int count; } scale;
+        struct { float s; int count; float cap; } scale; /* cap 0: a plain scale */
         struct { int nrot; } fwht;
         struct { int type, pos0, row_len, ring; } kv_store;
         struct { el_attn_args a; } attn; /* a.q/out/kcache/vcache are ignored: src0/dst0/src1/src2 hold them */

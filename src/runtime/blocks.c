@@ -90,10 +90,23 @@ void el_fwd_add(el_session *s, int il, const char *site, int y, int x, int count
     run(s, &o);
 }
 
-static void op_scale(el_session *s, int il, const char *site, int id, float sc, int count) {
+static void op_scale(el_session *s, int il, const char *site, int id, size_t off, float sc, float cap, int count) {
     el_op o = op_new(EL_OPK_SCALE, il, site);
-    o.dst[0] = R(s, id, 0, (size_t)count);
-    o.p.scale.s = sc, o.p.scale.count = count;
+    o.dst[0] = R(s, id, off, (size_t)count);
+    o.p.scale.s = sc, o.p.scale.count = count, o.p.scale.cap = cap;
+    o.n = 1, o.d = count;
+    run(s, &o);
+}
+
+void el_fwd_scale(el_session *s, int il, const char *site, int id, float sc, int count) {
+    if (sc == 1.0f) return; /* x·1 = x: no op */
+    op_scale(s, il, site, id, 0, sc, 0.0f, count);
+}
+
+void el_fwd_copy(el_session *s, int il, const char *site, int src, int dst, int count) {
+    el_op o = op_new(EL_OPK_COPY, il, site);
+    o.src[0] = R(s, src, 0, (size_t)count);
+    o.dst[0] = R(s, dst, 0, (size_t)count);
     o.n = 1, o.d = count;
     run(s, &o);
 }
@@ -212,11 +225,14 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     op_matmul(s, il, "attn_qkv", 3, qkv, EL_T_XB, n, qkv_out, qkv_bias);
     dbg_dump("Q", il, s->q, (size_t)n * q_row);
     dbg_dump("K", il, s->k, (size_t)n * kv_row);
-    if (L->q_norm) el_fwd_norm(s, il, "attn_q_norm", EL_T_Q, L->q_norm, EL_T_Q, n * hp->n_head, hd, hp->norm_eps);
-    if (L->k_norm) el_fwd_norm(s, il, "attn_k_norm", EL_T_K, L->k_norm, EL_T_K, n * hp->n_head_kv, hd, hp->norm_eps);
+    /* per head (Qwen3, Gemma 3), or over the whole projection (OLMo 2) */
+    const int qn_rows = hp->qk_norm_full ? n : n * hp->n_head, qn_d = hp->qk_norm_full ? q_row : hd;
+    const int kn_rows = hp->qk_norm_full ? n : n * hp->n_head_kv, kn_d = hp->qk_norm_full ? kv_row : hd;
+    if (L->q_norm) el_fwd_norm(s, il, "attn_q_norm", EL_T_Q, L->q_norm, EL_T_Q, qn_rows, qn_d, hp->norm_eps);
+    if (L->k_norm) el_fwd_norm(s, il, "attn_k_norm", EL_T_K, L->k_norm, EL_T_K, kn_rows, kn_d, hp->norm_eps);
     if (L->q_norm) dbg_dump("Qnorm", il, s->q, (size_t)n * q_row);
     if (L->k_norm) dbg_dump("Knorm", il, s->k, (size_t)n * kv_row);
-    for (int g = 0; g < row_groups(s); g++) {
+    for (int g = 0; rope && g < row_groups(s); g++) { /* rope NULL: a layer without RoPE (SmolLM3) */
         int r0, nr, pos;
         row_group(s, g, n, &r0, &nr, &pos);
         op_rope(s, il, "rope_q", EL_T_Q, r0, nr, pos, hp->n_head, hd, rope);
@@ -225,7 +241,7 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     dbg_dump("Qrope", il, s->q, (size_t)n * q_row);
     dbg_dump("Krope", il, s->k, (size_t)n * kv_row);
     dbg_dump("V", il, s->v, (size_t)n * kv_row);
-    if (hp->q_prescale) op_scale(s, il, "q_scale", EL_T_Q, hp->attn_scale, n * q_row);
+    if (hp->q_prescale) op_scale(s, il, "q_scale", EL_T_Q, 0, hp->attn_scale, 0.0f, n * q_row);
     /* a Q8_0/Q4_0 cache: Q, K, V rotated as llama.cpp does before the store (ops.h, el_kv_rot_k) */
     const int rot_k = el_kv_rot_k(s->type_k, hd), rot_v = el_kv_rot_v(s->type_v, hp->head_dim_v);
     if (rot_k) {
@@ -260,6 +276,7 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         o.p.attn.a = (el_attn_args){
             .n = nr, .pos0 = pos, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
             .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
+            .softcap = hp->attn_softcap,
             .type_k = own->type_k, .type_v = own->type_v,
         };
         run(s, &o);
@@ -368,4 +385,11 @@ void el_fwd_output(el_session *s, int n) {
     const el_mat *out[1] = {&m->output};
     static const int logits[1] = {EL_T_LOGITS};
     op_matmul(s, -1, "output", 1, out, EL_T_XB, r, logits, NULL);
+    const size_t nl = (size_t)r * (size_t)m->hp.n_vocab;
+    /* Granite: logits / logit_scale (ggml_scale by the reciprocal) */
+    if (m->hp.logit_mul != 0.0f && m->hp.logit_mul != 1.0f)
+        op_scale(s, -1, "logit_scale", EL_T_LOGITS, 0, m->hp.logit_mul, 0.0f, (int)nl);
+    /* Gemma 2: cap·tanh(logits/cap) */
+    if (m->hp.final_softcap > 0.0f)
+        op_scale(s, -1, "final_softcap", EL_T_LOGITS, 0, 1.0f / m->hp.final_softcap, m->hp.final_softcap, (int)nl);
 }

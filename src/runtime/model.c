@@ -22,7 +22,8 @@
 #include "runtime/chat.h"
 #include "util/error.h"
 
-static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3};
+static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3, &el_arch_granite,
+                                         &el_arch_smollm3, &el_arch_olmo2, &el_arch_phi3, &el_arch_gemma2};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};
@@ -80,6 +81,19 @@ int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *
     char key[256];
     el_arch_key(m, suffix, key, sizeof key);
     return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %g is out of range (%s)", key, v, rule);
+}
+
+int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_error *err) {
+    int rc = el_hp_f32(m, suffix, false, dflt, out, err);
+    if (rc) return rc;
+    return el_hp_check(m, suffix, *out, isfinite(*out) && *out > 0.0f, "finite, > 0", err);
+}
+
+el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n) {
+    el_mat v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.ne1 = n;
+    return v;
 }
 
 static int own(el_model *m, void *p) {
@@ -202,6 +216,7 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     hp->rope_base_swa = hp->rope_base;
     hp->rope_scale_swa = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim_k);
+    hp->embd_scale = 1.0f;
     const el_gguf_tensor *emb = el_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!emb) return el_set_error(err, EL_ERR_MISSING, "tensor 'token_embd.weight' is missing");
     hp->n_vocab = (int)emb->ne[1];
@@ -328,7 +343,9 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
     if (!m->arch) {
-        el_set_error(err, EL_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3)", m->arch_name);
+        el_set_error(err, EL_ERR_UNSUPPORTED,
+                     "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3, gemma2)",
+                     m->arch_name);
         goto fail;
     }
     if (el_load_common_hparams(m, err)) goto fail;

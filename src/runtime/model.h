@@ -40,7 +40,13 @@ typedef struct el_hparams {
     int n_swa;          /* sliding window (0: none) */
     int swa_pattern;    /* every swa_pattern-th layer is global (0: none) */
     float attn_scale;   /* multiplier on Q·K */
-    bool q_prescale;    /* apply attn_scale to Q after RoPE (Gemma), not to the scores */
+    bool q_prescale;    /* apply attn_scale to Q after RoPE (Gemma, Phi-3), not to the scores */
+    float attn_softcap; /* > 0: scores soft-capped, cap·tanh(s/cap), before the softmax (Gemma 2); 0: none */
+    float final_softcap; /* > 0: logits soft-capped the same way (Gemma 2); 0: none */
+    float logit_mul;    /* != 0 and != 1: logits multiplied by it (Granite: 1/logit_scale); 0: none */
+    float embd_scale;   /* Granite: token embeddings times it (llama.cpp's embedding_scale); 1 elsewhere */
+    float residual_scale; /* != 0: each block's output times it before the residual add (Granite); 0: none */
+    bool qk_norm_full;  /* Q/K RMS-norm over the whole projection (n_head·head_dim), not per head (OLMo 2) */
 } el_hparams;
 
 typedef struct el_layer {
@@ -51,8 +57,9 @@ typedef struct el_layer {
     const float *post_attn_norm;         /* gemma3 */
     const float *ffn_norm;
     el_mat w_gate, w_up, w_down;
-    const float *post_ffn_norm;          /* gemma3 */
+    const float *post_ffn_norm;          /* gemma2/3, olmo2 */
     bool swa;                            /* sliding-window layer */
+    bool no_rope;                        /* Q and K are not rotated (SmolLM3's every 4th layer) */
 } el_layer;
 
 typedef struct el_session el_session;
@@ -80,6 +87,9 @@ struct el_model {
     el_mat tok_embd, output;
     const float *output_norm;
     const float *rope_freqs;
+    const float *rope_long, *rope_short; /* Phi-3 long RoPE: per-pair divisors, long past n_ctx_orig */
+    int n_ctx_orig;                      /* rope.scaling.original_context_length (Phi-3's choice of factors) */
+    float rope_mscale;                   /* rope.scaling.attn_factor (Phi-3; 1: none) */
     el_pool *pool;
     char *chat_template;
     int n_threads;
@@ -220,8 +230,12 @@ int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_n
 void el_fwd_norm(el_session *s, int il, const char *site, int src, const float *w, int dst, int n, int d, float eps);
 /* y += x over count floats (the residual add). */
 void el_fwd_add(el_session *s, int il, const char *site, int y, int x, int count);
+/* id *= sc over count floats (Granite's residual scale). */
+void el_fwd_scale(el_session *s, int il, const char *site, int id, float sc, int count);
+/* dst = src over count floats (OLMo 2: a block's input without a pre-norm). */
+void el_fwd_copy(el_session *s, int il, const char *site, int src, int dst, int count);
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale);
-/* x → norm → Q,K,V (+bias) → (q/k norm) → rope → store KV → attention → out proj into s->tmp. */
+/* x → norm → Q,K,V (+bias) → (q/k norm) → rope (rope NULL: none) → store KV → attention → out proj into s->tmp. */
 void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window);
 /* xb (normed) → FFN (gate/up/down, activation) into s->tmp. gelu: gemma. */
 void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
@@ -237,6 +251,12 @@ void el_fwd_dump(const char *name, int il, const float *x, size_t n);
  * and no logits. */
 void el_fwd_output(el_session *s, int n);
 
+/* A view of rows r0..r0+n of a bound weight (a fused tensor's part: Phi-3's attn_qkv, ffn_up). */
+el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n);
+/* 0 if the float metadata key <arch>.<suffix> (when present) is finite and > 0, else EL_ERR_BAD_VALUE naming it. */
+int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_error *err);
+
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;
+extern const el_arch el_arch_granite, el_arch_smollm3, el_arch_olmo2, el_arch_phi3, el_arch_gemma2;
 
 #endif

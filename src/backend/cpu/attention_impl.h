@@ -120,8 +120,10 @@ static inline void att_span(const el_attn_args *a, const el_fp16 *kbase, const e
         const int nq = nh - hh < ATT_GROUP ? nh - hh : ATT_GROUP;
         const int qi = qi0 + hh;
         const float *q = qf + (size_t)qi * hd;
-        att_scores_g(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, nq, hd, a->scale, sc);
-        if (c1 < cnt) att_scores_g(kbase, (size_t)kv_row, cnt - c1, q, nq, hd, a->scale, sc + c1);
+        const float cap = a->softcap, scale = cap > 0.0f ? a->scale / cap : a->scale;
+        att_scores_g(kbase + (size_t)r0 * kv_row, (size_t)kv_row, c1, q, nq, hd, scale, sc);
+        if (c1 < cnt) att_scores_g(kbase, (size_t)kv_row, cnt - c1, q, nq, hd, scale, sc + c1);
+        if (cap > 0.0f) el_att_softcap_g(sc, cnt, nq, cap);
         att_softmax_g(sc, cnt, nq, M + qi, S + qi, ms, vs);
         for (int seg = 0; seg < 2; seg++) {
             const int off = seg ? c1 : 0, c = seg ? cnt - c1 : c1;

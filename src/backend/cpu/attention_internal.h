@@ -179,6 +179,13 @@ el_cpu_level el_op_kv_store_at(el_fp16 *cache, const float *x, int n, int pos0, 
  * sum *pS, and per position the factors ms (rescale of what came before)
  * and vs (weight of this position), one of them 1 — the one-row kernel's
  * arithmetic (attention_impl.h), with libm's expf. */
+/* Soft-capping of nq heads' scores (rows of EL_ATT_MAX_KVB, cnt each), after
+ * they were scaled by scale/cap: s = cap·tanhf(s), as ggml's flash attention. */
+static inline void el_att_softcap_g(float *sc, int cnt, int nq, float cap) {
+    for (int e = 0; e < nq; e++)
+        for (int j = 0; j < cnt; j++) sc[e * EL_ATT_MAX_KVB + j] = cap * tanhf(sc[e * EL_ATT_MAX_KVB + j]);
+}
+
 static inline void el_att_softmax_scalar(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
     float Mq = *pM, Sq = *pS;
     for (int jj = 0; jj < cnt; jj++) {

@@ -134,7 +134,12 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
                     const int k0 = va - j0, k1 = vz - j0;
                     const float *col = sct + (size_t)(va - ka) * R + qi;
                     for (int k = 0; k < k0; k++) s[k] = -INFINITY;
-                    for (int k = k0; k <= k1; k++, col += R) s[k] = *col * a->scale;
+                    if (a->softcap > 0.0f) { /* ggml: scale/softcap, then softcap·tanhf */
+                        const float cap = a->softcap, sc1 = a->scale / cap;
+                        for (int k = k0; k <= k1; k++, col += R) s[k] = cap * tanhf(*col * sc1);
+                    } else {
+                        for (int k = k0; k <= k1; k++, col += R) s[k] = *col * a->scale;
+                    }
                     for (int k = k1 + 1; k < EL_ATT_TILE_KV; k++) s[k] = -INFINITY;
                     float tm[8];
                     for (int i = 0; i < 8; i++) tm[i] = -INFINITY;

@@ -274,6 +274,7 @@ static void ty_task(void *vctx, int ith, int nth) {
     const el_from_float_fn q_to = el_cpu_kernels(qt)->quantize;
     const size_t k_head = el_row_size((el_type)tk, hd), v_head = el_row_size((el_type)tv, hd);
     const size_t k_row = k_head * (size_t)a->n_head_kv, v_row = v_head * (size_t)a->n_head_kv;
+    const float cap = a->softcap, scale = cap > 0.0f ? a->scale / cap : a->scale; /* ggml's softcap order */
     ty_plan pl;
     ty_plan_make(a, nth, &pl);
 
@@ -307,7 +308,8 @@ static void ty_task(void *vctx, int ith, int nth) {
             for (int e = 0; e < nh; e++) {
                 float s;
                 dot(hd, &s, krow, qq[e]);
-                s = s * a->scale;
+                s = s * scale;
+                if (cap > 0.0f) s = cap * tanhf(s);
                 float ms = 1.0f, vs = 1.0f;
                 if (s > M[e]) {
                     const float Mold = M[e];

@@ -48,7 +48,7 @@ void el_op_cost(el_op *op) {
         break;
     case EL_OPK_RMSNORM: fl = 4.0 * n * d; break;
     case EL_OPK_ROPE: fl = 6.0 * (double)op->p.rope.n_heads * op->p.rope.head_dim * n; in = 0; break; /* in place */
-    case EL_OPK_SCALE: fl = op->p.scale.count; break;
+    case EL_OPK_SCALE: fl = (op->p.scale.cap > 0.0f ? 20.0 : 1.0) * op->p.scale.count; break;
     case EL_OPK_FWHT: fl = n * d * log2(d > 1 ? d : 2); break;
     case EL_OPK_KV_STORE: fl = n * d; break;
     case EL_OPK_ATTENTION: {
@@ -167,7 +167,13 @@ static int cpu_run_op(el_backend *be, const el_op *op, el_error *err) {
             el_op_rope(x + (size_t)t * row, op->p.rope.n_heads, op->p.rope.head_dim, op->p.rope.pos0 + t, &op->p.rope.rope, cs);
         return 0;
     }
-    case EL_OPK_SCALE: el_op_scale(F(be, &op->dst[0]), op->p.scale.s, op->p.scale.count); return 0;
+    case EL_OPK_SCALE: {
+        float *y = F(be, &op->dst[0]);
+        el_op_scale(y, op->p.scale.s, op->p.scale.count);
+        if (op->p.scale.cap > 0.0f) /* ggml: tanh, then a scale by the cap (Gemma 2's final soft-capping) */
+            for (int i = 0; i < op->p.scale.count; i++) y[i] = op->p.scale.cap * tanhf(y[i]);
+        return 0;
+    }
     case EL_OPK_FWHT: el_op_fwht(F(be, &op->dst[0]), op->n, op->p.fwht.nrot); return 0;
     case EL_OPK_KV_STORE:
         el_op_kv_store_typed(op->p.kv_store.type, base_of(be, op->dst[0].t), F(be, &op->src[0]), op->n,

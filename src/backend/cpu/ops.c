@@ -312,6 +312,8 @@ void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, 
         cs[i0 + 1] = sinf(th);
         theta *= theta_scale;
     }
+    if (r->mscale != 0.0f && r->mscale != 1.0f) /* ggml: cos·mscale, sin·mscale */
+        for (int i = 0; i < n_rot; i++) cs[i] *= r->mscale;
     ops()->rope_rotate(x, n_heads, head_dim, n_rot, r->mode == EL_ROPE_NEOX, cs);
 }
 

@@ -67,6 +67,7 @@ typedef struct el_rope {
     float freq_base;
     float freq_scale;       /* 1/linear factor */
     const float *freq_factors; /* llama3-style per-pair divisors (n_rot/2) or NULL */
+    float mscale;           /* multiplies every cos and sin (llama.cpp's attn_factor: Phi-3 long RoPE); 0 or 1: none */
 } el_rope;
 /* cs: scratch of n_rot floats for cos/sin pairs computed per position. */
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs);
@@ -99,6 +100,9 @@ typedef struct el_attn_args {
     const void *kcache, *vcache; /* rows of type_k / type_v (F16: el_fp16) */
     int n, pos0, n_head, n_head_kv, head_dim, window, ring;
     float scale;
+    /* > 0: scores are soft-capped before the softmax, s = softcap·tanh(Q·K·scale/softcap)
+     * (Gemma 2; ggml's flash attention: scale/softcap, then softcap·tanhf); 0: none */
+    float softcap;
     /* The caches' el_type: EL_TYPE_F16 (0, as a zero-initialised struct
      * holds, means F16 too), or EL_TYPE_BF16 / EL_TYPE_Q8_0 / EL_TYPE_Q4_0
      * (head_dim a multiple of 32), for which el_op_attention runs the kernel
