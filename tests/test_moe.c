@@ -326,6 +326,16 @@ static void test_plan(void) {
         CHECK(mm->expert_bytes == want && want > 0);
         CHECK(mm->expert_bytes_token * (uint64_t)ms[i].ne == mm->expert_bytes * (uint64_t)ms[i].used);
         CHECK(mm->expert_bytes < el_model_weights_bytes(m));
+        /* edgellm plan reports them */
+        char want_json[160];
+        snprintf(want_json, sizeof want_json, "\"experts\":{\"count\":%d,\"used\":%d,\"bytes\":%llu,\"bytes_per_token\":%llu",
+                 ms[i].ne, ms[i].used, (unsigned long long)mm->expert_bytes, (unsigned long long)mm->expert_bytes_token);
+        const char *args[] = {"plan", "-m", el_test_ref_path(ms[i].model), "--json", NULL};
+        el_test_proc r;
+        CHECK(el_test_run_cli(args, &r));
+        CHECKF(r.status == 0 && r.out && strstr(r.out, want_json), "edgellm plan --json on %s: exit %d, no %s in %s",
+               ms[i].model, r.status, want_json, r.out ? r.out : "");
+        el_test_proc_free(&r);
         el_model_free(m);
     }
 }
