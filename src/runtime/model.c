@@ -371,7 +371,9 @@ static int fill_mem(el_model *m, el_error *err) {
         }
     }
     m->mem = (el_mem_model){
-        .n_layer = n, .n_embd = hp->n_embd, .n_ff = hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .n_layer = n, .n_embd = hp->n_embd,
+        /* a MoE layer has no dense FFN: its own scratch (el_moe_scratch_bytes) holds the experts' rows */
+        .n_ff = hp->n_expert > 0 ? (hp->n_ff_shexp > hp->n_ff_exp ? hp->n_ff_shexp : hp->n_ff_exp) : hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim_k = hp->head_dim_k, .head_dim_v = hp->head_dim_v, .n_vocab = hp->n_vocab, .n_swa = hp->n_swa,
         .n_ctx_train = hp->n_ctx_train, .layer_swa = m->mem_swa, .mats = m->mem_mats, .n_mats = n * EL_LAYER_MATS,
         .output = {.type = m->output.type, .ne0 = m->output.ne0},
