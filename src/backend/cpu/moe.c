@@ -10,6 +10,11 @@
  * buffer of one row per (token, choice); each token's output sums its choices
  * in the order llama.cpp adds them (largest probability first), so a row's
  * bits depend only on the row itself when el_op_matmul_row_order is on.
+ * Numerics follow the goldens' llama.cpp build (x86, AVX-512, tiled K-quant
+ * matmul off): expert products in one-row arithmetic (ggml's mul_mat_id takes
+ * vec_dot per row, or the repacked gemv, which edgellm's one-row kernels
+ * reproduce), the router and the shared expert's FFN as ordinary products,
+ * the shared gate's one-row weight by vec_dot, softmax as ggml_soft_max.
  *
  * Invariant: no allocation; scratch is el_moe_scratch_bytes(n, ...) bytes.
  */
