@@ -419,6 +419,10 @@ int main(void) {
         {"models/tiny-qwen3-Q6_K.gguf", "tiny-qwen3-Q6_K"},
         {"models/tiny-gemma3-Q8_0.gguf", "tiny-gemma3-Q8_0"},
         {"models/tiny-gemma3-F16.gguf", "tiny-gemma3-F16"},
+        /* mixture of experts: a batched step groups the rows by expert (backend/cpu/moe.c) */
+        {"models/tiny-qwen3moe-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M"},
+        {"models/tiny-qwen3moe-F16.gguf", "tiny-qwen3moe-F16"},
+        {"models/tiny-qwen2moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         batch_case(el_test_ref_path(cases[i].model), cases[i].label, false);

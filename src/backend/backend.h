@@ -61,6 +61,9 @@ typedef enum el_op_kind {
                           * projections sharing src0 (Q/K/V, gate/up, or one), all adapters; n rows of d;
                           * src1/src2 name dst1/dst2 again (they are read too); lora.t/tq/xq: host
                           * scratch of lora.chunk rows (runtime/lora.h); no w (n_w = 0) */
+    EL_OPK_MOE,          /* dst0 = the mixture-of-experts FFN of src0 (el_op_moe, backend/cpu/ops.h): n rows of
+                          * d; moe.moe: router, experts, shared expert; moe.scratch: host memory of
+                          * el_moe_scratch_bytes; no w (n_w = 0). A backend without it refuses it (CPU runs it) */
     EL_OPK_COUNT
 } el_op_kind;
 
@@ -111,6 +114,7 @@ typedef struct el_op {
             float *t;
             void *tq, *xq;
         } lora;
+        struct { const el_moe *moe; void *scratch; } moe;
     } p;
     void *cpu_scratch;   /* matmul on the CPU backend: el_op_matmul_wsize bytes (the session's) */
     /* what it costs (the scheduler's inputs): arithmetic, weight bytes read

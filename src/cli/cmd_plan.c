@@ -5,6 +5,9 @@
  * machine's MemAvailable or cgroup room, whichever is lower): for each KV
  * cache type the largest context one session can have and how many
  * sessions of -c tokens fit, as a table or with --json one JSON object.
+ * A mixture-of-experts model's line "experts" says how much of the weights
+ * are routed experts and how much of that one token reads (n_used of
+ * n_expert per layer), besides the routers and shared experts every token reads.
  * Every size and shape is parsed strictly; a bad value, a budget below the
  * weights, or -c 0 / beyond the model's context is a usage error naming
  * the value, printed before the model is loaded or anything allocated.
@@ -270,6 +273,11 @@ int cli_cmd_plan(int argc, char **argv) {
         if (m)
             printf(",\"weights\":{\"tensors\":%" PRIu64 ",\"metadata\":%" PRIu64 ",\"alignment\":%" PRIu64 ",\"converted\":%" PRIu64 "}",
                    tensor_bytes, meta_bytes, pad_bytes, owned);
+        if (m && m->mem.n_expert > 0)
+            printf(",\"experts\":{\"count\":%d,\"used\":%d,\"bytes\":%" PRIu64 ",\"bytes_per_token\":%" PRIu64
+                   ",\"router_shared_bytes\":%" PRIu64 "}",
+                   m->mem.n_expert, m->mem.n_expert_used, m->mem.expert_bytes, m->mem.expert_bytes_token,
+                   m->mem.moe_other_bytes);
         printf(",\"runtime_bytes\":%" PRIu64 ",\"runtime\":{\"rss_at_start\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"overhead\":%" PRIu64 "}",
                r.runtime, runtime_rss, runtime_threads, a.overhead);
         printf(",\"device_bytes\":%" PRIu64 ",\"device_source\":", device);
@@ -307,6 +315,11 @@ int cli_cmd_plan(int argc, char **argv) {
                    mib(tensor_bytes), mib(meta_bytes), mib(pad_bytes), mib(owned));
         else
             printf("  weights    %10.1f MiB  (--weights, %" PRIu64 " bytes)\n", mib(r.weights), r.weights);
+        if (m && m->mem.n_expert > 0) /* all experts are mapped; a token reads n_used of them per layer */
+            printf("  experts    %10.1f MiB  of the weights (%d experts, %d used: a token reads %.1f MiB of them, "
+                   "+ %.2f MiB of routers and shared experts)\n",
+                   mib(m->mem.expert_bytes), m->mem.n_expert, m->mem.n_expert_used, mib(m->mem.expert_bytes_token),
+                   mib(m->mem.moe_other_bytes));
         printf("  runtime    %10.1f MiB  (RSS at start %.1f + thread stacks %.2f + --overhead %.1f)\n", mib(r.runtime), mib(runtime_rss),
                mib(runtime_threads), mib(a.overhead));
         printf("  budget     %10.1f MiB  (device %.1f MiB [%s] - reserve %.1f MiB)\n", mib(r.budget), mib(device), src, mib(a.reserve));

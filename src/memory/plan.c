@@ -118,6 +118,12 @@ int el_plan_session_full(const el_mem_model *m, int n_ctx, int n_batch, int swa_
     p->off_rope = take(&cur, EL_MAX_HEAD_DIM * sizeof(float));
     p->off_top_ids = take(&cur, 64 * sizeof(int32_t));
     p->off_top_lps = take(&cur, 64 * sizeof(float));
+    p->off_moe = p->moe_bytes = 0;
+    if (hp->n_expert > 0) {
+        p->moe_bytes = el_moe_scratch_bytes(n_batch, hp->n_embd, hp->n_expert, hp->n_expert_used, hp->n_ff_moe);
+        if (p->moe_bytes == SIZE_MAX || p->moe_bytes > SIZE_MAX / 2 - cur) return -1;
+        p->off_moe = take(&cur, p->moe_bytes);
+    }
     p->scratch_bytes = cur;
     p->total = p->kv_bytes + p->scratch_bytes;
     if (p->total < p->kv_bytes) return -1;

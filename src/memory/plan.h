@@ -43,10 +43,16 @@ typedef struct el_mem_model {
     int n_swa;                /* sliding window (0: none) */
     int n_ctx_train;
     const bool *layer_swa;    /* n_layer flags: the layer's cache can be a ring */
-    const el_plan_mat *mats;  /* the layers' products (seven a layer) */
+    const el_plan_mat *mats;  /* the layers' products (absent ones: type 0, ne0 0) */
     int n_mats;
     el_plan_mat output;       /* the output projection (n_logit_rows rows) */
     size_t session_fixed;     /* a session's bytes beside the block: its struct, per-layer cache pointers, executor */
+    /* mixture of experts (0 experts: a dense model) */
+    int n_expert, n_expert_used;
+    int n_ff_moe;                /* the wider of one expert's and the shared expert's FFN length */
+    uint64_t expert_bytes;       /* every layer's routed experts (gate, up, down), all of them */
+    uint64_t expert_bytes_token; /* the share one token reads: n_expert_used of n_expert per layer */
+    uint64_t moe_other_bytes;    /* routers and shared experts (every token reads them) */
 } el_mem_model;
 
 typedef struct el_session_plan {
@@ -60,6 +66,7 @@ typedef struct el_session_plan {
     size_t off_x, off_xb, off_q, off_k, off_v, off_att, off_gate, off_up, off_tmp;
     size_t off_logits, off_wq8, off_rope, off_top_ids, off_top_lps;
     size_t off_lora, lora_bytes; /* LoRA adapters' scratch (el_plan_add_lora); 0 bytes: none */
+    size_t off_moe, moe_bytes;   /* el_op_moe's scratch for n_batch rows (el_moe_scratch_bytes); 0 bytes: dense */
     int lora_rank;
     int n_logit_rows;     /* rows of logits (1 + the most draft tokens a verification checks) */
     size_t scratch_bytes;

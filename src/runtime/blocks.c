@@ -312,6 +312,20 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu) {
     dbg_dump("ffn_out", il, s->tmp, (size_t)n * m->hp.n_embd);
 }
 
+void el_fwd_moe(el_session *s, int il, int n) {
+    const el_model *m = s->m;
+    const int E = m->hp.n_embd;
+    el_op o = op_new(EL_OPK_MOE, il, "ffn_moe");
+    o.src[0] = R(s, EL_T_XB, 0, (size_t)n * E);
+    o.dst[0] = R(s, EL_T_TMP, 0, (size_t)n * E);
+    o.n = n, o.d = E;
+    o.p.moe.moe = &m->layers[il].moe;
+    o.p.moe.scratch = s->moe_scratch;
+    dbg_dump("ffn_norm", il, s->xb, (size_t)n * E);
+    run(s, &o);
+    dbg_dump("ffn_moe_out", il, s->tmp, (size_t)n * E);
+}
+
 void el_fwd_keep_last_row(el_session *s, int *n) {
     if (s->out_rows > 1) return; /* every row's logits are wanted */
     if (s->embd_pool) return; /* an embedding pass needs every row (llama.cpp outputs all of them then) */

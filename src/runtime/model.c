@@ -22,8 +22,9 @@
 #include "runtime/chat.h"
 #include "util/error.h"
 
-static const el_arch *const k_archs[] = {&el_arch_llama, &el_arch_qwen2, &el_arch_qwen3, &el_arch_gemma3, &el_arch_granite,
-                                         &el_arch_smollm3, &el_arch_olmo2, &el_arch_phi3, &el_arch_gemma2};
+static const el_arch *const k_archs[] = {&el_arch_llama,   &el_arch_qwen2,    &el_arch_qwen3,   &el_arch_gemma3,
+                                         &el_arch_granite, &el_arch_smollm3,  &el_arch_olmo2,   &el_arch_phi3,
+                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};
@@ -260,9 +261,87 @@ int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_n
             if ((rc = el_bind_vec(m, NAME("post_ffw_norm.weight"), E, true, &L->post_ffn_norm, err))) return rc;
         }
         if ((rc = el_bind_vec(m, NAME("ffn_norm.weight"), E, true, &L->ffn_norm, err))) return rc;
+        if (hp->n_expert > 0) continue; /* a mixture of experts instead (el_bind_moe_tensors) */
         if ((rc = el_bind_mat(m, NAME("ffn_gate.weight"), E, hp->n_ff, true, &L->w_gate, err))) return rc;
         if ((rc = el_bind_mat(m, NAME("ffn_up.weight"), E, hp->n_ff, true, &L->w_up, err))) return rc;
         if ((rc = el_bind_mat(m, NAME("ffn_down.weight"), hp->n_ff, E, true, &L->w_down, err))) return rc;
+#undef NAME
+    }
+    return 0;
+}
+
+int el_load_moe_hparams(el_model *m, bool shared, el_error *err) {
+    el_hparams *hp = &m->hp;
+    int rc;
+    if ((rc = el_hp_u32(m, "expert_count", true, 0, &hp->n_expert, err))) return rc;
+    if ((rc = el_hp_check(m, "expert_count", hp->n_expert, hp->n_expert >= 1 && hp->n_expert <= EL_MAX_EXPERTS,
+                          "1 to 1024", err)))
+        return rc;
+    if ((rc = el_hp_u32(m, "expert_used_count", true, 0, &hp->n_expert_used, err))) return rc;
+    if ((rc = el_hp_check(m, "expert_used_count", hp->n_expert_used,
+                          hp->n_expert_used >= 1 && hp->n_expert_used <= hp->n_expert, "1 to expert_count", err)))
+        return rc;
+    /* llama.cpp's default when the key is absent: feed_forward_length / expert_used_count */
+    if ((rc = el_hp_u32(m, "expert_feed_forward_length", false, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp, err)))
+        return rc;
+    if ((rc = el_hp_check(m, "expert_feed_forward_length", hp->n_ff_exp, hp->n_ff_exp >= 1 && hp->n_ff_exp <= (1 << 20),
+                          "1 to 2^20", err)))
+        return rc;
+    hp->n_ff_shexp = 0;
+    if (shared) {
+        if ((rc = el_hp_u32(m, "expert_shared_feed_forward_length", false, hp->n_ff, &hp->n_ff_shexp, err))) return rc;
+        if ((rc = el_hp_check(m, "expert_shared_feed_forward_length", hp->n_ff_shexp,
+                              hp->n_ff_shexp >= 1 && hp->n_ff_shexp <= (1 << 20), "1 to 2^20", err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* A 3-D expert tensor [ne0, ne1, n_expert]: expert 0's matrix in *out, the bytes between experts in *stride. */
+static int bind_experts(el_model *m, const char *name, int64_t ne0, int64_t ne1, int64_t n_expert, el_mat *out,
+                        size_t *stride, el_error *err) {
+    memset(out, 0, sizeof *out);
+    const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
+    if (!t) return el_set_error(err, EL_ERR_MISSING, "tensor '%s' is missing", name);
+    if (t->n_dims != 3 || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert)
+        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %d dims [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                            name, t->n_dims, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0,
+                            (long long)ne1, (long long)n_expert);
+    const el_type_info *ti = el_type_get(t->type);
+    const el_cpu_type_kernels *k = el_cpu_kernels((el_type)t->type);
+    if (!ti || !ti->weights_supported || !ti->to_float || !k || !k->vec_dot || ne0 % ti->blck_size)
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, which edgellm cannot compute with", name,
+                            el_type_name(t->type));
+    out->type = (el_type)t->type;
+    out->ne0 = ne0;
+    out->ne1 = ne1;
+    out->data = t->data;
+    out->row_bytes = el_row_size(out->type, ne0);
+    *stride = out->row_bytes * (size_t)ne1;
+    return 0;
+}
+
+int el_bind_moe_tensors(el_model *m, bool shared, bool norm_w, el_error *err) {
+    const el_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, NE = hp->n_expert;
+    int rc;
+    for (int il = 0; il < hp->n_layer; il++) {
+        el_moe *mo = &m->layers[il].moe;
+        char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d.%s", il, s), n)
+        mo->n_expert = hp->n_expert, mo->n_used = hp->n_expert_used, mo->norm_w = norm_w, mo->w_scale = 0.0f;
+        if ((rc = el_bind_mat(m, NAME("ffn_gate_inp.weight"), E, NE, true, &mo->router, err))) return rc;
+        if ((rc = bind_experts(m, NAME("ffn_gate_exps.weight"), E, F, NE, &mo->gate, &mo->stride_gate, err))) return rc;
+        if ((rc = bind_experts(m, NAME("ffn_up_exps.weight"), E, F, NE, &mo->up, &mo->stride_up, err))) return rc;
+        if ((rc = bind_experts(m, NAME("ffn_down_exps.weight"), F, E, NE, &mo->down, &mo->stride_down, err))) return rc;
+        mo->has_shared = shared;
+        if (shared) {
+            const int64_t S = hp->n_ff_shexp;
+            if ((rc = el_bind_mat(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &mo->sh_inp, err))) return rc;
+            if ((rc = el_bind_mat(m, NAME("ffn_gate_shexp.weight"), E, S, true, &mo->sh_gate, err))) return rc;
+            if ((rc = el_bind_mat(m, NAME("ffn_up_shexp.weight"), E, S, true, &mo->sh_up, err))) return rc;
+            if ((rc = el_bind_mat(m, NAME("ffn_down_shexp.weight"), S, E, true, &mo->sh_down, err))) return rc;
+        }
 #undef NAME
     }
     return 0;
@@ -278,25 +357,47 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
     m->log_cb(level, msg, m->log_user);
 }
 
+#define EL_LAYER_MATS 15 /* the products a layer may have (fill_mem) */
+
 /* m->mem: what the memory layer plans from (memory/plan.h), read off the bound
  * weights; the bytes a session has beside its block are this file's to know. */
 static int fill_mem(el_model *m, el_error *err) {
     const el_hparams *hp = &m->hp;
     const int n = hp->n_layer;
     m->mem_swa = calloc((size_t)n, sizeof(bool));
-    m->mem_mats = calloc((size_t)n * 7, sizeof(el_plan_mat));
+    m->mem_mats = calloc((size_t)n * EL_LAYER_MATS, sizeof(el_plan_mat));
     if (!m->mem_swa || !m->mem_mats) { el_set_error(err, EL_ERR_NOMEM, "out of memory"); return -1; }
+    uint64_t exp_bytes = 0, exp_token = 0, moe_fixed = 0;
     for (int il = 0; il < n; il++) {
         const el_layer *L = &m->layers[il];
-        const el_mat *mats[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) m->mem_mats[il * 7 + i] = (el_plan_mat){.type = mats[i]->type, .ne0 = mats[i]->ne0};
+        const el_moe *mo = &L->moe;
+        /* a MoE layer's products: the router, one expert's gate/up/down, the shared expert's (absent: zeros) */
+        const el_mat *mats[EL_LAYER_MATS] = {&L->wq,       &L->wk,     &L->wv,   &L->wo,         &L->w_gate,  &L->w_up,
+                                             &L->w_down,   &mo->router, &mo->gate, &mo->up,       &mo->down,   &mo->sh_inp,
+                                             &mo->sh_gate, &mo->sh_up,  &mo->sh_down};
+        for (int i = 0; i < EL_LAYER_MATS; i++)
+            m->mem_mats[il * EL_LAYER_MATS + i] = (el_plan_mat){.type = mats[i]->type, .ne0 = mats[i]->ne0};
         m->mem_swa[il] = L->swa;
+        if (hp->n_expert > 0) {
+            const uint64_t all = (uint64_t)mo->stride_gate + mo->stride_up + mo->stride_down;
+            exp_bytes += all * (uint64_t)mo->n_expert;
+            exp_token += all * (uint64_t)mo->n_used;
+            moe_fixed += (uint64_t)mo->router.row_bytes * (uint64_t)mo->router.ne1;
+            if (mo->has_shared)
+                moe_fixed += (uint64_t)mo->sh_inp.row_bytes + (uint64_t)mo->sh_gate.row_bytes * mo->sh_gate.ne1 +
+                             (uint64_t)mo->sh_up.row_bytes * mo->sh_up.ne1 + (uint64_t)mo->sh_down.row_bytes * mo->sh_down.ne1;
+        }
     }
     m->mem = (el_mem_model){
-        .n_layer = n, .n_embd = hp->n_embd, .n_ff = hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
+        .n_layer = n, .n_embd = hp->n_embd,
+        /* a MoE layer has no dense FFN: its own scratch (el_moe_scratch_bytes) holds the experts' rows */
+        .n_ff = hp->n_expert > 0 ? (hp->n_ff_shexp > hp->n_ff_exp ? hp->n_ff_shexp : hp->n_ff_exp) : hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim_k = hp->head_dim_k, .head_dim_v = hp->head_dim_v, .n_vocab = hp->n_vocab, .n_swa = hp->n_swa,
-        .n_ctx_train = hp->n_ctx_train, .layer_swa = m->mem_swa, .mats = m->mem_mats, .n_mats = n * 7,
+        .n_ctx_train = hp->n_ctx_train, .layer_swa = m->mem_swa, .mats = m->mem_mats, .n_mats = n * EL_LAYER_MATS,
         .output = {.type = m->output.type, .ne0 = m->output.ne0},
+        .n_expert = hp->n_expert, .n_expert_used = hp->n_expert_used,
+        .n_ff_moe = hp->n_ff_shexp > hp->n_ff_exp ? hp->n_ff_shexp : hp->n_ff_exp,
+        .expert_bytes = exp_bytes, .expert_bytes_token = exp_token, .moe_other_bytes = moe_fixed,
         .session_fixed = sizeof(el_session) + 2 * sizeof(void *) * (size_t)n + el_exec_bytes(n)};
     return 0;
 }
@@ -344,7 +445,8 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
         if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
     if (!m->arch) {
         el_set_error(err, EL_ERR_UNSUPPORTED,
-                     "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3, gemma2)",
+                     "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3, "
+                     "gemma2, qwen3moe, qwen2moe)",
                      m->arch_name);
         goto fail;
     }
@@ -491,7 +593,8 @@ el_chat_family el_chat_family_for_model(const el_model *m, el_chat_source *src) 
         const char *a = m->arch_name ? m->arch_name : "";
         how = EL_CHAT_BY_ARCH;
         if (!strcmp(a, "gemma3") || !strcmp(a, "gemma2") || !strcmp(a, "gemma")) f = EL_CHAT_GEMMA;
-        else if (!strcmp(a, "qwen2") || !strcmp(a, "qwen3")) f = EL_CHAT_CHATML;
+        else if (!strcmp(a, "qwen2") || !strcmp(a, "qwen3") || !strcmp(a, "qwen2moe") || !strcmp(a, "qwen3moe"))
+            f = EL_CHAT_CHATML;
         else if (!strcmp(a, "llama"))
             f = el_vocab_find(m->vocab, "<|eot_id|>", strlen("<|eot_id|>")) >= 0 ? EL_CHAT_LLAMA3 : EL_CHAT_LLAMA2;
         else how = EL_CHAT_BY_NONE;

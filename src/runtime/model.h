@@ -47,7 +47,13 @@ typedef struct el_hparams {
     float embd_scale;   /* Granite: token embeddings times it (llama.cpp's embedding_scale); 1 elsewhere */
     float residual_scale; /* != 0: each block's output times it before the residual add (Granite); 0: none */
     bool qk_norm_full;  /* Q/K RMS-norm over the whole projection (n_head·head_dim), not per head (OLMo 2) */
+    /* mixture of experts (qwen3moe, qwen2moe; 0 experts: a dense FFN) */
+    int n_expert, n_expert_used;
+    int n_ff_exp;       /* one expert's FFN length (expert_feed_forward_length) */
+    int n_ff_shexp;     /* the shared expert's (expert_shared_feed_forward_length; 0: none) */
 } el_hparams;
+
+#define EL_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
 typedef struct el_layer {
     const float *attn_norm;
@@ -58,6 +64,7 @@ typedef struct el_layer {
     const float *ffn_norm;
     el_mat w_gate, w_up, w_down;
     const float *post_ffn_norm;          /* gemma2/3, olmo2 */
+    el_moe moe;                          /* qwen3moe, qwen2moe: the FFN is this (w_gate/up/down unused) */
     bool swa;                            /* sliding-window layer */
     bool no_rope;                        /* Q and K are not rotated (SmolLM3's every 4th layer) */
 } el_layer;
@@ -126,6 +133,7 @@ struct el_session {
     int n_logit_rows;   /* 1 + the most draft tokens one verification checks (el_session_params.n_draft_max) */
     int out_rows;       /* > 1: the next forward keeps all its rows (n must equal it) and writes their logits */
     void *wq8;          /* quantized activations */
+    void *moe_scratch;  /* el_op_moe's scratch for n_batch rows (NULL: a dense model) */
     float *rope_cs;     /* EL_MAX_HEAD_DIM */
     void *block;        /* one allocation for everything above */
     size_t block_bytes;
@@ -222,8 +230,15 @@ int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool re
 int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const float **out, el_error *err);
 /* Common: llama-style hparams (vocab, embd, layers, heads, ff, ctx, eps, rope). */
 int el_load_common_hparams(el_model *m, el_error *err);
-/* Common: token_embd, output_norm, output (tied if absent), per-layer attention + FFN. */
+/* Common: token_embd, output_norm, output (tied if absent), per-layer attention + FFN
+ * (the dense FFN's tensors only when hp.n_expert == 0). */
 int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_norms, el_error *err);
+/* MoE hyperparameters (expert_count, expert_used_count, expert_feed_forward_length and, with shared,
+ * expert_shared_feed_forward_length), each checked with a clear error before anything is allocated. */
+int el_load_moe_hparams(el_model *m, bool shared, el_error *err);
+/* Each layer's router, the 3-D expert tensors (ffn_{gate,up,down}_exps: [E, n_ff_exp, n_expert],
+ * [n_ff_exp, E, n_expert]) and, with shared, ffn_gate_inp_shexp + ffn_{gate,up,down}_shexp into L->moe. */
+int el_bind_moe_tensors(el_model *m, bool shared, bool norm_w, el_error *err);
 
 /* Shared building blocks for forward passes (blocks.c); each hands its ops to the executor. */
 /* dst = rmsnorm(src) * w (w may be NULL): n rows of d; tensors are EL_T_* ids (runtime/exec.h); dst may be src. */
@@ -237,6 +252,8 @@ void el_fwd_copy(el_session *s, int il, const char *site, int src, int dst, int 
 void el_fwd_embed(el_session *s, const int32_t *toks, int n, float scale);
 /* x → norm → Q,K,V (+bias) → (q/k norm) → rope (rope NULL: none) → store KV → attention → out proj into s->tmp. */
 void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int window);
+/* xb (normed) → the layer's mixture of experts (L->moe) into s->tmp. */
+void el_fwd_moe(el_session *s, int il, int n);
 /* xb (normed) → FFN (gate/up/down, activation) into s->tmp. gelu: gemma. */
 void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
 /* After the last layer's attention only the last row feeds the logits: drop
@@ -258,5 +275,6 @@ int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_er
 
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;
 extern const el_arch el_arch_granite, el_arch_smollm3, el_arch_olmo2, el_arch_phi3, el_arch_gemma2;
+extern const el_arch el_arch_qwen3moe, el_arch_qwen2moe;
 
 #endif

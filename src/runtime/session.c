@@ -176,6 +176,7 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->n_logit_rows = plan.n_logit_rows;
     s->out_rows = 1;
     s->wq8 = sc + plan.off_wq8;
+    s->moe_scratch = plan.moe_bytes ? sc + plan.off_moe : NULL;
     s->rope_cs = (float *)(sc + plan.off_rope);
     s->top_ids = (int32_t *)(sc + plan.off_top_ids);
     s->top_lps = (float *)(sc + plan.off_top_lps);

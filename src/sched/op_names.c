@@ -16,6 +16,7 @@ static const char *const k_names[EL_OPK_COUNT] = {
     [EL_OPK_KV_STORE] = "kv_store", [EL_OPK_ATTENTION] = "attention", [EL_OPK_SILU_MUL] = "silu_mul",
     [EL_OPK_GELU_MUL] = "gelu_mul", [EL_OPK_ADD] = "add",             [EL_OPK_COPY] = "copy",
     [EL_OPK_HOST] = "host",         [EL_OPK_LORA] = "lora",
+    [EL_OPK_MOE] = "moe",
 };
 
 const char *el_op_kind_name(el_op_kind k) {

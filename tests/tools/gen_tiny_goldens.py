@@ -20,7 +20,10 @@ With --short: the tiny models' short goldens instead, tests/data/reference/golde
 (read by test_parity, test_tokenizer, test_cli, the server tests): for each prompt of
 tests/data/reference/goldens/prompts.txt, llama.cpp's prompt tokens, its 24 greedy
 tokens and the top-8 log-probabilities of the full distribution at each step,
-with the build that made them. `make goldens` runs both.
+with the build that made them. `make goldens` runs both. The short goldens are
+made with GGML_CPU_TILED_MM=0 (unless the environment says otherwise; the
+build record names it): the reference build behind them had no tiled K-quant
+matmul, the arithmetic edgellm follows bit for bit.
 
 usage: python3 tests/tools/gen_tiny_goldens.py [--short] [--ref DIR] [--out DIR] [--filter SUBSTR]
 """
@@ -31,6 +34,9 @@ import os
 import sys
 
 import numpy as np
+
+if "--short" in sys.argv:  # ggml reads it once, when llama_cpp is imported (by gen_gemma_goldens)
+    os.environ.setdefault("GGML_CPU_TILED_MM", "0")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemma_prompts  # noqa: E402

@@ -79,6 +79,20 @@ void el_op_cost(el_op *op) {
             fl += 2.0 * n * (double)A->ne1 * ((double)A->ne0 + (double)B->ne1) + 2.0 * n * (double)B->ne1;
         }
         break;
+    case EL_OPK_MOE: { /* the chosen experts' weights, read once (each row picks n_used of n_expert) */
+        const el_moe *m = op->p.moe.moe;
+        const double per = (double)m->gate.ne1 * (double)m->gate.row_bytes + (double)m->up.ne1 * (double)m->up.row_bytes +
+                           (double)m->down.ne1 * (double)m->down.row_bytes;
+        const double chosen = n * m->n_used < m->n_expert ? n * m->n_used : m->n_expert;
+        w = (double)m->router.ne1 * (double)m->router.row_bytes + chosen * per;
+        fl = 2.0 * n * d * (double)m->router.ne1 + 2.0 * n * m->n_used * 3.0 * d * (double)m->gate.ne1;
+        if (m->has_shared) {
+            w += (double)m->sh_gate.ne1 * m->sh_gate.row_bytes * 2.0 + (double)m->sh_down.ne1 * m->sh_down.row_bytes +
+                 (double)m->sh_inp.row_bytes;
+            fl += 2.0 * n * d * (3.0 * (double)m->sh_gate.ne1 + 1.0);
+        }
+        break;
+    }
     case EL_OPK_COPY: case EL_OPK_HOST: case EL_OPK_COUNT: break;
     }
     /* in-place ops read what they write */
@@ -202,6 +216,9 @@ static int cpu_run_op(el_backend *be, const el_op *op, el_error *err) {
         el_op_lora(pool, &j);
         return 0;
     }
+    case EL_OPK_MOE:
+        el_op_moe(pool, op->p.moe.moe, F(be, &op->src[0]), op->n, F(be, &op->dst[0]), op->p.moe.scratch, op->cpu_scratch);
+        return 0;
     case EL_OPK_COUNT: break;
     }
     return el_set_error(err, EL_ERR_INTERNAL, "cpu backend: op kind %d", (int)op->kind);

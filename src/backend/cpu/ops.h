@@ -53,6 +53,47 @@ bool el_op_matmul_row_order_on(void);
 void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const float *x, int n,
                     float *const y[], const float *const bias[], void *wscratch);
 
+/*
+ * A mixture-of-experts FFN (llama.cpp's build_moe_ffn with softmax gating and
+ * SiLU-gated experts, runtime/arch/qwen3moe.c, qwen2moe.c). Per row x:
+ *   p = softmax(router · x) over n_expert; the n_used largest p_e are chosen
+ *   (ties: the lower expert id first); w_j = p_e(j), divided by max(Σw, 2^-14)
+ *   when norm_w, times w_scale when w_scale is neither 0 nor 1;
+ *   y = Σ_j w_j · down_e(j)(silu(gate_e(j)·x) ⊙ up_e(j)·x), summed in the
+ *   order of the choice (largest p first), as llama.cpp adds its views;
+ *   with a shared expert (has_shared): y += shared(x) · σ(sh_inp · x), σ(v)
+ *   computed as silu(v)/v like llama.cpp.
+ * Expert e of gate/up/down is the matrix at data + e·stride (a 3-D GGUF
+ * tensor [ne0, ne1, n_expert]); all weight types el_op_matmul takes work.
+ */
+typedef struct el_moe {
+    el_mat router;              /* n_expert rows of the model width */
+    el_mat gate, up, down;      /* expert 0's matrices (ne0/ne1 of one expert) */
+    size_t stride_gate, stride_up, stride_down; /* bytes from one expert to the next */
+    int n_expert, n_used;
+    bool norm_w;
+    float w_scale;
+    bool has_shared;
+    el_mat sh_inp;              /* one row: the shared expert's gate logit */
+    el_mat sh_gate, sh_up, sh_down;
+} el_moe;
+
+/* Bytes of float/int scratch el_op_moe needs for n rows (the quantized
+ * activations are el_op_matmul's wscratch, sized by the caller from the
+ * matrices' types). d: model width; ff: the wider of the expert and shared
+ * FFN lengths. SIZE_MAX on overflow. */
+size_t el_moe_scratch_bytes(int n, int64_t d, int n_expert, int n_used, int64_t ff);
+
+/*
+ * y[n][d] = the MoE FFN of x[n][d]. Rows that chose the same expert are
+ * gathered and computed as one product, so each chosen expert's weights are
+ * read once per call; every row's result is independent of which other rows
+ * share the call when el_op_matmul_row_order is on. scratch:
+ * el_moe_scratch_bytes(n, ...) bytes, 64-byte aligned; wscratch: enough for
+ * el_op_matmul of n rows of any of the moe's matrices.
+ */
+void el_op_moe(el_pool *pool, const el_moe *moe, const float *x, int n, float *y, void *scratch, void *wscratch);
+
 /* Row `row` of W dequantized into out[W.ne0] (embedding lookup). */
 void el_op_get_row(const el_mat *W, int64_t row, float *out);
 
