@@ -365,7 +365,9 @@ typedef struct el_generate_params {
      * free until one of them appears in it; the grammar then applies to the
      * output from the start of that trigger on (the text already generated
      * from there is fed to it; if the grammar rejects that text, the output
-     * stays free). Tool calls under tool_choice "auto" use it. */
+     * stays free). A trigger starting with '^' counts only at the start of
+     * the output (after whitespace). Tool calls under tool_choice "auto"
+     * use it. */
     const char *const *grammar_triggers;
     int grammar_flags;       /* EL_GRAMMAR_* (added after 0.1.0; 0: none) */
     void *reserved[4];       /* zero */

@@ -475,7 +475,10 @@ static void test_lazy_grammar(void) {
         CHECKF(gt && trig && trig[0], "case %zu: %s", i, e.msg);
         if (!gt || !trig) { free(gt); continue; }
         bool starts = false; /* every accepted text begins with one of the triggers */
-        for (int k = 0; trig[k]; k++) starts |= !strncmp(cases[i].text, trig[k], strlen(trig[k]));
+        for (int k = 0; trig[k]; k++) { /* '^' anchors a trigger at the reply's start */
+            const char *t = trig[k] + (trig[k][0] == '^');
+            starts |= !strncmp(cases[i].text, t, strlen(t));
+        }
         el_grammar *g = el_grammar_parse(gt, strlen(gt), &e);
         CHECKF(g != NULL, "case %zu: %s", i, e.msg);
         if (g) {

@@ -23,7 +23,8 @@
  *   - a lazy grammar (grammar_triggers): free greedy text up to a trigger
  *     taken from that text, the grammar's language from the trigger on; a
  *     trigger that never shows or whose text the grammar rejects leaves the
- *     free text unchanged; empty / long / too many triggers are refused
+ *     free text unchanged, as does an anchored ('^') trigger preceded by
+ *     text, while one at the output's start applies the grammar from there; empty / long / too many triggers are refused
  *     before any work; EL_GRAMMAR_END_EARLY ends a grammar that could go on
  *     once the model would leave it, and only cuts (its tokens are a prefix
  *     of the same request's without the flag).
@@ -610,6 +611,38 @@ static void test_lazy_and_end_early(el_model *m, el_session *s, const int32_t *t
         el_session_reset(s);
         fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
         CHECKF(fin == EL_DONE_LENGTH && !strcmp(c.text, plain.text), "untriggered: %d '%s'", fin, c.text);
+        /* anchored ('^'): T is preceded by text, so it never counts; the free text */
+        char anch[160];
+        snprintf(anch, sizeof anch, "^%s", trig);
+        const char *anchored[] = {anch, NULL};
+        gp.grammar_triggers = anchored;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        CHECKF(fin == EL_DONE_LENGTH && !strcmp(c.text, plain.text), "anchored mid-text trigger: %d '%s'", fin, c.text);
+        /* anchored at the start: the text of tokens 0..1 opens the output, so the grammar applies from there */
+        char t0[128] = "^";
+        for (int i = 0; i < 2; i++) {
+            int l = el_token_to_piece(m, plain.ids[i], piece, (int)sizeof piece - 1, false);
+            piece[l < 0 ? 0 : l] = 0;
+            if (strlen(t0) + strlen(piece) < sizeof t0) strcat(t0, piece);
+        }
+        if (t0[1] && !strchr(t0, '"') && !strchr(t0, '\\') && !strpbrk(t0 + 1, "\n\t")) {
+            char g0[256];
+            snprintf(g0, sizeof g0, "root ::= \"%s\" \"=\" [0-9]{2,3}\n", t0 + 1);
+            const char *start[] = {t0, NULL};
+            gp.grammar = g0;
+            gp.grammar_triggers = start;
+            memset(&c, 0, sizeof c);
+            el_session_reset(s);
+            fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+            el_grammar *g2 = compile(g0);
+            CHECKF(fin == EL_DONE_EOS && matches(g2, c.text) == 1, "anchored start trigger '%s': %d '%s'", t0, fin, c.text);
+            el_grammar_free(g2);
+            gp.grammar = gbnf;
+        } else {
+            printf("anchored start trigger: tokens 0..1 ('%s') cannot be spelled in GBNF here: skipped\n", t0 + 1);
+        }
         /* the grammar rejects the text from the trigger on: it stays off, the free text again */
         gp.grammar = "root ::= \"\\x01\"\n";
         gp.grammar_triggers = triggers;

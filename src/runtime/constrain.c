@@ -28,6 +28,7 @@ struct el_constraint {
     bool soft; /* the grammar could end after the last non-whitespace bytes accepted (early ending) */
     /* lazy grammar: off until a trigger shows up in win (the last bytes of the text) */
     bool off, dead; /* off: waiting for a trigger; dead: the text after one was rejected (off for good) */
+    bool text_seen; /* a non-blank byte has left the window (anchored "^" triggers can no longer match) */
     int n_trig;
     char trig[EL_CONSTRAINT_MAX_TRIGGERS][EL_CONSTRAINT_MAX_TRIGGER + 1];
     char win[EL_CONSTRAINT_MAX_TRIGGER + PIECE_CAP];
@@ -97,7 +98,8 @@ el_constraint *el_constraint_new(el_model *m, const char *gbnf, const char *cons
     c->m = m;
     for (int i = 0; triggers && triggers[i]; i++) {
         size_t l = strlen(triggers[i]);
-        if (i >= EL_CONSTRAINT_MAX_TRIGGERS || l == 0 || l > EL_CONSTRAINT_MAX_TRIGGER) {
+        if (i >= EL_CONSTRAINT_MAX_TRIGGERS || l == 0 || l > EL_CONSTRAINT_MAX_TRIGGER ||
+            (l == 1 && triggers[i][0] == '^')) {
             el_set_error(err, EL_ERR_INVALID_ARG, "grammar trigger %d: %s", i,
                          i >= EL_CONSTRAINT_MAX_TRIGGERS ? "too many triggers (at most 16)"
                                                          : "empty or longer than 64 bytes");
@@ -130,6 +132,12 @@ void el_constraint_free(el_constraint *c) {
 
 const el_sampler_filter *el_constraint_filter(el_constraint *c) { return c && !c->off ? &c->f : NULL; }
 
+static bool all_space(const char *p, int n) {
+    for (int i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') return false;
+    return true;
+}
+
 /* A lazy grammar's watch: tok's text joins the window; at the first trigger
  * in it the grammar goes on, fed the text from the trigger's start. */
 static int watch(el_constraint *c, int32_t tok) {
@@ -139,9 +147,14 @@ static int watch(el_constraint *c, int32_t tok) {
     c->win_len += (size_t)l;
     size_t at = c->win_len;
     for (int i = 0; i < c->n_trig; i++) {
-        size_t tl = strlen(c->trig[i]);
-        for (size_t p = 0; p + tl <= c->win_len && p < at; p++)
-            if (!memcmp(c->win + p, c->trig[i], tl)) { at = p; break; }
+        const bool anchored = c->trig[i][0] == '^'; /* only where nothing but whitespace precedes it */
+        const char *t = c->trig[i] + anchored;
+        size_t tl = strlen(t);
+        if (anchored && c->text_seen) continue;
+        for (size_t p = 0; p + tl <= c->win_len && p < at; p++) {
+            if (anchored && p > 0 && !all_space(c->win + p - 1, 1)) break;
+            if (!memcmp(c->win + p, t, tl)) { at = p; break; }
+        }
     }
     if (at < c->win_len) {
         el_error e2 = {0};
@@ -155,17 +168,13 @@ static int watch(el_constraint *c, int32_t tok) {
     }
     size_t keep = EL_CONSTRAINT_MAX_TRIGGER - 1; /* a trigger may start in the bytes kept */
     if (c->win_len > keep) {
+        if (!all_space(c->win, (int)(c->win_len - keep))) c->text_seen = true; /* non-blank bytes leave the window */
         memmove(c->win, c->win + c->win_len - keep, keep);
         c->win_len = keep;
     }
     return 0;
 }
 
-static bool all_space(const char *p, int n) {
-    for (int i = 0; i < n; i++)
-        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') return false;
-    return true;
-}
 
 int el_constraint_accept(el_constraint *c, int32_t tok, el_error *err) {
     if (el_vocab_is_eog(c->m->vocab, tok)) return 0;

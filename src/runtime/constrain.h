@@ -33,7 +33,9 @@ typedef struct el_constraint el_constraint;
  * bytes) that make the grammar lazy: it is off (no filter) until the text of
  * the accepted tokens contains one of them, then the text from that
  * trigger's start is fed to the matcher and the grammar is on; text the
- * grammar rejects there leaves it off for good. All memory is taken here. */
+ * grammar rejects there leaves it off for good. A trigger starting with '^'
+ * is anchored: the rest of it counts only where nothing but whitespace
+ * precedes it in the output. All memory is taken here. */
 #define EL_CONSTRAINT_MAX_TRIGGERS 16
 #define EL_CONSTRAINT_MAX_TRIGGER 64
 el_constraint *el_constraint_new(el_model *m, const char *gbnf, const char *const *triggers, el_error *err);

@@ -225,8 +225,10 @@ char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int
 
 char *el_toolcall_grammar_lazy(el_chat_family f, const el_tool_def *tools, int n, bool parallel,
                                const char *const **triggers, el_error *err) {
-    static const char *const chatml[] = {"<tool_call>", "{\"name\"", "{ \"name\"", NULL};
-    static const char *const llama3[] = {"{\"name\"", "{ \"name\"", NULL};
+    /* bare JSON only at the reply's start (as llama.cpp anchors its pattern): a JSON answer later in the
+     * text that happens to have a "name" key is not taken for a call */
+    static const char *const chatml[] = {"<tool_call>", "^{\"name\"", "^{ \"name\"", NULL};
+    static const char *const llama3[] = {"^{\"name\"", "^{ \"name\"", NULL};
     static const char *const gemma[] = {"```tool_code", NULL};
     char *g = grammar(f, tools, n, -1, parallel, true, err);
     if (g && triggers) *triggers = f == EL_CHAT_CHATML ? chatml : f == EL_CHAT_LLAMA3 ? llama3 : gemma;

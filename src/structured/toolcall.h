@@ -81,8 +81,9 @@ char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int
  * plus (chatml) one bare {"name": N, "arguments": {...}} object, as Qwen 2.5
  * often answers without its tags; *triggers gets the family's static,
  * NULL-terminated trigger list for a lazy grammar (el_generate_params
- * grammar_triggers): chatml "<tool_call>", "{\"name\"", "{ \"name\"";
- * llama3 the two JSON openers; gemma "```tool_code". Errors as el_toolcall_grammar. */
+ * grammar_triggers): chatml "<tool_call>" anywhere, "{\"name\"" and
+ * "{ \"name\"" at the reply's start ('^': anchored); llama3 the two JSON
+ * openers, anchored; gemma "```tool_code". Errors as el_toolcall_grammar. */
 char *el_toolcall_grammar_lazy(el_chat_family f, const el_tool_def *tools, int n, bool parallel,
                                const char *const **triggers, el_error *err);
 
