@@ -25,7 +25,7 @@ what the server must do:
   9. Host allow-list (403), Origin (403 unless same-origin, a localhost page
      or --cors / --cors-origins; spoofed localhost look-alikes, malformed and
      huge origins refused), CORS preflight and Access-Control-Allow-Origin
-     only for those origins,
+     only for those origins; bad --cors-origins / --alias values exit 2,
      POST bodies need Content-Type: application/json (415);
  10. conflicting Content-Length headers, or Content-Length with
      Transfer-Encoding: 400 and the connection closes (nothing pipelined
@@ -243,6 +243,21 @@ def t_origin_and_cors(ctx):
     assert st >= 400 and "access-control-allow-origin" not in h, (st, h)
     st, h, b = post(q, "/tokenize", {"content": "hi"}, headers={"Origin": ctx.cors})
     expect_error(st, b, 403, "cross-origin POST without --cors")
+
+
+def t_cors_flag_refusals(ctx):
+    # --cors-origins entries are '*' or origins; anything else (a scheme other than http(s), a path,
+    # userinfo, an empty list, a huge one) is a usage error (exit 2) naming the entry, before any work
+    for v in ("ftp://x", "http://a/b", "http://a@b", "http://", "https://a.example, javascript:x", "",
+              "http://a" + "b" * 300, "x" * 5000):
+        p = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--cors-origins", v],
+                           capture_output=True, timeout=30)
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 2 and "--cors-origins" in err, (v[:60], p.returncode, err[-300:])
+    for v in (" , ", ""):
+        p = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--alias", v],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 2 and "--alias" in p.stderr.decode(errors="replace"), (v, p.returncode)
 
 
 def t_content_type(ctx):
@@ -690,6 +705,7 @@ def main():
             run("9. Host allow-list: 403", t_host_allowlist, ctx)
             run("9. Origin / CORS", t_origin_and_cors, ctx)
         run("9. POST needs application/json: 415", t_content_type, ctx)
+        run("9. bad --cors-origins / --alias values: exit 2", t_cors_flag_refusals, ctx)
         run("3. half-closed client gets its answer", t_half_close, ctx)
         run("3/4. closed or reset while queued: dropped", t_closed_while_queued, ctx)
         run("4. hit-and-run loops do not starve the queue", t_hit_and_run, ctx)
