@@ -4,15 +4,17 @@
  * call grammar composed from a schema, and tool rendering in runtime/chat.c.
  *
  * The first byte picks the family (chatml, llama3, gemma, or one without
- * tool calls); the rest is the model's reply. Parsing never fails except out
+ * tool calls); the rest is the model's reply (chatml's includes a bare JSON
+ * call without tags). Parsing never fails except out
  * of memory, never yields more than EL_TOOL_MAX_CALLS calls, every call names
  * one of the offered tools and its arguments parse back as a JSON object;
  * content, when present, is non-empty, NUL-terminated at content_len and no
  * longer than twice the input (pieces and a "\n" after each). Each
  * call's arguments, dumped Python-style (el_tool_pydumps, compact and indent
  * 4), parse back with the same compact form. The input as a JSON Schema for a
- * tool's parameters: when the composed call grammar is produced for a tool
- * family, it compiles. The reply split at NULs into a tool result, a call
+ * tool's parameters: when the composed call grammar (or, for inputs of odd
+ * length, tool_choice "auto"'s lazy one, with its triggers) is produced for
+ * a tool family, it compiles. The reply split at NULs into a tool result, a call
  * (its arguments) and a tool definition renders (el_chat_render_tools) with
  * sorted template ranges inside the text, and the content pieces lie outside
  * every template range.
@@ -75,7 +77,9 @@ static void check_grammar(el_chat_family f, const char *text, size_t n) {
     if (cJSON_IsObject(j)) {
         el_tool_def defs[] = {{"t", schema}, {"u", "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}"}};
         el_error e = {0};
-        char *g = el_toolcall_grammar(f, defs, 2, -1, true, &e);
+        const char *const *trig = NULL; /* odd lengths: tool_choice "auto"'s lazy grammar */
+        char *g = n % 2 ? el_toolcall_grammar_lazy(f, defs, 2, true, &trig, &e) : el_toolcall_grammar(f, defs, 2, -1, true, &e);
+        if (g && n % 2) REQUIRE(trig && trig[0]);
         if (!el_chat_family_has_tools(f)) REQUIRE(!g && e.code == EL_ERR_INVALID_ARG);
         if (g) {
             el_grammar *cg = el_grammar_parse(g, strlen(g), &e);

@@ -360,8 +360,25 @@ typedef struct el_generate_params {
      * ignore_eos; a step where the grammar allows no token fails with
      * EL_ERR_GRAMMAR. */
     const char *grammar;
-    void *reserved[6];       /* zero */
+    /* Lazy grammar (added after 0.1.0; NULL: the grammar applies from the
+     * first token): a NULL-terminated list of trigger strings. The output is
+     * free until one of them appears in it; the grammar then applies to the
+     * output from the start of that trigger on (the text already generated
+     * from there is fed to it; if the grammar rejects that text, the output
+     * stays free). A trigger starting with '^' counts only at the start of
+     * the output (after whitespace). Tool calls under tool_choice "auto"
+     * use it. */
+    const char *const *grammar_triggers;
+    int grammar_flags;       /* EL_GRAMMAR_* (added after 0.1.0; 0: none) */
+    void *reserved[4];       /* zero */
 } el_generate_params;
+
+/* el_generate_params.grammar_flags. END_EARLY: the generation ends (finish
+ * EL_DONE_EOS) once nothing but the end can follow, or once the grammar could
+ * end (possibly before whitespace accepted since) and the model's most likely
+ * next token, unconstrained, is one the grammar would not take: a complete
+ * tool call ends the reply unless the model itself opens another. */
+#define EL_GRAMMAR_END_EARLY 1
 
 typedef struct el_generate_stats {
     int n_prompt, n_generated;

@@ -408,6 +408,15 @@ static void test_parse_hostile(void) {
         {EL_CHAT_GEMMA, "ok\n```tool_code\n{\"name\": \"g\", \"arguments\": {}}\n```", 1, "ok"},
         {EL_CHAT_GEMMA, "```tool_code\n{\"name\": \"g\", \"arguments\": {}}", 0, "```tool_code\n{\"name\": \"g\", \"arguments\": {}}"},
         {EL_CHAT_PHI3, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>", 0, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>"},
+        /* chatml without tags: Qwen 2.5's bare JSON call, with text around it */
+        {EL_CHAT_CHATML, "{\"name\": \"f\", \"arguments\": {\"city\": \"Paris\"}}", 1, NULL},
+        {EL_CHAT_CHATML, "Let me look.\n{ \"name\": \"g\", \"arguments\": {}}\nDone", 1, "Let me look.\nDone"},
+        {EL_CHAT_CHATML, "{\"a\": {\"name\": \"f\"}} {\"name\": \"f\", \"arguments\": {}}", 1, "{\"a\": {\"name\": \"f\"}}"},
+        {EL_CHAT_CHATML, "{\"name\": \"zz\", \"arguments\": {}}", 0, "{\"name\": \"zz\", \"arguments\": {}}"},
+        {EL_CHAT_CHATML, "{\"name\": \"f\", \"arguments\": [1]}", 0, "{\"name\": \"f\", \"arguments\": [1]}"},
+        {EL_CHAT_CHATML, "{\"name\": \"f\", \"arguments\": {\"x\": 1", 0, "{\"name\": \"f\", \"arguments\": {\"x\": 1"},
+        {EL_CHAT_CHATML, "{\"name\": \"f\", \"parameters\": {}}", 0, "{\"name\": \"f\", \"parameters\": {}}"},
+        {EL_CHAT_CHATML, "{{{{\"name\"", 0, "{{{{\"name\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         el_toolcall_result r;
@@ -425,6 +434,60 @@ static void test_parse_hostile(void) {
     CHECK(el_toolcall_parse(EL_CHAT_CHATML, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>", 20, defs, 2, &r) == 0 &&
           r.n_calls == 0);
     el_toolcall_result_free(&r);
+    /* hostile bare candidates: 100k '{"name"' openers that never close, then a real call past the 16
+     * tried: linear time, no call (the candidates are capped), all of it content */
+    size_t n = 100000, l = 0;
+    char *big = malloc(n * 8 + 64);
+    CHECK(big != NULL);
+    if (!big) return;
+    for (size_t i = 0; i < n; i++, l += 7) memcpy(big + l, "{\"name\"", 7);
+    l += (size_t)sprintf(big + l, "{\"name\":\"f\",\"arguments\":{}}");
+    CHECK(el_toolcall_parse(EL_CHAT_CHATML, big, l, defs, 2, &r) == 0 && r.n_calls == 0 && r.content_len == l);
+    el_toolcall_result_free(&r);
+    /* one huge string argument in a bare call: parsed whole */
+    l = (size_t)sprintf(big, "{\"name\":\"g\",\"arguments\":{\"s\":\"");
+    memset(big + l, 'x', n * 7);
+    l += n * 7;
+    l += (size_t)sprintf(big + l, "\"}}");
+    CHECK(el_toolcall_parse(EL_CHAT_CHATML, big, l, defs, 2, &r) == 0 && r.n_calls == 1 && r.content == NULL);
+    CHECK(r.n_calls == 1 && strlen(r.calls[0].arguments) == n * 7 + 8);
+    el_toolcall_result_free(&r);
+    free(big);
+}
+
+/* tool_choice "auto"'s lazy grammar: the family's triggers, and chatml's grammar takes the bare call too
+ * (the text from a trigger on is what the grammar sees). */
+static void test_lazy_grammar(void) {
+    el_tool_def defs[] = {{"get_weather", "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}"}};
+    static const struct { el_chat_family f; const char *text; bool want; } cases[] = {
+        {EL_CHAT_CHATML, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", true},
+        {EL_CHAT_CHATML, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", true},
+        {EL_CHAT_CHATML, "{ \"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", true},
+        {EL_CHAT_CHATML, "{\"name\": \"get_weather\", \"arguments\": {}}", false},
+        {EL_CHAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", true},
+        {EL_CHAT_GEMMA, "```tool_code\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}\n```", true},
+        {EL_CHAT_GEMMA, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        el_error e = {0};
+        const char *const *trig = NULL;
+        char *gt = el_toolcall_grammar_lazy(cases[i].f, defs, 1, true, &trig, &e);
+        CHECKF(gt && trig && trig[0], "case %zu: %s", i, e.msg);
+        if (!gt || !trig) { free(gt); continue; }
+        bool starts = false; /* every accepted text begins with one of the triggers */
+        for (int k = 0; trig[k]; k++) { /* '^' anchors a trigger at the reply's start */
+            const char *t = trig[k] + (trig[k][0] == '^');
+            starts |= !strncmp(cases[i].text, t, strlen(t));
+        }
+        el_grammar *g = el_grammar_parse(gt, strlen(gt), &e);
+        CHECKF(g != NULL, "case %zu: %s", i, e.msg);
+        if (g) {
+            CHECKF(accepts(g, cases[i].text) == cases[i].want, "case %zu: %s", i, cases[i].text);
+            if (cases[i].want) CHECKF(starts, "case %zu: no trigger opens %s", i, cases[i].text);
+        }
+        el_grammar_free(g);
+        free(gt);
+    }
 }
 
 /* el_tool_pydumps against Python's json.dumps on values the goldens do not cover. */
@@ -454,6 +517,7 @@ int main(void) {
     test_refusals();
     test_grammar();
     test_parse_hostile();
+    test_lazy_grammar();
     test_pydumps();
     return el_test_finish("test_chat_tools");
 }

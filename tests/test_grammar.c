@@ -19,7 +19,15 @@
  *     under six sampler settings and ends at the grammar's end even with
  *     ignore_eos; speculative decoding gives the plain greedy text; an
  *     invalid grammar fails before any token with line:column; a state no
- *     token can follow fails with EL_ERR_GRAMMAR instead of looping.
+ *     token can follow fails with EL_ERR_GRAMMAR instead of looping;
+ *   - a lazy grammar (grammar_triggers): free greedy text up to a trigger
+ *     taken from that text, the grammar's language from the trigger on; a
+ *     trigger that never shows or whose text the grammar rejects leaves the
+ *     free text unchanged, as does an anchored ('^') trigger preceded by
+ *     text, while one at the output's start applies the grammar from there; empty / long / too many triggers are refused
+ *     before any work; EL_GRAMMAR_END_EARLY ends a grammar that could go on
+ *     once the model would leave it, and only cuts (its tokens are a prefix
+ *     of the same request's without the flag).
  */
 #include <math.h>
 #include <stdio.h>
@@ -478,6 +486,8 @@ static bool collect_cb(const el_token_info *t, void *u) {
     return true;
 }
 
+static void test_lazy_and_end_early(el_model *m, el_session *s, const int32_t *toks, int n);
+
 static void test_generate(void) {
     const char *path = el_test_ref_path("models/tiny-llama-Q8_0.gguf");
     FILE *f = fopen(path, "rb");
@@ -546,8 +556,150 @@ static void test_generate(void) {
     fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
     CHECKF(fin == EL_DONE_FAILED && err.code == EL_ERR_GRAMMAR && strstr(err.msg, "no token can follow at step 1"),
            "%d %s", fin, err.msg);
+    test_lazy_and_end_early(m, s, toks, n);
     el_session_free(s);
     el_model_free(m);
+}
+
+/* A lazy grammar (el_generate_params.grammar_triggers) and EL_GRAMMAR_END_EARLY on the tiny model. The
+ * free greedy text P is the reference: with a trigger T spelled by P's tokens i..j, the output is P up to
+ * T's end, then the grammar's language (T "=" 2-3 digits); a trigger that never appears, or one whose
+ * text the grammar rejects, leaves P as it was. */
+static void test_lazy_and_end_early(el_model *m, el_session *s, const int32_t *toks, int n) {
+    el_error err = {0};
+    el_generate_stats st;
+    el_generate_params gp = {0};
+    gp.sampling = el_sampling_default();
+    gp.sampling.temp = 0;
+    gp.max_tokens = 40;
+    gp.ignore_eos = true;
+    collect plain, c;
+    memset(&plain, 0, sizeof plain);
+    el_session_reset(s);
+    CHECK(el_generate(s, toks, n, &gp, collect_cb, &plain, &st, &err) == EL_DONE_LENGTH && plain.n_ids == 40);
+    /* T: the text of tokens 3..4 (whole pieces), where it first appears at that place */
+    char piece[256], trig[128] = "";
+    int at = 0; /* bytes of P before token 3 */
+    for (int i = 0; i < 5; i++) {
+        int l = el_token_to_piece(m, plain.ids[i], piece, (int)sizeof piece - 1, false);
+        CHECK(l >= 0);
+        piece[l < 0 ? 0 : l] = 0;
+        if (i < 3) at += l;
+        else if (strlen(trig) + (size_t)l < sizeof trig) strcat(trig, piece);
+    }
+    const char *first = strstr(plain.text, trig);
+    bool usable = trig[0] && first == plain.text + at && !strchr(trig, '"') && !strchr(trig, '\\');
+    printf("lazy grammar: trigger '%s' at byte %d of the free text\n", trig, at);
+    if (usable) {
+        char gbnf[512];
+        snprintf(gbnf, sizeof gbnf, "root ::= \"%s\" \"=\" [0-9]{2,3}\n", trig);
+        const char *triggers[] = {trig, NULL};
+        gp.grammar = gbnf;
+        gp.grammar_triggers = triggers;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        el_finish fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        size_t pre = (size_t)at + strlen(trig);
+        el_grammar *g = compile(gbnf);
+        CHECKF(fin == EL_DONE_EOS && !strncmp(c.text, plain.text, pre) && matches(g, c.text + at) == 1,
+               "lazy: finish %d (%s) '%s' vs free '%s'", fin, err.msg, c.text, plain.text);
+        el_grammar_free(g);
+        /* a trigger that never shows: the free text */
+        const char *never[] = {"\x01\x02never", NULL};
+        gp.grammar_triggers = never;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        CHECKF(fin == EL_DONE_LENGTH && !strcmp(c.text, plain.text), "untriggered: %d '%s'", fin, c.text);
+        /* anchored ('^'): T is preceded by text, so it never counts; the free text */
+        char anch[160];
+        snprintf(anch, sizeof anch, "^%s", trig);
+        const char *anchored[] = {anch, NULL};
+        gp.grammar_triggers = anchored;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        CHECKF(fin == EL_DONE_LENGTH && !strcmp(c.text, plain.text), "anchored mid-text trigger: %d '%s'", fin, c.text);
+        /* anchored at the start: the text of tokens 0..1 opens the output, so the grammar applies from there */
+        char t0[128] = "^";
+        for (int i = 0; i < 2; i++) {
+            int l = el_token_to_piece(m, plain.ids[i], piece, (int)sizeof piece - 1, false);
+            piece[l < 0 ? 0 : l] = 0;
+            if (strlen(t0) + strlen(piece) < sizeof t0) strcat(t0, piece);
+        }
+        if (t0[1] && !strchr(t0, '"') && !strchr(t0, '\\') && !strpbrk(t0 + 1, "\n\t")) {
+            char g0[256];
+            snprintf(g0, sizeof g0, "root ::= \"%s\" \"=\" [0-9]{2,3}\n", t0 + 1);
+            const char *start[] = {t0, NULL};
+            gp.grammar = g0;
+            gp.grammar_triggers = start;
+            memset(&c, 0, sizeof c);
+            el_session_reset(s);
+            fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+            el_grammar *g2 = compile(g0);
+            CHECKF(fin == EL_DONE_EOS && matches(g2, c.text) == 1, "anchored start trigger '%s': %d '%s'", t0, fin, c.text);
+            el_grammar_free(g2);
+            gp.grammar = gbnf;
+        } else {
+            printf("anchored start trigger: tokens 0..1 ('%s') cannot be spelled in GBNF here: skipped\n", t0 + 1);
+        }
+        /* the grammar rejects the text from the trigger on: it stays off, the free text again */
+        gp.grammar = "root ::= \"\\x01\"\n";
+        gp.grammar_triggers = triggers;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        CHECKF(fin == EL_DONE_LENGTH && !strcmp(c.text, plain.text), "rejected trigger: %d '%s'", fin, c.text);
+    } else {
+        CHECKF(false, "the free text's tokens 3..4 do not make a usable trigger: '%s'", trig);
+    }
+    /* hostile triggers: empty, too long, too many -> EL_ERR_INVALID_ARG before any work */
+    char longt[80];
+    memset(longt, 'a', sizeof longt - 1);
+    longt[sizeof longt - 1] = 0;
+    const char *empty[] = {"", NULL}, *toolong[] = {longt, NULL};
+    const char *many[18];
+    for (int i = 0; i < 17; i++) many[i] = "x";
+    many[17] = NULL;
+    const char *const *bad[] = {empty, toolong, many};
+    gp.grammar = "root ::= \"a\"\n";
+    for (int k = 0; k < 3; k++) {
+        gp.grammar_triggers = bad[k];
+        el_session_reset(s);
+        el_finish fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        CHECKF(fin == EL_DONE_FAILED && err.code == EL_ERR_INVALID_ARG && strstr(err.msg, "trigger") && st.n_generated == 0,
+               "bad trigger list %d: %d %s", k, fin, err.msg);
+    }
+    /* END_EARLY: a grammar that could go on (more items, padding) ends once the model would leave it;
+     * without the flag the same grammar under ignore_eos runs to max_tokens */
+    gp.grammar_triggers = NULL;
+    gp.grammar = "root ::= item (\"\\n\" item)* [ ]{0,30}\nitem ::= \"[\" [a-z0-9 ]{1,8} \"]\"\n";
+    el_grammar *g = compile(gp.grammar);
+    int ended = 0;
+    for (int k = 0; k < 4; k++) {
+        gp.sampling.temp = k == 0 ? 0.0f : 0.7f;
+        gp.sampling.seed = 5 + (uint32_t)k;
+        gp.max_tokens = 120;
+        gp.grammar_flags = EL_GRAMMAR_END_EARLY;
+        memset(&c, 0, sizeof c);
+        el_session_reset(s);
+        el_finish fin = el_generate(s, toks, n, &gp, collect_cb, &c, &st, &err);
+        size_t l = strlen(c.text);
+        while (l && (c.text[l - 1] == '\n')) c.text[--l] = 0; /* a separator the model did not follow up */
+        CHECKF(fin == EL_DONE_EOS && matches(g, c.text) == 1 && st.n_generated < 120, "end early %d: %d '%s'", k, fin, c.text);
+        /* it only cuts: the same request without the flag gives the same tokens first */
+        collect full;
+        memset(&full, 0, sizeof full);
+        gp.grammar_flags = 0;
+        el_session_reset(s);
+        el_generate(s, toks, n, &gp, collect_cb, &full, &st, &err);
+        CHECKF(full.n_ids >= c.n_ids && !memcmp(full.ids, c.ids, sizeof *c.ids * (size_t)c.n_ids),
+               "end early %d: %d tokens are not a prefix of the %d without the flag", k, c.n_ids, full.n_ids);
+        printf("end early %d: %d tokens (%d without the flag)\n", k, c.n_ids, full.n_ids);
+        ended += fin == EL_DONE_EOS;
+    }
+    printf("end early: %d/4 generations ended at the model's own exit from the grammar\n", ended);
+    el_grammar_free(g);
 }
 
 int main(void) {

@@ -62,7 +62,8 @@ typedef struct cli_opts {
     const char *allow_hosts[CLI_MAX_HOSTS]; /* --allow-host NAME (repeatable) */
     int n_allow_hosts;
     const char *cors;          /* --cors ORIGIN */
-    const char *alias;         /* --alias NAME: the model id */
+    const char *cors_origins;  /* --cors-origins LIST */
+    const char *alias;         /* --alias NAME[,NAME...]: the model id (the first) and its aliases */
     bool no_slots;             /* --no-slots: /slots answers 501 */
     bool no_batch;             /* --no-batch: slots decode one by one (no batched rounds) */
     int batch_chunk;           /* --batch-chunk N: prefill chunk between decode rounds (0: 64) */

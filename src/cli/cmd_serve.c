@@ -103,6 +103,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.allow_hosts = o->allow_hosts;
     p.n_allow_hosts = o->n_allow_hosts;
     p.cors_origin = o->cors;
+    p.cors_origins = o->cors_origins;
     p.mem_budget = o->mem_budget;
     p.mem_floor = o->mem_floor;
     cli_measure_runtime(o);

@@ -203,9 +203,13 @@ static void print_usage(FILE *f) {
 "      --allow-host NAME       also answer requests whose Host is NAME (repeatable; the\n"
 "                              default is localhost, 127.0.0.1, [::1] and --host;\n"
 "                              '*' answers any Host, which allows DNS rebinding)\n"
-"      --cors ORIGIN           let pages from ORIGIN (e.g. http://localhost:3000) call\n"
-"                              the API; default: same-origin only, other Origins get 403\n"
-"  -a, --alias NAME            the model id in replies and /v1/models (default: file name)\n"
+"      --cors ORIGIN           also let pages from ORIGIN (e.g. https://app.example) call\n"
+"                              the API; default: the server's own origin and localhost\n"
+"                              pages (http(s)://localhost, 127.0.0.1, [::1], any port);\n"
+"                              other Origins get 403\n"
+"      --cors-origins LIST     as --cors, a comma-separated list of origins ('*': any)\n"
+"  -a, --alias NAME[,NAME...]  the model id in replies and /v1/models (the first name;\n"
+"                              all are listed as its aliases; default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
 "      --no-batch              slots decode one by one (default: the slots decoding\n"
 "                              advance together, one forward per step for all)\n"
@@ -282,7 +286,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
     F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
@@ -338,6 +342,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--api-key", F_APIKEY, true, C_SERVE},
     {NULL, "--allow-host", F_ALLOWHOST, true, C_SERVE},
     {NULL, "--cors", F_CORS, true, C_SERVE},
+    {NULL, "--cors-origins", F_CORSORIGINS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
     {NULL, "--no-batch", F_NOBATCH, false, C_SERVE},
@@ -547,7 +552,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_QUEUE: NEED_INT(0, 4096); o->queue_cap = (int)lv; break;
         case F_APIKEY: o->api_key = val; break;
         case F_ALIAS:
-            if (!*val || strlen(val) > 200) return cli_usage_error(cmd, "--alias: expected 1..200 bytes");
+            if (!*val || strlen(val) > 200 || strspn(val, ", \t") == strlen(val))
+                return cli_usage_error(cmd, "--alias: expected 1..200 bytes naming at least one alias");
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
@@ -580,6 +586,30 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
                 return cli_usage_error(cmd, "--cors: expected an origin like http://host:port, got '%s'", val);
             o->cors = val;
             break;
+        case F_CORSORIGINS: {
+            /* each entry '*' or an origin: http(s)://host[:port], no path, no blanks inside, <= 255 bytes */
+            size_t l0 = strlen(val);
+            if (!l0 || l0 > 4096) return cli_usage_error(cmd, "--cors-origins: expected 1..4096 bytes");
+            for (const char *q = val; *q;) {
+                size_t l = strcspn(q, ",");
+                const char *a = q, *next = q[l] ? q + l + 1 : q + l;
+                while (l && *a == ' ') a++, l--;
+                while (l && a[l - 1] == ' ') l--;
+                bool ok = l == 1 && *a == '*';
+                if (!ok && l && l <= 255) {
+                    size_t sch = !strncmp(a, "http://", 7) ? 7 : !strncmp(a, "https://", 8) ? 8 : 0;
+                    ok = sch && l > sch;
+                    for (size_t i = sch; ok && i < l; i++)
+                        ok = a[i] > ' ' && a[i] < 0x7f && a[i] != '/' && a[i] != '@' && a[i] != '*';
+                }
+                if (!ok)
+                    return cli_usage_error(cmd, "--cors-origins: '%.*s' is not '*' or an origin like http://host:port",
+                                           (int)(l > 200 ? 200 : l), a);
+                q = next;
+            }
+            o->cors_origins = val;
+            break;
+        }
         case F_NPROMPT: NEED_INT(0, 1 << 20); o->bench_n_prompt = (int)lv; break;
         case F_NGEN: NEED_INT(0, 1 << 20); o->bench_n_gen = (int)lv; break;
         case F_REPS: NEED_INT(1, 10000); o->bench_reps = (int)lv; break;

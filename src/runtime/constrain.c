@@ -5,6 +5,10 @@
  * grammar is used with a model and published with a compare-and-swap, so
  * concurrent first uses build it at most once each and keep exactly one;
  * el_model_free releases it.
+ *
+ * A lazy grammar watches the text through a fixed window (the last
+ * EL_CONSTRAINT_MAX_TRIGGER - 1 bytes and the newest piece), taken with the
+ * constraint: the decode loop allocates nothing for it.
  */
 #include "runtime/constrain.h"
 
@@ -21,6 +25,14 @@ struct el_constraint {
     el_gmatch *mt;
     const el_gtrie *trie;
     el_sampler_filter f;
+    bool soft; /* the grammar could end after the last non-whitespace bytes accepted (early ending) */
+    /* lazy grammar: off until a trigger shows up in win (the last bytes of the text) */
+    bool off, dead; /* off: waiting for a trigger; dead: the text after one was rejected (off for good) */
+    bool text_seen; /* a non-blank byte has left the window (anchored "^" triggers can no longer match) */
+    int n_trig;
+    char trig[EL_CONSTRAINT_MAX_TRIGGERS][EL_CONSTRAINT_MAX_TRIGGER + 1];
+    char win[EL_CONSTRAINT_MAX_TRIGGER + PIECE_CAP];
+    size_t win_len;
     char piece[PIECE_CAP];
 };
 
@@ -79,11 +91,25 @@ static int mask_cb(void *u, uint8_t *flags) {
     return cnt;
 }
 
-el_constraint *el_constraint_new(el_model *m, const char *gbnf, el_error *err) {
+el_constraint *el_constraint_new(el_model *m, const char *gbnf, const char *const *triggers, el_error *err) {
     if (!m || !gbnf) { el_set_error(err, EL_ERR_INVALID_ARG, "grammar: NULL"); return NULL; }
     el_constraint *c = calloc(1, sizeof *c);
     if (!c) { el_set_error(err, EL_ERR_NOMEM, "grammar: out of memory"); return NULL; }
     c->m = m;
+    for (int i = 0; triggers && triggers[i]; i++) {
+        size_t l = strlen(triggers[i]);
+        if (i >= EL_CONSTRAINT_MAX_TRIGGERS || l == 0 || l > EL_CONSTRAINT_MAX_TRIGGER ||
+            (l == 1 && triggers[i][0] == '^')) {
+            el_set_error(err, EL_ERR_INVALID_ARG, "grammar trigger %d: %s", i,
+                         i >= EL_CONSTRAINT_MAX_TRIGGERS ? "too many triggers (at most 16)"
+                                                         : "empty or longer than 64 bytes");
+            free(c);
+            return NULL;
+        }
+        memcpy(c->trig[i], triggers[i], l + 1);
+        c->n_trig = i + 1;
+    }
+    c->off = c->n_trig > 0;
     c->g = el_grammar_parse(gbnf, strlen(gbnf), err);
     if (!c->g) goto fail;
     c->mt = el_gmatch_new(c->g, err);
@@ -104,10 +130,68 @@ void el_constraint_free(el_constraint *c) {
     free(c);
 }
 
-const el_sampler_filter *el_constraint_filter(el_constraint *c) { return c ? &c->f : NULL; }
+const el_sampler_filter *el_constraint_filter(el_constraint *c) { return c && !c->off ? &c->f : NULL; }
+
+static bool all_space(const char *p, int n) {
+    for (int i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') return false;
+    return true;
+}
+
+/* A lazy grammar's watch: tok's text joins the window; at the first trigger
+ * in it the grammar goes on, fed the text from the trigger's start. */
+static int watch(el_constraint *c, int32_t tok) {
+    if (c->dead) return 0;
+    int l = token_text(c->m, tok, c->piece);
+    memcpy(c->win + c->win_len, c->piece, (size_t)l); /* win_len < MAX_TRIGGER, l <= PIECE_CAP */
+    c->win_len += (size_t)l;
+    size_t at = c->win_len;
+    for (int i = 0; i < c->n_trig; i++) {
+        const bool anchored = c->trig[i][0] == '^'; /* only where nothing but whitespace precedes it */
+        const char *t = c->trig[i] + anchored;
+        size_t tl = strlen(t);
+        if (anchored && c->text_seen) continue;
+        for (size_t p = 0; p + tl <= c->win_len && p < at; p++) {
+            if (anchored && p > 0 && !all_space(c->win + p - 1, 1)) break;
+            if (!memcmp(c->win + p, t, tl)) { at = p; break; }
+        }
+    }
+    if (at < c->win_len) {
+        el_error e2 = {0};
+        c->off = false;
+        if (el_gmatch_accept(c->mt, c->win + at, c->win_len - at, &e2)) {
+            c->off = c->dead = true; /* the text after the trigger is not the grammar's: stays free */
+        }
+        c->soft = !c->off && el_gmatch_can_end(c->mt);
+        c->win_len = 0;
+        return 0;
+    }
+    size_t keep = EL_CONSTRAINT_MAX_TRIGGER - 1; /* a trigger may start in the bytes kept */
+    if (c->win_len > keep) {
+        if (!all_space(c->win, (int)(c->win_len - keep))) c->text_seen = true; /* non-blank bytes leave the window */
+        memmove(c->win, c->win + c->win_len - keep, keep);
+        c->win_len = keep;
+    }
+    return 0;
+}
+
 
 int el_constraint_accept(el_constraint *c, int32_t tok, el_error *err) {
     if (el_vocab_is_eog(c->m->vocab, tok)) return 0;
+    if (c->off) return watch(c, tok);
     int l = token_text(c->m, tok, c->piece);
-    return el_gmatch_accept(c->mt, c->piece, (size_t)l, err);
+    int rc = el_gmatch_accept(c->mt, c->piece, (size_t)l, err);
+    if (rc == 0) c->soft = el_gmatch_can_end(c->mt) || (c->soft && all_space(c->piece, l));
+    return rc;
+}
+
+bool el_constraint_should_end(el_constraint *c, const float *row, int n_vocab) {
+    if (!c || c->off || !row || n_vocab <= 0) return false;
+    if (el_gmatch_is_done(c->mt)) return true;
+    if (!c->soft) return false;
+    int best = 0;
+    for (int i = 1; i < n_vocab; i++)
+        if (row[i] > row[best]) best = i; /* NaN rows fail in the sampler, after this */
+    if (el_vocab_is_eog(c->m->vocab, best)) return true;
+    return allowed_cb(c, best) != 1;
 }

@@ -659,7 +659,7 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
     smp = el_sampler_new(&sp, nv);
     if (!smp) { el_set_error(err, EL_ERR_NOMEM, "out of memory for the sampler"); goto done; }
     for (int i = 0; i < n_prompt; i++) el_sampler_accept(smp, prompt[i]);
-    if (gp->grammar && !(con = el_constraint_new(s->m, gp->grammar, err))) goto done;
+    if (gp->grammar && !(con = el_constraint_new(s->m, gp->grammar, gp->grammar_triggers, err))) goto done;
 
     /* PREFILL (the first n_cached prompt tokens are in the cache already); a
      * session attached to a batcher goes through it unless it speculates or
@@ -753,9 +753,14 @@ static el_finish generate_claimed(el_session *s, const int32_t *prompt, int n_pr
         if (atomic_load(&s->cancel)) { fin = EL_DONE_CANCELLED; break; }
         if (gp->max_tokens > 0 && st.n_generated >= gp->max_tokens) { fin = EL_DONE_LENGTH; break; }
         just_accepted = false;
+        if (con && (gp->grammar_flags & EL_GRAMMAR_END_EARLY) && el_constraint_should_end(con, row, nv)) {
+            fin = EL_DONE_EOS; /* the grammar is satisfied and the model would leave it (constrain.h) */
+            break;
+        }
         const int32_t dtok = i_draft < n_draft ? draft[i_draft] : -1;
         bool acc = false;
-        int32_t tok = con ? el_sampler_sample_filtered(smp, row, el_constraint_filter(con), dtok, &acc)
+        const el_sampler_filter *flt = el_constraint_filter(con); /* NULL: none, or a lazy grammar still off */
+        int32_t tok = flt ? el_sampler_sample_filtered(smp, row, flt, dtok, &acc)
                       : dtok >= 0 ? el_sampler_sample_draft(smp, row, dtok, &acc) : el_sampler_sample(smp, row);
         int bad = el_sampler_nonfinite(smp); /* counted in the sampler's copy of the row */
         if (!bad && tok < 0) {

@@ -79,8 +79,18 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->chat_template = dup_or_null(p->chat_template);
     s->chat_template_file = dup_or_null(p->chat_template_file);
-    s->alias = p->alias && *p->alias ? strdup(p->alias) : NULL;
-    if (p->alias && *p->alias && !s->alias) FAIL(EL_ERR_NOMEM, "out of memory");
+    /* --alias A[,B...] (llama-server's comma-separated aliases): the first is the model id, all are listed
+     * in /v1/models "aliases"; entries are trimmed, empty ones skipped */
+    s->aliases = p->alias && *p->alias ? strdup(p->alias) : NULL;
+    if (p->alias && *p->alias && !s->aliases) FAIL(EL_ERR_NOMEM, "out of memory");
+    for (const char *q = s->aliases; q && *q && !s->alias;) {
+        size_t l = strcspn(q, ",");
+        const char *a = q, *next = q[l] ? q + l + 1 : q + l;
+        while (l && (*a == ' ' || *a == '\t')) a++, l--;
+        while (l && (a[l - 1] == ' ' || a[l - 1] == '\t')) l--;
+        if (l && !(s->alias = strndup(a, l))) FAIL(EL_ERR_NOMEM, "out of memory");
+        q = next;
+    }
     if (p->slot_save_path && *p->slot_save_path) { /* as llama-server: created if absent; must be a directory */
         struct stat st;
         if (mkdir(p->slot_save_path, 0755) && errno != EEXIST)
@@ -521,7 +531,8 @@ void el_server_free(el_server *s) {
     pthread_mutex_destroy(&s->conn_mu);
     for (int i = 0; i < s->n_hosts; i++) free(s->hosts[i]);
     free(s->hosts);
-    free(s->cors_origin);
+    for (int i = 0; i < s->n_cors; i++) free(s->cors[i]);
+    free(s->cors);
     free(s->model_path);
     free(s->host);
     free(s->api_key);
@@ -529,5 +540,6 @@ void el_server_free(el_server *s) {
     free(s->chat_template_file);
     el_chat_jinja_free(s->cj);
     free(s->alias);
+    free(s->aliases);
     free(s);
 }

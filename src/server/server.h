@@ -35,12 +35,16 @@ typedef struct el_server_params {
     const char *chat_template_file; /* a Jinja chat template file (--chat-template-file), or NULL */
     /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
-     * refused (403); "*" in allow_hosts accepts any Host. cors_origin: NULL,
-     * CORS off (only same-origin Origin headers pass); else the one other
-     * origin ("http://app.example:3000") that may call the server. */
+     * refused (403); "*" in allow_hosts accepts any Host. CORS: a page from a
+     * localhost origin (http or https, host localhost / 127.0.0.1 / [::1],
+     * any port) may always call the server, as may the server's own origin;
+     * cors_origin (--cors: one more origin, "http://app.example:3000") and
+     * cors_origins (--cors-origins: a comma-separated list; "*" = any origin)
+     * widen it. Other Origin headers are refused (403). */
     const char *const *allow_hosts;
     int n_allow_hosts;
     const char *cors_origin;
+    const char *cors_origins;
     uint64_t mem_budget;       /* bytes the model + slots may use; 0: the device's available memory
                                   (memory/capacity.h). The slots that would not fit are refused by
                                   el_server_load before any is allocated. */

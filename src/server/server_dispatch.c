@@ -31,12 +31,35 @@ extern const size_t el_ui_page_html_len;
 
 /* ---- the service endpoints ------------------------------------------------ */
 
-/* GET /v1/models: the one model, by its id (--alias, else the file name). */
+/* GET /v1/models: the one model, by its id (the first --alias, else the file name), with "aliases"
+ * (every --alias name, as llama-server lists them; [] without). */
 static enum MHD_Result h_models(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     (void)cc;
     cJSON *root = cJSON_CreateObject(), *data = cJSON_CreateArray(), *m = cJSON_CreateObject();
+    cJSON *al = cJSON_CreateArray();
+    if (!root || !data || !m || !al) {
+        cJSON_Delete(root);
+        cJSON_Delete(data);
+        cJSON_Delete(m);
+        cJSON_Delete(al);
+        return srv_send_error(c, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    for (const char *q = s->aliases; q && *q;) {
+        size_t l = strcspn(q, ",");
+        const char *a = q, *next = q[l] ? q + l + 1 : q + l;
+        while (l && (*a == ' ' || *a == '\t')) a++, l--;
+        while (l && (a[l - 1] == ' ' || a[l - 1] == '\t')) l--;
+        char name[256];
+        if (l && l < sizeof name) {
+            memcpy(name, a, l);
+            name[l] = 0;
+            cJSON_AddItemToArray(al, cJSON_CreateString(name));
+        }
+        q = next;
+    }
     cJSON_AddStringToObject(root, "object", "list");
     cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddItemToObject(m, "aliases", al);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)s->t_start);
     cJSON_AddStringToObject(m, "owned_by", "edgellm");

@@ -13,8 +13,11 @@
  * drops the oldest whole turns first: truncate_chat) and given its
  * generation parameters: OpenAI's sampler on the OpenAI routes,
  * llama-server's on /completion; tool_choice "required" / a named function
- * hands the composed call grammar to generation (gp->grammar), "auto" leaves
- * generation free (the reply is parsed at the end, server_stream.c), "none"
+ * hands the composed call grammar to generation (gp->grammar, with
+ * EL_GRAMMAR_END_EARLY: a complete call ends the reply unless the model
+ * itself opens another; a named function gets exactly one call), "auto" a
+ * lazy one (free text until the family's trigger, then the call is
+ * constrained; the reply is parsed at the end, server_stream.c), "none"
  * renders the tools but never parses (llama.cpp's common/chat.cpp does the
  * same). Then it is queued (server_slots.c) and answered: a stream by MHD's
  * content reader, a non-streamed reply here once the request is done.
@@ -463,17 +466,22 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     gp->spec = s->p.spec.mode ? &s->p.spec : NULL; /* same output, fewer forward passes where drafts hold */
     if (kind == EL_API_CHAT && r->api.tool_choice != EL_TOOL_CHOICE_NONE) { /* tools: api.c left grammar NULL */
         r->tools_parse = true;
-        if (r->api.tool_choice != EL_TOOL_CHOICE_AUTO) { /* required / named: the call is grammar-constrained */
-            el_error ge = {0};
+        el_error ge = {0};
+        if (r->api.tool_choice == EL_TOOL_CHOICE_AUTO) /* free text until the family's trigger, then the call */
+            r->api.grammar = el_toolcall_grammar_lazy(s->fam, r->api.tools, r->api.n_tools, r->api.parallel_tool_calls,
+                                                      &gp->grammar_triggers, &ge);
+        else /* required / named: the call is grammar-constrained from the first token */
             r->api.grammar = el_toolcall_grammar(s->fam, r->api.tools, r->api.n_tools,
                                                  r->api.tool_choice == EL_TOOL_CHOICE_NAMED ? r->api.tool_named : -1,
-                                                 r->api.parallel_tool_calls, &ge);
-            if (!r->api.grammar) {
-                if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
-                else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
-                return srv_reject(s, c, r, &e, NULL, NULL);
-            }
+                                                 /* a named function: one call of it, as OpenAI answers */
+                                                 r->api.parallel_tool_calls && r->api.tool_choice != EL_TOOL_CHOICE_NAMED,
+                                                 &ge);
+        if (!r->api.grammar) {
+            if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
+            else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
+            return srv_reject(s, c, r, &e, NULL, NULL);
         }
+        gp->grammar_flags |= EL_GRAMMAR_END_EARLY; /* a complete call ends the reply unless another opens */
     }
     gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
 

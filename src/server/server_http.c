@@ -19,9 +19,9 @@
  * sends a byte a second. The request prelude (on_request, before
  * srv_on_access) refuses control bytes in the URL, conflicting
  * Content-Length / Transfer-Encoding, a Host outside the allow-list, an
- * Origin other than the server's own or --cors, and POST bodies not
- * declared application/json; it answers CORS preflights for the --cors
- * origin. The work itself is bounded by the slots and the bounded queue, so
+ * Origin other than the server's own, a localhost one or one of --cors /
+ * --cors-origins (the "CORS" section), and POST bodies not declared
+ * application/json; it answers CORS preflights from the allowed origins. The work itself is bounded by the slots and the bounded queue, so
  * threads stay few on a device.
  *
  * Memory. Request bodies are capped at EL_API_MAX_BODY (1 MiB) each and, all
@@ -36,7 +36,7 @@
  * sessions.
  *
  * Responses: every answer goes out through srv_send_buf (CORS headers added
- * for the --cors origin); generation answers carry their route
+ * for an allowed origin); generation answers carry their route
  * (srv_queue_routed: X-Edgellm-Route), streams the SSE headers (srv_send_sse).
  */
 #include "server/server_internal.h"
@@ -278,15 +278,53 @@ void srv_req_bind_conn(el_req *r, struct MHD_Connection *c) {
 
 /* ---- responses --------------------------------------------------------- */
 
-/* Adds the CORS headers to a response when the request came from the
- * --cors origin (and Vary: Origin whenever CORS is on). */
+/* ---- CORS ----------------------------------------------------------------- */
+
+/* An Origin header a browser writes for a page on this machine: "http://" or
+ * "https://", then exactly localhost, 127.0.0.1 or [::1] (any case), then
+ * nothing or ":" and a port 1..65535 (1-5 digits), then nothing. So
+ * "http://localhost.evil.com", "http://127.0.0.1.nip.io", "http://localhost@x",
+ * "http://[::1]x" and anything longer than SRV_ORIGIN_MAX bytes are not. */
+#define SRV_ORIGIN_MAX 255
+bool srv_origin_is_localhost(const char *o) {
+    if (!o || strlen(o) > SRV_ORIGIN_MAX) return false;
+    if (!strncasecmp(o, "http://", 7)) o += 7;
+    else if (!strncasecmp(o, "https://", 8)) o += 8;
+    else return false;
+    static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+    size_t hl = 0;
+    for (int i = 0; i < 3 && !hl; i++)
+        if (!strncasecmp(o, hosts[i], strlen(hosts[i]))) hl = strlen(hosts[i]);
+    if (!hl) return false;
+    o += hl;
+    if (!*o) return true;
+    if (*o++ != ':') return false;
+    unsigned long port = 0;
+    int nd = 0;
+    for (; *o >= '0' && *o <= '9' && nd < 6; o++, nd++) port = port * 10 + (unsigned long)(*o - '0');
+    return !*o && nd >= 1 && nd <= 5 && port >= 1 && port <= 65535;
+}
+
+/* A cross-origin page this server lets call it: a localhost origin, or one
+ * named by --cors / --cors-origins (exact, case-sensitive as browsers
+ * serialise origins in lower case), or any with --cors-origins '*'. */
+static bool cors_allowed(const el_server *s, const char *origin) {
+    if (!origin || !*origin || strlen(origin) > SRV_ORIGIN_MAX) return false;
+    if (s->cors_any || srv_origin_is_localhost(origin)) return true;
+    for (int i = 0; i < s->n_cors; i++)
+        if (!strcmp(origin, s->cors[i])) return true;
+    return false;
+}
+
+/* Adds the CORS headers to a response: Vary: Origin always (the answer
+ * depends on it), Access-Control-Allow-Origin echoing an allowed Origin. */
 static void cors_decorate(struct MHD_Connection *c, struct MHD_Response *resp) {
     conn_track *ct = conn_of(c);
     const el_server *s = ct ? ct->srv : NULL;
-    if (!s || !s->cors_origin) return;
+    if (!s) return;
     MHD_add_response_header(resp, "Vary", "Origin");
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-    if (origin && !strcmp(origin, s->cors_origin)) MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    if (cors_allowed(s, origin)) MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
 }
 
 enum MHD_Result srv_send_buf(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
@@ -481,10 +519,10 @@ static bool host_allowed(const el_server *s, const char *h) {
     return false;
 }
 
-/* Origin: the --cors origin, or the server's own origin as the client
+/* Origin: a CORS origin (cors_allowed), or the server's own origin as the client
  * addressed it ("http://" + the Host header, as a same-origin page sends). */
 static bool origin_allowed(const el_server *s, const char *origin, const char *host) {
-    if (s->cors_origin && !strcmp(origin, s->cors_origin)) return true;
+    if (cors_allowed(s, origin)) return true;
     return host && !strncasecmp(origin, "http://", 7) && !strcasecmp(origin + 7, host);
 }
 
@@ -572,11 +610,11 @@ static bool prelude_answered(el_server *s, struct MHD_Connection *c, const char 
     const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
     if (origin && !origin_allowed(s, origin, host)) {
         *ret = srv_send_error(c, 403, "invalid_request_error", NULL, "origin_not_allowed",
-                              "Origin '%.200s' is not allowed (same-origin only%s)", origin,
-                              s->cors_origin ? ", and the --cors origin" : "; see --cors");
+                              "Origin '%.200s' is not allowed (same-origin and localhost pages only%s)", origin,
+                              s->n_cors ? ", and the --cors / --cors-origins origins" : "; see --cors-origins");
         return true;
     }
-    if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && s->cors_origin && origin && !strcmp(origin, s->cors_origin)) {
+    if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && cors_allowed(s, origin)) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (!resp) {
             *ret = MHD_NO;
@@ -649,7 +687,20 @@ int srv_host_policy_init(el_server *s, const el_server_params *p) {
         snprintf(copy, len, v6 ? "[%s]" : "%s", n);
         s->hosts[s->n_hosts++] = copy;
     }
-    if (p->cors_origin && *p->cors_origin && !(s->cors_origin = strdup(p->cors_origin))) return -1;
+    /* CORS origins: --cors, then each entry of --cors-origins (trimmed; empty entries skipped) */
+    size_t nc = 1 + (p->cors_origins ? strlen(p->cors_origins) + 1 : 0); /* entries <= commas + 1 */
+    if (!(s->cors = calloc(nc, sizeof *s->cors))) return -1;
+    if (p->cors_origin && *p->cors_origin && !(s->cors[s->n_cors++] = strdup(p->cors_origin))) return -1;
+    for (const char *q = p->cors_origins; q && *q;) {
+        const char *e = strchr(q, ',');
+        size_t l = e ? (size_t)(e - q) : strlen(q);
+        const char *a = q;
+        while (l && (*a == ' ' || *a == '\t')) a++, l--;
+        while (l && (a[l - 1] == ' ' || a[l - 1] == '\t')) l--;
+        if (l == 1 && *a == '*') s->cors_any = true;
+        else if (l && !(s->cors[s->n_cors++] = strndup(a, l))) return -1;
+        q = e ? e + 1 : q + strlen(q);
+    }
     return 0;
 }
 

@@ -197,7 +197,9 @@ typedef struct slot {
  * scheduler state (srv->mu), the connection guard (conn_mu), the Host/CORS policy, routing and telemetry. */
 struct el_server {
     el_server_params p;
-    char *model_path, *host, *api_key, *chat_template, *chat_template_file, *alias;
+    char *model_path, *host, *api_key, *chat_template, *chat_template_file;
+    char *alias;   /* the first of --alias's list (the id) */
+    char *aliases; /* --alias as given: "A[,B...]" */
     struct MHD_Daemon *mhd;
     int port;
     atomic_bool ready;
@@ -242,7 +244,9 @@ struct el_server {
     char **hosts;                    /* allowed Host names (lower case as given; IPv6 in brackets) */
     int n_hosts;
     bool any_host;                   /* --allow-host '*' */
-    char *cors_origin;
+    char **cors;                     /* origins beyond localhost's (--cors, --cors-origins) */
+    int n_cors;
+    bool cors_any;                   /* --cors-origins '*' */
     /* routing: the router, the cloud client (NULL: no --cloud-url), the thermal monitor */
     el_router *router;
     el_cloud *cloud;
@@ -343,8 +347,10 @@ void srv_rand_id(char *out, size_t cap, const char *prefix);
 
 /* ---- server_http.c: transport --------------------------------------------- */
 
-/* The Host allow-list and the --cors origin (el_server_start); -1 out of memory. */
+/* The Host allow-list and the CORS origins (el_server_start); -1 out of memory. */
 int srv_host_policy_init(el_server *s, const el_server_params *p);
+/* A localhost Origin (http/https, localhost / 127.0.0.1 / [::1], any port): CORS allows it by default. */
+bool srv_origin_is_localhost(const char *origin);
 /* Binds and starts answering; 0, or an el_error code with msg filled. */
 int srv_http_listen(el_server *s, char *msg, size_t cap);
 /* The thread that closes connections past their header or body deadline; stop joins it. */

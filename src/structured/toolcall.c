@@ -13,10 +13,12 @@
  *   chatml  root ::= tc-one ("\n" tc-one)*   tc-one ::= "<tool_call>\n" tc-call "\n</tool_call>"
  *   gemma   root ::= tc-one ("\n" tc-one)*   tc-one ::= "```tool_code\n" tc-call "\n```"
  *   llama3  root ::= tc-call
- * (the repetition only when parallel calls are allowed).
+ * (the repetition only when parallel calls are allowed; tool_choice "auto"'s
+ * lazy grammar adds "| tc-call" to chatml's root: Qwen's bare JSON call).
  *
  * Parsing: chatml / gemma look for the opener and the closer and parse the
- * JSON between; llama3 parses the whole (trimmed) reply as one object. The
+ * JSON between (chatml without any opener: the first bare call object, of
+ * at most 16 candidate '{' followed by "name", so hostile text stays linear); llama3 parses the whole (trimmed) reply as one object. The
  * text around the calls is the content (trimmed; NULL when empty).
  */
 #include "structured/toolcall.h"
@@ -177,7 +179,8 @@ oom:
     return NULL;
 }
 
-char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int only, bool parallel, el_error *err) {
+static char *grammar(el_chat_family f, const el_tool_def *tools, int n, int only, bool parallel, bool lazy,
+                     el_error *err) {
     if (!el_chat_family_has_tools(f)) {
         el_set_error(err, EL_ERR_INVALID_ARG, "the %s chat family has no tool-call convention", el_chat_family_name(f));
         return NULL;
@@ -201,7 +204,8 @@ char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int
     if (f == EL_CHAT_LLAMA3) {
         ok = el_buf_str(&b, "root ::= tc-call\n");
     } else {
-        ok = el_buf_str(&b, parallel ? "root ::= tc-one (\"\\n\" tc-one)*\n" : "root ::= tc-one\n") &&
+        ok = el_buf_str(&b, parallel ? "root ::= tc-one (\"\\n\" tc-one)*" : "root ::= tc-one") &&
+             el_buf_str(&b, lazy && f == EL_CHAT_CHATML ? " | tc-call\n" : "\n") && /* Qwen's bare JSON call */
              el_buf_str(&b, f == EL_CHAT_CHATML ? "tc-one ::= \"<tool_call>\\n\" tc-call \"\\n</tool_call>\"\n"
                                                 : "tc-one ::= \"```tool_code\\n\" tc-call \"\\n```\"\n");
     }
@@ -213,6 +217,22 @@ char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int
         return NULL;
     }
     return b.p;
+}
+
+char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int only, bool parallel, el_error *err) {
+    return grammar(f, tools, n, only, parallel, false, err);
+}
+
+char *el_toolcall_grammar_lazy(el_chat_family f, const el_tool_def *tools, int n, bool parallel,
+                               const char *const **triggers, el_error *err) {
+    /* bare JSON only at the reply's start (as llama.cpp anchors its pattern): a JSON answer later in the
+     * text that happens to have a "name" key is not taken for a call */
+    static const char *const chatml[] = {"<tool_call>", "^{\"name\"", "^{ \"name\"", NULL};
+    static const char *const llama3[] = {"^{\"name\"", "^{ \"name\"", NULL};
+    static const char *const gemma[] = {"```tool_code", NULL};
+    char *g = grammar(f, tools, n, -1, parallel, true, err);
+    if (g && triggers) *triggers = f == EL_CHAT_CHATML ? chatml : f == EL_CHAT_LLAMA3 ? llama3 : gemma;
+    return g;
 }
 
 /* ---- parsing ----------------------------------------------------------------------------------- */
@@ -288,6 +308,33 @@ static void trim(const char **s, size_t *n) {
     while (*n && is_ws((*s)[*n - 1])) (*n)--;
 }
 
+/* A bare call object in text[0..len) (chatml without tags): the first '{' (of at most
+ * BARE_TRIES whose next token is "name") that opens a call naming an offered tool. 1 with
+ * [*a, *z) its span and the call appended, 0 none, -1 OOM. */
+#define BARE_TRIES 16
+static int bare_call(el_chat_family f, const char *text, size_t len, const el_tool_def *tools, int nt,
+                     el_toolcall_result *out, const char **a, const char **z) {
+    int tries = 0;
+    for (const char *p = text, *e = text + len; p < e && tries < BARE_TRIES; p++) {
+        if (*p != '{') continue;
+        const char *q = p + 1;
+        while (q < e && is_ws(*q)) q++;
+        if ((size_t)(e - q) < 6 || memcmp(q, "\"name\"", 6)) continue;
+        tries++;
+        const char *end = NULL;
+        cJSON *o = cJSON_ParseWithLengthOpts(p, (size_t)(e - p), &end, false);
+        cJSON_Delete(o);
+        if (!o || !end || end <= p || end > e || memchr(p, 0, (size_t)(end - p))) continue;
+        int rc = take_call(f, p, (size_t)(end - p), tools, nt, out);
+        if (rc != 0) {
+            *a = p;
+            *z = end;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int el_toolcall_parse(el_chat_family f, const char *text, size_t len, const el_tool_def *tools, int n,
                       el_toolcall_result *out) {
     memset(out, 0, sizeof *out);
@@ -301,6 +348,15 @@ int el_toolcall_parse(el_chat_family f, const char *text, size_t len, const el_t
         int rc = l && memchr(s, 0, l) == NULL ? take_call(f, s, l, tools, n, out) : 0;
         if (rc < 0) ok = false;
         else if (rc == 0) ok = content_add(&content, s, l);
+    } else if (f == EL_CHAT_CHATML && !find(text, len, "<tool_call>")) { /* no tags: a bare call? */
+        const char *a = NULL, *z = NULL;
+        int rc = bare_call(f, text, len, tools, n, out, &a, &z);
+        const char *s1 = text, *s2 = z;
+        size_t l1 = rc > 0 ? (size_t)(a - text) : len, l2 = rc > 0 ? (size_t)(text + len - z) : 0;
+        trim(&s1, &l1);
+        if (rc > 0) trim(&s2, &l2);
+        if (rc < 0) ok = false;
+        else ok = content_add(&content, s1, l1) && (l2 == 0 || content_add(&content, s2, l2));
     } else if (f == EL_CHAT_CHATML || f == EL_CHAT_GEMMA) {
         const char *open = f == EL_CHAT_CHATML ? "<tool_call>" : "```tool_code";
         const char *close = f == EL_CHAT_CHATML ? "</tool_call>" : "```";

@@ -6,7 +6,9 @@
  *
  * Wire shapes, one per family (what the prompt asks for and what is parsed):
  *   chatml  <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>  (Qwen2.5;
- *           several calls: blocks separated by "\n")
+ *           several calls: blocks separated by "\n"); a reply with no such
+ *           block that is, after any text, one bare {"name": N, "arguments":
+ *           {...}} object is a call too (Qwen 2.5 often drops the tags)
  *   llama3  {"name": N, "parameters": {...}}  (the whole reply; one call —
  *           Llama 3.x's template allows one per message; "arguments" is
  *           accepted as the key when parsing too)
@@ -74,6 +76,16 @@ char *el_tool_pydumps(const cJSON *v, int indent);
  * rebased onto it). NULL with err (EL_ERR_GRAMMAR naming the tool, or
  * EL_ERR_NOMEM, EL_ERR_INVALID_ARG for a family without tool calls). */
 char *el_toolcall_grammar(el_chat_family f, const el_tool_def *tools, int n, int only, bool parallel, el_error *err);
+
+/* The grammar of tool_choice "auto": el_toolcall_grammar's for any tool,
+ * plus (chatml) one bare {"name": N, "arguments": {...}} object, as Qwen 2.5
+ * often answers without its tags; *triggers gets the family's static,
+ * NULL-terminated trigger list for a lazy grammar (el_generate_params
+ * grammar_triggers): chatml "<tool_call>" anywhere, "{\"name\"" and
+ * "{ \"name\"" at the reply's start ('^': anchored); llama3 the two JSON
+ * openers, anchored; gemma "```tool_code". Errors as el_toolcall_grammar. */
+char *el_toolcall_grammar_lazy(el_chat_family f, const el_tool_def *tools, int n, bool parallel,
+                               const char *const **triggers, el_error *err);
 
 /* The calls in text[0..len) (any bytes) written the family's way, naming one
  * of tools[0..n). 0, or -1 out of memory (out then empty). */

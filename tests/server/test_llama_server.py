@@ -97,6 +97,8 @@ def t_routes_without_v1(ctx):
         assert st == 200, (path, st)
         ids = [m["id"] for m in json.loads(body)["data"]]
         assert ids == ["tiny-alias"], (path, ids)
+        aliases = json.loads(body)["data"][0]["aliases"]  # --alias A,B: the first is the id, all listed
+        assert aliases == ["tiny-alias", "tiny-second"], (path, aliases)
     for path in ("/v1/embeddings", "/embeddings", "/embedding"):
         st, _, body = post(ctx.port, path, {"input": "hello", "model": "x"})
         expect_error(st, body, 501, path)
@@ -155,6 +157,26 @@ def t_x_api_key(ctx):
     assert st == 200, st
     st, _, b = request(p, "GET", "/slots")
     expect_error(st, b, 401, "/slots without a key")
+    # llama-server's public endpoints answer without the key (/health, /v1/health, the page at /);
+    # everything else still wants it, models and props included
+    for path in ("/health", "/v1/health", "/"):
+        st, _, b = request(p, "GET", path)
+        assert st == 200, (path, st, b[:200])
+    for path in ("/v1/models", "/models", "/props", "/metrics", "/slots", "/lora-adapters"):
+        st, _, b = request(p, "GET", path)
+        expect_error(st, b, 401, path + " without a key")
+        st, _, b = request(p, "GET", path, headers={"Authorization": "Bearer secrex"})
+        expect_error(st, b, 401, path + " with a wrong key")
+    for path in ("/tokenize", "/apply-template", "/v1/chat/completions"):
+        st, _, b = post(p, path, {"content": "x", "messages": [{"role": "user", "content": "x"}]})
+        expect_error(st, b, 401, path + " without a key")
+    # the key is not taken from a query string, nor from a public path's look-alike
+    for path in ("/health/../props", "/props?api_key=secret", "/v1/health/x", "//props"):
+        st, _, b = request(p, "GET", path)
+        assert st in (401, 404), (path, st)
+    # the seed of /props default_generation_settings is the server's --seed (the main server has --seed 7)
+    st, _, b = request(ctx.port, "GET", "/props")
+    assert st == 200 and json.loads(b)["default_generation_settings"]["params"]["seed"] == 7, b[:300]
     # (spaces around a header value are not part of it, in HTTP: " secret" is "secret")
     for v in ("", "secre", "secretsecret", "Bearer secret", "SECRET", "s" * 8000):
         st, _, b = post(p, "/completion", body, headers={"X-Api-Key": v})
@@ -635,7 +657,7 @@ def main():
     ctx = Ctx()
     ctx.n_ctx = 1024  # the model's whole context (beyond it serve refuses); a stream to its end runs long enough to be interrupted
     R = Runner()
-    srv = Server(cli, model, "--parallel", "2", "-c", str(ctx.n_ctx), "-t", "1", "--alias", "tiny-alias",
+    srv = Server(cli, model, "--parallel", "2", "-c", str(ctx.n_ctx), "-t", "1", "--alias", "tiny-alias, tiny-second,",
                  "--temp", "0.5", "--seed", "7", "-n", "6")
     ctx.srv = srv
     tmpl = os.path.join(os.environ.get("TMPDIR", "/tmp"), "el_test_llama_server_%d.jinja" % os.getpid())

@@ -22,8 +22,10 @@ what the server must do:
      once do not make the queue refuse (503) a legitimate client's requests;
   7. SIGTERM with streams queued: each gets an SSE error event and
      `data: [DONE]`, like the running one;
-  9. Host allow-list (403), Origin (403 unless same-origin or --cors), CORS
-     preflight and Access-Control-Allow-Origin only for the --cors origin,
+  9. Host allow-list (403), Origin (403 unless same-origin, a localhost page
+     or --cors / --cors-origins; spoofed localhost look-alikes, malformed and
+     huge origins refused), CORS preflight and Access-Control-Allow-Origin
+     only for those origins; bad --cors-origins / --alias values exit 2,
      POST bodies need Content-Type: application/json (415);
  10. conflicting Content-Length headers, or Content-Length with
      Transfer-Encoding: 400 and the connection closes (nothing pipelined
@@ -178,13 +180,43 @@ def t_origin_and_cors(ctx):
     own = "http://127.0.0.1:%d" % p
     st, h, _ = get_h(p, "/health", {"Origin": own})
     assert st == 200, "same-origin: %d" % st
-    assert "access-control-allow-origin" not in h, "ACAO on a same-origin response: %r" % h
-    for origin in ("http://evil.example", "null", "http://localhost:%d" % p, "http://127.0.0.1:1"):
-        st, _, b = get_h(p, "/health", {"Origin": origin})
-        expect_error(st, b, 403, "Origin " + origin)
+    # the own origin here is a localhost one, so it is reflected too (harmless for a same-origin page)
+    assert h.get("access-control-allow-origin") in (None, own), "ACAO on a same-origin response: %r" % h
+    # spoofed, malformed and huge origins: refused, as before
+    hostile = ["http://evil.example", "null", "", "http://localhost.evil.com", "http://127.0.0.1.nip.io",
+               "http://localhost:3000.evil.com", "http://localhost@evil.com", "http://evil.com@localhost",
+               "http://[::1].evil.com", "http://[::1]x", "http://localhost:0", "http://localhost:65536",
+               "http://localhost:", "http://localhost:123456", "http://localhost/", "http://localhost/x",
+               "http://localhost.", "ftp://localhost", "http//localhost", "localhost:3000",
+               "http://127.0.0.2", "http://0.0.0.0", "http://[::2]", "http://localhost:80:80",
+               "http://localhost:" + "1" * 300, "http://localhost" + "x" * 4000, "http://" + "a" * 6000,
+               "http://localhost:3000\tx"]
+    for origin in hostile:
+        st, h, b = get_h(p, "/health", {"Origin": origin})
+        expect_error(st, b, 403, "Origin %r" % origin[:80])
+        assert "access-control-allow-origin" not in h, (origin[:80], h)
         st, _, b = post(p, CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
                         headers={"Origin": origin})
-        expect_error(st, b, 403, "POST from Origin " + origin)
+        expect_error(st, b, 403, "POST from Origin %r" % origin[:80])
+        st, h, b = get_h(p, CHAT, {"Origin": origin, "Access-Control-Request-Method": "POST"}, method="OPTIONS")
+        assert st == 403 and "access-control-allow-origin" not in h, (origin[:80], st, h)
+    # localhost pages, any port, http or https: reflected by default (llama-server's "localhost" policy),
+    # on the server without --cors too
+    for q in (p, ctx.plain_port):
+        for origin in ("http://localhost:3000", "http://127.0.0.1:5173", "http://[::1]", "https://localhost",
+                       "http://localhost", "http://[::1]:65535", "http://127.0.0.1:1", "http://LOCALHOST:8080"):
+            st, h, _ = get_h(q, CHAT, {"Origin": origin, "Access-Control-Request-Method": "POST",
+                                        "Access-Control-Request-Headers": "content-type"}, method="OPTIONS")
+            assert st in (200, 204) and h.get("access-control-allow-origin") == origin, (q, origin, st, h)
+            st, h, b = post(q, "/tokenize", {"content": "hi"}, headers={"Origin": origin})
+            assert st == 200 and h.get("access-control-allow-origin") == origin, (q, origin, st, h)
+            assert "origin" in h.get("vary", "").lower(), h
+    # --cors-origins LIST widens it: both listed origins pass, an unlisted one does not
+    for origin in ctx.cors_list:
+        st, h, b = post(p, "/tokenize", {"content": "hi"}, headers={"Origin": origin})
+        assert st == 200 and h.get("access-control-allow-origin") == origin, (origin, st, h)
+    st, _, b = post(p, "/tokenize", {"content": "hi"}, headers={"Origin": "https://c.example"})
+    expect_error(st, b, 403, "an origin outside --cors-origins")
     # the --cors origin: preflight, then the real request carries ACAO
     st, h, _ = get_h(p, CHAT, {"Origin": ctx.cors, "Access-Control-Request-Method": "POST",
                                 "Access-Control-Request-Headers": "content-type,authorization"}, method="OPTIONS")
@@ -205,12 +237,27 @@ def t_origin_and_cors(ctx):
                      method="OPTIONS")
     expect_error(st, b, 403, "preflight from a foreign origin")
     assert "access-control-allow-origin" not in h
-    # without --cors: no preflight answer, nothing cross-origin
+    # without --cors: no preflight answer, nothing cross-origin (but localhost pages, above)
     q = ctx.plain_port
     st, h, b = get_h(q, CHAT, {"Origin": ctx.cors, "Access-Control-Request-Method": "POST"}, method="OPTIONS")
     assert st >= 400 and "access-control-allow-origin" not in h, (st, h)
     st, h, b = post(q, "/tokenize", {"content": "hi"}, headers={"Origin": ctx.cors})
     expect_error(st, b, 403, "cross-origin POST without --cors")
+
+
+def t_cors_flag_refusals(ctx):
+    # --cors-origins entries are '*' or origins; anything else (a scheme other than http(s), a path,
+    # userinfo, an empty list, a huge one) is a usage error (exit 2) naming the entry, before any work
+    for v in ("ftp://x", "http://a/b", "http://a@b", "http://", "https://a.example, javascript:x", "",
+              "http://a" + "b" * 300, "x" * 5000):
+        p = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--cors-origins", v],
+                           capture_output=True, timeout=30)
+        err = p.stderr.decode(errors="replace")
+        assert p.returncode == 2 and "--cors-origins" in err, (v[:60], p.returncode, err[-300:])
+    for v in (" , ", ""):
+        p = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--alias", v],
+                           capture_output=True, timeout=30)
+        assert p.returncode == 2 and "--alias" in p.stderr.decode(errors="replace"), (v, p.returncode)
 
 
 def t_content_type(ctx):
@@ -632,12 +679,13 @@ def main():
     ctx = Ctx()
     ctx.cli, ctx.model = cli, model
     ctx.cors = "http://app.example:3000"
+    ctx.cors_list = ["https://a.example", "http://b.example:8443"]
     R = Runner()
     servers = []
     try:
         s_srv = Server(cli, model, "--parallel", "2", "-c", "512", "-t", "1")
         c_srv = Server(cli, model, "--parallel", "1", "-c", "512", "-t", "1", "--cors", ctx.cors,
-                       "--allow-host", "myhost.lan")
+                       "--cors-origins", " %s , %s," % tuple(ctx.cors_list), "--allow-host", "myhost.lan")
         q_srv = Server(cli, model, "--parallel", "1", "-c", "512", "-t", "1", "--queue", "2")
         ctl_srv = Server(cli, model, "--parallel", "2", "-c", "512", "-t", "1")
         servers += [s_srv, c_srv, q_srv, ctl_srv]
@@ -657,6 +705,7 @@ def main():
             run("9. Host allow-list: 403", t_host_allowlist, ctx)
             run("9. Origin / CORS", t_origin_and_cors, ctx)
         run("9. POST needs application/json: 415", t_content_type, ctx)
+        run("9. bad --cors-origins / --alias values: exit 2", t_cors_flag_refusals, ctx)
         run("3. half-closed client gets its answer", t_half_close, ctx)
         run("3/4. closed or reset while queued: dropped", t_closed_while_queued, ctx)
         run("4. hit-and-run loops do not starve the queue", t_hit_and_run, ctx)
