@@ -2,7 +2,8 @@
  * test_batch.c — batched decoding across sessions (src/runtime/batch.h).
  *
  * For each reference model (tiny llama Q4_0/Q4_K_M/Q8_0/F16, qwen2, qwen3,
- * gemma3 with its sliding window, and the real Gemma 3 270M in release
+ * gemma3 with its sliding window, lfm2 with its short-convolution state,
+ * and the real Gemma 3 270M in release
  * builds), K sessions attached to one batcher generate greedily from
  * different prompts on K threads: they start at staggered times (joining
  * running rounds, their prompts prefilled in chunks between rounds), stop
@@ -13,7 +14,7 @@
  *   - the same tokens, and bit for bit the same logits row each token was
  *     drawn from (FNV-1a of the whole row) and the same log-probabilities;
  *   - the same finish, the same n_past, and byte for byte the same KV cache
- *     (every layer, ring layers included): the cancelled one ends exactly at
+ *     (every layer, ring layers included) and LFM2 conv state: the cancelled one ends exactly at
  *     its last accepted token;
  *   - rounds of more than one row did happen (el_batcher_get_stats), so the
  *     comparison is of the batched path, and chunks were counted;
@@ -116,6 +117,11 @@ static bool kv_equal(const el_session *a, const el_session *b) {
         if (memcmp(a->kc[il], b->kc[il], rows * el_row_size((el_type)a->type_k, kv_row))) return false;
         if (memcmp(a->vc[il], b->vc[il], rows * el_row_size((el_type)a->type_v, kv_row))) return false;
     }
+    /* LFM2: each session's own conv rings (a batched row must write its own session's) */
+    if (a->conv_ring != b->conv_ring) return false;
+    if (a->conv_state &&
+        memcmp(a->conv_state, b->conv_state, sizeof(float) * (size_t)m->hp.n_conv * (size_t)a->conv_ring * (size_t)m->hp.n_embd))
+        return false;
     return true;
 }
 
@@ -423,6 +429,8 @@ int main(void) {
         {"models/tiny-qwen3moe-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M"},
         {"models/tiny-qwen3moe-F16.gguf", "tiny-qwen3moe-F16"},
         {"models/tiny-qwen2moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0"},
+        {"models/tiny-lfm2-Q8_0.gguf", "tiny-lfm2-Q8_0"},
+        {"models/tiny-lfm2-Q4_K_M.gguf", "tiny-lfm2-Q4_K_M"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         batch_case(el_test_ref_path(cases[i].model), cases[i].label, false);

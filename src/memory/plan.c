@@ -124,6 +124,15 @@ int el_plan_session_full(const el_mem_model *m, int n_ctx, int n_batch, int swa_
         if (p->moe_bytes == SIZE_MAX || p->moe_bytes > SIZE_MAX / 2 - cur) return -1;
         p->off_moe = take(&cur, p->moe_bytes);
     }
+    p->conv_ring = 0, p->conv_bytes = 0, p->off_conv = 0;
+    if (hp->n_conv_layers > 0) {
+        if (hp->conv_width < 2) return -1;
+        const long long want = (long long)hp->conv_width - 1 + n_batch;
+        p->conv_ring = want < n_ctx ? (int)want : n_ctx;
+        p->conv_bytes = mul_sz(mul_sz((size_t)hp->n_conv_layers, (size_t)p->conv_ring), (size_t)hp->n_embd * sizeof(float));
+        if (p->conv_bytes > SIZE_MAX / 4) return -1;
+        p->off_conv = take(&cur, p->conv_bytes);
+    }
     p->scratch_bytes = cur;
     p->total = p->kv_bytes + p->scratch_bytes;
     if (p->total < p->kv_bytes) return -1;

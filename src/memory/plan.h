@@ -53,6 +53,8 @@ typedef struct el_mem_model {
     uint64_t expert_bytes;       /* every layer's routed experts (gate, up, down), all of them */
     uint64_t expert_bytes_token; /* the share one token reads: n_expert_used of n_expert per layer */
     uint64_t moe_other_bytes;    /* routers and shared experts (every token reads them) */
+    int n_conv_layers;        /* LFM2: layers that are short-convolution blocks (0: none) */
+    int conv_width;           /* their convolution's width (shortconv.l_cache) */
 } el_mem_model;
 
 typedef struct el_session_plan {
@@ -67,6 +69,15 @@ typedef struct el_session_plan {
     size_t off_logits, off_wq8, off_rope, off_top_ids, off_top_lps;
     size_t off_lora, lora_bytes; /* LoRA adapters' scratch (el_plan_add_lora); 0 bytes: none */
     size_t off_moe, moe_bytes;   /* el_op_moe's scratch for n_batch rows (el_moe_scratch_bytes); 0 bytes: dense */
+    /* LFM2's short-convolution state: per conv layer a ring of conv_ring F32
+     * rows of n_embd (position j in row j % conv_ring), conv_ring =
+     * min(n_ctx, conv_width - 1 + n_batch): the conv_width - 1 inputs the
+     * next position reads plus a batch of history, so a roll-back (speculative
+     * rejection, a prompt cache) of up to n_batch positions finds its state.
+     * It is session state like the KV cache, counted in scratch_bytes and
+     * total. 0: no conv layers. */
+    size_t off_conv, conv_bytes;
+    int conv_ring;
     int lora_rank;
     int n_logit_rows;     /* rows of logits (1 + the most draft tokens a verification checks) */
     size_t scratch_bytes;

@@ -326,6 +326,73 @@ void el_fwd_moe(el_session *s, int il, int n) {
     dbg_dump("ffn_moe_out", il, s->tmp, (size_t)n * E);
 }
 
+/* The short convolution of rows 0..n of a pass (LFM2), on host memory: per
+ * row t of group g (the pass, or a batched step's row of session own at
+ * position p): bx = B·x into own's ring row p % conv_ring; conv[e] = sum over
+ * k < W of w[e][k] · bx(p - W + 1 + k)[e] (positions < 0 read 0, ggml_ssm_conv's
+ * order, fused multiply-adds as its gnu++17 build compiles it); y = C·conv into the x row (x is read first). B: s->q, C: s->tmp,
+ * x and y: s->att. */
+typedef struct conv_ctx {
+    el_session *s;
+    int il, n;
+} conv_ctx;
+
+static void shortconv_rows(void *ctx) {
+    const conv_ctx *c = ctx;
+    el_session *s = c->s;
+    const el_model *m = s->m;
+    const el_layer *L = &m->layers[c->il];
+    const int E = m->hp.n_embd, W = m->hp.conv_width;
+    for (int g = 0; g < row_groups(s); g++) {
+        int r0, nr, pos;
+        el_session *own = row_group(s, g, c->n, &r0, &nr, &pos);
+        const int ring = own->conv_ring;
+        float *st = own->conv_state + (size_t)L->conv_idx * (size_t)ring * (size_t)E;
+        for (int t = r0; t < r0 + nr; t++) {
+            const int p = pos + (t - r0);
+            const float *b = s->q + (size_t)t * E, *cg = s->tmp + (size_t)t * E;
+            float *x = s->att + (size_t)t * E;
+            float *row = st + (size_t)(p % ring) * E;
+            for (int e = 0; e < E; e++) row[e] = b[e] * x[e];
+            for (int e = 0; e < E; e++) {
+                const float *w = L->conv_w + (size_t)e * W;
+                float sum = 0.0f;
+                for (int k = 0; k < W; k++) {
+                    const int q = p - W + 1 + k;
+                    const float v = q >= 0 ? st[(size_t)(q % ring) * E + e] : 0.0f;
+                    sum = fmaf(v, w[k], sum); /* ggml's loop, which its C++ build contracts to an FMA */
+                }
+                x[e] = cg[e] * sum;
+            }
+        }
+    }
+}
+
+void el_fwd_shortconv(el_session *s, int il, int n) {
+    const el_model *m = s->m;
+    const el_layer *L = &m->layers[il];
+    const int E = m->hp.n_embd;
+    /* in_proj's rows: B, then C, then x (three views of one tensor: the same dot products as one product) */
+    const el_mat bcx[3] = {el_mat_rows(&L->conv_in, 0, E), el_mat_rows(&L->conv_in, E, E), el_mat_rows(&L->conv_in, 2 * (int64_t)E, E)};
+    const el_mat *in[3] = {&bcx[0], &bcx[1], &bcx[2]};
+    static const int in_out[3] = {EL_T_Q, EL_T_TMP, EL_T_ATT};
+    op_matmul(s, il, "shortconv_in_proj", 3, in, EL_T_XB, n, in_out, NULL);
+    conv_ctx c = {s, il, n};
+    el_op o = op_new(EL_OPK_HOST, il, "shortconv");
+    o.src[0] = R(s, EL_T_Q, 0, (size_t)n * E);
+    o.src[1] = R(s, EL_T_TMP, 0, (size_t)n * E);
+    o.src[2] = R(s, EL_T_ATT, 0, (size_t)n * E);
+    o.dst[0] = R(s, EL_T_ATT, 0, (size_t)n * E);
+    o.n = n, o.d = E;
+    o.p.host.fn = shortconv_rows;
+    o.p.host.ctx = &c;
+    run(s, &o);
+    dbg_dump("shortconv", il, s->att, (size_t)n * E);
+    const el_mat *out[1] = {&L->conv_out};
+    static const int tmp[1] = {EL_T_TMP};
+    op_matmul(s, il, "shortconv_out_proj", 1, out, EL_T_ATT, n, tmp, NULL);
+}
+
 void el_fwd_keep_last_row(el_session *s, int *n) {
     if (s->out_rows > 1) return; /* every row's logits are wanted */
     if (s->embd_pool) return; /* an embedding pass needs every row (llama.cpp outputs all of them then) */

@@ -22,9 +22,9 @@
 #include "runtime/chat.h"
 #include "util/error.h"
 
-static const el_arch *const k_archs[] = {&el_arch_llama,   &el_arch_qwen2,    &el_arch_qwen3,   &el_arch_gemma3,
-                                         &el_arch_granite, &el_arch_smollm3,  &el_arch_olmo2,   &el_arch_phi3,
-                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe};
+static const el_arch *const k_archs[] = {&el_arch_llama,   &el_arch_qwen2,    &el_arch_qwen3,    &el_arch_gemma3,
+                                         &el_arch_granite, &el_arch_smollm3,  &el_arch_olmo2,    &el_arch_phi3,
+                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe, &el_arch_lfm2};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};
@@ -61,6 +61,40 @@ int el_hp_u32(el_model *m, const char *suffix, bool required, int dflt, int *out
     }
     if (v > (1u << 30)) return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %u is out of range", key, v);
     *out = (int)v;
+    return 0;
+}
+
+int el_hp_kv_per_layer(el_model *m, int n_layer, int *n_kv, bool *flags, el_error *err) {
+    char key[256];
+    el_arch_key(m, "attention.head_count_kv", key, sizeof key);
+    const el_gguf_kv *kv = el_gguf_find(m->gguf, key);
+    if (!kv) return el_set_error(err, EL_ERR_MISSING, "metadata key '%s' is missing", key);
+    uint32_t v;
+    if (el_gguf_get_u32(m->gguf, key, &v)) { /* one value for every layer */
+        if (v == 0 || v > (1u << 30)) return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' = %u is out of range", key, v);
+        *n_kv = (int)v;
+        if (flags) for (int il = 0; il < n_layer; il++) flags[il] = false;
+        return 0;
+    }
+    if (kv->type != EL_GGUF_ARRAY)
+        return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' is neither an integer nor an integer array", key);
+    if (kv->arr_n != (uint64_t)n_layer)
+        return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s' has %llu entries, expected block_count = %d", key,
+                            (unsigned long long)kv->arr_n, n_layer);
+    int64_t common = 0;
+    for (int il = 0; il < n_layer; il++) {
+        int64_t x;
+        if (!el_gguf_arr_i64(kv, (uint64_t)il, &x)) return el_set_error(err, EL_ERR_BAD_VALUE, "'%s' is not an integer array", key);
+        if (x < 0 || x > (1 << 30))
+            return el_set_error(err, EL_ERR_BAD_VALUE, "metadata '%s'[%d] = %lld is out of range", key, il, (long long)x);
+        if (x && common && x != common)
+            return el_set_error(err, EL_ERR_UNSUPPORTED, "metadata '%s': attention layers with %lld and %lld KV heads", key,
+                                (long long)common, (long long)x);
+        if (x) common = x;
+        if (flags) flags[il] = x == 0;
+    }
+    if (!common) return el_set_error(err, EL_ERR_UNSUPPORTED, "metadata '%s': no layer has attention (every entry is 0)", key);
+    *n_kv = (int)common;
     return 0;
 }
 
@@ -135,6 +169,8 @@ int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool re
     return 0;
 }
 
+static int bind_floats(el_model *m, const char *name, const el_gguf_tensor *t, int64_t n, const float **out, el_error *err);
+
 int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const float **out, el_error *err) {
     *out = NULL;
     const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
@@ -145,6 +181,22 @@ int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const f
     if (t->n_dims != 1 || t->ne[0] != n)
         return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %d dims and %lld elements, expected a vector of %lld",
                             name, t->n_dims, (long long)t->ne[0], (long long)n);
+    return bind_floats(m, name, t, n, out, err);
+}
+
+int el_bind_flat(el_model *m, const char *name, int64_t n, const float **out, el_error *err) {
+    *out = NULL;
+    const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
+    if (!t) return el_set_error(err, EL_ERR_MISSING, "tensor '%s' is missing", name);
+    int64_t all = 1;
+    for (int d = 0; d < t->n_dims; d++) all *= t->ne[d];
+    if (all != n)
+        return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has %lld elements, expected %lld", name, (long long)all,
+                            (long long)n);
+    return bind_floats(m, name, t, n, out, err);
+}
+
+static int bind_floats(el_model *m, const char *name, const el_gguf_tensor *t, int64_t n, const float **out, el_error *err) {
     if (t->type == EL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
         return 0;
@@ -166,7 +218,13 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     if ((rc = el_hp_u32(m, "embedding_length", true, 0, &hp->n_embd, err))) return rc;
     if ((rc = el_hp_u32(m, "block_count", true, 0, &hp->n_layer, err))) return rc;
     if ((rc = el_hp_u32(m, "attention.head_count", true, 0, &hp->n_head, err))) return rc;
-    if ((rc = el_hp_u32(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err))) return rc;
+    if (m->arch->kv_per_layer) {
+        if (hp->n_layer <= 0 || hp->n_layer > (1 << 16))
+            return el_hp_check(m, "block_count", hp->n_layer, false, "1..65536", err);
+        if ((rc = el_hp_kv_per_layer(m, hp->n_layer, &hp->n_head_kv, NULL, err))) return rc;
+    } else if ((rc = el_hp_u32(m, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, err))) {
+        return rc;
+    }
     if ((rc = el_hp_u32(m, "feed_forward_length", true, 0, &hp->n_ff, err))) return rc;
     if ((rc = el_hp_u32(m, "context_length", false, 2048, &hp->n_ctx_train, err))) return rc;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 || hp->n_ff <= 0)
@@ -371,8 +429,10 @@ static int fill_mem(el_model *m, el_error *err) {
     for (int il = 0; il < n; il++) {
         const el_layer *L = &m->layers[il];
         const el_moe *mo = &L->moe;
-        /* a MoE layer's products: the router, one expert's gate/up/down, the shared expert's (absent: zeros) */
-        const el_mat *mats[EL_LAYER_MATS] = {&L->wq,       &L->wk,     &L->wv,   &L->wo,         &L->w_gate,  &L->w_up,
+        /* a MoE layer's products: the router, one expert's gate/up/down, the shared expert's (absent: zeros);
+         * a conv layer's: in_proj in Q's place, out_proj in O's */
+        const el_mat *wq = L->conv ? &L->conv_in : &L->wq, *wo = L->conv ? &L->conv_out : &L->wo;
+        const el_mat *mats[EL_LAYER_MATS] = {wq,           &L->wk,     &L->wv,   wo,             &L->w_gate,  &L->w_up,
                                              &L->w_down,   &mo->router, &mo->gate, &mo->up,       &mo->down,   &mo->sh_inp,
                                              &mo->sh_gate, &mo->sh_up,  &mo->sh_down};
         for (int i = 0; i < EL_LAYER_MATS; i++)
@@ -394,6 +454,7 @@ static int fill_mem(el_model *m, el_error *err) {
         .n_ff = hp->n_expert > 0 ? (hp->n_ff_shexp > hp->n_ff_exp ? hp->n_ff_shexp : hp->n_ff_exp) : hp->n_ff, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
         .head_dim_k = hp->head_dim_k, .head_dim_v = hp->head_dim_v, .n_vocab = hp->n_vocab, .n_swa = hp->n_swa,
         .n_ctx_train = hp->n_ctx_train, .layer_swa = m->mem_swa, .mats = m->mem_mats, .n_mats = n * EL_LAYER_MATS,
+        .n_conv_layers = hp->n_conv, .conv_width = hp->conv_width,
         .output = {.type = m->output.type, .ne0 = m->output.ne0},
         .n_expert = hp->n_expert, .n_expert_used = hp->n_expert_used,
         .n_ff_moe = hp->n_ff_shexp > hp->n_ff_exp ? hp->n_ff_shexp : hp->n_ff_exp,

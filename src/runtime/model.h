@@ -51,9 +51,14 @@ typedef struct el_hparams {
     int n_expert, n_expert_used;
     int n_ff_exp;       /* one expert's FFN length (expert_feed_forward_length) */
     int n_ff_shexp;     /* the shared expert's (expert_shared_feed_forward_length; 0: none) */
+    int conv_width;     /* LFM2: shortconv.l_cache, the causal convolution's width (2..EL_MAX_CONV_WIDTH); 0: no conv layers */
+    int n_conv;         /* layers that are short-convolution blocks (el_layer.conv) */
 } el_hparams;
 
 #define EL_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
+
+/* The widest short convolution (LFM2's shortconv.l_cache) a model may have. */
+#define EL_MAX_CONV_WIDTH 64
 
 typedef struct el_layer {
     const float *attn_norm;
@@ -67,6 +72,13 @@ typedef struct el_layer {
     el_moe moe;                          /* qwen3moe, qwen2moe: the FFN is this (w_gate/up/down unused) */
     bool swa;                            /* sliding-window layer */
     bool no_rope;                        /* Q and K are not rotated (SmolLM3's every 4th layer) */
+    /* LFM2 short-convolution block (conv): in_proj [E -> 3E: B, C, x rows],
+     * the depthwise kernel conv_w [E][conv_width] (F32), out_proj [E -> E];
+     * conv_idx: its index among the model's conv layers (its state's slot) */
+    bool conv;
+    int conv_idx;
+    el_mat conv_in, conv_out;
+    const float *conv_w;
 } el_layer;
 
 typedef struct el_session el_session;
@@ -78,6 +90,10 @@ typedef struct el_arch {
     int (*load)(el_model *m, el_error *err);
     /* Run toks[0..n) at positions s->n_past..; logits of the last token into s->logits. */
     void (*forward)(el_session *s, const int32_t *toks, int n);
+    /* attention.head_count_kv may be a per-layer array with zeros (LFM2: 0 =
+     * a layer without attention); el_load_common_hparams then checks its
+     * length and takes its non-zero value (el_hp_kv_per_layer). */
+    bool kv_per_layer;
 } el_arch;
 
 struct el_model {
@@ -135,6 +151,12 @@ struct el_session {
     void *wq8;          /* quantized activations */
     void *moe_scratch;  /* el_op_moe's scratch for n_batch rows (NULL: a dense model) */
     float *rope_cs;     /* EL_MAX_HEAD_DIM */
+    /* LFM2's short-convolution state (memory/plan.h, conv_ring): per conv
+     * layer a ring [conv_ring][n_embd] of F32 rows B·x, position j in row
+     * j % conv_ring; rows of positions >= conv_lo that are still in the ring
+     * are valid (el_session_can_truncate). NULL: no conv layers. */
+    float *conv_state;
+    int conv_ring;
     void *block;        /* one allocation for everything above */
     size_t block_bytes;
     atomic_bool cancel;
@@ -228,6 +250,8 @@ int el_hp_check(el_model *m, const char *suffix, double v, bool ok, const char *
 int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, el_mat *out, el_error *err);
 /* Bind a 1-D F32 vector of n (converting F16/BF16 at load). */
 int el_bind_vec(el_model *m, const char *name, int64_t n, bool required, const float **out, el_error *err);
+/* Bind a required tensor of any shape holding n values as F32 (converting at load; LFM2's conv kernel). */
+int el_bind_flat(el_model *m, const char *name, int64_t n, const float **out, el_error *err);
 /* Common: llama-style hparams (vocab, embd, layers, heads, ff, ctx, eps, rope). */
 int el_load_common_hparams(el_model *m, el_error *err);
 /* Common: token_embd, output_norm, output (tied if absent), per-layer attention + FFN
@@ -260,6 +284,11 @@ void el_fwd_ffn(el_session *s, int il, int n, bool gelu);
  * the others so the FFN runs on one row (as llama.cpp does, which also
  * decides the kernel order its batched products use). Not when s->out_rows > 1. */
 void el_fwd_keep_last_row(el_session *s, int *n);
+/* LFM2 short-convolution block: xb (normed) → in_proj → B, C, x; B·x into
+ * the session's conv ring; depthwise causal conv over the last conv_width
+ * positions; C·conv → out_proj into s->tmp. Each row of a batched step uses
+ * its own session's ring. */
+void el_fwd_shortconv(el_session *s, int il, int n);
 /* Parity debugging (-DEL_DEBUG_DUMP): write n floats to $EL_DUMP_DIR/<name>-<il>.bin; a no-op otherwise. */
 void el_fwd_dump(const char *name, int il, const float *x, size_t n);
 /* final norm + output projection into s->logits: the last token's, or all
@@ -274,7 +303,11 @@ el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n);
 int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_error *err);
 
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;
-extern const el_arch el_arch_granite, el_arch_smollm3, el_arch_olmo2, el_arch_phi3, el_arch_gemma2;
+extern const el_arch el_arch_granite, el_arch_smollm3, el_arch_olmo2, el_arch_phi3, el_arch_gemma2, el_arch_lfm2;
 extern const el_arch el_arch_qwen3moe, el_arch_qwen2moe;
+/* attention.head_count_kv of an el_arch.kv_per_layer model: an array of
+ * block_count entries, each 0 or one common value (returned in *n_kv, > 0),
+ * or a single integer; flags[il] (may be NULL) = entry il is 0. */
+int el_hp_kv_per_layer(el_model *m, int n_layer, int *n_kv, bool *flags, el_error *err);
 
 #endif

@@ -183,6 +183,8 @@ el_session *el_session_new(el_model *m, const el_session_params *p, el_error *er
     s->lora_scratch = plan.lora_bytes ? sc + plan.off_lora : NULL; /* runtime/lora.h: the planned adapters' scratch */
     s->lora_scratch_bytes = plan.lora_bytes;
     s->lora_rank = plan.lora_rank;
+    s->conv_state = plan.conv_bytes ? (float *)(sc + plan.off_conv) : NULL; /* LFM2: the conv layers' rings */
+    s->conv_ring = plan.conv_ring;
     s->exec = el_exec_new(s, err);
     if (!s->exec) {
         el_session_free(s);
@@ -257,13 +259,22 @@ static bool session_claim(el_session *s, el_error *err);
  * el_attn_lo), so keeping n positions works only while all of those are
  * still in the ring: max(0, n - window + 1) >= n_past - kv_ring. With
  * kv_ring = window + n_batch that is a roll-back of at most n_batch + 1
- * positions (or any, while n_past <= kv_ring). */
+ * positions (or any, while n_past <= kv_ring). LFM2's convolution rings
+ * (conv_ring rows of B·x) are the same: the next position n reads the rows
+ * of n - (conv_width - 1) .. n - 1, so max(0, n - conv_width + 1) >=
+ * n_past - conv_ring; the state at n is then rebuilt from those rows, not
+ * carried over. */
+static bool ring_holds(int n_past, int n_keep, int window, int ring) {
+    const int lo = window > 0 && n_keep - window + 1 > 0 ? n_keep - window + 1 : 0;
+    return lo >= n_past - ring;
+}
+
 int el_session_can_truncate(const el_session *s, int n_keep) {
     if (!s || n_keep < 0 || n_keep > s->n_past) return 0;
-    if (s->kv_ring <= 0 || n_keep == 0 || n_keep == s->n_past) return 1;
-    const int window = s->m->hp.n_swa;
-    const int lo = window > 0 && n_keep - window + 1 > 0 ? n_keep - window + 1 : 0;
-    return lo >= s->n_past - s->kv_ring;
+    if (n_keep == 0 || n_keep == s->n_past) return 1;
+    if (s->kv_ring > 0 && !ring_holds(s->n_past, n_keep, s->m->hp.n_swa, s->kv_ring)) return 0;
+    if (s->conv_ring > 0 && !ring_holds(s->n_past, n_keep, s->m->hp.conv_width, s->conv_ring)) return 0;
+    return 1;
 }
 
 int el_session_truncate(el_session *s, int n_keep, el_error *err) {
@@ -272,11 +283,17 @@ int el_session_truncate(el_session *s, int n_keep, el_error *err) {
     int rc = 0;
     if (n_keep < 0 || n_keep > s->n_past)
         rc = el_set_error(err, EL_ERR_INVALID_ARG, "cannot keep %d positions: the session holds %d", n_keep, s->n_past);
-    else if (!el_session_can_truncate(s, n_keep))
+    else if (!el_session_can_truncate(s, n_keep) && s->kv_ring > 0 &&
+             !ring_holds(s->n_past, n_keep, s->m->hp.n_swa, s->kv_ring))
         rc = el_set_error(err, EL_ERR_CONTEXT,
                           "cannot roll back from %d to %d positions: the sliding-window cache (%d rows, window %d) "
                           "no longer holds the positions %d needs; start over from 0",
                           s->n_past, n_keep, s->kv_ring, s->m->hp.n_swa, n_keep);
+    else if (!el_session_can_truncate(s, n_keep))
+        rc = el_set_error(err, EL_ERR_CONTEXT,
+                          "cannot roll back from %d to %d positions: the short-convolution state (%d rows, width %d) "
+                          "no longer holds the inputs position %d reads; start over from 0",
+                          s->n_past, n_keep, s->conv_ring, s->m->hp.conv_width, n_keep);
     else
         s->n_past = n_keep;
     atomic_store(&s->busy, false);

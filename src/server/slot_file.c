@@ -62,6 +62,11 @@ int el_slot_geom_of(const el_session *s, const uint8_t sha256[32], el_slot_geom 
     if (hp->n_layer < 1 || hp->n_layer > EL_SLOT_MAX_LAYERS)
         return el_set_error(err, EL_ERR_UNSUPPORTED, "a model of %d layers (slot files hold 1..%d)", hp->n_layer,
                             EL_SLOT_MAX_LAYERS);
+    /* LFM2: the short-convolution state is not in the format; saving the KV
+     * alone would restore a session that continues with a wrong state */
+    if (hp->n_conv > 0)
+        return el_set_error(err, EL_ERR_UNSUPPORTED, "slot files do not hold a %s model's short-convolution state (%d conv layers)",
+                            s->m->arch_name, hp->n_conv);
     memset(g, 0, sizeof *g);
     memcpy(g->model_sha256, sha256, 32);
     g->n_ctx = (uint32_t)s->n_ctx;

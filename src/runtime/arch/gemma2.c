@@ -78,4 +78,4 @@ static void gemma2_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_gemma2 = {"gemma2", gemma2_load, gemma2_forward};
+const el_arch el_arch_gemma2 = {"gemma2", gemma2_load, gemma2_forward, false};

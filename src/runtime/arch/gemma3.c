@@ -72,4 +72,4 @@ static void gemma3_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_gemma3 = {"gemma3", gemma3_load, gemma3_forward};
+const el_arch el_arch_gemma3 = {"gemma3", gemma3_load, gemma3_forward, false};

@@ -70,4 +70,4 @@ static void granite_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_granite = {"granite", granite_load, granite_forward};
+const el_arch el_arch_granite = {"granite", granite_load, granite_forward, false};

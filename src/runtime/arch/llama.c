@@ -39,4 +39,4 @@ static void llama_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_llama = {"llama", llama_load, llama_forward};
+const el_arch el_arch_llama = {"llama", llama_load, llama_forward, false};

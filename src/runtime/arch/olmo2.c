@@ -82,4 +82,4 @@ static void olmo2_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_olmo2 = {"olmo2", olmo2_load, olmo2_forward};
+const el_arch el_arch_olmo2 = {"olmo2", olmo2_load, olmo2_forward, false};

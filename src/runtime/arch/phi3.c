@@ -111,4 +111,4 @@ static void phi3_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_phi3 = {"phi3", phi3_load, phi3_forward};
+const el_arch el_arch_phi3 = {"phi3", phi3_load, phi3_forward, false};

@@ -34,4 +34,4 @@ static void qwen2_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_qwen2 = {"qwen2", qwen2_load, qwen2_forward};
+const el_arch el_arch_qwen2 = {"qwen2", qwen2_load, qwen2_forward, false};

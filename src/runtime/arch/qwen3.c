@@ -34,4 +34,4 @@ static void qwen3_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_qwen3 = {"qwen3", qwen3_load, qwen3_forward};
+const el_arch el_arch_qwen3 = {"qwen3", qwen3_load, qwen3_forward, false};

@@ -41,4 +41,4 @@ static void smollm3_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_smollm3 = {"smollm3", smollm3_load, smollm3_forward};
+const el_arch el_arch_smollm3 = {"smollm3", smollm3_load, smollm3_forward, false};
