@@ -41,4 +41,4 @@ static void qwen2moe_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_qwen2moe = {"qwen2moe", qwen2moe_load, qwen2moe_forward};
+const el_arch el_arch_qwen2moe = {"qwen2moe", qwen2moe_load, qwen2moe_forward, false};

@@ -40,4 +40,4 @@ static void qwen3moe_forward(el_session *s, const int32_t *toks, int n) {
     el_fwd_output(s, n);
 }
 
-const el_arch el_arch_qwen3moe = {"qwen3moe", qwen3moe_load, qwen3moe_forward};
+const el_arch el_arch_qwen3moe = {"qwen3moe", qwen3moe_load, qwen3moe_forward, false};
