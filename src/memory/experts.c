@@ -1,0 +1,202 @@
+/*
+ * experts.c — expert residency under a budget (experts.h): an LRU list over
+ * (layer, expert) slots, released by madvise on their page-aligned ranges.
+ *
+ * Invariant: resident == the sum of slot_bytes over slots flagged resident;
+ * the list holds exactly the resident slots, most recently used first.
+ * Allocation only in el_experts_new.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "memory/experts.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+struct el_experts {
+    pthread_mutex_t mu;
+    int n_layer, n_expert, n_used;
+    el_experts_layer *layers;
+    uint64_t *slot_bytes;  /* per layer: one slot's bytes */
+    int32_t *prev, *next;  /* LRU list over slot ids (il * n_expert + e); -1 ends */
+    uint8_t *res;
+    int32_t head, tail;
+    int advice;
+    el_experts_stats st;
+};
+
+static size_t page_size(void) {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+size_t el_experts_unreleasable(const void *p, size_t len) {
+    const size_t pg = page_size();
+    const uintptr_t a = (uintptr_t)p, b = a + len;
+    const uintptr_t lo = (a + pg - 1) & ~(uintptr_t)(pg - 1), hi = b & ~(uintptr_t)(pg - 1);
+    return hi > lo ? len - (size_t)(hi - lo) : len;
+}
+
+el_experts *el_experts_new(const el_experts_layer *layers, int n_layer, int n_expert, int n_used, uint64_t budget) {
+    if (!layers || n_layer <= 0 || n_expert <= 0 || n_used <= 0 || n_used > n_expert || n_layer > (1 << 16) ||
+        n_expert > (1 << 14))
+        return NULL;
+    el_experts *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    const size_t ns = (size_t)n_layer * (size_t)n_expert;
+    x->layers = malloc(sizeof *x->layers * (size_t)n_layer);
+    x->slot_bytes = calloc((size_t)n_layer, sizeof *x->slot_bytes);
+    x->prev = malloc(sizeof(int32_t) * ns);
+    x->next = malloc(sizeof(int32_t) * ns);
+    x->res = calloc(ns, 1);
+    if (!x->layers || !x->slot_bytes || !x->prev || !x->next || !x->res || pthread_mutex_init(&x->mu, NULL)) {
+        free(x->layers), free(x->slot_bytes), free(x->prev), free(x->next), free(x->res), free(x);
+        return NULL;
+    }
+    memcpy(x->layers, layers, sizeof *x->layers * (size_t)n_layer);
+    x->n_layer = n_layer, x->n_expert = n_expert, x->n_used = n_used;
+    x->head = x->tail = -1;
+    uint64_t total = 0, fixed = 0, per_token = 0;
+    for (int il = 0; il < n_layer; il++) {
+        uint64_t sb = 0;
+        for (int k = 0; k < 3; k++) {
+            const size_t s = layers[il].stride[k];
+            if (!layers[il].base[k] || s == 0 || s > (SIZE_MAX >> 1) / (size_t)n_expert) goto bad;
+            sb += s;
+            for (int e = 0; e < n_expert; e++) fixed += el_experts_unreleasable(layers[il].base[k] + s * (size_t)e, s);
+        }
+        if (sb > (UINT64_MAX >> 20) / (uint64_t)n_expert) goto bad;
+        x->slot_bytes[il] = sb;
+        total += sb * (uint64_t)n_expert;
+        per_token += sb * (uint64_t)n_used;
+    }
+    x->st.total = total, x->st.fixed = fixed, x->st.per_token = per_token;
+    x->st.budget = budget < per_token ? per_token : budget;
+    return x;
+bad:
+    el_experts_free(x);
+    return NULL;
+}
+
+void el_experts_free(el_experts *x) {
+    if (!x) return;
+    pthread_mutex_destroy(&x->mu);
+    free(x->layers), free(x->slot_bytes), free(x->prev), free(x->next), free(x->res), free(x);
+}
+
+static void unlink_slot(el_experts *x, int32_t s) {
+    const int32_t p = x->prev[s], n = x->next[s];
+    if (p >= 0) x->next[p] = n; else x->head = n;
+    if (n >= 0) x->prev[n] = p; else x->tail = p;
+}
+
+static void push_front(el_experts *x, int32_t s) {
+    x->prev[s] = -1;
+    x->next[s] = x->head;
+    if (x->head >= 0) x->prev[x->head] = s; else x->tail = s;
+    x->head = s;
+}
+
+/* madvise the page-aligned interior of [p, p + len) */
+static void release_range(el_experts *x, const uint8_t *p, size_t len) {
+    const size_t pg = page_size();
+    const uintptr_t a = (uintptr_t)p, b = a + len;
+    const uintptr_t lo = (a + pg - 1) & ~(uintptr_t)(pg - 1), hi = b & ~(uintptr_t)(pg - 1);
+    if (hi <= lo) return;
+    if (madvise((void *)lo, (size_t)(hi - lo), x->advice ? MADV_PAGEOUT : MADV_DONTNEED)) x->st.madvise_errors++;
+    else x->st.bytes_released += (uint64_t)(hi - lo);
+}
+
+static void evict_to_budget(el_experts *x) {
+    while (x->st.resident > x->st.budget && x->tail >= 0) {
+        const int32_t s = x->tail;
+        const int il = s / x->n_expert, e = s % x->n_expert;
+        unlink_slot(x, s);
+        x->res[s] = 0;
+        x->st.resident -= x->slot_bytes[il];
+        x->st.releases++;
+        const el_experts_layer *L = &x->layers[il];
+        for (int k = 0; k < 3; k++) release_range(x, L->base[k] + L->stride[k] * (size_t)e, L->stride[k]);
+    }
+}
+
+int el_experts_set_budget(el_experts *x, uint64_t budget) {
+    if (!x) return -1;
+    pthread_mutex_lock(&x->mu);
+    const int ok = budget >= x->st.per_token;
+    if (ok) {
+        x->st.budget = budget;
+        evict_to_budget(x);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return ok ? 0 : -1;
+}
+
+int el_experts_set_release(el_experts *x, int pageout) {
+    if (!x) return -1;
+#ifndef __linux__
+    if (pageout) return -1;
+#endif
+    pthread_mutex_lock(&x->mu);
+    x->advice = pageout ? 1 : 0;
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+void el_experts_touch(el_experts *x, int il, const int32_t *offsets) {
+    if (!x || !offsets || il < 0 || il >= x->n_layer) return;
+    pthread_mutex_lock(&x->mu);
+    for (int e = 0; e < x->n_expert; e++) {
+        if (offsets[e + 1] <= offsets[e]) continue;
+        const int32_t s = il * x->n_expert + e;
+        if (x->res[s]) {
+            x->st.hits++;
+            unlink_slot(x, s);
+        } else {
+            x->st.misses++;
+            x->st.bytes_faulted += x->slot_bytes[il];
+            x->st.resident += x->slot_bytes[il];
+            x->res[s] = 1;
+        }
+        push_front(x, s);
+    }
+    evict_to_budget(x);
+    pthread_mutex_unlock(&x->mu);
+}
+
+void el_experts_get_stats(el_experts *x, el_experts_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!x) return;
+    pthread_mutex_lock(&x->mu);
+    *out = x->st;
+    pthread_mutex_unlock(&x->mu);
+}
+
+long el_experts_pages_present(const void *p, size_t len) {
+    const size_t pg = page_size();
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1), b = (uintptr_t)p + len;
+    const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    long n = 0;
+    uint64_t buf[512];
+    for (uintptr_t v = a; v < b;) {
+        size_t cnt = (size_t)((b - v + pg - 1) / pg);
+        if (cnt > 512) cnt = 512;
+        const off_t off = (off_t)(v / pg) * 8;
+        const ssize_t r = pread(fd, buf, cnt * 8, off);
+        if (r != (ssize_t)(cnt * 8)) { close(fd); return -1; }
+        for (size_t i = 0; i < cnt; i++) n += (long)((buf[i] >> 63) & 1);
+        v += cnt * pg;
+    }
+    close(fd);
+    return n;
+}
