@@ -18,7 +18,14 @@
  * computes. MADV_PAGEOUT (el_experts_set_release) also asks the kernel to
  * reclaim the page-cache copy, at the price of a disk read on the next miss.
  * Bytes of a slice outside its page-aligned interior (shared with the
- * neighbouring expert's pages) cannot be released: `fixed` counts them.
+ * neighbouring expert's pages) cannot be released: `fixed` counts them. A
+ * read fault also maps cached pages around it (the kernel's fault-around,
+ * 64 KiB by default, and since Linux 6.18 the whole large page-cache folio,
+ * up to 2 MiB: measured here, MADV_RANDOM does not stop it), so after a miss
+ * the slices within 2 MiB of the missed one that belong to slots not
+ * resident are released again (contiguous ones as one range), and lowering
+ * the budget releases every slot not resident once: the resident expert
+ * pages stay within budget + fixed.
  *
  * Contract: the set only ever releases pages of the ranges it was given
  * (which must be file-backed, never anonymous memory: there DONTNEED would
@@ -73,6 +80,8 @@ int el_experts_set_release(el_experts *x, int pageout);
 void el_experts_touch(el_experts *x, int il, const int32_t *offsets);
 
 void el_experts_get_stats(el_experts *x, el_experts_stats *out);
+/* 1 if slot (il, e) is counted resident, 0 if not, -1 out of range. */
+int el_experts_is_resident(el_experts *x, int il, int e);
 
 /* Bytes of [p, p + len) that a page-aligned release cannot drop (the
  * partial pages at either end; all of it when no whole page lies inside). */
