@@ -23,9 +23,6 @@
 /* how far from a faulting address the kernel may map pages: a PMD-sized page-cache folio */
 #define EL_EXPERTS_FAULT_SPAN ((uintptr_t)2 << 20)
 
-#ifndef MADV_PAGEOUT
-#define MADV_PAGEOUT 21
-#endif
 
 struct el_experts {
     pthread_mutex_t mu;
@@ -35,7 +32,6 @@ struct el_experts {
     int32_t *prev, *next;  /* LRU list over slot ids (il * n_expert + e); -1 ends */
     uint8_t *res;
     int32_t head, tail;
-    int advice;
     /* every slice by address (slice id = slot * 3 + k), and each slice's place in that order */
     int32_t *by_addr, *pos;
     int32_t *iv; /* 2 × 3 × n_expert: the sweep's position intervals */
@@ -147,7 +143,7 @@ static void release_range(el_experts *x, const uint8_t *p, size_t len) {
     const uintptr_t a = (uintptr_t)p, b = a + len;
     const uintptr_t lo = (a + pg - 1) & ~(uintptr_t)(pg - 1), hi = b & ~(uintptr_t)(pg - 1);
     if (hi <= lo) return;
-    if (madvise((void *)lo, (size_t)(hi - lo), x->advice ? MADV_PAGEOUT : MADV_DONTNEED)) x->st.madvise_errors++;
+    if (madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED)) x->st.madvise_errors++;
     else x->st.bytes_released += (uint64_t)(hi - lo);
 }
 
@@ -249,17 +245,6 @@ int el_experts_set_budget(el_experts *x, uint64_t budget) {
     return ok ? 0 : -1;
 }
 
-int el_experts_set_release(el_experts *x, int pageout) {
-    if (!x) return -1;
-#ifndef __linux__
-    if (pageout) return -1;
-#endif
-    pthread_mutex_lock(&x->mu);
-    x->advice = pageout ? 1 : 0;
-    pthread_mutex_unlock(&x->mu);
-    return 0;
-}
-
 void el_experts_touch(el_experts *x, int il, const int32_t *offsets) {
     if (!x || !offsets || il < 0 || il >= x->n_layer) return;
     pthread_mutex_lock(&x->mu);
@@ -282,8 +267,9 @@ void el_experts_touch(el_experts *x, int il, const int32_t *offsets) {
     int n_iv = 0;
     for (int e = 0; missed && e < x->n_expert; e++) {
         const int32_t s = il * x->n_expert + e;
-        if (x->res[s] != 2) continue;
-        x->res[s] = 1;
+        /* faulted in by this op, or used by it and already released (an op using more than the budget) */
+        if (x->res[s] == 1 || (x->res[s] == 0 && offsets[e + 1] <= offsets[e])) continue;
+        if (x->res[s] == 2) x->res[s] = 1;
         if (x->st.budget < x->st.total)
             for (int k = 0; k < 3; k++, n_iv++) span_of(x, s, k, &x->iv[2 * n_iv], &x->iv[2 * n_iv + 1]);
     }

@@ -15,8 +15,9 @@
  * mapping that drops the pages from this process's resident set (the kernel
  * keeps them in its page cache while memory allows) and the next read maps
  * the file's bytes again, so residency never changes a number the model
- * computes. MADV_PAGEOUT (el_experts_set_release) also asks the kernel to
- * reclaim the page-cache copy, at the price of a disk read on the next miss.
+ * computes. (MADV_PAGEOUT, which also reclaims the page-cache copy, is not
+ * used: measured on Linux 6.18 it skips pages other processes map and pages
+ * of a large folio only partly inside the range.)
  * Bytes of a slice outside its page-aligned interior (shared with the
  * neighbouring expert's pages) cannot be released: `fixed` counts them. A
  * read fault also maps cached pages around it (the kernel's fault-around,
@@ -70,9 +71,6 @@ void el_experts_free(el_experts *x);
 /* Sets the budget; releases slots at once when it shrank. -1 when budget is
  * below per_token (one token could not run within it), 0 otherwise. */
 int el_experts_set_budget(el_experts *x, uint64_t budget);
-/* The release advice: 0 MADV_DONTNEED (default), 1 MADV_PAGEOUT (where the
- * kernel has it; else -1 and nothing changes). */
-int el_experts_set_release(el_experts *x, int pageout);
 
 /* After layer il's MoE op: offsets[e] .. offsets[e+1] is the count of rows
  * that chose expert e (n_expert + 1 prefix sums, as el_op_moe's scratch holds
