@@ -162,6 +162,28 @@ EL_API const char *el_model_chat_template(const el_model *m); /* NULL if none */
 /* Read a metadata string (NULL if absent / not a string). Copy lives as long as the model. */
 EL_API const char *el_model_meta_str(const el_model *m, const char *key);
 
+/* Mixture of experts: expert residency (memory/experts.h). The routed experts
+ * stay mapped from the file; at most `bytes` of them stay resident (the most
+ * recently used), the rest are released after each MoE op and fault back in
+ * on their next use. Residency never changes a number the model computes.
+ * Refused (EL_ERR_INVALID_ARG, with the figures) for a dense model, below one
+ * token's experts (n_used of n_expert in every layer), and below all of them
+ * when the load mode locks the weights. bytes >= the experts' total: all
+ * resident (the default). */
+EL_API int el_model_set_expert_budget(el_model *m, uint64_t bytes, el_error *err);
+typedef struct el_expert_stats {
+    uint64_t total_bytes;     /* every routed expert of every layer */
+    uint64_t budget_bytes;    /* at most this many stay resident (<= total_bytes) */
+    uint64_t resident_bytes;  /* now resident (used and not released) */
+    uint64_t per_token_bytes; /* one token's experts: the smallest budget */
+    uint64_t hits, misses;    /* expert uses (each expert an op used, once) resident / not */
+    uint64_t bytes_faulted;   /* experts' bytes brought back by the misses */
+    uint64_t releases;        /* experts released */
+    uint64_t bytes_released;  /* page bytes madvised away */
+} el_expert_stats;
+/* The counters since load; -1 (and zeros) for a dense model. */
+EL_API int el_model_expert_stats(const el_model *m, el_expert_stats *out);
+
 /* Bytes a session of n_ctx tokens needs, before creating it: exactly what
  * el_session_new allocates (KV — sliding-window layers as rings, see
  * memory/plan.h — scratch, logits, the session struct) when swa_full is 0

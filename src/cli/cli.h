@@ -84,6 +84,8 @@ typedef struct cli_opts {
     long long min_version;     /* --min-version N: refuse lower package versions */
     /* memory (run, chat, serve) */
     uint64_t mem_budget;       /* --mem-budget SIZE; 0 = the planner's default (device memory) */
+    uint64_t expert_budget;    /* --expert-budget SIZE (MoE: resident experts' bytes); 0 = not given */
+    double expert_budget_pct;  /* --expert-budget PCT% (of the experts' bytes); 0 = not given */
     uint64_t mem_runtime;      /* M_runtime, measured before the model is loaded (cli_measure_runtime) */
     uint64_t mem_floor;        /* serve --mem-floor SIZE: 503 while MemAvailable is below it; 0 = off */
     /* speculative decoding (run, chat, serve) */
@@ -256,7 +258,13 @@ void cli_measure_runtime(cli_opts *o);
  * (default: the device's available memory), and n_ctx must not exceed the
  * model's context. Returns -1 to go on, else the exit code (the numbers
  * printed). *budget_out (if not NULL) gets the budget used. */
-int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out);
+/* --expert-budget resolved to bytes for this model (a percentage of its
+ * experts' bytes); 0 when not given or the model has no experts. */
+uint64_t cli_expert_budget_bytes(const cli_opts *o, const el_model *m);
+/* Applies an explicit --expert-budget (bench; run/chat/serve go through
+ * admission): -1 to go on, else the exit code with the reason printed. */
+int cli_apply_expert_budget(const cli_opts *o, el_model *m);
+int cli_admit(const cli_opts *o, el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out);
 /* -1 if -ctk/-ctv suit the model's head size, else a usage error's exit code
  * (the message names the flag and the type). Allocates nothing. */
 int cli_check_cache_types(const cli_opts *o, const el_model *m);
@@ -273,7 +281,7 @@ int cli_draft_check_tokenizer(const cli_opts *o);
  * (the target's n_ctx, n_batch, cache types); spec->draft points at it.
  * Returns -1 to go on (nothing opened when there is no --draft-model), else
  * the exit code (nothing left open). */
-int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+int cli_draft_open(cli_opts *o, el_model *target, const el_session_params *sp, el_spec_params *spec,
                    el_model **dm, el_session **ds);
 
 /* The session's placement report (el_session_placement_report) to f, text or JSON. */

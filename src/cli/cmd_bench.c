@@ -274,6 +274,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
     int code = CLI_EXIT_OK;
     if (!toks || !pp || !tg || !tt) { code = cli_failf("out of memory"); goto done; }
     if (n_vocab <= 0) { code = cli_failf("the model has no vocabulary"); goto done; }
+    if ((code = cli_apply_expert_budget(o, m)) >= 0) goto done; /* --expert-budget (MoE) */
+    code = CLI_EXIT_OK;
+    el_expert_stats ex0 = {0}, ex1 = {0}; /* the experts' counters around the decode runs */
+    const bool moe = el_model_expert_stats(m, &ex0) == 0;
 
     /* Fixed pseudo-random ids (xorshift64, constant seed); BOS first if any. */
     uint64_t x = 0x2545f4914f6cdd1dull;
@@ -326,6 +330,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         pp[r] = np * 1e3 / (b - a > 0 ? b - a : 1e-6);
         tt[r] = c - a;
     }
+    if (moe) el_model_expert_stats(m, &ex0);
     for (int r = 0; r < reps && ng > 0; r++) {
         if (depth > 0) {
             if (bench_to_depth(s, toks, depth, &err) != EL_OK) { code = cli_fail(&err); goto done; }
@@ -340,6 +345,11 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         tg[r] = ng * 1e3 / (b - a > 0 ? b - a : 1e-6);
     }
 
+    if (moe) el_model_expert_stats(m, &ex1);
+    const uint64_t dec_tokens = (uint64_t)reps * (uint64_t)(ng > 0 ? ng : 0);
+    const uint64_t dh = ex1.hits - ex0.hits, dm_ = ex1.misses - ex0.misses;
+    const double ex_rate = dh + dm_ ? (double)dh / (double)(dh + dm_) : NAN;
+    const double ex_fault = dec_tokens ? (double)(ex1.bytes_faulted - ex0.bytes_faulted) / (double)dec_tokens : NAN;
     if (spec.mode && ng > 0 && (code = bench_spec(o, m, s, ds, &spec, ng, reps, &sb)) != 0) goto done;
 
     struct rusage ru;
@@ -398,6 +408,20 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
         if (sb.ran) spec_json(&sb);
+        if (moe) { /* expert residency (memory/experts.h): the decode runs' hits and faults */
+            printf(",\"experts\":{\"total_bytes\":%llu,\"budget_bytes\":%llu,\"resident_bytes\":%llu,"
+                   "\"per_token_bytes\":%llu,\"hits\":%llu,\"misses\":%llu,\"decode_hits\":%llu,"
+                   "\"decode_misses\":%llu,\"decode_hit_rate\":",
+                   (unsigned long long)ex1.total_bytes, (unsigned long long)ex1.budget_bytes,
+                   (unsigned long long)ex1.resident_bytes, (unsigned long long)ex1.per_token_bytes,
+                   (unsigned long long)ex1.hits, (unsigned long long)ex1.misses, (unsigned long long)dh,
+                   (unsigned long long)dm_);
+            cli_json_num(stdout, ex_rate);
+            fputs(",\"decode_bytes_faulted_per_token\":", stdout);
+            cli_json_num(stdout, ex_fault);
+            printf(",\"releases\":%llu,\"bytes_released\":%llu}", (unsigned long long)ex1.releases,
+                   (unsigned long long)ex1.bytes_released);
+        }
         fputs(",\"lora\":[", stdout);
         for (int i = 0; i < o->n_lora; i++) {
             printf("%s{\"file\":", i ? "," : "");
@@ -445,6 +469,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         printf("KV cache: K %s, V %s\n", el_cache_type_name(o->cache_type_k), el_cache_type_name(o->cache_type_v));
         if (np > 0) printf("TTFT:     %.1f ± %.1f ms (%d-token prompt, prefill + first token)\n", stt.mean, stt.sd, np);
         printf("peak RSS: %.1f MiB\n", (double)peak_rss / (double)(1u << 20));
+        if (moe)
+            printf("experts:  %.1f of %.1f MiB resident at most; decode hit rate %.1f %%, %.2f MiB faulted per token\n",
+                   (double)ex1.budget_bytes / (double)(1u << 20), (double)ex1.total_bytes / (double)(1u << 20),
+                   100.0 * ex_rate, ex_fault / (double)(1u << 20));
         printf("roofline: weights read per token %.1f MiB, read bandwidth %.1f GB/s → limit %.1f t/s",
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);

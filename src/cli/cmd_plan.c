@@ -7,7 +7,10 @@
  * sessions of -c tokens fit, as a table or with --json one JSON object.
  * A mixture-of-experts model's line "experts" says how much of the weights
  * are routed experts and how much of that one token reads (n_used of
- * n_expert per layer), besides the routers and shared experts every token reads.
+ * n_expert per layer), besides the routers and shared experts every token reads;
+ * the line "resident" how much of the experts stay resident (--expert-budget
+ * SIZE|PCT%, else all when the budget holds them, else what fits beside one
+ * session of -c tokens: memory/experts.h), and the weights then counted.
  * Every size and shape is parsed strictly; a bad value, a budget below the
  * weights, or -c 0 / beyond the model's context is a usage error naming
  * the value, printed before the model is loaded or anything allocated.
@@ -47,6 +50,8 @@ typedef struct plan_args {
     const char *devices;  /* --devices TABLE: the placement plan on simulated devices */
     const char *prefer;   /* --prefer NAME */
     double tax_budget;    /* --tax-budget F (0: the default) */
+    uint64_t expert_budget; /* --expert-budget SIZE (MoE; 0: not given) */
+    double expert_pct;      /* --expert-budget PCT% */
 } plan_args;
 
 static int parse_plan_args(int argc, char **argv, plan_args *a) {
@@ -78,6 +83,19 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
             *(!strcmp(o, "-ctk") || !strcmp(o, "--cache-type-k") ? &a->type_k : &a->type_v) = t;
             a->sel = true;
         } else if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "--expert-budget")) {
+            NEED_VAL();
+            const size_t L = strlen(v);
+            if (L > 1 && v[L - 1] == '%') {
+                char *end;
+                a->expert_pct = strtod(v, &end);
+                if (end != v + L - 1 || !(a->expert_pct > 0 && a->expert_pct <= 100))
+                    return cli_usage_error("plan", "--expert-budget: '%s' is not a percentage in (0, 100]", v);
+            } else {
+                if (el_parse_size(v, &a->expert_budget, e, sizeof e)) return cli_usage_error("plan", "%s: %s", o, e);
+                if (!a->expert_budget) return cli_usage_error("plan", "--expert-budget: '%s' is zero", v);
+            }
+        }
         else if (!strcmp(o, "--devices")) { NEED_VAL(); a->devices = v; }
         else if (!strcmp(o, "--prefer")) { NEED_VAL(); a->prefer = v; }
         else if (!strcmp(o, "--tax-budget")) {
@@ -255,6 +273,18 @@ int cli_cmd_plan(int argc, char **argv) {
                                    el_cache_type_name(t), r.shape.head_dim);
         }
     }
+    if (m && m->experts) { /* MoE: an expert budget given, or what fits beside one session of -c tokens */
+        el_expert_stats st;
+        el_model_expert_stats(m, &st);
+        const uint64_t want = a.expert_pct > 0 ? (uint64_t)((double)st.total_bytes * a.expert_pct / 100.0) : a.expert_budget;
+        const uint64_t sess = el_mem_session_bytes(&r, EL_KV_F16, a.n_ctx), used = r.runtime + sess;
+        el_error err = {0};
+        if (el_model_fit_experts(m, want, r.budget > used ? r.budget - used : 0, &err)) {
+            el_model_free(m);
+            return cli_failf("%s%s", want ? "--expert-budget: " : "", err.msg);
+        }
+        r.weights = el_model_weights_resident_bytes(m);
+    }
     if (r.weights >= r.budget) {
         el_model_free(m);
         return cli_failf("the weights (%.1f MiB) do not fit the budget of %.1f MiB (device %.1f MiB - reserve %.1f MiB)",
@@ -269,15 +299,16 @@ int cli_cmd_plan(int argc, char **argv) {
         cli_json_str(stdout, a.model ? a.model : a.shape, strlen(a.model ? a.model : a.shape));
         printf(",\"shape\":{\"layers\":%d,\"swa_layers\":%d,\"window\":%d,\"kv_heads\":%d,\"head_dim\":%d,\"ctx_max\":%d}",
                r.shape.n_layer, r.shape.n_layer_swa, r.shape.n_swa, r.shape.n_head_kv, r.shape.head_dim, r.shape.n_ctx_max);
-        printf(",\"weights_bytes\":%" PRIu64, r.weights);
+        printf(",\"weights_bytes\":%" PRIu64, r.weights); /* as admission counts them (MoE: experts resident) */
+        if (m) printf(",\"weights_file_bytes\":%" PRIu64, el_model_weights_bytes(m));
         if (m)
             printf(",\"weights\":{\"tensors\":%" PRIu64 ",\"metadata\":%" PRIu64 ",\"alignment\":%" PRIu64 ",\"converted\":%" PRIu64 "}",
                    tensor_bytes, meta_bytes, pad_bytes, owned);
         if (m && m->mem.n_expert > 0)
             printf(",\"experts\":{\"count\":%d,\"used\":%d,\"bytes\":%" PRIu64 ",\"bytes_per_token\":%" PRIu64
-                   ",\"router_shared_bytes\":%" PRIu64 "}",
+                   ",\"router_shared_bytes\":%" PRIu64 ",\"resident_bytes\":%" PRIu64 ",\"unreleasable_bytes\":%" PRIu64 "}",
                    m->mem.n_expert, m->mem.n_expert_used, m->mem.expert_bytes, m->mem.expert_bytes_token,
-                   m->mem.moe_other_bytes);
+                   m->mem.moe_other_bytes, m->mem.expert_resident, m->mem.expert_fixed);
         printf(",\"runtime_bytes\":%" PRIu64 ",\"runtime\":{\"rss_at_start\":%" PRIu64 ",\"threads\":%" PRIu64 ",\"overhead\":%" PRIu64 "}",
                r.runtime, runtime_rss, runtime_threads, a.overhead);
         printf(",\"device_bytes\":%" PRIu64 ",\"device_source\":", device);
@@ -311,7 +342,8 @@ int cli_cmd_plan(int argc, char **argv) {
         printf("  shape      %d layers (%d sliding-window, window %d), %d KV heads x %d, context %d\n", r.shape.n_layer,
                r.shape.n_layer_swa, r.shape.n_swa, r.shape.n_head_kv, r.shape.head_dim, r.shape.n_ctx_max);
         if (m)
-            printf("  weights    %10.1f MiB  (tensors %.1f + metadata %.3f + alignment %.3f, converted at load %.3f)\n", mib(r.weights),
+            printf("  weights    %10.1f MiB  (tensors %.1f + metadata %.3f + alignment %.3f, converted at load %.3f)\n",
+                   mib(el_model_weights_bytes(m)),
                    mib(tensor_bytes), mib(meta_bytes), mib(pad_bytes), mib(owned));
         else
             printf("  weights    %10.1f MiB  (--weights, %" PRIu64 " bytes)\n", mib(r.weights), r.weights);
@@ -320,6 +352,13 @@ int cli_cmd_plan(int argc, char **argv) {
                    "+ %.2f MiB of routers and shared experts)\n",
                    mib(m->mem.expert_bytes), m->mem.n_expert, m->mem.n_expert_used, mib(m->mem.expert_bytes_token),
                    mib(m->mem.moe_other_bytes));
+        if (m && m->mem.n_expert > 0)
+            printf("  resident   %10.1f MiB  of the experts' %.1f MiB kept resident (%s; + %.1f MiB of partial pages "
+                   "no release drops): weights resident %.1f MiB\n",
+                   mib(m->mem.expert_resident), mib(m->mem.expert_bytes),
+                   m->mem.expert_resident < m->mem.expert_bytes ? "the rest released after use, faulted back on use"
+                                                                : "all of them",
+                   mib(m->mem.expert_fixed), mib(r.weights));
         printf("  runtime    %10.1f MiB  (RSS at start %.1f + thread stacks %.2f + --overhead %.1f)\n", mib(r.runtime), mib(runtime_rss),
                mib(runtime_threads), mib(a.overhead));
         printf("  budget     %10.1f MiB  (device %.1f MiB [%s] - reserve %.1f MiB)\n", mib(r.budget), mib(device), src, mib(a.reserve));

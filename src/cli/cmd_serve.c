@@ -106,6 +106,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.cors_origins = o->cors_origins;
     p.mem_budget = o->mem_budget;
     p.mem_floor = o->mem_floor;
+    p.expert_budget = o->expert_budget;
+    p.expert_budget_pct = o->expert_budget_pct;
     cli_measure_runtime(o);
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;

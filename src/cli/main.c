@@ -76,7 +76,8 @@ static void print_usage(FILE *f) {
 "  plan      -m MODEL | --shape SHAPE --weights SIZE\n"
 "                                          capacity plan: largest context and number of sessions\n"
 "                                          per KV type for a memory budget (--device-mem SIZE,\n"
-"                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json);\n"
+"                                          --reserve SIZE, -c CTX, -b N, --overhead SIZE, --json;\n"
+"                                          MoE: --expert-budget SIZE|PCT%);\n"
 "                                          SHAPE: layers=L,kv_heads=H,head_dim=D[,swa_layers=N,\n"
 "                                          window=W,ctx=C]\n"
 "            -m MODEL --devices TABLE.json  placement plan on simulated devices: where each op of a\n"
@@ -152,6 +153,10 @@ static void print_usage(FILE *f) {
 "  anything is allocated, with the numbers ('edgellm plan' shows the plan)\n"
 "      --mem-budget SIZE       e.g. 2GiB, 512MiB (default: the device's available memory:\n"
 "                              MemAvailable or the cgroup's room, whichever is lower)\n"
+"      --expert-budget SIZE|PCT%  (run, chat, serve, bench) mixture of experts: the routed\n"
+"                              experts kept resident (most recently used; the rest released\n"
+"                              after each MoE op and faulted back on use), bytes or percent of\n"
+"                              the experts (default: all when the budget holds them, else what fits)\n"
 "      --mem-floor SIZE        serve: answer new requests 503 + Retry-After while MemAvailable\n"
 "                              is below SIZE (also while PSI memory 'full avg10' >= 10 %)\n"
 "      --load STRATEGY         (run, chat, serve, bench) how the weights come into memory:\n"
@@ -286,7 +291,7 @@ enum {
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
-    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR,
+    F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR, F_EXPBUDGET,
     F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
@@ -368,6 +373,7 @@ static const flag_def FLAGS[] = {
     /* memory: admission against a budget (memory/capacity.h) */
     {NULL, "--mem-budget", F_MEMBUDGET, true, C_GEN | C_SERVE},
     {NULL, "--mem-floor", F_MEMFLOOR, true, C_SERVE},
+    {NULL, "--expert-budget", F_EXPBUDGET, true, C_GEN | C_SERVE | C_BENCH},
     /* speculative decoding */
     {NULL, "--spec", F_SPEC, true, C_GEN | C_SERVE | C_BENCH},
     {"-md", "--draft-model", F_DRAFTMODEL, true, C_GEN | C_SERVE | C_BENCH},
@@ -622,6 +628,21 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             char e[256];
             if (el_parse_size(val, &o->mem_budget, e, sizeof e)) return cli_usage_error(cmd, "--mem-budget: %s", e);
             if (o->mem_budget == 0) return cli_usage_error(cmd, "--mem-budget: '%s' is zero", val);
+            break;
+        }
+        case F_EXPBUDGET: {
+            const size_t L = strlen(val);
+            if (L > 1 && val[L - 1] == '%') {
+                char *end = NULL;
+                const double pc = strtod(val, &end);
+                if (end != val + L - 1 || !(pc > 0.0 && pc <= 100.0))
+                    return cli_usage_error(cmd, "--expert-budget: '%s' is not a percentage in (0, 100]", val);
+                o->expert_budget_pct = pc;
+                break;
+            }
+            char e[256];
+            if (el_parse_size(val, &o->expert_budget, e, sizeof e)) return cli_usage_error(cmd, "--expert-budget: %s", e);
+            if (o->expert_budget == 0) return cli_usage_error(cmd, "--expert-budget: '%s' is zero", val);
             break;
         }
         case F_MEMFLOOR: {

@@ -65,7 +65,26 @@ int cli_check_cache_types(const cli_opts *o, const el_model *m) {
     return -1;
 }
 
-int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out) {
+uint64_t cli_expert_budget_bytes(const cli_opts *o, const el_model *m) {
+    el_expert_stats st;
+    if (el_model_expert_stats(m, &st)) return 0;
+    if (o->expert_budget_pct > 0) {
+        const double b = (double)st.total_bytes * o->expert_budget_pct / 100.0;
+        return b < 1.0 ? 1 : (uint64_t)b;
+    }
+    return o->expert_budget;
+}
+
+int cli_apply_expert_budget(const cli_opts *o, el_model *m) {
+    if (!o->expert_budget && o->expert_budget_pct <= 0) return -1;
+    el_error err = {0};
+    el_expert_stats st;
+    if (el_model_expert_stats(m, &st)) return cli_usage_error(o->cmd, "--expert-budget: this model has no routed experts");
+    if (el_model_set_expert_budget(m, cli_expert_budget_bytes(o, m), &err)) return cli_failf("--expert-budget: %s", err.msg);
+    return -1;
+}
+
+int cli_admit(const cli_opts *o, el_model *m, int n_ctx, int n_batch, int n_sessions, uint64_t *budget_out) {
     const int train = el_model_n_ctx_train(m);
     if (train > 0 && n_ctx > train)
         return cli_usage_error(o->cmd, "-c %d is beyond the model's context of %d tokens", n_ctx, train);
@@ -74,6 +93,8 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
     const double M = 1024.0 * 1024.0;
     const char *src = "--mem-budget";
     uint64_t budget = o->mem_budget;
+    const int eb = cli_apply_expert_budget(o, m);
+    if (eb >= 0) return eb;
     if (!budget) {
         budget = el_mem_device_available(&src);
         if (!budget) return -1; /* no /proc: nothing to check against */
@@ -83,7 +104,22 @@ int cli_admit(const cli_opts *o, const el_model *m, int n_ctx, int n_batch, int 
                         .n_draft_max = o->spec_mode ? o->draft_max : 0,
                         .type_k = o->cache_type_k, .type_v = o->cache_type_v};
     el_mem_shape_of(&m->mem, &r.shape);
-    r.weights = el_model_weights_bytes(m);
+    /* a MoE model whose weights do not fit keeps what fits of its experts resident (memory/experts.h) */
+    if (!o->expert_budget && o->expert_budget_pct <= 0) {
+        const uint64_t sess = el_mem_session_bytes_kv(&r, el_kv_type_of_cache(o->cache_type_k),
+                                                      el_kv_type_of_cache(o->cache_type_v), n_ctx) * (uint64_t)n_sessions;
+        const uint64_t used = sess + r.runtime;
+        el_error ee = {0};
+        if (el_model_fit_experts(m, 0, budget > used ? budget - used : 0, &ee))
+            return cli_failf("refused: %s (%s)", ee.msg, src);
+    }
+    r.weights = el_model_weights_resident_bytes(m);
+    if (o->verbose && m->experts) {
+        el_expert_stats st;
+        el_model_expert_stats(m, &st);
+        fprintf(stderr, "memory: experts resident %.1f of %.1f MiB (one token's: %.1f MiB)\n", st.budget_bytes / M,
+                st.total_bytes / M, st.per_token_bytes / M);
+    }
     if (r.weights >= budget)
         return cli_failf("the memory budget of %.1f MiB (%s) is smaller than the model's weights (%.1f MiB)", budget / M, src,
                          r.weights / M);
@@ -128,7 +164,7 @@ int cli_draft_check_tokenizer(const cli_opts *o) {
     return -1;
 }
 
-int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params *sp, el_spec_params *spec,
+int cli_draft_open(cli_opts *o, el_model *target, const el_session_params *sp, el_spec_params *spec,
                    el_model **dm, el_session **ds) {
     *dm = NULL;
     *ds = NULL;
@@ -156,7 +192,7 @@ int cli_draft_open(cli_opts *o, const el_model *target, const el_session_params 
     const int code = cli_admit(o, target, sp->n_ctx, sp->n_batch, 1, &budget);
     if (code >= 0) { el_model_free(d); return code; }
     if (budget) {
-        const uint64_t used = wt + el_session_bytes_for(target, sp);
+        const uint64_t used = el_model_weights_resident_bytes(target) + el_session_bytes_for(target, sp);
         od.mem_budget = budget > used ? budget - used : 1;
         od.spec_mode = 0;
         const int dc = cli_admit(&od, d, dsp.n_ctx, dsp.n_batch, 1, NULL);

@@ -53,6 +53,8 @@ typedef struct el_mem_model {
     uint64_t expert_bytes;       /* every layer's routed experts (gate, up, down), all of them */
     uint64_t expert_bytes_token; /* the share one token reads: n_expert_used of n_expert per layer */
     uint64_t moe_other_bytes;    /* routers and shared experts (every token reads them) */
+    uint64_t expert_fixed;       /* of expert_bytes, what stays resident whatever the budget (memory/experts.h) */
+    uint64_t expert_resident;    /* the expert residency budget (<= expert_bytes; = it: all resident) */
     int n_conv_layers;        /* LFM2: layers that are short-convolution blocks (0: none) */
     int conv_width;           /* their convolution's width (shortconv.l_cache) */
 } el_mem_model;

@@ -323,6 +323,8 @@ void el_fwd_moe(el_session *s, int il, int n) {
     o.p.moe.scratch = s->moe_scratch;
     dbg_dump("ffn_norm", il, s->xb, (size_t)n * E);
     run(s, &o);
+    /* the experts this op used: hits, misses, and the release of what is beyond the budget (memory/experts.h) */
+    if (m->experts && !s->describing) el_experts_touch(m->experts, il, el_moe_expert_offsets(o.p.moe.moe, n, s->moe_scratch));
     dbg_dump("ffn_moe_out", il, s->tmp, (size_t)n * E);
 }
 

@@ -463,6 +463,87 @@ static int fill_mem(el_model *m, el_error *err) {
     return 0;
 }
 
+/* The expert residency set (memory/experts.h) over every MoE layer's routed experts, everything
+ * resident until a budget is set; m->mem learns the bytes a release can drop. */
+static int experts_open(el_model *m, el_load_mode mode, el_error *err) {
+    const int n = m->hp.n_layer;
+    el_experts_layer *ls = calloc((size_t)n, sizeof *ls);
+    if (!ls) return el_set_error(err, EL_ERR_NOMEM, "out of memory");
+    for (int il = 0; il < n; il++) {
+        const el_moe *mo = &m->layers[il].moe;
+        ls[il] = (el_experts_layer){.base = {mo->gate.data, mo->up.data, mo->down.data},
+                                    .stride = {mo->stride_gate, mo->stride_up, mo->stride_down}};
+    }
+    m->experts = el_experts_new(ls, n, m->hp.n_expert, m->hp.n_expert_used, UINT64_MAX);
+    free(ls);
+    if (!m->experts) return el_set_error(err, EL_ERR_NOMEM, "out of memory (expert residency set)");
+    el_experts_stats st;
+    el_experts_get_stats(m->experts, &st);
+    /* only pages of the file's own mapping may be released: a locked load keeps them all */
+    m->experts_releasable = mode == EL_LOAD_MMAP || mode == EL_LOAD_PREFETCH;
+    m->mem.expert_fixed = m->experts_releasable ? st.fixed : st.total;
+    m->mem.expert_resident = st.total;
+    return 0;
+}
+
+int el_model_set_expert_budget(el_model *m, uint64_t bytes, el_error *err) {
+    if (!m) return el_set_error(err, EL_ERR_INVALID_ARG, "model is NULL");
+    const double M = 1048576.0;
+    if (!m->experts)
+        return el_set_error(err, EL_ERR_INVALID_ARG, "expert budget: this %s model has no routed experts", m->arch_name);
+    el_experts_stats st;
+    el_experts_get_stats(m->experts, &st);
+    if (bytes < st.per_token)
+        return el_set_error(err, EL_ERR_INVALID_ARG,
+                            "expert budget of %.2f MiB is below one token's experts (%.2f MiB: %d of %d experts in each "
+                            "of %d layers)", bytes / M, st.per_token / M, m->hp.n_expert_used, m->hp.n_expert,
+                            m->hp.n_layer);
+    if (bytes < st.total && !m->experts_releasable)
+        return el_set_error(err, EL_ERR_INVALID_ARG,
+                            "expert budget of %.2f MiB is below the experts' %.2f MiB, but the load mode %s locks "
+                            "them in memory (use --load mmap)", bytes / M, st.total / M, el_load_mode_name(m->load.mode));
+    if (el_experts_set_budget(m->experts, bytes)) return el_set_error(err, EL_ERR_INTERNAL, "expert budget refused");
+    m->mem.expert_resident = bytes < st.total ? bytes : st.total;
+    return 0;
+}
+
+int el_model_expert_stats(const el_model *m, el_expert_stats *out) {
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!m || !m->experts) return -1;
+    el_experts_stats st;
+    el_experts_get_stats(m->experts, &st);
+    *out = (el_expert_stats){.total_bytes = st.total, .budget_bytes = st.budget < st.total ? st.budget : st.total,
+                             .resident_bytes = st.resident, .per_token_bytes = st.per_token, .hits = st.hits,
+                             .misses = st.misses, .bytes_faulted = st.bytes_faulted, .releases = st.releases,
+                             .bytes_released = st.bytes_released};
+    return 0;
+}
+
+uint64_t el_model_weights_resident_bytes(const el_model *m) {
+    const uint64_t w = el_model_weights_bytes(m);
+    if (!m->experts || m->mem.expert_resident >= m->mem.expert_bytes) return w;
+    /* the experts beyond the budget leave; their slices' partial pages (expert_fixed) stay */
+    const uint64_t drop = m->mem.expert_bytes - m->mem.expert_resident;
+    const uint64_t d = drop > m->mem.expert_bytes - m->mem.expert_fixed ? m->mem.expert_bytes - m->mem.expert_fixed : drop;
+    return w > d ? w - d : 0;
+}
+
+int el_model_fit_experts(el_model *m, uint64_t requested, uint64_t room, el_error *err) {
+    if (requested) return el_model_set_expert_budget(m, requested, err);
+    const uint64_t w = el_model_weights_bytes(m);
+    if (!m->experts || room >= w || !m->experts_releasable) return 0; /* admission decides */
+    const uint64_t releasable = m->mem.expert_bytes - m->mem.expert_fixed, keep = w - releasable;
+    const double M = 1048576.0;
+    el_experts_stats st;
+    el_experts_get_stats(m->experts, &st);
+    if (room <= keep || room - keep < st.per_token)
+        return el_set_error(err, EL_ERR_NOMEM,
+                            "the memory budget leaves %.1f MiB for the weights: the weights other than routed experts "
+                            "take %.1f MiB and one token's experts %.1f MiB more", room / M, keep / M, st.per_token / M);
+    return el_model_set_expert_budget(m, room - keep, err);
+}
+
 uint64_t el_model_weights_bytes(const el_model *m) {
     const uint64_t file = (uint64_t)el_gguf_file_size(m->gguf), owned = (uint64_t)m->owned_bytes;
     return file > UINT64_MAX - owned ? UINT64_MAX : file + owned;
@@ -526,6 +607,7 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     /* last: the weights come in as the load strategy says (memory/load.h); on failure nothing stays locked */
     if (el_load_prepare(&m->load, m->gguf, m->hp.n_layer, p->load, err) || el_load_apply(&m->load, err)) goto fail;
     if (fill_mem(m, err)) goto fail;
+    if (m->hp.n_expert > 0 && experts_open(m, p->load, err)) goto fail;
     if (p->load != EL_LOAD_MMAP)
         el_logf(m, EL_LOG_INFO, "load %s: %zu bytes locked", el_load_mode_name(p->load), m->load.locked);
     el_logf(m, EL_LOG_INFO, "loaded %s model from %s: %d layers, %d embd, vocab %d, trained context %d, %d threads",
@@ -547,6 +629,7 @@ void el_model_free(el_model *m) {
     el_backends_close(m); /* before the pool the CPU backend runs on */
     if (m->pool) el_pool_free(m->pool);
     el_load_release(&m->load); /* before the mapping goes */
+    el_experts_free(m->experts);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     for (int i = 0; i < m->n_meta_strs; i++) free(m->meta_strs[i]);

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/ops.h"
 #include "edgellm.h"
+#include "memory/experts.h"
 #include "memory/load.h"
 #include "memory/plan.h"
 #include "package/gguf.h"
@@ -121,6 +122,8 @@ struct el_model {
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
     el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */
+    el_experts *experts;                 /* MoE: the routed experts' residency set (NULL: dense) */
+    bool experts_releasable;             /* their pages may be released (an unlocked mapping) */
     /* the backends (runtime/exec.h, el_backends_open): be[0] the CPU */
     el_backend *be[EL_MAX_BACKENDS];
     int n_be;
@@ -214,6 +217,17 @@ __attribute__((format(printf, 3, 4)))
 /* (model.c) Formats into a bounded stack buffer and calls the model's log
  * callback; with no callback it does nothing (the library never prints). */
 void el_logf(const el_model *m, el_log_level level, const char *fmt, ...);
+/* M_weights as resident under the expert budget (el_model_set_expert_budget):
+ * el_model_weights_bytes less the routed experts beyond the budget (their
+ * slices' partial pages, memory/experts.h, stay counted). = it for a dense
+ * model or a full budget. What admission counts. */
+uint64_t el_model_weights_resident_bytes(const el_model *m);
+/* Sets the expert budget for admission: `requested` bytes when not 0; else,
+ * when the weights do not fit `room` (the budget less runtime and sessions)
+ * and the model's experts may be released, the room beyond the other weights.
+ * A dense model, or weights that fit: nothing changes. -1 with the figures
+ * when not even one token's experts fit. */
+int el_model_fit_experts(el_model *m, uint64_t requested, uint64_t room, el_error *err);
 /* M_weights of the capacity plan (memory/capacity.h): the file's size plus
  * the buffers converted at load, saturating. */
 uint64_t el_model_weights_bytes(const el_model *m);

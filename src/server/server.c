@@ -316,7 +316,23 @@ static int server_load(el_server *s, el_error *err) {
         }
         mr.budget = s->p.mem_budget ? s->p.mem_budget : el_mem_device_available(&src);
         el_mem_shape_of(&m->mem, &mr.shape);
-        mr.weights = el_model_weights_bytes(m);
+        { /* MoE: --expert-budget, or what of the experts fits beside the slots (memory/experts.h) */
+            el_expert_stats es;
+            const bool moe = el_model_expert_stats(m, &es) == 0;
+            const uint64_t want = !moe ? 0 : s->p.expert_budget_pct > 0 ? (uint64_t)((double)es.total_bytes * s->p.expert_budget_pct / 100.0)
+                                                                       : s->p.expert_budget;
+            if (!moe && (s->p.expert_budget || s->p.expert_budget_pct > 0)) {
+                err->code = EL_ERR_INVALID_ARG;
+                snprintf(err->msg, sizeof err->msg, "--expert-budget: this model has no routed experts");
+                return -1;
+            }
+            const uint64_t used = mr.runtime + el_mem_session_bytes_kv(&mr, el_kv_type_of_cache(s->p.type_k),
+                                                                      el_kv_type_of_cache(s->p.type_v), s->n_ctx) *
+                                                   (uint64_t)s->p.n_parallel;
+            if (moe && el_model_fit_experts(m, want, !mr.budget ? UINT64_MAX : mr.budget > used ? mr.budget - used : 0, err))
+                return -1;
+        }
+        mr.weights = el_model_weights_resident_bytes(m);
         s->mem_budget = mr.budget;
         s->mem_planned = mr.weights + mr.runtime +
                          el_mem_session_bytes_kv(&mr, el_kv_type_of_cache(s->p.type_k), el_kv_type_of_cache(s->p.type_v),

@@ -48,6 +48,9 @@ typedef struct el_server_params {
     uint64_t mem_budget;       /* bytes the model + slots may use; 0: the device's available memory
                                   (memory/capacity.h). The slots that would not fit are refused by
                                   el_server_load before any is allocated. */
+    uint64_t expert_budget;    /* MoE: resident experts' bytes (--expert-budget); 0: all when they fit
+                                  mem_budget, else what fits (memory/experts.h) */
+    double expert_budget_pct;  /* the same as a percentage of the experts' bytes (0: not given) */
     uint64_t mem_runtime;      /* M_runtime measured before the load (el_mem_runtime_bytes); 0: none */
     uint64_t mem_floor;        /* memory pressure: while MemAvailable is below this (0: not checked), or
                                   the PSI "full avg10" of /proc/pressure/memory is >= 10 %, new

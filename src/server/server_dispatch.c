@@ -243,6 +243,38 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  sp, ex, dr);
         txt = cat(txt, tm);
     }
+    el_expert_stats es;
+    if (txt && atomic_load(&s->ready) && el_model_expert_stats(s->model, &es) == 0) { /* MoE expert residency */
+        pthread_mutex_lock(&s->metrics.mu);
+        const uint64_t toks = s->metrics.prompt_tokens + s->metrics.generated_tokens;
+        pthread_mutex_unlock(&s->metrics.mu);
+        char em[2048];
+        snprintf(em, sizeof em,
+                 "# HELP edgellm_expert_hits_total Expert uses (each expert a MoE op used) found resident.\n"
+                 "# TYPE edgellm_expert_hits_total counter\nedgellm_expert_hits_total %llu\n"
+                 "# HELP edgellm_expert_misses_total Expert uses not resident (faulted back in).\n"
+                 "# TYPE edgellm_expert_misses_total counter\nedgellm_expert_misses_total %llu\n"
+                 "# HELP edgellm_expert_hit_rate Hits / expert uses since start (0 before any).\n"
+                 "# TYPE edgellm_expert_hit_rate gauge\nedgellm_expert_hit_rate %.6f\n"
+                 "# HELP edgellm_expert_faulted_bytes_total Expert bytes brought back by misses.\n"
+                 "# TYPE edgellm_expert_faulted_bytes_total counter\nedgellm_expert_faulted_bytes_total %llu\n"
+                 "# HELP edgellm_expert_faulted_bytes_per_token Faulted expert bytes per token evaluated (prompt + generated) since start.\n"
+                 "# TYPE edgellm_expert_faulted_bytes_per_token gauge\nedgellm_expert_faulted_bytes_per_token %.1f\n"
+                 "# HELP edgellm_expert_releases_total Experts released (madvise) beyond the budget.\n"
+                 "# TYPE edgellm_expert_releases_total counter\nedgellm_expert_releases_total %llu\n"
+                 "# HELP edgellm_expert_resident_bytes Routed experts' bytes now resident.\n"
+                 "# TYPE edgellm_expert_resident_bytes gauge\nedgellm_expert_resident_bytes %llu\n"
+                 "# HELP edgellm_expert_budget_bytes The expert residency budget.\n"
+                 "# TYPE edgellm_expert_budget_bytes gauge\nedgellm_expert_budget_bytes %llu\n"
+                 "# HELP edgellm_expert_total_bytes Every routed expert's bytes.\n"
+                 "# TYPE edgellm_expert_total_bytes gauge\nedgellm_expert_total_bytes %llu\n",
+                 (unsigned long long)es.hits, (unsigned long long)es.misses,
+                 es.hits + es.misses ? (double)es.hits / (double)(es.hits + es.misses) : 0.0,
+                 (unsigned long long)es.bytes_faulted, toks ? (double)es.bytes_faulted / (double)toks : 0.0,
+                 (unsigned long long)es.releases, (unsigned long long)es.resident_bytes,
+                 (unsigned long long)es.budget_bytes, (unsigned long long)es.total_bytes);
+        txt = cat(txt, em);
+    }
     if (txt && s->lora) { /* LoRA residency (lora_registry.h) */
         char *lm = el_lora_reg_metrics(s->lora);
         txt = cat(txt, lm);

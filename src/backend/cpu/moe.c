@@ -16,6 +16,9 @@
  * reproduce), the router and the shared expert's FFN as ordinary products,
  * the shared gate's one-row weight by vec_dot, softmax as ggml_soft_max.
  *
+ * After the call the scratch still holds the per-expert row counts
+ * (el_moe_expert_offsets): the runtime's expert residency set reads them.
+ *
  * Invariant: no allocation; scratch is el_moe_scratch_bytes(n, ...) bytes.
  */
 #include <math.h>
@@ -110,10 +113,21 @@ static el_mat expert(const el_mat *m, size_t stride, int e) {
     return r;
 }
 
+static int64_t ff_of(const el_moe *moe) {
+    const int64_t F = moe->gate.ne1;
+    return moe->has_shared && moe->sh_gate.ne1 > F ? moe->sh_gate.ne1 : F;
+}
+
+const int32_t *el_moe_expert_offsets(const el_moe *moe, int n, const void *scratch) {
+    moe_layout L;
+    if (!moe || !scratch || layout(n, moe->router.ne0, moe->n_expert, moe->n_used, ff_of(moe), &L)) return NULL;
+    return (const int32_t *)((const uint8_t *)scratch + L.cnt);
+}
+
 void el_op_moe(el_pool *pool, const el_moe *moe, const float *x, int n, float *y, void *scratch, void *wscratch) {
     const int64_t d = moe->router.ne0, F = moe->gate.ne1;
     const int NE = moe->n_expert, K = moe->n_used;
-    const int64_t ff = moe->has_shared && moe->sh_gate.ne1 > F ? moe->sh_gate.ne1 : F;
+    const int64_t ff = ff_of(moe);
     moe_layout L;
     if (layout(n, d, NE, K, ff, &L)) return; /* the caller planned the scratch from the same figures */
     uint8_t *sc = scratch;

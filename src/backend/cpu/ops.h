@@ -93,6 +93,10 @@ size_t el_moe_scratch_bytes(int n, int64_t d, int n_expert, int n_used, int64_t 
  * el_op_matmul of n rows of any of the moe's matrices.
  */
 void el_op_moe(el_pool *pool, const el_moe *moe, const float *x, int n, float *y, void *scratch, void *wscratch);
+/* After el_op_moe(..., n, ..., scratch): the n_expert + 1 prefix sums of the
+ * rows that chose each expert (expert e: offsets[e] .. offsets[e+1]), read
+ * from that scratch (valid until it is reused); NULL on bad figures. */
+const int32_t *el_moe_expert_offsets(const el_moe *moe, int n, const void *scratch);
 
 /* Row `row` of W dequantized into out[W.ne0] (embedding lookup). */
 void el_op_get_row(const el_mat *W, int64_t row, float *out);
