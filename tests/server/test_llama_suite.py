@@ -27,7 +27,7 @@ session instead of the tests that use them.
 
 `python3 test_llama_suite.py --all unit/test_x.py ...` runs whole files
 instead of the list and prints each test's outcome (how the README's counts
-were made).
+were made); EL_SUITE_LOG=FILE keeps pytest's whole output there.
 
 Exit status: 0 all listed tests passed, 1 something failed, 77 skipped (no
 suite, no reference models, or the suite's Python packages missing).
@@ -136,6 +136,18 @@ def find_suite():
     return None, looked
 
 
+def find_templates(suite):
+    """llama.cpp's models/templates: $EL_LLAMA_TEMPLATES, else the one beside the suite (a llama.cpp
+    checkout), else the copy in the fixtures ($EL_FIXTURE_DIR/reference/templates); None if none."""
+    cands = [os.environ.get("EL_LLAMA_TEMPLATES"),
+             os.path.join(suite, "..", "..", "..", "models", "templates"),
+             os.path.join(fixtures.fixture_dir(), "reference", "templates")]
+    for c in cands:
+        if c and os.path.isdir(c):
+            return os.path.abspath(c)
+    return None
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -174,8 +186,14 @@ def main(argv):
         return 1
     work = tempfile.mkdtemp(prefix="el-llama-suite-")
     try:
-        tests = os.path.join(work, "tests")
+        # the suite's own layout: tools/server/tests, with the chat templates its tests name as
+        # ../../../models/templates/NAME.jinja beside it (llama.cpp's models/templates)
+        tests = os.path.join(work, "tools", "server", "tests")
         shutil.copytree(suite, tests, ignore=shutil.ignore_patterns("tmp", "__pycache__", ".pytest_cache"))
+        templates = find_templates(suite)
+        if templates:
+            os.makedirs(os.path.join(work, "models"))
+            os.symlink(templates, os.path.join(work, "models", "templates"))
         os.makedirs(os.path.join(tests, "tmp"), exist_ok=True)
         env = dict(os.environ)
         env.update({
@@ -201,6 +219,9 @@ def main(argv):
         print("running in %s: %s" % (tests, " ".join(cmd)), flush=True)
         p = subprocess.run(cmd, cwd=tests, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out = p.stdout.decode("utf-8", "replace")
+        if os.environ.get("EL_SUITE_LOG"):  # the whole pytest output, servers' logs included
+            with open(os.environ["EL_SUITE_LOG"], "w", encoding="utf-8") as f:
+                f.write(out)
         # the short summary: one "PASSED id" / "FAILED id - why" line per test
         outcome = {}
         for line in out.splitlines():
