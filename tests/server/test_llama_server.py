@@ -549,9 +549,14 @@ def t_apply_template_input_tokens(ctx):
     for path in ("/apply-template", "/v1/chat/completions/input_tokens"):
         for body in ({}, {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "wizard", "content": "x"}]},
                      {"messages": [{"role": "user"}]}, {"messages": [{"role": "user", "content": 5}]},
-                     {"messages": [{"role": "user", "content": "a"}], "messages": None}, [1]):
+                     {"messages": [{"role": "user", "content": "a"}], "messages": None}, [1],
+                     # two assistant messages at the end (llama-server's 400; one is a prefill)
+                     {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                   {"role": "assistant", "content": "c"}]}):
             st, _, b = post(ctx.port, path, body)
             expect_error(st, b, 400, "%s %r" % (path, body))
+        st, _, b = post(ctx.port, path, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+        assert st == 200, (path, "one trailing assistant message", st, b[:200])
         for raw in (b"{", b"\xff\xfe", b'{"messages":[{"role":"user","content":"\\u0000"}]}'):
             st, _, b = post(ctx.port, path, raw)
             expect_error(st, b, 400, "%s %r" % (path, raw))
