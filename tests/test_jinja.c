@@ -281,6 +281,29 @@ static void test_content_mask(void) {
                      EL_ERR_TEMPLATE && strstr(err.msg, "TemplateError: line 1: thinking is off"));
     CHECK(cj2 && el_chat_jinja_render(cj2, msgs, 1, NULL, 0, true, "[1]", &t, &err) == EL_ERR_TEMPLATE);
     el_chat_jinja_free(cj2);
+    /* today's date as llama.cpp gives Llama 3.x (date_string) and firefunction v2 (datetime);
+     * kwargs override it. The date is taken before and after, so a midnight between cannot fail it */
+    const char *src3 = "{{ date_string }}|{{ datetime[:11] }}";
+    el_chat_jinja *cj3 = el_chat_jinja_new(src3, strlen(src3), "", "", &err);
+    char want3[2][64];
+    for (int k = 0; k < 2; k++) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        char a[32], b[32];
+        strftime(a, sizeof a, "%d %b %Y", &tm);
+        strftime(b, sizeof b, "%b %d %Y", &tm);
+        snprintf(want3[k], sizeof want3[k], "%s|%s", a, b);
+        if (k == 0) {
+            CHECK(cj3 && el_chat_jinja_render(cj3, msgs, 1, NULL, 0, true, NULL, &t, &err) == 0);
+        }
+    }
+    CHECKF(t.text && (!strcmp(t.text, want3[0]) || !strcmp(t.text, want3[1])), "got %s, want %s", t.text, want3[0]);
+    el_chat_text_free(&t);
+    CHECK(cj3 && el_chat_jinja_render(cj3, msgs, 1, NULL, 0, true, "{\"date_string\": \"1 Jan 2000\"}", &t, &err) == 0 &&
+          t.text && !strncmp(t.text, "1 Jan 2000|", 11));
+    el_chat_text_free(&t);
+    el_chat_jinja_free(cj3);
     el_chat_jinja_free(cj);
     /* a template that does not parse: line and column */
     CHECK(el_chat_jinja_new("{% for %}", 9, "", "", &err) == NULL && strstr(err.msg, "line 1, column"));

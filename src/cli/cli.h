@@ -50,6 +50,7 @@ typedef struct cli_opts {
     bool no_escape;
     const char *chat_template; /* --chat-template NAME */
     const char *chat_template_file; /* --chat-template-file FILE (Jinja) */
+    const char *chat_template_kwargs; /* --chat-template-kwargs JSON (serve) */
     const char *system;        /* -sys */
     bool trust_chat_special;   /* --trust-chat-special (chat, serve): message content parsed for control tokens */
     bool verbose;
@@ -65,6 +66,7 @@ typedef struct cli_opts {
     const char *cors_origins;  /* --cors-origins LIST */
     const char *alias;         /* --alias NAME[,NAME...]: the model id (the first) and its aliases */
     bool no_slots;             /* --no-slots: /slots answers 501 */
+    bool no_ui;                /* --no-ui: no chat page at / */
     bool no_batch;             /* --no-batch: slots decode one by one (no batched rounds) */
     int batch_chunk;           /* --batch-chunk N: prefill chunk between decode rounds (0: 64) */
     int batch_wait_us;         /* --batch-wait-us N: a round's wait for slots still sampling (-1: unset) */

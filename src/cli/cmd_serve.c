@@ -98,6 +98,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.api_key = o->api_key;
     p.chat_template = o->chat_template;
     p.chat_template_file = o->chat_template_file;
+    p.chat_template_kwargs = o->chat_template_kwargs;
     p.trust_chat_special = o->trust_chat_special;
     p.verbose = o->verbose;
     p.allow_hosts = o->allow_hosts;
@@ -112,6 +113,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
+    p.no_ui = o->no_ui;
     p.no_batch = o->no_batch;
     p.batch_chunk = o->batch_chunk;
     p.batch_wait_us = o->batch_wait_us < 0 ? 0 : o->batch_wait_us == 0 ? -1 : o->batch_wait_us;

@@ -192,6 +192,9 @@ static void print_usage(FILE *f) {
 "                              template; a built-in family when it has none or\n"
 "                              it does not parse)\n"
 "      --chat-template-file F  (chat, serve) render with the Jinja template in F\n"
+"      --chat-template-kwargs J (serve) a JSON object of template variables for every\n"
+"                              chat request, e.g. '{\"enable_thinking\": false}' (a\n"
+"                              request's chat_template_kwargs override its members)\n"
 "  -sys, --system-prompt TEXT  system message\n"
 "      --trust-chat-special    (chat, serve) message text may hold control tokens: a\n"
 "                              typed \"<end_of_turn>\" becomes that token (default: only\n"
@@ -199,7 +202,7 @@ static void print_usage(FILE *f) {
 "  in chat, a line \"/reset\" forgets the conversation and \"/exit\" (or EOF) quits\n"
 "\n"
 "serve only (also -c: context per slot, default min(2048, train ctx); -t; -b;\n"
-"  --chat-template, --chat-template-file, --trust-chat-special):\n"
+"  --chat-template, --chat-template-file, --chat-template-kwargs, --trust-chat-special):\n"
 "      --host HOST             address to bind (default 127.0.0.1)\n"
 "      --port PORT             port (default 8080; 0: any free port)\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
@@ -216,6 +219,7 @@ static void print_usage(FILE *f) {
 "  -a, --alias NAME[,NAME...]  the model id in replies and /v1/models (the first name;\n"
 "                              all are listed as its aliases; default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
+"      --no-ui                 no chat page: GET / answers 404 (the API only)\n"
 "      --no-batch              slots decode one by one (default: the slots decoding\n"
 "                              advance together, one forward per step for all)\n"
 "      --batch-chunk N         prompts are prefilled in chunks of N tokens between\n"
@@ -289,10 +293,10 @@ enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_BENCH = 32,
 enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
-    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_SYS, F_VERBOSE, F_HELP,
+    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_TMPLKW, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR, F_EXPBUDGET,
-    F_ALIAS, F_NOSLOTS, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_NOUI, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
@@ -336,6 +340,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-escape", F_NOESC, false, C_RUN | C_TOK | C_CHAT},
     {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
     {NULL, "--chat-template-file", F_TMPLFILE, true, C_CHAT | C_SERVE},
+    {NULL, "--chat-template-kwargs", F_TMPLKW, true, C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
     {NULL, "--trust-chat-special", F_TRUST_CHAT, false, C_CHAT | C_SERVE},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
@@ -350,6 +355,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--cors-origins", F_CORSORIGINS, true, C_SERVE},
     {"-a", "--alias", F_ALIAS, true, C_SERVE},
     {NULL, "--no-slots", F_NOSLOTS, false, C_SERVE},
+    {NULL, "--no-ui", F_NOUI, false, C_SERVE},
     {NULL, "--no-batch", F_NOBATCH, false, C_SERVE},
     {NULL, "--batch-chunk", F_BATCHCHUNK, true, C_SERVE},
     {NULL, "--batch-wait-us", F_BATCHWAIT, true, C_SERVE},
@@ -548,6 +554,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NOESC: o->no_escape = true; break;
         case F_TMPL: o->chat_template = val; break;
         case F_TMPLFILE: o->chat_template_file = val; break;
+        case F_TMPLKW: o->chat_template_kwargs = val; break;
         case F_TRUST_CHAT: o->trust_chat_special = true; break;
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;
@@ -563,6 +570,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
             o->alias = val;
             break;
         case F_NOSLOTS: o->no_slots = true; break;
+        case F_NOUI: o->no_ui = true; break;
         case F_NOBATCH: o->no_batch = true; break;
         case F_BATCHCHUNK: NEED_INT(1, 65536); o->batch_chunk = (int)lv; break;
         case F_BATCHWAIT: NEED_INT(0, 1000000); o->batch_wait_us = (int)lv; break;

@@ -219,6 +219,12 @@ static int parse_messages(const cJSON *it, el_api_request *out, el_api_error *er
         if (parse_message(m, i, &out->msgs[i], err)) return -1;
         i++;
     }
+    /* as llama-server: one trailing assistant message is a prefill to continue, two are an error */
+    if (n >= 2 && out->msgs[n - 1].role && out->msgs[n - 2].role && !strcmp(out->msgs[n - 1].role, "assistant") &&
+        !strcmp(out->msgs[n - 2].role, "assistant")) {
+        BAD(err, "messages", "invalid_value", "messages[%d]: two or more assistant messages cannot end the list", n - 1);
+        return -1;
+    }
     return 0;
 }
 

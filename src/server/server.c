@@ -47,6 +47,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <sodium.h>
 
 #include "deploy/manifest.h"
@@ -79,6 +80,13 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->api_key = p->api_key && *p->api_key ? strdup(p->api_key) : NULL;
     s->chat_template = dup_or_null(p->chat_template);
     s->chat_template_file = dup_or_null(p->chat_template_file);
+    if (p->chat_template_kwargs && *p->chat_template_kwargs) {
+        cJSON *kw = cJSON_Parse(p->chat_template_kwargs);
+        bool obj = cJSON_IsObject(kw);
+        cJSON_Delete(kw);
+        if (!obj) FAIL(EL_ERR_BAD_VALUE, "--chat-template-kwargs: expected a JSON object, e.g. {\"enable_thinking\": false}");
+        if (!(s->tmpl_kwargs = strdup(p->chat_template_kwargs))) FAIL(EL_ERR_NOMEM, "out of memory");
+    }
     /* --alias A[,B...] (llama-server's comma-separated aliases): the first is the model id, all are listed
      * in /v1/models "aliases"; entries are trimmed, empty ones skipped */
     s->aliases = p->alias && *p->alias ? strdup(p->alias) : NULL;
@@ -108,6 +116,7 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->p.api_key = s->api_key;
     s->p.chat_template = s->chat_template;
     s->p.chat_template_file = s->chat_template_file;
+    s->p.chat_template_kwargs = s->tmpl_kwargs;
     s->p.alias = s->alias;
     if (s->p.n_parallel <= 0) s->p.n_parallel = 1;
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
@@ -554,6 +563,7 @@ void el_server_free(el_server *s) {
     free(s->api_key);
     free(s->chat_template);
     free(s->chat_template_file);
+    free(s->tmpl_kwargs);
     el_chat_jinja_free(s->cj);
     free(s->alias);
     free(s->aliases);

@@ -33,6 +33,9 @@ typedef struct el_server_params {
                                   content is tokenized as plain text, only the template's markers are special */
     bool verbose;              /* one log line per request on stderr */
     const char *chat_template_file; /* a Jinja chat template file (--chat-template-file), or NULL */
+    const char *chat_template_kwargs; /* a JSON object of Jinja template variables for every chat request
+                                         (llama-server's --chat-template-kwargs; a request's own
+                                         chat_template_kwargs override its members), or NULL */
     /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
      * refused (403); "*" in allow_hosts accepts any Host. CORS: a page from a
@@ -58,6 +61,7 @@ typedef struct el_server_params {
     /* llama-server compatibility */
     const char *alias;         /* the model id in replies, /v1/models and /props; NULL: the file name */
     bool no_slots;             /* GET /slots answers 501 */
+    bool no_ui;                /* GET / (the chat page) answers 404 (llama-server's --no-ui) */
     int cache_prompt;          /* the cache_prompt of requests that do not give it: 0, the route's default
                                   (true on /completion as llama-server, false on the OpenAI routes, whose
                                   replies then reproduce exactly: README "Prompt cache"); 1 true

@@ -284,10 +284,10 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     return srv_send_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), true, NULL, NULL);
 }
 
-/* GET /: the chat page. */
+/* GET /: the chat page (404 with --no-ui). */
 static enum MHD_Result h_page(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    (void)s;
     (void)cc;
+    if (s->p.no_ui) return srv_send_error(c, 404, "invalid_request_error", NULL, "not_found", "the chat page is off (--no-ui)");
     return srv_send_buf(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)el_ui_page_html, el_ui_page_html_len, false,
                         NULL, NULL);
 }

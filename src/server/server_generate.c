@@ -418,9 +418,10 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     /* context */
     int max_tokens = r->api.max_tokens;
     if (max_tokens > 0 && (long long)n + max_tokens > s->n_ctx) {
-        el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_NATIVE ? "n_predict" : "max_tokens",
+        /* type: llama-server's exceed_context_size_error; code: OpenAI's context_length_exceeded */
+        el_api_set_error(&e, 400, "exceed_context_size_error", kind == EL_API_NATIVE ? "n_predict" : "max_tokens",
                          "context_length_exceeded",
-                         "prompt (%d tokens%s) + max_tokens (%d) = %lld exceeds the context of %d tokens", n,
+                         "prompt (%d tokens%s) + max_tokens (%d) = %lld exceeds the available context size of %d tokens", n,
                          r->n_dropped ? ", the system messages and the last user turn alone" : "", max_tokens,
                          (long long)n + max_tokens, s->n_ctx);
         e.n_prompt_tokens = n;
@@ -429,7 +430,7 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     }
     if (max_tokens <= 0) {
         if (n >= s->n_ctx) {
-            el_api_set_error(&e, 400, "invalid_request_error", kind == EL_API_CHAT ? "messages" : "prompt",
+            el_api_set_error(&e, 400, "exceed_context_size_error", kind == EL_API_CHAT ? "messages" : "prompt",
                              "context_length_exceeded",
                              "prompt (%d tokens%s) leaves no room to generate in the context of %d tokens", n,
                              r->n_dropped ? ", the system messages and the last user turn alone" : "", s->n_ctx);

@@ -198,6 +198,7 @@ typedef struct slot {
 struct el_server {
     el_server_params p;
     char *model_path, *host, *api_key, *chat_template, *chat_template_file;
+    char *tmpl_kwargs; /* --chat-template-kwargs: a JSON object (checked at start), or NULL */
     char *alias;   /* the first of --alias's list (the id) */
     char *aliases; /* --alias as given: "A[,B...]" */
     struct MHD_Daemon *mhd;
@@ -315,12 +316,16 @@ void srv_queue_unlink_locked(el_server *s, el_req *r);
 int srv_enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const char **v1);
 /* Chats with the server's renderer (s->cj, the Jinja template, else the
  * family s->fam; server_llama.c; kwargs: the request's chat_template_kwargs
- * JSON or NULL, for the Jinja template only). srv_chat_render: 0, -1 (msg says why the
+ * JSON or NULL, for the Jinja template only, laid over --chat-template-kwargs).
+ * srv_chat_render (with the generation prompt; srv_chat_render_gen: as
+ * add_generation_prompt says): 0, -1 (msg says why the
  * messages cannot be rendered), -2 out of memory. srv_chat_tokenize: the
  * token count, or -1 / -2 as render, -3 text the tokenizer refuses. */
 bool srv_has_chat(const el_server *s);
 int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                     const char *kwargs, el_chat_text *t, char *msg, size_t cap);
+int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                        const char *kwargs, bool add_generation_prompt, el_chat_text *t, char *msg, size_t cap);
 int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                       const char *kwargs, int flags, int32_t **out, char *msg, size_t cap);
 /* On the connection's thread: waits until r is terminal, cancelling it if its client goes (*gone). */

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "server/slot_file.h"
 #include "structured/chat_jinja.h"
 
@@ -329,16 +331,52 @@ enum MHD_Result srv_h_lora_set(el_server *s, struct MHD_Connection *c, conn_ctx 
 
 bool srv_has_chat(const el_server *s) { return s->cj != NULL || s->fam != EL_CHAT_UNKNOWN; }
 
+/* The template variables of one request: --chat-template-kwargs with the request's chat_template_kwargs
+ * laid over it (the request's members win). Returns kwargs itself, the server's, or a new string the
+ * caller frees (*owned); NULL with *owned set to (char *)-1 when out of memory. */
+static const char *merged_kwargs(const el_server *s, const char *kwargs, char **owned) {
+    *owned = NULL;
+    if (!s->tmpl_kwargs) return kwargs;
+    if (!kwargs || !*kwargs) return s->tmpl_kwargs;
+    cJSON *base = cJSON_Parse(s->tmpl_kwargs), *req = cJSON_Parse(kwargs);
+    if (!cJSON_IsObject(base) || !cJSON_IsObject(req)) { /* the request's error is reported by the renderer */
+        cJSON_Delete(base);
+        cJSON_Delete(req);
+        return kwargs;
+    }
+    cJSON *it = req->child;
+    while (it) {
+        cJSON *next = it->next;
+        cJSON_DeleteItemFromObjectCaseSensitive(base, it->string);
+        cJSON_AddItemToObject(base, it->string, cJSON_DetachItemViaPointer(req, it));
+        it = next;
+    }
+    *owned = cJSON_PrintUnformatted(base);
+    cJSON_Delete(base);
+    cJSON_Delete(req);
+    if (!*owned) *owned = (char *)-1;
+    return *owned == (char *)-1 ? NULL : *owned;
+}
+
 int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                     const char *kwargs, el_chat_text *t, char *msg, size_t cap) {
+    return srv_chat_render_gen(s, msgs, n_msgs, tools, n_tools, kwargs, true, t, msg, cap);
+}
+
+int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                        const char *kwargs, bool add_generation_prompt, el_chat_text *t, char *msg, size_t cap) {
     if (s->cj) {
         el_error err = {0};
-        int rc = el_chat_jinja_render(s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, t, &err);
+        char *owned;
+        const char *kw = merged_kwargs(s, kwargs, &owned);
+        if (owned == (char *)-1) return -2;
+        int rc = el_chat_jinja_render(s->cj, msgs, n_msgs, tools, n_tools, add_generation_prompt, kw, t, &err);
+        free(owned);
         if (rc == 0) return 0;
         snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
         return rc == EL_ERR_NOMEM ? -2 : -1;
     }
-    int rc = el_chat_render_tools(s->fam, msgs, n_msgs, tools, n_tools, true, t);
+    int rc = el_chat_render_tools(s->fam, msgs, n_msgs, tools, n_tools, add_generation_prompt, t);
     if (rc == -1) snprintf(msg, cap, "the messages cannot be rendered with the %s chat template", el_chat_family_name(s->fam));
     return rc;
 }
@@ -347,7 +385,11 @@ int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const e
                       const char *kwargs, int flags, int32_t **out, char *msg, size_t cap) {
     if (s->cj) {
         el_error err = {0};
-        int n = el_chat_jinja_tokenize(s->model, s->cj, msgs, n_msgs, tools, n_tools, true, kwargs, flags, out, &err);
+        char *owned;
+        const char *kw = merged_kwargs(s, kwargs, &owned);
+        if (owned == (char *)-1) return -2;
+        int n = el_chat_jinja_tokenize(s->model, s->cj, msgs, n_msgs, tools, n_tools, true, kw, flags, out, &err);
+        free(owned);
         if (n == -1) snprintf(msg, cap, "the messages cannot be rendered with the model's chat template: %s", err.msg);
         return n;
     }
@@ -369,11 +411,13 @@ static int parse_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_api_erro
     return 0;
 }
 
-/* Messages of a chat body rendered with the server's template; 0 or -1 with e filled. */
-static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_text *t, el_api_error *e) {
+/* Messages of a chat body rendered with the server's template (with the generation prompt if agp);
+ * 0 or -1 with e filled. */
+static int render_chat(el_server *s, conn_ctx *cc, bool agp, el_api_request *a, el_chat_text *t, el_api_error *e) {
     if (parse_chat(s, cc, a, e)) return -1;
     char why[400] = "";
-    int rc = srv_chat_render(s, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, a->chat_template_kwargs, t, why, sizeof why);
+    int rc = srv_chat_render_gen(s, a->msgs, a->n_msgs, a->chat_tools, a->n_tools, a->chat_template_kwargs, agp, t, why,
+                                 sizeof why);
     if (rc) {
         el_api_request_free(a);
         if (rc == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -383,14 +427,24 @@ static int render_chat(el_server *s, conn_ctx *cc, el_api_request *a, el_chat_te
     return 0;
 }
 
-/* POST /apply-template: {"prompt": the rendered chat prompt}. */
+/* POST /apply-template: {"prompt": the rendered chat prompt}; "add_generation_prompt": false leaves
+ * the assistant's opening out (llama-server's; default true). */
 enum MHD_Result srv_h_apply_template(el_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     el_api_request a;
     el_api_error e;
     el_chat_text t;
     memset(&e, 0, sizeof e);
     memset(&t, 0, sizeof t);
-    if (render_chat(s, cc, &a, &t, &e)) return srv_send_api_error(c, &e);
+    bool agp = true;
+    cJSON *root = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    const cJSON *g = root ? cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt") : NULL;
+    bool bad = g && !cJSON_IsBool(g) && !cJSON_IsNull(g);
+    if (cJSON_IsBool(g)) agp = cJSON_IsTrue(g);
+    cJSON_Delete(root);
+    if (bad)
+        return srv_send_error(c, 400, "invalid_request_error", "add_generation_prompt", "invalid_type",
+                              "invalid type for 'add_generation_prompt': expected a boolean");
+    if (render_chat(s, cc, agp, &a, &t, &e)) return srv_send_api_error(c, &e);
     el_buf b = {0};
     bool ok = el_buf_str(&b, "{\"prompt\":") && el_api_json_string(&b, t.text, t.len) && el_buf_str(&b, "}");
     el_chat_text_free(&t);

@@ -139,6 +139,15 @@ static int build_vars(el_jctx *c, const el_chat_jinja *cj, const el_chat_msg *ms
             if (el_jv_list_push(c, tl, json_content(c, tools[i].json))) return -1;
         if (el_jctx_set(c, "tools", tl)) return -1;
     }
+    /* today's date, as llama.cpp gives the templates that print it (Llama 3.x: date_string,
+     * "26 Jul 2024"; firefunction v2: datetime); the request's chat_template_kwargs override them */
+    time_t now = time(NULL);
+    struct tm tm;
+    char ds[64], dt[96];
+    if (!localtime_r(&now, &tm)) memset(&tm, 0, sizeof tm);
+    size_t nds = strftime(ds, sizeof ds, "%d %b %Y", &tm), ndt = strftime(dt, sizeof dt, "%b %d %Y %H:%M:%S GMT", &tm);
+    if (el_jctx_set(c, "date_string", el_jv_str(c, ds, nds)) || el_jctx_set(c, "datetime", el_jv_str(c, dt, ndt)))
+        return -1;
     if (el_jctx_set(c, "add_generation_prompt", el_jv_bool(c, agp)) ||
         el_jctx_set(c, "bos_token", el_jv_str(c, cj->bos, strlen(cj->bos))) ||
         el_jctx_set(c, "eos_token", el_jv_str(c, cj->eos, strlen(cj->eos))))

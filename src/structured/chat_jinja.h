@@ -14,7 +14,9 @@
  *     "function", "function": {"name", "arguments": the parsed JSON object
  *     (the text itself when it is not JSON)}}], "tool_call_id"}, tools as the
  *     parsed el_chat_tool.json objects, add_generation_prompt, bos_token,
- *     eos_token, then the members of kwargs (a JSON object: llama-server's
+ *     eos_token, today's local date as llama.cpp passes it (date_string
+ *     "06 Dec 2026" for Llama 3.x, datetime "Dec 06 2026 10:00:00 GMT" for
+ *     firefunction v2), then the members of kwargs (a JSON object: llama-server's
  *     chat_template_kwargs, e.g. {"enable_thinking": false}), and
  *     strftime_now on the current local date.
  *   - The result is an el_chat_text: every string of a message or tool

@@ -75,11 +75,14 @@ def t_error_default(ctx):
     st, _, b = chat(ctx.err.port, msgs)
     e = expect_error(st, b, 400, "error policy")
     assert e["code"] == "context_length_exceeded" and e["n_ctx"] == N_CTX, e
+    # type: llama-server's (its clients test it); code: OpenAI's; the message names the context size
+    assert e["type"] == "exceed_context_size_error" and "exceeds the available context size" in e["message"], e
     assert e["n_prompt_tokens"] + 8 > N_CTX, e
     ctx.n_full = e["n_prompt_tokens"]
     st, _, b = post(ctx.err.port, "/v1/chat/completions", {"messages": msgs * 2, "temperature": 0})
     e = expect_error(st, b, 400, "error policy, no max_tokens")
     assert e["code"] == "context_length_exceeded" and e["n_prompt_tokens"] >= N_CTX, e
+    assert e["type"] == "exceed_context_size_error", e
 
 
 def t_truncate(ctx):

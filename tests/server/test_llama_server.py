@@ -34,6 +34,7 @@ or no `openai` package).
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -120,7 +121,9 @@ def t_openai_client_no_v1(ctx):
 
 
 JINJA_FILE = ("{%- if greet is defined %}{{ greet }}{% endif %}{%- for m in messages %}<<{{ m.role }}>>{{ m.content | trim }}{% if not loop.last %}|{% endif %}"
-              "{%- endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}")
+              "{%- endfor %}{% if add_generation_prompt %}<<assistant>>{% endif %}{% if tail is defined %}{{ tail }}{% endif %}")
+# the key server's --chat-template-kwargs: every chat's template variables, under the request's own
+SERVER_KWARGS = '{"greet": "D:", "tail": "!"}'
 
 
 def t_chat_template_file(ctx):
@@ -130,13 +133,44 @@ def t_chat_template_file(ctx):
     p = json.loads(b)
     assert p["chat_template_engine"] == "jinja" and "--chat-template-file" in p["chat_template_source"], p
     msgs = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "Hi"}]
+    # --chat-template-kwargs (llama-server's): the server's template variables for every chat
     r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs}, headers=h)
-    assert r["prompt"] == "<<system>>Be brief.|<<user>>Hi<<assistant>>", r
-    # llama-server's chat_template_kwargs become template variables; not an object: 400
+    assert r["prompt"] == "D:<<system>>Be brief.|<<user>>Hi<<assistant>>!", r
+    # llama-server's chat_template_kwargs become template variables, over the server's; not an object: 400
     r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": {"greet": "G:"}}, headers=h)
-    assert r["prompt"] == "G:<<system>>Be brief.|<<user>>Hi<<assistant>>", r
+    assert r["prompt"] == "G:<<system>>Be brief.|<<user>>Hi<<assistant>>!", r
     st, _, b = post(ctx.key_srv.port, "/apply-template", {"messages": msgs, "chat_template_kwargs": [1]}, headers=h)
     expect_error(st, b, 400, "chat_template_kwargs [1]")
+    # the merged variables reach generation too: the chat's prompt is the rendered one
+    n = post_json(ctx.key_srv.port, "/v1/chat/completions/input_tokens", {"messages": msgs}, headers=h)["input_tokens"]
+    toks = post_json(ctx.key_srv.port, "/tokenize", {"content": "D:<<system>>Be brief.|<<user>>Hi<<assistant>>!",
+                                                     "add_special": True}, headers=h)["tokens"]
+    assert n == len(toks), (n, len(toks))
+    # /apply-template's add_generation_prompt (llama-server's): false leaves the assistant's opening out
+    r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs, "add_generation_prompt": False}, headers=h)
+    assert r["prompt"] == "D:<<system>>Be brief.|<<user>>Hi!", r
+    r = post_json(ctx.key_srv.port, "/apply-template", {"messages": msgs, "add_generation_prompt": True}, headers=h)
+    assert r["prompt"] == "D:<<system>>Be brief.|<<user>>Hi<<assistant>>!", r
+    for bad in ("no", 1, [True]):
+        st, _, b = post(ctx.key_srv.port, "/apply-template", {"messages": msgs, "add_generation_prompt": bad}, headers=h)
+        assert "add_generation_prompt" in expect_error(st, b, 400, "add_generation_prompt %r" % (bad,))["message"]
+
+
+def t_no_ui(ctx):
+    """--no-ui (llama-server's): GET / answers 404; without it the page, with llama-server's doctype."""
+    st, _, b = request(ctx.key_srv.port, "GET", "/", headers={"X-Api-Key": "secret"})
+    expect_error(st, b, 404, "GET / with --no-ui")
+    st, _, b = request(ctx.port, "GET", "/")
+    assert st == 200 and b.startswith(b"<!doctype html>"), (st, b[:40])
+
+
+def t_bad_server_kwargs(ctx):
+    """--chat-template-kwargs that is not a JSON object: serve refuses to start, naming the flag."""
+    for bad in ("[1]", "{", "7"):
+        p = subprocess.run([ctx.cli, "serve", "-m", ctx.model, "--allow-unsigned", "--port", "0",
+                            "--chat-template-kwargs", bad], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        err = p.stderr.decode("utf-8", "replace")
+        assert p.returncode != 0 and "--chat-template-kwargs" in err, (bad, p.returncode, err[-400:])
 
 
 def t_x_api_key(ctx):
@@ -159,9 +193,11 @@ def t_x_api_key(ctx):
     expect_error(st, b, 401, "/slots without a key")
     # llama-server's public endpoints answer without the key (/health, /v1/health, the page at /);
     # everything else still wants it, models and props included
-    for path in ("/health", "/v1/health", "/"):
+    for path in ("/health", "/v1/health"):
         st, _, b = request(p, "GET", path)
         assert st == 200, (path, st, b[:200])
+    st, _, b = request(p, "GET", "/")  # public, and off on this server (--no-ui): 404, not 401
+    assert st == 404, ("/", st, b[:200])
     for path in ("/v1/models", "/models", "/props", "/metrics", "/slots", "/lora-adapters"):
         st, _, b = request(p, "GET", path)
         expect_error(st, b, 401, path + " without a key")
@@ -513,9 +549,14 @@ def t_apply_template_input_tokens(ctx):
     for path in ("/apply-template", "/v1/chat/completions/input_tokens"):
         for body in ({}, {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "wizard", "content": "x"}]},
                      {"messages": [{"role": "user"}]}, {"messages": [{"role": "user", "content": 5}]},
-                     {"messages": [{"role": "user", "content": "a"}], "messages": None}, [1]):
+                     {"messages": [{"role": "user", "content": "a"}], "messages": None}, [1],
+                     # two assistant messages at the end (llama-server's 400; one is a prefill)
+                     {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                   {"role": "assistant", "content": "c"}]}):
             st, _, b = post(ctx.port, path, body)
             expect_error(st, b, 400, "%s %r" % (path, body))
+        st, _, b = post(ctx.port, path, {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})
+        assert st == 200, (path, "one trailing assistant message", st, b[:200])
         for raw in (b"{", b"\xff\xfe", b'{"messages":[{"role":"user","content":"\\u0000"}]}'):
             st, _, b = post(ctx.port, path, raw)
             expect_error(st, b, 400, "%s %r" % (path, raw))
@@ -664,7 +705,8 @@ def main():
     with open(tmpl, "w") as f:
         f.write(JINJA_FILE)
     ctx.key_srv = Server(cli, model, "--parallel", "1", "-c", "128", "-t", "1", "--api-key", "secret", "--no-slots",
-                         "--chat-template-file", tmpl)
+                         "--chat-template-file", tmpl, "--chat-template-kwargs", SERVER_KWARGS, "--no-ui")
+    ctx.cli, ctx.model = cli, model
     try:
         if not R.run("start server (--parallel 2 --alias --temp --seed -n)", srv.start):
             print("%d passed, %d failed" % (R.passed, R.failed))
@@ -697,7 +739,10 @@ def main():
         if R.run("start server --api-key --no-slots", ctx.key_srv.start):
             R.run("X-Api-Key like Authorization: Bearer", t_x_api_key, ctx)
             R.run("--no-slots: /slots 501", t_no_slots, ctx)
-            R.run("--chat-template-file renders chats", t_chat_template_file, ctx)
+            R.run("--chat-template-file renders chats; --chat-template-kwargs; add_generation_prompt",
+                  t_chat_template_file, ctx)
+            R.run("--no-ui: GET / 404", t_no_ui, ctx)
+        R.run("--chat-template-kwargs not an object: refused", t_bad_server_kwargs, ctx)
         R.run("SIGINT mid /completion stream: error event, exit 0", t_stream_error_at_shutdown, ctx)
         if ctx.key_srv.proc:
             def stop_key():

@@ -437,6 +437,8 @@ def t_page(ctx):
     assert h.get("content-type", "").startswith("text/html"), h.get("content-type")
     with open(os.path.join(REPO, "src", "server", "ui", "index.html"), "rb") as f:
         assert b == f.read(), "GET / is not src/server/ui/index.html"
+    # the doctype as llama-server writes it (llama.cpp's test_no_ui looks for it case-sensitively)
+    assert b.startswith(b"<!doctype html>"), b[:40]
 
 
 def t_metrics_names(ctx):
