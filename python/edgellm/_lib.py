@@ -50,7 +50,8 @@ class el_spec_params(Structure):
 class el_generate_params(Structure):
     _fields_ = [("max_tokens", c_int), ("ignore_eos", c_bool), ("stop", POINTER(c_char_p)),
                 ("n_top_logprobs", c_int), ("sampling", el_sampling), ("spec", POINTER(el_spec_params)),
-                ("grammar", c_char_p), ("reserved", c_void_p * 6)]
+                ("grammar", c_char_p), ("grammar_triggers", POINTER(c_char_p)), ("grammar_flags", c_int),
+                ("reserved", c_void_p * 4)]
 
 
 class el_generate_stats(Structure):
