@@ -246,7 +246,7 @@ ENV_VARIANTS = [("tiled_off", {"GGML_CPU_TILED_MM": "0"}, None),
 def forced_in_child(args, env, jobs, threads=None):
     """Runner.forced for each (prompt_tokens, ids) of jobs, in a child process with env added."""
     import subprocess
-    cmd = [sys.executable, os.path.abspath(__file__), "--forced-worker", "--model", args.model, "--family", args.family,
+    cmd = [sys.executable, os.path.abspath(__file__), "--forced-worker", "--model", args.model, "--family", getattr(args, "family", "gemma"),
            "--threads", str(threads or args.threads)] + (["--no-extra-bufts"] if args.no_extra_bufts else [])
     out = subprocess.run(cmd, input=json.dumps(jobs), capture_output=True, text=True, check=True,
                          env=dict(os.environ, **env))
