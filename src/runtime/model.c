@@ -24,7 +24,7 @@
 
 static const el_arch *const k_archs[] = {&el_arch_llama,   &el_arch_qwen2,    &el_arch_qwen3,   &el_arch_gemma3,
                                          &el_arch_granite, &el_arch_smollm3,  &el_arch_olmo2,   &el_arch_phi3,
-                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe};
+                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe, &el_arch_gptoss};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};

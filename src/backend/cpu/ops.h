@@ -73,6 +73,14 @@ typedef struct el_moe {
     int n_expert, n_used;
     bool norm_w;
     float w_scale;
+    /* gpt-oss: router logits + router_b (n_expert) or NULL; softmax_weight:
+     * the top k of the logits chosen, their weights the softmax over those k
+     * (not over all); gate_b/up_b [n_expert][ne1 of gate], down_b
+     * [n_expert][model width], or NULL: each expert's product plus its row;
+     * swiglu_oai: the activation is min(g, 7)·σ(1.702·min(g, 7))·(clamp(u, ±7) + 1)
+     * instead of silu(g)·u */
+    const float *router_b, *gate_b, *up_b, *down_b;
+    bool softmax_weight, swiglu_oai;
     bool has_shared;
     el_mat sh_inp;              /* one row: the shared expert's gate logit */
     el_mat sh_gate, sh_up, sh_down;
@@ -144,6 +152,13 @@ typedef struct el_attn_args {
     /* > 0: scores are soft-capped before the softmax, s = softcap·tanh(Q·K·scale/softcap)
      * (Gemma 2; ggml's flash attention: scale/softcap, then softcap·tanhf); 0: none */
     float softcap;
+    /* n_head floats or NULL: each head's sink, a learned logit that joins the
+     * softmax's denominator only (gpt-oss). As ggml's flash attention: after
+     * the last visible position, with the running maximum M and sum S and the
+     * accumulator as float, s > M: acc *= expf(M - s), S = S·expf(M - s) + 1;
+     * else S += expf(s - M); then acc / S. A split decode applies it to its
+     * first range only, before the ranges are combined. */
+    const float *sinks;
     /* The caches' el_type: EL_TYPE_F16 (0, as a zero-initialised struct
      * holds, means F16 too), or EL_TYPE_BF16 / EL_TYPE_Q8_0 / EL_TYPE_Q4_0
      * (head_dim a multiple of 32), for which el_op_attention runs the kernel
