@@ -423,6 +423,9 @@ int main(void) {
         {"models/tiny-qwen3moe-Q4_K_M.gguf", "tiny-qwen3moe-Q4_K_M"},
         {"models/tiny-qwen3moe-F16.gguf", "tiny-qwen3moe-F16"},
         {"models/tiny-qwen2moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0"},
+        /* gpt-oss: sinks, sliding layers, the MoE's gpt-oss form, MXFP4 experts */
+        {"models/tiny-gpt-oss-F16.gguf", "tiny-gpt-oss-F16"},
+        {"models/tiny-gpt-oss-MXFP4_MOE.gguf", "tiny-gpt-oss-MXFP4_MOE"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         batch_case(el_test_ref_path(cases[i].model), cases[i].label, false);

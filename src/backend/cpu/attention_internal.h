@@ -188,17 +188,20 @@ static inline void el_att_softcap_g(float *sc, int cnt, int nq, float cap) {
 
 /* Head h's sink (el_attn_args.sinks) joined to its finished state: the
  * maximum M, the sum *S and the accumulator o[hd] as float, as ggml's flash
- * attention does after its last position (the sum's update contracted, as
- * in llama.cpp's build). */
+ * attention does after its last position. Unlike the per-position update,
+ * llama.cpp's build does not fuse S·ms + 1 into one fma (an fma there moved
+ * tiny-gpt-oss-F16's first prompt by 4e-4 nats; two statements keep clang's
+ * -ffp-contract=on from fusing it too). */
 static inline void el_att_sink(const el_attn_args *a, int h, float *M, float *S, float *o, int hd) {
     const float s = a->sinks[h];
     if (s > *M) {
         const float ms = expf(*M - s);
         for (int i = 0; i < hd; i++) o[i] *= ms;
-        *S = fmaf(*S, ms, 1.0f);
+        const float scaled = *S * ms; /* rounded, then added: not contracted in llama.cpp's build */
+        *S = scaled + 1.0f;
         *M = s;
     } else {
-        *S = fmaf(*S, 1.0f, expf(s - *M));
+        *S = *S + expf(s - *M);
     }
 }
 
