@@ -14,10 +14,13 @@
  *    softmax over the chosen, experts' gate/up/down biases, the clamped
  *    SwiGLU with values past its limit) against a double reference.
  * 3. Hostile copies of tiny-gpt-oss-F16: sliding_window 0, a missing
- *    window or expert FFN length, a head count that does not fit Q, expert counts 0 / too many / not the tensors', the sinks
+ *    window or expert FFN length, a head count that does not fit Q, a YaRN
+ *    original context of 0, expert counts 0 / too many / not the tensors', the sinks
  *    missing or misshaped, a missing or misshaped expert bias, a missing
  *    router bias or output bias — refused at load naming the key or tensor.
- * 4. An OpenCL device (if any) refuses attention with sinks, takes it without.
+ * 4. An OpenCL device (if any) refuses attention with sinks and YaRN RoPE,
+ *    takes their plain forms. (YaRN's arithmetic itself is checked by
+ *    test_parity: the tiny gpt-oss asks for it, and its goldens match bit for bit.)
  */
 #include <math.h>
 #include <stdint.h>
@@ -264,6 +267,8 @@ static void test_hostile(void) {
         {P_U32, "gpt-oss.expert_used_count", 0, EL_ERR_BAD_VALUE, "gpt-oss.expert_used_count"},
         {P_U32, "gpt-oss.expert_feed_forward_length", 128, EL_ERR_BAD_TENSOR, "blk.0.ffn_gate_exps.bias"},
         {P_U32, "gpt-oss.attention.head_count", 4, EL_ERR_BAD_TENSOR, "blk.0.attn_q.weight"},
+        {P_U32, "gpt-oss.rope.scaling.original_context_length", 0, EL_ERR_BAD_VALUE,
+         "gpt-oss.rope.scaling.original_context_length"},
         {P_NAME, "blk.2.attn_sinks.weight", 0, EL_ERR_MISSING, "blk.2.attn_sinks.weight"},
         {P_NE, "blk.1.attn_sinks.weight", 4, EL_ERR_BAD_TENSOR, "blk.1.attn_sinks.weight"},
         {P_NAME, "blk.0.attn_output.bias", 0, EL_ERR_MISSING, "blk.0.attn_output.bias"},
@@ -313,9 +318,15 @@ static void test_opencl_refuses(void) {
     CHECKF(be->i->supports(be, &at), "opencl: plain attention refused");
     at.p.attn.a.sinks = sinks;
     CHECKF(!be->i->supports(be, &at), "opencl: attention with sinks accepted");
+    el_op ro = {.kind = EL_OPK_ROPE, .n = 1, .d = 256};
+    ro.p.rope.rope = (el_rope){.mode = EL_ROPE_NEOX, .n_rot = 64, .freq_base = 10000.0f, .freq_scale = 0.25f};
+    ro.p.rope.n_heads = 4, ro.p.rope.head_dim = 64;
+    CHECKF(be->i->supports(be, &ro), "opencl: plain rope refused");
+    ro.p.rope.rope.ext_factor = 1.0f, ro.p.rope.rope.corr_hi = 13.0f;
+    CHECKF(!be->i->supports(be, &ro), "opencl: YaRN rope accepted");
     el_op mo = {.kind = EL_OPK_MOE, .n = 1, .d = 256};
     CHECKF(!be->i->supports(be, &mo), "opencl: the MoE op accepted");
-    printf("  %s: attention with sinks and the MoE op refused (the CPU runs them)\n", be->caps.name);
+    printf("  %s: attention with sinks, YaRN rope and the MoE op refused (the CPU runs them)\n", be->caps.name);
     el_backend_free(be);
 }
 

@@ -210,8 +210,13 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     el_str stype = {0};
     bool has_type = el_gguf_get_str(m->gguf, el_arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
     hp->rope_scale = 1.0f;
-    if (has_type && el_str_eq(stype, "linear") && factor > 0.0f) hp->rope_scale = 1.0f / factor;
-    else if (has_type && !el_str_eq(stype, "none") && !el_str_eq(stype, "linear"))
+    hp->rope_yarn = false;
+    /* YaRN: only an architecture that builds its RoPE with it (gpt-oss) takes it */
+    const bool yarn_ok = !strcmp(m->arch_name, "gpt-oss");
+    if (has_type && (el_str_eq(stype, "linear") || (yarn_ok && el_str_eq(stype, "yarn"))) && factor > 0.0f) {
+        hp->rope_scale = 1.0f / factor;
+        hp->rope_yarn = el_str_eq(stype, "yarn");
+    } else if (has_type && !el_str_eq(stype, "none") && !el_str_eq(stype, "linear") && !(yarn_ok && el_str_eq(stype, "yarn")))
         return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported", m->arch_name,
                             (int)stype.len, stype.ptr);
     hp->rope_base_swa = hp->rope_base;

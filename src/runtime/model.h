@@ -35,6 +35,7 @@ typedef struct el_hparams {
     float norm_eps;
     float rope_base, rope_scale;         /* global layers */
     float rope_base_swa, rope_scale_swa; /* sliding-window layers */
+    bool rope_yarn;                      /* rope.scaling.type "yarn" (gpt-oss; rope_scale = 1/factor) */
     int n_rot;
     el_rope_mode rope_mode;
     int n_swa;          /* sliding window (0: none) */

@@ -117,7 +117,17 @@ typedef struct el_rope {
     float freq_scale;       /* 1/linear factor */
     const float *freq_factors; /* llama3-style per-pair divisors (n_rot/2) or NULL */
     float mscale;           /* multiplies every cos and sin (llama.cpp's attn_factor: Phi-3 long RoPE); 0 or 1: none */
+    /* YaRN (ggml's rope_yarn; gpt-oss): ext_factor != 0 blends, for pair i0/2,
+     * theta = freq_scale·t·(1 - r) + t·r with r = ramp(i0)·ext_factor,
+     * ramp = 1 - clamp((i0/2 - corr_lo) / max(0.001, corr_hi - corr_lo), 0, 1),
+     * and multiplies cos/sin by (mscale or 1)·(1 + 0.1·ln(1/freq_scale));
+     * corr_lo/hi from el_rope_yarn_corr. 0: plain scaling. */
+    float ext_factor;
+    float corr_lo, corr_hi;
 } el_rope;
+/* ggml_rope_yarn_corr_dims: the dims where YaRN's blend starts and ends for a
+ * rotation of n_rot dims trained on n_ctx_orig positions at base freq_base. */
+void el_rope_yarn_corr(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float *lo, float *hi);
 /* cs: scratch of n_rot floats for cos/sin pairs computed per position. */
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs);
 

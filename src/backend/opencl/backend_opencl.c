@@ -34,7 +34,7 @@
  *     el_op_gelu_mul), its row order (el_op_matmul_row_order_on).
  *   - supports(): MATMUL (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K weights;
  *     row length a multiple of 32, of 256 for Q4_K/Q6_K; 1..3 products), RMSNORM, ROPE (NORM,
- *     NEOX; not with a magnitude scale, rope.mscale), SCALE (not a
+ *     NEOX; not with a magnitude scale, rope.mscale, nor YaRN), SCALE (not a
  *     soft-capping one, scale.cap), KV_STORE and ATTENTION on F16 caches
  *     (not soft-capped, attn.softcap; no sinks, attn.sinks), SILU_MUL,
  *     GELU_MUL, ADD, COPY. The
@@ -207,7 +207,8 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
         const el_rope *r = &op->p.rope.rope;
         /* no magnitude scale (mscale, Phi-3 long RoPE): the kernel's tables hold plain cos/sin */
         return (r->mode == EL_ROPE_NORM || r->mode == EL_ROPE_NEOX) && r->n_rot > 0 && r->n_rot % 2 == 0 &&
-               r->n_rot <= op->p.rope.head_dim && op->p.rope.n_heads > 0 && (r->mscale == 0.0f || r->mscale == 1.0f);
+               r->n_rot <= op->p.rope.head_dim && op->p.rope.n_heads > 0 && (r->mscale == 0.0f || r->mscale == 1.0f) &&
+               r->ext_factor == 0.0f; /* nor YaRN (gpt-oss) */
     }
     case EL_OPK_KV_STORE: return f16_cache(op->p.kv_store.type) && op->p.kv_store.row_len > 0;
     case EL_OPK_ATTENTION: {

@@ -27,8 +27,11 @@
  * iff il % 2 == 0); rope.freq_base_swa defaults to rope.freq_base;
  * expert_feed_forward_length required. Every tensor's shape is checked, with
  * an error naming it, before the session allocates anything. YaRN RoPE
- * scaling (rope.scaling.type "yarn", which the released gpt-oss files carry)
- * is refused by the common loader: not implemented.
+ * (rope.scaling.type "yarn", as the released gpt-oss files carry): factor
+ * rope.scaling.factor, original context rope.scaling.original_context_length
+ * (default context_length), beta_fast 32, beta_slow 1, ext_factor 1 and
+ * llama_context's attention factor (1/(1+0.1 ln f) cancelling get_mscale)
+ * times ggml's 1 + 0.1 ln f, on global and sliding layers alike.
  */
 #include <math.h>
 #include <stdint.h>
@@ -55,6 +58,18 @@ static int gptoss_hparams(el_model *m, el_error *err) {
     if ((rc = el_hp_f32_pos(m, "rope.freq_base_swa", hp->rope_base, &hp->rope_base_swa, err))) return rc;
     hp->rope_scale_swa = hp->rope_scale;
     hp->swa_pattern = GPTOSS_SWA_PATTERN;
+    if (hp->rope_yarn) { /* as llama.cpp: the original context, beta_fast 32, beta_slow 1, ext_factor 1 */
+        if ((rc = el_hp_u32(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, &m->n_ctx_orig, err))) return rc;
+        if ((rc = el_hp_check(m, "rope.scaling.original_context_length", m->n_ctx_orig, m->n_ctx_orig > 0, "> 0", err)))
+            return rc;
+        float attn = 1.0f;
+        if ((rc = el_hp_f32_pos(m, "rope.scaling.attn_factor", 1.0f, &attn, err))) return rc;
+        /* llama_context: get_mscale(factor, 1) · 1/(1 + 0.1·ln factor) · attn_factor, each rounded to float */
+        const float factor = 1.0f / hp->rope_scale;
+        const float lf = logf(factor), ms = factor <= 1.0f ? 1.0f : 0.1f * lf + 1.0f;
+        const float cancel = 1.0f / (1.0f + 0.1f * lf);
+        m->rope_mscale = ms * cancel * attn;
+    }
     hp->attn_scale = 1.0f / sqrtf((float)hp->n_rot); /* llama.cpp: 1/sqrt(n_rot) */
     if (!el_gguf_find(m->gguf, el_arch_key(m, "expert_feed_forward_length", key, sizeof key)))
         return el_set_error(err, EL_ERR_MISSING, "metadata '%s' is missing", key);
@@ -121,10 +136,17 @@ static void gptoss_forward(el_session *s, const int32_t *toks, int n) {
     const el_model *m = s->m;
     const el_hparams *hp = &m->hp;
     const int E = hp->n_embd;
-    const el_rope rope_global = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base,
-                                 .freq_scale = hp->rope_scale, .freq_factors = NULL};
-    const el_rope rope_local = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base_swa,
-                                .freq_scale = hp->rope_scale_swa, .freq_factors = NULL};
+    el_rope rope_global = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base,
+                           .freq_scale = hp->rope_scale, .freq_factors = NULL};
+    el_rope rope_local = {.mode = EL_ROPE_NEOX, .n_rot = hp->n_rot, .freq_base = hp->rope_base_swa,
+                          .freq_scale = hp->rope_scale_swa, .freq_factors = NULL};
+    if (hp->rope_yarn) {
+        el_rope *r[2] = {&rope_global, &rope_local};
+        for (int i = 0; i < 2; i++) {
+            r[i]->ext_factor = 1.0f, r[i]->mscale = m->rope_mscale;
+            el_rope_yarn_corr(hp->n_rot, m->n_ctx_orig, r[i]->freq_base, 32.0f, 1.0f, &r[i]->corr_lo, &r[i]->corr_hi);
+        }
+    }
     el_fwd_embed(s, toks, n, 1.0f);
     for (int il = 0; il < hp->n_layer; il++) {
         el_fwd_layer_begin(s, il);
