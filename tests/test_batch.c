@@ -431,6 +431,9 @@ int main(void) {
         {"models/tiny-qwen2moe-Q8_0.gguf", "tiny-qwen2moe-Q8_0"},
         {"models/tiny-lfm2-Q8_0.gguf", "tiny-lfm2-Q8_0"},
         {"models/tiny-lfm2-Q4_K_M.gguf", "tiny-lfm2-Q4_K_M"},
+        /* gpt-oss: sinks, sliding layers, the MoE's gpt-oss form, MXFP4 experts */
+        {"models/tiny-gpt-oss-F16.gguf", "tiny-gpt-oss-F16"},
+        {"models/tiny-gpt-oss-MXFP4_MOE.gguf", "tiny-gpt-oss-MXFP4_MOE"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         batch_case(el_test_ref_path(cases[i].model), cases[i].label, false);

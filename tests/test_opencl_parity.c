@@ -3,7 +3,8 @@
  * backend (issue 13's correctness rule), through the executor.
  *
  * For every reference model (llama, qwen2, qwen3, gemma3; F16, Q8_0, Q4_0,
- * Q4_K_M, Q6_K; granite, smollm3, olmo2, phi3, gemma2 F16; lfm2 F16; qwen3moe Q8_0, qwen2moe F16) and Gemma 3 270M: the CPU backend generates greedily from a
+ * Q4_K_M, Q6_K; granite, smollm3, olmo2, phi3, gemma2 F16; lfm2 F16; qwen3moe Q8_0, qwen2moe F16;
+ * gpt-oss F16) and Gemma 3 270M: the CPU backend generates greedily from a
  * prompt; then a session with --backend opencl (every op the device runs
  * forced onto it; the rest — the embedding lookup, weight types it lacks —
  * falls back to the CPU, recorded) is fed the same prompt and the same tokens
@@ -147,7 +148,7 @@ int main(void) {
     /* min_ratio: the device's ops over the CPU's at least. Ops the device has no kernel for go to
      * the CPU by placement (never a run-time fallback): Phi-3's RoPE with its attention factor (2 of
      * a layer's ~16 ops), Gemma 2's soft-capped attention and final soft-cap, the MoE op
-     * (EL_OPK_MOE) of qwen3moe/qwen2moe, LFM2's short convolution (a host op, on the CPU by
+     * (EL_OPK_MOE) of qwen3moe/qwen2moe/gpt-oss, gpt-oss's attention with sinks and YaRN RoPE, LFM2's short convolution (a host op, on the CPU by
      * placement, its operands brought home) */
     static const struct { const char *name; double tol; int min_ratio; } models[] = {
         {"tiny-llama-F16", 0.05, 10},     {"tiny-llama-Q8_0", 0.05, 10},    {"tiny-llama-Q4_0", 0.15, 10},
@@ -157,6 +158,9 @@ int main(void) {
         {"tiny-gemma3-Q4_K_M", 0.15, 10}, {"tiny-granite-F16", 0.05, 10},   {"tiny-smollm3-F16", 0.05, 10},
         {"tiny-olmo2-F16", 0.05, 10},     {"tiny-phi3-F16", 0.05, 4},       {"tiny-gemma2-F16", 0.05, 4},
         {"tiny-qwen3moe-Q8_0", 0.05, 5},  {"tiny-qwen2moe-F16", 0.05, 5}, {"tiny-lfm2-F16", 0.05, 4},
+        /* gpt-oss: its attention (sinks), YaRN RoPE (Q and K) and MoE stay on the CPU (with the
+         * embedding lookup: 650 CPU ops to the device's 678 over a run) */
+        {"tiny-gpt-oss-F16", 0.05, 1},
     };
     const char *only = getenv("EL_OCL_PARITY_FILTER"); /* debugging: the models whose name holds it */
     /* a driver that cannot build the kernels: a clean CPU run that the report names, never a crash */

@@ -313,7 +313,9 @@ int main(void) {
                                    "tiny-llama-BF16", "tiny-llama-Q8_0", "tiny-gemma3-Q4_K_M", "tiny-gemma3-F16",
                                    "tiny-qwen2-Q4_K_M", "tiny-qwen3-Q6_K", "tiny-qwen3-F16",
                                    /* mixture of experts: verification groups the drafted rows by expert */
-                                   "tiny-qwen3moe-F16", "tiny-qwen3moe-Q4_K_M", "tiny-qwen2moe-Q4_K_M"};
+                                   "tiny-qwen3moe-F16", "tiny-qwen3moe-Q4_K_M", "tiny-qwen2moe-Q4_K_M",
+                                   /* gpt-oss: sinks, sliding layers, MXFP4 experts */
+                                   "tiny-gpt-oss-F16", "tiny-gpt-oss-Q8_0", "tiny-gpt-oss-MXFP4_MOE"};
     char rel[128];
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         snprintf(rel, sizeof rel, "models/%s.gguf", models[i]);

@@ -276,7 +276,7 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
         o.p.attn.a = (el_attn_args){
             .n = nr, .pos0 = pos, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
             .head_dim = hd, .window = window, .ring = ring, .scale = hp->q_prescale ? 1.0f : hp->attn_scale,
-            .softcap = hp->attn_softcap,
+            .softcap = hp->attn_softcap, .sinks = L->sinks,
             .type_k = own->type_k, .type_v = own->type_v,
         };
         run(s, &o);
@@ -285,7 +285,8 @@ void el_fwd_attention(el_session *s, int il, int n, const el_rope *rope, int win
     if (rot_v) op_fwht(s, il, "rot_out", EL_T_ATT, n * q_row / rot_v, rot_v); /* back: H·H = I */
     const el_mat *wo[1] = {&L->wo};
     static const int tmp[1] = {EL_T_TMP};
-    op_matmul(s, il, "attn_out", 1, wo, EL_T_ATT, n, tmp, NULL);
+    const float *const bo[1] = {L->bo};
+    op_matmul(s, il, "attn_out", 1, wo, EL_T_ATT, n, tmp, L->bo ? bo : NULL);
     dbg_dump("attn_out", il, s->tmp, (size_t)n * hp->n_embd);
 }
 

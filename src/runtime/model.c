@@ -24,7 +24,8 @@
 
 static const el_arch *const k_archs[] = {&el_arch_llama,   &el_arch_qwen2,    &el_arch_qwen3,    &el_arch_gemma3,
                                          &el_arch_granite, &el_arch_smollm3,  &el_arch_olmo2,    &el_arch_phi3,
-                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe, &el_arch_lfm2};
+                                         &el_arch_gemma2,  &el_arch_qwen3moe, &el_arch_qwen2moe, &el_arch_lfm2,
+                                         &el_arch_gptoss};
 
 el_model_params el_model_default_params(void) {
     el_model_params p = {.n_threads = 0, .vocab_only = false};
@@ -268,8 +269,13 @@ int el_load_common_hparams(el_model *m, el_error *err) {
     el_str stype = {0};
     bool has_type = el_gguf_get_str(m->gguf, el_arch_key(m, "rope.scaling.type", key, sizeof key), &stype);
     hp->rope_scale = 1.0f;
-    if (has_type && el_str_eq(stype, "linear") && factor > 0.0f) hp->rope_scale = 1.0f / factor;
-    else if (has_type && !el_str_eq(stype, "none") && !el_str_eq(stype, "linear"))
+    hp->rope_yarn = false;
+    /* YaRN: only an architecture that builds its RoPE with it (gpt-oss) takes it */
+    const bool yarn_ok = !strcmp(m->arch_name, "gpt-oss");
+    if (has_type && (el_str_eq(stype, "linear") || (yarn_ok && el_str_eq(stype, "yarn"))) && factor > 0.0f) {
+        hp->rope_scale = 1.0f / factor;
+        hp->rope_yarn = el_str_eq(stype, "yarn");
+    } else if (has_type && !el_str_eq(stype, "none") && !el_str_eq(stype, "linear") && !(yarn_ok && el_str_eq(stype, "yarn")))
         return el_set_error(err, EL_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported", m->arch_name,
                             (int)stype.len, stype.ptr);
     hp->rope_base_swa = hp->rope_base;
@@ -586,10 +592,10 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (strcmp(k_archs[i]->name, m->arch_name) == 0) m->arch = k_archs[i];
     if (!m->arch) {
-        el_set_error(err, EL_ERR_UNSUPPORTED,
-                     "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, granite, smollm3, olmo2, phi3, "
-                     "gemma2, qwen3moe, qwen2moe)",
-                     m->arch_name);
+        char names[256] = "";
+        for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", k_archs[i]->name);
+        el_set_error(err, EL_ERR_UNSUPPORTED, "architecture '%s' is not supported (%s)", m->arch_name, names);
         goto fail;
     }
     if (el_load_common_hparams(m, err)) goto fail;

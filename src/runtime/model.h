@@ -36,6 +36,7 @@ typedef struct el_hparams {
     float norm_eps;
     float rope_base, rope_scale;         /* global layers */
     float rope_base_swa, rope_scale_swa; /* sliding-window layers */
+    bool rope_yarn;                      /* rope.scaling.type "yarn" (gpt-oss; rope_scale = 1/factor) */
     int n_rot;
     el_rope_mode rope_mode;
     int n_swa;          /* sliding window (0: none) */
@@ -64,7 +65,9 @@ typedef struct el_hparams {
 typedef struct el_layer {
     const float *attn_norm;
     el_mat wq, wk, wv, wo;
-    const float *bq, *bk, *bv;           /* qwen2 */
+    const float *bq, *bk, *bv;           /* qwen2, gpt-oss */
+    const float *bo;                     /* gpt-oss: the output projection's bias */
+    const float *sinks;                  /* gpt-oss: n_head attention sinks (F32, el_attn_args.sinks) */
     const float *q_norm, *k_norm;        /* qwen3, gemma3 */
     const float *post_attn_norm;         /* gemma3 */
     const float *ffn_norm;
@@ -318,7 +321,7 @@ int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_er
 
 extern const el_arch el_arch_llama, el_arch_qwen2, el_arch_qwen3, el_arch_gemma3;
 extern const el_arch el_arch_granite, el_arch_smollm3, el_arch_olmo2, el_arch_phi3, el_arch_gemma2, el_arch_lfm2;
-extern const el_arch el_arch_qwen3moe, el_arch_qwen2moe;
+extern const el_arch el_arch_qwen3moe, el_arch_qwen2moe, el_arch_gptoss;
 /* attention.head_count_kv of an el_arch.kv_per_layer model: an array of
  * block_count entries, each 0 or one common value (returned in *n_kv, > 0),
  * or a single integer; flags[il] (may be NULL) = entry il is 0. */

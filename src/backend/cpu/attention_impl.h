@@ -178,8 +178,16 @@ EL_ATT_ATTR void ATT_TASK(void *vctx, int ith, int nth) {
         for (int t = t0; t < t1; t++)
             for (int h = h0; h < h1; h++) {
                 const int qi = (t - t0) * nh + (h - h0);
+                float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;
+                if (a->sinks) { /* the accumulator as float, the sink, then 1/S (ggml's order) */
+                    att_out(acc + (size_t)qi * hd, 1.0f, o, hd);
+                    el_att_sink(a, h, &M[qi], &S[qi], o, hd);
+                    const float inv = S[qi] == 0.0f ? 0.0f : 1.0f / S[qi];
+                    for (int i = 0; i < hd; i++) o[i] *= inv;
+                    continue;
+                }
                 const float inv = S[qi] == 0.0f ? 0.0f : 1.0f / S[qi];
-                att_out(acc + (size_t)qi * hd, inv, a->out + (size_t)t * a->n_head * hd + (size_t)h * hd, hd);
+                att_out(acc + (size_t)qi * hd, inv, o, hd);
             }
     }
 }
@@ -238,6 +246,7 @@ EL_ATT_ATTR void ATT_CAT(ATT_TASK, _split)(void *vctx, int ith, int nth) {
             part[0] = M[e];
             part[1] = S[e];
             att_out(acc + (size_t)e * hd, 1.0f, part + 2, hd);
+            if (a->sinks && c == 0) el_att_sink(a, h0 + e, &part[0], &part[1], part + 2, hd); /* the first range only */
         }
     }
 }

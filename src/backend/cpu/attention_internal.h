@@ -186,6 +186,25 @@ static inline void el_att_softcap_g(float *sc, int cnt, int nq, float cap) {
         for (int j = 0; j < cnt; j++) sc[e * EL_ATT_MAX_KVB + j] = cap * tanhf(sc[e * EL_ATT_MAX_KVB + j]);
 }
 
+/* Head h's sink (el_attn_args.sinks) joined to its finished state: the
+ * maximum M, the sum *S and the accumulator o[hd] as float, as ggml's flash
+ * attention does after its last position. Unlike the per-position update,
+ * llama.cpp's build does not fuse S·ms + 1 into one fma (an fma there moved
+ * tiny-gpt-oss-F16's first prompt by 4e-4 nats; two statements keep clang's
+ * -ffp-contract=on from fusing it too). */
+static inline void el_att_sink(const el_attn_args *a, int h, float *M, float *S, float *o, int hd) {
+    const float s = a->sinks[h];
+    if (s > *M) {
+        const float ms = expf(*M - s);
+        for (int i = 0; i < hd; i++) o[i] *= ms;
+        const float scaled = *S * ms; /* rounded, then added: not contracted in llama.cpp's build */
+        *S = scaled + 1.0f;
+        *M = s;
+    } else {
+        *S = *S + expf(s - *M);
+    }
+}
+
 static inline void el_att_softmax_scalar(const float *sc, int cnt, float *pM, float *pS, float *ms, float *vs) {
     float Mq = *pM, Sq = *pS;
     for (int jj = 0; jj < cnt; jj++) {

@@ -172,6 +172,7 @@ EL_ATT_ATTR void TL_TASK(void *vctx, int ith, int nth) {
         for (int t = t0; t < t1; t++)
             for (int h = h0; h < h1; h++) {
                 const int qi = (t - t0) * nh + (h - h0);
+                if (a->sinks) el_att_sink(a, h, &M[qi], &S[qi], acc + (size_t)qi * hd, hd);
                 const float inv = S[qi] == 0.0f ? 0.0f : 1.0f / S[qi];
                 float *o = a->out + (size_t)t * a->n_head * hd + (size_t)h * hd;
                 const float *ac = acc + (size_t)qi * hd;

@@ -46,6 +46,7 @@
 #include <pthread.h>
 
 #include "backend/cpu/attention_common.h"
+#include "backend/cpu/attention_internal.h" /* el_att_sink */
 #include "backend/cpu/attention_typed.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/kernel_common.h"
@@ -324,8 +325,15 @@ static void ty_task(void *vctx, int ith, int nth) {
             }
         }
         for (int e = 0; e < nh; e++) {
-            const float inv = S[e] == 0.0f ? 0.0f : 1.0f / S[e];
             float *o = a->out + (size_t)t * a->n_head * hd + (size_t)(h0 + e) * hd;
+            if (a->sinks) { /* the accumulator as float, the sink (ops.h), then 1/S */
+                for (int i = 0; i < hd; i++) o[i] = tv == EL_TYPE_F16 ? el_fp16_to_fp32(acc16[e][i]) : acc32[e][i];
+                el_att_sink(a, h0 + e, &M[e], &S[e], o, hd);
+                const float inv = S[e] == 0.0f ? 0.0f : 1.0f / S[e];
+                for (int i = 0; i < hd; i++) o[i] *= inv;
+                continue;
+            }
+            const float inv = S[e] == 0.0f ? 0.0f : 1.0f / S[e];
             if (tv == EL_TYPE_F16)
                 for (int i = 0; i < hd; i++) o[i] = el_fp16_to_fp32(acc16[e][i]) * inv;
             else

@@ -18,6 +18,9 @@
  *
  * After the call the scratch still holds the per-expert row counts
  * (el_moe_expert_offsets): the runtime's expert residency set reads them.
+ * gpt-oss's form (router bias, the softmax over the chosen logits, the
+ * experts' biases added to their products as ggml_add_id does, the clamped
+ * SwiGLU) is the same walk with those steps swapped in.
  *
  * Invariant: no allocation; scratch is el_moe_scratch_bytes(n, ...) bytes.
  */
@@ -107,6 +110,18 @@ static void top_k(const float *p, int ne, int k, int32_t *ids) {
     }
 }
 
+/* gpt-oss's SwiGLU (ggml_swiglu_oai, alpha 1.702, limit 7): g = min(g, 7),
+ * u = clamp(u, -7, 7), g = g / (1 + expf(-1.702·g)) · (u + 1), in ggml's order. */
+static void swiglu_oai(float *g, const float *u, size_t count) {
+    const float alpha = 1.702f, limit = 7.0f;
+    for (size_t i = 0; i < count; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float y = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        const float glu = x / (1.0f + expf(alpha * (-x)));
+        g[i] = glu * (y + 1.0f);
+    }
+}
+
 static el_mat expert(const el_mat *m, size_t stride, int e) {
     el_mat r = *m;
     r.data = (const uint8_t *)m->data + stride * (size_t)e;
@@ -136,15 +151,16 @@ void el_op_moe(el_pool *pool, const el_moe *moe, const float *x, int n, float *y
     int32_t *ids = (int32_t *)(sc + L.ids), *cnt = (int32_t *)(sc + L.cnt), *list = (int32_t *)(sc + L.list);
     int32_t *inv = (int32_t *)(sc + L.inv);
 
-    /* router: logits into probs, then softmax, choice and weights row by row */
-    el_op_matmul(pool, &moe->router, x, n, probs, NULL, wscratch);
+    /* router: logits (+ bias) into probs, then softmax, choice and weights row by row */
+    el_op_matmul(pool, &moe->router, x, n, probs, moe->router_b, wscratch);
     for (int t = 0; t < n; t++) {
         float *p = probs + (size_t)t * NE;
-        softmax_row(p, p, NE);
+        if (!moe->softmax_weight) softmax_row(p, p, NE);
         int32_t *id = ids + (size_t)t * K;
         float *w = wts + (size_t)t * K;
         top_k(p, NE, K, id);
         for (int j = 0; j < K; j++) w[j] = p[id[j]];
+        if (moe->softmax_weight) softmax_row(w, w, K); /* gpt-oss: the softmax of the chosen logits */
         if (moe->norm_w) {
             double s = 0.0; /* ggml_sum_rows: in double, stored as float */
             for (int j = 0; j < K; j++) s += (double)w[j];
@@ -181,9 +197,11 @@ void el_op_moe(el_pool *pool, const el_moe *moe, const float *x, int n, float *y
         const el_mat Wd = expert(&moe->down, moe->stride_down, e);
         const el_mat *gu[2] = {&Wg, &Wu};
         float *const gu_out[2] = {g, u};
-        el_op_matmul_n(pool, 2, gu, xg, nr, gu_out, NULL, wscratch);
-        el_op_silu_mul(g, u, nr, (int)F);
-        el_op_matmul(pool, &Wd, g, nr, yk + (size_t)r0 * d, NULL, wscratch);
+        const float *gu_b[2] = {moe->gate_b ? moe->gate_b + (size_t)e * F : NULL, moe->up_b ? moe->up_b + (size_t)e * F : NULL};
+        el_op_matmul_n(pool, 2, gu, xg, nr, gu_out, gu_b, wscratch);
+        if (moe->swiglu_oai) swiglu_oai(g, u, (size_t)nr * (size_t)F);
+        else el_op_silu_mul(g, u, nr, (int)F);
+        el_op_matmul(pool, &Wd, g, nr, yk + (size_t)r0 * d, moe->down_b ? moe->down_b + (size_t)e * d : NULL, wscratch);
     }
     el_op_matmul_row_order(row_order);
 

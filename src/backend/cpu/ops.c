@@ -301,10 +301,42 @@ void el_op_rmsnorm(const float *x, const float *w, float *out, int n_rows, int d
     }
 }
 
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float beta, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (beta * 2.0f * 3.14159265358979323846f)) / (2.0f * logf(base));
+}
+
+void el_rope_yarn_corr(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float *lo, float *hi) {
+    const float start = floorf(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+    const float end = ceilf(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+    *lo = start > 0.0f ? start : 0.0f;
+    *hi = end < (float)(n_rot - 1) ? end : (float)(n_rot - 1);
+}
+
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs) {
     const int n_rot = r->n_rot;
     const float theta_scale = powf(r->freq_base, -2.0f / (float)n_rot);
     float theta = (float)pos;
+    /* YaRN as llama.cpp's build computes ggml's rope_yarn: the blend and the
+     * magnitude's 1 + 0.1·ln(1/freq_scale) each one fused multiply-add (the
+     * blend's fma is what makes tiny-gpt-oss's goldens bit-equal; plain
+     * arithmetic moved them by 0.01-0.39 nats) */
+    if (r->ext_factor != 0.0f) {
+        float ms = r->mscale != 0.0f ? r->mscale : 1.0f;
+        ms *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
+        const float span = r->corr_hi - r->corr_lo > 0.001f ? r->corr_hi - r->corr_lo : 0.001f;
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
+            const float extrap = theta / ff, interp = r->freq_scale * extrap;
+            const float y = ((float)(i0 / 2) - r->corr_lo) / span;
+            const float ramp = (1.0f - (y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y)) * r->ext_factor;
+            const float th = fmaf(interp, 1.0f - ramp, extrap * ramp);
+            cs[i0] = cosf(th) * ms;
+            cs[i0 + 1] = sinf(th) * ms;
+            theta *= theta_scale;
+        }
+        ops()->rope_rotate(x, n_heads, head_dim, n_rot, r->mode == EL_ROPE_NEOX, cs);
+        return;
+    }
     for (int i0 = 0; i0 < n_rot; i0 += 2) {
         const float ff = r->freq_factors ? r->freq_factors[i0 / 2] : 1.0f;
         const float th = r->freq_scale * (theta / ff);

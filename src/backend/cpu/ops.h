@@ -73,6 +73,14 @@ typedef struct el_moe {
     int n_expert, n_used;
     bool norm_w;
     float w_scale;
+    /* gpt-oss: router logits + router_b (n_expert) or NULL; softmax_weight:
+     * the top k of the logits chosen, their weights the softmax over those k
+     * (not over all); gate_b/up_b [n_expert][ne1 of gate], down_b
+     * [n_expert][model width], or NULL: each expert's product plus its row;
+     * swiglu_oai: the activation is min(g, 7)·σ(1.702·min(g, 7))·(clamp(u, ±7) + 1)
+     * instead of silu(g)·u */
+    const float *router_b, *gate_b, *up_b, *down_b;
+    bool softmax_weight, swiglu_oai;
     bool has_shared;
     el_mat sh_inp;              /* one row: the shared expert's gate logit */
     el_mat sh_gate, sh_up, sh_down;
@@ -113,7 +121,17 @@ typedef struct el_rope {
     float freq_scale;       /* 1/linear factor */
     const float *freq_factors; /* llama3-style per-pair divisors (n_rot/2) or NULL */
     float mscale;           /* multiplies every cos and sin (llama.cpp's attn_factor: Phi-3 long RoPE); 0 or 1: none */
+    /* YaRN (ggml's rope_yarn; gpt-oss): ext_factor != 0 blends, for pair i0/2,
+     * theta = freq_scale·t·(1 - r) + t·r with r = ramp(i0)·ext_factor,
+     * ramp = 1 - clamp((i0/2 - corr_lo) / max(0.001, corr_hi - corr_lo), 0, 1),
+     * and multiplies cos/sin by (mscale or 1)·(1 + 0.1·ln(1/freq_scale));
+     * corr_lo/hi from el_rope_yarn_corr. 0: plain scaling. */
+    float ext_factor;
+    float corr_lo, corr_hi;
 } el_rope;
+/* ggml_rope_yarn_corr_dims: the dims where YaRN's blend starts and ends for a
+ * rotation of n_rot dims trained on n_ctx_orig positions at base freq_base. */
+void el_rope_yarn_corr(int n_rot, int n_ctx_orig, float freq_base, float beta_fast, float beta_slow, float *lo, float *hi);
 /* cs: scratch of n_rot floats for cos/sin pairs computed per position. */
 void el_op_rope(float *x, int n_heads, int head_dim, int pos, const el_rope *r, float *cs);
 
@@ -148,6 +166,13 @@ typedef struct el_attn_args {
     /* > 0: scores are soft-capped before the softmax, s = softcap·tanh(Q·K·scale/softcap)
      * (Gemma 2; ggml's flash attention: scale/softcap, then softcap·tanhf); 0: none */
     float softcap;
+    /* n_head floats or NULL: each head's sink, a learned logit that joins the
+     * softmax's denominator only (gpt-oss). As ggml's flash attention: after
+     * the last visible position, with the running maximum M and sum S and the
+     * accumulator as float, s > M: acc *= expf(M - s), S = S·expf(M - s) + 1;
+     * else S += expf(s - M); then acc / S. A split decode applies it to its
+     * first range only, before the ranges are combined. */
+    const float *sinks;
     /* The caches' el_type: EL_TYPE_F16 (0, as a zero-initialised struct
      * holds, means F16 too), or EL_TYPE_BF16 / EL_TYPE_Q8_0 / EL_TYPE_Q4_0
      * (head_dim a multiple of 32), for which el_op_attention runs the kernel

@@ -34,9 +34,10 @@
  *     el_op_gelu_mul), its row order (el_op_matmul_row_order_on).
  *   - supports(): MATMUL (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K weights;
  *     row length a multiple of 32, of 256 for Q4_K/Q6_K; 1..3 products), RMSNORM, ROPE (NORM,
- *     NEOX; not with a magnitude scale, rope.mscale), SCALE (not a
+ *     NEOX; not with a magnitude scale, rope.mscale, nor YaRN), SCALE (not a
  *     soft-capping one, scale.cap), KV_STORE and ATTENTION on F16 caches
- *     (not soft-capped, attn.softcap), SILU_MUL, GELU_MUL, ADD, COPY. The
+ *     (not soft-capped, attn.softcap; no sinks, attn.sinks), SILU_MUL,
+ *     GELU_MUL, ADD, COPY. The
  *     refused forms run on the CPU by placement. Float operands need
  *     4-byte aligned offsets.
  *   - Every CL call is checked; errors name the call and the CL error
@@ -206,14 +207,16 @@ static bool ocl_supports(el_backend *be, const el_op *op) {
         const el_rope *r = &op->p.rope.rope;
         /* no magnitude scale (mscale, Phi-3 long RoPE): the kernel's tables hold plain cos/sin */
         return (r->mode == EL_ROPE_NORM || r->mode == EL_ROPE_NEOX) && r->n_rot > 0 && r->n_rot % 2 == 0 &&
-               r->n_rot <= op->p.rope.head_dim && op->p.rope.n_heads > 0 && (r->mscale == 0.0f || r->mscale == 1.0f);
+               r->n_rot <= op->p.rope.head_dim && op->p.rope.n_heads > 0 && (r->mscale == 0.0f || r->mscale == 1.0f) &&
+               r->ext_factor == 0.0f; /* nor YaRN (gpt-oss) */
     }
     case EL_OPK_KV_STORE: return f16_cache(op->p.kv_store.type) && op->p.kv_store.row_len > 0;
     case EL_OPK_ATTENTION: {
         const el_attn_args *a = &op->p.attn.a;
         return f16_cache(a->type_k) && f16_cache(a->type_v) && a->head_dim > 0 && a->head_dim % 8 == 0 &&
                (size_t)a->head_dim <= ATT_DPI * c->att_ls && a->n_head > 0 && a->n_head_kv > 0 &&
-               a->n_head % a->n_head_kv == 0 && a->n >= 1 && a->softcap == 0.0f; /* no soft-capping kernel */
+               a->n_head % a->n_head_kv == 0 && a->n >= 1 && a->softcap == 0.0f && /* no soft-capping kernel */
+               !a->sinks; /* nor sinks (gpt-oss): the CPU runs those */
     }
     case EL_OPK_SCALE: return op->p.scale.cap == 0.0f; /* soft-capping (tanh) runs on the CPU */
     case EL_OPK_SILU_MUL:
