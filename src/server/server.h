@@ -33,6 +33,8 @@ typedef struct el_server_params {
                                   content is tokenized as plain text, only the template's markers are special */
     bool verbose;              /* one log line per request on stderr */
     const char *chat_template_file; /* a Jinja chat template file (--chat-template-file), or NULL */
+    const char *reasoning_format;   /* --reasoning-format: "none" | "deepseek" | "auto" (NULL: auto), the
+                                       default of a request's reasoning_format; another value fails el_server_new */
     /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
      * refused (403); "*" in allow_hosts accepts any Host. CORS: a page from a
