@@ -19,7 +19,14 @@
  * lazy one (free text until the family's trigger, then the call is
  * constrained; the reply is parsed at the end, server_stream.c), "none"
  * renders the tools but never parses (llama.cpp's common/chat.cpp does the
- * same). Then it is queued (server_slots.c) and answered: a stream by MHD's
+ * same). When a Jinja template renders the chat and its tool format is
+ * known (s->tf), that format picks the grammar (el_tool_format_grammar_family:
+ * hermes → chatml's, llama3 → llama3's); a format without one answers
+ * required / named with a 400 and leaves "auto" unconstrained (parsed
+ * only). reply_mode fixes how the reply is split: reasoning_format (the
+ * request's, else --reasoning-format), whether special tokens' text is kept
+ * for the parser, whether a stream is held back or split live, and whether
+ * the prompt opened a <think>. Then it is queued (server_slots.c) and answered: a stream by MHD's
  * content reader, a non-streamed reply here once the request is done.
  * Errors before the queue are answered at once and counted "rejected"
  * (srv_reject). Without a local model (loading, or none) a generation

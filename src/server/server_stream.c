@@ -30,14 +30,28 @@
  * SRV_KEEPALIVE_MS; a failed write makes MHD destroy the response, whose
  * free callback (stream_free) cancels the request.
  *
- * Tool calls (structured/toolcall.h). A chat request with tools (its prompt
- * rendered by server_generate.c) whose tool_choice is not "none" has its
- * finished reply parsed (parse_reply): message.tool_calls (content null when
- * nothing else was said) with finish_reason "tool_calls" ("length" when cut
- * short). Streaming holds the reply back (emit) until the end (srv_stream_tail
- * → tool_frames), then sends the content, and per call one delta with index,
- * id, type and name (arguments "") and the arguments in fragments — OpenAI's
- * shape.
+ * Tool calls and reasoning. A chat request with tools (its prompt rendered
+ * by server_generate.c) whose tool_choice is not "none" has its finished
+ * reply parsed (parse_reply): in the Jinja template's tool format when it
+ * has one (r->tf, structured/toolformat.h el_tool_format_parse), else the
+ * <think> split and the built-in family's calls (structured/toolcall.h);
+ * calls naming a tool not offered go back into the content. Then
+ * message.tool_calls (content null when nothing else was said) with
+ * finish_reason "tool_calls" ("length" when cut short), and
+ * message.reasoning_content under reasoning_format deepseek / auto. With
+ * r->keep_special a special token's text (a format's marker, which the
+ * token's piece leaves out) joins the parser's text in srv_on_token; the
+ * content sent is what the parser leaves. A stream with tools (or with
+ * gpt-oss / Command R reasoning channels: r->hold_all) holds the reply back
+ * (emit) until the end (srv_stream_tail → tool_frames), then sends the
+ * reasoning, the content, and per call one delta with index, id, type and
+ * name (arguments "") and the arguments in fragments — OpenAI's shape. Any
+ * other chat stream under deepseek / auto splits <think> live
+ * (r->think_live: structured/think_stream.h, bounded; chunks of
+ * delta.reasoning_content and delta.content, the logprobs of the tokens
+ * since the last chunk on the first one out). A non-streamed reply without
+ * tools is split only when it holds a think marker (or the prompt opened
+ * one); otherwise its text goes out as it came.
  */
 #include "server/server_internal.h"
 
