@@ -266,32 +266,49 @@ static bool push_frame(el_req *r, const el_buf *frame) {
     return ok;
 }
 
-/* The live reasoning split's sink: each run becomes a chunk (delta.reasoning_content or
- * delta.content) in frame; the first one carries the logprobs json lj. */
-typedef struct think_out { el_req *r; el_buf *frame; const char *lj; bool lj_used; } think_out;
+/* The live reasoning split's sink: runs of one kind are gathered (acc) and each kind's run becomes
+ * one chunk (delta.reasoning_content or delta.content) in frame when the kind changes or the piece
+ * ends (think_flush); the first chunk carries the logprobs json lj. */
+typedef struct think_out {
+    el_req *r;
+    el_buf *frame;
+    const char *lj;
+    bool lj_used, acc_reasoning;
+    el_buf acc;
+} think_out;
 
-static bool think_sink(void *user, bool reasoning, const char *p, size_t n) {
-    think_out *o = user;
+static bool think_flush(think_out *o) {
+    if (o->acc.len == 0) return true;
     el_req *r = o->r;
     const el_server *s = r->srv;
     const char *lj = o->lj_used ? NULL : o->lj;
-    char *json = reasoning ? el_api_chat_reasoning_chunk(r->id, s->model_id, r->created, req_fp(s, r), p, n,
-                                                         !r->sent_first, lj)
-                           : make_chunk(r, p, n, !r->sent_first, NULL, NULL, lj);
+    char *json = o->acc_reasoning ? el_api_chat_reasoning_chunk(r->id, s->model_id, r->created, req_fp(s, r),
+                                                                o->acc.p, o->acc.len, !r->sent_first, lj)
+                                  : make_chunk(r, o->acc.p, o->acc.len, !r->sent_first, NULL, NULL, lj);
     o->lj_used = true;
     r->sent_first = true;
+    o->acc.len = 0;
     return frame_json(o->frame, route_first(r, json));
+}
+
+static bool think_sink(void *user, bool reasoning, const char *p, size_t n) {
+    think_out *o = user;
+    if (o->acc.len && o->acc_reasoning != reasoning && !think_flush(o)) return false;
+    o->acc_reasoning = reasoning;
+    return el_buf_append(&o->acc, p, n);
 }
 
 /* A stream's text through the live <think> split (think_live): chunks for what is known. */
 static bool emit_think(el_req *r, const el_buf *text, bool lp) {
     el_buf frame = {0};
     char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
-    think_out o = {r, &frame, lj, false};
-    bool ok = (!lp || lj) && el_think_stream_feed(&r->ts, text->p ? text->p : "", text->len, think_sink, &o);
+    think_out o = {r, &frame, lj, false, false, {0}};
+    bool ok = (!lp || lj) && el_think_stream_feed(&r->ts, text->p ? text->p : "", text->len, think_sink, &o) &&
+              think_flush(&o);
     if (ok && o.lj_used && lp) r->lps_sent = r->n_lps; /* else they wait for the next chunk */
     if (ok && frame.len) ok = push_frame(r, &frame);
     free(lj);
+    el_buf_free(&o.acc);
     el_buf_free(&frame);
     return ok;
 }
@@ -564,8 +581,9 @@ void srv_stream_tail(el_req *r, req_state st, el_buf *tail) {
             ok = nc >= 0;
             if (nc > 0 && r->stats.finish != EL_DONE_LENGTH) finish = "tool_calls"; /* cut short: "length" */
         } else if (r->think_live) { /* what the live split still holds */
-            think_out o = {r, tail, NULL, true};
-            ok = el_think_stream_finish(&r->ts, think_sink, &o);
+            think_out o = {r, tail, NULL, true, false, {0}};
+            ok = el_think_stream_finish(&r->ts, think_sink, &o) && think_flush(&o);
+            el_buf_free(&o.acc);
         }
         bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
