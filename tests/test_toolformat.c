@@ -83,6 +83,10 @@ static void test_formats(void) {
         {EL_TF_HERMES, 0, "Sure.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>", "Sure.", NULL, 2, "a", "{}", "b", "{\"x\":1}"},
         {EL_TF_HERMES, 0, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", NULL, NULL, 1, "get_weather", W, NULL, NULL},
         {EL_TF_HERMES, 0, "I will call it: {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"} ok", "I will call it:\nok", NULL, 1, "get_weather", W, NULL, NULL},
+        /* Qwen2.5-Coder fences its bare call: the fence goes with it */
+        {EL_TF_HERMES, 0, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```", NULL, NULL, 1, "get_weather", W, NULL, NULL},
+        {EL_TF_HERMES, 0, "Here:\n```\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```\nDone.", "Here:\nDone.", NULL, 1, "get_weather", W, NULL, NULL},
+        {EL_TF_HERMES, 0, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", "```json", NULL, 1, "get_weather", W, NULL, NULL},
         {EL_TF_HERMES, 0, "<tool_call>\n{\"name\": \"get_weather\", \"argu", "<tool_call>\n{\"name\": \"get_weather\", \"argu", NULL, 0, NULL, NULL, NULL, NULL},
         {EL_TF_HERMES, 0, "<tool_call>{\"name\": \"bad name\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"bad name\", \"arguments\": {}}</tool_call>", NULL, 0, NULL, NULL, NULL, NULL},
         {EL_TF_HERMES, EL_REASONING_DEEPSEEK, "<think>\nI should check.\n</think>\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>", NULL, "I should check.", 1, "a", "{}", NULL, NULL},

@@ -51,6 +51,7 @@ typedef struct cli_opts {
     const char *chat_template; /* --chat-template NAME */
     const char *chat_template_file; /* --chat-template-file FILE (Jinja) */
     const char *chat_template_kwargs; /* --chat-template-kwargs JSON (serve) */
+    const char *reasoning_format;   /* --reasoning-format none|deepseek|auto (serve), NULL: auto */
     const char *system;        /* -sys */
     bool trust_chat_special;   /* --trust-chat-special (chat, serve): message content parsed for control tokens */
     bool verbose;

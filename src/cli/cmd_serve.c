@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
+
+#include "structured/toolformat.h"
 #include <time.h>
 
 #include "cli/cli.h"
@@ -42,6 +44,9 @@ int cli_cmd_serve(cli_opts *o) {
     if (o->chat_template && el_chat_family_from_name(o->chat_template) == EL_CHAT_UNKNOWN)
         return cli_usage_error("serve", "unknown chat template '%s' (gemma, llama3, llama2, chatml, mistral, phi3)",
                                o->chat_template);
+    if (o->reasoning_format && el_reasoning_format_parse(o->reasoning_format) < 0)
+        return cli_usage_error("serve", "--reasoning-format: expected none, deepseek or auto, got '%.40s'",
+                               o->reasoning_format);
     /* routing: the policy is checked before anything else starts */
     el_policy policy;
     if (o->policy) {
@@ -99,6 +104,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.chat_template = o->chat_template;
     p.chat_template_file = o->chat_template_file;
     p.chat_template_kwargs = o->chat_template_kwargs;
+    p.reasoning_format = o->reasoning_format;
     p.trust_chat_special = o->trust_chat_special;
     p.verbose = o->verbose;
     p.allow_hosts = o->allow_hosts;

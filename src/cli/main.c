@@ -205,6 +205,8 @@ static void print_usage(FILE *f) {
 "  --chat-template, --chat-template-file, --chat-template-kwargs, --trust-chat-special):\n"
 "      --host HOST             address to bind (default 127.0.0.1)\n"
 "      --port PORT             port (default 8080; 0: any free port)\n"
+"      --reasoning-format F    none | deepseek | auto (default): <think>...</think> (and a\n"
+"                              format's reasoning channel) go to reasoning_content\n"
 "  -np, --parallel N           slots: requests generated at once (default 1)\n"
 "      --queue Q               requests that may wait for a slot (default 16; more: 503)\n"
 "      --api-key KEY           require 'Authorization: Bearer KEY' (or 'X-Api-Key: KEY')\n"
@@ -293,7 +295,7 @@ enum { C_RUN = 1, C_TOK = 2, C_CHAT = 4, C_INFO = 8, C_SERVE = 16, C_BENCH = 32,
 enum {
     F_MODEL, F_PROMPT, F_FILE, F_NPRED, F_TEMP, F_TOPK, F_TOPP, F_MINP, F_REPPEN, F_REPLAST,
     F_PRESPEN, F_FREQPEN, F_SEED, F_THREADS, F_CTX, F_BATCH, F_IGNEOS, F_JSON, F_TOPLP,
-    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_TMPLKW, F_SYS, F_VERBOSE, F_HELP,
+    F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_TMPLKW, F_REASONFMT, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR, F_EXPBUDGET,
     F_ALIAS, F_NOSLOTS, F_NOUI, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
@@ -341,6 +343,7 @@ static const flag_def FLAGS[] = {
     {NULL, "--chat-template", F_TMPL, true, C_CHAT | C_SERVE},
     {NULL, "--chat-template-file", F_TMPLFILE, true, C_CHAT | C_SERVE},
     {NULL, "--chat-template-kwargs", F_TMPLKW, true, C_SERVE},
+    {NULL, "--reasoning-format", F_REASONFMT, true, C_SERVE},
     {"-sys", "--system-prompt", F_SYS, true, C_CHAT},
     {NULL, "--trust-chat-special", F_TRUST_CHAT, false, C_CHAT | C_SERVE},
     {"-v", "--verbose", F_VERBOSE, false, C_ALL},
@@ -555,6 +558,7 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_TMPL: o->chat_template = val; break;
         case F_TMPLFILE: o->chat_template_file = val; break;
         case F_TMPLKW: o->chat_template_kwargs = val; break;
+        case F_REASONFMT: o->reasoning_format = val; break;
         case F_TRUST_CHAT: o->trust_chat_special = true; break;
         case F_SYS: o->system = val; break;
         case F_VERBOSE: o->verbose = true; break;

@@ -457,6 +457,7 @@ void api_request_init(el_api_request *r, el_api_kind kind) {
     r->repeat_last_n = -1;
     r->id_slot = -1;
     r->parallel_tool_calls = true;
+    r->reasoning_format = -1; /* the server's default */
     if (kind == EL_API_NATIVE) { /* llama-server's /completion defaults */
         r->temperature = 0.8f;
         r->top_p = 0.95f;

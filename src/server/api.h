@@ -106,6 +106,10 @@ typedef struct el_api_request {
      * model's Jinja template (e.g. {"enable_thinking": false}), as compact JSON; NULL when not given.
      * The built-in families ignore it. */
     char *chat_template_kwargs;
+    /* chat: "reasoning_format" (llama-server's) "none" | "deepseek" | "auto" (structured/toolformat.h
+     * el_reasoning_format): whether <think>…</think> (and a format's reasoning channel) becomes
+     * message.reasoning_content; -1 when not given (the server's --reasoning-format). */
+    int reasoning_format;
     el_tool_def *tools;
     el_chat_tool *chat_tools;
     int n_tools;
@@ -328,10 +332,16 @@ typedef struct el_api_tool_calls {
     int n;
 } el_api_tool_calls;
 /* el_api_chat_response with message.tool_calls [{id, type: "function", function: {name,
- * arguments (a JSON string)}}] (tc->n > 0) and content NULL → null. */
+ * arguments (a JSON string)}}] (tc->n > 0), content NULL → null, and message.reasoning_content
+ * (reasoning[0..rlen), when reasoning is not NULL). */
 char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
-                                 const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
-                                 el_api_usage usage, const char *logprobs);
+                                 const char *content, size_t len, const char *reasoning, size_t rlen,
+                                 const el_api_tool_calls *tc, const char *finish, el_api_usage usage,
+                                 const char *logprobs);
+/* A stream chunk with delta.reasoning_content text[0..len) (first: the delta also has role "assistant"
+ * and content null); logprobs as el_api_chat_chunk's. */
+char *el_api_chat_reasoning_chunk(const char *id, const char *model, long created, const char *fingerprint,
+                                  const char *text, size_t len, bool first, const char *logprobs);
 /* A stream chunk with delta.tool_calls [{index, id, type: "function", function: {name, arguments: ""}}]
  * (the call's first chunk: args NULL) or [{index, function: {arguments: args}}] (a fragment) —
  * OpenAI's streaming shape. */

@@ -19,6 +19,7 @@
  * (the server fills the context).
  */
 #include "server/api_internal.h"
+#include "structured/toolformat.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
     F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA,
-    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_CHAT_TEMPLATE_KWARGS, F_COUNT
+    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_CHAT_TEMPLATE_KWARGS, F_REASONING_FORMAT, F_COUNT
 };
 
 #define K_CHAT 1u
@@ -65,6 +66,7 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_FUNCTION_CALL] = {"function_call", K_CHAT | K_COMP},
     [F_PARALLEL_TOOL_CALLS] = {"parallel_tool_calls", K_CHAT | K_COMP},
     [F_CHAT_TEMPLATE_KWARGS] = {"chat_template_kwargs", K_CHAT}, /* llama-server's: variables for the Jinja template */
+    [F_REASONING_FORMAT] = {"reasoning_format", K_CHAT}, /* llama-server's: none | deepseek | auto */
 };
 
 static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
@@ -339,6 +341,15 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
         cJSON_free(t);
         if (!out->chat_template_kwargs) {
             BAD(err, "chat_template_kwargs", "invalid_value", "out of memory");
+            return -1;
+        }
+    }
+    if ((it = f[F_REASONING_FORMAT])) {
+        if (!cJSON_IsString(it)) return api_type_error(err, "reasoning_format", "a string", it);
+        char q[52];
+        if ((out->reasoning_format = el_reasoning_format_parse(it->valuestring)) < 0) {
+            BAD(err, "reasoning_format", "invalid_value", "reasoning_format: expected \"none\", \"deepseek\" or \"auto\", got '%s'",
+                api_quote(it->valuestring, q, sizeof q));
             return -1;
         }
     }

@@ -162,6 +162,22 @@ char *el_api_chat_chunk(const char *id, const char *model, long created, const c
                        NULL);
 }
 
+static int fill_reasoning_delta(cJSON *c, const void *ctx) {
+    const struct text_ctx *d = ctx;
+    cJSON *o = cJSON_AddObjectToObject(c, "delta");
+    if (!o) return -1;
+    if (d->first && (!cJSON_AddStringToObject(o, "role", "assistant") || !cJSON_AddNullToObject(o, "content")))
+        return -1;
+    return api_add_text(o, "reasoning_content", d->text ? d->text : "", d->text ? d->len : 0);
+}
+
+char *el_api_chat_reasoning_chunk(const char *id, const char *model, long created, const char *fingerprint,
+                                  const char *text, size_t len, bool first, const char *logprobs) {
+    struct text_ctx d = {text, len, first};
+    return choice_body("chat.completion.chunk", id, model, created, fingerprint, fill_reasoning_delta, &d, NULL,
+                       logprobs, NULL);
+}
+
 char *el_api_chat_role_chunk(const char *id, const char *model, long created, const char *fingerprint) {
     cJSON *root = head("chat.completion.chunk", id, model, created, fingerprint);
     cJSON *arr = root ? cJSON_AddArrayToObject(root, "choices") : NULL;
@@ -178,13 +194,14 @@ char *el_api_chat_role_chunk(const char *id, const char *model, long created, co
     return api_print_and_delete(root);
 }
 
-struct tools_ctx { const char *text; size_t len; const el_api_tool_calls *tc; };
+struct tools_ctx { const char *text; size_t len; const el_api_tool_calls *tc; const char *rtext; size_t rlen; };
 
 static int fill_tool_message(cJSON *c, const void *ctx) {
     const struct tools_ctx *t = ctx;
     cJSON *m = cJSON_AddObjectToObject(c, "message");
     if (!m || !cJSON_AddStringToObject(m, "role", "assistant")) return -1;
     if (t->text ? api_add_text(m, "content", t->text, t->len) : !cJSON_AddNullToObject(m, "content")) return -1;
+    if (t->rtext && api_add_text(m, "reasoning_content", t->rtext, t->rlen)) return -1;
     if (!t->tc || t->tc->n <= 0) return 0;
     cJSON *arr = cJSON_AddArrayToObject(m, "tool_calls");
     if (!arr) return -1;
@@ -202,9 +219,10 @@ static int fill_tool_message(cJSON *c, const void *ctx) {
 }
 
 char *el_api_chat_response_tools(const char *id, const char *model, long created, const char *fingerprint,
-                                 const char *content, size_t len, const el_api_tool_calls *tc, const char *finish,
-                                 el_api_usage usage, const char *logprobs) {
-    struct tools_ctx t = {content, len, tc};
+                                 const char *content, size_t len, const char *reasoning, size_t rlen,
+                                 const el_api_tool_calls *tc, const char *finish, el_api_usage usage,
+                                 const char *logprobs) {
+    struct tools_ctx t = {content, len, tc, reasoning, rlen};
     return choice_body("chat.completion", id, model, created, fingerprint, fill_tool_message, &t, finish, logprobs,
                        &usage);
 }

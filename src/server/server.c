@@ -120,6 +120,13 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
     s->p.alias = s->alias;
     if (s->p.n_parallel <= 0) s->p.n_parallel = 1;
     if (s->p.queue_cap < 0) s->p.queue_cap = 16;
+    s->rf = EL_REASONING_AUTO;
+    if (p->reasoning_format) {
+        int rf = el_reasoning_format_parse(p->reasoning_format);
+        if (rf < 0) FAIL(EL_ERR_INVALID_ARG, "--reasoning-format: expected none, deepseek or auto, got '%.40s'", p->reasoning_format);
+        s->rf = (el_reasoning_format)rf;
+    }
+    s->p.reasoning_format = NULL; /* the caller's string is not kept: s->rf holds it */
     if (p->port < 0 || p->port > 65535) FAIL(EL_ERR_INVALID_ARG, "port %d is out of range", p->port);
     s->t_start = (long)time(NULL);
     if (srv_host_policy_init(s, p)) FAIL(EL_ERR_NOMEM, "out of memory");
@@ -170,6 +177,7 @@ static int pick_family(el_server *s, el_error *err) {
         s->cj = el_chat_jinja_from_file(s->chat_template_file, s->model, err);
         if (!s->cj) return -1;
         s->fam = el_chat_family_for_model(s->model, NULL);
+        s->tf = el_chat_jinja_tool_format(s->cj);
         snprintf(s->fam_desc, sizeof s->fam_desc, "jinja: %.200s (from --chat-template-file)", s->chat_template_file);
         return 0;
     }
@@ -178,6 +186,7 @@ static int pick_family(el_server *s, el_error *err) {
         s->cj = el_chat_jinja_for_model(s->model, &je);
         if (s->cj) {
             s->fam = el_chat_family_for_model(s->model, NULL);
+            s->tf = el_chat_jinja_tool_format(s->cj);
             snprintf(s->fam_desc, sizeof s->fam_desc, "jinja: the model's own template");
             return 0;
         }

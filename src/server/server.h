@@ -36,6 +36,8 @@ typedef struct el_server_params {
     const char *chat_template_kwargs; /* a JSON object of Jinja template variables for every chat request
                                          (llama-server's --chat-template-kwargs; a request's own
                                          chat_template_kwargs override its members), or NULL */
+    const char *reasoning_format;   /* --reasoning-format: "none" | "deepseek" | "auto" (NULL: auto), the
+                                       default of a request's reasoning_format; another value fails el_server_new */
     /* Host/CORS policy (server_http.c, "the request prelude"): requests whose Host
      * is not localhost, 127.0.0.1, [::1], `host` or one of allow_hosts are
      * refused (403); "*" in allow_hosts accepts any Host. CORS: a page from a

@@ -19,7 +19,14 @@
  * lazy one (free text until the family's trigger, then the call is
  * constrained; the reply is parsed at the end, server_stream.c), "none"
  * renders the tools but never parses (llama.cpp's common/chat.cpp does the
- * same). Then it is queued (server_slots.c) and answered: a stream by MHD's
+ * same). When a Jinja template renders the chat and its tool format is
+ * known (s->tf), that format picks the grammar (el_tool_format_grammar_family:
+ * hermes → chatml's, llama3 → llama3's); a format without one answers
+ * required / named with a 400 and leaves "auto" unconstrained (parsed
+ * only). reply_mode fixes how the reply is split: reasoning_format (the
+ * request's, else --reasoning-format), whether special tokens' text is kept
+ * for the parser, whether a stream is held back or split live, and whether
+ * the prompt opened a <think>. Then it is queued (server_slots.c) and answered: a stream by MHD's
  * content reader, a non-streamed reply here once the request is done.
  * Errors before the queue are answered at once and counted "rejected"
  * (srv_reject). Without a local model (loading, or none) a generation
@@ -286,6 +293,36 @@ static req_state await(el_server *s, struct MHD_Connection *c, el_req *r, enum M
 
 /* A new request with its body parsed by its route's parser (api.h); NULL with *ret the answer (500 out of
  * memory, or the parser's error, counted rejected). */
+/* Whether the prompt's last tokens (their text, special tokens' included) end in "<think>" and
+ * whitespace: the template opened the reasoning (DeepSeek R1, Qwen3 thinking templates). */
+static bool prompt_opens_think(const el_server *s, const el_req *r) {
+    char tail[96], piece[64];
+    size_t n = 0;
+    for (int i = r->n_prompt > 4 ? r->n_prompt - 4 : 0; i < r->n_prompt; i++) {
+        int l = el_token_to_piece(s->model, r->prompt[i], piece, (int)sizeof piece, true);
+        if (l <= 0 || l > (int)sizeof piece) continue;
+        if (n + (size_t)l > sizeof tail) n = 0; /* only the last pieces matter */
+        memcpy(tail + n, piece, (size_t)l);
+        n += (size_t)l;
+    }
+    while (n && (tail[n - 1] == ' ' || tail[n - 1] == '\n' || tail[n - 1] == '\r' || tail[n - 1] == '\t')) n--;
+    return n >= 7 && !memcmp(tail + n - 7, "<think>", 7);
+}
+
+/* How a chat reply is split (server_stream.c "Tool calls and reasoning"): the reasoning format, the
+ * special tokens' text kept for the parser, a stream held back whole or split on the fly. */
+static void reply_mode(const el_server *s, el_req *r) {
+    r->tf = s->tf;
+    r->rf = r->api.reasoning_format >= 0 ? (el_reasoning_format)r->api.reasoning_format : s->rf;
+    const bool reasons = r->rf != EL_REASONING_NONE;
+    const bool channels = r->tf == EL_TF_GPT_OSS || r->tf == EL_TF_COMMAND_R; /* reasoning in the format's markers */
+    r->keep_special = r->tf != EL_TF_NONE && (r->tools_parse || (reasons && channels));
+    r->hold_all = r->api.stream && (r->tools_parse || (reasons && channels));
+    r->think_live = r->api.stream && !r->hold_all && reasons;
+    r->think_open = reasons && prompt_opens_think(s, r);
+    el_think_stream_init(&r->ts, r->think_open);
+}
+
 static el_req *parsed_request(el_server *s, struct MHD_Connection *c, conn_ctx *cc, el_api_kind kind,
                               enum MHD_Result *ret) {
     el_api_error e;
@@ -353,10 +390,11 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
                              "--chat-template NAME, or use /v1/completions");
             return srv_reject(s, c, r, &e, NULL, NULL);
         }
-        if (r->api.n_tools > 0 && !el_chat_family_has_tools(s->fam)) {
+        if (r->api.n_tools > 0 && s->tf == EL_TF_NONE && !el_chat_family_has_tools(s->fam)) {
             el_api_set_error(&e, 400, "invalid_request_error", "tools", "unsupported_value",
-                             "the %s chat template has no tool-call convention (tools work with chatml, llama3 "
-                             "and gemma)", el_chat_family_name(s->fam));
+                             "the %s chat template has no tool-call convention (tools work with a Jinja template "
+                             "of a known tool-call format, or the built-in chatml, llama3 and gemma)",
+                             el_chat_family_name(s->fam));
             return srv_reject(s, c, r, &e, NULL, NULL);
         }
         /* only the template's markers become special tokens; message content (tool definitions,
@@ -468,22 +506,35 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     if (kind == EL_API_CHAT && r->api.tool_choice != EL_TOOL_CHOICE_NONE) { /* tools: api.c left grammar NULL */
         r->tools_parse = true;
         el_error ge = {0};
-        if (r->api.tool_choice == EL_TOOL_CHOICE_AUTO) /* free text until the family's trigger, then the call */
-            r->api.grammar = el_toolcall_grammar_lazy(s->fam, r->api.tools, r->api.n_tools, r->api.parallel_tool_calls,
+        /* the template's format drives the call syntax when it has one; its grammar is the built-in
+         * family's that writes the same syntax (hermes: chatml's, llama3: llama3's) */
+        el_chat_family gf = s->tf != EL_TF_NONE ? el_tool_format_grammar_family(s->tf) : s->fam;
+        if (gf == EL_CHAT_UNKNOWN && r->api.tool_choice != EL_TOOL_CHOICE_AUTO) {
+            el_api_set_error(&e, 400, "invalid_request_error", "tool_choice", "unsupported_value",
+                             "tool_choice \"required\" or a named function needs a grammar for the template's "
+                             "tool-call format (%s), which edgellm does not have (only hermes and llama3); "
+                             "use \"auto\"", el_tool_format_name(s->tf));
+            return srv_reject(s, c, r, &e, NULL, NULL);
+        }
+        if (gf == EL_CHAT_UNKNOWN) /* auto: the template asks for the format; the reply is parsed, not constrained */
+            ;
+        else if (r->api.tool_choice == EL_TOOL_CHOICE_AUTO) /* free text until the family's trigger, then the call */
+            r->api.grammar = el_toolcall_grammar_lazy(gf, r->api.tools, r->api.n_tools, r->api.parallel_tool_calls,
                                                       &gp->grammar_triggers, &ge);
         else /* required / named: the call is grammar-constrained from the first token */
-            r->api.grammar = el_toolcall_grammar(s->fam, r->api.tools, r->api.n_tools,
+            r->api.grammar = el_toolcall_grammar(gf, r->api.tools, r->api.n_tools,
                                                  r->api.tool_choice == EL_TOOL_CHOICE_NAMED ? r->api.tool_named : -1,
                                                  /* a named function: one call of it, as OpenAI answers */
                                                  r->api.parallel_tool_calls && r->api.tool_choice != EL_TOOL_CHOICE_NAMED,
                                                  &ge);
-        if (!r->api.grammar) {
+        if (!r->api.grammar && gf != EL_CHAT_UNKNOWN) {
             if (ge.code == EL_ERR_NOMEM) el_api_set_error(&e, 500, "server_error", NULL, NULL, "out of memory");
             else el_api_set_error(&e, 400, "invalid_request_error", "tools", "invalid_value", "tools: %s", ge.msg);
             return srv_reject(s, c, r, &e, NULL, NULL);
         }
-        gp->grammar_flags |= EL_GRAMMAR_END_EARLY; /* a complete call ends the reply unless another opens */
+        if (r->api.grammar) gp->grammar_flags |= EL_GRAMMAR_END_EARLY; /* a complete call ends the reply */
     }
+    if (kind == EL_API_CHAT) reply_mode(s, r);
     gp->grammar = r->api.grammar; /* response_format / grammar / json_schema / tool calls (api.c compiled it) */
 
     srv_rand_id(r->id, sizeof r->id, kind == EL_API_CHAT ? "chatcmpl-" : "cmpl-");

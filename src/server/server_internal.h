@@ -57,6 +57,8 @@
 #include "server/lora_registry.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "structured/think_stream.h"
+#include "structured/toolformat.h"
 #include "util/buf.h"
 
 #define SRV_POLL_MS 50                 /* a waiting connection checks its client this often (ms) */
@@ -163,7 +165,15 @@ struct el_req {
     el_cloud_canary *canary;    /* a canary: the same request runs in the cloud too (route.canary) */
     int n_dropped;              /* --ctx-overflow truncate: oldest messages dropped to fit (0: none) */
     bool tools_parse;           /* chat with tools, tool_choice not "none": the reply is parsed for tool
-                                   calls (toolcall.h); a stream holds its text back until the end */
+                                   calls (toolcall.h, or toolformat.h when tf is set) */
+    /* reasoning and the template's format (server_stream.c "Tool calls and reasoning") */
+    el_tool_format tf;          /* the server's tf (EL_TF_NONE: built-in family parsing) */
+    el_reasoning_format rf;     /* the request's reasoning_format, else the server's */
+    bool keep_special;          /* the text handed to the parser keeps special tokens' text (format markers) */
+    bool hold_all;              /* a stream holds its text back until the end (then parsed) */
+    bool think_live;            /* a stream splits <think> on the fly (ts) */
+    bool think_open;            /* the prompt ends inside a <think> the template opened */
+    el_think_stream ts;
     /* LoRA (lora_registry.h): the scale of every registered adapter this request runs with (its "lora" list
      * or the defaults when it was queued; all 0: none), and the fingerprint its replies carry */
     float lora_scale[EL_LORA_REG_MAX];
@@ -214,6 +224,9 @@ struct el_server {
     char *slot_dir;             /* --slot-save-path, or NULL */
     el_chat_family fam;         /* the built-in family: renders when cj is NULL; parses tool calls either way */
     struct el_chat_jinja *cj;   /* the Jinja template that renders chats (the model's own or --chat-template-file), or NULL */
+    el_tool_format tf;          /* cj's tool-call format (el_chat_jinja_tool_format): when not EL_TF_NONE it
+                                   drives tool calls (grammar, parsing) instead of fam; EL_TF_NONE without cj */
+    el_reasoning_format rf;     /* --reasoning-format: a request's default */
     char fam_desc[400];
     int n_ctx;
     long t_start;

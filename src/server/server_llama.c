@@ -137,6 +137,7 @@ enum MHD_Result srv_h_props(el_server *s, struct MHD_Connection *c, conn_ctx *cc
     el_buf_free(&t);
     cJSON_AddStringToObject(root, "chat_template_family", el_chat_family_name(s->fam));
     cJSON_AddStringToObject(root, "chat_template_engine", s->cj ? "jinja" : "builtin");
+    cJSON_AddStringToObject(root, "tool_call_format", s->tf != EL_TF_NONE ? el_tool_format_name(s->tf) : el_chat_family_name(s->fam));
     cJSON_AddStringToObject(root, "chat_template_source", s->fam_desc);
     cJSON *mod = cJSON_AddObjectToObject(root, "modalities");
     if (mod) {

@@ -30,14 +30,28 @@
  * SRV_KEEPALIVE_MS; a failed write makes MHD destroy the response, whose
  * free callback (stream_free) cancels the request.
  *
- * Tool calls (structured/toolcall.h). A chat request with tools (its prompt
- * rendered by server_generate.c) whose tool_choice is not "none" has its
- * finished reply parsed (parse_reply): message.tool_calls (content null when
- * nothing else was said) with finish_reason "tool_calls" ("length" when cut
- * short). Streaming holds the reply back (emit) until the end (srv_stream_tail
- * → tool_frames), then sends the content, and per call one delta with index,
- * id, type and name (arguments "") and the arguments in fragments — OpenAI's
- * shape.
+ * Tool calls and reasoning. A chat request with tools (its prompt rendered
+ * by server_generate.c) whose tool_choice is not "none" has its finished
+ * reply parsed (parse_reply): in the Jinja template's tool format when it
+ * has one (r->tf, structured/toolformat.h el_tool_format_parse), else the
+ * <think> split and the built-in family's calls (structured/toolcall.h);
+ * calls naming a tool not offered go back into the content. Then
+ * message.tool_calls (content null when nothing else was said) with
+ * finish_reason "tool_calls" ("length" when cut short), and
+ * message.reasoning_content under reasoning_format deepseek / auto. With
+ * r->keep_special a special token's text (a format's marker, which the
+ * token's piece leaves out) joins the parser's text in srv_on_token; the
+ * content sent is what the parser leaves. A stream with tools (or with
+ * gpt-oss / Command R reasoning channels: r->hold_all) holds the reply back
+ * (emit) until the end (srv_stream_tail → tool_frames), then sends the
+ * reasoning, the content, and per call one delta with index, id, type and
+ * name (arguments "") and the arguments in fragments — OpenAI's shape. Any
+ * other chat stream under deepseek / auto splits <think> live
+ * (r->think_live: structured/think_stream.h, bounded; chunks of
+ * delta.reasoning_content and delta.content, the logprobs of the tokens
+ * since the last chunk on the first one out). A non-streamed reply without
+ * tools is split only when it holds a think marker (or the prompt opened
+ * one); otherwise its text goes out as it came.
  */
 #include "server/server_internal.h"
 
@@ -252,12 +266,61 @@ static bool push_frame(el_req *r, const el_buf *frame) {
     return ok;
 }
 
+/* The live reasoning split's sink: runs of one kind are gathered (acc) and each kind's run becomes
+ * one chunk (delta.reasoning_content or delta.content) in frame when the kind changes or the piece
+ * ends (think_flush); the first chunk carries the logprobs json lj. */
+typedef struct think_out {
+    el_req *r;
+    el_buf *frame;
+    const char *lj;
+    bool lj_used, acc_reasoning;
+    el_buf acc;
+} think_out;
+
+static bool think_flush(think_out *o) {
+    if (o->acc.len == 0) return true;
+    el_req *r = o->r;
+    const el_server *s = r->srv;
+    const char *lj = o->lj_used ? NULL : o->lj;
+    char *json = o->acc_reasoning ? el_api_chat_reasoning_chunk(r->id, s->model_id, r->created, req_fp(s, r),
+                                                                o->acc.p, o->acc.len, !r->sent_first, lj)
+                                  : make_chunk(r, o->acc.p, o->acc.len, !r->sent_first, NULL, NULL, lj);
+    o->lj_used = true;
+    r->sent_first = true;
+    o->acc.len = 0;
+    return frame_json(o->frame, route_first(r, json));
+}
+
+static bool think_sink(void *user, bool reasoning, const char *p, size_t n) {
+    think_out *o = user;
+    if (o->acc.len && o->acc_reasoning != reasoning && !think_flush(o)) return false;
+    o->acc_reasoning = reasoning;
+    return el_buf_append(&o->acc, p, n);
+}
+
+/* A stream's text through the live <think> split (think_live): chunks for what is known. */
+static bool emit_think(el_req *r, const el_buf *text, bool lp) {
+    el_buf frame = {0};
+    char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
+    think_out o = {r, &frame, lj, false, false, {0}};
+    bool ok = (!lp || lj) && el_think_stream_feed(&r->ts, text->p ? text->p : "", text->len, think_sink, &o) &&
+              think_flush(&o);
+    if (ok && o.lj_used && lp) r->lps_sent = r->n_lps; /* else they wait for the next chunk */
+    if (ok && frame.len) ok = push_frame(r, &frame);
+    free(lj);
+    el_buf_free(&o.acc);
+    el_buf_free(&frame);
+    return ok;
+}
+
 /* A piece of text (and, streaming with logprobs, the tokens since the last
  * frame) goes to the client or to the non-stream text. */
 static bool emit(el_req *r, const char *piece, size_t len, bool token) {
     el_buf text = {0}, frame = {0};
     bool ok = el_utf8_sanitize(piece ? piece : "", len, &text);
-    if (ok && r->api.stream && !r->tools_parse) {
+    if (ok && r->think_live) {
+        ok = text.len == 0 || emit_think(r, &text, r->api.logprobs && token && r->lps_sent < r->n_lps);
+    } else if (ok && r->api.stream && !r->hold_all) {
         bool lp = r->api.logprobs && token && r->lps_sent < r->n_lps;
         /* chat and /completion: no chunk without text (their tokens' logprobs
          * wait for the next text, or the last chunk); legacy completions keep
@@ -319,6 +382,17 @@ bool srv_on_token(const el_token_info *t, void *user) {
             return false;
         }
     }
+    /* a special token's text (a format's marker: [TOOL_CALLS], <|channel|>, …), which the piece
+     * leaves out, joins the text the parser sees (never a stream's live text: keep_special holds it) */
+    if (r->keep_special && t->id >= 0 && !el_token_is_eog(s->model, t->id)) {
+        char sp[256], plain[256];
+        int ls = el_token_to_piece(s->model, t->id, sp, (int)sizeof sp, true);
+        int lp = el_token_to_piece(s->model, t->id, plain, (int)sizeof plain, false);
+        if (ls > 0 && ls <= (int)sizeof sp && lp == 0 && !el_buf_append(&r->text, sp, (size_t)ls)) {
+            r->oom = true;
+            return false;
+        }
+    }
     return !atomic_load(&r->cancel);
 }
 
@@ -332,25 +406,110 @@ void srv_rand_id(char *out, size_t cap, const char *prefix) {
     for (size_t i = 0; i < sizeof rnd; i++) off += snprintf(out + off, cap - (size_t)off, "%02x", rnd[i]);
 }
 
-/* The reply (r->text) split into content and tool calls (toolcall.h) with a fresh id per call
- * (ids[i] holds 32 bytes each, up to EL_TOOL_MAX_CALLS). 0, or -1 out of memory. */
-static int parse_reply(const el_req *r, el_toolcall_result *res, char ids[][32]) {
-    const el_server *s = r->srv;
-    if (el_toolcall_parse(s->fam, r->text.p, r->text.len, r->api.tools, r->api.n_tools, res)) return -1;
-    for (int i = 0; i < res->n_calls; i++) srv_rand_id(ids[i], 32, "call_");
+static bool has(const char *t, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (t[i] == needle[0] && !memcmp(t + i, needle, k)) return true;
+    return false;
+}
+
+/* Moves the built-in family's parse (toolcall.h) into out (its content replaces out's). */
+static int family_calls(const el_req *r, el_tool_parsed *out) {
+    el_toolcall_result res;
+    const char *t = out->content ? out->content : "";
+    if (el_toolcall_parse(r->srv->fam, t, out->content ? out->content_len : 0, r->api.tools, r->api.n_tools, &res))
+        return -1;
+    free(out->content);
+    out->content = res.content;
+    out->content_len = res.content_len;
+    out->calls = res.calls;
+    out->n_calls = res.n_calls;
     return 0;
 }
 
-/* A stream's held-back reply as OpenAI streams it: the content (one chunk), then per call a
- * chunk with index, id, type and name (arguments "") and the arguments in fragments. Returns
- * the number of calls, or -1 out of memory. */
+/* Calls that do not name an offered tool (or any call, without tools) go back into the content as
+ * the JSON they were: {"name": N, "arguments": A}. */
+static int keep_offered(const el_req *r, el_tool_parsed *out) {
+    el_buf extra = {0};
+    int k = 0;
+    bool ok = true;
+    for (int i = 0; i < out->n_calls; i++) {
+        el_tool_call_out *c = &out->calls[i];
+        bool offered = false;
+        for (int j = 0; r->tools_parse && j < r->api.n_tools; j++)
+            if (!strcmp(r->api.tools[j].name, c->name)) offered = true;
+        if (offered) { out->calls[k++] = *c; continue; }
+        ok = ok && (extra.len ? el_buf_str(&extra, "\n") : true) && el_buf_str(&extra, "{\"name\": \"") &&
+             el_buf_str(&extra, c->name) && el_buf_str(&extra, "\", \"arguments\": ") &&
+             el_buf_str(&extra, c->arguments) && el_buf_str(&extra, "}");
+        free(c->name);
+        free(c->arguments);
+    }
+    out->n_calls = k;
+    if (ok && extra.len) {
+        el_buf b = {0};
+        ok = (!out->content || (el_buf_append(&b, out->content, out->content_len) && el_buf_str(&b, "\n"))) &&
+             el_buf_append(&b, extra.p, extra.len) && el_buf_append(&b, "", 0);
+        if (ok) {
+            free(out->content);
+            out->content = b.p;
+            out->content_len = b.len - 1;
+        } else {
+            el_buf_free(&b);
+        }
+    }
+    el_buf_free(&extra);
+    return ok ? 0 : -1;
+}
+
+/* Whether r's finished chat reply is split (reasoning, calls) rather than sent as it came. */
+static bool reply_split(const el_req *r) {
+    if (r->tools_parse) return true;
+    if (r->rf == EL_REASONING_NONE) return false;
+    const char *t = r->text.p ? r->text.p : "";
+    return r->think_open || r->keep_special || has(t, r->text.len, "<think>") || has(t, r->text.len, "</think>");
+}
+
+/* The reply (r->text) split into reasoning, content and tool calls with a fresh id per call (ids[i]
+ * holds 32 bytes each, up to EL_TOOL_MAX_CALLS): the template's format (toolformat.h) when it has
+ * one, else the <think> split and the built-in family's calls (toolcall.h). 0, or -1 out of memory. */
+static int parse_reply(const el_req *r, el_tool_parsed *out, char ids[][32]) {
+    el_buf pre = {0};
+    const char *t = r->text.p ? r->text.p : "";
+    size_t n = r->text.len;
+    memset(out, 0, sizeof *out);
+    if (r->think_open && r->rf != EL_REASONING_NONE) { /* the prompt opened it: the reply starts inside */
+        if (!el_buf_str(&pre, "<think>") || !el_buf_append(&pre, t, n)) { el_buf_free(&pre); return -1; }
+        t = pre.p;
+        n = pre.len;
+    }
+    el_tool_format f = r->tf;
+    if (!r->tools_parse && f != EL_TF_GPT_OSS && f != EL_TF_COMMAND_R) f = EL_TF_NONE; /* no calls to find */
+    int rc = el_tool_format_parse(f, r->rf, t, n, out);
+    el_buf_free(&pre);
+    if (rc == 0 && r->tools_parse && r->tf == EL_TF_NONE) rc = family_calls(r, out);
+    if (rc == 0) rc = keep_offered(r, out);
+    if (rc) { el_tool_parsed_free(out); return -1; }
+    for (int i = 0; i < out->n_calls; i++) srv_rand_id(ids[i], 32, "call_");
+    return 0;
+}
+
+/* A stream's held-back reply as OpenAI streams it: the reasoning (one chunk), the content (one
+ * chunk), then per call a chunk with index, id, type and name (arguments "") and the arguments in
+ * fragments. Returns the number of calls, or -1 out of memory. */
 static int tool_frames(el_req *r, el_buf *tail) {
     const el_server *s = r->srv;
-    el_toolcall_result res;
+    el_tool_parsed res;
     char (*idv)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *idv);
     if (!idv || parse_reply(r, &res, idv)) { free(idv); return -1; }
     bool ok = true;
-    if (res.content) {
+    if (res.reasoning) {
+        ok = frame_json(tail, route_first(r, el_api_chat_reasoning_chunk(r->id, s->model_id, r->created, req_fp(s, r),
+                                                                         res.reasoning, res.reasoning_len,
+                                                                         !r->sent_first, NULL)));
+        r->sent_first = true;
+    }
+    if (ok && res.content) {
         ok = frame_json(tail, route_first(r, make_chunk(r, res.content, res.content_len, !r->sent_first, NULL, NULL, NULL)));
         r->sent_first = true;
     }
@@ -369,7 +528,7 @@ static int tool_frames(el_req *r, el_buf *tail) {
         r->sent_first = true;
     }
     int nc = res.n_calls;
-    el_toolcall_result_free(&res);
+    el_tool_parsed_free(&res);
     free(idv);
     return ok ? nc : -1;
 }
@@ -417,10 +576,14 @@ void srv_stream_tail(el_req *r, req_state st, el_buf *tail) {
         ok = frame_json(tail, route_first(r, native_json(r, "", 0, true)));
     } else if (st == RS_DONE) {
         const char *finish = finish_name(r->stats.finish);
-        if (r->tools_parse) { /* the held-back reply: its content, then its calls */
+        if (r->hold_all) { /* the held-back reply: its reasoning, its content, then its calls */
             int nc = tool_frames(r, tail);
             ok = nc >= 0;
             if (nc > 0 && r->stats.finish != EL_DONE_LENGTH) finish = "tool_calls"; /* cut short: "length" */
+        } else if (r->think_live) { /* what the live split still holds */
+            think_out o = {r, tail, NULL, true, false, {0}};
+            ok = el_think_stream_finish(&r->ts, think_sink, &o) && think_flush(&o);
+            el_buf_free(&o.acc);
         }
         bool lp = r->api.logprobs && r->lps_sent < r->n_lps; /* chat: tokens whose text never came */
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
@@ -457,18 +620,20 @@ char *srv_reply_json(el_req *r) {
     /* r->text is sanitised already; it may hold NUL bytes, so it goes by length */
     if (kind == EL_API_NATIVE)
         json = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
-    else if ((!r->api.logprobs || lj) && r->tools_parse) {
-        el_toolcall_result res;
+    else if ((!r->api.logprobs || lj) && kind == EL_API_CHAT && reply_split(r)) {
+        el_tool_parsed res;
         char (*ids)[32] = malloc((size_t)EL_TOOL_MAX_CALLS * sizeof *ids);
         if (ids && !parse_reply(r, &res, ids)) {
             char *idp[EL_TOOL_MAX_CALLS];
             for (int i = 0; i < res.n_calls; i++) idp[i] = ids[i];
             el_api_tool_calls tc = {res.calls, idp, res.n_calls};
-            json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), res.content,
-                                              res.content_len, &tc,
+            /* without tools, content stays a string ("" when all was reasoning) */
+            const char *content = res.content ? res.content : r->tools_parse ? NULL : "";
+            json = el_api_chat_response_tools(r->id, s->model_id, r->created, req_fp(s, r), content,
+                                              res.content_len, res.reasoning, res.reasoning_len, &tc,
                                               res.n_calls > 0 && r->stats.finish != EL_DONE_LENGTH ? "tool_calls" : fin,
                                               u, lj);
-            el_toolcall_result_free(&res);
+            el_tool_parsed_free(&res);
         }
         free(ids);
     } else if (!r->api.logprobs || lj)

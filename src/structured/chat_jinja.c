@@ -20,6 +20,7 @@
 struct el_chat_jinja {
     el_jinja *t;
     char *bos, *eos;
+    el_tool_format tf; /* the tool-call format its text writes (toolformat.h el_tool_format_detect) */
 };
 
 static char *dup0(const char *s) {
@@ -41,6 +42,16 @@ el_chat_jinja *el_chat_jinja_new(const char *tmpl, size_t len, const char *bos, 
         el_chat_jinja_free(cj);
         return NULL;
     }
+    char *z = malloc(len + 1); /* the detector reads a C string */
+    if (!z) {
+        el_chat_jinja_free(cj);
+        el_set_error(err, EL_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(z, tmpl, len);
+    z[len] = 0;
+    cj->tf = el_tool_format_detect(z);
+    free(z);
     return cj;
 }
 
@@ -85,6 +96,8 @@ el_chat_jinja *el_chat_jinja_from_file(const char *path, const el_model *m, el_e
     free(text);
     return cj;
 }
+
+el_tool_format el_chat_jinja_tool_format(const el_chat_jinja *cj) { return cj ? cj->tf : EL_TF_NONE; }
 
 void el_chat_jinja_free(el_chat_jinja *cj) {
     if (!cj) return;

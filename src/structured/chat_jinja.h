@@ -35,6 +35,7 @@
 
 #include "edgellm.h"
 #include "runtime/chat.h"
+#include "structured/toolformat.h"
 
 typedef struct el_chat_jinja el_chat_jinja;
 
@@ -45,6 +46,9 @@ el_chat_jinja *el_chat_jinja_for_model(const struct el_model *m, el_error *err);
 /* A template file with m's BOS/EOS texts (m may be NULL: "" for both). */
 el_chat_jinja *el_chat_jinja_from_file(const char *path, const struct el_model *m, el_error *err);
 void el_chat_jinja_free(el_chat_jinja *cj);
+/* The tool-call format the template's text writes (structured/toolformat.h el_tool_format_detect,
+ * decided once when it is compiled); EL_TF_NONE for NULL or an unknown one. */
+el_tool_format el_chat_jinja_tool_format(const el_chat_jinja *cj);
 
 /* 0 with *out filled (el_chat_text_free), else an el_status with err set. */
 int el_chat_jinja_render(const el_chat_jinja *cj, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools,

@@ -178,7 +178,14 @@ static void parse_hermes(acc *a, const char *p, const char *e) {
             bool ok = o && obj_call(a, o, "name", "arguments", NULL);
             cJSON_Delete(o);
             if (ok) {
-                content(a, p, q);
+                /* a call fenced as a code block (```json\n{…}\n```, as Qwen2.5-Coder writes it): the
+                 * fence goes with the call, not into the content */
+                const char *b = q, *f = skip_ws(z, e);
+                while (b > p && is_ws(b[-1])) b--;
+                if (b - p >= 7 && !memcmp(b - 7, "```json", 7) && starts(f, e, "```")) b -= 7, z = f + 3;
+                else if (b - p >= 3 && !memcmp(b - 3, "```", 3) && starts(f, e, "```")) b -= 3, z = f + 3;
+                else b = q;
+                content(a, p, b);
                 content(a, z, e);
                 return;
             }
@@ -462,6 +469,10 @@ int el_reasoning_format_parse(const char *s) {
     if (!strcmp(s, "deepseek")) return EL_REASONING_DEEPSEEK;
     if (!strcmp(s, "auto")) return EL_REASONING_AUTO;
     return -1;
+}
+
+el_chat_family el_tool_format_grammar_family(el_tool_format f) {
+    return f == EL_TF_HERMES ? EL_CHAT_CHATML : f == EL_TF_LLAMA3 ? EL_CHAT_LLAMA3 : EL_CHAT_UNKNOWN;
 }
 
 void el_tool_parsed_free(el_tool_parsed *p) {

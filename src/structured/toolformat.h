@@ -83,4 +83,11 @@ int el_reasoning_format_parse(const char *s);
 int el_tool_format_parse(el_tool_format f, el_reasoning_format rf, const char *text, size_t len, el_tool_parsed *out);
 void el_tool_parsed_free(el_tool_parsed *p);
 
+/* The built-in family whose call grammar (toolcall.h el_toolcall_grammar) writes format f's call
+ * syntax: hermes -> chatml (<tool_call> blocks, bare JSON under "auto"), llama3 -> llama3;
+ * EL_CHAT_UNKNOWN for the formats whose markers are special tokens (mistral_nemo [TOOL_CALLS],
+ * granite <|tool_call|>, deepseek, command_r, gpt_oss) or that name the function outside the JSON
+ * (functionary): no grammar constrains those. */
+el_chat_family el_tool_format_grammar_family(el_tool_format f);
+
 #endif
