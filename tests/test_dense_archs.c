@@ -43,22 +43,6 @@
 
 static char g_tmp[] = "/tmp/el_test_dense_XXXXXX";
 
-/* Writes buf to g_tmp and loads it; returns the error (the model, if any, freed). */
-static el_error load_bytes(const char *buf, size_t len) {
-    el_error err = {EL_OK, ""};
-    FILE *f = fopen(g_tmp, "wb");
-    bool ok = f && fwrite(buf, 1, len, f) == len;
-    if (f) fclose(f);
-    CHECKF(ok, "cannot write %s", g_tmp);
-    if (!ok) return (el_error){EL_ERR_IO, "write"};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 1;
-    el_model *m = el_model_load(g_tmp, &mp, &err);
-    if (m) err = (el_error){EL_OK, "loaded"};
-    el_model_free(m);
-    return err;
-}
-
 /* The bytes of a model with its metadata value `key` (4 bytes: f32 or u32) replaced. */
 static char *patched_kv(const char *model, const char *key, const void *val, size_t *len) {
     char rel[256];
@@ -122,7 +106,7 @@ static void test_bad_metadata(void) {
         size_t len;
         char *buf = patched_kv(c->model, c->key, c->is_u32 ? (const void *)&c->u : (const void *)&c->f, &len);
         if (!buf) continue;
-        el_error err = load_bytes(buf, len);
+        el_error err = el_test_load_bytes(g_tmp, buf, len);
         free(buf);
         printf("  %s: %s \"%s\"\n", c->key, el_status_name(err.code), err.msg);
         CHECKF(err.code == EL_ERR_BAD_VALUE && strstr(err.msg, c->key) && strstr(err.msg, c->shown),
@@ -165,7 +149,7 @@ static void test_bad_tensors(void) {
         if (!at) { free(buf); continue; }
         if (c->dim < 0) buf[at - 2] = '~'; /* "blk.1.attn_qkv.weig~t": the name is gone */
         else memcpy(buf + at + 4 + 8 * (size_t)c->dim, &c->ne, 8);
-        el_error err = load_bytes(buf, len);
+        el_error err = el_test_load_bytes(g_tmp, buf, len);
         free(buf);
         printf("  %s %s: %s \"%s\"\n", c->tensor, c->dim < 0 ? "missing" : "misshaped", el_status_name(err.code), err.msg);
         CHECKF(err.code == c->want && strstr(err.msg, c->tensor), "%s: want %s naming it, got %s: %s", c->tensor,

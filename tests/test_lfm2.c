@@ -220,21 +220,6 @@ static void test_spec(void) {
 
 static char g_tmp[] = "/tmp/el_test_lfm2_XXXXXX";
 
-static el_error load_bytes(const char *buf, size_t len) {
-    el_error err = {EL_OK, ""};
-    FILE *f = fopen(g_tmp, "wb");
-    bool ok = f && fwrite(buf, 1, len, f) == len;
-    if (f) fclose(f);
-    CHECKF(ok, "cannot write %s", g_tmp);
-    if (!ok) return (el_error){EL_ERR_IO, "write"};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 1;
-    el_model *m = el_model_load(g_tmp, &mp, &err);
-    if (m) err = (el_error){EL_OK, "loaded"};
-    el_model_free(m);
-    return err;
-}
-
 /* The F16 model's bytes and the offset of key's value (its first array element for arrays). */
 static char *with_key(const char *key, size_t *len, size_t *at) {
     char *buf = el_test_read_file(el_test_ref_path(F16_MODEL), len);
@@ -274,7 +259,7 @@ static void test_bad_input(void) {
         memcpy(buf + at, &widths[i], 4);
         char what[64];
         snprintf(what, sizeof what, "shortconv.l_cache = %u", widths[i]);
-        expect(what, load_bytes(buf, len), EL_ERR_BAD_VALUE, "lfm2.shortconv.l_cache");
+        expect(what, el_test_load_bytes(g_tmp, buf, len), EL_ERR_BAD_VALUE, "lfm2.shortconv.l_cache");
         free(buf);
     }
     /* head_count_kv: 6 entries; block_count patched to 5 makes it the wrong length */
@@ -282,7 +267,7 @@ static void test_bad_input(void) {
     if (buf) {
         const uint32_t five = 5;
         memcpy(buf + at, &five, 4);
-        expect("block_count 5, head_count_kv of 6", load_bytes(buf, len), EL_ERR_BAD_VALUE, "lfm2.attention.head_count_kv");
+        expect("block_count 5, head_count_kv of 6", el_test_load_bytes(g_tmp, buf, len), EL_ERR_BAD_VALUE, "lfm2.attention.head_count_kv");
         free(buf);
     }
     /* the array's elements (array data: u32 type, u64 count, then the values) */
@@ -293,10 +278,10 @@ static void test_bad_input(void) {
         CHECKF(v[0] == 0 && v[2] == 4 && v[4] == 4, "head_count_kv array %u %u %u", v[0], v[2], v[4]);
         const uint32_t two = 2, zero = 0;
         memcpy(buf + at + 4 * 4, &two, 4);
-        expect("head_count_kv with 4 and 2", load_bytes(buf, len), EL_ERR_UNSUPPORTED, "lfm2.attention.head_count_kv");
+        expect("head_count_kv with 4 and 2", el_test_load_bytes(g_tmp, buf, len), EL_ERR_UNSUPPORTED, "lfm2.attention.head_count_kv");
         memcpy(buf + at + 4 * 4, &zero, 4);
         memcpy(buf + at + 2 * 4, &zero, 4);
-        expect("head_count_kv all 0", load_bytes(buf, len), EL_ERR_UNSUPPORTED, "lfm2.attention.head_count_kv");
+        expect("head_count_kv all 0", el_test_load_bytes(g_tmp, buf, len), EL_ERR_UNSUPPORTED, "lfm2.attention.head_count_kv");
         free(buf);
     }
     static const struct { const char *tensor; int dim; int64_t ne; el_status want; } tc[] = {
@@ -318,7 +303,7 @@ static void test_bad_input(void) {
         else memcpy(buf + t + 4 + 8 * (size_t)tc[i].dim, &tc[i].ne, 8);
         char what[96];
         snprintf(what, sizeof what, "%s %s", tc[i].tensor, tc[i].dim < 0 ? "missing" : "misshaped");
-        expect(what, load_bytes(buf, len), tc[i].want, tc[i].tensor);
+        expect(what, el_test_load_bytes(g_tmp, buf, len), tc[i].want, tc[i].tensor);
         free(buf);
     }
 }

@@ -159,23 +159,14 @@ static void test_kernel(void) {
 
 /* ---- 2. hostile files ------------------------------------------------------- */
 
-/* Offset of a GGUF string (u64 length + bytes) equal to s, or 0. */
-static size_t find_gguf_str(const char *buf, size_t len, const char *s) {
-    const size_t n = strlen(s);
-    for (size_t i = 8; i + n <= len; i++) {
-        if (memcmp(buf + i, s, n) != 0) continue;
-        uint64_t l;
-        memcpy(&l, buf + i - 8, 8);
-        if (l == n) return i;
-    }
-    return 0;
-}
-
-typedef enum { P_U32, P_KEY_NAME, P_TENSOR_NAME, P_TENSOR_NE } patch_kind;
+#define P_U32 EL_TEST_PATCH_U32
+#define P_KEY_NAME EL_TEST_PATCH_NAME
+#define P_TENSOR_NAME EL_TEST_PATCH_NAME
+#define P_TENSOR_NE EL_TEST_PATCH_NE
 
 typedef struct {
     const char *model;
-    patch_kind kind;
+    el_test_patch_kind kind;
     const char *name; /* key or tensor */
     uint64_t v;       /* P_U32: the value; P_TENSOR_NE: (dim << 32) | value */
     el_status code;
@@ -186,35 +177,7 @@ static bool write_hostile(const hostile *h, const char *path) {
     size_t len = 0;
     char *buf = el_test_read_file(el_test_ref_path(h->model), &len);
     if (!buf) return false;
-    const size_t at = find_gguf_str(buf, len, h->name);
-    bool ok = at != 0;
-    if (ok) {
-        const size_t n = strlen(h->name);
-        uint32_t u;
-        switch (h->kind) {
-        case P_U32:
-            memcpy(&u, buf + at + n, 4);
-            ok = u == 4; /* GGUF_TYPE_UINT32 */
-            u = (uint32_t)h->v;
-            if (ok) memcpy(buf + at + n + 4, &u, 4);
-            break;
-        case P_KEY_NAME:
-        case P_TENSOR_NAME: buf[at + n - 1] = 'X'; break;
-        case P_TENSOR_NE: {
-            uint32_t nd;
-            memcpy(&nd, buf + at + n, 4);
-            const uint32_t dim = (uint32_t)(h->v >> 32);
-            const int64_t val = (int64_t)(uint32_t)h->v;
-            ok = dim < nd;
-            if (ok) memcpy(buf + at + n + 4 + 8 * dim, &val, 8);
-            break;
-        }
-        }
-    }
-    CHECKF(ok, "cannot patch '%s' in %s", h->name, h->model);
-    FILE *f = ok ? fopen(path, "wb") : NULL;
-    ok = f && fwrite(buf, 1, len, f) == len;
-    if (f) fclose(f);
+    const bool ok = el_test_gguf_patch(buf, len, h->kind, h->name, h->v) && el_test_write_file(path, buf, len);
     free(buf);
     return ok;
 }
@@ -224,7 +187,7 @@ static bool write_swapped(const char *model, const char *tensor, const char *pat
     size_t len = 0;
     char *buf = el_test_read_file(el_test_ref_path(model), &len);
     if (!buf) return false;
-    const size_t at = find_gguf_str(buf, len, tensor);
+    const size_t at = el_test_gguf_str_at(buf, len, tensor);
     bool ok = at != 0;
     if (ok) {
         char *ne = buf + at + strlen(tensor) + 4;

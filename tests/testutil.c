@@ -199,3 +199,64 @@ void el_test_proc_free(el_test_proc *r) {
     free(r->err);
     memset(r, 0, sizeof *r);
 }
+
+size_t el_test_gguf_str_at(const char *buf, size_t len, const char *s) {
+    const size_t n = strlen(s);
+    for (size_t i = 8; i + n <= len; i++) {
+        if (memcmp(buf + i, s, n) != 0) continue;
+        uint64_t l;
+        memcpy(&l, buf + i - 8, 8);
+        if (l == n) return i;
+    }
+    return 0;
+}
+
+bool el_test_gguf_patch(char *buf, size_t len, el_test_patch_kind kind, const char *name, uint64_t v) {
+    const size_t at = el_test_gguf_str_at(buf, len, name);
+    const size_t n = strlen(name);
+    bool ok = at != 0;
+    if (ok) {
+        uint32_t u;
+        switch (kind) {
+        case EL_TEST_PATCH_U32:
+            ok = at + n + 8 <= len;
+            if (ok) memcpy(&u, buf + at + n, 4);
+            ok = ok && u == 4; /* GGUF_TYPE_UINT32 */
+            u = (uint32_t)v;
+            if (ok) memcpy(buf + at + n + 4, &u, 4);
+            break;
+        case EL_TEST_PATCH_NAME: buf[at + n - 1] = 'X'; break;
+        case EL_TEST_PATCH_NE: {
+            uint32_t nd = 0;
+            const uint32_t dim = (uint32_t)(v >> 32);
+            const int64_t val = (int64_t)(uint32_t)v;
+            if (at + n + 4 <= len) memcpy(&nd, buf + at + n, 4);
+            ok = dim < nd && at + n + 4 + 8 * (size_t)(dim + 1) <= len;
+            if (ok) memcpy(buf + at + n + 4 + 8 * dim, &val, 8);
+            break;
+        }
+        }
+    }
+    CHECKF(ok, "cannot patch '%s'", name);
+    return ok;
+}
+
+bool el_test_write_file(const char *path, const void *buf, size_t len) {
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(buf, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = false;
+    return ok;
+}
+
+el_error el_test_load_bytes(const char *path, const char *buf, size_t len) {
+    el_error err = {EL_OK, ""};
+    const bool ok = el_test_write_file(path, buf, len);
+    CHECKF(ok, "cannot write %s", path);
+    if (!ok) return (el_error){EL_ERR_IO, "write"};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 1;
+    el_model *m = el_model_load(path, &mp, &err);
+    if (m) err = (el_error){EL_OK, "loaded"};
+    el_model_free(m);
+    return err;
+}

@@ -4,7 +4,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+#include "edgellm.h"
 
 extern int el_test_failures;
 extern int el_test_checks;
@@ -73,6 +76,24 @@ static inline bool el_test_run_cli_input(const char *const *args, const char *in
     return el_test_run_input(EL_CLI_PATH, args, input, 0, r);
 }
 #endif
+
+/* ---- hostile GGUF files: a copy of a fixture with one field changed ---- */
+/* Offset of a GGUF string (its u64 length, then the bytes) equal to s in buf,
+ * or 0 when there is none. */
+size_t el_test_gguf_str_at(const char *buf, size_t len, const char *s);
+typedef enum {
+    EL_TEST_PATCH_U32,  /* key `name` (a UINT32 value) set to v */
+    EL_TEST_PATCH_NAME, /* the last byte of key or tensor `name` made 'X' */
+    EL_TEST_PATCH_NE,   /* tensor `name`'s dimension (v >> 32) set to (uint32_t)v */
+} el_test_patch_kind;
+/* Patches buf in place; false (and a failed CHECK naming it) when `name` or
+ * the field is not found where the kind expects it. */
+bool el_test_gguf_patch(char *buf, size_t len, el_test_patch_kind kind, const char *name, uint64_t v);
+/* Writes len bytes to path (created or truncated); false on any failure. */
+bool el_test_write_file(const char *path, const void *buf, size_t len);
+/* Writes buf to path and loads it as a model (one thread); the load's error,
+ * {EL_OK, "loaded"} when it loaded (the model is freed). */
+el_error el_test_load_bytes(const char *path, const char *buf, size_t len);
 
 /* Prints "N passed, N failed"-style summary and returns the exit code. */
 int el_test_finish(const char *name);
