@@ -501,6 +501,25 @@ static void test_chat_plain_content(const char *model) {
     CHECK(el_test_run_cli_input(both, "x\n", &r));
     CHECKF(r.status == 2, "--chat-template with --chat-template-file: exit %d", r.status);
     el_test_proc_free(&r);
+    /* special files and a huge file: refused at once, naming the path (no hang on a FIFO with no
+     * writer, no endless read of /dev/zero, no 5 MB template read) */
+    char fifo[] = "/tmp/el_test_cli_fifo_XXXXXX";
+    int ffd = mkstemp(fifo);
+    if (ffd >= 0) close(ffd), unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    FILE *big = fopen(tpath, "w");
+    for (int i = 0; big && i < (5 << 20) / 64; i++) fputs("{# a comment line padding the template past its limit #}\n", big);
+    if (big) fclose(big);
+    const char *specials[][2] = {{fifo, fifo}, {"/dev/zero", "/dev/zero"}, {"/tmp", "/tmp"}, {tpath, "larger than"}};
+    for (int i = 0; i < 4; i++) {
+        const char *sp[] = {"chat", "-m", model, "--allow-unsigned", "-n", "1", "--chat-template-file", specials[i][0], NULL};
+        CHECK(el_test_run_cli_timeout(sp, 20, &r));
+        CHECKF(r.status != 0 && !r.timed_out && r.err && strstr(r.err, specials[i][1]),
+               "--chat-template-file %s: exit %d%s: %s", specials[i][0], r.status, r.timed_out ? " (timed out)" : "",
+               r.err ? r.err : "");
+        el_test_proc_free(&r);
+    }
+    unlink(fifo);
     unlink(tpath);
 }
 
