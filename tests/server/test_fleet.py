@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_server import Runner, require_setup  # noqa: E402
+from test_server import SANITIZER_MARKERS, Runner, require_setup  # noqa: E402
 
 CANARY = ["Hello, my name is", "The capital of France is", "1, 2, 3, 4,"]
 TRAFFIC = ["Once upon a time", "The weather today is", "In a small village"]
@@ -92,6 +92,7 @@ class Ctx:
         if background:
             return out, subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
         r = subprocess.run(args, capture_output=True, text=True, timeout=900, env=e)
+        assert not any(m in r.stderr for m in SANITIZER_MARKERS), r.stderr[-3000:]
         return out, r
 
     def status(self, store):
@@ -110,6 +111,13 @@ def events(out):
 
 
 def versions(ctx, out, n):
+    """Every device's active version (each verified by `status`); and no sanitizer report in any of the
+    devices' process logs (serve, install, rollback: under ASan they are ASan builds too)."""
+    for i in range(n):
+        for name in ("serve.log", "store.log"):
+            with open(os.path.join(out, "dev-%02d" % i, name), errors="replace") as f:
+                text = f.read()
+            assert not any(m in text for m in SANITIZER_MARKERS), (i, name, text[-3000:])
     return [ctx.status(os.path.join(out, "dev-%02d" % i, "store")) for i in range(n)]
 
 
@@ -224,6 +232,7 @@ def test_kill_switch(ctx, state):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 3, (p.returncode, err[-3000:])
+    assert not any(m in err for m in SANITIZER_MARKERS), err[-3000:]
     ev = events(out)
     k = [e for e in ev if e["event"] == "kill_switch"]
     assert len(k) == 1 and k[0]["source"] == "file", k
