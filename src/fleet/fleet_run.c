@@ -315,7 +315,7 @@ static int stage(fleet *f, int k, int *from, char *msg, size_t cap) {
         canary_total += c->n_canary;
         if (dev_alive(d)) canary_agree += canary(f, d, false);
     }
-    int cohort = 0, alive = 0;
+    int cohort = 0, alive = 0, with_metrics = 0;
     dev_metrics sum = {0};
     double requests = 0, refused = 0;
     cJSON *crashes = cJSON_CreateArray();
@@ -334,6 +334,7 @@ static int stage(fleet *f, int k, int *from, char *msg, size_t cap) {
         alive++;
         dev_metrics m;
         if (dev_metrics_read(d, &m)) continue;
+        with_metrics++;
         requests += m.done + m.cancelled + m.failed + m.rejected;
         refused += m.failed + m.rejected;
         if (!sum.n_le) {
@@ -359,6 +360,7 @@ static int stage(fleet *f, int k, int *from, char *msg, size_t cap) {
     cJSON_AddNumberToObject(obs, "refusal_rate", ob.refusal_rate);
     cJSON_AddNumberToObject(obs, "canary_agreement", ob.canary_agreement);
     cJSON_AddNumberToObject(obs, "install_failures", ob.install_failures);
+    cJSON_AddNumberToObject(e, "metrics_from", with_metrics); /* cohort devices whose /metrics answered */
     cJSON_AddNumberToObject(e, "requests", requests);
     cJSON_AddNumberToObject(e, "canary_prompts", canary_total);
     cJSON_AddItemToObject(e, "crashes", crashes);
