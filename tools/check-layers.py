@@ -37,6 +37,7 @@ LAYERS = [
     "gate",        # L6: the proposal gate and its policy
     "route",       # L6: routing policy, router, cloud client, thermal, telemetry, audit (its log records gate events)
     "server",      # L6: HTTP transport, routes, OpenAI / llama-server API, streaming, slots, LoRA registry
+    "fleet",       # L6: staged rollout over a simulated fleet of serve processes, its gates and log replay
     "cli",         # the edgellm command
 ]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

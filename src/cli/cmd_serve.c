@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "deploy/fingerprint.h"
 #include "runtime/chat.h"
 #include "route/policy.h"
 #include "server/server.h"
@@ -36,6 +37,27 @@ static void *load_main(void *arg) {
     l->rc = el_server_load(l->srv, &l->err);
     atomic_store(&l->done, 1);
     return NULL;
+}
+
+/* $EL_FAULT_SERVE_CRASH=SHA256:N (tests only, docs/FLEET.md): when the model
+ * about to be served is the file with that SHA-256, the server aborts after
+ * its Nth completed request, so a test can roll out "a package that crashes
+ * under load" as a real crash. Keyed by the file's bytes, which a package's
+ * manifest cannot change without changing which package it is; the variable
+ * comes from the environment of the process alone. 0 when not set or not
+ * this file; -1 when the variable is malformed. */
+static int fault_crash_after(const char *model) {
+    const char *v = getenv("EL_FAULT_SERVE_CRASH");
+    if (!v || !*v) return 0;
+    const char *colon = strchr(v, ':');
+    int n = colon ? atoi(colon + 1) : 0;
+    if (!colon || colon - v != 64 || n <= 0) return -1;
+    uint8_t h[32];
+    el_pkg_error e;
+    if (!model || el_pkg_hash_file(model, h, NULL, &e)) return 0;
+    char hex[65];
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    return strncmp(hex, v, 64) == 0 ? n : 0;
 }
 
 int cli_cmd_serve(cli_opts *o) {
@@ -76,6 +98,12 @@ int cli_cmd_serve(cli_opts *o) {
         const int dc = cli_draft_check_tokenizer(o);
         if (dc >= 0) return dc;
     }
+
+    const int crash_after = local_ok ? fault_crash_after(o->model) : 0;
+    if (crash_after < 0) return cli_failf("EL_FAULT_SERVE_CRASH: expected SHA256:N (64 hex digits, N >= 1)");
+    if (crash_after > 0)
+        fprintf(stderr, "edgellm serve: EL_FAULT_SERVE_CRASH matches this model: it aborts after %d requests\n",
+                crash_after);
 
     /* Block the stop signals before any thread starts, so all inherit the mask. */
     sigset_t stop_set;
@@ -153,6 +181,7 @@ int cli_cmd_serve(cli_opts *o) {
     p.lora_scales = o->lora_scale;
     p.n_lora = o->n_lora;
     p.lora_budget = o->lora_budget;
+    p.fault_crash_after = crash_after;
 
     el_error err = {0};
     el_server *srv = el_server_start(&p, &err);

@@ -21,6 +21,7 @@
  *   edgellm perplexity -m MODEL -f TEXT [...]                    perplexity (cmd_perplexity.c)
  *   edgellm route explain REQUEST.json --policy P [...]          replay a routing decision (cmd_route.c)
  *   edgellm act --policy ACTIONS.json (-m MODEL -p TEXT | --proposal F)  the proposal gate (cmd_act.c)
+ *   edgellm fleet --config F --gates G --base OLD --package NEW ...  staged rollout (cmd_fleet.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -69,6 +70,11 @@ static void print_usage(FILE *f) {
 "                                          the model proposes an action under the policy's schema,\n"
 "                                          the proposal gate accepts or refuses it with a reason\n"
 "                                          code ('edgellm act --help'; docs/STRUCTURED.md)\n"
+"  fleet     --config FLEET.json --gates GATES.json --base OLD --package NEW --pub K --out DIR\n"
+"                                          staged rollout on a simulated fleet of serve processes,\n"
+"                                          halted and rolled back on a failing health gate; `fleet\n"
+"                                          replay LOG` re-derives its decisions ('edgellm fleet\n"
+"                                          --help'; docs/FLEET.md)\n"
 "  pack      HF_DIR -o OUT.gguf [--type T] a Hugging Face model directory -> GGUF ('edgellm pack\n"
 "                                          --help' for its options)\n"
 "  quantize  IN.gguf OUT.gguf TYPE       a GGUF at another type, as llama-quantize ('edgellm\n"
@@ -857,6 +863,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "perplexity")) return cli_cmd_perplexity(argc, argv);
     if (!strcmp(cmd, "route")) return cli_cmd_route(argc, argv);
     if (!strcmp(cmd, "act")) return cli_cmd_act(argc, argv);
+    if (!strcmp(cmd, "fleet")) return cli_cmd_fleet(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

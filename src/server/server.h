@@ -114,6 +114,9 @@ typedef struct el_server_params {
     const float *lora_scales;  /* each adapter's default scale (NULL: 1) */
     int n_lora;
     uint64_t lora_budget;
+    /* fault injection for tests (serve sets it from $EL_FAULT_SERVE_CRASH only, never from a file or a
+     * request): > 0 aborts the process when that many requests have completed (docs/FLEET.md) */
+    int fault_crash_after;
 } el_server_params;
 
 typedef struct el_server el_server;

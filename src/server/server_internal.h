@@ -207,6 +207,7 @@ typedef struct slot {
  * scheduler state (srv->mu), the connection guard (conn_mu), the Host/CORS policy, routing and telemetry. */
 struct el_server {
     el_server_params p;
+    int fault_done;  /* requests completed, counted only while p.fault_crash_after > 0 (srv->mu) */
     char *model_path, *host, *api_key, *chat_template, *chat_template_file;
     char *tmpl_kwargs; /* --chat-template-kwargs: a JSON object (checked at start), or NULL */
     char *alias;   /* the first of --alias's list (the id) */

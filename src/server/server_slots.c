@@ -117,6 +117,11 @@ void srv_finish_locked(el_server *s, el_req *r, req_state st) {
     }
     r->state = st;
     el_metrics_request(&s->metrics, st == RS_DONE ? EL_REQ_DONE : st == RS_CANCELLED ? EL_REQ_CANCELLED : EL_REQ_FAILED);
+    if (s->p.fault_crash_after > 0 && st == RS_DONE && ++s->fault_done >= s->p.fault_crash_after) {
+        fprintf(stderr, "edgellm serve: EL_FAULT_SERVE_CRASH: aborting after %d requests (fault injection)\n",
+                s->fault_done);
+        abort(); /* a real crash under load: the process dies with SIGABRT, its reply unsent */
+    }
     pthread_cond_broadcast(&r->cv);
     if (s->tel) srv_tel_request_end(s, r, st);
 }
