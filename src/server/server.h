@@ -114,6 +114,12 @@ typedef struct el_server_params {
     const float *lora_scales;  /* each adapter's default scale (NULL: 1) */
     int n_lora;
     uint64_t lora_budget;
+    /* connection limits (server_http.c, "connection guard"; docs/SERVER.md "Connections") */
+    int conn_limit;            /* open connections in all, 16..4096 (0: 256); from 7/8 of it on a new
+                                  connection evicts the longest-waiting incomplete one */
+    int conn_per_addr;         /* open connections per client address, 1..conn_limit (0: 64, or conn_limit
+                                  if smaller); beyond it a new connection evicts that address's
+                                  longest-waiting incomplete one, or is refused when none is incomplete */
 } el_server_params;
 
 typedef struct el_server el_server;

@@ -165,7 +165,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     int busy = s->busy, depth = s->q_len;
     pthread_mutex_unlock(&s->mu);
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
-    char conn[512];
+    char conn[1024];
     srv_conn_metrics(s, conn, sizeof conn);
     char *txt = cat(el_metrics_render(&s->metrics, busy, total, depth), conn);
     if (txt && atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
