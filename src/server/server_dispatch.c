@@ -243,6 +243,14 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  sp, ex, dr);
         txt = cat(txt, tm);
     }
+    if (txt && s->audit) { /* the audit log's write failures (disk full, I/O errors): its lines are not dropped silently */
+        char am[256];
+        snprintf(am, sizeof am,
+                 "# HELP edgellm_audit_write_failures_total Audit log lines that could not be written.\n"
+                 "# TYPE edgellm_audit_write_failures_total counter\nedgellm_audit_write_failures_total %ld\n",
+                 el_audit_failed(s->audit));
+        txt = cat(txt, am);
+    }
     el_expert_stats es;
     if (txt && atomic_load(&s->ready) && el_model_expert_stats(s->model, &es) == 0) { /* MoE expert residency */
         pthread_mutex_lock(&s->metrics.mu);
