@@ -3,8 +3,8 @@
  * into edgellm). It wraps the libc calls edgellm's writers make (open /
  * openat for writing, write, pwrite, fsync, fdatasync, rename, renameat,
  * fread) and, on the calls that touch a file whose path contains
- * EL_FAULT_PATH (regular files only; sockets, pipes and terminals are never
- * touched), injects one fault:
+ * EL_FAULT_PATH (regular files only, and folders for fsync; sockets, pipes
+ * and terminals are never touched), injects one fault:
  *
  *   EL_FAULT=OP:FAULT[:nth=N]     OP    write | fsync | rename | open | read
  *                                        (write covers write and pwrite; fsync
@@ -127,9 +127,9 @@ static int path_matches(const char *path) {
     return path && (!g_path || !*g_path || strstr(path, g_path));
 }
 
-static int fd_matches(int fd, char *path, size_t cap) {
+static int fd_matches(int fd, char *path, size_t cap, int dirs_too) {
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) return 0;
+    if (fd < 0 || fstat(fd, &st) || !(S_ISREG(st.st_mode) || (dirs_too && S_ISDIR(st.st_mode)))) return 0;
     char link[64];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, cap - 1);
@@ -163,7 +163,7 @@ static int fault_errno(int f) { return f == F_EIO ? EIO : ENOSPC; }
 ssize_t write(int fd, const void *buf, size_t n) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!fd_matches(fd, path, sizeof path)) return r_write(fd, buf, n);
+    if (!fd_matches(fd, path, sizeof path, 0)) return r_write(fd, buf, n);
     int f = fault_for(OP_WRITE, path);
     if (f == F_NONE) return r_write(fd, buf, n);
     if (f == F_SHORT && n > 1) return r_write(fd, buf, n / 2);
@@ -174,7 +174,7 @@ ssize_t write(int fd, const void *buf, size_t n) {
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!fd_matches(fd, path, sizeof path)) return r_pwrite(fd, buf, n, off);
+    if (!fd_matches(fd, path, sizeof path, 0)) return r_pwrite(fd, buf, n, off);
     int f = fault_for(OP_WRITE, path);
     if (f == F_NONE) return r_pwrite(fd, buf, n, off);
     if (f == F_SHORT && n > 1) return r_pwrite(fd, buf, n / 2, off);
@@ -185,7 +185,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off) {
 static int sync_common(int fd, int (*real)(int)) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!fd_matches(fd, path, sizeof path)) return real(fd);
+    if (!fd_matches(fd, path, sizeof path, 1)) return real(fd); /* a folder's fsync too (after a rename) */
     int f = fault_for(OP_FSYNC, path);
     if (f == F_NONE || f == F_SHORT) return real(fd);
     errno = fault_errno(f);
@@ -273,7 +273,7 @@ int openat64(int dfd, const char *p, int flags, ...) __attribute__((alias("opena
 size_t fread(void *buf, size_t size, size_t n, FILE *fp) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!size || !n || !fd_matches(fileno(fp), path, sizeof path)) return r_fread(buf, size, n, fp);
+    if (!size || !n || !fd_matches(fileno(fp), path, sizeof path, 0)) return r_fread(buf, size, n, fp);
     int f = fault_for(OP_READ, path);
     if (f == F_NONE) return r_fread(buf, size, n, fp);
     if (f == F_SHORT && n > 1) return r_fread(buf, size, n / 2, fp);
@@ -287,7 +287,7 @@ size_t fread(void *buf, size_t size, size_t n, FILE *fp) {
 ssize_t read(int fd, void *buf, size_t n) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!n || !fd_matches(fd, path, sizeof path)) return r_read(fd, buf, n);
+    if (!n || !fd_matches(fd, path, sizeof path, 0)) return r_read(fd, buf, n);
     int f = fault_for(OP_READ, path);
     if (f == F_NONE) return r_read(fd, buf, n);
     if (f == F_SHORT && n > 1) return r_read(fd, buf, n / 2);
@@ -298,7 +298,7 @@ ssize_t read(int fd, void *buf, size_t n) {
 ssize_t pread(int fd, void *buf, size_t n, off_t off) {
     pthread_once(&g_once, init);
     char path[PATH_MAX];
-    if (!n || !fd_matches(fd, path, sizeof path)) return r_pread(fd, buf, n, off);
+    if (!n || !fd_matches(fd, path, sizeof path, 0)) return r_pread(fd, buf, n, off);
     int f = fault_for(OP_READ, path);
     if (f == F_NONE) return r_pread(fd, buf, n, off);
     if (f == F_SHORT && n > 1) return r_pread(fd, buf, n / 2, off);

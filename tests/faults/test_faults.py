@@ -109,8 +109,9 @@ def spread(n, cap):
 
 # ---------------------------------------------------------------- slot save
 
-def slot_prime(port):
-    st, _, b = post(port, "/completion", {"prompt": "Once upon a time", "n_predict": 6, "temperature": 0,
+def slot_prime(port, prompt="Once upon a time"):
+    """Fills slot 0's cache (the baseline file holds this prompt; the faulted saves another, so they differ)."""
+    st, _, b = post(port, "/completion", {"prompt": prompt, "n_predict": 6, "temperature": 0,
                                          "cache_prompt": True, "id_slot": 0})
     assert st == 200, (st, b[:200])
 
@@ -168,20 +169,21 @@ def t_slot_kill(ctx):
     log = os.path.join(ctx.tmp, "slot-count.log")
     srv = FServer(ctx.cli, ctx.model, shim_env(None, d, log), "-c", "256", "-t", "1", "--slot-save-path", d).start()
     try:
-        slot_prime(srv.port)
-        st, _, b = post(srv.port, "/slots/0?action=save", {"filename": "keep.bin"})
+        slot_prime(srv.port, "The weather today is")  # as the killed saves below
+        st, _, b = post(srv.port, "/slots/0?action=save", {"filename": "count.bin"})
         assert st == 200, (st, b)
     finally:
         srv.interrupt()
+    os.unlink(os.path.join(d, "count.bin"))
     n = count_calls(log)
     good = sha(os.path.join(d, "keep.bin"))
-    kills = 0
+    kills = replaced = 0
     for op in ("write", "fsync", "rename"):
-        for k in spread(n.get(op, 0), 12):
+        for k in spread(n.get(op, 0), 40):
             srv = FServer(ctx.cli, ctx.model, shim_env("%s:kill:nth=%d" % (op, k), d), "-c", "256", "-t", "1",
                           "--slot-save-path", d).start()
             try:
-                slot_prime(srv.port)
+                slot_prime(srv.port, "The weather today is")
                 try:
                     post(srv.port, "/slots/0?action=save", {"filename": "keep.bin"}, timeout=30)
                 except OSError:
@@ -193,14 +195,21 @@ def t_slot_kill(ctx):
                 srv.kill()
             visible = sorted(f for f in os.listdir(d) if not f.startswith("."))
             assert visible == ["keep.bin"], visible
-            assert sha(os.path.join(d, "keep.bin")) == good, "keep.bin changed by a save killed at %s %d" % (op, k)
+            now = sha(os.path.join(d, "keep.bin"))
+            if now != good:  # only a kill after the rename (the folder's fsync) may leave the new file, whole
+                assert op == "fsync" and k == n["fsync"], "keep.bin changed by a save killed at %s %d" % (op, k)
+                slot_check_intact(ctx, d, now)
+                replaced += 1
+                good = now
             for f in os.listdir(d):  # a leftover temp: hidden, never a name restore accepts; remove it as gc would
                 if f.startswith("."):
                     os.unlink(os.path.join(d, f))
-    slot_check_intact(ctx, d, good)
-    print("     (slot save: %s calls per save; killed at %d of them)" % (n, kills))
+    slot_check_intact(ctx, d, sha(os.path.join(d, "keep.bin")))
+    print("     (slot save: %s calls per save; killed at %d of them; %d after the rename)" % (n, kills, replaced))
+    assert replaced == 1, "the kill after the rename (the folder's fsync) did not leave the new file"
     MATRIX.append(("slot save", "kill -9 at each write/fsync/rename (%d)" % kills,
-                   "old file intact, restorable; the temp is hidden (restore refuses dot names)"))
+                   "before the rename: old file intact; after it: the new file, whole; both restorable; "
+                   "a leftover temp is hidden (restore refuses dot names)"))
 
 
 # ---------------------------------------------------------------- store
@@ -262,14 +271,15 @@ def t_store_install_kill(ctx):
             assert r.returncode == -9, "install not killed at %s %d: %d" % (op, k, r.returncode)
             kills += 1
             act, prev = store_state(ctx, s)
-            assert act in (2, 3), "killed at %s %d: active v%s" % (op, k, act)
+            last = op == "fsync" and k == n["fsync"]  # the folder's fsync after the switch's rename
+            assert act == (3 if last else 2), "killed at %s %d: active v%s" % (op, k, act)
             seen.add(act)
             store_runs(ctx, s)
             g = store_run(ctx, "gc", "--store", s)
             assert g.returncode == 0, g.stderr
     print("     (install: %s calls; killed at each of %d; active after: %s)" % (n, kills, sorted(seen)))
     MATRIX.append(("store install", "kill -9 at each open/write/fsync/rename (%d)" % kills,
-                   "active v2 or v3, verifies and runs; gc cleans"))
+                   "active v2 (before the switch's rename) or v3 (after it), verifies and runs; gc cleans"))
 
 
 def t_store_rollback_fault(ctx, op, kind):
@@ -297,10 +307,11 @@ def t_store_rollback_kill(ctx):
             r = store_run(ctx, "rollback", "--store", s, env=shim_env("%s:kill:nth=%d" % (op, k), s))
             assert r.returncode == -9, "rollback not killed at %s %d" % (op, k)
             kills += 1
-            assert store_state(ctx, s) in ((2, 1), (1, 2)), "killed rollback left %s" % (store_state(ctx, s),)
+            want = (1, 2) if op == "fsync" and k == n["fsync"] else (2, 1)  # after the rename: rolled back
+            assert store_state(ctx, s) == want, "rollback killed at %s %d left %s" % (op, k, store_state(ctx, s))
             store_runs(ctx, s)
     MATRIX.append(("store activate (rollback)", "kill -9 at each write/fsync/rename (%d)" % kills,
-                   "v2 (previous v1) or v1 (previous v2), verifies and runs"))
+                   "before the rename v2 (previous v1), after it v1 (previous v2); verifies and runs"))
 
 
 # ---------------------------------------------------------------- telemetry spool, audit log
