@@ -71,6 +71,8 @@ typedef struct cli_opts {
     bool no_batch;             /* --no-batch: slots decode one by one (no batched rounds) */
     int batch_chunk;           /* --batch-chunk N: prefill chunk between decode rounds (0: 64) */
     int batch_wait_us;         /* --batch-wait-us N: a round's wait for slots still sampling (-1: unset) */
+    int max_conns;             /* --max-conns N: open connections in all (0: the server's default, 256) */
+    int max_conns_per_addr;    /* --max-conns-per-addr N: open connections per client address (0: 64) */
     int cache_prompt;          /* --cache-prompt 1 / --no-cache-prompt -1 / 0: each route's default */
     const char *slot_save_path; /* --slot-save-path DIR: slot save/restore files live there */
     bool embeddings;           /* --embeddings: the embedding routes answer (else 501) */

@@ -69,6 +69,9 @@ int cli_cmd_serve(cli_opts *o) {
     if (o->reasoning_format && el_reasoning_format_parse(o->reasoning_format) < 0)
         return cli_usage_error("serve", "--reasoning-format: expected none, deepseek or auto, got '%.40s'",
                                o->reasoning_format);
+    if (o->max_conns_per_addr > (o->max_conns ? o->max_conns : 256))
+        return cli_usage_error("serve", "--max-conns-per-addr %d: more than --max-conns (%d); at most that many",
+                               o->max_conns_per_addr, o->max_conns ? o->max_conns : 256);
     /* routing: the policy is checked before anything else starts */
     el_policy policy;
     if (o->policy) {
@@ -151,6 +154,8 @@ int cli_cmd_serve(cli_opts *o) {
     p.no_batch = o->no_batch;
     p.batch_chunk = o->batch_chunk;
     p.batch_wait_us = o->batch_wait_us < 0 ? 0 : o->batch_wait_us == 0 ? -1 : o->batch_wait_us;
+    p.conn_limit = o->max_conns;
+    p.conn_per_addr = o->max_conns_per_addr;
     p.cache_prompt = o->cache_prompt;
     p.slot_save_path = o->slot_save_path;
     p.embeddings = o->embeddings;

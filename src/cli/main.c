@@ -234,6 +234,12 @@ static void print_usage(FILE *f) {
 "                              batched decode steps (default 64)\n"
 "      --batch-wait-us N       a batched step waits at most N us for slots still\n"
 "                              sampling (default 1000; 0: none)\n"
+"      --max-conns N           open connections in all, 16..4096 (default 256); from 7/8\n"
+"                              of it on, a new one closes the longest-waiting incomplete\n"
+"                              one (docs/SERVER.md: Connections)\n"
+"      --max-conns-per-addr N  open connections from one address, 1..--max-conns (default\n"
+"                              64); beyond it a new one closes that address's longest-\n"
+"                              waiting incomplete one, or is refused if all are answering\n"
 "      --slot-save-path DIR    POST /slots/N?action=save|restore write and read slot\n"
 "                              files (tokens + KV cache) in DIR only (else 501)\n"
 "      --cache-prompt, --no-cache-prompt\n"
@@ -304,7 +310,7 @@ enum {
     F_STOP, F_NOBOS, F_NOPARSE, F_NOESC, F_TMPL, F_TMPLFILE, F_TMPLKW, F_REASONFMT, F_SYS, F_VERBOSE, F_HELP,
     F_HOST, F_PORT, F_PARALLEL, F_QUEUE, F_APIKEY, F_NPROMPT, F_NGEN, F_REPS, F_DEPTH,
     F_ALLOW_UNSIGNED, F_PUB, F_STORE, F_MINVER, F_ALLOWHOST, F_CORS, F_CORSORIGINS, F_TRUST_CHAT, F_MEMBUDGET, F_MEMFLOOR, F_EXPBUDGET,
-    F_ALIAS, F_NOSLOTS, F_NOUI, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
+    F_ALIAS, F_NOSLOTS, F_NOUI, F_NOBATCH, F_BATCHCHUNK, F_BATCHWAIT, F_MAXCONNS, F_MAXCONNSADDR, F_SLOTPATH, F_CACHEPROMPT, F_NOCACHEPROMPT, F_EMBD, F_POOLING,
     F_SPEC, F_DRAFTMODEL, F_DRAFTMAX, F_DRAFTMIN, F_SPECNGRAM, F_SPECFIXED,
     F_POLICY, F_CLOUDURL, F_CLOUDKEY, F_CLOUDMODEL, F_THERMALSRC,
     F_TELDIR, F_TELMAX, F_TELKEEP, F_OTLP, F_AUDIT, F_ROUTE, F_DATACLASS, F_CONSENT,
@@ -368,6 +374,8 @@ static const flag_def FLAGS[] = {
     {NULL, "--no-batch", F_NOBATCH, false, C_SERVE},
     {NULL, "--batch-chunk", F_BATCHCHUNK, true, C_SERVE},
     {NULL, "--batch-wait-us", F_BATCHWAIT, true, C_SERVE},
+    {NULL, "--max-conns", F_MAXCONNS, true, C_SERVE},
+    {NULL, "--max-conns-per-addr", F_MAXCONNSADDR, true, C_SERVE},
     {NULL, "--slot-save-path", F_SLOTPATH, true, C_SERVE},
     {NULL, "--cache-prompt", F_CACHEPROMPT, false, C_SERVE},
     {NULL, "--no-cache-prompt", F_NOCACHEPROMPT, false, C_SERVE},
@@ -584,6 +592,8 @@ static int parse_args(int argc, char **argv, unsigned cmd_bit, cli_opts *o) {
         case F_NOBATCH: o->no_batch = true; break;
         case F_BATCHCHUNK: NEED_INT(1, 65536); o->batch_chunk = (int)lv; break;
         case F_BATCHWAIT: NEED_INT(0, 1000000); o->batch_wait_us = (int)lv; break;
+        case F_MAXCONNS: NEED_INT(16, 4096); o->max_conns = (int)lv; break;
+        case F_MAXCONNSADDR: NEED_INT(1, 4096); o->max_conns_per_addr = (int)lv; break;
         case F_CACHEPROMPT: o->cache_prompt = 1; break;
         case F_NOCACHEPROMPT: o->cache_prompt = -1; break;
         case F_SLOTPATH:

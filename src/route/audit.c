@@ -50,6 +50,8 @@ void el_audit_close(el_audit *a) {
     free(a);
 }
 
+long el_audit_failed(el_audit *a) { return a ? el_spool_failed(a->spool) : 0; }
+
 void el_audit_set_fingerprint(el_audit *a, const char *fp) {
     if (!a) return;
     char tmp[64];

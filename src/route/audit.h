@@ -40,6 +40,8 @@ typedef struct el_audit el_audit;
 /* NULL with err when the file cannot be opened. max_bytes <= 0: 1 MiB; keep <= 0: 3. */
 el_audit *el_audit_open(const char *path, long max_bytes, int keep, char *err, size_t cap);
 void el_audit_close(el_audit *a); /* NULL is fine */
+/* Lines that could not be written (disk full, I/O error) since open; 0 for NULL. */
+long el_audit_failed(el_audit *a);
 /* The deployment fingerprint for the lines that follow (checked as telemetry's). */
 void el_audit_set_fingerprint(el_audit *a, const char *fp);
 /* Appends a decision (x and s: what el_route_decide read; r: its result). NULL a: no-op. */

@@ -106,6 +106,9 @@ int el_spool_write(el_spool *s, const char *line, size_t len) {
             if (w == (ssize_t)(len + 1)) {
                 s->size += (long)w;
                 rc = 0;
+            } else if (w > 0 && ftruncate(s->fd, (off_t)s->size) != 0) { /* half a line: cut it back */
+                close(s->fd);
+                s->fd = -1; /* cannot cut it: stop rather than append after half a line */
             }
             if (b != stackbuf) free(b);
         }
@@ -113,6 +116,14 @@ int el_spool_write(el_spool *s, const char *line, size_t len) {
     if (rc) s->failed++;
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+long el_spool_failed(el_spool *s) {
+    if (!s) return 0;
+    pthread_mutex_lock(&s->mu);
+    long n = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void el_spool_close(el_spool *s) {

@@ -48,8 +48,13 @@ typedef struct el_spool el_spool;
  * rotated files. NULL with err. */
 el_spool *el_spool_open(const char *path, long max_bytes, int keep, char *err, size_t cap);
 /* Appends line (no newline in it) and '\n', rotating first when needed.
- * 0, or -1 (the write failed; counted). */
+ * 0, or -1 (the write failed; counted). A short write (a disk that filled
+ * mid-line) is cut back to the previous end, so the file never holds half a
+ * line; when that cut fails too the spool stops writing (every later line
+ * counts as failed) rather than glue a line onto half of another. */
 int el_spool_write(el_spool *s, const char *line, size_t len);
+/* Lines that failed to be written (el_spool_write returned -1) since open. */
+long el_spool_failed(el_spool *s);
 /* The path of rotated file i (1..keep): "a/b.jsonl" -> "a/b.i.jsonl",
  * "a/b" -> "a/b.i". */
 void el_spool_rotated_name(const char *path, int i, char *out, size_t cap);

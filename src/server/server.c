@@ -108,6 +108,16 @@ el_server *el_server_start(const el_server_params *p, el_error *err) {
         if (!(s->slot_dir = strdup(p->slot_save_path))) FAIL(EL_ERR_NOMEM, "out of memory");
     }
     s->p.slot_save_path = s->slot_dir;
+    /* connection limits (server_http.c, "connection guard") */
+    if (p->conn_limit && (p->conn_limit < 16 || p->conn_limit > 4096))
+        FAIL(EL_ERR_INVALID_ARG, "conn_limit (--max-conns) %d: expected 16..4096", p->conn_limit);
+    s->conn_limit = p->conn_limit ? p->conn_limit : 256;
+    if (p->conn_per_addr && (p->conn_per_addr < 1 || p->conn_per_addr > s->conn_limit))
+        FAIL(EL_ERR_INVALID_ARG, "conn_per_addr (--max-conns-per-addr) %d: expected 1..%d (the connection limit)",
+             p->conn_per_addr, s->conn_limit);
+    s->conn_per_addr = p->conn_per_addr ? p->conn_per_addr : (s->conn_limit < 64 ? s->conn_limit : 64);
+    s->conn_soft = s->conn_limit - s->conn_limit / 8;
+    if (!(s->conn_cand = calloc((size_t)s->conn_limit * 2, sizeof *s->conn_cand))) FAIL(EL_ERR_NOMEM, "out of memory");
     if (!s->model_path || !s->host || (p->api_key && *p->api_key && !s->api_key) || (p->chat_template && !s->chat_template) ||
         (p->chat_template_file && !s->chat_template_file))
         FAIL(EL_ERR_NOMEM, "out of memory");
@@ -550,6 +560,7 @@ void el_server_free(el_server *s) {
     }
     free(s->slots);
     free(s->slot_dir);
+    free(s->conn_cand);
     el_thermal_stop(s->thermal); /* before the model: its callback derates the model's pool */
     el_lora_reg_free(s->lora);  /* after the sessions that used its adapters, before the model */
     el_model_free(s->model);

@@ -117,6 +117,12 @@ typedef struct el_server_params {
     /* fault injection for tests (serve sets it from $EL_FAULT_SERVE_CRASH only, never from a file or a
      * request): > 0 aborts the process when that many requests have completed (docs/FLEET.md) */
     int fault_crash_after;
+    /* connection limits (server_http.c, "connection guard"; docs/SERVER.md "Connections") */
+    int conn_limit;            /* open connections in all, 16..4096 (0: 256); from 7/8 of it on a new
+                                  connection evicts the longest-waiting incomplete one */
+    int conn_per_addr;         /* open connections per client address, 1..conn_limit (0: 64, or conn_limit
+                                  if smaller); beyond it a new connection evicts that address's
+                                  longest-waiting incomplete one, or is refused when none is incomplete */
 } el_server_params;
 
 typedef struct el_server el_server;

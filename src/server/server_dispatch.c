@@ -165,7 +165,7 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
     int busy = s->busy, depth = s->q_len;
     pthread_mutex_unlock(&s->mu);
     int total = atomic_load(&s->ready) ? s->n_slots : 0; /* n_slots is written by the loader before `ready` */
-    char conn[512];
+    char conn[1024];
     srv_conn_metrics(s, conn, sizeof conn);
     char *txt = cat(el_metrics_render(&s->metrics, busy, total, depth), conn);
     if (txt && atomic_load(&s->ready)) { /* memory gauges (h_health's figures) */
@@ -242,6 +242,14 @@ static enum MHD_Result h_metrics(el_server *s, struct MHD_Connection *c, conn_ct
                  "edgellm_telemetry_events_total{outcome=\"dropped\"} %ld\n",
                  sp, ex, dr);
         txt = cat(txt, tm);
+    }
+    if (txt && s->audit) { /* the audit log's write failures (disk full, I/O errors): its lines are not dropped silently */
+        char am[256];
+        snprintf(am, sizeof am,
+                 "# HELP edgellm_audit_write_failures_total Audit log lines that could not be written.\n"
+                 "# TYPE edgellm_audit_write_failures_total counter\nedgellm_audit_write_failures_total %ld\n",
+                 el_audit_failed(s->audit));
+        txt = cat(txt, am);
     }
     el_expert_stats es;
     if (txt && atomic_load(&s->ready) && el_model_expert_stats(s->model, &es) == 0) { /* MoE expert residency */

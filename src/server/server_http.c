@@ -12,8 +12,10 @@
  * Connections (the "connection guard" section). Every TCP connection is
  * tracked with the phase of its request (headers, body, answering) from
  * MHD's connection notifications. MHD refuses connections beyond
- * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP per address; near the limit a
- * new connection evicts an incomplete one (of the address holding the most);
+ * s->conn_limit in total (--max-conns); near it a new connection evicts an
+ * incomplete one (of the address holding the most); at s->conn_per_addr
+ * from one address (--max-conns-per-addr) a new one evicts that address's
+ * longest-waiting incomplete one (MHD's accept policy callback);
  * a reaper thread closes connections whose headers or body take longer than
  * their deadline, which MHD's idle timeout cannot do against a client that
  * sends a byte a second. The request prelude (on_request, before
@@ -51,9 +53,6 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#define SRV_CONN_LIMIT 256u        /* connections in total (MHD refuses beyond) */
-#define SRV_CONN_SOFT 224          /* from here on, a new connection evicts the oldest incomplete one */
-#define SRV_CONN_PER_IP 64u        /* connections per client address (MHD refuses beyond) */
 #define SRV_HEADER_DEADLINE_S 10.0 /* connection open / kept alive -> request headers complete */
 #define SRV_BODY_DEADLINE_S 20.0   /* headers complete -> body complete */
 #define SRV_REAP_MS 200            /* how often the reaper looks for connections past a deadline */
@@ -71,11 +70,18 @@
  *   BODY     headers complete (on_request's first call), body not complete
  *   ACTIVE   the request is complete and being answered (not limited here)
  *
- * Limits (the README's "Limits"): MHD refuses a connection beyond
- * SRV_CONN_LIMIT in total or SRV_CONN_PER_IP from one address. From
- * SRV_CONN_SOFT live connections on, each new connection evicts one still in
- * HEADERS or BODY: the one waiting longest among those of the address that
- * holds the most such connections. So connections that send nothing or
+ * Limits (docs/SERVER.md "Connections"): MHD refuses a connection beyond
+ * s->conn_limit in total. From s->conn_soft (7/8 of it) live connections on,
+ * each new connection evicts one still in HEADERS or BODY: the one waiting
+ * longest among those of the address that holds the most such connections.
+ * Per address (accept_policy, MHD's MHD_AcceptPolicyCallback, which runs on
+ * the listening thread before MHD's "started" notification): a new
+ * connection from an address that already holds s->conn_per_addr live ones
+ * evicts that address's longest-waiting connection in HEADERS or BODY; only
+ * when all of them are ACTIVE is it refused. On a device every client is
+ * 127.0.0.1, so a refusal there would let one app's stuck connections lock
+ * out every other app; eviction lets a client that has a request to make in,
+ * and costs the stuck ones their place. So connections that send nothing or
  * dribble cannot keep out clients that have a request to make, and an
  * attacker who reconnects at once only displaces its own. The reaper thread
  * evicts a connection whose headers took longer than SRV_HEADER_DEADLINE_S
@@ -136,9 +142,10 @@ static int conn_cmp_addr_age(const void *a, const void *b) {
 
 /* The connection to evict to admit a new one (conn_mu held), or NULL. */
 static conn_track *conn_victim_locked(el_server *s) {
-    conn_track *cand[2 * SRV_CONN_LIMIT];
+    conn_track **cand = s->conn_cand;
+    const size_t cap = (size_t)s->conn_limit * 2;
     size_t n = 0;
-    for (conn_track *o = s->conns; o && n < sizeof cand / sizeof cand[0]; o = o->next)
+    for (conn_track *o = s->conns; o && n < cap; o = o->next)
         if (!o->evicted && o->phase != CP_ACTIVE && o->fd >= 0) cand[n++] = o;
     if (!n) return NULL;
     qsort(cand, n, sizeof cand[0], conn_cmp_addr_age); /* by address, then longest waiting first */
@@ -154,6 +161,50 @@ static conn_track *conn_victim_locked(el_server *s) {
     return best;
 }
 
+/* A client address as a conn_track key: family byte + address bytes (zeros: unknown). */
+static void addr_key(const struct sockaddr *sa, unsigned char key[17]) {
+    memset(key, 0, 17);
+    if (sa && sa->sa_family == AF_INET) {
+        key[0] = 4;
+        memcpy(key + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        key[0] = 6;
+        memcpy(key + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    }
+}
+
+/* MHD's accept policy (runs on the listening thread, before the "started"
+ * notification of the same connection): at the per-address limit, evict that
+ * address's longest-waiting incomplete connection; refuse (MHD_NO) only when
+ * every connection of the address is answering a complete request. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    el_server *s = cls;
+    (void)addrlen;
+    unsigned char key[17];
+    addr_key(addr, key);
+    enum MHD_Result ok = MHD_YES;
+    pthread_mutex_lock(&s->conn_mu);
+    int n = 0;
+    conn_track *victim = NULL;
+    for (conn_track *o = s->conns; o; o = o->next) {
+        if (o->evicted || memcmp(o->addr, key, sizeof key)) continue;
+        n++;
+        if (o->phase != CP_ACTIVE && o->fd >= 0 && (!victim || o->t_phase < victim->t_phase)) victim = o;
+    }
+    if (n >= s->conn_per_addr) {
+        if (victim) {
+            conn_evict_locked(s, victim, "per-address limit: this address's longest-waiting incomplete request makes room");
+        } else {
+            s->n_refused++;
+            ok = MHD_NO;
+            if (s->p.verbose)
+                fprintf(stderr, "edgellm serve: connection refused: %d from one address, all answering\n", n);
+        }
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return ok;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
     el_server *s = cls;
@@ -167,16 +218,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         ct->phase = CP_HEADERS;
         ct->t_phase = now_s();
         const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
-        if (sa && sa->sa_family == AF_INET) {
-            ct->addr[0] = 4;
-            memcpy(ct->addr + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-        } else if (sa && sa->sa_family == AF_INET6) {
-            ct->addr[0] = 6;
-            memcpy(ct->addr + 1, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
-        }
+        addr_key(ai ? ai->client_addr : NULL, ct->addr);
         pthread_mutex_lock(&s->conn_mu);
-        if (ct->fd >= 0 && s->n_live >= SRV_CONN_SOFT) {
+        if (ct->fd >= 0 && s->n_live >= s->conn_soft) {
             conn_track *victim = conn_victim_locked(s);
             if (victim) conn_evict_locked(s, victim, "connection limit near: an incomplete request makes room");
         }
@@ -253,19 +297,22 @@ void srv_conn_wait_idle(el_server *s, int max_ms) {
     }
 }
 
-/* The connection gauges of /metrics, into out (cap bytes: 512 hold them). */
+/* The connection gauges of /metrics, into out (cap bytes: 1024 hold them). */
 void srv_conn_metrics(el_server *s, char *out, size_t cap) {
     pthread_mutex_lock(&s->conn_mu);
     int open = s->n_live;
-    long evicted = s->n_evicted;
+    long evicted = s->n_evicted, refused = s->n_refused;
     pthread_mutex_unlock(&s->conn_mu);
     snprintf(out, cap,
              "# HELP edgellm_connections_open TCP connections open (not counting those being closed).\n"
              "# TYPE edgellm_connections_open gauge\nedgellm_connections_open %d\n"
              "# HELP edgellm_connections_evicted_total Connections closed before their request was complete "
              "(header/body deadline, or to admit another near the limit).\n"
-             "# TYPE edgellm_connections_evicted_total counter\nedgellm_connections_evicted_total %ld\n",
-             open, evicted);
+             "# TYPE edgellm_connections_evicted_total counter\nedgellm_connections_evicted_total %ld\n"
+             "# HELP edgellm_connections_refused_total Connections refused: their address held its limit "
+             "(--max-conns-per-addr) and none of them was incomplete.\n"
+             "# TYPE edgellm_connections_refused_total counter\nedgellm_connections_refused_total %ld\n",
+             open, evicted, refused);
 }
 
 /* r's client connection: its socket (client_gone watches it) and whether it spoke HTTP/1.1 (a probe may be sent). */
@@ -731,13 +778,12 @@ int srv_http_listen(el_server *s, char *msg, size_t cap) {
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC | MHD_USE_POLL;
     if (v6) flags |= MHD_USE_IPv6;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
+    s->mhd = MHD_start_daemon(flags, (uint16_t)port, accept_policy, s, on_request, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_NOTIFY_COMPLETED, on_request_done, s,
                               MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                               MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, s,
-                              MHD_OPTION_CONNECTION_LIMIT, SRV_CONN_LIMIT,
-                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, SRV_CONN_PER_IP,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conn_limit,
                               MHD_OPTION_CONNECTION_TIMEOUT, SRV_CONN_TIMEOUT_S,
                               MHD_OPTION_END);
     if (!s->mhd) {

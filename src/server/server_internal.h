@@ -253,6 +253,11 @@ struct el_server {
     struct conn_track *conns;        /* newest first */
     int n_live;                      /* tracked and not evicted */
     long n_evicted;                  /* connections closed by eviction or a deadline */
+    long n_refused;                  /* connections refused: their address at its limit, none incomplete */
+    int conn_limit;                  /* open connections in all (p.conn_limit or 256; MHD refuses beyond) */
+    int conn_soft;                   /* from here on a new connection evicts an incomplete one (7/8 of it) */
+    int conn_per_addr;               /* open connections per client address (p.conn_per_addr or 64) */
+    struct conn_track **conn_cand;   /* conn_limit * 2 entries: the victim search's scratch (conn_mu) */
     pthread_t reaper;
     bool reaper_started, reaper_stop;
     /* Host/CORS policy */
@@ -377,7 +382,7 @@ int srv_reaper_start(el_server *s);
 void srv_reaper_stop(el_server *s);
 /* Shutdown: waits (at most max_ms) until no connection is still answering a request. */
 void srv_conn_wait_idle(el_server *s, int max_ms);
-/* The connection gauges of /metrics (512 bytes hold them). */
+/* The connection gauges of /metrics (1024 bytes hold them). */
 void srv_conn_metrics(el_server *s, char *out, size_t cap);
 /* r's client socket and HTTP version (client_gone watches and probes it). */
 void srv_req_bind_conn(el_req *r, struct MHD_Connection *c);
