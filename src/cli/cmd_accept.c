@@ -12,7 +12,8 @@
  * policy's 80/95 °C) — up to `concurrency` at once. The parent timestamps
  * every token line as it arrives on the pipe (TTFT = from fork to the first
  * token line: process start, load, prefill and the first pick; inter-token
- * = the gaps between token lines), and takes peak RSS (ru_maxrss) and CPU
+ * = the gaps between token lines, each stamped by the child with the
+ * system-wide monotonic clock ("t_ms") as it is emitted), and takes peak RSS (ru_maxrss) and CPU
  * time (user + system) from wait4's rusage. Cold start: before each request
  * the model file's cached pages are dropped (posix_fadvise DONTNEED, which
  * drops clean pages no process maps; pages mapped elsewhere or dirty stay,
@@ -187,7 +188,10 @@ static void on_line(req *r, double now) {
         const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprob");
         r->tok[r->n_tok] = (int32_t)id->valuedouble;
         r->lp[r->n_tok] = cJSON_IsNumber(lp) ? lp->valuedouble : NAN;
-        r->t[r->n_tok++] = now - r->t0;
+        /* the child's emission time (the same monotonic clock) when it gives one: several
+         * lines can arrive in one read, so the arrival time alone would merge them */
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(j, "t_ms");
+        r->t[r->n_tok++] = (cJSON_IsNumber(tm) && tm->valuedouble >= r->t0 && tm->valuedouble <= now ? tm->valuedouble : now) - r->t0;
     } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "done"))) {
         r->done_line = true;
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "ttft_ms");
@@ -499,7 +503,7 @@ static char *report_md(const accept_ctx *x, const cell_res *cr, const char *mode
     char t[2048];
     int passed = 0;
     for (int c = 0; c < m->n_cells; c++) passed += cr[c].pass;
-    snprintf(t, sizeof t, "# Acceptance: %s\n\nModel `%.200s` (SHA-256 %.16s…), device class `%s`, runtime %s; %d cells "
+    snprintf(t, sizeof t, "# Acceptance: %.64s\n\nModel `%.200s` (SHA-256 %.16s…), device class `%.64s`, runtime %.32s; %d cells "
              "(%s), %d prompts × %d tokens each, greedy.\n\n**Verdict: %s** (%d of %d cells passed).\n\n"
              "Energy: %s. TTFT is from process start to the first token (load included); inter-token is the gap "
              "between tokens as they reach the parent.\n\n",

@@ -407,3 +407,47 @@ signed_ok:
         }
     return EL_PKG_OK;
 }
+
+/* ---- the store's gate ---- */
+
+el_pkg_check el_accept_store_gate(const char *store_dir, const char *model_path, const el_pubkey *store_key,
+                                  el_pkg_error *err) {
+    char pp[4096], text[4096];
+    snprintf(pp, sizeof pp, "%s/device-policy.json", store_dir);
+    struct stat st;
+    if (lstat(pp, &st) != 0) return EL_PKG_OK; /* no policy: the gate is open */
+    int n = el_read_small(pp, text, sizeof text);
+    if (n < 0) return el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: not a readable regular file", pp);
+    if ((size_t)n >= sizeof text - 1) return el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: larger than %zu bytes", pp, sizeof text - 2);
+    cJSON *p = cJSON_ParseWithLength(text, (size_t)n);
+    el_pkg_check rc = EL_PKG_OK;
+    const char *bad = NULL;
+    static const char *const keys[] = {"device_class", "require_acceptance", NULL};
+    const cJSON *dc = cJSON_GetObjectItemCaseSensitive(p, "device_class");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(p, "require_acceptance");
+    if (!cJSON_IsObject(p)) rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: not a JSON object", pp);
+    else if (dup_key(p, &bad) || !only_keys(p, keys, &bad))
+        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: key \"%.60s\": duplicate or unknown", pp, bad);
+    else if (!cJSON_IsString(dc) || !dc->valuestring[0] || strlen(dc->valuestring) > 63)
+        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: device_class: required, a string of 1..63 bytes", pp);
+    else if (!cJSON_IsBool(req))
+        rc = el_pkg_fail(err, EL_PKG_ERR_STORE, "%s: require_acceptance: required, true or false", pp);
+    if (rc || cJSON_IsFalse(req)) { cJSON_Delete(p); return rc; }
+    char rp[4096];
+    snprintf(rp, sizeof rp, "%s%s", model_path, EL_ACCEPT_RECORD_SUFFIX);
+    el_accept_record r;
+    el_pkg_error e2;
+    if (el_accept_record_read(rp, &r, &e2)) {
+        rc = el_pkg_fail(err, EL_PKG_ERR_DEVICE, "acceptance: the device policy requires a passing record for \"%s\": "
+                         "%.300s", dc->valuestring, e2.msg);
+        cJSON_Delete(p);
+        return rc;
+    }
+    el_accept_check_opts o = {.trusted = store_key, .n_trusted = 1, .model_path = model_path,
+                              .device_class = dc->valuestring};
+    if (el_accept_record_check(&r, &o, &e2))
+        rc = el_pkg_fail(err, e2.check, "acceptance: %s: %.400s", rp, e2.msg);
+    el_accept_record_free(&r);
+    cJSON_Delete(p);
+    return rc;
+}

@@ -98,4 +98,16 @@ typedef struct el_accept_check_opts {
 
 el_pkg_check el_accept_record_check(const el_accept_record *r, const el_accept_check_opts *o, el_pkg_error *err);
 
+/* The store's acceptance gate (el_store_install calls it before copying).
+ * A store's device policy, DIR/device-policy.json:
+ *   {"device_class": "<class>", "require_acceptance": true|false}
+ * (strict: unknown keys, wrong types refused naming the key). Without the
+ * file, or with require_acceptance false, the gate is open. Otherwise the
+ * package must bring MODEL.gguf.acceptance.json beside its model: a record
+ * signed by the store's key (trusted), whose fingerprint matches the model
+ * and whose verdict for the policy's device class is "pass"; else the
+ * install is refused naming what failed. */
+el_pkg_check el_accept_store_gate(const char *store_dir, const char *model_path, const el_pubkey *store_key,
+                                  el_pkg_error *err);
+
 #endif
