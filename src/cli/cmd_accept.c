@@ -6,7 +6,7 @@
  * The run: the matrix (deploy/accept_matrix.h) gives the cells, the
  * reference cell first. Each request of a cell is a real child process —
  * this executable (/proc/self/exe) as `edgellm run --json --temp 0
- * --ignore-eos --top-logprobs 1 --route` with the cell's --backend, -ctk/-ctv,
+ * --ignore-eos --top-logprobs 2 --route` with the cell's --backend, -ctk/-ctv,
  * --load, -t, --mem-budget and a --thermal-source file holding the cell's
  * temperature (nominal 45 °C, derated 85 °C, hot 97 °C against the built-in
  * policy's 80/95 °C) — up to `concurrency` at once. The parent timestamps
@@ -69,6 +69,7 @@ typedef struct req {
     int n_tok;
     int32_t tok[MAX_TOK];
     double lp[MAX_TOK], t[MAX_TOK];
+    double margin[MAX_TOK];  /* top1 - top2 log-probability at each step (NAN if unknown) */
     double child_ttft_ms;
     int fallbacks;
     bool done_line;
@@ -84,7 +85,8 @@ typedef struct cell_res {
     double ttft_p50, ttft_p95, itl_p50, itl_p95, tps, rss_mib, cpu_s_tok, agree, dlogp, energy_j;
     double child_ttft_p50, cold_cached;
     int fallbacks;
-    int n_unavailable;       /* refusals because the model did not pass its checks or load */
+    int n_unavailable;
+    int ties;                /* requests whose first difference from the reference was a near-tie */       /* refusals because the model did not pass its checks or load */
     bool pass;
     bool th_pass[EL_TH_COUNT];
     double th_val[EL_TH_COUNT];
@@ -138,7 +140,7 @@ static int child_argv(const accept_ctx *x, int c, int prompt, const char *therma
     av[n++] = "--temp"; av[n++] = "0";
     av[n++] = "--ignore-eos";
     av[n++] = "--json";
-    av[n++] = "--top-logprobs"; av[n++] = "1";
+    av[n++] = "--top-logprobs"; av[n++] = "2";
     av[n++] = "--backend"; av[n++] = (char *)m->val[EL_AX_BACKEND][m->cell[c][EL_AX_BACKEND]];
     av[n++] = "-ctk"; av[n++] = (char *)m->val[EL_AX_KV][m->cell[c][EL_AX_KV]];
     av[n++] = "-ctv"; av[n++] = (char *)m->val[EL_AX_KV][m->cell[c][EL_AX_KV]];
@@ -188,6 +190,10 @@ static void on_line(req *r, double now) {
         const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprob");
         r->tok[r->n_tok] = (int32_t)id->valuedouble;
         r->lp[r->n_tok] = cJSON_IsNumber(lp) ? lp->valuedouble : NAN;
+        const cJSON *top = cJSON_GetObjectItemCaseSensitive(j, "top");
+        const cJSON *t0 = cJSON_GetArrayItem(top, 0), *t1 = cJSON_GetArrayItem(top, 1);
+        const cJSON *l0 = cJSON_GetArrayItem(t0, 1), *l1 = cJSON_GetArrayItem(t1, 1);
+        r->margin[r->n_tok] = cJSON_IsNumber(l0) && cJSON_IsNumber(l1) ? l0->valuedouble - l1->valuedouble : NAN;
         /* the child's emission time (the same monotonic clock) when it gives one: several
          * lines can arrive in one read, so the arrival time alone would merge them */
         const cJSON *tm = cJSON_GetObjectItemCaseSensitive(j, "t_ms");
@@ -286,7 +292,15 @@ static bool run_requests(const accept_ctx *x, int c, req *rq, int n, int conc, c
     return true;
 }
 
-static void fidelity(const accept_ctx *x, const req *r, double *agree, double *dlogp, int *n_lp) {
+/* Fidelity against the reference cell's request of the same prompt, by the
+ * project's parity rule (docs/FIDELITY.md): tokens are compared up to the
+ * first difference; a difference where the reference's top1/top2 margin is
+ * under 0.05 is a near-tie, not a disagreement — the comparison ends there
+ * with every compared token counted as agreeing (the continuations differ
+ * from then on, so nothing after it is comparable); any other difference
+ * counts every remaining position as disagreeing. agree = agreeing /
+ * compared; |Δ log p| of the chosen token over the shared prefix. */
+static void fidelity(const accept_ctx *x, const req *r, double *agree, double *dlogp, int *n_lp, int *ties) {
     const req *ref = NULL;
     for (int i = 0; i < x->n_ref; i++)
         if (x->ref[i].prompt == r->prompt && x->ref[i].exit_code == 0) { ref = &x->ref[i]; break; }
@@ -298,6 +312,11 @@ static void fidelity(const accept_ctx *x, const req *r, double *agree, double *d
         k++;
     }
     int len = r->n_tok > ref->n_tok ? r->n_tok : ref->n_tok;
+    if (k < n && isfinite(ref->margin[k]) && ref->margin[k] < 0.05) {
+        (*ties)++;
+        *agree = 1.0;
+        return;
+    }
     *agree = len ? (double)k / len : NAN;
 }
 
@@ -370,7 +389,7 @@ static bool run_cell(accept_ctx *x, int c, cell_res *cr) {
         if (r->rss_mib > cr->rss_mib) cr->rss_mib = r->rss_mib;
         if (r->fallbacks > cr->fallbacks) cr->fallbacks = r->fallbacks;
         double a = NAN;
-        fidelity(x, r, &a, &dl, &n_lp);
+        fidelity(x, r, &a, &dl, &n_lp, &cr->ties);
         if (isfinite(a)) { agree_sum += a; n_agree++; }
     }
     cr->ttft_p50 = pct(ttft, nt, 50);
@@ -458,6 +477,7 @@ static char *report_json(const accept_ctx *x, const cell_res *cr, const char *mo
         num(me, "energy_j", r->energy_j);
         num(me, "greedy_agreement", r->agree);
         num(me, "mean_abs_dlogp", r->dlogp);
+        cJSON_AddNumberToObject(me, "near_tie_divergences", r->ties);
         cJSON_AddNumberToObject(me, "fallbacks", r->fallbacks);
         num(me, "cold_cached_fraction", r->cold_cached);
         cJSON *ck = cJSON_AddObjectToObject(o, "checks");
@@ -524,7 +544,9 @@ static char *report_md(const accept_ctx *x, const cell_res *cr, const char *mode
         md_num(&b, r->tps, "%.1f"); el_buf_str(&b, " | ");
         md_num(&b, r->rss_mib, "%.0f"); el_buf_str(&b, " | ");
         md_num(&b, r->cpu_s_tok, "%.3f"); el_buf_str(&b, " | ");
-        md_num(&b, r->agree, "%.2f"); el_buf_str(&b, " | ");
+        md_num(&b, r->agree, "%.2f");
+        if (r->ties) { snprintf(t, sizeof t, " (%d near-tie)", r->ties); el_buf_str(&b, t); }
+        el_buf_str(&b, " | ");
         md_num(&b, r->dlogp, "%.4f"); el_buf_str(&b, " | ");
         snprintf(t, sizeof t, "%d | %d/%d%s | %s", r->fallbacks, r->n_refused, r->n_req,
                  el_accept_cell_expects_refusal(m, c) ? " (expected)" : "", r->pass ? "pass" : "**fail**");
