@@ -525,8 +525,8 @@ static char *report_md(const accept_ctx *x, const cell_res *cr, const char *mode
     for (int c = 0; c < m->n_cells; c++) passed += cr[c].pass;
     snprintf(t, sizeof t, "# Acceptance: %.64s\n\nModel `%.200s` (SHA-256 %.16s…), device class `%.64s`, runtime %.32s; %d cells "
              "(%s), %d prompts × %d tokens each, greedy.\n\n**Verdict: %s** (%d of %d cells passed).\n\n"
-             "Energy: %s. TTFT is from process start to the first token (load included); inter-token is the gap "
-             "between tokens as they reach the parent.\n\n",
+             "Energy: %s. TTFT is from process start to the first token (package check, load, prefill); "
+             "inter-token is the gap between tokens as the child emits them.\n\n",
              m->name, el_fs_base_name(x->model), model_sha, dev_class, el_version(), m->n_cells,
              m->pairwise ? "pairwise cover" : "all combinations", m->n_prompts, m->n_predict, all_pass ? "PASS" : "FAIL",
              passed, m->n_cells, energy ? "RAPL package energy per cell (energy_j in report.json)" : "not exposed on this machine (no readable /sys/class/powercap); CPU-seconds per token is the proxy");
