@@ -384,6 +384,25 @@ static void t_cli_run(void) {
     CHECK(el_test_run_cli(v1, &p));
     CHECKF(p.status != 0 && strstr(p.err, "failed acceptance (0 of 1 cells passed)"), "strict verify: %d %s", p.status, p.err);
     el_test_proc_free(&p);
+    /* a model that cannot load: the router declines it (model_unavailable), which is an
+     * error of the cell, not a refusal — the cell fails, exit 3 */
+    char broken[700];
+    snprintf(broken, sizeof broken, "%s/broken.gguf", g_dir);
+    text = el_test_read_file(q8, &len);
+    f = fopen(broken, "w");
+    CHECK(text && f && fwrite(text, 1, 4096, f) == 4096 && fclose(f) == 0);
+    free(text);
+    const char *args_b[] = {"accept", mx, "-m", broken, "--out", out, NULL};
+    CHECK(el_test_run_cli_timeout(args_b, 120, &p));
+    CHECKF(p.status == 3, "broken model: exit %d: %s", p.status, p.err);
+    el_test_proc_free(&p);
+    text = el_test_read_file(rep, &len);
+    j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "cells"), 0);
+    CHECK(c0 && cJSON_GetObjectItem(c0, "errors")->valueint == 1 && cJSON_GetObjectItem(c0, "refusals")->valueint == 0);
+    CHECK(c0 && !strcmp(cJSON_GetObjectItem(c0, "result")->valuestring, "fail"));
+    cJSON_Delete(j);
     /* a malformed matrix: the CLI names the path */
     f = fopen(mx, "w");
     CHECK(f && fputs("{\"format\":\"edgellm-accept/1\",\"axes\":{\"kv_type\":[\"f16\",\"q8_0\",\"q7\"]},"

@@ -20,7 +20,9 @@
  * so the fraction still cached is measured with mincore and reported). RAPL
  * energy (/sys/class/powercap/intel-rapl:0/energy_uj, the whole package,
  * every process on it) when readable, else "not exposed". Exit status 4 of
- * a child (the router declined) is a refusal; any other failure an error.
+ * a child (the router declined) is a refusal — unless the reason is
+ * model_unavailable (the model failed its checks or its load): that, and
+ * any other failure, is an error of the cell.
  * Fidelity: each request against the reference cell's request of the same
  * prompt — greedy agreement (shared prefix / length) and the mean |Δ log p|
  * of the chosen token over that prefix.
@@ -366,9 +368,16 @@ static bool run_cell(accept_ctx *x, int c, cell_res *cr) {
     cr->n_req = n;
     for (int i = 0; i < n; i++) {
         req *r = &rq[i];
+        if (r->refused && !strcmp(r->reason, "model_unavailable")) {
+            /* the router declined because the model failed its checks or its load:
+             * an error of the cell, not a policy's refusal */
+            cr->n_unavailable++;
+            cr->n_failed++;
+            if (!cr->refusal_why[0]) snprintf(cr->refusal_why, sizeof cr->refusal_why, "%s", r->why);
+            continue;
+        }
         if (r->refused) {
             cr->n_refused++;
-            if (!strcmp(r->reason, "model_unavailable")) cr->n_unavailable++;
             if (!cr->refusal_why[0]) snprintf(cr->refusal_why, sizeof cr->refusal_why, "%s", r->why);
             continue;
         }
