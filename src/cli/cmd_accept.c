@@ -669,6 +669,9 @@ int cli_cmd_accept(int argc, char **argv) {
     if (!model) return cli_usage_error("accept", "missing -m MODEL");
     if (!out) return cli_usage_error("accept", "missing --out DIR");
     if (!dc) dc = el_pkg_device_class();
+    size_t dcl = strlen(dc);
+    if (dcl == 0 || dcl > 63 || strspn(dc, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != dcl)
+        return cli_usage_error("accept", "--device-class: 1..63 characters of a-z 0-9 _ . -");
     static el_accept_matrix mx; /* large: cells and values */
     uint8_t msha[32];
     char why[512];
