@@ -29,7 +29,7 @@ PROFILE=${1:-test}
 case "$PROFILE" in run|test) ;; *) echo "usage: install-deps.sh [run|test]" >&2; exit 2 ;; esac
 
 APT_RUN=(build-essential cmake pkg-config libpcre2-dev libcjson-dev libmicrohttpd-dev libsodium-dev
-         libcurl4-openssl-dev ocl-icd-opencl-dev opencl-headers python3)
+         libcurl4-openssl-dev ocl-icd-opencl-dev opencl-headers libpng-dev python3)
 APT_TEST=(clang chromium chromium-driver gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user python3-venv
           pocl-opencl-icd)
 PIP_TEST=(numpy gguf tokenizers openai selenium pytest jsonschema matplotlib)

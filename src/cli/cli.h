@@ -161,6 +161,7 @@ int cli_cmd_quantize(int argc, char **argv);
 int cli_cmd_plan(int argc, char **argv);
 int cli_cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: parses its own argv */
 int cli_cmd_route(int argc, char **argv);      /* cmd_route.c: `route explain`, parses its own argv */
+int cli_cmd_accept(int argc, char **argv);     /* cmd_accept.c: acceptance matrix and decision records */
 int cli_cmd_act(int argc, char **argv);        /* cmd_act.c: the proposal gate, parses its own argv */
 int cli_cmd_fleet(int argc, char **argv);      /* cmd_fleet.c: staged rollout and its replay, parses its own argv */
 

@@ -3,7 +3,9 @@
  * (or, with --json, one JSON object per token and a final statistics line).
  * Every --json line is valid JSON in valid UTF-8: "piece" is the text with
  * U+FFFD where bytes are not (yet) a whole character, "bytes" the exact bytes;
- * the "bytes" of all lines, concatenated, are the plain run's output.
+ * the "bytes" of all lines, concatenated, are the plain run's output. Each
+ * token line carries "t_ms", when it was emitted (CLOCK_MONOTONIC in ms, the
+ * same clock in every process of the machine).
  *
  * --route (cmd_route.c): decided before anything is loaded, as serve
  * decides: local runs as above (the final --json object carries "route");
@@ -53,7 +55,11 @@ static bool on_token(const el_token_info *t, void *user) {
             cli_json_num(stdout, t->top_logprob[i]);
             putchar(']');
         }
-        fputs("]}\n", stdout);
+        /* when the token was emitted: CLOCK_MONOTONIC ms, comparable across processes
+         * (edgellm accept times inter-token gaps with it) */
+        fputs("],\"t_ms\":", stdout);
+        cli_json_num(stdout, cli_now_ms());
+        fputs("}\n", stdout);
     } else if (t->piece && t->piece_len > 0) {
         fwrite(t->piece, 1, (size_t)t->piece_len, stdout);
     }

@@ -22,6 +22,7 @@
  *   edgellm route explain REQUEST.json --policy P [...]          replay a routing decision (cmd_route.c)
  *   edgellm act --policy ACTIONS.json (-m MODEL -p TEXT | --proposal F)  the proposal gate (cmd_act.c)
  *   edgellm fleet --config F --gates G --base OLD --package NEW ...  staged rollout (cmd_fleet.c)
+ *   edgellm accept MATRIX.json -m MODEL --out DIR | accept verify RECORD  acceptance matrix, signed record (cmd_accept.c)
  *   edgellm --version | help
  *
  * Exit status: 0 ok, 1 error (library errors print "error: <status>: <msg>"),
@@ -64,6 +65,12 @@ static void print_usage(FILE *f) {
 "  rollback  --store DIR                   make the previous version active again\n"
 "  gc        --store DIR                   remove interrupted installs\n"
 "  status    --store DIR                   the store's active and previous versions\n"
+"  accept    MATRIX.json -m MODEL --out DIR [--key K.sec] [--pub K.pub] [--device-class C]\n"
+"                                          run the acceptance matrix, each cell in child processes:\n"
+"                                          report.json, report.md, latency/memory plots and, with\n"
+"                                          --key, a signed decision record (docs/ACCEPTANCE.md)\n"
+"  accept verify RECORD --pub K.pub [--package MODEL] [--device-class C] [--no-evidence]\n"
+"                                          check a record's signature, fingerprint, verdict, evidence\n"
 "  route explain REQUEST.json --policy P   why a request goes local, cloud or declined\n"
 "                                          ('edgellm route help'; docs/ROUTING.md)\n"
 "  act       --policy ACTIONS.json -m MODEL -p TEXT | --proposal FILE|-\n"
@@ -874,6 +881,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "route")) return cli_cmd_route(argc, argv);
     if (!strcmp(cmd, "act")) return cli_cmd_act(argc, argv);
     if (!strcmp(cmd, "fleet")) return cli_cmd_fleet(argc, argv);
+    if (!strcmp(cmd, "accept")) return cli_cmd_accept(argc, argv);
     unsigned bit = 0;
     int (*fn)(cli_opts *) = NULL;
     if (!strcmp(cmd, "run")) { bit = C_RUN; fn = cli_cmd_run; }

@@ -13,6 +13,7 @@
  *   6. write the state naming the slot active (atomic): the switch.
  */
 #include "deploy/store.h"
+#include "deploy/accept_record.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -231,6 +232,8 @@ el_pkg_check el_store_install(const char *dir, const char *model_path, const el_
                          m.version);
         goto out;
     }
+    /* the device policy's acceptance gate (deploy/accept_record.h) */
+    if ((rc = el_accept_store_gate(dir, model_path, &store_key, err))) goto out;
     if (!m.has_smoke && !o->skip_smoke) {
         rc = el_pkg_fail(err, EL_PKG_ERR_SMOKE, "%s: the manifest records no smoke-test expectation (sign it without "
                          "--no-smoke, or install with --skip-smoke)", model_path);
