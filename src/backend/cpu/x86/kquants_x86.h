@@ -509,8 +509,15 @@ KQ_INLINE void kq_q4k_dec_rows(const int TT, int nb, const uint8_t *w, size_t ld
  * quants_x86.h); rows with gaps between them (ldw larger than the row): block
  * i of each next row into L2.
  */
+/* Into L1 only for groups of at most KQ_PF_L1_MAX bytes: 0, i.e. always L2.
+ * The L1 form (once the default for groups <= 8 KB) streamed k = 1024 and
+ * k = 1536 rows (Qwen2.5 1.5B's attention and ffn_gate/up) at 0.5-0.7x the
+ * L2 form from memory (bench/kq-decode.c; docs/PERFORMANCE.md, round
+ * three: Qwen2.5-Coder 1.5B decode on Zen 4): an L1 prefetch that misses
+ * holds one of the core's few L1 miss buffers for the whole memory latency,
+ * where L2 has more. */
 #ifndef KQ_PF_L1_MAX
-#define KQ_PF_L1_MAX 8192
+#define KQ_PF_L1_MAX 0
 #endif
 
 /* The activation of one row in the order of kq_q4k_dec_rows8's registers:
