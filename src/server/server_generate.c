@@ -488,12 +488,15 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
         if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
     }
-    if (r->api.continue_final || r->api.no_generation_prompt) { /* rendered always with the generation prompt */
+    /* a final assistant message is continued (the prefill); otherwise the generation prompt is always
+     * rendered, so what would ask for something else is refused rather than ignored */
+    if ((r->api.continue_final || r->api.no_generation_prompt) && !srv_chat_is_prefill(r->api.msgs, r->api.n_msgs)) {
         el_api_set_error(&e, 400, "invalid_request_error",
                          r->api.continue_final ? "continue_final_message" : "add_generation_prompt", "unsupported_value",
                          r->api.continue_final
-                             ? "continue_final_message is not supported (a final assistant message is not continued)"
-                             : "add_generation_prompt false is not supported in a chat request (see /apply-template)");
+                             ? "continue_final_message needs an assistant message without tool calls last"
+                             : "add_generation_prompt false is supported only to continue a final assistant message "
+                               "(see /apply-template)");
         return srv_reject(s, c, r, &e, NULL, NULL);
     }
     r->n_prompt = n;

@@ -13,8 +13,9 @@ $EL_FIXTURE_DIR/reference/models and checks, over real HTTP:
      stopping_word); ignore_eos and logit_bias (forced EOS / banned token);
      n_probs (top-N sorted, the greedy token first); logit_bias text keys
      (tokenized as llama-server; repeats add up); "verbose" (__verbose) and
-     timings_per_token; add_generation_prompt / continue_final_message
-     (400 where edgellm does not do them); return_tokens (they
+     timings_per_token; llama-server's prefill (a final assistant message
+     continued), add_generation_prompt / continue_final_message (400 where
+     they ask for what edgellm does not do); return_tokens (they
      detokenize to the content); response_fields; timings;
      generation_settings; the fields edgellm cannot honour answer 400;
   3. /props, /slots (busy while a stream runs; 501 with --no-slots; /slots/N
@@ -375,19 +376,31 @@ def t_verbose_timings(ctx):
 
 
 def t_continuation_fields(ctx):
-    msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    # llama-server's prefill: a final assistant message is continued, not closed (the messages before it
+    # with the generation prompt, then its text) — in /apply-template, the chat's prompt and its count
+    hi = [{"role": "user", "content": "Hi"}]
+    msgs = hi + [{"role": "assistant", "content": "Hello"}]
+    gp = post_json(ctx.port, "/apply-template", {"messages": hi})["prompt"]
+    for body in ({"messages": msgs}, {"messages": msgs, "add_generation_prompt": False}):
+        assert post_json(ctx.port, "/apply-template", body)["prompt"] == gp + "Hello", (body, gp)
+    n = post_json(ctx.port, "/v1/chat/completions/input_tokens", {"messages": msgs})["input_tokens"]
+    for extra in ({}, {"continue_final_message": True, "add_generation_prompt": False}, {"continue_final_message": True}):
+        r = post_json(ctx.port, "/v1/chat/completions", dict({"messages": msgs, "max_tokens": 1, "temperature": 0,
+                                                              "verbose": True}, **extra))
+        assert r["__verbose"]["prompt"].endswith(gp + "Hello") and r["usage"]["prompt_tokens"] == n, (extra, r)
     for extra, param, what in (({"add_generation_prompt": True, "continue_final_message": True}, "continue_final_message",
                                 "cannot set both"),
-                               ({"continue_final_message": True}, "continue_final_message", "not supported"),
-                               ({"add_generation_prompt": False}, "add_generation_prompt", "not supported"),
+                               ({"continue_final_message": True, "messages": hi}, "continue_final_message",
+                                "assistant message"),
+                               ({"add_generation_prompt": False, "messages": hi}, "add_generation_prompt",
+                                "only to continue"),
                                ({"continue_final_message": 3}, "continue_final_message", "")):
         st, _, b = post(ctx.port, "/v1/chat/completions", dict({"messages": msgs, "max_tokens": 1}, **extra))
         e = expect_error(st, b, 400, repr(extra))
         assert e.get("param") == param and what in e["message"], e
-    # /apply-template still renders without the generation prompt
-    with_gp = post_json(ctx.port, "/apply-template", {"messages": msgs})["prompt"]
-    without = post_json(ctx.port, "/apply-template", {"messages": msgs, "add_generation_prompt": False})["prompt"]
-    assert with_gp.startswith(without), (with_gp, without)
+    # /apply-template still renders a chat that does not end with an assistant message without the prompt
+    without = post_json(ctx.port, "/apply-template", {"messages": hi, "add_generation_prompt": False})["prompt"]
+    assert gp.startswith(without), (gp, without)
 
 
 def t_tokenize_pieces(ctx):
@@ -797,7 +810,7 @@ def main():
                          ("/completion n_probs", t_n_probs),
                          ("logit_bias text keys (tokenized), repeats add up", t_logit_bias_text),
                          ("verbose: __verbose; timings_per_token: timings", t_verbose_timings),
-                         ("add_generation_prompt / continue_final_message", t_continuation_fields),
+                         ("prefill; add_generation_prompt / continue_final_message", t_continuation_fields),
                          ("/tokenize with_pieces", t_tokenize_pieces),
                          ("tools refused (400)", t_constraints_refused),
                          ("/completion response_fields", t_response_fields),

@@ -133,6 +133,9 @@ PASSING = [
     "unit/test_chat_completion.py::test_chat_template",
     "unit/test_chat_completion.py::test_chat_completion_with_timings_per_token",
     "unit/test_chat_completion.py::test_chat_template_continue_final_message_mutual_exclusion",
+    # llama-server's prefill: a final assistant message continued
+    "unit/test_chat_completion.py::test_chat_template_assistant_prefill[Whill-Whill]",
+    "unit/test_chat_completion.py::test_chat_template_continue_final_message_vllm_compat",
 ]
 
 
