@@ -470,7 +470,7 @@ static const char *const FILTERS[] = {
     "tojson", "trim", "length", "count", "join", "default", "d", "first", "last", "map", "select", "reject",
     "selectattr", "rejectattr", "list", "string", "int", "float", "round", "indent", "unique", "safe", "upper",
     "lower", "capitalize", "title", "replace", "items", "dictsort", "reverse", "sort", "sum", "min", "max", "abs",
-    "batch", "wordcount", "escape", "e", "attr", "bool", "center", NULL};
+    "batch", "wordcount", "escape", "e", "attr", "bool", "center", "truncate", NULL};
 static const char *const TESTS[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
     "boolean", "true", "false", "even", "odd", "divisibleby", "eq", "equalto", "ne", "lt", "lessthan", "le", "gt",
@@ -816,6 +816,31 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
     if (EQ("replace")) return replace(r, s, jv_to_str(r, A(0, "old") ? A(0, "old") : jv_strz(r, "")),
                                       jv_to_str(r, A(1, "new") ? A(1, "new") : jv_strz(r, "")), A(2, "count"));
     if (EQ("indent")) return indent_(r, s, A(0, "width"), A(1, "first"), A(2, "blank"));
+    if (EQ("truncate")) { /* jinja2's: length 255, killwords false, end "...", leeway 5 (its default policy) */
+        int64_t length = int_arg(r, A(0, "length"), 255), leeway = int_arg(r, A(3, "leeway"), 5);
+        jv *kill = A(1, "killwords"), *end = jv_to_str(r, A(2, "end") ? A(2, "end") : jv_strz(r, "..."));
+        if (x->t != JV_STR) { /* jinja2 takes len() of the value itself: an int raises that TypeError */
+            len_of(r, x);
+            jr_fail(r, "TypeError", "truncate: expected a string, got %s", jv_typename(x));
+        }
+        int64_t elen = len_of(r, end);
+        if (length < elen) jr_fail(r, "AssertionError", "expected length >= %lld, got %lld", (long long)elen, (long long)length);
+        if (leeway < 0) jr_fail(r, "AssertionError", "expected leeway >= 0, got %lld", (long long)leeway);
+        if (len_of(r, s) <= length + leeway) return s;
+        size_t cut = 0; /* the byte offset of character length - len(end) */
+        for (int64_t c = 0; cut < s->u.s.n; cut++) {
+            if (((unsigned char)s->u.s.s[cut] & 0xC0) != 0x80 && c++ == length - elen) break;
+        }
+        if (!(kill && jv_truthy(kill))) { /* rsplit(" ", 1)[0]: up to the last space, if any */
+            size_t k = cut;
+            while (k > 0 && s->u.s.s[k - 1] != ' ') k--;
+            if (k > 0) cut = k - 1;
+        }
+        jout o = {0};
+        jo_put_m(r, &o, s->u.s.s, cut, s->u.s.m);
+        jo_put_m(r, &o, end->u.s.s, end->u.s.n, end->u.s.m);
+        return jo_str(r, &o);
+    }
     if (EQ("center")) {
         int64_t w = int_arg(r, A(0, "width"), 80), len = len_of(r, s);
         if (w > (int64_t)r->lim->max_string) jr_fail(r, "LimitError", "center width too large");
