@@ -470,7 +470,7 @@ static const char *const FILTERS[] = {
     "tojson", "trim", "length", "count", "join", "default", "d", "first", "last", "map", "select", "reject",
     "selectattr", "rejectattr", "list", "string", "int", "float", "round", "indent", "unique", "safe", "upper",
     "lower", "capitalize", "title", "replace", "items", "dictsort", "reverse", "sort", "sum", "min", "max", "abs",
-    "batch", "wordcount", "escape", "e", "attr", "bool", "center", "truncate", NULL};
+    "batch", "wordcount", "escape", "e", "attr", "bool", "center", "truncate", "slice", NULL};
 static const char *const TESTS[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
     "boolean", "true", "false", "even", "odd", "divisibleby", "eq", "equalto", "ne", "lt", "lessthan", "le", "gt",
@@ -730,6 +730,26 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
             jv_push(r->A, cur, it->u.l.a[i]);
         }
         if (cur && fill && fill->t != JV_NONE) while ((int64_t)cur->u.l.n < size) jv_push(r->A, cur, fill);
+        return out;
+    }
+    if (EQ("slice")) { /* jinja2's: `slices` lists, the first len % slices one longer; fill_with pads the rest */
+        jv *sl = A(0, "slices"), *fill = A(1, "fill_with");
+        if (!sl) jr_fail(r, "TypeError", "do_slice() missing 1 required positional argument: 'slices'");
+        int64_t ns = int_arg(r, sl, 0);
+        if (ns == 0) jr_fail(r, "ZeroDivisionError", "integer division or modulo by zero");
+        if (ns > 0 && (uint64_t)ns > r->lim->max_steps) jr_fail(r, "LimitError", "slice count too large");
+        jv *it = jf_iter_list(r, x), *out = gen(jv_list_(r));
+        const int64_t n = (int64_t)it->u.l.n, per = n / ns, extra = n % ns;
+        int64_t off = 0;
+        for (int64_t k = 0; k < ns; k++) { /* ns < 0: range(ns) is empty, as in Python */
+            int64_t st = off + k * per;
+            if (k < extra) off++;
+            int64_t en = off + (k + 1) * per;
+            jv *cur = jv_list_(r);
+            for (int64_t i = st; i < en && i < n; i++) jv_push(r->A, cur, it->u.l.a[i]);
+            if (fill && fill->t != JV_NONE && k >= extra) jv_push(r->A, cur, fill);
+            jv_push(r->A, out, cur);
+        }
         return out;
     }
     if (EQ("attr")) {
