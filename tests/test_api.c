@@ -922,12 +922,51 @@ static void test_sampling_fields(void) {
               r.logit_bias[1] == -100.0f && r.logit_bias[2] == 100.0f);
         el_api_request_free(&r);
     }
-    BAD(CHAT, chat_with("\"logit_bias\":{\"x\":1}"), 400, "logit_bias", "not a token id");
+    /* OpenAI's object: a key of digits is an id (and must be one); any other key is text (llama-server's) */
+    if (!OK(CHAT, chat_with("\"logit_bias\":{\"x\":1,\"5\":-2,\" The\":-100}"), &r)) {
+        CHECK(r.n_logit_bias == 1 && r.logit_bias_id[0] == 5 && r.logit_bias[0] == -2.0f);
+        CHECK(r.n_logit_bias_text == 2 && !strcmp(r.logit_bias_text[0], "x") && r.logit_bias_text_bias[0] == 1.0f &&
+              !strcmp(r.logit_bias_text[1], " The") && r.logit_bias_text_bias[1] == -100.0f);
+        el_api_request_free(&r);
+    }
+    BAD(CHAT, chat_with("\"logit_bias\":{\"\":1}"), 400, "logit_bias", "text key");
+    BAD(CHAT, chat_with("\"logit_bias\":{\"99999999999\":1}"), 400, "logit_bias", "not a token id");
+    BAD(CHAT, chat_with("\"logit_bias\":{\"x\":101}"), 400, "logit_bias", NULL);
     BAD(CHAT, chat_with("\"logit_bias\":{\"-1\":1}"), 400, "logit_bias", NULL);
     BAD(CHAT, chat_with("\"logit_bias\":{\"1\":101}"), 400, "logit_bias", NULL);
     BAD(CHAT, chat_with("\"logit_bias\":{\"1\":\"5\"}"), 400, "logit_bias", NULL);
     BAD(CHAT, chat_with("\"logit_bias\":{\"1\":1,\"01\":2}"), 400, "logit_bias", "twice");
     BAD(CHAT, chat_with("\"logit_bias\":[1]"), 400, "logit_bias", NULL);
+}
+
+/* llama-server's chat fields: verbose, timings_per_token, add_generation_prompt / continue_final_message
+ * (parsed here; the chat route refuses the two it does not do), and the member splice of its replies. */
+static void test_llama_fields(void) {
+    el_api_request r;
+    if (!OK(CHAT, chat_with("\"verbose\":true,\"timings_per_token\":true,\"add_generation_prompt\":true"), &r)) {
+        CHECK(r.verbose && r.timings_per_token && !r.no_generation_prompt && !r.continue_final);
+        el_api_request_free(&r);
+    }
+    if (!OK(CHAT, chat_with("\"add_generation_prompt\":false,\"continue_final_message\":true"), &r)) {
+        CHECK(r.no_generation_prompt && r.continue_final);
+        el_api_request_free(&r);
+    }
+    if (!OK(COMP, "{\"prompt\":\"a\",\"verbose\":true}", &r)) { CHECK(r.verbose); el_api_request_free(&r); }
+    BAD(CHAT, chat_with("\"add_generation_prompt\":true,\"continue_final_message\":true"), 400,
+        "continue_final_message", "cannot set both");
+    BAD(CHAT, chat_with("\"continue_final_message\":1"), 400, "continue_final_message", NULL);
+    BAD(CHAT, chat_with("\"add_generation_prompt\":\"no\""), 400, "add_generation_prompt", NULL);
+    BAD(CHAT, chat_with("\"verbose\":1"), 400, "verbose", NULL);
+    BAD(COMP, "{\"prompt\":\"a\",\"timings_per_token\":\"yes\"}", 400, "timings_per_token", NULL);
+    char *j = el_api_with_member(strdup("{\"a\":\"x\\u0000y\"}\n"), "__verbose", strdup("{\"prompt\":\"p\"}"));
+    CHECK(j && !strcmp(j, "{\"a\":\"x\\u0000y\",\"__verbose\":{\"prompt\":\"p\"}}"));
+    free(j);
+    j = el_api_with_member(strdup("{}"), "timings", strdup("[1]"));
+    CHECK(j && !strcmp(j, "{\"timings\":[1]}"));
+    free(j);
+    CHECK(el_api_with_member(strdup("{}"), "k", strdup("{bad")) == NULL);
+    CHECK(el_api_with_member(strdup("[1]"), "k", strdup("1")) == NULL);
+    CHECK(el_api_with_member(NULL, "k", strdup("1")) == NULL);
 }
 
 static void test_logprobs_json(void) {
@@ -1077,11 +1116,24 @@ static void test_native_fields(void) {
     BAD(NAT, "{\"prompt\":\"x\",\"return_tokens\":null,\"stream\":0}", 400, "stream", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"stop\":[1]}", 400, "stop", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1]]}", 400, "logit_bias", "pair");
-    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[\"Hello\",1]]}", 400, "logit_bias", "text keys");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[\"\",1]]}", 400, "logit_bias", "text key");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[{},1]]}", 400, "logit_bias", "nor a text");
+    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1.5,1]]}", 400, "logit_bias", "nor a text");
     BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[-1,1]]}", 400, "logit_bias", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,true]]}", 400, "logit_bias", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,1e7]]}", 400, "logit_bias", NULL);
-    BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,1],[1,2]]}", 400, "logit_bias", "twice");
+    /* llama-server's: an id given again adds up; text keys are kept for the server to tokenize */
+    if (!OK(NAT, "{\"prompt\":\"x\",\"logit_bias\":[[1,1],[\" the\",-3],[1,2],[\"é\",false]]}", &r)) {
+        CHECK(r.n_logit_bias == 1 && r.logit_bias_id[0] == 1 && r.logit_bias[0] == 3.0f);
+        CHECK(r.n_logit_bias_text == 2 && !strcmp(r.logit_bias_text[0], " the") && r.logit_bias_text_bias[0] == -3.0f &&
+              !strcmp(r.logit_bias_text[1], "\xc3\xa9") && r.logit_bias_text_bias[1] < -1e29f);
+        el_api_request_free(&r);
+    }
+    {
+        char big[400];
+        snprintf(big, sizeof big, "{\"prompt\":\"x\",\"logit_bias\":[[\"%0300d\",1]]}", 0);
+        BAD(NAT, big, 400, "logit_bias", "1..256 bytes");
+    }
     BAD(NAT, "{\"prompt\":\"x\",\"logit_bias\":\"x\"}", 400, "logit_bias", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"response_fields\":\"content\"}", 400, "response_fields", NULL);
     BAD(NAT, "{\"prompt\":\"x\",\"response_fields\":[null]}", 400, "response_fields", NULL);
@@ -1565,6 +1617,7 @@ int main(void) {
     test_nul_in_text();
     test_utf8_tail();
     test_sampling_fields();
+    test_llama_fields();
     test_logprobs_json();
     test_chat_minimal_defaults();
     test_chat_full();

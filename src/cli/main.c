@@ -235,6 +235,8 @@ static void print_usage(FILE *f) {
 "                              all are listed as its aliases; default: file name)\n"
 "      --no-slots              GET /slots answers 501\n"
 "      --no-ui                 no chat page: GET / answers 404 (the API only)\n"
+"  -v, --verbose               a log line per request on stderr, and llama-server's\n"
+"                              \"__verbose\" object in every whole reply\n"
 "      --no-batch              slots decode one by one (default: the slots decoding\n"
 "                              advance together, one forward per step for all)\n"
 "      --batch-chunk N         prompts are prefilled in chunks of N tokens between\n"

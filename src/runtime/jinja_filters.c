@@ -470,7 +470,7 @@ static const char *const FILTERS[] = {
     "tojson", "trim", "length", "count", "join", "default", "d", "first", "last", "map", "select", "reject",
     "selectattr", "rejectattr", "list", "string", "int", "float", "round", "indent", "unique", "safe", "upper",
     "lower", "capitalize", "title", "replace", "items", "dictsort", "reverse", "sort", "sum", "min", "max", "abs",
-    "batch", "wordcount", "escape", "e", "attr", "bool", "center", NULL};
+    "batch", "wordcount", "escape", "e", "attr", "bool", "center", "truncate", "slice", NULL};
 static const char *const TESTS[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
     "boolean", "true", "false", "even", "odd", "divisibleby", "eq", "equalto", "ne", "lt", "lessthan", "le", "gt",
@@ -732,6 +732,26 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
         if (cur && fill && fill->t != JV_NONE) while ((int64_t)cur->u.l.n < size) jv_push(r->A, cur, fill);
         return out;
     }
+    if (EQ("slice")) { /* jinja2's: `slices` lists, the first len % slices one longer; fill_with pads the rest */
+        jv *sl = A(0, "slices"), *fill = A(1, "fill_with");
+        if (!sl) jr_fail(r, "TypeError", "do_slice() missing 1 required positional argument: 'slices'");
+        int64_t ns = int_arg(r, sl, 0);
+        if (ns == 0) jr_fail(r, "ZeroDivisionError", "integer division or modulo by zero");
+        if (ns > 0 && (uint64_t)ns > r->lim->max_steps) jr_fail(r, "LimitError", "slice count too large");
+        jv *it = jf_iter_list(r, x), *out = gen(jv_list_(r));
+        const int64_t n = (int64_t)it->u.l.n, per = n / ns, extra = n % ns;
+        int64_t off = 0;
+        for (int64_t k = 0; k < ns; k++) { /* ns < 0: range(ns) is empty, as in Python */
+            int64_t st = off + k * per;
+            if (k < extra) off++;
+            int64_t en = off + (k + 1) * per;
+            jv *cur = jv_list_(r);
+            for (int64_t i = st; i < en && i < n; i++) jv_push(r->A, cur, it->u.l.a[i]);
+            if (fill && fill->t != JV_NONE && k >= extra) jv_push(r->A, cur, fill);
+            jv_push(r->A, out, cur);
+        }
+        return out;
+    }
     if (EQ("attr")) {
         jv *nm = need_str(r, A(0, "name"), "attribute name");
         if (x->t == JV_DICT) { jv *v = jv_dget_s(x, nm->u.s.s, nm->u.s.n); if (v && !jf_is_method(x, nm->u.s.s, nm->u.s.n)) return v; }
@@ -816,6 +836,31 @@ jv *jf_filter(jrender *r, const jnode *n, const char *name, size_t nlen, jv *x, 
     if (EQ("replace")) return replace(r, s, jv_to_str(r, A(0, "old") ? A(0, "old") : jv_strz(r, "")),
                                       jv_to_str(r, A(1, "new") ? A(1, "new") : jv_strz(r, "")), A(2, "count"));
     if (EQ("indent")) return indent_(r, s, A(0, "width"), A(1, "first"), A(2, "blank"));
+    if (EQ("truncate")) { /* jinja2's: length 255, killwords false, end "...", leeway 5 (its default policy) */
+        int64_t length = int_arg(r, A(0, "length"), 255), leeway = int_arg(r, A(3, "leeway"), 5);
+        jv *kill = A(1, "killwords"), *end = jv_to_str(r, A(2, "end") ? A(2, "end") : jv_strz(r, "..."));
+        if (x->t != JV_STR) { /* jinja2 takes len() of the value itself: an int raises that TypeError */
+            len_of(r, x);
+            jr_fail(r, "TypeError", "truncate: expected a string, got %s", jv_typename(x));
+        }
+        int64_t elen = len_of(r, end);
+        if (length < elen) jr_fail(r, "AssertionError", "expected length >= %lld, got %lld", (long long)elen, (long long)length);
+        if (leeway < 0) jr_fail(r, "AssertionError", "expected leeway >= 0, got %lld", (long long)leeway);
+        if (len_of(r, s) <= length + leeway) return s;
+        size_t cut = 0; /* the byte offset of character length - len(end) */
+        for (int64_t c = 0; cut < s->u.s.n; cut++) {
+            if (((unsigned char)s->u.s.s[cut] & 0xC0) != 0x80 && c++ == length - elen) break;
+        }
+        if (!(kill && jv_truthy(kill))) { /* rsplit(" ", 1)[0]: up to the last space, if any */
+            size_t k = cut;
+            while (k > 0 && s->u.s.s[k - 1] != ' ') k--;
+            if (k > 0) cut = k - 1;
+        }
+        jout o = {0};
+        jo_put_m(r, &o, s->u.s.s, cut, s->u.s.m);
+        jo_put_m(r, &o, end->u.s.s, end->u.s.n, end->u.s.m);
+        return jo_str(r, &o);
+    }
     if (EQ("center")) {
         int64_t w = int_arg(r, A(0, "width"), 80), len = len_of(r, s);
         if (w > (int64_t)r->lim->max_string) jr_fail(r, "LimitError", "center width too large");

@@ -357,7 +357,25 @@ int api_bias_alloc(int n, el_api_request *out, el_api_error *err) {
     if (n == 0) return 0;
     out->logit_bias_id = malloc((size_t)n * sizeof *out->logit_bias_id);
     out->logit_bias = malloc((size_t)n * sizeof *out->logit_bias);
-    return out->logit_bias_id && out->logit_bias ? 0 : api_oom(err);
+    out->logit_bias_text = malloc((size_t)n * sizeof *out->logit_bias_text);
+    out->logit_bias_text_bias = malloc((size_t)n * sizeof *out->logit_bias_text_bias);
+    return out->logit_bias_id && out->logit_bias && out->logit_bias_text && out->logit_bias_text_bias ? 0
+                                                                                                   : api_oom(err);
+}
+
+int api_bias_add_text(const char *text, float bias, el_api_request *out, el_api_error *err) {
+    char q[52];
+    size_t len = strlen(text);
+    if (len == 0 || len > EL_API_MAX_BIAS_TEXT) {
+        BAD(err, "logit_bias", "invalid_value", "logit_bias: text key '%s' must be 1..%d bytes (got %zu)",
+            api_quote(text, q, sizeof q), EL_API_MAX_BIAS_TEXT, len);
+        return -1;
+    }
+    char *t = api_dupstr(text, err);
+    if (!t) return -1;
+    out->logit_bias_text[out->n_logit_bias_text] = t;
+    out->logit_bias_text_bias[out->n_logit_bias_text++] = bias;
+    return 0;
 }
 
 /* Appends one entry (room made by api_bias_alloc); a token given twice is a 400. */
@@ -372,7 +390,8 @@ int api_bias_add(int32_t id, float bias, el_api_request *out, el_api_error *err)
     return 0;
 }
 
-/* "logit_bias": {"<token id>": bias in [-100, 100], ...}. */
+/* "logit_bias": {"<token id>" or "<text>": bias in [-100, 100], ...}. A key of digits (a sign
+ * too) is a token id and must be one; any other key is text, as llama-server reads it. */
 int api_parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err) {
     if (!cJSON_IsObject(it)) return api_type_error(err, "logit_bias", "an object", it);
     if (api_bias_alloc(cJSON_GetArraySize(it), out, err)) return -1;
@@ -380,15 +399,20 @@ int api_parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err
     cJSON_ArrayForEach(e, it) {
         char q[52];
         const char *k = e->string ? e->string : "";
-        char *end = NULL;
-        long long id = -1;
-        if (*k >= '0' && *k <= '9' && strlen(k) <= 10) id = strtoll(k, &end, 10);
-        if (id < 0 || id > INT32_MAX || !end || *end) {
-            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", api_quote(k, q, sizeof q));
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]",
+                api_quote(k, q, sizeof q));
             return -1;
         }
-        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 || e->valuedouble > 100) {
-            BAD(err, "logit_bias", "invalid_value", "logit_bias[\"%s\"]: expected a number in [-100, 100]", k);
+        const char *d = k + (*k == '-' || *k == '+');
+        bool numeric = *d != '\0' && strspn(d, "0123456789") == strlen(d);
+        if (!numeric) {
+            if (api_bias_add_text(k, (float)e->valuedouble, out, err)) return -1;
+            continue;
+        }
+        long long id = *k == '-' || strlen(d) > 10 ? -1 : strtoll(d, NULL, 10);
+        if (id < 0 || id > INT32_MAX) {
+            BAD(err, "logit_bias", "invalid_value", "logit_bias: key '%s' is not a token id", api_quote(k, q, sizeof q));
             return -1;
         }
         if (api_bias_add((int32_t)id, (float)e->valuedouble, out, err)) return -1;
@@ -607,6 +631,9 @@ void el_api_request_free(el_api_request *r) {
     for (int i = 0; i < EL_API_MAX_STOP; i++) free(r->stop[i]);
     free(r->logit_bias_id);
     free(r->logit_bias);
+    for (int i = 0; r->logit_bias_text && i < r->n_logit_bias_text; i++) free(r->logit_bias_text[i]);
+    free(r->logit_bias_text);
+    free(r->logit_bias_text_bias);
     for (int i = 0; r->parts && i < r->n_parts; i++) free(r->parts[i].text);
     free(r->parts);
     for (int i = 0; i < EL_API_MAX_RESP_FIELDS; i++) free(r->resp_fields[i]);

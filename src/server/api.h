@@ -31,6 +31,7 @@
 #define EL_API_MAX_STOP 8
 #define EL_API_MAX_TOP_LOGPROBS 20   /* chat top_logprobs 0..20; completions logprobs 0..5 */
 #define EL_API_MAX_LOGIT_BIAS 1024   /* entries in logit_bias */
+#define EL_API_MAX_BIAS_TEXT 256     /* bytes in one of logit_bias's text keys */
 #define EL_API_MAX_N_PROBS 64        /* /completion n_probs (el_generate's top-k limit) */
 #define EL_API_MAX_PROMPT_PARTS 65536 /* /completion prompt: text pieces + token ids */
 #define EL_API_MAX_RESP_FIELDS 32    /* /completion response_fields entries */
@@ -68,6 +69,13 @@ typedef struct el_api_request {
     int n_logit_bias;        /* "logit_bias": {"token id": -100..100}; ids checked < 2^31 here, */
     int32_t *logit_bias_id;  /* against the vocabulary by the server */
     float *logit_bias;
+    bool verbose;            /* llama-server's "verbose": the reply carries "__verbose" (its /completion object) */
+    bool timings_per_token;  /* llama-server's: every stream chunk carries "timings" */
+    bool no_generation_prompt; /* chat: "add_generation_prompt": false (only /apply-template renders so) */
+    bool continue_final;     /* chat: "continue_final_message" true / a string (not done: the chat route's 400) */
+    int n_logit_bias_text;   /* text keys (llama-server's): each is tokenized by the server (no special */
+    char **logit_bias_text;  /* tokens) and the bias added to every token of it, a token met twice */
+    float *logit_bias_text_bias; /* getting the sum (llama.cpp's bias sampler adds each entry) */
     /* given explicitly (else the server's --temp / --n-predict apply) */
     bool has_temperature, has_max_tokens;
     /* llama-server's /completion (EL_API_NATIVE) only; its defaults otherwise */
@@ -303,6 +311,11 @@ char *el_api_native_response(const el_api_native_result *r, char *const *fields,
 /* {"timings": ...} member values: prompt_n, prompt_ms, prompt_per_token_ms,
  * prompt_per_second, predicted_n, predicted_ms, predicted_per_token_ms,
  * predicted_per_second, cache_n (prompt tokens reused from the slot's cache). */
+char *el_api_timings_json(const el_api_native_result *r); /* that object alone, malloc'd; NULL on OOM */
+/* json (an object; taken and freed) with key: raw (JSON text, taken and freed) added at the top level,
+ * as llama-server adds "__verbose" and "timings" to OpenAI replies. NULL on OOM or if either is not
+ * JSON. */
+char *el_api_with_member(char *json, const char *key, char *raw);
 
 /* --ctx-overflow truncate: json (a response body or the finish chunk, taken
  * and freed) with "truncated": true and "n_messages_dropped": n added at the

@@ -87,7 +87,11 @@ int api_parse_grammar_field(const cJSON *it, el_api_request *out, el_api_error *
  * OpenAI's {"id": bias} form. */
 int api_bias_alloc(int n, el_api_request *out, el_api_error *err);
 int api_bias_add(int32_t id, float bias, el_api_request *out, el_api_error *err);
+/* A text key (1..EL_API_MAX_BIAS_TEXT bytes; the server tokenizes it): room made by api_bias_alloc. */
+int api_bias_add_text(const char *text, float bias, el_api_request *out, el_api_error *err);
 int api_parse_logit_bias(const cJSON *it, el_api_request *out, el_api_error *err);
+/* api_native.c: llama-server's "timings" members of r into the object t; false on OOM. */
+bool api_fill_timings(cJSON *t, const el_api_native_result *r);
 /* "stop": a string or an array of at most EL_API_MAX_STOP strings. */
 int api_parse_stop(const cJSON *it, el_api_request *out, el_api_error *err);
 

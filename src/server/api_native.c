@@ -7,8 +7,8 @@
  * llama-server's (g_native), and the samplers and features edgellm lacks are
  * accepted only with the value that turns them off (g_neutral: a 400 naming
  * the field otherwise). The prompt is text, token ids or both (parts, the
- * server tokenizes); logit_bias is llama-server's [[id, bias | false], ...]
- * or OpenAI's object. The reply is one JSON object (a stream chunk, or the
+ * server tokenizes); logit_bias is llama-server's [[id or text, bias | false],
+ * ...] or OpenAI's object (text keys: the server tokenizes them). The reply is one JSON object (a stream chunk, or the
  * final object with timings, generation_settings and the stop); a request's
  * response_fields pick from the whole object ("a/b": key b of object a).
  */
@@ -133,14 +133,10 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d]: expected a [token id, bias] pair", i);
             return -1;
         }
-        if (cJSON_IsString(id)) {
-            BAD(err, "logit_bias", "unsupported_value",
-                "logit_bias[%d]: text keys are not supported; give token ids (see /tokenize)", i);
-            return -1;
-        }
-        int32_t tok;
-        if (!api_token_id(id, &tok)) {
-            BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][0] is not a token id (an integer >= 0)", i);
+        int32_t tok = -1;
+        if (!cJSON_IsString(id) && !api_token_id(id, &tok)) {
+            BAD(err, "logit_bias", "invalid_value",
+                "logit_bias[%d][0] is neither a token id (an integer >= 0) nor a text", i);
             return -1;
         }
         float bias;
@@ -150,7 +146,15 @@ static int native_logit_bias(const cJSON *it, el_api_request *out, el_api_error 
             BAD(err, "logit_bias", "invalid_value", "logit_bias[%d][1]: expected a number in [-1e6, 1e6] or false", i);
             return -1;
         }
-        if (api_bias_add(tok, bias, out, err)) return -1;
+        /* a text: every token of it (llama-server tokenizes it without special tokens) */
+        if (cJSON_IsString(id)) {
+            if (api_bias_add_text(id->valuestring, bias, out, err)) return -1;
+        } else { /* an id given again adds up, as llama.cpp's bias sampler applies each entry */
+            int k = 0;
+            while (k < out->n_logit_bias && out->logit_bias_id[k] != tok) k++;
+            if (k < out->n_logit_bias) out->logit_bias[k] += bias;
+            else if (api_bias_add(tok, bias, out, err)) return -1;
+        }
         i++;
     }
     return 0;
@@ -284,6 +288,19 @@ char *el_api_native_probs_json(const el_api_token_lp *t, int n) {
 static int add_timings(cJSON *root, const el_api_native_result *r) {
     cJSON *t = cJSON_AddObjectToObject(root, "timings");
     if (!t) return -1;
+    return api_fill_timings(t, r) ? 0 : -1;
+}
+
+char *el_api_timings_json(const el_api_native_result *r) {
+    cJSON *t = cJSON_CreateObject();
+    if (!t || !api_fill_timings(t, r)) {
+        cJSON_Delete(t);
+        return NULL;
+    }
+    return api_print_and_delete(t);
+}
+
+bool api_fill_timings(cJSON *t, const el_api_native_result *r) {
     double pn = r->n_prompt - r->n_cache_reused, gn = r->n_predicted;
     return cJSON_AddNumberToObject(t, "cache_n", r->n_cache_reused) && cJSON_AddNumberToObject(t, "prompt_n", pn) &&
                    cJSON_AddNumberToObject(t, "prompt_ms", r->prompt_ms) &&
@@ -293,9 +310,7 @@ static int add_timings(cJSON *root, const el_api_native_result *r) {
                    cJSON_AddNumberToObject(t, "predicted_ms", r->predicted_ms) &&
                    cJSON_AddNumberToObject(t, "predicted_per_token_ms", gn > 0 ? r->predicted_ms / gn : 0) &&
                    cJSON_AddNumberToObject(t, "predicted_per_second",
-                                           r->predicted_ms > 0 ? 1e3 * gn / r->predicted_ms : 0)
-               ? 0
-               : -1;
+                                           r->predicted_ms > 0 ? 1e3 * gn / r->predicted_ms : 0);
 }
 
 /* Keeps only the response_fields of root (see el_api_native_response). */

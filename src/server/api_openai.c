@@ -28,7 +28,8 @@ enum {
     F_MODEL, F_MESSAGES, F_PROMPT, F_MAX_TOKENS, F_MAX_COMPLETION_TOKENS, F_TEMPERATURE, F_TOP_P,
     F_PRESENCE, F_FREQUENCY, F_SEED, F_STOP, F_STREAM, F_STREAM_OPTIONS, F_N, F_USER,
     F_LOGPROBS, F_TOP_LOGPROBS, F_ECHO, F_BEST_OF, F_SUFFIX, F_LOGIT_BIAS, F_CACHE_PROMPT, F_RESPONSE_FORMAT, F_GRAMMAR, F_JSON_SCHEMA,
-    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_CHAT_TEMPLATE_KWARGS, F_REASONING_FORMAT, F_COUNT
+    F_TOOLS, F_FUNCTIONS, F_TOOL_CHOICE, F_FUNCTION_CALL, F_PARALLEL_TOOL_CALLS, F_CHAT_TEMPLATE_KWARGS, F_REASONING_FORMAT,
+    F_VERBOSE, F_TIMINGS_PER_TOKEN, F_ADD_GENERATION_PROMPT, F_CONTINUE_FINAL, F_COUNT
 };
 
 #define K_CHAT 1u
@@ -67,6 +68,10 @@ static const struct { const char *name; unsigned kinds; } g_fields[F_COUNT] = {
     [F_PARALLEL_TOOL_CALLS] = {"parallel_tool_calls", K_CHAT | K_COMP},
     [F_CHAT_TEMPLATE_KWARGS] = {"chat_template_kwargs", K_CHAT}, /* llama-server's: variables for the Jinja template */
     [F_REASONING_FORMAT] = {"reasoning_format", K_CHAT}, /* llama-server's: none | deepseek | auto */
+    [F_VERBOSE] = {"verbose", K_CHAT | K_COMP},           /* llama-server's: "__verbose" in the reply */
+    [F_TIMINGS_PER_TOKEN] = {"timings_per_token", K_CHAT | K_COMP}, /* llama-server's: "timings" per chunk */
+    [F_ADD_GENERATION_PROMPT] = {"add_generation_prompt", K_CHAT}, /* llama-server's / vLLM's */
+    [F_CONTINUE_FINAL] = {"continue_final_message", K_CHAT},       /* vLLM's name for the prefill */
 };
 
 static int parse_response_format(const cJSON *it, el_api_request *out, el_api_error *err) {
@@ -294,6 +299,26 @@ static int parse_tool_fields(el_api_kind kind, const cJSON *const *f, el_api_req
     return 0;
 }
 
+/* add_generation_prompt and continue_final_message (llama-server's and vLLM's) into out; both true is
+ * the 400 llama-server gives. (The chat route refuses what it does not do: see their fields.) */
+static int parse_continuation(const cJSON *agp, const cJSON *cont, el_api_request *out, el_api_error *err) {
+    bool g = true, has_g = false, c = false;
+    if (api_opt_bool(agp, "add_generation_prompt", &g, &has_g, err)) return -1;
+    if (cont && !cJSON_IsNull(cont)) {
+        if (cJSON_IsBool(cont)) c = cJSON_IsTrue(cont);
+        else if (cJSON_IsString(cont)) c = true; /* "content" / "reasoning_content" */
+        else return api_type_error(err, "continue_final_message", "a boolean or a string", cont);
+    }
+    if (c && has_g && g) {
+        BAD(err, "continue_final_message", "invalid_value",
+            "cannot set both add_generation_prompt and continue_final_message to true");
+        return -1;
+    }
+    out->no_generation_prompt = has_g && !g;
+    out->continue_final = c;
+    return 0;
+}
+
 static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *err) {
     const el_api_kind kind = out->kind;
     const cJSON *f[F_COUNT] = {0};
@@ -353,7 +378,11 @@ static int parse_fields(const cJSON *root, el_api_request *out, el_api_error *er
             return -1;
         }
     }
-    if (api_opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err)) return -1;
+    if (api_opt_bool(f[F_STREAM], "stream", &out->stream, NULL, err) ||
+        api_opt_bool(f[F_VERBOSE], "verbose", &out->verbose, NULL, err) ||
+        api_opt_bool(f[F_TIMINGS_PER_TOKEN], "timings_per_token", &out->timings_per_token, NULL, err))
+        return -1;
+    if (kind == EL_API_CHAT && parse_continuation(f[F_ADD_GENERATION_PROMPT], f[F_CONTINUE_FINAL], out, err)) return -1;
     if ((it = f[F_STREAM_OPTIONS])) {
         if (!cJSON_IsObject(it)) return api_type_error(err, "stream_options", "an object", it);
         const cJSON *iu;

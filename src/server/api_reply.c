@@ -127,6 +127,25 @@ char *el_api_with_truncation(char *json, int n_messages_dropped) {
     return api_print_and_delete(root);
 }
 
+char *el_api_with_member(char *json, const char *key, char *raw) {
+    /* spliced as text before the closing brace: a parse and print would cut strings at an escaped NUL */
+    size_t n = json ? strlen(json) : 0;
+    while (n > 0 && (json[n - 1] == '\n' || json[n - 1] == ' ')) n--;
+    cJSON *check = raw ? cJSON_Parse(raw) : NULL;
+    bool ok = check && n >= 2 && json[0] == '{' && json[n - 1] == '}';
+    cJSON_Delete(check);
+    el_buf b = {0};
+    ok = ok && el_buf_append(&b, json, n - 1) && (n == 2 || el_buf_str(&b, ",")) && el_api_json_string(&b, key, strlen(key)) &&
+         el_buf_str(&b, ":") && el_buf_str(&b, raw) && el_buf_str(&b, "}");
+    free(json);
+    free(raw);
+    if (!ok) {
+        el_buf_free(&b);
+        return NULL;
+    }
+    return b.p;
+}
+
 char *el_api_chat_response(const char *id, const char *model, long created, const char *fingerprint,
                            const char *content, size_t len, const char *finish, el_api_usage usage,
                            const char *logprobs) {

@@ -131,10 +131,51 @@ static int truncate_chat(el_server *s, el_req *r, int n, int max_tokens) {
     return n;
 }
 
+/* logit_bias's text keys into token entries, as llama-server does: each text
+ * tokenized without special tokens, its bias added to every token of it (a
+ * token met again, by id or by text, gets the sum: llama.cpp's bias sampler
+ * adds each entry). 0, or -1 with e filled (400: no tokens; 500: memory). */
+static int bias_texts(el_server *s, el_api_request *a, el_api_error *e) {
+    for (int i = 0; i < a->n_logit_bias_text; i++) {
+        const char *t = a->logit_bias_text[i];
+        int32_t *toks = NULL;
+        int n = srv_tokenize_alloc(s->model, t, strlen(t), 0, &toks);
+        if (n <= 0) {
+            free(toks);
+            if (n == -2) el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+            else el_api_set_error(e, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                  "logit_bias: text key %d has no tokens", i);
+            return -1;
+        }
+        for (int j = 0; j < n; j++) {
+            int k = 0;
+            while (k < a->n_logit_bias && a->logit_bias_id[k] != toks[j]) k++;
+            if (k == a->n_logit_bias) {
+                int32_t *ids = realloc(a->logit_bias_id, (size_t)(k + 1) * sizeof *ids);
+                if (ids) a->logit_bias_id = ids;
+                float *b = realloc(a->logit_bias, (size_t)(k + 1) * sizeof *b);
+                if (b) a->logit_bias = b;
+                if (!ids || !b) {
+                    free(toks);
+                    el_api_set_error(e, 500, "server_error", NULL, NULL, "out of memory");
+                    return -1;
+                }
+                a->logit_bias_id[k] = toks[j];
+                a->logit_bias[k] = 0;
+                a->n_logit_bias++;
+            }
+            a->logit_bias[k] += a->logit_bias_text_bias[i];
+        }
+        free(toks);
+    }
+    return 0;
+}
+
 /* The prompt is tokenized: the body, the message texts and the prompt (unless
- * echo needs it) are dropped and the body's bytes go back to the budget, so a
- * queued request holds only its tokens. Token ids in logit_bias are checked
- * against the vocabulary. 0, or -1 with e filled. */
+ * echo needs it) are dropped and the body's bytes go back to the
+ * budget, so a queued request holds only its tokens. logit_bias's text keys
+ * become token ids, and its ids are checked against the vocabulary. 0, or -1
+ * with e filled. */
 static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
     srv_budget_release(s, cc);
     el_api_request *a = &r->api;
@@ -142,6 +183,7 @@ static int prompt_done(el_server *s, conn_ctx *cc, el_req *r, el_api_error *e) {
         free((char *)a->msgs[i].content);
         a->msgs[i].content = NULL;
     }
+    if (bias_texts(s, a, e)) return -1;
     const int nv = el_model_n_vocab(s->model);
     for (int i = 0; i < a->n_logit_bias; i++)
         if (a->logit_bias_id[i] >= nv) {
@@ -445,6 +487,17 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
         char lfp[32];
         el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
         if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
+    }
+    /* a final assistant message is continued (the prefill); otherwise the generation prompt is always
+     * rendered, so what would ask for something else is refused rather than ignored */
+    if ((r->api.continue_final || r->api.no_generation_prompt) && !srv_chat_is_prefill(r->api.msgs, r->api.n_msgs)) {
+        el_api_set_error(&e, 400, "invalid_request_error",
+                         r->api.continue_final ? "continue_final_message" : "add_generation_prompt", "unsupported_value",
+                         r->api.continue_final
+                             ? "continue_final_message needs an assistant message without tool calls last"
+                             : "add_generation_prompt false is supported only to continue a final assistant message "
+                               "(see /apply-template)");
+        return srv_reject(s, c, r, &e, NULL, NULL);
     }
     r->n_prompt = n;
     if (prompt_done(s, cc, r, &e)) return srv_reject(s, c, r, &e, NULL, NULL);

@@ -341,6 +341,10 @@ int srv_enqueue(el_server *s, el_req *r, el_api_error *e, const char **h1, const
  * messages cannot be rendered), -2 out of memory. srv_chat_tokenize: the
  * token count, or -1 / -2 as render, -3 text the tokenizer refuses. */
 bool srv_has_chat(const el_server *s);
+/* Whether the chat ends in llama-server's prefill: an assistant message without tool calls after
+ * another message; the render and tokenize below then continue it (the messages before it with the
+ * generation prompt, then its text). */
+bool srv_chat_is_prefill(const el_chat_msg *msgs, int n_msgs);
 int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                     const char *kwargs, el_chat_text *t, char *msg, size_t cap);
 int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,

@@ -14,9 +14,14 @@
  * format in slot_file.h; 501 without --slot-save-path) hold an idle slot
  * (sl->held: its thread takes no request) and work on its session from the
  * connection's thread.
+ *
+ * Chats are rendered here for every route (srv_chat_render_gen,
+ * srv_chat_tokenize): a final assistant message is llama-server's prefill,
+ * continued rather than closed.
  */
 #include "server/server_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,7 +369,13 @@ int srv_chat_render(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_
     return srv_chat_render_gen(s, msgs, n_msgs, tools, n_tools, kwargs, true, t, msg, cap);
 }
 
-int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+bool srv_chat_is_prefill(const el_chat_msg *msgs, int n_msgs) {
+    const el_chat_msg *m = n_msgs >= 2 ? &msgs[n_msgs - 1] : NULL;
+    return m && m->role && !strcmp(m->role, "assistant") && m->n_tool_calls == 0;
+}
+
+/* The messages rendered as they are (no prefill). */
+static int render_plain(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                         const char *kwargs, bool add_generation_prompt, el_chat_text *t, char *msg, size_t cap) {
     if (s->cj) {
         el_error err = {0};
@@ -382,8 +393,58 @@ int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const
     return rc;
 }
 
+/* llama-server's prefill: a final assistant message (after another message, without tool calls) is
+ * continued, not closed — the messages before it rendered with the generation prompt, then its text
+ * as message content (never parsed for special tokens), whatever add_generation_prompt says (as
+ * llama-server, which continues it then). */
+int srv_chat_render_gen(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
+                        const char *kwargs, bool add_generation_prompt, el_chat_text *t, char *msg, size_t cap) {
+    if (!srv_chat_is_prefill(msgs, n_msgs))
+        return render_plain(s, msgs, n_msgs, tools, n_tools, kwargs, add_generation_prompt, t, msg, cap);
+    int rc = render_plain(s, msgs, n_msgs - 1, tools, n_tools, kwargs, true, t, msg, cap);
+    if (rc) return rc;
+    const char *c = msgs[n_msgs - 1].content ? msgs[n_msgs - 1].content : "";
+    const size_t cl = strlen(c);
+    char *nt = realloc(t->text, t->len + cl + 1);
+    if (!nt) {
+        el_chat_text_free(t);
+        return -2;
+    }
+    memcpy(nt + t->len, c, cl);
+    t->len += cl;
+    nt[t->len] = '\0';
+    t->text = nt;
+    return 0;
+}
+
 int srv_chat_tokenize(el_server *s, const el_chat_msg *msgs, int n_msgs, const el_chat_tool *tools, int n_tools,
                       const char *kwargs, int flags, int32_t **out, char *msg, size_t cap) {
+    *out = NULL;
+    if (srv_chat_is_prefill(msgs, n_msgs)) { /* rendered as srv_chat_render_gen, then tokenized */
+        el_chat_text t;
+        int rc = srv_chat_render_gen(s, msgs, n_msgs, tools, n_tools, kwargs, true, &t, msg, cap);
+        if (rc) return rc;
+        if (t.len > (size_t)INT32_MAX / 2 - 16) {
+            el_chat_text_free(&t);
+            return -3;
+        }
+        int cap_ids = (int)t.len + 16, n = -1;
+        int32_t *ids = NULL;
+        for (int attempt = 0; attempt < 2; attempt++) {
+            free(ids);
+            ids = malloc((size_t)cap_ids * sizeof *ids);
+            n = ids ? el_chat_tokenize_text(s->model, &t, 0, flags, ids, cap_ids) : -2;
+            if (n <= cap_ids) break;
+            cap_ids = n;
+        }
+        el_chat_text_free(&t);
+        if (n < 0 || n > cap_ids) {
+            free(ids);
+            return n == -2 ? -2 : -3;
+        }
+        *out = ids;
+        return n;
+    }
     if (s->cj) {
         el_error err = {0};
         char *owned;

@@ -245,6 +245,39 @@ static char *native_json(el_req *r, const char *text, size_t len, bool final) {
     return json;
 }
 
+/* json with llama-server's "timings" member when the request asked timings_per_token (the final
+ * chunks and whole replies carry it: the figures are whole-request ones, known at the end). json is
+ * taken; NULL on OOM. */
+static char *with_timings(const el_req *r, char *json) {
+    if (!json || !r->api.timings_per_token) return json;
+    el_api_native_result res;
+    memset(&res, 0, sizeof res);
+    res.n_prompt = r->stats.n_prompt ? r->stats.n_prompt : r->n_prompt;
+    res.n_cache_reused = r->n_cache_reused;
+    res.n_predicted = r->stats.n_generated;
+    res.prompt_ms = r->stats.prefill_ms;
+    res.predicted_ms = r->stats.decode_ms;
+    char *t = el_api_timings_json(&res);
+    if (!t) {
+        free(json);
+        return NULL;
+    }
+    return el_api_with_member(json, "timings", t);
+}
+
+/* A whole OpenAI reply with llama-server's "__verbose" debug member (its /completion object: the
+ * prompt as text, the content, the counts, the stop, generation_settings), when the request said
+ * "verbose": true or the server runs with --verbose (as llama-server). json is taken; NULL on OOM. */
+static char *with_verbose(el_req *r, char *json) {
+    if (!json || !(r->api.verbose || r->srv->p.verbose)) return json;
+    char *v = native_json(r, r->text.p ? r->text.p : "", r->text.len, true);
+    if (!v) {
+        free(json);
+        return NULL;
+    }
+    return el_api_with_member(json, "__verbose", v);
+}
+
 /* Whether r's answers carry the route member: all but a /completion that
  * asked for only some fields (response_fields; its header still has it). */
 static bool route_in_body(const el_req *r) { return !(r->api.kind == EL_API_NATIVE && r->api.n_resp_fields > 0); }
@@ -589,11 +622,11 @@ void srv_stream_tail(el_req *r, req_state st, el_buf *tail) {
         char *lj = lp ? lps_json(r, r->lps_sent, r->n_lps) : NULL;
         char *fin = ok && (!lp || lj) ? make_chunk(r, NULL, 0, !r->sent_first, finish, NULL, lj) : NULL;
         if (fin && r->n_dropped) fin = el_api_with_truncation(fin, r->n_dropped); /* the finish chunk says so */
-        ok = fin && frame_json(tail, route_first(r, fin));
+        ok = fin && frame_json(tail, route_first(r, with_timings(r, fin)));
         free(lj);
         if (ok && r->api.include_usage) {
             el_api_usage u = {r->stats.n_prompt, r->stats.n_generated, r->n_cache_reused};
-            ok = frame_json(tail, make_chunk(r, NULL, 0, false, NULL, &u, NULL));
+            ok = frame_json(tail, with_timings(r, make_chunk(r, NULL, 0, false, NULL, &u, NULL)));
         }
     } else {
         el_api_error e;
@@ -643,6 +676,7 @@ char *srv_reply_json(el_req *r) {
                                                                 r->text.p, r->text.len, fin, u, lj);
     if (json && r->n_dropped) json = el_api_with_truncation(json, r->n_dropped);
     free(lj);
+    if (kind != EL_API_NATIVE) json = with_timings(r, with_verbose(r, json));
     return json && route_in_body(r) ? el_route_inject(json, &r->route) : json;
 }
 

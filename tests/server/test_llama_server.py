@@ -11,7 +11,11 @@ $EL_FIXTURE_DIR/reference/models and checks, over real HTTP:
      mixed prompts equal the text prompt; stream == non-stream (content,
      tokens), no [DONE], no empty chunk; stop words (stop_type "word",
      stopping_word); ignore_eos and logit_bias (forced EOS / banned token);
-     n_probs (top-N sorted, the greedy token first); return_tokens (they
+     n_probs (top-N sorted, the greedy token first); logit_bias text keys
+     (tokenized as llama-server; repeats add up); "verbose" (__verbose) and
+     timings_per_token; llama-server's prefill (a final assistant message
+     continued), add_generation_prompt / continue_final_message (400 where
+     they ask for what edgellm does not do); return_tokens (they
      detokenize to the content); response_fields; timings;
      generation_settings; the fields edgellm cannot honour answer 400;
   3. /props, /slots (busy while a stream runs; 501 with --no-slots; /slots/N
@@ -315,6 +319,90 @@ def t_ignore_eos_logit_bias(ctx):
     assert obj["tokens"][0] != first, obj
 
 
+def t_logit_bias_text(ctx):
+    # llama-server's text keys: the text is tokenized (no special tokens) and every token of it gets the bias
+    base = native(ctx, n_predict=8, temperature=0, return_tokens=True)["tokens"]
+    word = post_json(ctx.port, "/detokenize", {"tokens": base[:1]})["content"]
+    ids = tokenize(ctx, word, add_special=False, parse_special=False)
+    assert ids, word
+    by_text = native(ctx, n_predict=8, temperature=0, return_tokens=True, logit_bias=[[word, False]])["tokens"]
+    by_ids = native(ctx, n_predict=8, temperature=0, return_tokens=True, logit_bias=[[i, False] for i in ids])["tokens"]
+    assert by_text == by_ids and not set(ids) & set(by_text), (word, ids, by_text, by_ids)
+    # OpenAI's object form: a key that is not a token id is text; -100 each, as by id
+    obj = post_json(ctx.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "temperature": 0,
+                                                  "logit_bias": {word: -100}})["choices"][0]["text"]
+    obj_ids = post_json(ctx.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "temperature": 0,
+                                                      "logit_bias": {str(i): -100 for i in ids}})["choices"][0]["text"]
+    assert obj == obj_ids, (obj, obj_ids)
+    # an id given twice adds up (llama.cpp's bias sampler applies each entry): -60 twice bans it as -120 does
+    twice = native(ctx, n_predict=1, temperature=0, return_tokens=True, logit_bias=[[base[0], -60], [base[0], -60]])
+    once = native(ctx, n_predict=1, temperature=0, return_tokens=True, logit_bias=[[base[0], -120]])
+    assert twice["tokens"] == once["tokens"] and twice["tokens"][0] != base[0], (twice, once)
+    for lb, what in (([["", 1]], "text key"), ([[{}, 1]], "nor a text"), ([["x" * 257, 1]], "1..256 bytes"),
+                     ({"": 1}, "text key"), ({"99999999999": 1}, "not a token id")):
+        st, _, b = post(ctx.port, "/completion", {"prompt": PROMPT, "n_predict": 1, "logit_bias": lb})
+        e = expect_error(st, b, 400, "logit_bias %r" % (lb,))
+        assert e.get("param") == "logit_bias" and what in e["message"], e
+
+
+def t_verbose_timings(ctx):
+    msgs = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
+    body = {"messages": msgs, "max_tokens": 3, "temperature": 0}
+    r = post_json(ctx.port, "/v1/chat/completions", dict(body, verbose=True))
+    v = r["__verbose"]
+    rendered = post_json(ctx.port, "/apply-template", {"messages": msgs})["prompt"]
+    # llama-server's: the prompt's tokens as text (the BOS piece first), the content, the counts
+    assert v["prompt"].endswith(rendered) and len(v["prompt"]) > len(rendered), (v["prompt"], rendered)
+    assert v["content"] == r["choices"][0]["message"]["content"], (v, r)
+    assert v["tokens_evaluated"] == r["usage"]["prompt_tokens"] and v["tokens_predicted"] == r["usage"]["completion_tokens"], v
+    assert v["stop_type"] in ("limit", "eos") and "generation_settings" in v, v
+    for extra in ({}, {"verbose": False}):
+        r = post_json(ctx.port, "/v1/chat/completions", dict(body, **extra))
+        assert "__verbose" not in r and "timings" not in r, r
+    c = post_json(ctx.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "temperature": 0, "verbose": True})
+    assert c["__verbose"]["content"] == c["choices"][0]["text"] and c["__verbose"]["prompt"].endswith(PROMPT), c
+    # timings_per_token: the final chunks carry llama-server's timings, the first does not
+    st, _, b = post(ctx.port, "/v1/chat/completions", dict(body, stream=True, timings_per_token=True,
+                                                            stream_options={"include_usage": True}))
+    assert st == 200, st
+    chunks = [json.loads(e) for e in sse_events(b) if e != "[DONE]"]
+    assert "timings" not in chunks[0], chunks[0]
+    usage = chunks[-1]
+    assert usage["choices"] == [] and usage["timings"]["predicted_n"] == usage["usage"]["completion_tokens"], usage
+    t = usage["timings"]
+    assert t["prompt_n"] + t["cache_n"] == usage["usage"]["prompt_tokens"] and t["predicted_ms"] >= 0, t
+    assert chunks[-2]["choices"][0]["finish_reason"] and "timings" in chunks[-2], chunks[-2]
+    assert "timings" in post_json(ctx.port, "/v1/chat/completions", dict(body, timings_per_token=True))
+
+
+def t_continuation_fields(ctx):
+    # llama-server's prefill: a final assistant message is continued, not closed (the messages before it
+    # with the generation prompt, then its text) — in /apply-template, the chat's prompt and its count
+    hi = [{"role": "user", "content": "Hi"}]
+    msgs = hi + [{"role": "assistant", "content": "Hello"}]
+    gp = post_json(ctx.port, "/apply-template", {"messages": hi})["prompt"]
+    for body in ({"messages": msgs}, {"messages": msgs, "add_generation_prompt": False}):
+        assert post_json(ctx.port, "/apply-template", body)["prompt"] == gp + "Hello", (body, gp)
+    n = post_json(ctx.port, "/v1/chat/completions/input_tokens", {"messages": msgs})["input_tokens"]
+    for extra in ({}, {"continue_final_message": True, "add_generation_prompt": False}, {"continue_final_message": True}):
+        r = post_json(ctx.port, "/v1/chat/completions", dict({"messages": msgs, "max_tokens": 1, "temperature": 0,
+                                                              "verbose": True}, **extra))
+        assert r["__verbose"]["prompt"].endswith(gp + "Hello") and r["usage"]["prompt_tokens"] == n, (extra, r)
+    for extra, param, what in (({"add_generation_prompt": True, "continue_final_message": True}, "continue_final_message",
+                                "cannot set both"),
+                               ({"continue_final_message": True, "messages": hi}, "continue_final_message",
+                                "assistant message"),
+                               ({"add_generation_prompt": False, "messages": hi}, "add_generation_prompt",
+                                "only to continue"),
+                               ({"continue_final_message": 3}, "continue_final_message", "")):
+        st, _, b = post(ctx.port, "/v1/chat/completions", dict({"messages": msgs, "max_tokens": 1}, **extra))
+        e = expect_error(st, b, 400, repr(extra))
+        assert e.get("param") == param and what in e["message"], e
+    # /apply-template still renders a chat that does not end with an assistant message without the prompt
+    without = post_json(ctx.port, "/apply-template", {"messages": hi, "add_generation_prompt": False})["prompt"]
+    assert gp.startswith(without), (gp, without)
+
+
 def t_tokenize_pieces(ctx):
     # llama-server's with_pieces: {id, piece}; a piece that is part of a character is its bytes
     text = "Hello \u5abd and \u00e9t\u00e9 \U0001F917"
@@ -411,10 +499,9 @@ BAD = [
     ({"prompt": "x", "min_p": -0.1}, "min_p"), ({"prompt": "x", "repeat_last_n": -5}, "repeat_last_n"),
     ({"prompt": "x", "seed": -7}, "seed"), ({"prompt": "x", "stop": 5}, "stop"), ({"prompt": "x", "stop": [1]}, "stop"),
     ({"prompt": "x", "stop": ["s"] * 9}, "stop"), ({"prompt": "x", "logit_bias": [[1]]}, "logit_bias"),
-    ({"prompt": "x", "logit_bias": [["hello", 1]]}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": [["", 1]]}, "logit_bias"),
     ({"prompt": "x", "logit_bias": [[999999, 1]]}, "logit_bias"),
     ({"prompt": "x", "logit_bias": [[1, "x"]]}, "logit_bias"), ({"prompt": "x", "logit_bias": 3}, "logit_bias"),
-    ({"prompt": "x", "logit_bias": [[1, 1], [1, 2]]}, "logit_bias"),
     ({"prompt": "x", "response_fields": "content"}, "response_fields"),
     ({"prompt": "x", "response_fields": [1]}, "response_fields"),
     ({"prompt": "x", "response_fields": ["a"] * 33}, "response_fields"),
@@ -721,6 +808,9 @@ def main():
                          ("/completion stop word", t_stop_word),
                          ("/completion ignore_eos, logit_bias", t_ignore_eos_logit_bias),
                          ("/completion n_probs", t_n_probs),
+                         ("logit_bias text keys (tokenized), repeats add up", t_logit_bias_text),
+                         ("verbose: __verbose; timings_per_token: timings", t_verbose_timings),
+                         ("prefill; add_generation_prompt / continue_final_message", t_continuation_fields),
                          ("/tokenize with_pieces", t_tokenize_pieces),
                          ("tools refused (400)", t_constraints_refused),
                          ("/completion response_fields", t_response_fields),

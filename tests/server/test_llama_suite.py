@@ -124,6 +124,18 @@ PASSING = [
     "unit/test_template.py::test_add_generation_prompt[meta-llama-Llama-3.3-70B-Instruct-<|start_header_id|>assistant<|end_header_id|>-True]",
     # slot save/restore round trip on a Gemma 3 (sliding-window) slot, text only
     "unit/test_slot_save.py::test_slot_save_restore_text_only_on_multimodal",
+    # logit_bias text keys (tokenized) and repeated ids (summed); "verbose"/--verbose's __verbose;
+    # timings_per_token; add_generation_prompt + continue_final_message both true refused
+    "unit/test_completion.py::test_logit_bias[False-False]",
+    "unit/test_completion.py::test_logit_bias[False-True]",
+    "unit/test_completion.py::test_logit_bias[True-False]",
+    "unit/test_chat_completion.py::test_verbose_debug",
+    "unit/test_chat_completion.py::test_chat_template",
+    "unit/test_chat_completion.py::test_chat_completion_with_timings_per_token",
+    "unit/test_chat_completion.py::test_chat_template_continue_final_message_mutual_exclusion",
+    # llama-server's prefill: a final assistant message continued
+    "unit/test_chat_completion.py::test_chat_template_assistant_prefill[Whill-Whill]",
+    "unit/test_chat_completion.py::test_chat_template_continue_final_message_vllm_compat",
 ]
 
 
