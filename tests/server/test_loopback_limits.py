@@ -15,7 +15,8 @@ delivered a whole request). Checks:
   2. eviction order: with --max-conns-per-addr 4, connections A1..A4 (partial
      headers) then A5 closes A1 only, A6 closes A2 only;
   3. complete requests are never evicted: with --max-conns-per-addr 3 and
-     one slot, two long streams whose clients do not read yet (so both stay
+     one slot (Gemma 3 270M, one thread: slow enough that a 240-token
+     answer is still being generated during the check), two long streams whose clients do not read yet (so both stay
      being answered: one generating or blocked on its send, one queued) hold
      two places; new incomplete connections evict each other, never those
      two, which then finish with their whole answers; when all places are
@@ -27,7 +28,7 @@ delivered a whole request). Checks:
 
 A plain script (runner from test_server.py); last line "N passed, N failed".
 Exit 0 all passed, 1 something failed, 77 skipped (no reference model;
-under CI=true a missing fixture fails). Bounded: about 15 s release.
+under CI=true a missing fixture fails). Bounded: about 30 s release.
 """
 import json
 import os
@@ -41,9 +42,11 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_server import SANITIZER_MARKERS, metrics, request, require_setup, Runner, Server  # noqa: E402
+from test_tools import gemma_path  # noqa: E402
+import fixtures  # noqa: E402  (tests/fixtures/fixtures.py, on the path test_server sets)
 
 COMP = "/v1/completions"
-LONG = {"prompt": "Once upon a time", "max_tokens": 480, "temperature": 0, "ignore_eos": True}
+LONG = {"prompt": "Once upon a time", "max_tokens": 240, "temperature": 0, "ignore_eos": True}
 SRC = "127.0.0.2"  # checks 2 and 3 connect from here; their /metrics probes come from 127.0.0.1
 PARTIAL = b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # headers never finished
 
@@ -57,8 +60,10 @@ def raw_request(path, body):
 
 def conn(port, src="127.0.0.1", rcvbuf=0):
     """A connection to the server from source address src (any 127/8 address is loopback); rcvbuf > 0: a small
-    receive buffer, so an answer the client does not read soon blocks the server's send and stays being answered
-    (the tiny model generates ~1,700 tokens/s: a stream alone would end within the check)."""
+    receive buffer, so an answer the client does not read soon stays in the server's hands longer. That alone
+    does not hold an answer open (the server's send buffer takes a whole short answer), so check 3 runs on
+    Gemma 3 270M at one thread: 240 tokens take seconds to generate, where the tiny model's ~1,700 tokens/s
+    ended both streams within the check on a quiet machine."""
     s = socket.socket()
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -264,7 +269,11 @@ def main():
     try:
         d = Server(cli, model, "--parallel", "1", "-c", "512", "-t", "1")
         sm = Server(cli, model, "--parallel", "1", "-c", "512", "-t", "1", "--max-conns-per-addr", "4")
-        tt = Server(cli, model, "--parallel", "1", "-c", "512", "-t", "1", "--max-conns-per-addr", "3", "--queue", "4")
+        gemma = gemma_path()
+        if not os.path.exists(gemma):
+            fixtures.missing(gemma, "bash scripts/fetch-model.sh")  # 77, or a failure under CI=true
+        tt = Server(cli, gemma, "--parallel", "1", "-c", "1024", "-t", "1", "--max-conns-per-addr", "3",
+                    "--queue", "4")
         servers += [d, sm, tt]
         for name, srv in (("start default server", d), ("start --max-conns-per-addr 4", sm),
                           ("start --max-conns-per-addr 3", tt)):
