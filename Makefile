@@ -90,7 +90,7 @@ goldens:
 
 fuzz:
 	$(STEP) "build the fuzz targets (clang, libFuzzer + ASan/UBSan)" $(LOGS)/build-fuzz.log sh -c \
-	  'CC=clang cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_FUZZ=ON && cmake --build $(FUZZ) -j$(JOBS)'
+	  'CC=clang cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_FUZZ=ON && cmake --build $(FUZZ) -j$(JOBS) --target fuzz-all'
 
 # 20 s of each fuzz target from its committed corpus fuzz/corpus/NAME/ (tools/fuzz-campaign --smoke)
 test-fuzz:
