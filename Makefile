@@ -1,12 +1,13 @@
 # edgellm — `make run` installs what building and running need, builds, fetches the
 # default model and runs it; `make chat` chats with it; `make test` installs what the
-# tests need, builds (release + ASan/UBSan), writes the fixtures and runs every test.
+# tests need, builds (release + ASan/UBSan + the libFuzzer targets), writes the fixtures and runs every test.
 # Each step prints one line; its full output goes to build/logs/STEP.log and is shown
 # when the step fails.
 JOBS ?= $(shell nproc)
 PROMPT ?= Once upon a time, there was a little girl named
 BUILD := build
 ASAN := build-asan
+FUZZ := build-fuzz
 LOGS := $(BUILD)/logs
 STEP := @bash scripts/step.sh
 # llama.cpp as built from llama-cpp-python's source package (tests/pack, four fixture types)
@@ -14,7 +15,7 @@ LLAMA_VENV ?= $(HOME)/.cache/edgellm/llama-cpp-python
 FIXTURES ?= $(if $(EL_FIXTURE_DIR),$(EL_FIXTURE_DIR),$(HOME)/.cache/edgellm/fixtures)
 
 .PHONY: all deps deps-run build cli asan model llama fixtures run chat test test-release test-asan \
-        fuzz clean goldens model-qwen
+        fuzz test-fuzz clean goldens model-qwen
 
 all: build
 
@@ -63,13 +64,15 @@ chat: deps-run cli model
 
 # Both suites run even when the first fails; the summary (tools/test-summary.py) counts
 # what ran, passed, failed and was skipped, with each skip's reason.
-test: deps model model-qwen build asan fixtures
-	@rc=0; rm -f $(BUILD)/junit.xml $(ASAN)/junit.xml; \
+test: deps model model-qwen build asan fuzz fixtures
+	@rc=0; rm -f $(BUILD)/junit.xml $(ASAN)/junit.xml $(FUZZ)/junit.xml; \
 	 echo "ctest (release): output in $(LOGS)/test-release.log"; \
 	 $(MAKE) --no-print-directory test-release >$(LOGS)/test-release.log 2>&1 || rc=1; \
 	 echo "ctest (ASan + UBSan): output in $(LOGS)/test-asan.log"; \
 	 $(MAKE) --no-print-directory test-asan >$(LOGS)/test-asan.log 2>&1 || rc=1; \
-	 python3 tools/test-summary.py release=$(BUILD) asan=$(ASAN) || rc=1; \
+	 echo "ctest (fuzz targets, 20 s each): output in $(LOGS)/test-fuzz.log"; \
+	 $(MAKE) --no-print-directory test-fuzz >$(LOGS)/test-fuzz.log 2>&1 || rc=1; \
+	 python3 tools/test-summary.py release=$(BUILD) asan=$(ASAN) fuzz=$(FUZZ) || rc=1; \
 	 exit $$rc
 
 test-release:
@@ -86,8 +89,12 @@ goldens:
 	@JOBS=$(JOBS) bash scripts/make-goldens.sh
 
 fuzz:
-	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_FUZZ=ON >/dev/null
-	@cmake --build build-fuzz -j$(JOBS)
+	$(STEP) "build the fuzz targets (clang, libFuzzer + ASan/UBSan)" $(LOGS)/build-fuzz.log sh -c \
+	  'CC=clang cmake -S . -B $(FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEL_FUZZ=ON && cmake --build $(FUZZ) -j$(JOBS) --target fuzz-all'
+
+# 20 s of each fuzz target from its committed corpus fuzz/corpus/NAME/ (tools/fuzz-campaign --smoke)
+test-fuzz:
+	@cd $(FUZZ) && EL_FIXTURE_DIR=$(FIXTURES) ctest -R '_smoke$$' --output-on-failure --output-junit junit.xml
 
 clean:
-	rm -rf $(BUILD) $(ASAN) build-fuzz
+	rm -rf $(BUILD) $(ASAN) $(FUZZ)
