@@ -18,6 +18,7 @@ Contract:
                   5xx, an unexpected 4xx, a malformed body, a failed check;
     Outcome.status is the HTTP status (0 when none came), .detail says why
     for anything not "ok", .extra holds counters (cache hits, tool calls);
+  - a kind may wait (slot: for an idle slot) but never retries a request;
   - kinds' checks: tools: a tool call whose arguments parse as JSON when the
     reply ends with finish_reason "tool_calls"; json_schema: content parses
     as the schema's object when finish_reason is "stop"; embeddings: one
@@ -31,6 +32,7 @@ import json
 import math
 import socket
 import struct
+import time
 
 TIMEOUT_S = 300.0  # one request's limit; past it the request is a "fail" (a hang)
 
@@ -268,8 +270,21 @@ def lora_swap(port, rng, seq):
 
 
 def slot(port, rng, seq):
-    """Save slot 0 (or 1) to one of four files, then restore it."""
-    sid, name = rng.randrange(2), "soak-%d.bin" % (seq % 4)
+    """Save an idle slot (GET /slots; up to 20 looks 0.25 s apart, as a client
+    that waits for one) to one of four files, then restore it; 409 slot_busy
+    when another request took it in between."""
+    name = "soak-%d.bin" % (seq % 4)
+    sid = rng.randrange(2)
+    for _ in range(20):
+        try:
+            st, _, b = _request(port, "GET", "/slots")
+            idle = [x["id"] for x in json.loads(b) if not x["is_processing"]] if st == 200 else []
+        except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError):
+            idle = []
+        if idle:
+            sid = rng.choice(idle)
+            break
+        time.sleep(0.25)
     o = _call(port, "POST", "/slots/%d?action=save" % sid, {"filename": name},
               lambda b, h: {} if json.loads(b)["filename"] == name else 1 / 0)
     if o.cls != "ok":
