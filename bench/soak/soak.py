@@ -174,7 +174,7 @@ class Budget:
 
 
 def analyse(rows, samples, minutes, warmup_min, slow, exit_code, stop_s, stderr, elapsed):
-    full = int(elapsed // 60)
+    full = int(min(elapsed, minutes * 60) // 60)  # whole minutes of sending (the drain after is not one)
     per_min = []
     for m in range(full):
         lat = [r["lat"] for r in rows if r["cls"] == "ok" and m * 60 <= r["t"] < (m + 1) * 60]
