@@ -15,8 +15,10 @@ Contract:
   - Slowloris: n connections that send a request's headers one byte a second
     and never finish; when the server closes one (its header deadline) it
     records how long it was held and opens another; never more than n open;
-  - RssSampler: every period s, VmRSS/VmHWM/Threads from /proc/PID/status and
-    the count of /proc/PID/fd; samples are (t, rss_kb, hwm_kb, threads, fds);
+  - RssSampler: every period s, VmRSS/VmHWM/Threads/RssAnon/RssFile from
+    /proc/PID/status and the count of /proc/PID/fd; samples are (t, rss_kb,
+    hwm_kb, threads, fds, anon_kb, file_kb): anon is the heap, file the
+    model's mapped pages (read in as they are first touched);
   - every actor is a thread started by start() and ended by stop() (which
     joins it); none prints.
 """
@@ -229,7 +231,7 @@ class RssSampler(_Thread):
         except OSError:
             return
         self.samples.append((round(time.time() - self.t0, 1), int(f["VmRSS"][0]), int(f["VmHWM"][0]),
-                             int(f["Threads"][0]), fds))
+                             int(f["Threads"][0]), fds, int(f["RssAnon"][0]), int(f["RssFile"][0])))
 
     def _run(self):
         self.sample()
