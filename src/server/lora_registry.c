@@ -209,8 +209,19 @@ static bool make_room(el_lora_reg *g, size_t need, const bool *keep) {
     return true;
 }
 
-int el_lora_reg_acquire(el_lora_reg *g, const float *scales, el_lora_lease *out, el_error *err) {
+uint64_t el_lora_reg_need(el_lora_reg *g, const float *scales) {
+    uint64_t total = 0;
+    if (!g) return 0;
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n; i++)
+        if (scales[i] > 0) total += g->e[i].bytes;
+    pthread_mutex_unlock(&g->mu);
+    return total;
+}
+
+int el_lora_reg_acquire(el_lora_reg *g, const float *scales, el_lora_lease *out, bool *busy, el_error *err) {
     memset(out, 0, sizeof *out);
+    if (busy) *busy = false;
     if (!g) return 0;
     bool want[EL_LORA_REG_MAX] = {0};
     pthread_mutex_lock(&g->mu);
@@ -229,12 +240,13 @@ int el_lora_reg_acquire(el_lora_reg *g, const float *scales, el_lora_lease *out,
         entry *e = &g->e[i];
         if (!e->a) {
             if (!make_room(g, e->bytes, want)) {
-                uint64_t busy = 0;
+                uint64_t held = 0;
                 for (int j = 0; j < g->n; j++)
-                    if (g->e[j].a && g->e[j].refs) busy += g->e[j].bytes;
+                    if (g->e[j].a && g->e[j].refs) held += g->e[j].bytes;
                 rc = el_set_error(err, EL_ERR_NOMEM, "LoRA adapter '%s' (%zu bytes) does not fit --lora-budget %llu: "
                                   "%llu bytes are held by running requests; retry when they finish", e->name, e->bytes,
-                                  (unsigned long long)g->budget, (unsigned long long)busy);
+                                  (unsigned long long)g->budget, (unsigned long long)held);
+                if (busy) *busy = true;
                 goto undo;
             }
             el_error e2;

@@ -16,7 +16,11 @@
  *     until it fits the budget. An adapter in use by a running request is never
  *     evicted, so a request never sees its adapter swapped under it. When the
  *     budget cannot be met without evicting one in use the call fails
- *     (EL_ERR_NOMEM, with the numbers) and nothing is held.
+ *     (EL_ERR_NOMEM, with the numbers; *busy set: a retry once those requests
+ *     end may succeed, the server answers 503 + Retry-After) and nothing is held.
+ *   - el_lora_reg_need is the bytes a scale vector's adapters take together:
+ *     more than the budget can never be served (the server answers 400 before
+ *     queueing, and el_lora_reg_acquire fails with *busy false).
  *   - el_lora_reg_release drops the references. All calls are thread-safe.
  *   - The registry never touches the base model's weights: a swap is a load
  *     of the adapter's file alone.
@@ -61,7 +65,9 @@ int el_lora_reg_scales(el_lora_reg *g, bool has_list, const int *ids, const floa
 /* POST /lora-adapters: ids not named become 0. -1 with msg for an unknown id or a bad scale. */
 int el_lora_reg_set_defaults(el_lora_reg *g, const int *ids, const float *scales, int n, char *msg, size_t cap);
 
-int el_lora_reg_acquire(el_lora_reg *g, const float *scales, el_lora_lease *out, el_error *err);
+/* busy (may be NULL): set true when the failure is only the budget held by running requests. */
+int el_lora_reg_acquire(el_lora_reg *g, const float *scales, el_lora_lease *out, bool *busy, el_error *err);
+uint64_t el_lora_reg_need(el_lora_reg *g, const float *scales);
 void el_lora_reg_release(el_lora_reg *g, el_lora_lease *l);
 
 /* The active set of a scale vector as a short fingerprint suffix: "" when no

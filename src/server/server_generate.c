@@ -484,6 +484,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
             el_api_set_error(&e, 400, "invalid_request_error", "lora", "invalid_value", "%s", lmsg);
             return srv_reject(s, c, r, &e, NULL, NULL);
         }
+        const uint64_t need = el_lora_reg_need(s->lora, r->lora_scale), budget = s->lora ? el_lora_reg_budget(s->lora) : 0;
+        if (need > budget) { /* never servable: not a failure of the server's (was a 500 from the slot) */
+            el_api_set_error(&e, 400, "invalid_request_error", "lora", "invalid_value",
+                             "the request's LoRA adapters need %llu bytes together, more than --lora-budget %llu",
+                             (unsigned long long)need, (unsigned long long)budget);
+            return srv_reject(s, c, r, &e, NULL, NULL);
+        }
         char lfp[32];
         el_lora_reg_fingerprint(s->lora, r->lora_scale, lfp, sizeof lfp);
         if (lfp[0]) snprintf(r->fp, sizeof r->fp, "%s%s", s->fingerprint, lfp);
@@ -607,9 +614,13 @@ static enum MHD_Result h_generate(el_server *s, struct MHD_Connection *c, conn_c
     } else if (st == RS_FAILED) { /* a typed local failure, with its route: never retried in the cloud */
         el_api_error fe;
         memset(&fe, 0, sizeof fe);
-        el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
-                         el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
-        ret = srv_send_routed(c, 500, el_route_inject(el_api_error_json(&fe), &r->route), &r->route, NULL, NULL);
+        if (r->lora_busy) /* nothing ran: running requests hold the LoRA budget; a retry after them fits */
+            el_api_set_error(&fe, 503, "server_error", "lora", "lora_budget_busy", "%s", r->err.msg);
+        else
+            el_api_set_error(&fe, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
+                             el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);
+        ret = srv_send_routed(c, fe.status, el_route_inject(el_api_error_json(&fe), &r->route), &r->route,
+                              r->lora_busy ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, r->lora_busy ? "1" : NULL);
     }
     srv_req_unref(r);
     return ret;

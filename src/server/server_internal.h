@@ -134,6 +134,7 @@ struct el_req {
     atomic_bool probed;       /* a probe write went to a half-closed client (once per request) */
     /* owned by the slot while it runs; read by others after the terminal state */
     bool got_first, sent_first, oom;
+    bool lora_busy;             /* failed before running: the LoRA budget was held by running requests (503) */
     double t_last;
     el_buf text;                /* non-stream: the whole completion (sanitised pieces) */
     struct lp_rec *lps;         /* logprobs: one record per generated token */

@@ -322,11 +322,12 @@ static int cache_reuse(const slot *sl, const el_req *r) {
 
 /* LoRA: takes the request's adapters from the registry (resident, referenced until slot_lora_end) and sets them
  * on the slot's session; a slot whose adapter set changes forgets its prompt cache (positions computed under
- * other adapters). 0, or -1 with r->err set (the budget is held by running requests, a load failed). */
+ * other adapters). 0, or -1 with r->err set (the budget is held by running requests: r->lora_busy, answered 503 +
+ * Retry-After; a load failed). */
 static int slot_lora_begin(slot *sl, el_req *r) {
     el_server *s = sl->srv;
     if (!s->lora) return 0;
-    if (el_lora_reg_acquire(s->lora, r->lora_scale, &sl->lease, &r->err)) return -1;
+    if (el_lora_reg_acquire(s->lora, r->lora_scale, &sl->lease, &r->lora_busy, &r->err)) return -1;
     if (el_session_set_adapters(sl->sess, sl->lease.a, sl->lease.scale, sl->lease.n, &r->err)) {
         el_lora_reg_release(s->lora, &sl->lease);
         return -1;

@@ -633,6 +633,8 @@ void srv_stream_tail(el_req *r, req_state st, el_buf *tail) {
         memset(&e, 0, sizeof e);
         if (st == RS_CANCELLED)
             el_api_set_error(&e, 503, "server_error", NULL, "cancelled", "the request was cancelled (the server is stopping)");
+        else if (r->lora_busy) /* nothing ran: running requests hold the LoRA budget (the non-streamed reply's 503) */
+            el_api_set_error(&e, 503, "server_error", "lora", "lora_budget_busy", "%s", r->err.msg);
         else
             el_api_set_error(&e, 500, "server_error", NULL, "generation_failed", "generation failed: %s: %s",
                              el_status_name(r->err.code), r->oom ? "out of memory" : r->err.msg);

@@ -26,10 +26,12 @@ two slots, and checks over real HTTP:
   hot swap: while a long stream runs with b, other requests load c and a
     (evicting, reloading) on the other slot; the stream finishes, uninterrupted,
     with exactly the tokens it gives alone; b is never evicted while in use
-    (a request that would need it evicted fails with a clear error instead);
+    (a request that would need it evicted is refused with 503 lora_budget_busy
+    and Retry-After, a stream with that error event);
     the base model is loaded once (one "loaded" line, same process);
   bad input (400, the server unaffected): an unknown id, a negative scale,
-    NaN, a non-array "lora", a bad POST /lora-adapters body;
+    NaN, a non-array "lora", adapters that together exceed --lora-budget, a
+    bad POST /lora-adapters body;
   startup: --lora-budget smaller than an adapter, an adapter for another
     architecture, a truncated adapter, a name given twice, a --mem-budget that
     holds the model and slots but not --lora-budget besides: the server refuses
@@ -193,11 +195,19 @@ def t_hot_swap(c):
     while time.time() < deadline and state(p)["b"]["refs"] == 0:
         time.sleep(0.005)
     assert state(p)["b"]["refs"] == 1, "the stream never held b: %r" % (th.join(60) or out,)
-    # while b is held, a request needing a and c together cannot fit the budget: it fails with why, b stays
-    st, _, b = post(p, "/completion", {"prompt": "x", "n_predict": 2, "lora": [{"id": 0, "scale": 1}, {"id": 2, "scale": 1}]})
+    # while b is held, a request needing a and c together cannot fit the budget: a declared refusal saying why
+    # (503 + Retry-After, not a 500: it fits once the stream ends), non-streamed and streamed, b stays
+    st, h, b = post(p, "/completion", {"prompt": "x", "n_predict": 2, "lora": [{"id": 0, "scale": 1}, {"id": 2, "scale": 1}]})
+    st2, _, b2 = post(p, "/v1/completions", {"prompt": "x", "max_tokens": 2, "stream": True,
+                                             "lora": [{"id": 0, "scale": 1}, {"id": 2, "scale": 1}]})
     held = state(p)["b"]["refs"] == 1
     if held:
-        assert st >= 500 and b"held by running requests" in b, (st, b[:300])
+        e = expect_error(st, b, 503, "a and c while b is held")
+        assert e["code"] == "lora_budget_busy" and "held by running requests" in e["message"], e
+        assert h.get("retry-after") == "1", h
+        ev = [json.loads(x) for x in sse_events(b2) if x != "[DONE]"]
+        assert st2 == 200 and ev and ev[-1]["error"]["code"] == 503, (st2, b2[:300])  # llama-server's shape
+        assert "held by running requests" in ev[-1]["error"]["message"], ev[-1]
     swaps_during = 0
     while th.is_alive() and swaps_during < 40:  # c then a on the other slot: each load evicts the other, never b
         for idx in (2, 0):
@@ -248,10 +258,12 @@ def t_bad(c):
                        ({"prompt": "x", "lora": [{"id": 0, "scale": -0.5}]}, "negative scale"),
                        ({"prompt": "x", "lora": "a"}, "not an array"),
                        ({"prompt": "x", "lora": [{"scale": 1}]}, "no id"),
-                       ({"prompt": "x", "lora": [{"id": -1, "scale": 1}]}, "negative id")]:
+                       ({"prompt": "x", "lora": [{"id": -1, "scale": 1}]}, "negative id"),
+                       ({"prompt": "x", "lora": [{"id": i, "scale": 1} for i in range(3)]}, "more than the budget")]:
         for path in ("/completion", "/v1/completions"):
             st, _, b = post(p, path, body)
-            expect_error(st, b, 400, "%s %s" % (path, what))
+            e = expect_error(st, b, 400, "%s %s" % (path, what))
+            assert what != "more than the budget" or "more than --lora-budget" in e["message"], e
     st, _, b = post(p, "/completion", '{"prompt": "x", "lora": [{"id": 0, "scale": NaN}]}')
     expect_error(st, b, 400, "NaN scale")
     for body in ('[{"id": 7, "scale": 1}]', '{"id": 0}', '[{"id": 0, "scale": "x"}]', 'nope'):
