@@ -247,16 +247,3 @@ bool el_test_write_file(const char *path, const void *buf, size_t len) {
     if (f && fclose(f) != 0) ok = false;
     return ok;
 }
-
-el_error el_test_load_bytes(const char *path, const char *buf, size_t len) {
-    el_error err = {EL_OK, ""};
-    const bool ok = el_test_write_file(path, buf, len);
-    CHECKF(ok, "cannot write %s", path);
-    if (!ok) return (el_error){EL_ERR_IO, "write"};
-    el_model_params mp = el_model_default_params();
-    mp.n_threads = 1;
-    el_model *m = el_model_load(path, &mp, &err);
-    if (m) err = (el_error){EL_OK, "loaded"};
-    el_model_free(m);
-    return err;
-}

@@ -92,8 +92,21 @@ bool el_test_gguf_patch(char *buf, size_t len, el_test_patch_kind kind, const ch
 /* Writes len bytes to path (created or truncated); false on any failure. */
 bool el_test_write_file(const char *path, const void *buf, size_t len);
 /* Writes buf to path and loads it as a model (one thread); the load's error,
- * {EL_OK, "loaded"} when it loaded (the model is freed). */
-el_error el_test_load_bytes(const char *path, const char *buf, size_t len);
+ * {EL_OK, "loaded"} when it loaded (the model is freed). Inline, so that
+ * testutil.c itself needs no model loader: tools/check-neon links it into
+ * kernel tests cross-built without PCRE2. */
+static inline el_error el_test_load_bytes(const char *path, const char *buf, size_t len) {
+    el_error err = {EL_OK, ""};
+    const bool ok = el_test_write_file(path, buf, len);
+    CHECKF(ok, "cannot write %s", path);
+    if (!ok) return (el_error){EL_ERR_IO, "write"};
+    el_model_params mp = el_model_default_params();
+    mp.n_threads = 1;
+    el_model *m = el_model_load(path, &mp, &err);
+    if (m) err = (el_error){EL_OK, "loaded"};
+    el_model_free(m);
+    return err;
+}
 
 /* Prints "N passed, N failed"-style summary and returns the exit code. */
 int el_test_finish(const char *name);
