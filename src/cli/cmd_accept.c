@@ -211,6 +211,14 @@ static void on_line(req *r, double now) {
     cJSON_Delete(j);
 }
 
+/* The first n bytes of src (a line) into out, cut to cap - 1 bytes: a reason shown in the report is as
+ * long as its field allows. */
+static void copy_cut(char *out, size_t cap, const char *src, size_t n) {
+    if (n >= cap) n = cap - 1;
+    memcpy(out, src, n);
+    out[n] = 0;
+}
+
 static void last_stderr_line(const accept_ctx *x, int c, int ri, char *out, size_t cap, char reason[48]) {
     char p[4096], buf[4096];
     snprintf(p, sizeof p, "%s/logs/cell%02d-req%02d.stderr", x->out, c + 1, ri + 1);
@@ -226,8 +234,7 @@ static void last_stderr_line(const accept_ctx *x, int c, int ri, char *out, size
             size_t k = strcspn(rr + 7, "; ");
             snprintf(reason, 48, "%.*s", (int)(k < 47 ? k : 47), rr + 7);
         }
-        if (n && !rs) snprintf(out, cap, "%s", buf);
-        else if (n && !out[0]) snprintf(out, cap, "%s", buf);
+        if (n && (!rs || !out[0])) copy_cut(out, cap, buf, n);
     }
     fclose(f);
 }
@@ -384,8 +391,9 @@ static bool run_cell(accept_ctx *x, int c, cell_res *cr) {
         if (r->exit_code != 0 || !r->done_line || r->n_tok == 0) {
             cr->n_failed++;
             if (!cr->refusal_why[0])
-                snprintf(cr->refusal_why, sizeof cr->refusal_why, "exit %d%s: %s", r->exit_code,
-                         r->exit_code == 0 ? " without a final line" : "", r->why);
+                if (snprintf(cr->refusal_why, sizeof cr->refusal_why, "exit %d%s: %s", r->exit_code,
+                             r->exit_code == 0 ? " without a final line" : "", r->why) < 0)
+                    cr->refusal_why[0] = 0; /* a long reason is cut to fit: said, not an error */
             continue;
         }
         cr->n_ran++;
