@@ -215,7 +215,9 @@ def t_slot_kill(ctx):
 # ---------------------------------------------------------------- store
 
 def store_run(ctx, *args, env=None, timeout=120):
-    return subprocess.run([ctx.cli, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    # errors="replace": `run -n 2` may print a token that is half of a UTF-8 character
+    return subprocess.run([ctx.cli, *args], capture_output=True, text=True, errors="replace", timeout=timeout,
+                          env=env)
 
 
 def store_fresh(ctx):
