@@ -94,7 +94,7 @@ fuzz:
 
 # 20 s of each fuzz target from its committed corpus fuzz/corpus/NAME/ (tools/fuzz-campaign --smoke)
 test-fuzz:
-	@cd $(FUZZ) && EL_FIXTURE_DIR=$(FIXTURES) ctest -R '_smoke$$' --output-on-failure --output-junit junit.xml
+	@cd $(FUZZ) && EL_FIXTURE_DIR=$(FIXTURES) ctest -R '^fuzz_.*_smoke$$' --output-on-failure --output-junit junit.xml
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)
