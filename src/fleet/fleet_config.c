@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/file.h"
+#include "util/textfile.h"
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
@@ -241,36 +241,9 @@ int el_fleet_gates_parse(const char *text, size_t len, const char *label, el_fle
     return rc;
 }
 
-static char *slurp(const char *path, size_t *len, char *msg, size_t cap) {
-    char why[300];
-    FILE *f = el_fopen_regular(path, why, sizeof why);
-    if (!f) {
-        snprintf(msg, cap, "%s", why);
-        return NULL;
-    }
-    size_t lim = 1u << 20, n = 0;
-    char *buf = malloc(lim + 1);
-    if (!buf) {
-        fclose(f);
-        fail(msg, cap, path, "out of memory");
-        return NULL;
-    }
-    n = fread(buf, 1, lim + 1, f);
-    bool err = ferror(f);
-    fclose(f);
-    if (err || n > lim) {
-        free(buf);
-        fail(msg, cap, path, err ? "read error" : "larger than 1 MiB");
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 int el_fleet_config_load(const char *path, el_fleet_config *c, char *msg, size_t cap) {
     size_t n;
-    char *t = slurp(path, &n, msg, cap);
+    char *t = el_text_read_file(path, 1u << 20, &n, msg, cap);
     if (!t) return -1;
     int rc = el_fleet_config_parse(t, n, path, c, msg, cap);
     free(t);
@@ -279,7 +252,7 @@ int el_fleet_config_load(const char *path, el_fleet_config *c, char *msg, size_t
 
 int el_fleet_gates_load(const char *path, el_fleet_gates *g, char *msg, size_t cap) {
     size_t n;
-    char *t = slurp(path, &n, msg, cap);
+    char *t = el_text_read_file(path, 1u << 20, &n, msg, cap);
     if (!t) return -1;
     int rc = el_fleet_gates_parse(t, n, path, g, msg, cap);
     free(t);
