@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fleet/fleet.h"
+#include "util/textfile.h"
 
 typedef struct rp {
     const char *label;
@@ -277,29 +278,9 @@ int el_fleet_replay_text(const char *text, size_t len, const char *label, FILE *
 }
 
 int el_fleet_replay(const char *log_path, FILE *out, char *msg, size_t cap) {
-    FILE *f = fopen(log_path, "rb");
-    if (!f) return snprintf(msg, cap, "%s: cannot open", log_path), -1;
-    size_t lim = 16u << 20, n = 0, capb = 65536;
-    char *buf = malloc(capb);
-    while (buf) {
-        if (n == capb) {
-            if (capb >= lim) break;
-            char *nb = realloc(buf, capb * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            capb *= 2;
-        }
-        size_t k = fread(buf + n, 1, capb - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    const bool too_big = buf && n == capb && capb >= lim;
-    fclose(f);
-    if (!buf || too_big) {
-        const char *why = buf ? "larger than 16 MiB" : "out of memory";
-        free(buf);
-        return snprintf(msg, cap, "%s: %s", log_path, why), -1;
-    }
+    size_t n;
+    char *buf = el_text_read_file(log_path, 16u << 20, &n, msg, cap); /* a regular file, at most 16 MiB */
+    if (!buf) return -1;
     int rc = el_fleet_replay_text(buf, n, log_path, out, msg, cap);
     free(buf);
     return rc;

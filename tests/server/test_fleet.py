@@ -390,6 +390,16 @@ def test_bad_files(ctx, state):
     r = subprocess.run([ctx.cli, "fleet", "check", "--config", os.path.join(ctx.tmp, "nope.json"), "--gates",
                         gates_ok], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "nope.json" in r.stderr, r.stderr
+    # special files as the config, the gates or the log to replay: refused at once, naming the path
+    fifo = os.path.join(ctx.tmp, "fifo")
+    os.mkfifo(fifo)
+    for args in (["check", "--config", fifo, "--gates", gates_ok], ["check", "--config", cfg_ok, "--gates", fifo],
+                 ["replay", fifo], ["replay", "/dev/zero"], ["check", "--config", "/dev/zero", "--gates", gates_ok]):
+        r = subprocess.run([ctx.cli, "fleet", *args], capture_output=True, text=True, timeout=20)
+        bad = fifo if fifo in args else "/dev/zero"
+        assert r.returncode == 1 and bad in r.stderr and "not a regular file" in r.stderr, (args, r.returncode,
+                                                                                             r.stderr)
+    os.unlink(fifo)
 
 
 def main():
