@@ -197,6 +197,32 @@ int main(void) {
     } else {
         CHECKF(e.code == EL_ERR_GRAMMAR, "%s", e.msg);
     }
+    /* an enum / const string whose GBNF literal is longer than the converter's
+     * 512-byte format buffer (escaped control characters grow it 6x): the rule
+     * must be written whole, never cut into malformed GBNF (a fuzz_grammar find) */
+    {
+        /* the JSON text of the string: 120 escaped control characters and 280 'x' */
+        char lit[1200], sch[1400], doc[1300];
+        int k = 0;
+        for (int i = 0; i < 120; i++) k += snprintf(lit + k, sizeof lit - (size_t)k, "\\u0016");
+        for (int i = 0; i < 280; i++) lit[k++] = 'x';
+        lit[k] = 0;
+        for (int kind = 0; kind < 2; kind++) {
+            snprintf(sch, sizeof sch, kind ? "{\"const\":\"%s\"}" : "{\"enum\":[\"%s\",\"green\"]}", lit);
+            char *t2 = NULL;
+            el_grammar *gl = schema_grammar(sch, &t2);
+            CHECKF(gl != NULL, "long %s literal", kind ? "const" : "enum");
+            if (!gl) continue;
+            snprintf(doc, sizeof doc, "\"%s\"", lit);
+            CHECKF(doc_ok(gl, doc) == 1, "long %s literal: the whole string is refused", kind ? "const" : "enum");
+            size_t dl = strlen(doc);
+            doc[dl - 2] = '"'; /* one 'x' short */
+            doc[dl - 1] = 0;
+            CHECK(doc_ok(gl, doc) == 0);
+            el_grammar_free(gl);
+            free(t2);
+        }
+    }
     printf("test_json_schema: %d checks, %d failures\n", el_test_checks, el_test_failures);
     return el_test_failures ? 1 : 0;
 }

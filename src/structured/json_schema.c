@@ -25,13 +25,25 @@
 
 void el_js_sb_printf(sbuf *b, const char *fmt, ...) {
     char tmp[512];
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
+    va_copy(ap2, ap);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n >= sizeof tmp) n = (int)sizeof tmp - 1;
-    sb_add(b, tmp, (size_t)n);
+    if (n >= 0 && (size_t)n < sizeof tmp) {
+        sb_add(b, tmp, (size_t)n);
+    } else if (n >= 0) {
+        /* never truncated: a cut literal would be malformed GBNF */
+        char *big = malloc((size_t)n + 1);
+        if (big) {
+            vsnprintf(big, (size_t)n + 1, fmt, ap2);
+            sb_add(b, big, (size_t)n);
+            free(big);
+        } else {
+            b->oom = true;
+        }
+    }
+    va_end(ap2);
 }
 
 void el_js_fail(gen *g, const char *path, const char *fmt, ...) {
