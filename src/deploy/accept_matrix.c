@@ -228,7 +228,7 @@ static bool build_cells(el_accept_matrix *m, char *why, size_t cap) {
     }
     /* pairwise: greedily add the cell covering the most uncovered pairs, starting from
      * each uncovered pair and filling the other axes one at a time */
-    static bool covered[EL_AX_COUNT][EL_ACCEPT_MAX_VALUES][EL_AX_COUNT][EL_ACCEPT_MAX_VALUES];
+    bool covered[EL_AX_COUNT][EL_ACCEPT_MAX_VALUES][EL_AX_COUNT][EL_ACCEPT_MAX_VALUES]; /* on the stack: parse is reentrant */
     memset(covered, 0, sizeof covered);
 #define COVER(cv)                                                                   \
     for (int a = 0; a < EL_AX_COUNT; a++)                                           \
@@ -267,6 +267,19 @@ static bool build_cells(el_accept_matrix *m, char *why, size_t cap) {
     }
 #undef COVER
     return true;
+}
+
+int el_accept_matrix_pairs_missing(const el_accept_matrix *m) {
+    int missing = 0;
+    for (int a = 0; a < EL_AX_COUNT; a++)
+        for (int b = a + 1; b < EL_AX_COUNT; b++)
+            for (int i = 0; i < m->n_val[a]; i++)
+                for (int j = 0; j < m->n_val[b]; j++) {
+                    bool found = false;
+                    for (int c = 0; c < m->n_cells && !found; c++) found = m->cell[c][a] == i && m->cell[c][b] == j;
+                    missing += !found;
+                }
+    return missing;
 }
 
 /* ---- the document ---- */

@@ -84,5 +84,8 @@ void el_accept_matrix_free(el_accept_matrix *m);
 void el_accept_cell_name(const el_accept_matrix *m, int cell, char *out, size_t cap);
 /* Whether cell is expected to refuse (expect_refused). */
 bool el_accept_cell_expects_refusal(const el_accept_matrix *m, int cell);
+/* How many (axis a value i, axis b value j) pairs no cell holds, counted by direct search
+ * (independent of the cover's construction): 0 for "cover": "pairwise" and "all". */
+int el_accept_matrix_pairs_missing(const el_accept_matrix *m);
 
 #endif
