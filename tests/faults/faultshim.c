@@ -42,6 +42,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,40 +233,37 @@ static int open_faults(int dfd, const char *p, int flags) {
     return f == F_SHORT ? F_NONE : f;
 }
 
-int open(const char *p, int flags, ...) {
-    pthread_once(&g_once, init);
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
+/* The mode argument of open/openat, present only with O_CREAT or O_TMPFILE (va_start needs the caller's frame). */
+#define OPEN_MODE(flags, mode)                      \
+    mode_t mode = 0;                                \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {          \
+        va_list ap;                                 \
+        va_start(ap, flags);                        \
+        mode = (mode_t)va_arg(ap, int);             \
+        va_end(ap);                                 \
     }
-    int f = open_faults(AT_FDCWD, p, flags);
-    if (f != F_NONE) {
-        errno = fault_errno(f);
-        return -1;
-    }
-    return r_open(p, flags, mode);
-}
 
-int open64(const char *p, int flags, ...) __attribute__((alias("open")));
-
-int openat(int dfd, const char *p, int flags, ...) {
+/* open and openat share it; at says which real call the caller made. */
+static int shim_open(bool at, int dfd, const char *p, int flags, mode_t mode) {
     pthread_once(&g_once, init);
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
     int f = open_faults(dfd, p, flags);
     if (f != F_NONE) {
         errno = fault_errno(f);
         return -1;
     }
-    return r_openat(dfd, p, flags, mode);
+    return at ? r_openat(dfd, p, flags, mode) : r_open(p, flags, mode);
+}
+
+int open(const char *p, int flags, ...) {
+    OPEN_MODE(flags, mode);
+    return shim_open(false, AT_FDCWD, p, flags, mode);
+}
+
+int open64(const char *p, int flags, ...) __attribute__((alias("open")));
+
+int openat(int dfd, const char *p, int flags, ...) {
+    OPEN_MODE(flags, mode);
+    return shim_open(true, dfd, p, flags, mode);
 }
 
 int openat64(int dfd, const char *p, int flags, ...) __attribute__((alias("openat")));
