@@ -67,7 +67,7 @@ static int fault_crash_after(const char *model) {
  * By default its mmap threshold is dynamic: once one large mmap'd block is
  * freed, blocks up to that size come from the per-thread arenas, where a
  * freed block keeps its pages (the vocabulary-sized sampler buffers of every
- * request, ~1 MiB each on a 262k vocabulary, across up to 8 arenas per core).
+ * request, 0.25-2 MiB each on a 262k vocabulary, across up to 8 arenas per core).
  * The soak (docs/SOAK.md) measured 40 MB free but resident in 16 arenas
  * after five minutes and RSS growing in such steps over 30. A fixed
  * threshold (which also fixes the trim threshold) maps every block of
