@@ -255,7 +255,7 @@ static void slot_file_case(const char *path) {
     for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
         CHECKF(el_slot_name_check(bad_names[i], strlen(bad_names[i]), &err) == EL_ERR_INVALID_ARG && err.msg[0],
                "name '%s' accepted", bad_names[i]);
-        CHECK(el_slot_save(s, sha, cache, N, DIR_, bad_names[i], NULL, &err) == EL_ERR_INVALID_ARG);
+        CHECK(el_slot_save(s, sha, cache, N, DIR_, bad_names[i], NULL, NULL, &err) == EL_ERR_INVALID_ARG);
     }
     CHECK(el_slot_name_check("a\0b", 3, &err) == EL_ERR_INVALID_ARG);
     char longname[200];
@@ -267,8 +267,8 @@ static void slot_file_case(const char *path) {
 
     /* save, then restore into a fresh session */
     size_t bytes = 0;
-    CHECK(el_slot_save(s, sha, cache, N - 1, DIR_, "s.bin", &bytes, &err) == EL_ERR_INVALID_ARG); /* not what it holds */
-    CHECKF(el_slot_save(s, sha, cache, N, DIR_, "s.bin", &bytes, &err) == 0, "save: %s", err.msg);
+    CHECK(el_slot_save(s, sha, cache, N - 1, DIR_, "s.bin", &bytes, NULL, &err) == EL_ERR_INVALID_ARG); /* not what it holds */
+    CHECKF(el_slot_save(s, sha, cache, N, DIR_, "s.bin", &bytes, NULL, &err) == 0, "save: %s", err.msg);
     CHECKF(count_dir() == 1, "the directory holds %d entries (a temporary file left?)", count_dir());
     size_t len = 0;
     uint8_t *file = (uint8_t *)el_test_read_file(path_in("s.bin"), &len);
@@ -432,7 +432,7 @@ static void typed_case(const char *path, int type, const char *label) {
     memcpy(cache + np, gen.ids, sizeof *gen.ids * (size_t)gen.n);
     const int N = el_session_n_past(s);
     size_t bytes = 0;
-    CHECKF(el_slot_save(s, sha, cache, N, DIR_, "typed.bin", &bytes, &err) == 0, "%s save: %s", label, err.msg);
+    CHECKF(el_slot_save(s, sha, cache, N, DIR_, "typed.bin", &bytes, NULL, &err) == 0, "%s save: %s", label, err.msg);
     int32_t rt[MAXT];
     CHECKF(el_slot_restore(r, sha, DIR_, "typed.bin", rt, NULL, &err) == N, "%s restore: %s", label, err.msg);
     CHECKF(el_slot_restore(f16, sha, DIR_, "typed.bin", rt, NULL, &err) < 0 && el_session_n_past(f16) == 0,

@@ -21,6 +21,7 @@
  */
 #include "server/server_internal.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,10 +249,10 @@ enum MHD_Result srv_h_slot_action(el_server *s, struct MHD_Connection *c, conn_c
     const double t0 = now_s();
     el_error err;
     memset(&err, 0, sizeof err);
-    int n = sl->n_cache, rc = 0;
+    int n = sl->n_cache, rc = 0, os_err = 0;
     size_t bytes = 0;
     if (save) {
-        rc = el_slot_save(sl->sess, s->model_sha256, sl->ctoks, n, s->slot_dir, name, &bytes, &err);
+        rc = el_slot_save(sl->sess, s->model_sha256, sl->ctoks, n, s->slot_dir, name, &bytes, &os_err, &err);
     } else if (restore) {
         int got = el_slot_restore(sl->sess, s->model_sha256, s->slot_dir, name, sl->ctoks, &bytes, &err);
         if (got >= 0) n = got;
@@ -268,9 +269,11 @@ enum MHD_Result srv_h_slot_action(el_server *s, struct MHD_Connection *c, conn_c
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         const bool io = rc == EL_ERR_IO || rc == EL_ERR_NOMEM;
-        const int status = save && io ? 500 : 400;
+        /* a full disk (or quota) is 507 Insufficient Storage: the client's retry waits for space, not for a fix */
+        const bool full = os_err == ENOSPC || os_err == EDQUOT;
+        const int status = save && full ? 507 : save && io ? 500 : 400;
         if (s->p.verbose) fprintf(stderr, "edgellm serve: slot %d: %s %s refused: %s\n", sl->idx, action, name, err.msg);
-        return srv_send_error(c, status, status == 500 ? "server_error" : "invalid_request_error", "filename",
+        return srv_send_error(c, status, status >= 500 ? "server_error" : "invalid_request_error", "filename",
                               save ? "save_failed" : "restore_failed", "slot %d: %s of '%s' failed: %s", sl->idx, action, name,
                               err.msg);
     }

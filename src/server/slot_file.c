@@ -258,7 +258,8 @@ static int put(int fd, crypto_hash_sha256_state *st, const void *p, size_t n) {
 }
 
 int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *toks, int n_tokens, const char *dir,
-                 const char *name, size_t *bytes, el_error *err) {
+                 const char *name, size_t *bytes, int *os_errno, el_error *err) {
+    if (os_errno) *os_errno = 0;
     if (el_slot_name_check(name, name ? strlen(name) : 0, err)) return EL_ERR_INVALID_ARG;
     if (n_tokens < 0 || n_tokens != s->n_past)
         return el_set_error(err, EL_ERR_INVALID_ARG, "%d tokens to save, the session holds %d", n_tokens, s->n_past);
@@ -268,6 +269,7 @@ int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *t
     if (rc) { free(g); return rc; }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
+        if (os_errno) *os_errno = errno;
         rc = el_set_error(err, EL_ERR_IO, "slot save directory %s: %s", dir, strerror(errno));
         free(g);
         return rc;
@@ -280,6 +282,7 @@ int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *t
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
+        if (os_errno) *os_errno = errno;
         rc = el_set_error(err, EL_ERR_IO, "cannot create a temporary file in %s: %s", dir, strerror(errno));
         close(dfd);
         free(g);
@@ -332,9 +335,11 @@ int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *t
     const int werr = errno;
     if (close(fd)) ok = false;
     if (ok && renameat(dfd, tmp, dfd, name)) {
+        if (os_errno) *os_errno = errno;
         rc = el_set_error(err, EL_ERR_IO, "cannot rename the slot file into %s/%s: %s", dir, name, strerror(errno));
         ok = false;
-    } else if (!ok) {
+    } else if (!ok && !rc) {
+        if (os_errno) *os_errno = werr;
         rc = el_set_error(err, EL_ERR_IO, "writing the slot file in %s failed: %s", dir, strerror(werr));
     }
     if (!ok) unlinkat(dfd, tmp, 0);

@@ -93,9 +93,11 @@ int el_slot_name_check(const char *name, size_t len, el_error *err);
 
 /* Writes the session's first n_tokens positions (toks: their ids; the
  * session must hold exactly n_tokens) to dir/name. 0 with *bytes set, or an
- * el_status with err filled (nothing left behind in dir on error). */
+ * el_status with err filled (nothing left behind in dir on error); os_errno
+ * (may be NULL) gets the OS error of a failed system call (ENOSPC: the disk
+ * is full), 0 for any other failure. */
 int el_slot_save(const el_session *s, const uint8_t sha256[32], const int32_t *toks, int n_tokens, const char *dir,
-                 const char *name, size_t *bytes, el_error *err);
+                 const char *name, size_t *bytes, int *os_errno, el_error *err);
 
 /* Reads dir/name, validates it against session s, and only then loads it:
  * the session holds the file's positions and toks (capacity n_ctx) their
