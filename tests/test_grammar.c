@@ -146,6 +146,18 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* A generated grammar of n bytes (under the text limit) that must compile, within a 2 s hang guard. */
+static el_grammar *parse_timed(const char *text, size_t n, const char *what, double *dt) {
+    CHECKF(n < EL_GRAMMAR_MAX_TEXT, "%s: %zu bytes", what, n);
+    el_error e = {0};
+    const double t0 = now_s();
+    el_grammar *g = el_grammar_parse(text, n, &e);
+    *dt = now_s() - t0;
+    CHECKF(g != NULL, "%s: %s", what, e.msg);
+    CHECKF(*dt < 2.0, "%s compiled in %.2f s", what, *dt);
+    return g;
+}
+
 /* Compile-time work stays linear in the grammar's size (fuzz_grammar found a
  * timeout: the left-recursion check re-walked a rule's references from the
  * start for every edge, minutes for 100,100 nullable references in one rule).
@@ -182,12 +194,8 @@ static void test_compile_linear(void) {
     size_t n = (size_t)snprintf(big, 64, "root ::= r0\n");
     for (int i = 0; i < NR && n < EL_GRAMMAR_MAX_TEXT; i++)
         n += (size_t)snprintf(big + n, 64, i < NR - 1 ? "r%d ::= \"a\" r%d | \"b\"\n" : "r%d ::= \"b\"\n", i, i + 1);
-    CHECK(n < EL_GRAMMAR_MAX_TEXT);
-    t0 = now_s();
-    g = el_grammar_parse(big, n, &e);
-    double dn = now_s() - t0;
-    CHECKF(g != NULL, "34,000 rules: %s", e.msg);
-    CHECKF(dn < 2.0, "34,000 rules compiled in %.2f s", dn);
+    double dn;
+    g = parse_timed(big, n, "34,000 rules", &dn);
     CHECK(g && matches(g, "aab") == 1 && matches(g, "aa") == 0 && matches(g, "ba") == 0);
     el_grammar_free(g);
     /* a chain of 40,000 rules, each nullable only once the next is (the nullable pass: was a fixpoint that
@@ -195,12 +203,8 @@ static void test_compile_linear(void) {
     n = (size_t)snprintf(big, 64, "root ::= n0 \"x\"\n");
     for (int i = 0; i < NC && n < EL_GRAMMAR_MAX_TEXT; i++) n += (size_t)snprintf(big + n, 64, "n%d ::= n%d | \"y\"\n", i, i + 1);
     n += (size_t)snprintf(big + n, 64, "n%d ::= \"\"\n", NC);
-    CHECK(n < EL_GRAMMAR_MAX_TEXT);
-    t0 = now_s();
-    g = el_grammar_parse(big, n, &e);
-    double dc = now_s() - t0;
-    CHECKF(g != NULL, "a chain of 40,000 nullable rules: %s", e.msg);
-    CHECKF(dc < 2.0, "a chain of 40,000 nullable rules compiled in %.2f s", dc);
+    double dc;
+    g = parse_timed(big, n, "a chain of 40,000 nullable rules", &dc);
     /* its start state is 40,000 rules deep: the matcher takes it, or refuses it at its limits */
     el_gmatch *cm = g ? el_gmatch_new(g, &e) : NULL;
     CHECKF(cm || (g && strstr(e.msg, "limits")), "the chain's matcher: %s", e.msg);
