@@ -491,19 +491,21 @@ KQ_INLINE void kq_q4k_dec_rows(const int TT, int nb, const uint8_t *w, size_t ld
  * super-block and row: two 64-byte loads of qs (chunks 0-1, 2-3) whose low
  * and high nibbles give four registers, sub-blocks (0 | 2), (1 | 3), (4 | 6),
  * (5 | 7); the activation is rearranged once per call into the same order
- * (kq_q4k_dec_yarr), so each register meets one plain 64-byte load of it.
- * The four scaled dot products go into one vpdpwssd chain per row. The
+ * (kq_q4k_dec_yarr), so each register meets one plain 64-byte load of it
+ * in a vpdpbusd, and pairs of those meet the scales in one vpdpwssd
+ * (kq_q4k_dec_row). The
  * scales and mins of 4 rows are unpacked together (one 128-bit lane a row,
  * the 16 bytes at the block start: d, dmin and the 12 packed bytes) and
- * widened to int16 once; each row's scale vectors are 4 vpermw from its
- * rotation of that table, the 4 rows' mins meet the bsums pairs in one
+ * widened to int16 once; each row's scale vectors are 2 vpermw from that
+ * table, the 4 rows' mins meet the bsums pairs in one
  * vpmaddwd. The 8 rows' int32 partials are reduced by one unpack/add tree
  * into row order, and the float fma pair per super-block is done for the
  * 8 rows at once: per output the operations of kq_vec_dot_q4_k (the same
  * bits), a third of the old kernel's instructions.
  *
- * The stream: while a group of 8 rows is read, the next group's bytes
- * (contiguous, the rows that follow) are prefetched, its i-th 1152 bytes
+ * The stream: while a group of 8 rows is read, a later group's bytes
+ * (contiguous rows, KQ_PF_AHEAD bytes on, rounded up to whole groups) are
+ * prefetched, its i-th 1152 bytes
  * (18 lines, one pointer) at super-block step i — into L1 when a group is
  * at most KQ_PF_L1_MAX bytes, else into L2 (as the Q4_0 decode kernel,
  * quants_x86.h); rows with gaps between them (ldw larger than the row): block
@@ -555,19 +557,35 @@ KQ_INLINE __m512i kq_ld4x16(const uint8_t *p, size_t ldw) {
     return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 3 * ldw)), 3);
 }
 
-/* One row's isum partials (16 int32 lanes) of one super-block; tab: the
- * row's int16 scales at words 0..7. */
-KQ_INLINE __m512i kq_q4k_dec_row(const uint8_t *qs, const __m512i *ya, __m512i tab, __m512i ia0, __m512i ib0,
-                                 __m512i ia1, __m512i ib1) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+/* One row's isum partials (16 int32 lanes) of one super-block. The nibbles
+ * meet the activation in vpdpbusd (u8 x s8, 4 products a dword: |sum| <=
+ * 4 * 15 * 128, so it fits int16); two such registers are packed to int16
+ * (vpackssdw: per 128-bit lane 4 dwords of each) and meet the scales in one
+ * vpdpwssd: 6 multiplies a row where vpmaddubsw + vpdpwssd per register
+ * took 8, and 2 scale shuffles where it took 4. The lanes' total is the same
+ * integer. sc: the int16 scales of 4 rows (row r at words 8r..8r+7); i01,
+ * i23: this row's vpermw indexes (kq_q4k_idx). */
+KQ_INLINE __m512i kq_q4k_dec_row(const uint8_t *qs, const __m512i *ya, __m512i sc, __m512i i01, __m512i i23) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), z = _mm512_setzero_si512();
     const __m512i qa = _mm512_loadu_si512(qs), qb = _mm512_loadu_si512(qs + 64);
-    __m512i t = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(_mm512_and_si512(qa, m4), ya[0]),
-                                    _mm512_permutexvar_epi16(ia0, tab));
-    t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), ya[1]),
-                            _mm512_permutexvar_epi16(ib0, tab));
-    t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(qb, m4), ya[2]), _mm512_permutexvar_epi16(ia1, tab));
-    return _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), ya[3]),
-                               _mm512_permutexvar_epi16(ib1, tab));
+    /* sub-blocks (0 | 2), (1 | 3), (4 | 6), (5 | 7) */
+    const __m512i d0 = _mm512_dpbusd_epi32(z, _mm512_and_si512(qa, m4), ya[0]);
+    const __m512i d1 = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(qa, 4), m4), ya[1]);
+    const __m512i d2 = _mm512_dpbusd_epi32(z, _mm512_and_si512(qb, m4), ya[2]);
+    const __m512i d3 = _mm512_dpbusd_epi32(z, _mm512_and_si512(_mm512_srli_epi16(qb, 4), m4), ya[3]);
+    /* lanes 0-1: sub-blocks 0, 1 (then 4, 5); lanes 2-3: 2, 3 (then 6, 7) */
+    const __m512i t = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(d0, d1), _mm512_permutexvar_epi16(i01, sc));
+    return _mm512_dpwssd_epi32(t, _mm512_packs_epi32(d2, d3), _mm512_permutexvar_epi16(i23, sc));
+}
+
+/* kq_q4k_dec_row's scale indexes for row r of 4: per 128-bit lane, words
+ * 0-3 the scale of the first sub-block packed there, 4-7 the second's. */
+KQ_INLINE __m512i kq_q4k_idx(int r, int base) {
+    const int a = 8 * r + base;
+    const __m128i lo = _mm_setr_epi16((short)a, (short)a, (short)a, (short)a, (short)(a + 1), (short)(a + 1),
+                                      (short)(a + 1), (short)(a + 1));
+    const __m128i hi = _mm_add_epi16(lo, _mm_set1_epi16(2));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(lo, lo)), _mm256_set_m128i(hi, hi), 1);
 }
 
 /* Sum of the 4 int32 of each 128-bit lane, in every dword of the lane. */
@@ -592,7 +610,8 @@ enum { KQ_PF_L1, KQ_PF_L2, KQ_PF_ROWS };
  * to prefetch (stride ldw), pf: how (a constant at each call). */
 KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const block_q8_K *xa, const __m512i *ya,
                                 const __m128i *bs8, const uint8_t *next, const int pf, float *y) {
-    const __m512i ia0 = kq_idx_pair(0, 2), ib0 = kq_idx_pair(1, 3), ia1 = kq_idx_pair(4, 6), ib1 = kq_idx_pair(5, 7);
+    const __m512i i01[4] = {kq_q4k_idx(0, 0), kq_q4k_idx(1, 0), kq_q4k_idx(2, 0), kq_q4k_idx(3, 0)};
+    const __m512i i23[4] = {kq_q4k_idx(0, 4), kq_q4k_idx(1, 4), kq_q4k_idx(2, 4), kq_q4k_idx(3, 4)};
     const __m512i rowsel = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
     const __m512i qlo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), qhi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
@@ -618,10 +637,7 @@ KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const bloc
             const __m512i sc = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sm)); /* row r: words 8r.. */
             mg[g] = _mm512_madd_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sm, 1)), bsb);
             const size_t qo = offsetof(block_q4_K, qs);
-            t[4 * g + 0] = kq_q4k_dec_row(pg + qo, yi, sc, ia0, ib0, ia1, ib1);
-            t[4 * g + 1] = kq_q4k_dec_row(pg + ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 2), ia0, ib0, ia1, ib1);
-            t[4 * g + 2] = kq_q4k_dec_row(pg + 2 * ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 4), ia0, ib0, ia1, ib1);
-            t[4 * g + 3] = kq_q4k_dec_row(pg + 3 * ldw + qo, yi, _mm512_alignr_epi64(sc, sc, 6), ia0, ib0, ia1, ib1);
+            for (int r = 0; r < 4; ++r) t[4 * g + r] = kq_q4k_dec_row(pg + ldw * (size_t)r + qo, yi, sc, i01[r], i23[r]);
         }
         /* isum: pairs of rows (even dwords row a, odd row b), then 4 rows a lane, then the lanes */
         __m512i a2[4];
@@ -643,6 +659,16 @@ KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const bloc
     }
     _mm256_storeu_ps(y, _mm256_sub_ps(acc, accm));
 }
+
+/* How far ahead kq_q4k_dec_rows8 prefetches contiguous rows: at least
+ * KQ_PF_AHEAD bytes, in whole 8-row groups (k = 1,536: 3 groups of 6.9 KB;
+ * k >= 2,816: the next group). One group ahead (6.9 KB) left one thread's
+ * stream of Qwen2.5 1.5B's k = 1,536 rows at 15-19 GB/s from memory; 2-3
+ * groups ahead streamed them at 18-25 (bench/kq-decode.c, AMD EPYC Zen 4;
+ * docs/PERFORMANCE.md, round three). */
+#ifndef KQ_PF_AHEAD
+#define KQ_PF_AHEAD 16384
+#endif
 
 #ifndef KQ_DEC_ROWS8
 #define KQ_DEC_ROWS8 1
@@ -667,10 +693,11 @@ static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, 
         kq_q4k_dec_yarr(nb, xa[0], ya);
         /* the next 8 rows (past the last group: the rows the next call reads) */
         const int pf = ldw != sizeof(block_q4_K) * (size_t)nb ? KQ_PF_ROWS : 8 * ldw <= KQ_PF_L1_MAX ? KQ_PF_L1 : KQ_PF_L2;
+        const size_t ahead = 8 * ldw * ((KQ_PF_AHEAD + 8 * ldw - 1) / (8 * ldw));
         for (int r = 0; r < n8; r += 8) {
             const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)r;
-            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L2, y + r);
-            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_L1, y + r);
+            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + ahead, KQ_PF_L2, y + r);
+            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + ahead, KQ_PF_L1, y + r);
             else kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_ROWS, y + r);
         }
         if (n8 < nr) kq_q4k_dec_rows(1, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
