@@ -417,7 +417,7 @@ KQ_INLINE void kq_dec_prefetch(const void *p, size_t bytes) {
  * fma pair per super-block), so the bits are the portable kernel's.
  */
 #if KQ_VNNI
-#define KQ_DEC_TT 3     /* activation rows one call takes */
+#define KQ_DEC_TT 4     /* activation rows one call takes */
 #define KQ_DEC_NBMAX 64 /* super-blocks per row (k <= 16384) for the precomputed bsums pairs */
 /* 32 bytes at p in both 256-bit halves (vbroadcasti64x4: a load, no ALU). */
 KQ_INLINE __m512i kq_bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
@@ -603,7 +603,7 @@ KQ_INLINE __m512i kq_lane_sum4(__m512i v) {
 
 /* How kq_q4k_dec_rows8 prefetches the next group: contiguous rows (ldw =
  * nb blocks) into L1 or L2, or rows with gaps one by one into L2. */
-enum { KQ_PF_L1, KQ_PF_L2, KQ_PF_ROWS };
+enum { KQ_PF_L1, KQ_PF_L2, KQ_PF_ROWS, KQ_PF_NONE };
 
 /* 8 weight rows at w (stride ldw), nb super-blocks, one activation row (ya:
  * kq_q4k_dec_yarr, bs8: bsums pairs, xa: its d); y[0..7]. next: the 8 rows
@@ -622,7 +622,7 @@ KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const bloc
         if (pf == KQ_PF_ROWS) { /* block i of the next group's 8 rows (3 lines each: consecutive blocks cover every line) */
             const char *nx = (const char *)next + sizeof(block_q4_K) * (size_t)i;
             for (int r = 0; r < 8; ++r) kq_pf3(nx + ldw * (size_t)r, _MM_HINT_T1);
-        } else { /* contiguous rows: the group's i-th 1152 bytes, 18 lines from one pointer */
+        } else if (pf != KQ_PF_NONE) { /* contiguous rows: the group's i-th 1152 bytes, 18 lines from one pointer */
             const char *nx = (const char *)next + 8 * sizeof(block_q4_K) * (size_t)i;
             if (pf == KQ_PF_L1) kq_pf18(nx, _MM_HINT_T0);
             else kq_pf18(nx, _MM_HINT_T1);
@@ -687,26 +687,39 @@ static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, 
             bs8[KQ_DEC_NBMAX * t + i] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xa[t][i].bsums),
                                                        _mm_loadu_si128((const __m128i *)(xa[t][i].bsums + 8)));
     }
-    if (nt == 1 && KQ_DEC_ROWS8 && nr >= 8) {
+    if (KQ_DEC_ROWS8 && nr >= 8) {
+        /* each activation row through the one-row kernel (the solo bits by construction), group by group, so
+         * rows 2..nt read the 8 weight rows from L1 */
         const int n8 = nr / 8 * 8;
-        __m512i ya[4 * KQ_DEC_NBMAX];
-        kq_q4k_dec_yarr(nb, xa[0], ya);
+        __m512i ya[KQ_DEC_TT][4 * KQ_DEC_NBMAX];
+        for (int t = 0; t < nt; ++t) kq_q4k_dec_yarr(nb, xa[t], ya[t]);
         /* the next 8 rows (past the last group: the rows the next call reads) */
         const int pf = ldw != sizeof(block_q4_K) * (size_t)nb ? KQ_PF_ROWS : 8 * ldw <= KQ_PF_L1_MAX ? KQ_PF_L1 : KQ_PF_L2;
         const size_t ahead = 8 * ldw * ((KQ_PF_AHEAD + 8 * ldw - 1) / (8 * ldw));
         for (int r = 0; r < n8; r += 8) {
             const uint8_t *wr = (const uint8_t *)w + ldw * (size_t)r;
-            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + ahead, KQ_PF_L2, y + r);
-            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + ahead, KQ_PF_L1, y + r);
-            else kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya, bs8, wr + 8 * ldw, KQ_PF_ROWS, y + r);
+            if (pf == KQ_PF_L2) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya[0], bs8, wr + ahead, KQ_PF_L2, y + r);
+            else if (pf == KQ_PF_L1) kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya[0], bs8, wr + ahead, KQ_PF_L1, y + r);
+            else kq_q4k_dec_rows8(nb, wr, ldw, xa[0], ya[0], bs8, wr + 8 * ldw, KQ_PF_ROWS, y + r);
+            for (int t = 1; t < nt; ++t)
+                kq_q4k_dec_rows8(nb, wr, ldw, xa[t], ya[t], bs8 + KQ_DEC_NBMAX * t, wr, KQ_PF_NONE, y + ldy * (size_t)t + r);
         }
-        if (n8 < nr) kq_q4k_dec_rows(1, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
+        if (n8 < nr) {
+            const uint8_t *wt = (const uint8_t *)w + ldw * (size_t)n8;
+            switch (nt) {
+            case 1: kq_q4k_dec_rows(1, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
+            case 2: kq_q4k_dec_rows(2, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
+            case 3: kq_q4k_dec_rows(3, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
+            default: kq_q4k_dec_rows(4, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
+            }
+        }
         return 1;
     }
     switch (nt) {
     case 1: kq_q4k_dec_rows(1, nb, w, ldw, nr, xa, bs8, y, ldy); break;
     case 2: kq_q4k_dec_rows(2, nb, w, ldw, nr, xa, bs8, y, ldy); break;
-    default: kq_q4k_dec_rows(3, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    case 3: kq_q4k_dec_rows(3, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    default: kq_q4k_dec_rows(4, nb, w, ldw, nr, xa, bs8, y, ldy); break;
     }
     return 1;
 }
@@ -858,6 +871,11 @@ static void kq_gemm16_q4_k(int k, const void *w, size_t ldw, int nr, const void 
     if (nt < 3) {
         kq_gemm_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
         return;
+    }
+    if (nt <= KQ_DEC_TT) { /* a batched decode step (every row in the vec_dot order): the decode kernel */
+        int vec_order = 1;
+        for (int a = 0; a < nt && vec_order; ++a) vec_order = kq_select_q4_k(n_act, t0 + a, k) == NULL;
+        if (vec_order && kq_dec_q4_k(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;
     }
     const int nb = k / EL_QK_K;
     const int lim = n_act - n_act % 4;
