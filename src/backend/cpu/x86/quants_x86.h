@@ -1080,6 +1080,9 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
 #define QX_Q8D_RR 4
 #endif
 
+/* activation rows qx_gemm_q8_0_dec takes (a batched decode step of up to 4 streams) */
+#define QX_Q8D_TT 4
+
 QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
                                 float *y, size_t ldy, const uint8_t *next, size_t per) {
     __m256 acc[QX_Q8D_RR][3];
@@ -1131,10 +1134,16 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
     int r = 0;
     for (; r + QX_Q8D_RR <= nr; r += QX_Q8D_RR) {
         const uint8_t *wr = w + ldw * (size_t)r;
-        switch (nt) {
-        case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
-        case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
-        default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, x, ldx, y + r, ldy, wr + QX_Q8D_RR * ldw, per); break;
+        /* up to 3 activation rows a tile; a 4th (a batched step of 4 streams) reads the group again from L1 */
+        for (int t = 0; t < nt; t += 3) {
+            const uint8_t *xt = x + ldx * (size_t)t;
+            float *yt = y + ldy * (size_t)t + r;
+            const size_t pt = t == 0 ? per : 0;
+            switch (nt - t) {
+            case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
+            case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
+            default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
+            }
         }
     }
     for (; r < nr; ++r)
@@ -1145,7 +1154,7 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
 
 QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
-    if (type == QX_Q8_0 && nt <= 3) { /* decode */
+    if (type == QX_Q8_0 && nt <= QX_Q8D_TT) { /* decode, batched decode */
         qx_gemm_q8_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
@@ -1214,7 +1223,7 @@ QX_INLINE __m256i qx_wunpack(int type, const uint8_t *blk) {
 
 #define QX_LT_TT 3
 #ifndef QX_LT_MIN_NT
-#define QX_LT_MIN_NT 4
+#define QX_LT_MIN_NT 5 /* 1..4 activation rows (decode, a batched step of up to 4 streams): register tiles */
 #endif
 
 QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw) {
