@@ -674,6 +674,17 @@ KQ_INLINE void kq_q4k_dec_rows8(int nb, const uint8_t *w, size_t ldw, const bloc
 #define KQ_DEC_ROWS8 1
 #endif
 
+/* kq_q4k_dec_rows with its row count nt (1..KQ_DEC_TT) as a constant. */
+static void kq_q4k_dec_rows_nt(int nt, int nb, const uint8_t *w, size_t ldw, int nr, const block_q8_K *const *xa,
+                               const __m128i *bs8, float *y, size_t ldy) {
+    switch (nt) {
+    case 1: kq_q4k_dec_rows(1, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    case 2: kq_q4k_dec_rows(2, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    case 3: kq_q4k_dec_rows(3, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    default: kq_q4k_dec_rows(4, nb, w, ldw, nr, xa, bs8, y, ldy); break;
+    }
+}
+
 /* Q4_K with 1..KQ_DEC_TT activation rows, all in the vec_dot order; 0 if not taken. */
 static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,
                        size_t ldy) {
@@ -704,23 +715,10 @@ static int kq_dec_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, 
             for (int t = 1; t < nt; ++t)
                 kq_q4k_dec_rows8(nb, wr, ldw, xa[t], ya[t], bs8 + KQ_DEC_NBMAX * t, wr, KQ_PF_NONE, y + ldy * (size_t)t + r);
         }
-        if (n8 < nr) {
-            const uint8_t *wt = (const uint8_t *)w + ldw * (size_t)n8;
-            switch (nt) {
-            case 1: kq_q4k_dec_rows(1, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
-            case 2: kq_q4k_dec_rows(2, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
-            case 3: kq_q4k_dec_rows(3, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
-            default: kq_q4k_dec_rows(4, nb, wt, ldw, nr - n8, xa, bs8, y + n8, ldy); break;
-            }
-        }
+        if (n8 < nr) kq_q4k_dec_rows_nt(nt, nb, (const uint8_t *)w + ldw * (size_t)n8, ldw, nr - n8, xa, bs8, y + n8, ldy);
         return 1;
     }
-    switch (nt) {
-    case 1: kq_q4k_dec_rows(1, nb, w, ldw, nr, xa, bs8, y, ldy); break;
-    case 2: kq_q4k_dec_rows(2, nb, w, ldw, nr, xa, bs8, y, ldy); break;
-    case 3: kq_q4k_dec_rows(3, nb, w, ldw, nr, xa, bs8, y, ldy); break;
-    default: kq_q4k_dec_rows(4, nb, w, ldw, nr, xa, bs8, y, ldy); break;
-    }
+    kq_q4k_dec_rows_nt(nt, nb, w, ldw, nr, xa, bs8, y, ldy);
     return 1;
 }
 
@@ -739,12 +737,16 @@ static inline int kq_dec_none(int k, const void *w, size_t ldw, int nr, const vo
  * rows 4 (or 1) at a time through ACTS; the x4 order for activation rows
  * below n_act - n_act % 4, as the selector. */
 #define KQ_ROW_LANES_GEMM(NAME, BT, PT, PACK, ACTS, DEC)                                                    \
-    static void kq_gemm_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0,  \
-                               int nt, int n_act, float *y, size_t ldy) {                                   \
-        /* decode: every activation row in the vec_dot order (the selector says so) */                     \
+    /* decode: every activation row in the vec_dot order (the selector says so) through DEC; 1 if taken */  \
+    static inline int kq_try_dec_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, \
+                                        int t0, int nt, int n_act, float *y, size_t ldy) {                  \
         int vec_order = 1;                                                                                  \
         for (int a = 0; a < nt && vec_order; ++a) vec_order = kq_select_##NAME(n_act, t0 + a, k) == NULL;   \
-        if (vec_order && DEC(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;                                    \
+        return vec_order && DEC(k, w, ldw, nr, x, ldx, nt, y, ldy);                                         \
+    }                                                                                                       \
+    static void kq_gemm_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0,  \
+                               int nt, int n_act, float *y, size_t ldy) {                                   \
+        if (kq_try_dec_##NAME(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy)) return;                        \
         if (nt < 3) {                                                                                       \
             kq_gemm_per_output(kq_vec_dot_##NAME, kq_select_##NAME, k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy); \
             return;                                                                                         \
@@ -872,11 +874,8 @@ static void kq_gemm16_q4_k(int k, const void *w, size_t ldw, int nr, const void 
         kq_gemm_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
         return;
     }
-    if (nt <= KQ_DEC_TT) { /* a batched decode step (every row in the vec_dot order): the decode kernel */
-        int vec_order = 1;
-        for (int a = 0; a < nt && vec_order; ++a) vec_order = kq_select_q4_k(n_act, t0 + a, k) == NULL;
-        if (vec_order && kq_dec_q4_k(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;
-    }
+    /* a batched decode step: the decode kernel */
+    if (nt <= KQ_DEC_TT && kq_try_dec_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy)) return;
     const int nb = k / EL_QK_K;
     const int lim = n_act - n_act % 4;
     q4k_pack16 pk;
