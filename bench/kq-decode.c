@@ -99,11 +99,11 @@ int main(int argc, char **argv) {
     const size_t big = (size_t)(argc > 2 ? atoi(argv[2]) : 1024) << 20;
     int nth = argc > 3 ? atoi(argv[3]) : 1;
     const int k = argc > 4 ? atoi(argv[4]) : 2048;
-    if (nth < 1 || nth > 16 || k <= 0 || k % 256) {
-        fprintf(stderr, "usage: kq-decode [reps] [big_MiB] [threads 1..16] [k, a multiple of 256]\n");
+    if (nth < 1 || nth > 16 || k <= 0 || k % 32) {
+        fprintf(stderr, "usage: kq-decode [reps] [big_MiB] [threads 1..16] [k, a multiple of 32; of 256 for K-quants]\n");
         return 2;
     }
-    static const el_type types[] = {EL_TYPE_Q4_0, EL_TYPE_Q8_0, EL_TYPE_Q4_K, EL_TYPE_Q6_K};
+    static const el_type types[] = {EL_TYPE_Q4_0, EL_TYPE_Q5_0, EL_TYPE_Q8_0, EL_TYPE_Q4_K, EL_TYPE_Q6_K};
     printf("level %s, k = %d, %d thread(s), 64-row calls, one activation row\n", el_cpu_level_name(el_cpu_kernels_level()),
            k, nth);
     printf("%-6s %12s %12s\n", "type", "mem GB/s", "L2 GB/s");
@@ -113,6 +113,7 @@ int main(int argc, char **argv) {
         const el_type t = types[ti];
         const el_cpu_type_kernels *kk = el_cpu_kernels(t);
         const el_type_info *inf = el_type_get(t);
+        if (k % inf->blck_size) continue; /* K-quants: k a multiple of 256 */
         if (argc > 5) { /* only the types named */
             char list[256];
             snprintf(list, sizeof list, ",%s,", argv[5]);

@@ -593,18 +593,22 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
  *   Q4_0 k = 2048 (9.2 KB):              this 19.5, 19.4; before 9.2, 16.9
  * (all-L2 ran Q8_0 k = 640 at 14-16; all-L1 ran Q8_0 k = 2048 at 9-11 and
  * Q4_0 at 10-12; prefetching 2 or 4 groups ahead or with NTA was not better.)
+ * Those figures are from an earlier machine. On AMD EPYC Zen 4 the Q8_0
+ * decode groups go into L2, 16 KB ahead (qx_gemm_q8_0_dec); Q4_0 keeps this
+ * rule there (Q4_0 k = 1,536 in L2: 14.6-16.7 GB/s, in L1: 19.0-19.5).
  */
 #ifndef QX_PF_HINT
 #define QX_PF_HINT _MM_HINT_T1
 #endif
 
 /* Prefetch step b of [next, next + bytes), per lines a step: into L1 when the
- * group is small (<= 8 KB: it fits beside the group being read), else L2. */
-QX_INLINE void qx_dec_prefetch(const uint8_t *next, size_t bytes, size_t per, int b) {
+ * group is at most l1_max bytes (a constant: 8 KB fits beside the group being
+ * read; 0: always L2), else L2. */
+QX_INLINE void qx_dec_prefetch(const uint8_t *next, size_t bytes, size_t per, int b, size_t l1_max) {
     for (size_t i = 0; i < per; ++i) {
         const size_t off = 64 * ((size_t)b * per + i);
         if (off >= bytes) break;
-        if (bytes <= 8192)
+        if (bytes <= l1_max)
             _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
         else
             _mm_prefetch((const char *)(next + off), QX_PF_HINT);
@@ -628,7 +632,7 @@ QX_INLINE __m256 qx_q4_0_row1x8(int nb, const uint8_t *w, size_t ldw, const bloc
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 8192);
         const uint8_t *p = w + 18 * (size_t)b;
         const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
         const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
@@ -663,7 +667,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
     __m256 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 8192);
         const uint8_t *p = w + 18 * (size_t)b;
         __m256i lo[4], hi[4], D[4];
         for (int i = 0; i < 4; ++i) {
@@ -752,7 +756,7 @@ QX_INLINE void qx_q4_0_rows16(int TT, int nb, const uint8_t *w, size_t ldw, cons
     __m512 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 16 * ldw : 0, per, b);
+        qx_dec_prefetch(next, per ? 16 * ldw : 0, per, b, 8192);
         const uint8_t *p = w + 18 * (size_t)b;
         __m512i v[4];
         for (int i = 0; i < 4; ++i) {
@@ -1068,10 +1072,21 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
 /*
  * Q8_0 with 1..3 activation rows (decode): RR weight rows × TT activation
  * rows, each weight block loaded once for the TT rows (same operations per
- * output as qx_lanes_tile). The next RR rows are prefetched, a fixed number
- * of lines per block step computed once per call (no division in the loop).
- * The weight scale is broadcast as fp16 and converted in the vector unit.
+ * output as qx_lanes_tile). A later group of RR rows (at least QX_Q8D_AHEAD
+ * bytes on, whole groups) is prefetched into L2, a fixed number of lines per
+ * block step computed once per call (no division in the loop). The weight
+ * scale is broadcast as fp16 and converted in the vector unit.
+ *
+ * Into L2 and 16 KB ahead, where it was the next group into L1 when the group
+ * is at most 8 KB: Gemma 3's tied 262,144 x 640 output matrix (5.4 KB
+ * groups, 178 MB, three quarters of the weights a token reads) streamed at
+ * 10.3-13.6 GB/s on one thread and now at 22.3-25.7 (bench/kq-decode.c
+ * k = 640, AMD EPYC Zen 4, 6 runs each; one group ahead into L2: 16.7-17.8).
+ * k = 2,048 (17 KB groups, already L2 and one group) stays at 21-23.
  */
+#ifndef QX_Q8D_AHEAD
+#define QX_Q8D_AHEAD 16384
+#endif
 #if defined(QX_VNNI)
 #ifndef QX_Q8D_RR
 #define QX_Q8D_RR 8
@@ -1089,7 +1104,7 @@ QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t
     for (int r = 0; r < RR; ++r)
         for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? (size_t)RR * ldw : 0, per, b);
+        qx_dec_prefetch(next, per ? (size_t)RR * ldw : 0, per, b, 0);
         __m256i a[3];
         __m256 da[3];
 #if defined(QX_VNNI)
@@ -1131,6 +1146,7 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
                                 float *y, size_t ldy) {
     const int nb = k / 32;
     const size_t per = (QX_Q8D_RR * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    const size_t group = QX_Q8D_RR * ldw, ahead = group * ((QX_Q8D_AHEAD + group - 1) / group);
     int r = 0;
     for (; r + QX_Q8D_RR <= nr; r += QX_Q8D_RR) {
         const uint8_t *wr = w + ldw * (size_t)r;
@@ -1139,10 +1155,11 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
             const uint8_t *xt = x + ldx * (size_t)t;
             float *yt = y + ldy * (size_t)t + r;
             const size_t pt = t == 0 ? per : 0;
+            const uint8_t *nx = wr + ahead;
             switch (nt - t) {
-            case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
-            case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
-            default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, xt, ldx, yt, ldy, wr + QX_Q8D_RR * ldw, pt); break;
+            case 1: qx_q8_0_dec_tile(QX_Q8D_RR, 1, nb, wr, ldw, xt, ldx, yt, ldy, nx, pt); break;
+            case 2: qx_q8_0_dec_tile(QX_Q8D_RR, 2, nb, wr, ldw, xt, ldx, yt, ldy, nx, pt); break;
+            default: qx_q8_0_dec_tile(QX_Q8D_RR, 3, nb, wr, ldw, xt, ldx, yt, ldy, nx, pt); break;
             }
         }
     }
