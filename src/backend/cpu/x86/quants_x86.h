@@ -1169,12 +1169,105 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
                              w, 0);
 }
 
+#if defined(QX_VNNI)
+/*
+ * Q5_0, one activation row (decode): 8 weight rows a group, two rows a
+ * 512-bit register. A row's block is its 16 nibble bytes loaded twice into
+ * one 256-bit half and shifted by 0 | 4 per 128-bit lane (the low nibbles
+ * are elements 0-15, the high ones 16-31: natural order), its 32 high bits
+ * a byte mask (qh of the two rows, one 64-bit k register) that adds 16; one
+ * vpdpbusd with the activation block in both halves and the -16 * sum(a)
+ * correction as its start gives each row's 8 exact lanes. The activation
+ * side (block, correction, d_a) is prepared once per call. Per output the
+ * operations of qx_lanes_tile (one fma with d_w * d_a per block over the 8
+ * lanes, then the 8-lane sum): the same bits. A later group (at least
+ * QX_Q5D_AHEAD bytes on, whole groups) is prefetched into L2 (as Q8_0).
+ *
+ * qx_lanes_tile's one-row path did 256-bit work per row and block with the
+ * 5th bits from a shuffle/compare: 15.2-15.4 GB/s with the rows in L2 and
+ * 13.2-13.6 from memory at k = 640 (Gemma 3 270M's attention and
+ * ffn_gate/up), one thread, AMD EPYC Zen 4; this kernel 21.2-21.4 and
+ * 17.7-18.1 (k = 2,048: 15.7 -> 22.4 in L2). One 8-byte load for d and qh
+ * of a row instead of two was not faster (20.1-20.2 in L2).
+ */
+#ifndef QX_Q5D_AHEAD
+#define QX_Q5D_AHEAD 16384
+#endif
+#define QX_Q5D_NBMAX 256 /* blocks a row (k <= 8192): the activation arrays on the stack */
+
+QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m256i *a, const __m256i *c,
+                                 const float *da, const uint8_t *next, size_t per, float *y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
+    const long long s4 = 0x0004000400040004ll;
+    const __m512i sh = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0); /* 128-bit lanes 1, 3: the high nibbles */
+    const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 acc[4];
+    for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 0);
+        const __m512i a2 = _mm512_broadcast_i64x4(a[b]), c2 = _mm512_broadcast_i64x4(c[b]);
+        const __m128 dab = _mm_set1_ps(da[b]);
+        for (int p = 0; p < 4; ++p) {
+            const block_q5_0 *r0 = (const block_q5_0 *)(w + ldw * (size_t)(2 * p)) + b;
+            const block_q5_0 *r1 = (const block_q5_0 *)((const uint8_t *)r0 + ldw);
+            const __m512i q = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r0->qs))),
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r1->qs)), 1);
+            uint32_t h0, h1;
+            memcpy(&h0, r0->qh, 4);
+            memcpy(&h1, r1->qh, 4);
+            const __mmask64 hb = _cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32);
+            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, sh), m4);
+            u = _mm512_mask_add_epi8(u, hb, u, b4); /* + 16 where the 5th bit is set (u <= 15: an or) */
+            const __m512i l = _mm512_dpbusd_epi32(c2, u, a2);
+            uint16_t d0, d1;
+            memcpy(&d0, &r0->d, 2);
+            memcpy(&d1, &r1->d, 2);
+            const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16))), dab);
+            const __m512 s2 = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dd)); /* d_w * d_a of each row */
+            acc[p] = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(l), acc[p]);
+        }
+    }
+    for (int p = 0; p < 4; ++p) {
+        y[2 * p] = qx_hsum8(_mm512_castps512_ps256(acc[p]));
+        y[2 * p + 1] = qx_hsum8(_mm512_extractf32x8_ps(acc[p], 1));
+    }
+}
+
+/* Q5_0 decode: groups of 8 rows through qx_q5_0_dec_rows8, the rest one by one (qx_lanes_tile). */
+QX_INLINE void qx_gemm_q5_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, float *y) {
+    const int nb = k / 32;
+    const block_q8_0 *xa = (const block_q8_0 *)x;
+    __m256i a[QX_Q5D_NBMAX], c[QX_Q5D_NBMAX];
+    float da[QX_Q5D_NBMAX];
+    for (int b = 0; b < nb; ++b) {
+        a[b] = _mm256_loadu_si256((const __m256i *)xa[b].qs);
+        c[b] = qx_acorr(QX_Q5_0, a[b]);
+        da[b] = qx_h2f(xa[b].d);
+    }
+    const size_t group = 8 * ldw, ahead = group * ((QX_Q5D_AHEAD + group - 1) / group);
+    const size_t per = (group + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    int r = 0;
+    for (; r + 8 <= nr; r += 8) {
+        const uint8_t *wr = w + ldw * (size_t)r;
+        qx_q5_0_dec_rows8(nb, wr, ldw, a, c, da, wr + ahead, per, y + r);
+    }
+    for (; r < nr; ++r) qx_lanes_tile(QX_Q5_0, 1, 1, nb, w + ldw * (size_t)r, ldw, x, 0, y + r, 0, 0);
+}
+#endif
+
 QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
     if (type == QX_Q8_0 && nt <= QX_Q8D_TT) { /* decode, batched decode */
         qx_gemm_q8_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
+#if defined(QX_VNNI)
+    if (type == QX_Q5_0 && nt == 1 && k / 32 <= QX_Q5D_NBMAX) { /* decode */
+        qx_gemm_q5_0_dec(k, w, ldw, nr, x, y);
+        return;
+    }
+#endif
     const int nb = k / 32;
     int r = 0;
     for (; r + QX_LANES_RR <= nr; r += QX_LANES_RR) {
