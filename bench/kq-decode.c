@@ -6,13 +6,14 @@
  * them), and prints GB/s of weights read. Two sizes: one far larger than the
  * caches (memory-bound) and one that stays in L2 (the kernel's own speed, one
  * thread each on its own copy). Random quants with moderate fp16 scales; fixed
- * seed. Q4_0, Q8_0, Q4_K, Q6_K at row length k (2048: TinyLlama's attention
- * and ffn_gate/up; 5632: its ffn_down).
+ * seed. Q4_0, Q5_0, Q8_0, Q4_K, Q6_K at row length k (2048: TinyLlama's
+ * attention and ffn_gate/up; 5632: its ffn_down; 640: Gemma 3 270M's rows and
+ * its tied output matrix — the K-quants only run where k is a multiple of 256).
  *
  *   cc -O2 -Isrc -Iinclude bench/kq-decode.c build/libedgellm.a -lm -lpthread -o /tmp/kq-decode
  *   /tmp/kq-decode [reps] [big_MiB] [threads] [k] [types]   (EL_CPU_ISA=avx2 etc. lower the level as usual)
  *
- * types: a comma-separated subset of Q4_0,Q8_0,Q4_K,Q6_K (default all).
+ * types: a comma-separated subset of Q4_0,Q5_0,Q8_0,Q4_K,Q6_K (default all).
  *
  * Also the instruction count per weight byte, which is stable on a shared
  * machine: valgrind --tool=callgrind /tmp/kq-decode 1 64 (the gemm entries'
