@@ -488,8 +488,11 @@ QX_INLINE void qx_sum_pack(int type, const uint8_t *const *rp, int b, qx_vi *wb,
  * nb block steps. Past the block's last row this touches the rows the next
  * call will read (or nothing useful); prefetches never fault.
  */
+/* Cache lines a block step prefetches so that nb steps cover `bytes`. */
+QX_INLINE size_t qx_pf_lines(size_t bytes, int nb) { return (bytes + 64 * (size_t)nb - 1) / (64 * (size_t)nb); }
+
 QX_INLINE void qx_prefetch_next(const uint8_t *next, size_t bytes, int b, int nb) {
-    const size_t per = (bytes + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    const size_t per = qx_pf_lines(bytes, nb);
     for (size_t i = 0; i < per; ++i) {
         const size_t off = 64 * ((size_t)b * per + i);
         if (off < bytes) _mm_prefetch((const char *)(next + off), _MM_HINT_T0);
@@ -601,9 +604,20 @@ QX_INLINE void qx_gemm_sum_rows(int type, int k, const uint8_t *w, size_t ldw, i
 #define QX_PF_HINT _MM_HINT_T1
 #endif
 
+/* Groups of at most this many bytes fit in L1 beside the group being read (Q4_0's rule). */
+#define QX_PF_L1_SMALL 8192
+
+/* How far ahead the Q8_0 and Q5_0 decode kernels prefetch into L2: at least
+ * QX_DEC_AHEAD bytes past a group's start, in whole groups of `group` bytes
+ * (qx_gemm_q8_0_dec says why). */
+#ifndef QX_DEC_AHEAD
+#define QX_DEC_AHEAD 16384
+#endif
+QX_INLINE size_t qx_dec_ahead(size_t group) { return group * ((QX_DEC_AHEAD + group - 1) / group); }
+
 /* Prefetch step b of [next, next + bytes), per lines a step: into L1 when the
- * group is at most l1_max bytes (a constant: 8 KB fits beside the group being
- * read; 0: always L2), else L2. */
+ * group is at most l1_max bytes (a constant: QX_PF_L1_SMALL, or 0: always
+ * L2), else L2. */
 QX_INLINE void qx_dec_prefetch(const uint8_t *next, size_t bytes, size_t per, int b, size_t l1_max) {
     for (size_t i = 0; i < per; ++i) {
         const size_t off = 64 * ((size_t)b * per + i);
@@ -632,7 +646,7 @@ QX_INLINE __m256 qx_q4_0_row1x8(int nb, const uint8_t *w, size_t ldw, const bloc
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 8192);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, QX_PF_L1_SMALL);
         const uint8_t *p = w + 18 * (size_t)b;
         const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xa[b].qs));
         const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(xa[b].qs + 16)));
@@ -667,7 +681,7 @@ QX_INLINE void qx_q4_0_rows8(int TT, int nb, const uint8_t *w, size_t ldw, const
     __m256 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 8192);
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, QX_PF_L1_SMALL);
         const uint8_t *p = w + 18 * (size_t)b;
         __m256i lo[4], hi[4], D[4];
         for (int i = 0; i < 4; ++i) {
@@ -756,7 +770,7 @@ QX_INLINE void qx_q4_0_rows16(int TT, int nb, const uint8_t *w, size_t ldw, cons
     __m512 acc[QX_DEC_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; ++b) {
-        qx_dec_prefetch(next, per ? 16 * ldw : 0, per, b, 8192);
+        qx_dec_prefetch(next, per ? 16 * ldw : 0, per, b, QX_PF_L1_SMALL);
         const uint8_t *p = w + 18 * (size_t)b;
         __m512i v[4];
         for (int i = 0; i < 4; ++i) {
@@ -808,7 +822,7 @@ QX_INLINE void qx_gemm_q4_0_dec1(int k, const uint8_t *w, size_t ldw, int nr, co
         return;
     }
     const int ng = nr / 8;
-    const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    const size_t per = qx_pf_lines(8 * ldw, nb);
     int32_t corr[QX_DEC_NBMAX];
     float da[QX_DEC_NBMAX];
     for (int t = 0; t < nt; ++t) {
@@ -842,7 +856,7 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
         return;
     }
     const int ng = nr / 8;
-    const size_t per = (8 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    const size_t per = qx_pf_lines(8 * ldw, nb);
     int32_t corr[QX_DEC_TT * QX_DEC_NBMAX];
     float da[QX_DEC_TT * QX_DEC_NBMAX];
     for (int t = 0; t < nt; ++t) {
@@ -857,7 +871,7 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
     int g = 0;
 #if defined(QX_VNNI)
     if (nt >= QX_DEC16_MIN) { /* pairs of groups on 512-bit registers */
-        const size_t per16 = (16 * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb);
+        const size_t per16 = qx_pf_lines(16 * ldw, nb);
         for (; g + 1 < ng; g += 2) {
             const uint8_t *wg = w + ldw * (size_t)(8 * g);
             switch (nt) {
@@ -1072,8 +1086,8 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
 /*
  * Q8_0 with 1..3 activation rows (decode): RR weight rows × TT activation
  * rows, each weight block loaded once for the TT rows (same operations per
- * output as qx_lanes_tile). A later group of RR rows (at least QX_Q8D_AHEAD
- * bytes on, whole groups) is prefetched into L2, a fixed number of lines per
+ * output as qx_lanes_tile). A later group of RR rows (at least QX_DEC_AHEAD
+ * bytes on, whole groups: qx_dec_ahead) is prefetched into L2, a fixed number of lines per
  * block step computed once per call (no division in the loop). The weight
  * scale is broadcast as fp16 and converted in the vector unit.
  *
@@ -1084,9 +1098,6 @@ QX_INLINE void qx_lanes_tile(int type, int RR, int TT, int nb, const uint8_t *w,
  * k = 640, AMD EPYC Zen 4, 6 runs each; one group ahead into L2: 16.7-17.8).
  * k = 2,048 (17 KB groups, already L2 and one group) stays at 21-23.
  */
-#ifndef QX_Q8D_AHEAD
-#define QX_Q8D_AHEAD 16384
-#endif
 #if defined(QX_VNNI)
 #ifndef QX_Q8D_RR
 #define QX_Q8D_RR 8
@@ -1145,8 +1156,7 @@ QX_INLINE void qx_q8_0_dec_tile(int RR, int TT, int nb, const uint8_t *w, size_t
 QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
                                 float *y, size_t ldy) {
     const int nb = k / 32;
-    const size_t per = (QX_Q8D_RR * ldw + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
-    const size_t group = QX_Q8D_RR * ldw, ahead = group * ((QX_Q8D_AHEAD + group - 1) / group);
+    const size_t per = qx_pf_lines(QX_Q8D_RR * ldw, nb), ahead = qx_dec_ahead(QX_Q8D_RR * ldw);
     int r = 0;
     for (; r + QX_Q8D_RR <= nr; r += QX_Q8D_RR) {
         const uint8_t *wr = w + ldw * (size_t)r;
@@ -1181,7 +1191,7 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
  * side (block, correction, d_a) is prepared once per call. Per output the
  * operations of qx_lanes_tile (one fma with d_w * d_a per block over the 8
  * lanes, then the 8-lane sum): the same bits. A later group (at least
- * QX_Q5D_AHEAD bytes on, whole groups) is prefetched into L2 (as Q8_0).
+ * QX_DEC_AHEAD bytes on, whole groups) is prefetched into L2 (as Q8_0).
  *
  * qx_lanes_tile's one-row path did 256-bit work per row and block with the
  * 5th bits from a shuffle/compare: 15.2-15.4 GB/s with the rows in L2 and
@@ -1190,9 +1200,6 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
  * 17.7-18.1 (k = 2,048: 15.7 -> 22.4 in L2). One 8-byte load for d and qh
  * of a row instead of two was not faster (20.1-20.2 in L2).
  */
-#ifndef QX_Q5D_AHEAD
-#define QX_Q5D_AHEAD 16384
-#endif
 #define QX_Q5D_NBMAX 256 /* blocks a row (k <= 8192): the activation arrays on the stack */
 
 QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m256i *a, const __m256i *c,
@@ -1245,8 +1252,7 @@ QX_INLINE void qx_gemm_q5_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
         c[b] = qx_acorr(QX_Q5_0, a[b]);
         da[b] = qx_h2f(xa[b].d);
     }
-    const size_t group = 8 * ldw, ahead = group * ((QX_Q5D_AHEAD + group - 1) / group);
-    const size_t per = (group + 64 * (size_t)nb - 1) / (64 * (size_t)nb); /* lines per block step */
+    const size_t per = qx_pf_lines(8 * ldw, nb), ahead = qx_dec_ahead(8 * ldw);
     int r = 0;
     for (; r + 8 <= nr; r += 8) {
         const uint8_t *wr = w + ldw * (size_t)r;
