@@ -98,7 +98,16 @@ int main(void) {
         CHECK(num(j, "depth") == 0);
         CHECK(cJSON_IsArray(cJSON_GetObjectItem(j, "lora")) && cJSON_GetArraySize(cJSON_GetObjectItem(j, "lora")) == 0);
         CHECK(num(j, "lora_rank_planned") == 0); /* no adapter: no LoRA scratch in the plan */
-        CHECKF(cJSON_GetArraySize(j) == 29, "%d fields", cJSON_GetArraySize(j));
+        /* which CPU kernels ran (backend/cpu/kernels.h): the ISA level, and the Q8_0/Q5_0 order the
+         * environment picks (EL_KERNEL_ORDER, default llama) */
+        const cJSON *isa = cJSON_GetObjectItem(j, "cpu_isa"), *ko = cJSON_GetObjectItem(j, "kernel_order");
+        CHECKF(cJSON_IsString(isa) && (!strcmp(isa->valuestring, "portable") || !strcmp(isa->valuestring, "avx2") ||
+                                       !strcmp(isa->valuestring, "avx512") || !strcmp(isa->valuestring, "neon")),
+               "cpu_isa %s", cJSON_IsString(isa) ? isa->valuestring : "?");
+        const char *want_order = getenv("EL_KERNEL_ORDER") && !strcmp(getenv("EL_KERNEL_ORDER"), "block") ? "block" : "llama";
+        CHECKF(cJSON_IsString(ko) && !strcmp(ko->valuestring, want_order), "kernel_order %s, want %s",
+               cJSON_IsString(ko) ? ko->valuestring : "?", want_order);
+        CHECKF(cJSON_GetArraySize(j) == 31, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -132,7 +141,7 @@ int main(void) {
             }
             CHECK(num(sp, "predicted_speedup") > 0);
             CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "same_tokens")));
-            CHECKF(cJSON_GetArraySize(js) == 30, "%d fields with spec", cJSON_GetArraySize(js));
+            CHECKF(cJSON_GetArraySize(js) == 32, "%d fields with spec", cJSON_GetArraySize(js));
         }
         cJSON_Delete(js);
         free(out);

@@ -1,11 +1,11 @@
 /*
  * test_kernels.c — every ISA kernel gives the portable kernel's bits.
  *
- * The portable kernels reproduce llama.cpp's arithmetic order exactly (see
- * kernels_portable.c); parity with llama.cpp depends on it. So for each
- * instruction-set level this CPU has (AVX2, AVX-512, NEON), and each weight
- * type, the table el_cpu_kernels_build gives must agree with the portable
- * table bit for bit:
+ * The portable kernels are the arithmetic's specification (see
+ * kernels_portable.c). So for each arithmetic order (kernels.h: llama.cpp's
+ * vec_dot order and the block order of Q8_0/Q5_0), each instruction-set level
+ * this CPU has (AVX2, AVX-512, NEON), and each weight type, the table
+ * el_cpu_kernels_build gives must agree with the portable table bit for bit:
  *   - quantize: the activation bytes;
  *   - vec_dot: every (weight row, activation row) dot product;
  *   - select: the kernel chosen for each activation row of an n-row product;
@@ -59,7 +59,9 @@ static void random_weights(el_type t, uint8_t *w, int64_t nrows, int k) {
     }
 }
 
-static const int k_lengths[] = {80, 256, 512, 1000, 2048, 5632}; /* 80, 1000: float types only (tails past 64 and 32) */
+/* 80, 1000: float types only (tails past 64 and 32); 96: three blocks of the 32-element types (the
+ * block-order vec_dot tails past groups of 4 blocks) */
+static const int k_lengths[] = {80, 96, 256, 512, 1000, 2048, 5632};
 #define N_ACT 13
 #define N_W 37
 
@@ -154,18 +156,21 @@ static void check_type(el_type t, const el_cpu_type_kernels *isa, const el_cpu_t
     }
 }
 
-int main(void) {
+/* One arithmetic order (kernels.h, el_cpu_order): every ISA table against the portable one. */
+static void check_order(el_cpu_order order) {
     static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
-    const el_cpu_level got_por = el_cpu_kernels_build(por, EL_CPU_PORTABLE);
+    const el_cpu_level got_por = el_cpu_kernels_build(por, EL_CPU_PORTABLE, order);
     CHECK(got_por == EL_CPU_PORTABLE);
     for (int t = 0; t < EL_TYPE_COUNT; t++) {
         const el_cpu_type_kernels *p = el_cpu_kernels_portable((el_type)t);
+        const el_cpu_type_kernels *pb = el_cpu_kernels_portable_block((el_type)t);
+        if (order == EL_ORDER_BLOCK && pb) p = pb;
         CHECK(p ? memcmp(p, &por[t], sizeof *p) == 0 : por[t].vec_dot == NULL);
     }
-    printf("process table level: %s\n", el_cpu_level_name(el_cpu_kernels_level()));
+    printf("order %s:\n", el_cpu_order_name(order));
     int levels_run = 0;
     for (int lv = EL_CPU_AVX2; lv <= EL_CPU_NEON; lv++) {
-        const el_cpu_level got = el_cpu_kernels_build(tab, (el_cpu_level)lv);
+        const el_cpu_level got = el_cpu_kernels_build(tab, (el_cpu_level)lv, order);
         if (got != (el_cpu_level)lv) {
             printf("  %-8s not on this CPU (or no kernels for it in this build)\n", el_cpu_level_name((el_cpu_level)lv));
             continue;
@@ -186,5 +191,58 @@ int main(void) {
         printf("\n  %-8s %d types with ISA kernels\n", "", overridden);
     }
     if (!levels_run) printf("no ISA level beyond portable on this CPU/build: only the portable table checked\n");
+}
+
+/*
+ * The two orders are two arithmetics: on random rows the Q8_0 and Q5_0
+ * block-order dots differ from the llama-order ones in the last bits for some
+ * rows (else the order switch would switch nothing), and stay within a
+ * float rounding of the exact dot product (so the block order is a dot
+ * product at all: both are checked against a double-precision sum).
+ */
+static void check_orders_differ(void) {
+    static const el_type types[] = {EL_TYPE_Q8_0, EL_TYPE_Q5_0};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const el_type t = types[ti];
+        const el_cpu_type_kernels *pl = el_cpu_kernels_portable(t), *pb = el_cpu_kernels_portable_block(t);
+        CHECKF(pb && pb->vec_dot != pl->vec_dot, "%s: no block-order kernel", el_type_name(t));
+        if (!pb) continue;
+        const int k = 2048, rows = 64;
+        const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_0, k);
+        uint8_t *w = malloc(wrow * rows), *xq = malloc(xrow);
+        float *x = malloc(sizeof(float) * k), *wf = malloc(sizeof(float) * k), *xf = malloc(sizeof(float) * k);
+        random_weights(t, w, rows, k);
+        for (int i = 0; i < k; i++) x[i] = rndf();
+        pl->quantize(x, xq, k);
+        el_type_get(EL_TYPE_Q8_0)->to_float(xq, xf, k);
+        int differ = 0;
+        for (int r = 0; r < rows; r++) {
+            float sl, sb;
+            pl->vec_dot(k, &sl, w + wrow * r, xq);
+            pb->vec_dot(k, &sb, w + wrow * r, xq);
+            el_type_get(t)->to_float(w + wrow * r, wf, k);
+            double exact = 0, mag = 0;
+            for (int i = 0; i < k; i++) {
+                exact += (double)wf[i] * xf[i];
+                mag += fabs((double)wf[i] * xf[i]);
+            }
+            differ += !same_bits(sl, sb);
+            CHECKF(fabs(sb - exact) <= 1e-5 * mag + 1e-30, "%s row %d: block order %.9g, exact %.9g", el_type_name(t), r,
+                   sb, exact);
+            CHECKF(fabs(sl - exact) <= 1e-5 * mag + 1e-30, "%s row %d: llama order %.9g, exact %.9g", el_type_name(t), r,
+                   sl, exact);
+        }
+        printf("%s: %d of %d rows differ in bits between the orders\n", el_type_name(t), differ, rows);
+        CHECKF(differ > 0, "%s: the two orders gave the same bits on every row", el_type_name(t));
+        free(w), free(xq), free(x), free(wf), free(xf);
+    }
+}
+
+int main(void) {
+    printf("process table level: %s, order %s\n", el_cpu_level_name(el_cpu_kernels_level()),
+           el_cpu_order_name(el_cpu_kernels_order()));
+    check_order(EL_ORDER_LLAMA);
+    check_order(EL_ORDER_BLOCK);
+    check_orders_differ();
     return el_test_finish("test_kernels");
 }

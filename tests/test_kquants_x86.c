@@ -301,10 +301,10 @@ static void check_decode_rows(const el_cpu_type_kernels *tab, const el_cpu_type_
 
 int main(void) {
     static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
-    el_cpu_kernels_build(por, EL_CPU_PORTABLE);
+    el_cpu_kernels_build(por, EL_CPU_PORTABLE, el_cpu_kernels_order());
     int levels = 0;
     for (int lv = EL_CPU_PORTABLE; lv <= EL_CPU_NEON; lv++) {
-        if (el_cpu_kernels_build(tab, (el_cpu_level)lv) != (el_cpu_level)lv) continue;
+        if (el_cpu_kernels_build(tab, (el_cpu_level)lv, el_cpu_kernels_order()) != (el_cpu_level)lv) continue;
         const char *name = el_cpu_level_name((el_cpu_level)lv);
         const int before = el_test_failures;
         check_quantizer(tab, name);

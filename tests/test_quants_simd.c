@@ -144,10 +144,10 @@ static void check_level(el_cpu_level lv, const el_cpu_type_kernels *isa, const e
 
 int main(void) {
     static el_cpu_type_kernels por[EL_TYPE_COUNT], tab[EL_TYPE_COUNT];
-    el_cpu_kernels_build(por, EL_CPU_PORTABLE);
+    el_cpu_kernels_build(por, EL_CPU_PORTABLE, el_cpu_kernels_order());
     int levels = 0;
     for (int lv = EL_CPU_AVX2; lv <= EL_CPU_AVX512; lv++) {
-        if (el_cpu_kernels_build(tab, (el_cpu_level)lv) != (el_cpu_level)lv) continue;
+        if (el_cpu_kernels_build(tab, (el_cpu_level)lv, el_cpu_kernels_order()) != (el_cpu_level)lv) continue;
         levels++;
         check_level((el_cpu_level)lv, tab, por);
     }

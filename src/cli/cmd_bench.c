@@ -38,6 +38,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/membw.h"
 #include "cli/cli.h"
 #include "memory/load.h"
@@ -407,6 +408,9 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         fputs(",\"backend\":", stdout);
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
+        /* which CPU kernels ran: the ISA level and the Q8_0/Q5_0 arithmetic order (backend/cpu/kernels.h) */
+        printf(",\"cpu_isa\":\"%s\",\"kernel_order\":\"%s\"", el_cpu_level_name(el_cpu_kernels_level()),
+               el_cpu_order_name(el_cpu_kernels_order()));
         if (sb.ran) spec_json(&sb);
         if (moe) { /* expert residency (memory/experts.h): the decode runs' hits and faults */
             printf(",\"experts\":{\"total_bytes\":%llu,\"budget_bytes\":%llu,\"resident_bytes\":%llu,"
@@ -477,6 +481,8 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
+        printf("kernels:  %s, Q8_0/Q5_0 in %s order\n", el_cpu_level_name(el_cpu_kernels_level()),
+               el_cpu_order_name(el_cpu_kernels_order()));
         if (sb.ran) {
             const int passes = sb.rounds + sb.plain_steps;
             printf("spec:     --spec %s, %d tokens from a copy-heavy prompt: plain %.2f t/s, speculative %.2f t/s "

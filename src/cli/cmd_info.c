@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kernels.h"
 #include "cli/cli.h"
 #include "package/gguf.h"
 #include "package/types.h"
@@ -162,6 +163,9 @@ int cli_cmd_info(cli_opts *o) {
                mib((double)by_type_bytes[ti]));
     }
     el_gguf_close(g);
+    /* the CPU kernels this process computes them with (backend/cpu/kernels.h) */
+    printf("  cpu kernels: %s, Q8_0/Q5_0 in %s order (EL_KERNEL_ORDER=llama|block)\n",
+           el_cpu_level_name(el_cpu_kernels_level()), el_cpu_order_name(el_cpu_kernels_order()));
 
     /* Memory of a session: needs the model itself. */
     printf("\nmemory:\n");

@@ -21,6 +21,9 @@ extern const el_cpu_type_kernels el_cpu_kernels_kquants_avx512[EL_TYPE_COUNT];
 extern const el_cpu_type_kernels el_cpu_kernels_quants_avx2[EL_TYPE_COUNT];
 /* x86 files named ..._avx512.c: the above + AVX-512 F/BW/VL/DQ + VNNI (+ BF16) */
 extern const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT];
+/* the same files' Q8_0/Q5_0 entries in block order (kernels.h, el_cpu_order) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_block_avx2[EL_TYPE_COUNT];
+extern const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUNT];
 #endif
 
 #if defined(__aarch64__)
@@ -28,6 +31,9 @@ extern const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT];
 extern const el_cpu_type_kernels el_cpu_kernels_quants_neon[EL_TYPE_COUNT];
 /* arm files named ..._neon_dotprod.c: the above + the dotprod extension (SDOT) */
 extern const el_cpu_type_kernels el_cpu_kernels_quants_neon_dotprod[EL_TYPE_COUNT];
+/* the same files' Q8_0/Q5_0 entries in block order (kernels.h, el_cpu_order) */
+extern const el_cpu_type_kernels el_cpu_kernels_quants_block_neon[EL_TYPE_COUNT];
+extern const el_cpu_type_kernels el_cpu_kernels_quants_block_neon_dotprod[EL_TYPE_COUNT];
 #endif
 
 #endif

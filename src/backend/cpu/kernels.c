@@ -9,6 +9,11 @@
  * Environment:
  *   EL_CPU_ISA=portable|avx2|avx512|neon   highest level to use (default: the best this CPU has)
  *   EL_FORCE_PORTABLE=1                    same as EL_CPU_ISA=portable (any value but "" or "0")
+ *   EL_KERNEL_ORDER=llama|block            the Q8_0/Q5_0 arithmetic order (kernels.h; default llama)
+ *
+ * In block order the Q8_0 and Q5_0 entries come from the portable block
+ * table and then only from the ISA tables' `block` tables (an ISA without
+ * one keeps the portable block kernels): an entry never mixes the orders.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,6 +30,7 @@ typedef struct isa_table {
     el_cpu_level level;
     const el_cpu_type_kernels *table; /* EL_TYPE_COUNT entries */
     int (*supported)(const el_cpu_features *f);
+    const el_cpu_type_kernels *block; /* block-order entries for Q8_0/Q5_0, or NULL */
 } isa_table;
 
 #if defined(__x86_64__)
@@ -41,18 +47,19 @@ __attribute__((unused)) static int has_neon_dotprod(const el_cpu_features *f) { 
 /* In order of level: later tables override earlier ones. */
 static const isa_table k_isa[] = {
 #if defined(__x86_64__)
-    {"float_avx2", EL_CPU_AVX2, el_cpu_kernels_float_avx2, has_avx2},
-    {"float_avx512", EL_CPU_AVX512, el_cpu_kernels_float_avx512, has_avx512},
-    {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2},
-    {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512},
-    {"quants_avx2", EL_CPU_AVX2, el_cpu_kernels_quants_avx2, has_avx2},
-    {"quants_avx512", EL_CPU_AVX512, el_cpu_kernels_quants_avx512, has_avx512},
+    {"float_avx2", EL_CPU_AVX2, el_cpu_kernels_float_avx2, has_avx2, NULL},
+    {"float_avx512", EL_CPU_AVX512, el_cpu_kernels_float_avx512, has_avx512, NULL},
+    {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2, NULL},
+    {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512, NULL},
+    {"quants_avx2", EL_CPU_AVX2, el_cpu_kernels_quants_avx2, has_avx2, el_cpu_kernels_quants_block_avx2},
+    {"quants_avx512", EL_CPU_AVX512, el_cpu_kernels_quants_avx512, has_avx512, el_cpu_kernels_quants_block_avx512},
 #endif
 #if defined(__aarch64__)
-    {"neon", EL_CPU_NEON, el_cpu_kernels_quants_neon, has_neon},
-    {"neon+dotprod", EL_CPU_NEON, el_cpu_kernels_quants_neon_dotprod, has_neon_dotprod},
+    {"neon", EL_CPU_NEON, el_cpu_kernels_quants_neon, has_neon, el_cpu_kernels_quants_block_neon},
+    {"neon+dotprod", EL_CPU_NEON, el_cpu_kernels_quants_neon_dotprod, has_neon_dotprod,
+     el_cpu_kernels_quants_block_neon_dotprod},
 #endif
-    {NULL, EL_CPU_PORTABLE, NULL, NULL},
+    {NULL, EL_CPU_PORTABLE, NULL, NULL, NULL},
 };
 
 static void merge(el_cpu_type_kernels *dst, const el_cpu_type_kernels *src) {
@@ -66,10 +73,12 @@ static void merge(el_cpu_type_kernels *dst, const el_cpu_type_kernels *src) {
     if (src->gemm) dst->gemm = src->gemm;
 }
 
-el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level) {
+el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level, el_cpu_order order) {
     memset(out, 0, sizeof(el_cpu_type_kernels) * EL_TYPE_COUNT);
     for (int t = 0; t < EL_TYPE_COUNT; ++t) {
         const el_cpu_type_kernels *p = el_cpu_kernels_portable((el_type)t);
+        const el_cpu_type_kernels *pb = el_cpu_kernels_portable_block((el_type)t);
+        if (order == EL_ORDER_BLOCK && pb) p = pb;
         if (p) out[t] = *p;
     }
     const el_cpu_features *f = el_cpu_features_get();
@@ -77,8 +86,14 @@ el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu
     for (size_t i = 0; k_isa[i].table; ++i) {
         const isa_table *it = &k_isa[i];
         if (it->level > max_level || !it->supported(f)) continue;
-        for (int t = 0; t < EL_TYPE_COUNT; ++t)
-            if (out[t].vec_dot) merge(&out[t], &it->table[t]);
+        for (int t = 0; t < EL_TYPE_COUNT; ++t) {
+            if (!out[t].vec_dot) continue;
+            if (order == EL_ORDER_BLOCK && el_cpu_kernels_portable_block((el_type)t)) {
+                if (it->block) merge(&out[t], &it->block[t]);
+            } else {
+                merge(&out[t], &it->table[t]);
+            }
+        }
         if (it->level > used) used = it->level;
     }
     return used;
@@ -86,6 +101,7 @@ el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu
 
 static el_cpu_type_kernels g_kernels[EL_TYPE_COUNT];
 static el_cpu_level g_level;
+static el_cpu_order g_order;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static el_cpu_level env_max_level(void) {
@@ -99,7 +115,15 @@ static el_cpu_level env_max_level(void) {
     return EL_CPU_NEON; /* no cap */
 }
 
-static void init_kernels(void) { g_level = el_cpu_kernels_build(g_kernels, env_max_level()); }
+static el_cpu_order env_order(void) {
+    const char *e = getenv("EL_KERNEL_ORDER");
+    return e && !strcasecmp(e, "block") ? EL_ORDER_BLOCK : EL_ORDER_LLAMA;
+}
+
+static void init_kernels(void) {
+    g_order = env_order();
+    g_level = el_cpu_kernels_build(g_kernels, env_max_level(), g_order);
+}
 
 const el_cpu_type_kernels *el_cpu_kernels(el_type t) {
     if ((int)t < 0 || (int)t >= EL_TYPE_COUNT) return NULL;
@@ -111,6 +135,13 @@ el_cpu_level el_cpu_kernels_level(void) {
     pthread_once(&g_once, init_kernels);
     return g_level;
 }
+
+el_cpu_order el_cpu_kernels_order(void) {
+    pthread_once(&g_once, init_kernels);
+    return g_order;
+}
+
+const char *el_cpu_order_name(el_cpu_order o) { return o == EL_ORDER_LLAMA ? "llama" : "block"; }
 
 const char *el_cpu_level_name(el_cpu_level l) {
     switch (l) {

@@ -35,12 +35,44 @@ typedef enum el_cpu_level {
 } el_cpu_level;
 
 /*
- * Builds the kernel table for at most `max_level` (capped to what this CPU
- * supports) into out[EL_TYPE_COUNT]; returns the level actually used. The
- * process-wide table (el_cpu_kernels) is built with the highest level,
- * lowered by EL_CPU_ISA=portable|avx2|avx512|neon or EL_FORCE_PORTABLE=1.
+ * The arithmetic order of the Q8_0 and Q5_0 dot products (docs/FIDELITY.md,
+ * "Two orders for Q8_0 and Q5_0"). Every other type has one order.
+ *
+ *   EL_ORDER_LLAMA (the default): llama.cpp's x86 vec_dot order (8 float
+ *     lanes per output, lane l holding elements 4l..4l+3 of each block, one
+ *     fma per lane and block, the x86 horizontal sum): the bit-level goldens'
+ *     order.
+ *   EL_ORDER_BLOCK (EL_KERNEL_ORDER=block): per output one float accumulator,
+ *     and per 32-element block one exact integer sum: acc = fma((float)sumi,
+ *     d_w * d_a, acc), block after block — the order of llama.cpp's repacked
+ *     Q4_0 and IQ4_NL kernels (which edgellm's Q4_0 follows). Integer sums
+ *     are exact in any order, so a prefill tile forms them with one vpdpbusd
+ *     chain for 16 rows: a third of the llama order's vector operations.
+ *     Against llama.cpp it lands about as far from llama.cpp's default as
+ *     llama.cpp's own variants do, but not inside their recorded spread on
+ *     every golden, so it is not the default (FIDELITY.md has the figures).
+ *
+ * Every ISA gives the portable kernel's bits in both orders (test_kernels),
+ * and in either order batched = solo and speculative = plain.
  */
-el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level);
+typedef enum el_cpu_order {
+    EL_ORDER_LLAMA = 0,
+    EL_ORDER_BLOCK = 1,
+} el_cpu_order;
+
+/*
+ * Builds the kernel table for at most `max_level` (capped to what this CPU
+ * supports) in arithmetic order `order` into out[EL_TYPE_COUNT]; returns the
+ * level actually used. The process-wide table (el_cpu_kernels) is built with
+ * the highest level, lowered by EL_CPU_ISA=portable|avx2|avx512|neon or
+ * EL_FORCE_PORTABLE=1, in the order EL_KERNEL_ORDER=llama|block names
+ * (default llama).
+ */
+el_cpu_level el_cpu_kernels_build(el_cpu_type_kernels out[EL_TYPE_COUNT], el_cpu_level max_level, el_cpu_order order);
+
+/* The order of the process-wide table, and its name ("block", "llama"). */
+el_cpu_order el_cpu_kernels_order(void);
+const char *el_cpu_order_name(el_cpu_order o);
 
 /* The level of the process-wide table, and a name for it ("avx512", …). */
 el_cpu_level el_cpu_kernels_level(void);

@@ -383,6 +383,49 @@ static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
     [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, vec_dot_mxfp4_q8_0, el_cpu_quantize_q8_0, NULL, NULL},
 };
 
+/*
+ * Block order (kernels.h, EL_ORDER_BLOCK) for Q8_0 and Q5_0: one exact
+ * integer sum per 32-element block, acc = fma((float)sumi, d_w * d_a, acc)
+ * block after block — vec_dot_q4_0_q8_0's order. Q5_0's sum is formed as
+ * sum(u * a) - 16 * sum(a) with u = the 5-bit value (exact either way).
+ */
+EL_CPU_CLONES static void vec_dot_q8_0_q8_0_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q8_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        int32_t sumi = 0;
+        for (int j = 0; j < EL_QK8_0; ++j) sumi += (int32_t)x[ib].qs[j] * (int32_t)y[ib].qs[j];
+        acc = fmaf((float)sumi, el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
+EL_CPU_CLONES static void vec_dot_q5_0_q8_0_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q5_0 *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    for (int ib = 0; ib < nb; ++ib) {
+        uint8_t a[EL_QK8_0];
+        unpack_5bit(x[ib].qs, load_u32le(x[ib].qh), a);
+        const int32_t sumi = dot32_u(a, y[ib].qs, 16);
+        acc = fmaf((float)sumi, el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
+static const el_cpu_type_kernels k_portable_block[EL_TYPE_COUNT] = {
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0_blk, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0_blk, el_cpu_quantize_q8_0, NULL, NULL},
+};
+
+const el_cpu_type_kernels *el_cpu_kernels_portable_block(el_type t) {
+    if ((int)t < 0 || (int)t >= EL_TYPE_COUNT || !k_portable_block[t].vec_dot) return NULL;
+    return &k_portable_block[t];
+}
+
 const el_cpu_type_kernels *el_cpu_kernels_portable(el_type t) {
     if ((int)t < 0 || (int)t >= EL_TYPE_COUNT || !k_portable[t].vec_dot) return NULL;
     return &k_portable[t];

@@ -1,13 +1,17 @@
 /*
  * quants_neon_impl.h — the AArch64 Advanced SIMD (NEON) kernels, included by
  * quants_neon.c (base ARMv8-A) and quants_neon_dotprod.c (+ the dotprod
- * extension, SDOT), each defining EL_NEON_TABLE, the name of its table.
+ * extension, SDOT), each defining EL_NEON_TABLE and EL_NEON_BLOCK_TABLE, the
+ * names of its two tables: the kernels in llama.cpp's order, and the Q8_0 /
+ * Q5_0 kernels in block order (kernels.h, el_cpu_order).
  *
  * Every kernel gives the portable kernel's bits (kernels_portable.c,
  * kernels_kquants.c are the specification; tests/test_kernels.c checks it):
  *  - integer partial sums are exact however they are formed: SDOT, or
  *    SMULL (int8 x int8 -> int16, never saturating: |product| <= 2^14) then
- *    pairwise widening adds (SADDLP / SADALP) into int32;
+ *    pairwise widening adds (SADDLP / SADALP) into int32 (the block-order
+ *    Q5_0 kernels, |product| <= 2^11, first sum 8 products per int16 lane
+ *    with SMLAL and ADDP: |sum| <= 2^14);
  *  - the float work is lane for lane that of the portable code, i.e. of
  *    llama.cpp's x86 build: its 8 float lanes are two float32x4_t (lanes 0-3,
  *    4-7), its 16 lanes four; each fmaf() is one FMLA (fused, one rounding),
@@ -20,11 +24,18 @@
  * Kernels: vec_dot of every weight type, MXFP4 included (with the portable selectors' row
  * choices: Q2_K/Q4_K gemm order, tinyBLAS order for F32/F16/BF16), the
  * Q8_0/Q8_1/Q8_K activation quantizers, and gemm blocks for Q4_0, Q8_0,
- * Q4_K, Q5_K, Q6_K. The .c files including this compile to nothing except
- * on AArch64.
+ * Q4_K, Q5_K, Q6_K (table EL_NEON_TABLE); and, in block order, vec_dot and
+ * gemm blocks for Q8_0 and Q5_0 (table EL_NEON_BLOCK_TABLE; the portable
+ * vec_dot_q8_0_q8_0_blk / vec_dot_q5_0_q8_0_blk are their specification):
+ * per output acc = fma((float)sumi, d_w * d_a, acc), block after block, each
+ * a lane of an FMLA (or a scalar fmaf) with the rounded FMUL product. The
+ * .c files including this compile to nothing except on AArch64.
  */
 #ifndef EL_NEON_TABLE
 #error "define EL_NEON_TABLE before including quants_neon_impl.h"
+#endif
+#ifndef EL_NEON_BLOCK_TABLE
+#error "define EL_NEON_BLOCK_TABLE before including quants_neon_impl.h"
 #endif
 
 #include <arm_neon.h>
@@ -1000,6 +1011,229 @@ static void gemm_q5_k(int k, const void *w, size_t ldw, int nr, const void *x, s
 
 #undef ROW
 
+/* ---------------------------------------------------------------- Q8_0, Q5_0 in block order */
+
+/*
+ * Block order (kernels.h, EL_ORDER_BLOCK; the portable vec_dot_q8_0_q8_0_blk /
+ * vec_dot_q5_0_q8_0_blk): per output one float accumulator and per 32-element
+ * block one exact integer sum, acc = fma((float)sumi, d_w * d_a, acc), block
+ * after block. Four such sums (four weight rows, or four blocks of one row)
+ * are formed in one int32x4_t, so the conversion, the d_w * d_a products (one
+ * rounding each, FMUL) and the fma (FMLA, one rounding) are lane for lane the
+ * portable scalar operations. `q5` is a constant after inlining: 0 Q8_0, 1 Q5_0.
+ */
+
+/* A weight block's 32 quants as int8: elements 0-15 (a0), 16-31 (a1); Q5_0 as q - 16 in [-16, 15]. */
+static inline __attribute__((always_inline)) void blk_wquants(const int q5, const void *restrict b, int8x16_t *a0,
+                                                              int8x16_t *a1) {
+    if (q5) {
+        const block_q5_0 *x = b;
+        uint8x16_t u0, u1;
+        unpack5(x->qs, x->qh, &u0, &u1);
+        *a0 = vsubq_s8(vreinterpretq_s8_u8(u0), vdupq_n_s8(16));
+        *a1 = vsubq_s8(vreinterpretq_s8_u8(u1), vdupq_n_s8(16));
+    } else {
+        const block_q8_0 *x = b;
+        *a0 = vld1q_s8(x->qs);
+        *a1 = vld1q_s8(x->qs + 16);
+    }
+}
+
+/* The scale of a weight block (the first field of both block types). */
+static inline __attribute__((always_inline)) const el_fp16 *blk_wd(const int q5, const void *b) {
+    return q5 ? &((const block_q5_0 *)b)->d : &((const block_q8_0 *)b)->d;
+}
+
+/* Four fp16 values widened (FCVTL: exact, as h2f). */
+static inline float32x4_t blk_h2f4(const el_fp16 *p0, const el_fp16 *p1, const el_fp16 *p2, const el_fp16 *p3) {
+    uint16x4_t h = vld1_dup_u16(p0);
+    h = vld1_lane_u16(p1, h, 1);
+    h = vld1_lane_u16(p2, h, 2);
+    h = vld1_lane_u16(p3, h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
+}
+
+/*
+ * Lane i = the exact integer dot of block i: weights a[2i], a[2i + 1] with
+ * activations y[2i], y[2i + 1]. SDOT with dotprod; without, SMULL/SMLAL into
+ * int16 then pairwise widening adds. int16 bounds: a Q8_0 product has
+ * |p| <= 128 * 128 = 2^14, so each stays alone in its int16 lane (SADDLP/SADALP
+ * widen at once); a Q5_0 product has |p| <= 16 * 128 = 2^11, so a lane holds
+ * 4 of them (<= 2^13) and one int16 pairwise add more (<= 2^14) before widening.
+ */
+static inline __attribute__((always_inline)) int32x4_t blk_sums4(const int q5, const int8x16_t *a, const int8x16_t *y) {
+    int32x4_t p[4];
+#if defined(__ARM_FEATURE_DOTPROD)
+    (void)q5;
+    for (int i = 0; i < 4; ++i) p[i] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), a[2 * i], y[2 * i]), a[2 * i + 1], y[2 * i + 1]);
+#else
+    if (q5) {
+        int16x8_t m[4];
+        for (int i = 0; i < 4; ++i) {
+            const int8x16_t a0 = a[2 * i], a1 = a[2 * i + 1], y0 = y[2 * i], y1 = y[2 * i + 1];
+            m[i] = vmull_s8(vget_low_s8(a0), vget_low_s8(y0));
+            m[i] = vmlal_high_s8(m[i], a0, y0);
+            m[i] = vmlal_s8(m[i], vget_low_s8(a1), vget_low_s8(y1));
+            m[i] = vmlal_high_s8(m[i], a1, y1);
+        }
+        /* [b0, b0, b1, b1] and [b2, b2, b3, b3], then the pairs */
+        const int32x4_t s01 = vpaddlq_s16(vpaddq_s16(m[0], m[1])), s23 = vpaddlq_s16(vpaddq_s16(m[2], m[3]));
+        return vpaddq_s32(s01, s23);
+    }
+    for (int i = 0; i < 4; ++i) {
+        const int8x16_t a0 = a[2 * i], a1 = a[2 * i + 1], y0 = y[2 * i], y1 = y[2 * i + 1];
+        p[i] = vpaddlq_s16(vmull_s8(vget_low_s8(a0), vget_low_s8(y0)));
+        p[i] = vpadalq_s16(p[i], vmull_high_s8(a0, y0));
+        p[i] = vpadalq_s16(p[i], vmull_s8(vget_low_s8(a1), vget_low_s8(y1)));
+        p[i] = vpadalq_s16(p[i], vmull_high_s8(a1, y1));
+    }
+#endif
+    return vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+}
+
+/* The exact integer dot of one block (the vec_dot tail). */
+static inline __attribute__((always_inline)) int32_t blk_sum1(const int q5, int8x16_t a0, int8x16_t a1, int8x16_t y0,
+                                                              int8x16_t y1) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    (void)q5;
+    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), a0, y0), a1, y1));
+#else
+    if (q5) {
+        int16x8_t m = vmull_s8(vget_low_s8(a0), vget_low_s8(y0));
+        m = vmlal_high_s8(m, a0, y0);
+        m = vmlal_s8(m, vget_low_s8(a1), vget_low_s8(y1));
+        m = vmlal_high_s8(m, a1, y1);
+        return vaddvq_s32(vpaddlq_s16(m));
+    }
+    return vaddvq_s32(dot_acc(dot_acc(vdupq_n_s32(0), a0, y0), a1, y1));
+#endif
+}
+
+/* One row: four blocks' sums per vector, then the four fmas in block order. */
+static inline __attribute__((always_inline)) void blk_vec_dot(const int q5, int n, float *restrict s,
+                                                              const void *restrict vx, const void *restrict vy) {
+    const uint8_t *restrict x = vx;
+    const block_q8_0 *restrict y = vy;
+    const size_t bs = q5 ? sizeof(block_q5_0) : sizeof(block_q8_0);
+    const int nb = n / EL_QK8_0;
+    float acc = 0.0f;
+    int ib = 0;
+    for (; ib + 4 <= nb; ib += 4) {
+        int8x16_t a[8], v[8];
+        const uint8_t *b = x + bs * (size_t)ib;
+        for (int i = 0; i < 4; ++i) {
+            blk_wquants(q5, b + bs * (size_t)i, &a[2 * i], &a[2 * i + 1]);
+            v[2 * i] = vld1q_s8(y[ib + i].qs);
+            v[2 * i + 1] = vld1q_s8(y[ib + i].qs + 16);
+        }
+        const float32x4_t sf = vcvtq_f32_s32(blk_sums4(q5, a, v));
+        const float32x4_t d = vmulq_f32(blk_h2f4(blk_wd(q5, b), blk_wd(q5, b + bs), blk_wd(q5, b + 2 * bs),
+                                                 blk_wd(q5, b + 3 * bs)),
+                                        blk_h2f4(&y[ib].d, &y[ib + 1].d, &y[ib + 2].d, &y[ib + 3].d));
+        acc = fmaf(vgetq_lane_f32(sf, 0), vgetq_lane_f32(d, 0), acc);
+        acc = fmaf(vgetq_lane_f32(sf, 1), vgetq_lane_f32(d, 1), acc);
+        acc = fmaf(vgetq_lane_f32(sf, 2), vgetq_lane_f32(d, 2), acc);
+        acc = fmaf(vgetq_lane_f32(sf, 3), vgetq_lane_f32(d, 3), acc);
+    }
+    for (; ib < nb; ++ib) {
+        const uint8_t *b = x + bs * (size_t)ib;
+        int8x16_t a0, a1;
+        blk_wquants(q5, b, &a0, &a1);
+        const int32_t sumi = blk_sum1(q5, a0, a1, vld1q_s8(y[ib].qs), vld1q_s8(y[ib].qs + 16));
+        acc = fmaf((float)sumi, h2f(*blk_wd(q5, b)) * h2f(y[ib].d), acc);
+    }
+    *s = acc;
+}
+
+static void vec_dot_q8_0_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    blk_vec_dot(0, n, s, vx, vy);
+}
+
+static void vec_dot_q5_0_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    blk_vec_dot(1, n, s, vx, vy);
+}
+
+#define BLK_TT 4 /* activation rows of a tile */
+
+/*
+ * 4 weight rows (wr[0..3]) x tt activation rows (x, ldx bytes apart), all nb
+ * blocks: lane q of acc[u] is the output of weight row q, activation row u.
+ * Each weight block is unpacked once for the tt activation rows; each
+ * activation block is loaded once for the 4 weight rows. Writes the first n
+ * lanes of each activation row's outputs to y (ldy floats apart).
+ */
+static inline __attribute__((always_inline)) void blk_tile(const int q5, const int tt, int nb,
+                                                           const uint8_t *const *wr, const uint8_t *x, size_t ldx,
+                                                           float *y, size_t ldy, int n) {
+    const size_t bs = q5 ? sizeof(block_q5_0) : sizeof(block_q8_0);
+    float32x4_t acc[BLK_TT];
+    for (int u = 0; u < tt; ++u) acc[u] = vdupq_n_f32(0.0f);
+    for (int ib = 0; ib < nb; ++ib) {
+        const uint8_t *b[4];
+        int8x16_t a[8];
+        for (int q = 0; q < 4; ++q) {
+            b[q] = wr[q] + bs * (size_t)ib;
+            blk_wquants(q5, b[q], &a[2 * q], &a[2 * q + 1]);
+        }
+        const float32x4_t dw = blk_h2f4(blk_wd(q5, b[0]), blk_wd(q5, b[1]), blk_wd(q5, b[2]), blk_wd(q5, b[3]));
+        for (int u = 0; u < tt; ++u) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)u) + ib;
+            const int8x16_t y0 = vld1q_s8(xb->qs), y1 = vld1q_s8(xb->qs + 16);
+            const int8x16_t v[8] = {y0, y1, y0, y1, y0, y1, y0, y1};
+            const float32x4_t d = vmulq_n_f32(dw, h2f(xb->d)); /* d_w * d_a per lane */
+            acc[u] = vfmaq_f32(acc[u], vcvtq_f32_s32(blk_sums4(q5, a, v)), d);
+        }
+    }
+    for (int u = 0; u < tt; ++u) {
+        float *yu = y + ldy * (size_t)u;
+        if (n == 4) {
+            vst1q_f32(yu, acc[u]);
+        } else {
+            float out[4];
+            vst1q_f32(out, acc[u]);
+            memcpy(yu, out, sizeof(float) * (size_t)n);
+        }
+    }
+}
+
+/* Groups of 4 weight rows (the last one padded with copies of the last row, whose
+ * outputs are not stored) x tiles of up to BLK_TT activation rows. */
+static inline __attribute__((always_inline)) void blk_gemm(const int q5, int k, const void *w, size_t ldw, int nr,
+                                                           const void *x, size_t ldx, int nt, float *y, size_t ldy) {
+    const int nb = k / EL_QK8_0;
+    for (int r = 0; r < nr; r += 4) {
+        const uint8_t *wr[4];
+        for (int q = 0; q < 4; ++q) wr[q] = (const uint8_t *)w + ldw * (size_t)(r + q < nr ? r + q : nr - 1);
+        const int n = nr - r < 4 ? nr - r : 4;
+        for (int t = 0; t < nt; t += BLK_TT) {
+            const uint8_t *xt = (const uint8_t *)x + ldx * (size_t)t;
+            float *yt = y + ldy * (size_t)t + r;
+            switch (nt - t) { /* each tt a constant, so the tile's loops unroll */
+            case 1: blk_tile(q5, 1, nb, wr, xt, ldx, yt, ldy, n); break;
+            case 2: blk_tile(q5, 2, nb, wr, xt, ldx, yt, ldy, n); break;
+            case 3: blk_tile(q5, 3, nb, wr, xt, ldx, yt, ldy, n); break;
+            default: blk_tile(q5, BLK_TT, nb, wr, xt, ldx, yt, ldy, n); break;
+            }
+        }
+    }
+}
+
+static void gemm_q8_0_blk(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                          int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    blk_gemm(0, k, w, ldw, nr, x, ldx, nt, y, ldy);
+}
+
+static void gemm_q5_0_blk(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
+                          int n_act, float *y, size_t ldy) {
+    (void)t0;
+    (void)n_act;
+    blk_gemm(1, k, w, ldw, nr, x, ldx, nt, y, ldy);
+}
+
+#undef BLK_TT
+
 /* ---------------------------------------------------------------- table */
 
 const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
@@ -1019,4 +1253,11 @@ const el_cpu_type_kernels EL_NEON_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, vec_dot_q6_k, quantize_q8_k, NULL, gemm_q6_k},
     [EL_TYPE_IQ4_XS] = {EL_TYPE_Q8_K, vec_dot_iq4_xs, quantize_q8_k, NULL, NULL},
     [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, vec_dot_mxfp4, quantize_q8_0, NULL, NULL},
+};
+
+/* Block order (kernels.h, EL_ORDER_BLOCK): kernels.c takes the Q8_0 and Q5_0
+ * entries from this table only, in block order. */
+const el_cpu_type_kernels EL_NEON_BLOCK_TABLE[EL_TYPE_COUNT] = {
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_blk, quantize_q8_0, NULL, gemm_q5_0_blk},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_blk, quantize_q8_0, NULL, gemm_q8_0_blk},
 };

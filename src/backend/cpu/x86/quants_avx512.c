@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #define QX_VNNI 1
 #include "backend/cpu/isa_tables.h"
+#include "backend/cpu/x86/quants_block_x86.h"
 #include "backend/cpu/x86/quants_x86.h"
 
 QX_GEMM(gemm_q4_0_vnni, sum, QX_Q4_0)
@@ -44,5 +45,14 @@ const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT] = {
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, qx_vec_dot_q8_0, qx_quantize_q8_0, NULL, gemm_q8_0},
     [EL_TYPE_IQ4_NL] = {EL_TYPE_Q8_0, qx_vec_dot_iq4_nl, qx_quantize_q8_0, NULL, gemm_iq4_nl},
     [EL_TYPE_MXFP4] = {EL_TYPE_Q8_0, qx_vec_dot_mxfp4, qx_quantize_q8_0, NULL, gemm_mxfp4},
+};
+
+/* Block order (kernels.h, EL_ORDER_BLOCK): quants_block_x86.h. */
+QX_GEMM(gemm_q8_0_blk, blk, QX_Q8_0)
+QX_GEMM(gemm_q5_0_blk, blk, QX_Q5_0)
+
+const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUNT] = {
+    [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, qx_vec_dot_q5_0_blk, qx_quantize_q8_0, NULL, gemm_q5_0_blk},
+    [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, qx_vec_dot_q8_0_blk, qx_quantize_q8_0, NULL, gemm_q8_0_blk},
 };
 #endif
