@@ -2,7 +2,9 @@
  * quants_avx512.c — AVX-512 VNNI kernels of the 32-element block formats and
  * the Q8_0/Q8_1 activation quantizers; the code is in quants_x86.h, compiled
  * here with vpdpbusd (on 256-bit registers: 32 of them hold the wider gemm
- * tiles). Same bits as the portable kernels (tests/test_kernels.c).
+ * tiles). Same bits as the portable kernels (tests/test_kernels.c). The
+ * second table holds the Q8_0 and Q5_0 kernels in block order (kernels.h,
+ * el_cpu_order; the code is in quants_block_x86.h).
  */
 #if defined(__x86_64__)
 #define QX_VNNI 1
