@@ -395,8 +395,7 @@ EL_CPU_CLONES static void vec_dot_q8_0_q8_0_blk(int n, float *restrict s, const 
     const int nb = n / EL_QK8_0;
     float acc = 0.0f;
     for (int ib = 0; ib < nb; ++ib) {
-        int32_t sumi = 0;
-        for (int j = 0; j < EL_QK8_0; ++j) sumi += (int32_t)x[ib].qs[j] * (int32_t)y[ib].qs[j];
+        const int32_t sumi = dot32(x[ib].qs, y[ib].qs);
         acc = fmaf((float)sumi, el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d), acc);
     }
     *s = acc;

@@ -5,7 +5,8 @@
  *     acc = fma((float)sumi, d_w * d_a, acc), block after block,
  * the portable vec_dot_q8_0_q8_0_blk / vec_dot_q5_0_q8_0_blk bit for bit
  * (tests/test_kernels.c). Included after quants_x86.h (its helpers: qx_wprep,
- * qx_acorr, qx_lanes, the VNNI transposed pack and qx_sum_tile) by
+ * qx_acorr, qx_lanes, qx_q5_0_pair and the transposed tiles of
+ * qx_gemm_sum_t) by
  * quants_avx2.c and quants_avx512.c, which define the block tables.
  *
  * Because a block's integer sum is exact in any order, the kernels form it
@@ -18,7 +19,8 @@
  *     (QX_DEC_AHEAD bytes on, as the llama-order Q8_0 decode).
  *   - VNNI with QX_BLK_T_MIN or more activation rows (prefill): 16 rows
  *     transposed once per chunk of QX_KC blocks (qx_lt_pack: register l holds
- *     elements 4l..4l+3 of the 16 rows), then qx_sum_tile — Q4_0's tile: 8
+ *     elements 4l..4l+3 of the 16 rows), then qx_sum_tile — Q4_0's tiles,
+ *     the same qx_gemm_sum_t: 8
  *     vpdpbusd with a broadcast activation dword into one int32 chain per
  *     activation row, one conversion and one fma per 16 outputs and block,
  *     where the llama order needs 8 of each.
@@ -89,9 +91,8 @@ QX_INLINE void qx_blk_rows8(int type, int TT, int nb, const uint8_t *const *rp, 
 /*
  * VNNI decode / batched decode: 8 full weight rows (stride ldw) x TT (1..4)
  * activation rows, two rows a 512-bit register (row 2p in the low half, row
- * 2p + 1 in the high one). Q8_0: the 32 bytes + 128; Q5_0: the nibbles
- * shifted 0 | 4 per 128-bit lane and the 5th bits a 64-bit byte mask, as
- * qx_q5_0_dec_rows8. One vpdpbusd per register against the activation block
+ * 2p + 1 in the high one). Q8_0: the 32 bytes + 128; Q5_0: qx_q5_0_pair,
+ * as qx_q5_0_dec_rows8. One vpdpbusd per register against the activation block
  * in both halves (its offset correction as the start) leaves 8 lanes a row;
  * unpacks and adds over the 4 registers reduce them to one sum a row, in the
  * lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are gathered in that order,
@@ -105,9 +106,7 @@ QX_INLINE void qx_blk_rows8(int type, int TT, int nb, const uint8_t *const *rp, 
 QX_INLINE void qx_blk_dec8(int type, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
                            float *y, size_t ldy, const uint8_t *next, size_t per) {
     const size_t bs = qx_wblock(type);
-    const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10), x80 = _mm512_set1_epi8((char)0x80);
-    const long long s4 = 0x0004000400040004ll;
-    const __m512i sh = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0); /* 128-bit lanes 1, 3: the high nibbles */
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
     const __m256i off = _mm256_set1_epi8((char)(type == QX_Q8_0 ? 0x80 : 16));
     __m256 acc[QX_BLK_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
@@ -122,13 +121,7 @@ QX_INLINE void qx_blk_dec8(int type, int TT, int nb, const uint8_t *w, size_t ld
                                                      _mm256_loadu_si256((const __m256i *)(r1 + 2)), 1);
                 u[p] = _mm512_xor_si512(q, x80); /* w + 128 */
             } else {
-                const block_q5_0 *q0 = (const block_q5_0 *)r0, *q1 = (const block_q5_0 *)r1;
-                const __m512i q = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q0->qs))),
-                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q1->qs)), 1);
-                const __mmask64 hb = _cvtu64_mask64((uint64_t)qx_load32(q0->qh) | (uint64_t)qx_load32(q1->qh) << 32);
-                u[p] = _mm512_and_si512(_mm512_srlv_epi16(q, sh), m4);
-                u[p] = _mm512_mask_add_epi8(u[p], hb, u[p], b4); /* + 16 where the 5th bit is set */
+                u[p] = qx_q5_0_pair((const block_q5_0 *)r0, (const block_q5_0 *)r1);
             }
         }
         const uint8_t *bo[8];
@@ -202,44 +195,7 @@ QX_INLINE void qx_gemm_blk(int type, int k, const uint8_t *w, size_t ldw, int nr
                            float *y, size_t ldy) {
 #if defined(QX_VNNI)
     if (nt >= QX_BLK_T_MIN) {
-        const int nb = k / 32;
-        const int32_t off = type == QX_Q8_0 ? 128 : 16; /* u = w + off: the unsigned operand of vpdpbusd */
-        const size_t bs = qx_wblock(type);
-        _Alignas(64) __m512i wbuf[QX_KC * 8];
-        _Alignas(64) __m512 dwbuf[QX_KC], mw;
-        _Alignas(64) float acc[QX_RMAX / 16][QX_TMAX][16];
-        int32_t corr[QX_TMAX * QX_KC];
-        float da[QX_TMAX * QX_KC];
-        static const uint8_t zero_blocks[QX_KC * sizeof(block_q8_0)];
-        const int ng = (nr + 15) / 16;
-        for (int c0 = 0; c0 < nb; c0 += QX_KC) {
-            const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
-            for (int t = 0; t < nt; ++t)
-                for (int b = 0; b < kc; ++b) {
-                    const block_q8_0 *a = (const block_q8_0 *)(x + ldx * (size_t)t) + c0 + b;
-                    const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
-                    corr[t * QX_KC + b] = -off * qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
-                    da[t * QX_KC + b] = qx_h2f(a->d);
-                }
-            for (int g = 0; g < ng; ++g) {
-                const uint8_t *rp[16];
-                for (int i = 0; i < 16; ++i)
-                    rp[i] = 16 * g + i < nr ? w + ldw * (size_t)(16 * g + i) + bs * (size_t)c0 : zero_blocks;
-                for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, &mw);
-                const uint8_t *xc = x + sizeof(block_q8_0) * (size_t)c0;
-                int t = 0;
-                for (; t + QX_SUM_TT <= nt; t += QX_SUM_TT)
-                    qx_sum_tile(QX_SUM_TT, wbuf, dwbuf, kc, xc + ldx * (size_t)t, ldx, corr + t * QX_KC,
-                                da + t * QX_KC, acc[g][t], c0 == 0);
-                for (; t < nt; ++t)
-                    qx_sum_tile(1, wbuf, dwbuf, kc, xc + ldx * (size_t)t, ldx, corr + t * QX_KC, da + t * QX_KC,
-                                acc[g][t], c0 == 0);
-            }
-        }
-        for (int g = 0; g < ng; ++g) {
-            const int n = nr - 16 * g < 16 ? nr - 16 * g : 16;
-            for (int t = 0; t < nt; ++t) memcpy(y + ldy * (size_t)t + 16 * g, acc[g][t], sizeof(float) * (size_t)n);
-        }
+        qx_gemm_sum_t(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
     }
 #endif

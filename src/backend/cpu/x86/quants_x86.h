@@ -904,24 +904,35 @@ QX_INLINE void qx_gemm_q4_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
         qx_gemm_sum_rows(QX_Q4_0, k, w + ldw * (size_t)(8 * ng), ldw, nr - 8 * ng, x, ldx, nt, y + 8 * ng, ldy);
 }
 
-QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
-                           float *y, size_t ldy) {
-    if (type == QX_Q4_0 && nt <= QX_DEC_TT) {
-        qx_gemm_q4_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
-        return;
-    }
-    if (nt < QX_SUM_MIN_NT || (!QX_HAS_VNNI && type == QX_IQ4_NL)) {
-        qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
-        return;
-    }
+/* Bytes of one weight block of a 32-element type. */
+QX_INLINE size_t qx_wblock(int type) {
+    return type == QX_Q4_0 || type == QX_IQ4_NL ? sizeof(block_q4_0) : type == QX_Q8_0 ? sizeof(block_q8_0)
+         : type == QX_Q5_0 ? sizeof(block_q5_0) : type == QX_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+}
+
+#if defined(QX_VNNI)
+QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw);
+#endif
+
+/*
+ * The transposed tiles of the "sum" order: chunks of QX_KC blocks of QX_GR
+ * rows packed once (Q4_0/IQ4_NL: qx_sum_pack; with VNNI also Q8_0/Q5_0 in
+ * the block order, kernels.h: qx_lt_pack, natural element order), then
+ * qx_sum_tile for every activation row. The activation offset correction is
+ * -off * sum(a): off = the weight bias of the unsigned operand (Q4_0 8,
+ * IQ4_NL and Q8_0 128, Q5_0 16).
+ */
+QX_INLINE void qx_gemm_sum_t(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                             int nt, float *y, size_t ldy) {
     const int nb = k / 32;
-    const int32_t off = type == QX_Q4_0 ? 8 : 128;
+    const int32_t off = type == QX_Q4_0 ? 8 : type == QX_Q5_0 ? 16 : 128;
+    const size_t bs = qx_wblock(type);
     _Alignas(64) qx_vi wbuf[QX_KC * 8];
     _Alignas(64) qx_vf dwbuf[QX_KC];
     _Alignas(64) float acc[QX_RMAX / QX_GR][QX_TMAX][QX_GR];
     int32_t corr[QX_TMAX * QX_KC];
     float da[QX_TMAX * QX_KC];
-    static const uint8_t zero_blocks[QX_KC * 18];
+    static const uint8_t zero_blocks[QX_KC * sizeof(block_q8_0)]; /* the largest block */
     const int ng = (nr + QX_GR - 1) / QX_GR;
     for (int c0 = 0; c0 < nb; c0 += QX_KC) {
         const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
@@ -937,9 +948,15 @@ QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr
         for (int g = 0; g < ng; ++g) {
             const uint8_t *rp[QX_GR];
             for (int i = 0; i < QX_GR; ++i)
-                rp[i] = QX_GR * g + i < nr ? w + ldw * (size_t)(QX_GR * g + i) + 18 * (size_t)c0 : zero_blocks;
+                rp[i] = QX_GR * g + i < nr ? w + ldw * (size_t)(QX_GR * g + i) + bs * (size_t)c0 : zero_blocks;
+#if defined(QX_VNNI)
+            if (type == QX_Q8_0 || type == QX_Q5_0) {
+                qx_vf mw;
+                for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, &mw);
+            } else
+#endif
             for (int b = 0; b < kc; ++b) qx_sum_pack(type, rp, b, wbuf + 8 * b, dwbuf + b);
-            const uint8_t *xc = x + 34 * (size_t)c0;
+            const uint8_t *xc = x + sizeof(block_q8_0) * (size_t)c0;
             int t = 0;
             for (; t + QX_SUM_TT <= nt; t += QX_SUM_TT)
                 qx_sum_tile(QX_SUM_TT, wbuf, dwbuf, kc, xc + ldx * (size_t)t, ldx, corr + t * QX_KC, da + t * QX_KC,
@@ -955,12 +972,20 @@ QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr
     }
 }
 
-/* ---- "lane" types: Q8_0, Q5_0, Q4_1, Q5_1 ---- */
-
-QX_INLINE size_t qx_wblock(int type) {
-    return type == QX_Q8_0 ? sizeof(block_q8_0) : type == QX_Q5_0 ? sizeof(block_q5_0)
-         : type == QX_Q4_1 ? sizeof(block_q4_1) : sizeof(block_q5_1);
+QX_INLINE void qx_gemm_sum(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx, int nt,
+                           float *y, size_t ldy) {
+    if (type == QX_Q4_0 && nt <= QX_DEC_TT) {
+        qx_gemm_q4_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    if (nt < QX_SUM_MIN_NT || (!QX_HAS_VNNI && type == QX_IQ4_NL)) {
+        qx_gemm_sum_rows(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+    qx_gemm_sum_t(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
 }
+
+/* ---- "lane" types: Q8_0, Q5_0, Q4_1, Q5_1 ---- */
 
 /* Weight block -> unsigned dot operand u (and for AVX2 Q8_0 the signed weights v), scales. */
 QX_INLINE void qx_wprep(int type, const uint8_t *blk, __m256i *u, __m256i *v, float *d, float *m) {
@@ -1202,11 +1227,23 @@ QX_INLINE void qx_gemm_q8_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
  */
 #define QX_Q5D_NBMAX 256 /* blocks a row (k <= 8192): the activation arrays on the stack */
 
-QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m256i *a, const __m256i *c,
-                                 const float *da, const uint8_t *next, size_t per, float *y) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
+/* The unsigned 5-bit values (0..31) of a block of two Q5_0 rows, row r0 in the
+ * low 256 bits, r1 in the high: each row's 16 nibble bytes twice, shifted
+ * 0 | 4 per 128-bit lane (elements 0-15, then 16-31), the 32 high bits a
+ * byte mask that adds 16. Shared by the decode kernels of both orders. */
+QX_INLINE __m512i qx_q5_0_pair(const block_q5_0 *r0, const block_q5_0 *r1) {
     const long long s4 = 0x0004000400040004ll;
     const __m512i sh = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0); /* 128-bit lanes 1, 3: the high nibbles */
+    const __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r0->qs))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r1->qs)), 1);
+    const __mmask64 hb = _cvtu64_mask64((uint64_t)qx_load32(r0->qh) | (uint64_t)qx_load32(r1->qh) << 32);
+    const __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, sh), _mm512_set1_epi8(0x0F));
+    return _mm512_mask_add_epi8(u, hb, u, _mm512_set1_epi8(0x10)); /* + 16 where the 5th bit is set (u <= 15: an or) */
+}
+
+QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m256i *a, const __m256i *c,
+                                 const float *da, const uint8_t *next, size_t per, float *y) {
     const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512 acc[4];
     for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
@@ -1217,16 +1254,7 @@ QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m
         for (int p = 0; p < 4; ++p) {
             const block_q5_0 *r0 = (const block_q5_0 *)(w + ldw * (size_t)(2 * p)) + b;
             const block_q5_0 *r1 = (const block_q5_0 *)((const uint8_t *)r0 + ldw);
-            const __m512i q = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r0->qs))),
-                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)r1->qs)), 1);
-            uint32_t h0, h1;
-            memcpy(&h0, r0->qh, 4);
-            memcpy(&h1, r1->qh, 4);
-            const __mmask64 hb = _cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32);
-            __m512i u = _mm512_and_si512(_mm512_srlv_epi16(q, sh), m4);
-            u = _mm512_mask_add_epi8(u, hb, u, b4); /* + 16 where the 5th bit is set (u <= 15: an or) */
-            const __m512i l = _mm512_dpbusd_epi32(c2, u, a2);
+            const __m512i l = _mm512_dpbusd_epi32(c2, qx_q5_0_pair(r0, r1), a2);
             uint16_t d0, d1;
             memcpy(&d0, &r0->d, 2);
             memcpy(&d1, &r1->d, 2);
