@@ -1,8 +1,9 @@
 /*
- * kbench.c — the Q4_0 decode product alone, 1..8 activation rows, one thread:
+ * kbench.c — a decode product alone, 1..8 activation rows, one thread:
  * what a batched decode step (runtime/batch.h) asks of the kernel per extra
- * stream. A K × N Q4_0 weight matrix (default 2048 × 16896, TinyLlama's
- * gate+up+down worth of rows) of random quants and scales, activations of
+ * stream. A K × N weight matrix of TYPE (Q4_0, Q5_0 or Q8_0; default Q4_0
+ * 2048 × 16896, TinyLlama's gate+up+down worth of rows; Gemma 3's output
+ * matrix is Q8_0 640 × 262144) of random quants and scales, activations of
  * random floats quantized to Q8_0 by the table's quantizer, y = W x through
  * the process's kernel table (el_cpu_kernels: the highest ISA level, or
  * EL_CPU_ISA) in 64-row calls as ops.c's decode does. Prints per row count
@@ -10,7 +11,7 @@
  * (the bits: equal across builds that keep the kernel's arithmetic, and the
  * same for each row whatever the row count, which it checks).
  *
- * usage: kbench [K] [N] [REPS]
+ * usage: kbench [K] [N] [REPS] [TYPE]
  * Contract: measures only; exit 1 if a row's output differs between row counts.
  */
 #include <stdint.h>
@@ -39,16 +40,28 @@ static uint32_t rnd(void) { rng = rng * 1664525u + 1013904223u; return rng >> 8;
 
 int main(int argc, char **argv) {
     const int K = argc > 1 ? atoi(argv[1]) : 2048, N = argc > 2 ? atoi(argv[2]) : 16896, reps = argc > 3 ? atoi(argv[3]) : 5;
-    if (K < 32 || K % 32 || N < 64 || N % 64 || reps < 1) { fprintf(stderr, "usage: kbench [K%%32] [N%%64] [REPS]\n"); return 2; }
-    const el_cpu_type_kernels *kk = el_cpu_kernels(EL_TYPE_Q4_0);
+    const char *tn = argc > 4 ? argv[4] : "Q4_0";
+    /* the block types with the fp16 scale first: random bytes, then a small random scale */
+    const struct { const char *name; el_type type; size_t bytes; } types[] = {
+        {"Q4_0", EL_TYPE_Q4_0, sizeof(block_q4_0)}, {"Q5_0", EL_TYPE_Q5_0, sizeof(block_q5_0)},
+        {"Q8_0", EL_TYPE_Q8_0, sizeof(block_q8_0)}};
+    int ti = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(tn, types[i].name)) ti = i;
+    if (K < 32 || K % 32 || N < 64 || N % 64 || reps < 1 || ti < 0) {
+        fprintf(stderr, "usage: kbench [K%%32] [N%%64] [REPS] [Q4_0|Q5_0|Q8_0]\n");
+        return 2;
+    }
+    const el_cpu_type_kernels *kk = el_cpu_kernels(types[ti].type);
     const int TT = 8;
-    const size_t ldw = (size_t)K / 32 * sizeof(block_q4_0), ldx = (size_t)K / 32 * sizeof(block_q8_0);
+    const size_t bb = types[ti].bytes, ldw = (size_t)K / 32 * bb, ldx = (size_t)K / 32 * sizeof(block_q8_0);
     uint8_t *w = aligned_alloc(64, (ldw * N + 63) / 64 * 64);
     for (int r = 0; r < N; r++)
         for (int b = 0; b < K / 32; b++) {
-            block_q4_0 *blk = (block_q4_0 *)(w + ldw * r) + b;
-            blk->d = el_fp32_to_fp16(((int)(rnd() % 2001) - 1000) * 1e-5f);
-            for (int i = 0; i < 16; i++) blk->qs[i] = (uint8_t)rnd();
+            uint8_t *blk = w + ldw * r + bb * b;
+            for (size_t i = 2; i < bb; i++) blk[i] = (uint8_t)rnd();
+            const el_fp16 d = el_fp32_to_fp16(((int)(rnd() % 2001) - 1000) * 1e-5f);
+            memcpy(blk, &d, sizeof d);
         }
     float *xf = malloc(sizeof(float) * K * TT);
     for (int i = 0; i < K * TT; i++) xf[i] = ((int)(rnd() % 20001) - 10000) * 1e-4f;
@@ -57,7 +70,8 @@ int main(int argc, char **argv) {
     float *y = malloc(sizeof(float) * (size_t)N * TT);
     double t1 = 0;
     int bad = 0;
-    printf("Q4_0 %d x %d, one thread, best of %d (CPU time)\n", K, N, reps);
+    printf("%s %d x %d, one thread, best of %d (CPU time), kernel order %s\n", tn, K, N, reps,
+           el_cpu_order_name(el_cpu_kernels_order()));
     for (int nt = 1; nt <= TT; nt++) {
         double best = 1e30;
         for (int r = 0; r < reps; r++) {

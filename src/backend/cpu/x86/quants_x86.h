@@ -36,11 +36,14 @@
  *   - Q8_0/Q5_0/Q4_1/Q5_1 ("lane" types): the 8 lanes of the specification are
  *     the 8 int32 lanes of one dot instruction, so a tile of RR weight rows ×
  *     TT activation rows keeps RR·TT accumulators in registers (qx_gemm_lanes).
- *     VNNI with 4 or more activation rows: 16 rows transposed, one
+ *     VNNI with 5 or more activation rows: 16 rows transposed, one
  *     accumulator per lane over 16 rows (qx_gemm_lanes_t). With one
- *     activation row the next rows are prefetched. Q8_0 with 1..3
+ *     activation row the next rows are prefetched. Q8_0 with 1..4
  *     activation rows: qx_gemm_q8_0_dec, 4 (AVX2) or 8 (VNNI) weight rows
- *     per tile, each weight block loaded once for the activation rows.
+ *     per tile, each weight block loaded once for the activation rows; with
+ *     VNNI it takes one row, and Q8_0/Q5_0 with 2..4 (a batched decode step)
+ *     go through qx_gemm_pair_dec: 8 weight rows, two a 512-bit register,
+ *     unpacked once per block for every activation row.
  *   - MXFP4: groups of 8 weight rows decoded once per chunk for all
  *     activation rows; the 8 rows' block sums reduced together so the fma
  *     runs over 8 lanes (qx_gemm_mxfp4).
@@ -1290,8 +1293,94 @@ QX_INLINE void qx_gemm_q5_0_dec(int k, const uint8_t *w, size_t ldw, int nr, con
 }
 #endif
 
+#if defined(QX_VNNI)
+/*
+ * Q8_0 and Q5_0, a batched decode step of 2-4 streams (VNNI): 8 weight rows
+ * (4 pairs, two rows a 512-bit register: Q8_0 as bytes + 128, Q5_0 through
+ * qx_q5_0_pair) unpacked once per block for all TT activation rows; per
+ * pair and activation row one vpdpbusd (the -128 | -16 * sum(a) correction
+ * as its start), one conversion, one product d_w * d_a (d_w of the two rows
+ * in the two halves) and one fma. Per output these are qx_lanes_tile's
+ * operations (8 exact lanes, one fma with d_w * d_a per block, the 8-lane
+ * sum): the same bits as each row alone. Where qx_q8_0_dec_tile ran 3 + 1
+ * activation rows in ymm and Q5_0 went through qx_lanes_tile (its weights
+ * unpacked per 256-bit row), a 4-row step of Gemma 3's 640-wide Q8_0 and
+ * Q5_0 matrices cost 2.35x and 3.18x one row (bench/server-batch/kbench.c).
+ */
+#define QX_PAIR_TT 4
+
+QX_INLINE void qx_pair_dec_tile(int type, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
+                                float *y, size_t ldy, const uint8_t *next, size_t per) {
+    const size_t wb = qx_wblock(type);
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m256i k8 = _mm256_set1_epi8((char)(type == QX_Q8_0 ? 0x80 : 0x10));
+    __m512 acc[4][QX_PAIR_TT];
+    for (int p = 0; p < 4; ++p)
+        for (int t = 0; t < TT; ++t) acc[p][t] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; ++b) {
+        qx_dec_prefetch(next, per ? 8 * ldw : 0, per, b, 0);
+        __m512i a2[QX_PAIR_TT], c2[QX_PAIR_TT];
+        __m512 da[QX_PAIR_TT];
+        for (int t = 0; t < TT; ++t) {
+            const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
+            const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            a2[t] = _mm512_broadcast_i64x4(a);
+            c2[t] = _mm512_broadcast_i64x4(
+                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k8, a)));
+            da[t] = _mm512_set1_ps(qx_h2f(xb->d));
+        }
+        for (int p = 0; p < 4; ++p) {
+            const uint8_t *r0 = w + ldw * (size_t)(2 * p) + wb * (size_t)b, *r1 = r0 + ldw;
+            __m512i u;
+            if (type == QX_Q8_0)
+                u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r0 + 2))),
+                                                        _mm256_loadu_si256((const __m256i *)(r1 + 2)), 1),
+                                     _mm512_set1_epi8((char)0x80)); /* w + 128 */
+            else
+                u = qx_q5_0_pair((const block_q5_0 *)r0, (const block_q5_0 *)r1);
+            const __m512 dw = _mm512_permutexvar_ps(
+                halves, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128((int)(qx_load32(r0) & 0xFFFF) |
+                                                                           (int)(qx_load32(r1) << 16)))));
+            for (int t = 0; t < TT; ++t)
+                acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[t]),
+                                            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c2[t], u, a2[t])), acc[p][t]);
+        }
+    }
+    for (int p = 0; p < 4; ++p)
+        for (int t = 0; t < TT; ++t) {
+            y[ldy * (size_t)t + 2 * p] = qx_hsum8(_mm512_castps512_ps256(acc[p][t]));
+            y[ldy * (size_t)t + 2 * p + 1] = qx_hsum8(_mm512_extractf32x8_ps(acc[p][t], 1));
+        }
+}
+
+/* 2-4 activation rows: groups of 8 weight rows through qx_pair_dec_tile, the rest through qx_lanes_tile. */
+QX_INLINE void qx_gemm_pair_dec(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
+                                int nt, float *y, size_t ldy) {
+    const int nb = k / 32;
+    const size_t per = qx_pf_lines(8 * ldw, nb), ahead = qx_dec_ahead(8 * ldw);
+    int r = 0;
+    for (; r + 8 <= nr; r += 8) {
+        const uint8_t *wr = w + ldw * (size_t)r;
+        switch (nt) {
+        case 2: qx_pair_dec_tile(type, 2, nb, wr, ldw, x, ldx, y + r, ldy, wr + ahead, per); break;
+        case 3: qx_pair_dec_tile(type, 3, nb, wr, ldw, x, ldx, y + r, ldy, wr + ahead, per); break;
+        default: qx_pair_dec_tile(type, 4, nb, wr, ldw, x, ldx, y + r, ldy, wr + ahead, per); break;
+        }
+    }
+    for (; r < nr; ++r)
+        for (int t = 0; t < nt; ++t)
+            qx_lanes_tile(type, 1, 1, nb, w + ldw * (size_t)r, ldw, x + ldx * (size_t)t, ldx, y + ldy * (size_t)t + r, ldy, 0);
+}
+#endif
+
 QX_INLINE void qx_gemm_lanes(int type, int k, const uint8_t *w, size_t ldw, int nr, const uint8_t *x, size_t ldx,
                              int nt, float *y, size_t ldy) {
+#if defined(QX_VNNI)
+    if ((type == QX_Q8_0 || type == QX_Q5_0) && nt >= 2 && nt <= QX_PAIR_TT) { /* batched decode */
+        qx_gemm_pair_dec(type, k, w, ldw, nr, x, ldx, nt, y, ldy);
+        return;
+    }
+#endif
     if (type == QX_Q8_0 && nt <= QX_Q8D_TT) { /* decode, batched decode */
         qx_gemm_q8_0_dec(k, w, ldw, nr, x, ldx, nt, y, ldy);
         return;
