@@ -91,8 +91,7 @@ QX_INLINE void qx_blk_rows8(int type, int TT, int nb, const uint8_t *const *rp, 
 /*
  * VNNI decode / batched decode: 8 full weight rows (stride ldw) x TT (1..4)
  * activation rows, two rows a 512-bit register (row 2p in the low half, row
- * 2p + 1 in the high one). Q8_0: the 32 bytes + 128; Q5_0: qx_q5_0_pair,
- * as qx_q5_0_dec_rows8. One vpdpbusd per register against the activation block
+ * 2p + 1 in the high one: qx_lane_pair). One vpdpbusd per register against the activation block
  * in both halves (its offset correction as the start) leaves 8 lanes a row;
  * unpacks and adds over the 4 registers reduce them to one sum a row, in the
  * lane order 0, 2, 4, 6, 1, 3, 5, 7 (the scales are gathered in that order,
@@ -106,32 +105,20 @@ QX_INLINE void qx_blk_rows8(int type, int TT, int nb, const uint8_t *const *rp, 
 QX_INLINE void qx_blk_dec8(int type, int TT, int nb, const uint8_t *w, size_t ldw, const uint8_t *x, size_t ldx,
                            float *y, size_t ldy, const uint8_t *next, size_t per) {
     const size_t bs = qx_wblock(type);
-    const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    const __m256i off = _mm256_set1_epi8((char)(type == QX_Q8_0 ? 0x80 : 16));
     __m256 acc[QX_BLK_TT];
     for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; ++b) {
         if (per) qx_dec_prefetch(next, 8 * ldw, per, b, 0);
         const uint8_t *p0 = w + bs * (size_t)b;
         __m512i u[4];
-        for (int p = 0; p < 4; ++p) {
-            const uint8_t *r0 = p0 + ldw * (size_t)(2 * p), *r1 = r0 + ldw;
-            if (type == QX_Q8_0) {
-                const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r0 + 2))),
-                                                     _mm256_loadu_si256((const __m256i *)(r1 + 2)), 1);
-                u[p] = _mm512_xor_si512(q, x80); /* w + 128 */
-            } else {
-                u[p] = qx_q5_0_pair((const block_q5_0 *)r0, (const block_q5_0 *)r1);
-            }
-        }
+        for (int p = 0; p < 4; ++p) u[p] = qx_lane_pair(type, p0 + ldw * (size_t)(2 * p), p0 + ldw * (size_t)(2 * p + 1));
         const uint8_t *bo[8];
         for (int i = 0; i < 8; ++i) bo[i] = p0 + ldw * (size_t)qx_rows_order[i];
         const __m256 dw = _mm256_cvtph_ps(qx_gather_h8(bo, 0));
         for (int t = 0; t < TT; ++t) {
             const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
             const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
-            const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), off, a));
-            const __m512i a2 = _mm512_broadcast_i64x4(a), c2 = _mm512_broadcast_i64x4(c);
+            const __m512i a2 = _mm512_broadcast_i64x4(a), c2 = _mm512_broadcast_i64x4(qx_acorr(type, a));
             __m512i l[4];
             for (int p = 0; p < 4; ++p) l[p] = _mm512_dpbusd_epi32(c2, u[p], a2);
             /* per 128-bit lane: [l0, l1, l2, l3] partial sums (4 lanes each) */

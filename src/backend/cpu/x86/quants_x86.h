@@ -1245,6 +1245,20 @@ QX_INLINE __m512i qx_q5_0_pair(const block_q5_0 *r0, const block_q5_0 *r1) {
     return _mm512_mask_add_epi8(u, hb, u, _mm512_set1_epi8(0x10)); /* + 16 where the 5th bit is set (u <= 15: an or) */
 }
 
+/* The unsigned operands of a block of two Q8_0 (bytes + 128) or Q5_0 rows
+ * (qx_q5_0_pair), r0 in the low 256 bits, r1 in the high. */
+QX_INLINE __m512i qx_lane_pair(int type, const uint8_t *r0, const uint8_t *r1) {
+    if (type == QX_Q5_0) return qx_q5_0_pair((const block_q5_0 *)r0, (const block_q5_0 *)r1);
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r0 + 2))),
+                                         _mm256_loadu_si256((const __m256i *)(r1 + 2)), 1);
+    return _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80)); /* w + 128 */
+}
+
+/* d_w of two rows' blocks (fp16 first in Q8_0 and Q5_0 blocks): lanes 0 and 1. */
+QX_INLINE __m128 qx_pair_d(const uint8_t *r0, const uint8_t *r1) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)((qx_load32(r0) & 0xFFFFu) | qx_load32(r1) << 16)));
+}
+
 QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m256i *a, const __m256i *c,
                                  const float *da, const uint8_t *next, size_t per, float *y) {
     const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -1258,10 +1272,7 @@ QX_INLINE void qx_q5_0_dec_rows8(int nb, const uint8_t *w, size_t ldw, const __m
             const block_q5_0 *r0 = (const block_q5_0 *)(w + ldw * (size_t)(2 * p)) + b;
             const block_q5_0 *r1 = (const block_q5_0 *)((const uint8_t *)r0 + ldw);
             const __m512i l = _mm512_dpbusd_epi32(c2, qx_q5_0_pair(r0, r1), a2);
-            uint16_t d0, d1;
-            memcpy(&d0, &r0->d, 2);
-            memcpy(&d1, &r1->d, 2);
-            const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16))), dab);
+            const __m128 dd = _mm_mul_ps(qx_pair_d((const uint8_t *)r0, (const uint8_t *)r1), dab);
             const __m512 s2 = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(dd)); /* d_w * d_a of each row */
             acc[p] = _mm512_fmadd_ps(s2, _mm512_cvtepi32_ps(l), acc[p]);
         }
@@ -1313,7 +1324,6 @@ QX_INLINE void qx_pair_dec_tile(int type, int TT, int nb, const uint8_t *w, size
                                 float *y, size_t ldy, const uint8_t *next, size_t per) {
     const size_t wb = qx_wblock(type);
     const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m256i k8 = _mm256_set1_epi8((char)(type == QX_Q8_0 ? 0x80 : 0x10));
     __m512 acc[4][QX_PAIR_TT];
     for (int p = 0; p < 4; ++p)
         for (int t = 0; t < TT; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -1325,22 +1335,13 @@ QX_INLINE void qx_pair_dec_tile(int type, int TT, int nb, const uint8_t *w, size
             const block_q8_0 *xb = (const block_q8_0 *)(x + ldx * (size_t)t) + b;
             const __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
             a2[t] = _mm512_broadcast_i64x4(a);
-            c2[t] = _mm512_broadcast_i64x4(
-                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), k8, a)));
+            c2[t] = _mm512_broadcast_i64x4(qx_acorr(type, a));
             da[t] = _mm512_set1_ps(qx_h2f(xb->d));
         }
         for (int p = 0; p < 4; ++p) {
             const uint8_t *r0 = w + ldw * (size_t)(2 * p) + wb * (size_t)b, *r1 = r0 + ldw;
-            __m512i u;
-            if (type == QX_Q8_0)
-                u = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(r0 + 2))),
-                                                        _mm256_loadu_si256((const __m256i *)(r1 + 2)), 1),
-                                     _mm512_set1_epi8((char)0x80)); /* w + 128 */
-            else
-                u = qx_q5_0_pair((const block_q5_0 *)r0, (const block_q5_0 *)r1);
-            const __m512 dw = _mm512_permutexvar_ps(
-                halves, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128((int)(qx_load32(r0) & 0xFFFF) |
-                                                                           (int)(qx_load32(r1) << 16)))));
+            const __m512i u = qx_lane_pair(type, r0, r1);
+            const __m512 dw = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(qx_pair_d(r0, r1)));
             for (int t = 0; t < TT; ++t)
                 acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[t]),
                                             _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c2[t], u, a2[t])), acc[p][t]);
