@@ -20,7 +20,10 @@
  *    the 8-row groups (1..33 rows, short and long rows), with d, dmin and
  *    the packed scales different in every block of every row (a row or
  *    lane mixed up in the 8-row reduction changes an output), the outputs
- *    past the last row left alone.
+ *    past the last row left alone;
+ *  - prefill-sized gemm blocks (up to 64 weight rows, 17..130 activation
+ *    rows at offsets that mix the x4 and vec_dot orders), across the
+ *    kernels' row and activation tiles: the portable bits per output.
  */
 #include <math.h>
 #include <stddef.h>
@@ -241,6 +244,60 @@ static void check_decode_edges(const el_cpu_type_kernels *tab, const el_cpu_type
     }
 }
 
+/* Prefill-sized gemm blocks (as ops.c hands them: up to 64 weight rows,
+ * 64 activation rows and more): tiles of weight and activation rows that do
+ * not divide the block (the x86-order gemm walks KQ_XO_RG x KQ_XO_TA tiles,
+ * Q4_K 16-row groups and KQ_TT activation rows), offsets t0 that mix the x4
+ * and vec_dot orders: the portable bits per output, nothing written outside. */
+static void check_prefill_tiles(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
+    static const int shapes[][4] = {/* nr, t0, nt, n_act */ {64, 0, 64, 64}, {37, 0, 17, 17}, {50, 5, 33, 40},
+                                    {64, 64, 70, 134}, {19, 1, 130, 131}};
+    const int k = 2 * EL_QK_K, na = 134, nw = 64, ldy = nw + 3;
+    float *x = malloc(sizeof(float) * (size_t)k * na), *y = malloc(sizeof(float) * (size_t)ldy * na);
+    for (int i = 0; i < k * na; i++) x[i] = rndf();
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const el_type t = k_types[ti];
+        if (!tab[t].gemm) continue;
+        const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_K, k);
+        uint8_t *w = malloc(wrow * nw), *xq = malloc(xrow * na);
+        extreme_weights(t, w, nw, k, 3);
+        for (int a = 0; a < na; a++) por[t].quantize(x + (size_t)a * k, xq + xrow * a, k);
+        int bad = 0;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && !bad; si++) {
+            const int nr = shapes[si][0], t0 = shapes[si][1], nt = shapes[si][2], n_act = shapes[si][3];
+            for (int i = 0; i < ldy * na; i++) y[i] = -777.0f;
+            tab[t].gemm(k, w, wrow, nr, xq + xrow * t0, xrow, t0, nt, n_act, y, (size_t)ldy);
+            for (int a = 0; a < na && !bad; a++) {
+                el_vec_dot_fn dp = por[t].select ? por[t].select(n_act, t0 + a, k) : NULL;
+                if (!dp) dp = por[t].vec_dot;
+                for (int r = 0; r < ldy && !bad; r++) {
+                    const float got = y[(size_t)a * ldy + r];
+                    if (a >= nt || r >= nr) {
+                        if (got != -777.0f) {
+                            CHECKF(0, "%s %s prefill gemm nr %d nt %d wrote outside its block (act %d row %d)", level,
+                                   el_type_name(t), nr, nt, a, r);
+                            bad = 1;
+                        }
+                        continue;
+                    }
+                    float want;
+                    dp(k, &want, w + wrow * r, xq + xrow * (t0 + a));
+                    if (!same_bits(got, want)) {
+                        CHECKF(0, "%s %s prefill gemm nr %d t0 %d nt %d n_act %d act %d row %d: %.9g vs portable %.9g",
+                               level, el_type_name(t), nr, t0, nt, n_act, t0 + a, r, got, want);
+                        bad = 1;
+                    }
+                }
+            }
+        }
+        CHECK(!bad);
+        free(w);
+        free(xq);
+    }
+    free(x);
+    free(y);
+}
+
 /* One activation row, nr weight rows (the 8-row groups and the rows left
  * over), every block's scales random: the portable bits per output. */
 static void check_decode_rows(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
@@ -311,6 +368,7 @@ int main(void) {
         check_extremes(tab, por, name);
         check_decode_edges(tab, por, name);
         check_decode_rows(tab, por, name);
+        check_prefill_tiles(tab, por, name);
         printf("  %-8s %s\n", name, el_test_failures == before ? "ok" : "FAIL");
         levels++;
     }

@@ -1372,6 +1372,18 @@ static inline float kq_finish(const kq_state *st, int with_s) {
 }
 
 /* vec_dot and gemm (weight row outer, block, then every activation row). */
+/* The gemm's tile: KQ_XO_RG weight rows x KQ_XO_TA activation rows, walked
+ * block by block, so one block of the tile's activation rows (KQ_XO_TA x 292
+ * bytes) stays in L1 for the KQ_XO_RG rows that meet it, with their
+ * accumulators (KQ_XO_RG x KQ_XO_TA states); every output still takes its
+ * blocks in order, one BLOCK each: the same bits for any tile. */
+#ifndef KQ_XO_RG
+#define KQ_XO_RG 16
+#endif
+#ifndef KQ_XO_TA
+#define KQ_XO_TA 16
+#endif
+
 #define KQ_X86_ORDER(NAME, BT, UT, UNPACK, BLOCK, WITH_S, DEC)                                              \
     static void kq_vec_dot_##NAME(int n, float *restrict s, const void *restrict vx, const void *restrict vy) { \
         const BT *restrict x = vx;                                                                          \
@@ -1391,23 +1403,28 @@ static inline float kq_finish(const kq_state *st, int with_s) {
         (void)n_act;                                                                                        \
         if (DEC(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;                                                 \
         const int nb = k / EL_QK_K;                                                                         \
-        kq_state st[KQ_TT];                                                                                 \
-        for (int r = 0; r < nr; ++r) {                                                                      \
-            const BT *wr = (const BT *)((const uint8_t *)w + ldw * (size_t)r);                              \
-            for (int ta = 0; ta < nt; ta += KQ_TT) {                                                        \
-                const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;                                           \
-                for (int a = 0; a < tn; ++a) {                                                              \
-                    st[a].acc = _mm256_setzero_ps();                                                        \
-                    st[a].s = 0.0f;                                                                         \
+        kq_state st[KQ_XO_RG * KQ_XO_TA];                                                                   \
+        for (int r0 = 0; r0 < nr; r0 += KQ_XO_RG) {                                                         \
+            const int rn = nr - r0 < KQ_XO_RG ? nr - r0 : KQ_XO_RG;                                         \
+            for (int ta = 0; ta < nt; ta += KQ_XO_TA) {                                                     \
+                const int tn = nt - ta < KQ_XO_TA ? nt - ta : KQ_XO_TA;                                     \
+                for (int q = 0; q < rn * KQ_XO_TA; ++q) {                                                   \
+                    st[q].acc = _mm256_setzero_ps();                                                        \
+                    st[q].s = 0.0f;                                                                         \
                 }                                                                                           \
-                for (int i = 0; i < nb; ++i) {                                                              \
-                    UT u;                                                                                   \
-                    if (nt <= 3) kq_dec_prefetch(&wr[i], sizeof(BT));                                       \
-                    UNPACK(&wr[i], &u);                                                                     \
+                for (int i = 0; i < nb; ++i)                                                                \
+                    for (int r = 0; r < rn; ++r) {                                                          \
+                        const BT *wb = (const BT *)((const uint8_t *)w + ldw * (size_t)(r0 + r)) + i;       \
+                        UT u;                                                                               \
+                        if (nt <= 3) kq_dec_prefetch(wb, sizeof(BT));                                       \
+                        UNPACK(wb, &u);                                                                     \
+                        for (int a = 0; a < tn; ++a)                                                        \
+                            BLOCK(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, \
+                                  &st[KQ_XO_TA * r + a]);                                                   \
+                    }                                                                                       \
+                for (int r = 0; r < rn; ++r)                                                                \
                     for (int a = 0; a < tn; ++a)                                                            \
-                        BLOCK(&u, (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i, &st[a]); \
-                }                                                                                           \
-                for (int a = 0; a < tn; ++a) y[(size_t)(ta + a) * ldy + r] = kq_finish(&st[a], WITH_S);     \
+                        y[(size_t)(ta + a) * ldy + r0 + r] = kq_finish(&st[KQ_XO_TA * r + a], WITH_S);      \
             }                                                                                               \
         }                                                                                                   \
     }
