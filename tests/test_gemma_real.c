@@ -97,9 +97,9 @@ static const char *const alt_names[N_ALT] = {"fa_off", "ubatch32", "threads1", "
 
 /* A real model's fidelity set: its goldens, the context they were made with,
  * whether edgellm must also reproduce llama.cpp's EXACT_ALT variant, and
- * whether the model has Q8_0/Q5_0 weights — then that equality holds only in
- * the llama kernel order (EL_KERNEL_ORDER=llama; backend/cpu/kernels.h): the
- * default block order is judged by the spread rule alone. */
+ * whether the model has Q8_0/Q5_0/Q6_K weights — then that equality holds only
+ * in the llama kernel order (the default; backend/cpu/kernels.h): the block
+ * order (EL_KERNEL_ORDER=block) is judged by the spread rule alone. */
 typedef struct real_model {
     const char *name, *arch, *env, *default_path, *fetch_arg, *fidelity;
     int n_ctx;
@@ -111,7 +111,7 @@ static const real_model REAL_MODELS[] = {
      EL_SOURCE_DIR "/tests/data/gemma3-270m-q4km-fidelity.json", 1024, true, true},
     {"qwen", "qwen2", "EL_QWEN_MODEL", "/.cache/edgellm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
      " qwen2.5-coder-1.5b", EL_SOURCE_DIR "/tests/data/qwen2.5-coder-1.5b-q4km-fidelity.json", 2048, QWEN_EXACT,
-     false},
+     true},
 };
 
 static bool g_exact = true; /* the current model's real_model.exact */

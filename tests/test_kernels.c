@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "package/quants_blocks.h"
 #include "package/types.h"
 #include "testutil.h"
 
@@ -194,27 +195,35 @@ static void check_order(el_cpu_order order) {
 }
 
 /*
- * The two orders are two arithmetics: on random rows the Q8_0 and Q5_0
+ * The two orders are two arithmetics: on random rows the Q8_0, Q5_0 and Q6_K
  * block-order dots differ from the llama-order ones in the last bits for some
  * rows (else the order switch would switch nothing), and stay within a
  * float rounding of the exact dot product (so the block order is a dot
  * product at all: both are checked against a double-precision sum).
  */
 static void check_orders_differ(void) {
-    static const el_type types[] = {EL_TYPE_Q8_0, EL_TYPE_Q5_0};
+    static const el_type types[] = {EL_TYPE_Q8_0, EL_TYPE_Q5_0, EL_TYPE_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const el_type t = types[ti];
         const el_cpu_type_kernels *pl = el_cpu_kernels_portable(t), *pb = el_cpu_kernels_portable_block(t);
+        const el_type at = pl->vec_dot_type; /* Q8_0, or Q8_K for Q6_K */
         CHECKF(pb && pb->vec_dot != pl->vec_dot, "%s: no block-order kernel", el_type_name(t));
         if (!pb) continue;
         const int k = 2048, rows = 64;
-        const size_t wrow = el_row_size(t, k), xrow = el_row_size(EL_TYPE_Q8_0, k);
+        const size_t wrow = el_row_size(t, k), xrow = el_row_size(at, k);
         uint8_t *w = malloc(wrow * rows), *xq = malloc(xrow);
         float *x = malloc(sizeof(float) * k), *wf = malloc(sizeof(float) * k), *xf = malloc(sizeof(float) * k);
         random_weights(t, w, rows, k);
         for (int i = 0; i < k; i++) x[i] = rndf();
         pl->quantize(x, xq, k);
-        el_type_get(EL_TYPE_Q8_0)->to_float(xq, xf, k);
+        if (at == EL_TYPE_Q8_K) { /* no to_float for the activation-only type: d * q */
+            for (int i = 0; i < k; i++) {
+                const block_q8_K *b = (const block_q8_K *)xq + i / EL_QK_K;
+                xf[i] = b->d * (float)b->qs[i % EL_QK_K];
+            }
+        } else {
+            el_type_get(at)->to_float(xq, xf, k);
+        }
         int differ = 0;
         for (int r = 0; r < rows; r++) {
             float sl, sb;

@@ -408,7 +408,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         fputs(",\"backend\":", stdout);
         const char *bk = o->backend.backend ? o->backend.backend : "cpu";
         cli_json_str(stdout, bk, strlen(bk));
-        /* which CPU kernels ran: the ISA level and the Q8_0/Q5_0 arithmetic order (backend/cpu/kernels.h) */
+        /* which CPU kernels ran: the ISA level and the Q8_0/Q5_0/Q6_K arithmetic order (backend/cpu/kernels.h) */
         printf(",\"cpu_isa\":\"%s\",\"kernel_order\":\"%s\"", el_cpu_level_name(el_cpu_kernels_level()),
                el_cpu_order_name(el_cpu_kernels_order()));
         if (sb.ran) spec_json(&sb);
@@ -481,7 +481,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
-        printf("kernels:  %s, Q8_0/Q5_0 in %s order\n", el_cpu_level_name(el_cpu_kernels_level()),
+        printf("kernels:  %s, Q8_0/Q5_0/Q6_K in %s order\n", el_cpu_level_name(el_cpu_kernels_level()),
                el_cpu_order_name(el_cpu_kernels_order()));
         if (sb.ran) {
             const int passes = sb.rounds + sb.plain_steps;

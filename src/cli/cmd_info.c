@@ -164,7 +164,7 @@ int cli_cmd_info(cli_opts *o) {
     }
     el_gguf_close(g);
     /* the CPU kernels this process computes them with (backend/cpu/kernels.h) */
-    printf("  cpu kernels: %s, Q8_0/Q5_0 in %s order (EL_KERNEL_ORDER=llama|block)\n",
+    printf("  cpu kernels: %s, Q8_0/Q5_0/Q6_K in %s order (EL_KERNEL_ORDER=llama|block)\n",
            el_cpu_level_name(el_cpu_kernels_level()), el_cpu_order_name(el_cpu_kernels_order()));
 
     /* Memory of a session: needs the model itself. */

@@ -24,6 +24,9 @@ extern const el_cpu_type_kernels el_cpu_kernels_quants_avx512[EL_TYPE_COUNT];
 /* the same files' Q8_0/Q5_0 entries in block order (kernels.h, el_cpu_order) */
 extern const el_cpu_type_kernels el_cpu_kernels_quants_block_avx2[EL_TYPE_COUNT];
 extern const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUNT];
+/* the K-quant files' Q6_K entry in block order */
+extern const el_cpu_type_kernels el_cpu_kernels_kquants_block_avx2[EL_TYPE_COUNT];
+extern const el_cpu_type_kernels el_cpu_kernels_kquants_block_avx512[EL_TYPE_COUNT];
 #endif
 
 #if defined(__aarch64__)

@@ -9,9 +9,9 @@
  * Environment:
  *   EL_CPU_ISA=portable|avx2|avx512|neon   highest level to use (default: the best this CPU has)
  *   EL_FORCE_PORTABLE=1                    same as EL_CPU_ISA=portable (any value but "" or "0")
- *   EL_KERNEL_ORDER=llama|block            the Q8_0/Q5_0 arithmetic order (kernels.h; default llama)
+ *   EL_KERNEL_ORDER=llama|block            the Q8_0/Q5_0/Q6_K arithmetic order (kernels.h; default llama)
  *
- * In block order the Q8_0 and Q5_0 entries come from the portable block
+ * In block order the Q8_0, Q5_0 and Q6_K entries come from the portable block
  * table and then only from the ISA tables' `block` tables (an ISA without
  * one keeps the portable block kernels): an entry never mixes the orders.
  */
@@ -30,7 +30,7 @@ typedef struct isa_table {
     el_cpu_level level;
     const el_cpu_type_kernels *table; /* EL_TYPE_COUNT entries */
     int (*supported)(const el_cpu_features *f);
-    const el_cpu_type_kernels *block; /* block-order entries for Q8_0/Q5_0, or NULL */
+    const el_cpu_type_kernels *block; /* block-order entries (Q8_0/Q5_0, Q6_K), or NULL */
 } isa_table;
 
 #if defined(__x86_64__)
@@ -49,8 +49,8 @@ static const isa_table k_isa[] = {
 #if defined(__x86_64__)
     {"float_avx2", EL_CPU_AVX2, el_cpu_kernels_float_avx2, has_avx2, NULL},
     {"float_avx512", EL_CPU_AVX512, el_cpu_kernels_float_avx512, has_avx512, NULL},
-    {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2, NULL},
-    {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512, NULL},
+    {"kquants_avx2", EL_CPU_AVX2, el_cpu_kernels_kquants_avx2, has_avx2, el_cpu_kernels_kquants_block_avx2},
+    {"kquants_avx512", EL_CPU_AVX512, el_cpu_kernels_kquants_avx512, has_avx512, el_cpu_kernels_kquants_block_avx512},
     {"quants_avx2", EL_CPU_AVX2, el_cpu_kernels_quants_avx2, has_avx2, el_cpu_kernels_quants_block_avx2},
     {"quants_avx512", EL_CPU_AVX512, el_cpu_kernels_quants_avx512, has_avx512, el_cpu_kernels_quants_block_avx512},
 #endif

@@ -35,8 +35,9 @@ typedef enum el_cpu_level {
 } el_cpu_level;
 
 /*
- * The arithmetic order of the Q8_0 and Q5_0 dot products (docs/FIDELITY.md,
- * "Two orders for Q8_0 and Q5_0"). Every other type has one order.
+ * The arithmetic order of the Q8_0, Q5_0 and Q6_K dot products
+ * (docs/FIDELITY.md, "Two orders for Q8_0, Q5_0 and Q6_K"). Every other type
+ * has one order.
  *
  *   EL_ORDER_LLAMA (the default): llama.cpp's x86 vec_dot order (8 float
  *     lanes per output, lane l holding elements 4l..4l+3 of each block, one
@@ -48,6 +49,10 @@ typedef enum el_cpu_level {
  *     Q4_0 and IQ4_NL kernels (which edgellm's Q4_0 follows). Integer sums
  *     are exact in any order, so a prefill tile forms them with one vpdpbusd
  *     chain for 16 rows: a third of the llama order's vector operations.
+ *     Q6_K in block order: per 256-element super-block one exact integer
+ *     sum (the 16 groups' scale x dot, the -32 offset included) and one fma;
+ *     the llama order is llama.cpp's x86 vec_dot (8 lanes, as above). Its
+ *     prefill tile puts 16 rows in the lanes of one vpdpbusd, as Q4_K's does.
  *     Against llama.cpp it lands about as far from llama.cpp's default as
  *     llama.cpp's own variants do, but not inside their recorded spread on
  *     every golden, so it is not the default (FIDELITY.md has the figures).

@@ -258,6 +258,30 @@ EL_CPU_CLONES void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *re
     *s = hsum8(acc);
 }
 
+/* Q6_K in block order (kernels.h, EL_ORDER_BLOCK): per super-block the exact
+ * integer sum over its 16 groups (scale times the group's dot, the -32 offset
+ * included), then one fma. llama.cpp's x86 build has no repacked Q6_K, and
+ * its newer builds take prompt batches of Q6_K through a tiled kernel of
+ * their own order: this is the order of neither. */
+EL_CPU_CLONES void el_vec_dot_q6_k_q8_k_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
+    const block_q6_K *restrict x = vx;
+    const block_q8_K *restrict y = vy;
+    const int nb = n / EL_QK_K;
+    float acc = 0.0f;
+    for (int i = 0; i < nb; ++i) {
+        int8_t a[EL_QK_K];
+        el_unpack_q6_k(&x[i], a);
+        int32_t isum = 0;
+        for (int g = 0; g < 16; ++g) {
+            int32_t p = 0;
+            for (int l = 0; l < 16; ++l) p += a[16 * g + l] * y[i].qs[16 * g + l];
+            isum += x[i].scales[g] * p;
+        }
+        acc = fmaf((float)isum, el_fp16_to_fp32(x[i].d) * y[i].d, acc);
+    }
+    *s = acc;
+}
+
 /* IQ4_XS: AVX2 vec_dot order. */
 EL_CPU_CLONES void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_iq4_xs *restrict x = vx;

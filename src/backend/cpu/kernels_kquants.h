@@ -17,6 +17,8 @@ void el_vec_dot_q3_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_q4_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_q5_k_q8_k(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_q6_k_q8_k(int n, float *s, const void *vx, const void *vy);
+/* Q6_K in block order (kernels.h, EL_ORDER_BLOCK): one fma per super-block. */
+void el_vec_dot_q6_k_q8_k_blk(int n, float *s, const void *vx, const void *vy);
 void el_vec_dot_iq4_xs_q8_k(int n, float *s, const void *vx, const void *vy);
 /* Row selectors (el_vec_dot_select_fn) for the repacked types; see kernel_types.h. */
 el_vec_dot_fn el_select_q2_k(int n_rows, int row, int k);

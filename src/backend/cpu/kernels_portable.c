@@ -388,6 +388,7 @@ static const el_cpu_type_kernels k_portable[EL_TYPE_COUNT] = {
  * integer sum per 32-element block, acc = fma((float)sumi, d_w * d_a, acc)
  * block after block — vec_dot_q4_0_q8_0's order. Q5_0's sum is formed as
  * sum(u * a) - 16 * sum(a) with u = the 5-bit value (exact either way).
+ * Q6_K's block-order entry is el_vec_dot_q6_k_q8_k_blk (kernels_kquants.c).
  */
 EL_CPU_CLONES static void vec_dot_q8_0_q8_0_blk(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
     const block_q8_0 *restrict x = vx;
@@ -418,6 +419,7 @@ EL_CPU_CLONES static void vec_dot_q5_0_q8_0_blk(int n, float *restrict s, const 
 static const el_cpu_type_kernels k_portable_block[EL_TYPE_COUNT] = {
     [EL_TYPE_Q5_0] = {EL_TYPE_Q8_0, vec_dot_q5_0_q8_0_blk, el_cpu_quantize_q8_0, NULL, NULL},
     [EL_TYPE_Q8_0] = {EL_TYPE_Q8_0, vec_dot_q8_0_q8_0_blk, el_cpu_quantize_q8_0, NULL, NULL},
+    [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, el_vec_dot_q6_k_q8_k_blk, el_quant_q8_k, NULL, NULL},
 };
 
 const el_cpu_type_kernels *el_cpu_kernels_portable_block(el_type t) {

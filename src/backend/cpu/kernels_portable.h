@@ -28,8 +28,8 @@ void el_cpu_quantize_q8_1(const float *src, void *dst, int64_t n);
 /* The portable C implementations (always available; the reference for tests). */
 const el_cpu_type_kernels *el_cpu_kernels_portable(el_type t);
 
-/* The portable Q8_0 and Q5_0 kernels in block order (kernels.h, el_cpu_order);
- * NULL for every other type (they have one order). */
+/* The portable Q8_0, Q5_0 and Q6_K kernels in block order (kernels.h,
+ * el_cpu_order); NULL for every other type (they have one order). */
 const el_cpu_type_kernels *el_cpu_kernels_portable_block(el_type t);
 
 #endif

@@ -1163,7 +1163,8 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
     u->d = kq_f16(b->d);
 }
 
-KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
+/* The 8 integer lanes of one block (exact). */
+KQ_INLINE __m256i q6k_lanes(const q6k_unpacked *u, const block_q8_K *y) {
     const __m512i z = _mm512_setzero_si512();
     __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_zextsi256_si512(kq_ld(y->bsums)), u->c32);
     __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(u->q[2], _mm512_loadu_si512(y->qs + 128)), u->sc[2]);
@@ -1171,9 +1172,7 @@ KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *s
     s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(u->q[3], _mm512_loadu_si512(y->qs + 192)), u->sc[3]);
     s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(u->q[1], _mm512_loadu_si512(y->qs + 64)), u->sc[1]);
     const __m512i T = _mm512_add_epi32(s0, s1);
-    const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
-    const float d = y->d * u->d;
-    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+    return _mm256_add_epi32(_mm512_castsi512_si256(T), _mm512_extracti64x4_epi64(T, 1));
 }
 #else
 typedef struct {
@@ -1199,19 +1198,24 @@ KQ_INLINE void q6k_unpack(const block_q6_K *b, q6k_unpacked *u) {
     u->d = kq_f16(b->d);
 }
 
-KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
+KQ_INLINE __m256i q6k_lanes(const q6k_unpacked *u, const block_q8_K *y) {
     /* the -32 offset: bsums . (-32 * scales) starts one chain (integers: exact in any order) */
     __m256i l0 = _mm256_madd_epi16(kq_ld(y->bsums), u->sc16), l1 = _mm256_setzero_si256();
     for (int c = 0; c < 8; c += 2) {
         l0 = KQ_DPWSSD(l0, _mm256_maddubs_epi16(u->q[c], kq_ld(y->qs + 32 * c)), u->sc[c]);
         l1 = KQ_DPWSSD(l1, _mm256_maddubs_epi16(u->q[c + 1], kq_ld(y->qs + 32 * c + 32)), u->sc[c + 1]);
     }
-    const __m256i lane = _mm256_add_epi32(l0, l1);
-    const float d = y->d * u->d;
-    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+    return _mm256_add_epi32(l0, l1);
 }
 
 #endif
+
+/* The vec_dot order: one fma per lane and block. */
+KQ_INLINE void q6k_block(const q6k_unpacked *u, const block_q8_K *y, kq_state *st) {
+    const __m256i lane = q6k_lanes(u, y);
+    const float d = y->d * u->d;
+    st->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane), st->acc);
+}
 
 /* ---- Q5_K: quants 0..31, one scale per 32; mins in a scalar fma chain ---- */
 typedef struct {
@@ -1431,7 +1435,7 @@ static inline float kq_finish(const kq_state *st, int with_s) {
 
 /*
  * Q6_K, one activation row (decode): the gemm's per-row work (q6k_unpack,
- * q6k_block, kq_finish: the same bits), with the weight stream prefetched
+ * BLOCK, kq_finish: the same bits), with the weight stream prefetched
  * KQ_Q6K_PF_ROWS rows ahead (block i of the row that many rows on, at block
  * step i) into KQ_Q6K_PF_HINT (L2; the gemm's own path prefetches 4 KB ahead
  * into L1). 0 (not taken) for more activation rows.
@@ -1442,27 +1446,30 @@ static inline float kq_finish(const kq_state *st, int with_s) {
 #ifndef KQ_Q6K_PF_HINT
 #define KQ_Q6K_PF_HINT _MM_HINT_T1
 #endif
-static int kq_dec_q6_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,
-                       size_t ldy) {
-    (void)ldx, (void)ldy;
-    if (nt != 1) return 0;
-    const int nb = k / EL_QK_K;
-    const block_q8_K *xa = x;
-    for (int r = 0; r < nr; ++r) {
-        const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);
-        kq_state st = {_mm256_setzero_ps(), 0.0f};
-        for (int i = 0; i < nb; ++i) {
-            /* block i of the row KQ_Q6K_PF_ROWS on (4 lines: consecutive blocks cover every line) */
-            const char *pf = (const char *)&wr[i] + KQ_Q6K_PF_ROWS * ldw;
-            for (int o = 0; o < 256; o += 64) _mm_prefetch(pf + o, KQ_Q6K_PF_HINT);
-            q6k_unpacked u;
-            q6k_unpack(&wr[i], &u);
-            q6k_block(&u, &xa[i], &st);
-        }
-        y[r] = kq_finish(&st, 0);
+#define KQ_DEC_Q6K(NAME, BLOCK, WITH_S)                                                                       \
+    static int NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int nt, float *y,      \
+                    size_t ldy) {                                                                               \
+        (void)ldx, (void)ldy;                                                                                   \
+        if (nt != 1) return 0;                                                                                  \
+        const int nb = k / EL_QK_K;                                                                             \
+        const block_q8_K *xa = x;                                                                               \
+        for (int r = 0; r < nr; ++r) {                                                                          \
+            const block_q6_K *wr = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)r);                  \
+            kq_state st = {_mm256_setzero_ps(), 0.0f};                                                          \
+            for (int i = 0; i < nb; ++i) {                                                                      \
+                /* block i of the row KQ_Q6K_PF_ROWS on (4 lines: consecutive blocks cover every line) */      \
+                const char *pf = (const char *)&wr[i] + KQ_Q6K_PF_ROWS * ldw;                                   \
+                for (int o = 0; o < 256; o += 64) _mm_prefetch(pf + o, KQ_Q6K_PF_HINT);                         \
+                q6k_unpacked u;                                                                                 \
+                q6k_unpack(&wr[i], &u);                                                                         \
+                BLOCK(&u, &xa[i], &st);                                                                         \
+            }                                                                                                   \
+            y[r] = kq_finish(&st, WITH_S);                                                                      \
+        }                                                                                                       \
+        return 1;                                                                                               \
     }
-    return 1;
-}
+
+KQ_DEC_Q6K(kq_dec_q6_k, q6k_block, 0)
 
 KQ_X86_ORDER(q3_k, block_q3_K, q3k_unpacked, q3k_unpack, q3k_block, 0, kq_dec_none)
 KQ_X86_ORDER(q5_k, block_q5_K, q5k_unpacked, q5k_unpack, q5k_block, 1, kq_dec_none)
