@@ -76,9 +76,12 @@ KQ_INLINE void q6k_pack16_build(const block_q6_K *const rows[16], q6k_pack16 *pk
 }
 
 /* na (1..4) activation rows against a packed block: acc (16 row lanes each)
- * takes one fma per super-block. Two groups' dot chains per activation row are
- * in flight. */
-KQ_INLINE void q6k_acts16(const q6k_pack16 *pk, const block_q8_K *const *yb, __m512 *acc, const int na) {
+ * takes one fma per super-block (one order: x4 and accm, which stays 0, are
+ * KQ_GEMM16_BODY's). Two groups' dot chains per activation row are in
+ * flight. */
+KQ_INLINE void q6k_acts16(const q6k_pack16 *pk, const block_q8_K *const *yb, const int *x4, __m512 *acc,
+                          __m512 *accm, const int na) {
+    (void)x4, (void)accm;
     __m512i tot[4], off[4];
     for (int a = 0; a < na; ++a) {
         tot[a] = off[a] = _mm512_setzero_si512();
@@ -106,6 +109,9 @@ KQ_INLINE void q6k_acts16(const q6k_pack16 *pk, const block_q8_K *const *yb, __m
     }
 }
 
+typedef __m256i q6k_pack16_tmp[64];
+KQ_GEMM16_BODY(q6_k_blk, block_q6_K, q6k_pack16, q6k_pack16_tmp, q6k_pack16_build, q6k_acts16)
+
 /* The Q6_K block-order gemm of the AVX-512 table: up to 4 activation rows
  * (decode, batched decode) through kq_gemm_q6_k_blk, more in 16-row groups. */
 static void kq_gemm16_q6_k_blk(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
@@ -114,41 +120,7 @@ static void kq_gemm16_q6_k_blk(int k, const void *w, size_t ldw, int nr, const v
         kq_gemm_q6_k_blk(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
         return;
     }
-    const int nb = k / EL_QK_K;
-    q6k_pack16 pk;
-    __m256i tmp[64];
-    __m512 acc[KQ_TT];
-    for (int r0 = 0; r0 < nr; r0 += 16) {
-        const int rn = nr - r0 < 16 ? nr - r0 : 16;
-        for (int ta = 0; ta < nt; ta += KQ_TT) {
-            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
-            for (int a = 0; a < tn; ++a) acc[a] = _mm512_setzero_ps();
-            for (int i = 0; i < nb; ++i) {
-                const block_q6_K *rows[16];
-                for (int r = 0; r < 16; ++r)
-                    rows[r] = (const block_q6_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
-                q6k_pack16_build(rows, &pk, tmp);
-                /* the next block of these rows (or the first of the next group) */
-                for (int r = 0; r < 16; ++r) {
-                    const uint8_t *nx = i + 1 < nb ? (const uint8_t *)(rows[r] + 1)
-                                                   : (const uint8_t *)w + ldw * (size_t)(r0 + 16 + r < nr ? r0 + 16 + r : nr - 1);
-                    for (size_t o = 0; o < sizeof(block_q6_K); o += 64) _mm_prefetch((const char *)nx + o, _MM_HINT_T0);
-                }
-                int a = 0;
-                for (; a + 4 <= tn; a += 4) {
-                    const block_q8_K *yb[4];
-                    for (int q = 0; q < 4; ++q) yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
-                    q6k_acts16(&pk, yb, acc + a, 4);
-                }
-                for (; a < tn; ++a) {
-                    const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i};
-                    q6k_acts16(&pk, yb, acc + a, 1);
-                }
-            }
-            for (int a = 0; a < tn; ++a)
-                _mm512_mask_storeu_ps(y + (size_t)(ta + a) * ldy + r0, (__mmask16)((1u << rn) - 1), acc[a]);
-        }
-    }
+    kq_gemm16_body_q6_k_blk(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
 }
 #define KQ_GEMM_Q6_K_BLK kq_gemm16_q6_k_blk
 #else

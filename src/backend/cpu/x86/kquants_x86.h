@@ -866,6 +866,64 @@ KQ_INLINE void q4k_acts16(const q4k_pack16 *pk, const block_q8_K *const *yb, con
         }
 }
 
+/*
+ * The 16-row gemm over packed blocks (PT, built by BUILD with a TMPT
+ * scratch): per 16-row group and tile of KQ_TT activation rows, block by
+ * block, the block packed once and met by every activation row of the tile
+ * through ACTS, 4 at a time, then one at a time. ACTS keeps two
+ * accumulators (acc, accm: the output is acc - accm) and takes the x4 order
+ * for activation rows below n_act - n_act % 4 where its type has two orders.
+ */
+#define KQ_GEMM16_BODY(NAME, BT, PT, TMPT, BUILD, ACTS)                                                       \
+    static void kq_gemm16_body_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx,   \
+                                      int t0, int nt, int n_act, float *y, size_t ldy) {                     \
+        const int nb = k / EL_QK_K;                                                                          \
+        const int lim = n_act - n_act % 4;                                                                   \
+        PT pk;                                                                                               \
+        TMPT tmp;                                                                                            \
+        __m512 acc[KQ_TT], accm[KQ_TT];                                                                      \
+        int x4[KQ_TT];                                                                                       \
+        for (int r0 = 0; r0 < nr; r0 += 16) {                                                                \
+            const int rn = nr - r0 < 16 ? nr - r0 : 16;                                                      \
+            for (int ta = 0; ta < nt; ta += KQ_TT) {                                                         \
+                const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;                                            \
+                for (int a = 0; a < tn; ++a) {                                                               \
+                    acc[a] = accm[a] = _mm512_setzero_ps();                                                  \
+                    x4[a] = t0 + ta + a < lim;                                                               \
+                }                                                                                            \
+                for (int i = 0; i < nb; ++i) {                                                               \
+                    const BT *rows[16];                                                                      \
+                    for (int r = 0; r < 16; ++r)                                                             \
+                        rows[r] = (const BT *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i; \
+                    BUILD(rows, &pk, tmp);                                                                   \
+                    /* the next block of these rows (or the first of the next group) */                     \
+                    for (int r = 0; r < 16; ++r) {                                                           \
+                        const uint8_t *nx = i + 1 < nb ? (const uint8_t *)(rows[r] + 1)                       \
+                                                       : (const uint8_t *)w + ldw * (size_t)(r0 + 16 + r < nr ? r0 + 16 + r : nr - 1); \
+                        for (size_t o = 0; o < sizeof(BT); o += 64) _mm_prefetch((const char *)nx + o, _MM_HINT_T0); \
+                    }                                                                                        \
+                    int a = 0;                                                                               \
+                    for (; a + 4 <= tn; a += 4) {                                                            \
+                        const block_q8_K *yb[4];                                                             \
+                        for (int q = 0; q < 4; ++q)                                                          \
+                            yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i; \
+                        ACTS(&pk, yb, x4 + a, acc + a, accm + a, 4);                                         \
+                    }                                                                                        \
+                    for (; a < tn; ++a) {                                                                    \
+                        const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i}; \
+                        ACTS(&pk, yb, x4 + a, acc + a, accm + a, 1);                                         \
+                    }                                                                                        \
+                }                                                                                            \
+                for (int a = 0; a < tn; ++a)                                                                 \
+                    _mm512_mask_storeu_ps(y + (size_t)(ta + a) * ldy + r0, (__mmask16)((1u << rn) - 1),      \
+                                          _mm512_sub_ps(acc[a], accm[a]));                                   \
+            }                                                                                                \
+        }                                                                                                    \
+    }
+
+typedef q4k_pack q4k_pack16_tmp[2];
+KQ_GEMM16_BODY(q4_k, block_q4_K, q4k_pack16, q4k_pack16_tmp, q4k_pack16_build, q4k_acts16)
+
 /* The Q4_K gemm entry of the AVX-512 table: decode and 1-2 activation rows
  * through kq_gemm_q4_k, larger blocks in 16-row groups. */
 static void kq_gemm16_q4_k(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx, int t0, int nt,
@@ -876,47 +934,7 @@ static void kq_gemm16_q4_k(int k, const void *w, size_t ldw, int nr, const void 
     }
     /* a batched decode step: the decode kernel */
     if (nt <= KQ_DEC_TT && kq_try_dec_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy)) return;
-    const int nb = k / EL_QK_K;
-    const int lim = n_act - n_act % 4;
-    q4k_pack16 pk;
-    q4k_pack tmp[2];
-    __m512 acc[KQ_TT], accm[KQ_TT];
-    int x4[KQ_TT];
-    for (int r0 = 0; r0 < nr; r0 += 16) {
-        const int rn = nr - r0 < 16 ? nr - r0 : 16;
-        for (int ta = 0; ta < nt; ta += KQ_TT) {
-            const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;
-            for (int a = 0; a < tn; ++a) {
-                acc[a] = accm[a] = _mm512_setzero_ps();
-                x4[a] = t0 + ta + a < lim;
-            }
-            for (int i = 0; i < nb; ++i) {
-                const block_q4_K *rows[16];
-                for (int r = 0; r < 16; ++r)
-                    rows[r] = (const block_q4_K *)((const uint8_t *)w + ldw * (size_t)(r0 + (r < rn ? r : rn - 1))) + i;
-                q4k_pack16_build(rows, &pk, tmp);
-                /* the next block of these rows (or the first of the next group) */
-                for (int r = 0; r < 16; ++r) {
-                    const uint8_t *nx = i + 1 < nb ? (const uint8_t *)(rows[r] + 1)
-                                                   : (const uint8_t *)w + ldw * (size_t)(r0 + 16 + r < nr ? r0 + 16 + r : nr - 1);
-                    for (size_t o = 0; o < sizeof(block_q4_K); o += 64) _mm_prefetch((const char *)nx + o, _MM_HINT_T0);
-                }
-                int a = 0;
-                for (; a + 4 <= tn; a += 4) {
-                    const block_q8_K *yb[4];
-                    for (int q = 0; q < 4; ++q) yb[q] = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a + q)) + i;
-                    q4k_acts16(&pk, yb, x4 + a, acc + a, accm + a, 4);
-                }
-                for (; a < tn; ++a) {
-                    const block_q8_K *yb[1] = {(const block_q8_K *)((const uint8_t *)x + ldx * (size_t)(ta + a)) + i};
-                    q4k_acts16(&pk, yb, x4 + a, acc + a, accm + a, 1);
-                }
-            }
-            for (int a = 0; a < tn; ++a)
-                _mm512_mask_storeu_ps(y + (size_t)(ta + a) * ldy + r0, (__mmask16)((1u << rn) - 1),
-                                      _mm512_sub_ps(acc[a], accm[a]));
-        }
-    }
+    kq_gemm16_body_q4_k(k, w, ldw, nr, x, ldx, t0, nt, n_act, y, ldy);
 }
 #define KQ_GEMM_Q4_K kq_gemm16_q4_k
 #else
