@@ -21,9 +21,10 @@
  *    the packed scales different in every block of every row (a row or
  *    lane mixed up in the 8-row reduction changes an output), the outputs
  *    past the last row left alone;
- *  - prefill-sized gemm blocks (up to 64 weight rows, 17..130 activation
+ *  - prefill-sized gemm blocks (up to 64 weight rows, 17..290 activation
  *    rows at offsets that mix the x4 and vec_dot orders), across the
- *    kernels' row and activation tiles: the portable bits per output.
+ *    kernels' row and activation tiles (the 16-row gemms take 256): the
+ *    portable bits per output.
  */
 #include <math.h>
 #include <stddef.h>
@@ -245,14 +246,14 @@ static void check_decode_edges(const el_cpu_type_kernels *tab, const el_cpu_type
 }
 
 /* Prefill-sized gemm blocks (as ops.c hands them: up to 64 weight rows,
- * 64 activation rows and more): tiles of weight and activation rows that do
+ * 64 or 256 activation rows): tiles of weight and activation rows that do
  * not divide the block (the x86-order gemm walks KQ_XO_RG x KQ_XO_TA tiles,
  * Q4_K 16-row groups and KQ_TT activation rows), offsets t0 that mix the x4
  * and vec_dot orders: the portable bits per output, nothing written outside. */
 static void check_prefill_tiles(const el_cpu_type_kernels *tab, const el_cpu_type_kernels *por, const char *level) {
     static const int shapes[][4] = {/* nr, t0, nt, n_act */ {64, 0, 64, 64}, {37, 0, 17, 17}, {50, 5, 33, 40},
-                                    {64, 64, 70, 134}, {19, 1, 130, 131}};
-    const int k = 2 * EL_QK_K, na = 134, nw = 64, ldy = nw + 3;
+                                    {64, 64, 70, 134}, {19, 1, 130, 131}, {21, 3, 290, 297}};
+    const int k = 2 * EL_QK_K, na = 297, nw = 64, ldy = nw + 3;
     float *x = malloc(sizeof(float) * (size_t)k * na), *y = malloc(sizeof(float) * (size_t)ldy * na);
     for (int i = 0; i < k * na; i++) x[i] = rndf();
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {

@@ -27,6 +27,8 @@ extern const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUN
 /* the K-quant files' Q6_K entry in block order */
 extern const el_cpu_type_kernels el_cpu_kernels_kquants_block_avx2[EL_TYPE_COUNT];
 extern const el_cpu_type_kernels el_cpu_kernels_kquants_block_avx512[EL_TYPE_COUNT];
+/* the AVX-512 K-quant gemms' token blocks, per type (kernels.h, el_cpu_kernels_gemm_toks) */
+extern const int el_cpu_gemm_toks_kquants_avx512[EL_TYPE_COUNT];
 #endif
 
 #if defined(__aarch64__)

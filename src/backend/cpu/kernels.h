@@ -86,4 +86,10 @@ const char *el_cpu_level_name(el_cpu_level l);
 /* Kernels for a weight type, NULL if none. */
 const el_cpu_type_kernels *el_cpu_kernels(el_type t);
 
+/* The activation rows the process table's gemm for weight type t is made to
+ * take per call (its packed weight block amortized over them); 0 when it
+ * states none (the matmul driver then uses its own block). A property of
+ * speed only: any block gives the same bits. */
+int el_cpu_kernels_gemm_toks(el_type t);
+
 #endif

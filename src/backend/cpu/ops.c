@@ -56,6 +56,7 @@ bool el_op_matmul_row_order_on(void) { return g_row_order; }
  * share of the units: in decode the two cores stream disjoint parts of the
  * weights, with one pool job (one barrier) for the whole group. Prefill walks
  * each share in blocks of EL_MM_ROWS weight rows × EL_MM_TOKS activation rows
+ * (or the larger block a matrix's gemm is made for, el_cpu_kernels_gemm_toks)
  * handed to the type's gemm (or vec_dot per output), so a block of weights is
  * unpacked once per block of tokens and stays in cache. Units keep threads
  * off each other's cache lines of y.
@@ -98,8 +99,13 @@ static void matmul_task(void *vctx, int ith, int nth) {
     const matmul_ctx *c = vctx;
     const int64_t total = c->units[c->count];
     const int64_t u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
-    for (int t0 = 0; t0 < c->n; t0 += EL_MM_TOKS) {
-        const int t1 = t0 + EL_MM_TOKS < c->n ? t0 + EL_MM_TOKS : c->n;
+    int toks = EL_MM_TOKS;
+    for (int mi = 0; mi < c->count; mi++) {
+        const int tk = c->kk[mi]->gemm ? el_cpu_kernels_gemm_toks(c->W[mi]->type) : 0;
+        if (tk > toks) toks = tk;
+    }
+    for (int t0 = 0; t0 < c->n; t0 += toks) {
+        const int t1 = t0 + toks < c->n ? t0 + toks : c->n;
         for (int mi = 0; mi < c->count; mi++) {
             const int64_t a = u0 > c->units[mi] ? u0 : c->units[mi];
             const int64_t b = u1 < c->units[mi + 1] ? u1 : c->units[mi + 1];

@@ -131,4 +131,10 @@ const el_cpu_type_kernels KQ_BLOCK_TABLE[EL_TYPE_COUNT] = {
     [EL_TYPE_Q6_K] = {EL_TYPE_Q8_K, kq_vec_dot_q6_k_blk, kq_quantize_q8_k, NULL, KQ_GEMM_Q6_K_BLK},
 };
 
+#if KQ_VNNI
+/* The token blocks of this file's 16-row gemms (Q4_K's in either order, Q6_K's in block order; Q6_K's
+ * vec_dot-order gemm walks 16-row x 16-token tiles and takes any block as well). */
+const int el_cpu_gemm_toks_kquants_avx512[EL_TYPE_COUNT] = {[EL_TYPE_Q4_K] = KQ_TT16, [EL_TYPE_Q6_K] = KQ_TT16};
+#endif
+
 #endif

@@ -874,6 +874,13 @@ KQ_INLINE void q4k_acts16(const q4k_pack16 *pk, const block_q8_K *const *yb, con
  * accumulators (acc, accm: the output is acc - accm) and takes the x4 order
  * for activation rows below n_act - n_act % 4 where its type has two orders.
  */
+/* Activation rows one packed block meets (el_cpu_gemm_toks_kquants_avx512:
+ * the token block the matmul driver hands these gemms): at 256 rather than 64 the
+ * packing costs a quarter as much per product, and a 16-row group's
+ * accumulators (32 KB) still sit in L1/L2. */
+#ifndef KQ_TT16
+#define KQ_TT16 256
+#endif
 #define KQ_GEMM16_BODY(NAME, BT, PT, TMPT, BUILD, ACTS)                                                       \
     static void kq_gemm16_body_##NAME(int k, const void *w, size_t ldw, int nr, const void *x, size_t ldx,   \
                                       int t0, int nt, int n_act, float *y, size_t ldy) {                     \
@@ -881,12 +888,12 @@ KQ_INLINE void q4k_acts16(const q4k_pack16 *pk, const block_q8_K *const *yb, con
         const int lim = n_act - n_act % 4;                                                                   \
         PT pk;                                                                                               \
         TMPT tmp;                                                                                            \
-        __m512 acc[KQ_TT], accm[KQ_TT];                                                                      \
-        int x4[KQ_TT];                                                                                       \
+        __m512 acc[KQ_TT16], accm[KQ_TT16];                                                                  \
+        int x4[KQ_TT16];                                                                                     \
         for (int r0 = 0; r0 < nr; r0 += 16) {                                                                \
             const int rn = nr - r0 < 16 ? nr - r0 : 16;                                                      \
-            for (int ta = 0; ta < nt; ta += KQ_TT) {                                                         \
-                const int tn = nt - ta < KQ_TT ? nt - ta : KQ_TT;                                            \
+            for (int ta = 0; ta < nt; ta += KQ_TT16) {                                                       \
+                const int tn = nt - ta < KQ_TT16 ? nt - ta : KQ_TT16;                                        \
                 for (int a = 0; a < tn; ++a) {                                                               \
                     acc[a] = accm[a] = _mm512_setzero_ps();                                                  \
                     x4[a] = t0 + ta + a < lim;                                                               \
