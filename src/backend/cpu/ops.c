@@ -39,6 +39,7 @@ typedef struct {
     int64_t k;        /* activation row length (every W's ne0) */
     int n;
     const el_cpu_type_kernels *kk[EL_MM_MAX];
+    int toks;         /* activation rows a gemm call takes (prefill's token block) */
     el_from_float_fn quantize;
     bool row_order; /* every activation row in the arithmetic of a one-row product */
 } matmul_ctx;
@@ -99,13 +100,8 @@ static void matmul_task(void *vctx, int ith, int nth) {
     const matmul_ctx *c = vctx;
     const int64_t total = c->units[c->count];
     const int64_t u0 = total * ith / nth, u1 = total * (ith + 1) / nth;
-    int toks = EL_MM_TOKS;
-    for (int mi = 0; mi < c->count; mi++) {
-        const int tk = c->kk[mi]->gemm ? el_cpu_kernels_gemm_toks(c->W[mi]->type) : 0;
-        if (tk > toks) toks = tk;
-    }
-    for (int t0 = 0; t0 < c->n; t0 += toks) {
-        const int t1 = t0 + toks < c->n ? t0 + toks : c->n;
+    for (int t0 = 0; t0 < c->n; t0 += c->toks) {
+        const int t1 = t0 + c->toks < c->n ? t0 + c->toks : c->n;
         for (int mi = 0; mi < c->count; mi++) {
             const int64_t a = u0 > c->units[mi] ? u0 : c->units[mi];
             const int64_t b = u1 < c->units[mi + 1] ? u1 : c->units[mi + 1];
@@ -139,12 +135,14 @@ void el_op_matmul_n(el_pool *pool, int count, const el_mat *const W[], const flo
         for (int i = 0; i < count; i++) el_op_matmul_n(pool, 1, &W[i], x, n, &y[i], bias ? &bias[i] : NULL, wscratch);
         return;
     }
-    matmul_ctx c = {.count = count, .x = x, .n = n, .k = W[0]->ne0, .row_order = g_row_order};
+    matmul_ctx c = {.count = count, .x = x, .n = n, .k = W[0]->ne0, .row_order = g_row_order, .toks = EL_MM_TOKS};
     for (int i = 0; i < count; i++) {
         c.W[i] = W[i];
         c.y[i] = y[i];
         c.bias[i] = bias ? bias[i] : NULL;
         c.kk[i] = el_cpu_kernels(W[i]->type);
+        const int tk = c.kk[i]->gemm ? el_cpu_kernels_gemm_toks(W[i]->type) : 0;
+        if (tk > c.toks) c.toks = tk;
         c.units[i + 1] = c.units[i] + (W[i]->ne1 + EL_MM_ALIGN - 1) / EL_MM_ALIGN;
     }
     const el_cpu_type_kernels *kk = c.kk[0];

@@ -1405,7 +1405,10 @@ static inline float kq_finish(const kq_state *st, int with_s) {
  * block by block, so one block of the tile's activation rows (KQ_XO_TA x 292
  * bytes) stays in L1 for the KQ_XO_RG rows that meet it, with their
  * accumulators (KQ_XO_RG x KQ_XO_TA states); every output still takes its
- * blocks in order, one BLOCK each: the same bits for any tile. */
+ * blocks in order, one BLOCK each: the same bits for any tile. Decode and
+ * batches of up to 3 rows have no activation block to reuse and walk one
+ * weight row at a time, its blocks in sequence, as the stream prefetch
+ * (kq_dec_prefetch, 4 KB ahead in the weights) expects. */
 #ifndef KQ_XO_RG
 #define KQ_XO_RG 16
 #endif
@@ -1433,8 +1436,9 @@ static inline float kq_finish(const kq_state *st, int with_s) {
         if (DEC(k, w, ldw, nr, x, ldx, nt, y, ldy)) return;                                                 \
         const int nb = k / EL_QK_K;                                                                         \
         kq_state st[KQ_XO_RG * KQ_XO_TA];                                                                   \
-        for (int r0 = 0; r0 < nr; r0 += KQ_XO_RG) {                                                         \
-            const int rn = nr - r0 < KQ_XO_RG ? nr - r0 : KQ_XO_RG;                                         \
+        const int rg = nt <= 3 ? 1 : KQ_XO_RG;                                                              \
+        for (int r0 = 0; r0 < nr; r0 += rg) {                                                               \
+            const int rn = nr - r0 < rg ? nr - r0 : rg;                                                     \
             for (int ta = 0; ta < nt; ta += KQ_XO_TA) {                                                     \
                 const int tn = nt - ta < KQ_XO_TA ? nt - ta : KQ_XO_TA;                                     \
                 for (int q = 0; q < rn * KQ_XO_TA; ++q) {                                                   \
