@@ -107,7 +107,15 @@ int main(void) {
         const char *want_order = getenv("EL_KERNEL_ORDER") && !strcmp(getenv("EL_KERNEL_ORDER"), "block") ? "block" : "llama";
         CHECKF(cJSON_IsString(ko) && !strcmp(ko->valuestring, want_order), "kernel_order %s, want %s",
                cJSON_IsString(ko) ? ko->valuestring : "?", want_order);
-        CHECKF(cJSON_GetArraySize(j) == 31, "%d fields", cJSON_GetArraySize(j));
+        /* the weight layout that ran (backend/cpu/layout.h): flat with nothing repacked unless
+         * EL_WEIGHT_LAYOUT asks for one (test_bench runs without it) */
+        const cJSON *wl = cJSON_GetObjectItem(j, "weight_layout");
+        if (!getenv("EL_WEIGHT_LAYOUT")) {
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "flat"), "weight_layout %s",
+                   cJSON_IsString(wl) ? wl->valuestring : "?");
+            CHECK(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0);
+        }
+        CHECKF(cJSON_GetArraySize(j) == 34, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -141,7 +149,7 @@ int main(void) {
             }
             CHECK(num(sp, "predicted_speedup") > 0);
             CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "same_tokens")));
-            CHECKF(cJSON_GetArraySize(js) == 32, "%d fields with spec", cJSON_GetArraySize(js));
+            CHECKF(cJSON_GetArraySize(js) == 35, "%d fields with spec", cJSON_GetArraySize(js));
         }
         cJSON_Delete(js);
         free(out);

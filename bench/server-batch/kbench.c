@@ -11,7 +11,12 @@
  * (the bits: equal across builds that keep the kernel's arithmetic, and the
  * same for each row whatever the row count, which it checks).
  *
- * usage: kbench [K] [N] [REPS] [TYPE]
+ * With LAYOUT r16 (Q8_0 only) the matrix is packed into layout.h's
+ * EL_LAYOUT_Q8_0_R16 first and each product is one call of the layout's
+ * kernel over all N rows (what ops.c hands a thread in decode); its hashes
+ * equal the flat kernels' in the block order (EL_KERNEL_ORDER=block).
+ *
+ * usage: kbench [K] [N] [REPS] [TYPE] [LAYOUT]
  * Contract: measures only; exit 1 if a row's output differs between row counts.
  */
 #include <stdint.h>
@@ -21,6 +26,7 @@
 #include <time.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
 
@@ -52,6 +58,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: kbench [K%%32] [N%%64] [REPS] [Q4_0|Q5_0|Q8_0]\n");
         return 2;
     }
+    const int r16 = argc > 5 && !strcmp(argv[5], "r16");
+    if (r16 && types[ti].type != EL_TYPE_Q8_0) {
+        fprintf(stderr, "kbench: layout r16 is for Q8_0\n");
+        return 2;
+    }
     const el_cpu_type_kernels *kk = el_cpu_kernels(types[ti].type);
     const int TT = 8;
     const size_t bb = types[ti].bytes, ldw = (size_t)K / 32 * bb, ldx = (size_t)K / 32 * sizeof(block_q8_0);
@@ -63,6 +74,14 @@ int main(int argc, char **argv) {
             const el_fp16 d = el_fp32_to_fp16(((int)(rnd() % 2001) - 1000) * 1e-5f);
             memcpy(blk, &d, sizeof d);
         }
+    uint8_t *wp = NULL;
+    el_layout_gemm_fn lg = NULL;
+    if (r16) {
+        const size_t pb = el_layout_bytes(EL_LAYOUT_Q8_0_R16, K, N);
+        wp = aligned_alloc(64, (pb + 63) / 64 * 64);
+        el_layout_pack(EL_LAYOUT_Q8_0_R16, w, ldw, K, N, wp);
+        lg = el_cpu_layout_gemm(EL_LAYOUT_Q8_0_R16);
+    }
     float *xf = malloc(sizeof(float) * K * TT);
     for (int i = 0; i < K * TT; i++) xf[i] = ((int)(rnd() % 20001) - 10000) * 1e-4f;
     uint8_t *xq = aligned_alloc(64, (ldx * TT + 63) / 64 * 64);
@@ -70,14 +89,16 @@ int main(int argc, char **argv) {
     float *y = malloc(sizeof(float) * (size_t)N * TT);
     double t1 = 0;
     int bad = 0;
-    printf("%s %d x %d, one thread, best of %d (CPU time), kernel order %s\n", tn, K, N, reps,
-           el_cpu_order_name(el_cpu_kernels_order()));
+    printf("%s %d x %d, one thread, best of %d (CPU time), kernel order %s, layout %s\n", tn, K, N, reps,
+           el_cpu_order_name(el_cpu_kernels_order()), r16 ? "q8_0_r16" : "flat");
     for (int nt = 1; nt <= TT; nt++) {
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             const double c0 = cpu_now();
-            for (int r0 = 0; r0 < N; r0 += 64)
-                kk->gemm(K, w + ldw * r0, ldw, 64, xq, ldx, 0, nt, 1, y + r0, (size_t)N);
+            if (lg) lg(K, wp, N, xq, ldx, nt, y, (size_t)N);
+            else
+                for (int r0 = 0; r0 < N; r0 += 64)
+                    kk->gemm(K, w + ldw * r0, ldw, 64, xq, ldx, 0, nt, 1, y + r0, (size_t)N);
             const double c = cpu_now() - c0;
             if (c < best) best = c;
         }
@@ -87,7 +108,10 @@ int main(int argc, char **argv) {
         /* each row of the nt-row product equals that row computed alone */
         for (int t = 0; t < nt; t++) {
             float *y1 = malloc(sizeof(float) * (size_t)N);
-            for (int r0 = 0; r0 < N; r0 += 64) kk->gemm(K, w + ldw * r0, ldw, 64, xq + ldx * t, ldx, 0, 1, 1, y1 + r0, (size_t)N);
+            if (lg) lg(K, wp, N, xq + ldx * t, ldx, 1, y1, (size_t)N);
+            else
+                for (int r0 = 0; r0 < N; r0 += 64)
+                    kk->gemm(K, w + ldw * r0, ldw, 64, xq + ldx * t, ldx, 0, 1, 1, y1 + r0, (size_t)N);
             if (memcmp(y1, y + (size_t)N * t, sizeof(float) * (size_t)N)) {
                 printf("  row %d of %d differs from the same row alone\n", t, nt);
                 bad = 1;
@@ -95,6 +119,6 @@ int main(int argc, char **argv) {
             free(y1);
         }
     }
-    free(w), free(xf), free(xq), free(y);
+    free(w), free(wp), free(xf), free(xq), free(y);
     return bad;
 }

@@ -39,9 +39,11 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
 #include "backend/cpu/membw.h"
 #include "cli/cli.h"
 #include "memory/load.h"
+#include "runtime/model.h"
 #include "package/gguf.h"
 
 /* VmRSS of this process in bytes (0 if unknown). */
@@ -411,6 +413,9 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         /* which CPU kernels ran: the ISA level and the Q8_0/Q5_0/Q6_K arithmetic order (backend/cpu/kernels.h) */
         printf(",\"cpu_isa\":\"%s\",\"kernel_order\":\"%s\"", el_cpu_level_name(el_cpu_kernels_level()),
                el_cpu_order_name(el_cpu_kernels_order()));
+        /* the weight layout that ran (backend/cpu/layout.h): flat, or the one the matrices were repacked into */
+        printf(",\"weight_layout\":\"%s\",\"layout_matrices\":%d,\"layout_bytes\":%zu",
+               el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT), m->layout_mats, m->layout_bytes);
         if (sb.ran) spec_json(&sb);
         if (moe) { /* expert residency (memory/experts.h): the decode runs' hits and faults */
             printf(",\"experts\":{\"total_bytes\":%llu,\"budget_bytes\":%llu,\"resident_bytes\":%llu,"
@@ -481,8 +486,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
                (double)wbytes / (double)(1u << 20), bw, limit);
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
-        printf("kernels:  %s, Q8_0/Q5_0/Q6_K in %s order\n", el_cpu_level_name(el_cpu_kernels_level()),
-               el_cpu_order_name(el_cpu_kernels_order()));
+        printf("kernels:  %s, Q8_0/Q5_0/Q6_K in %s order, weight layout %s", el_cpu_level_name(el_cpu_kernels_level()),
+               el_cpu_order_name(el_cpu_kernels_order()), el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT));
+        if (m->layout_mats) printf(" (%d matrices repacked at load, %.1f MiB)", m->layout_mats, (double)m->layout_bytes / (double)(1u << 20));
+        putchar('\n');
         if (sb.ran) {
             const int passes = sb.rounds + sb.plain_steps;
             printf("spec:     --spec %s, %d tokens from a copy-heavy prompt: plain %.2f t/s, speculative %.2f t/s "

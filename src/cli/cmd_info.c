@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
+#include "runtime/model.h"
 #include "cli/cli.h"
 #include "package/gguf.h"
 #include "package/types.h"
@@ -181,8 +183,13 @@ int cli_cmd_info(cli_opts *o) {
     size_t sb = el_session_bytes(m, n_ctx, n_batch);
     printf("  architecture: %s, vocab %d, train context %d\n", el_model_arch(m), el_model_n_vocab(m),
            el_model_n_ctx_train(m));
+    /* matrices repacked at load into a kernel's layout (backend/cpu/layout.h, EL_WEIGHT_LAYOUT=flat|r16) */
+    printf("  weight layout: %s", el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT));
+    if (m->layout_mats) printf(", %d matrices repacked, %zu bytes (%.2f MiB) beside the mapped file", m->layout_mats,
+                               m->layout_bytes, mib((double)m->layout_bytes));
+    putchar('\n');
     printf("  session (context %d, batch %d): %zu bytes (%.2f MiB)\n", n_ctx, n_batch, sb, mib((double)sb));
-    printf("  total: %.2f MiB\n", mib((double)fsize + (double)sb));
+    printf("  total: %.2f MiB\n", mib((double)fsize + (double)m->owned_bytes + (double)sb));
     el_model_free(m);
     return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_ERROR;
 }

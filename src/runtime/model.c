@@ -10,6 +10,7 @@
 #include "runtime/model.h"
 #include "runtime/grammar.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
 #include "runtime/chat.h"
 #include "util/error.h"
 
@@ -129,6 +131,10 @@ el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n) {
     el_mat v = *w;
     v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
     v.ne1 = n;
+    if (w->layout && r0 % EL_LAYOUT_R16_ROWS == 0 && n % EL_LAYOUT_R16_ROWS == 0) /* whole groups: the packed view */
+        v.packed = (const uint8_t *)w->packed + el_layout_group_bytes(w->layout, w->ne0) * (size_t)(r0 / EL_LAYOUT_R16_ROWS);
+    else /* the flat rows: the same bits (a layout keeps its type's arithmetic) */
+        v.packed = NULL, v.layout = EL_LAYOUT_FLAT;
     return v;
 }
 
@@ -423,6 +429,50 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
 
 #define EL_LAYER_MATS 15 /* the products a layer may have (fill_mem) */
 
+/*
+ * Weight layouts (backend/cpu/layout.h, EL_WEIGHT_LAYOUT): every dense
+ * product whose matrix gets a layout is repacked into memory the model owns
+ * and counts with its weights (owned_bytes, which the capacity plan adds to
+ * the file). The flat rows stay mapped for every other reader (the token
+ * embedding of a tied output matrix, the other backends, LoRA).
+ */
+static int apply_layouts(el_model *m, el_error *err) {
+    if (el_cpu_layout_requested() == EL_LAYOUT_FLAT) return 0;
+    for (int il = -1; il < m->hp.n_layer; il++) {
+        el_layer *L = il >= 0 ? &m->layers[il] : NULL;
+        el_mat *mats[10] = {&m->output};
+        int n = 1;
+        if (L) {
+            el_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
+            n = 0;
+            for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++) mats[n++] = lm[i];
+        }
+        for (int i = 0; i < n; i++) {
+            el_mat *w = mats[i];
+            if (!w->data || w->packed) continue;
+            const el_layout l = el_cpu_layout_for(w->type, w->ne0, w->ne1);
+            if (l == EL_LAYOUT_FLAT) continue;
+            const size_t bytes = el_layout_bytes(l, w->ne0, w->ne1);
+            void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+            if (!p || own(m, p)) {
+                free(p);
+                return el_set_error(err, EL_ERR_NOMEM, "out of memory repacking a %" PRId64 " x %" PRId64 " matrix (%s)",
+                                    w->ne0, w->ne1, el_layout_name(l));
+            }
+            el_layout_pack(l, w->data, w->row_bytes, w->ne0, w->ne1, p);
+            w->packed = p;
+            w->layout = l;
+            m->owned_bytes += bytes;
+            m->layout_bytes += bytes;
+            m->layout_mats++;
+        }
+    }
+    if (m->layout_mats)
+        el_logf(m, EL_LOG_INFO, "weight layout %s: %d matrices repacked, %zu bytes", el_layout_name(el_cpu_layout_requested()),
+                m->layout_mats, m->layout_bytes);
+    return 0;
+}
+
 /* m->mem: what the memory layer plans from (memory/plan.h), read off the bound
  * weights; the bytes a session has beside its block are this file's to know. */
 static int fill_mem(el_model *m, el_error *err) {
@@ -612,7 +662,7 @@ el_model *el_model_load(const char *path, const el_model_params *p, el_error *er
     if (el_backends_open(m, p->backend, err)) goto fail;
     /* last: the weights come in as the load strategy says (memory/load.h); on failure nothing stays locked */
     if (el_load_prepare(&m->load, m->gguf, m->hp.n_layer, p->load, err) || el_load_apply(&m->load, err)) goto fail;
-    if (fill_mem(m, err)) goto fail;
+    if (apply_layouts(m, err) || fill_mem(m, err)) goto fail;
     if (m->hp.n_expert > 0 && experts_open(m, p->load, err)) goto fail;
     if (p->load != EL_LOAD_MMAP)
         el_logf(m, EL_LOG_INFO, "load %s: %zu bytes locked", el_load_mode_name(p->load), m->load.locked);

@@ -13,6 +13,7 @@
 #include "backend/cpu/expf_poly.h"
 #include "backend/cpu/kernel_common.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
 #include "backend/cpu/ops_internal.h"
 
 
@@ -65,6 +66,7 @@ bool el_op_matmul_row_order_on(void) { return g_row_order; }
 #define EL_MM_ROWS 64
 #define EL_MM_TOKS 64
 #define EL_MM_ALIGN 16
+#define EL_MM_LAYOUT_TOKS 8 /* up to this many activation rows, a packed matrix is one call per thread */
 
 static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int t0, int t1) {
     const el_mat *W = c->W[mi];
@@ -75,7 +77,12 @@ static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int
     float *y = c->y[mi];
     /* row order: each row computed as the only row of a product (selectors see n = 1, row 0) */
     const int n_sel = c->row_order ? 1 : c->n;
-    if (kk->gemm) {
+    if (W->layout) { /* packed rows (layout.h): the type's arithmetic, any row count, so row order too */
+        const size_t gb = el_layout_group_bytes((el_layout)W->layout, k);
+        el_cpu_layout_gemm((el_layout)W->layout)(k, (const uint8_t *)W->packed + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS),
+                                                 (int)(r1 - r0), (const uint8_t *)c->xq + c->xq_row * (size_t)t0,
+                                                 c->xq_row, t1 - t0, y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
+    } else if (kk->gemm) {
         kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
                  (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, c->row_order ? 0 : t0, t1 - t0, n_sel,
                  y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
@@ -109,8 +116,10 @@ static void matmul_task(void *vctx, int ith, int nth) {
             const int64_t rows = c->W[mi]->ne1;
             const int64_t r0 = (a - c->units[mi]) * EL_MM_ALIGN;
             const int64_t r1 = (b - c->units[mi]) * EL_MM_ALIGN < rows ? (b - c->units[mi]) * EL_MM_ALIGN : rows;
-            for (int64_t rb = r0; rb < r1; rb += EL_MM_ROWS)
-                matmul_rows(c, mi, rb, rb + EL_MM_ROWS < r1 ? rb + EL_MM_ROWS : r1, t0, t1);
+            /* a packed matrix in decode: the thread's whole share in one call (its kernel streams it once) */
+            const int64_t step = c->W[mi]->layout && t1 - t0 <= EL_MM_LAYOUT_TOKS ? r1 - r0 : EL_MM_ROWS;
+            for (int64_t rb = r0; rb < r1; rb += step)
+                matmul_rows(c, mi, rb, rb + step < r1 ? rb + step : r1, t0, t1);
         }
     }
 }

@@ -25,6 +25,10 @@ typedef struct el_mat {
     int64_t ne0, ne1;
     const void *data;
     size_t row_bytes;
+    /* a copy of the rows in a kernel's layout (backend/cpu/layout.h), made at
+     * load; products on the CPU read it, everything else reads data */
+    const void *packed;
+    int layout; /* el_layout; 0 (flat): packed is NULL */
 } el_mat;
 
 /* Bytes of scratch el_op_matmul needs to quantize n rows of k activations for weight type t. */
