@@ -2,19 +2,21 @@
  * test_layout.c — the weight layouts (backend/cpu/layout.h) compute the
  * flat kernels' bits.
  *
- * For random Q8_0 matrices (every byte value, -128 included, as quants;
- * finite fp16 scales) and activations quantized by the Q8_0 quantizer:
- *   - the portable Q8_0_R16 kernel equals the portable flat Q8_0 kernel in
- *     the block order, output by output, bit for bit, for 1..9, 16, 17, 64
- *     and 300 activation rows and row lengths of 1 to 280 blocks;
+ * For random Q8_0 and Q4_0 matrices (every byte value as quants, -128
+ * included; finite fp16 scales) and activations quantized by the Q8_0
+ * quantizer:
+ *   - the portable Q8_0_R16 / Q4_0_R16 kernels equal the portable flat
+ *     kernels (Q8_0 in the block order; Q4_0 has one order), output by
+ *     output, bit for bit, for 1..9, 16, 17, 64 and 300 activation rows and
+ *     row lengths of 1 to 280 blocks;
  *   - the AVX-512 kernel (where the CPU has it) equals the portable one,
  *     with row counts past its accumulator pieces (4,096 floats: 256 groups
  *     at one activation row, 32 at eight) and block counts past its 64-block
  *     chunks (2,080 and 8,960 elements);
  *   - packing puts every byte where the layout says (a block read back), and
  *     the sizes: a group is the size of its 16 flat rows;
- *   - el_cpu_layout_for grants the layout only to Q8_0 matrices of 16k rows,
- *     and only in the block order.
+ *   - el_cpu_layout_for grants Q4_0's layout to matrices of 16k rows, and
+ *     Q8_0's only in the block order, when the R16 layouts are asked for.
  */
 #include <math.h>
 #include <stdint.h>
@@ -28,7 +30,7 @@
 #include "package/types.h"
 #include "util/fp16.h"
 
-static int g_fail;
+static int g_fail, g_isa_checked;
 #define CHECK(c, ...)                                                                                  \
     do {                                                                                               \
         if (!(c)) {                                                                                    \
@@ -48,10 +50,13 @@ static uint32_t rnd(void) {
 }
 static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
 
-static void random_q8_0(block_q8_0 *w, size_t nblocks) {
+/* Random blocks of a 32-element type with its fp16 scale first: random quant bytes, a small scale. */
+static void random_blocks(uint8_t *w, size_t nblocks, size_t bb) {
     for (size_t b = 0; b < nblocks; ++b) {
-        w[b].d = el_fp32_to_fp16(rndf() * 0.02f);
-        for (int i = 0; i < EL_QK8_0; ++i) w[b].qs[i] = (int8_t)(rnd() & 0xFF);
+        uint8_t *blk = w + bb * b;
+        for (size_t i = 2; i < bb; ++i) blk[i] = (uint8_t)(rnd() & 0xFF);
+        const el_fp16 d = el_fp32_to_fp16(rndf() * 0.02f);
+        memcpy(blk, &d, sizeof d);
     }
 }
 
@@ -64,25 +69,28 @@ static int same(const float *a, const float *b, size_t n, size_t *at) {
     return 1;
 }
 
-/* One matrix: nr x k weights, nt activation rows. flat: the block-order flat gemm (portable). */
-static void check_case(const el_cpu_type_kernels *flat, int k, int nr, int nt) {
-    const size_t rb = el_row_size(EL_TYPE_Q8_0, k), nbk = (size_t)k / EL_QK8_0;
-    block_q8_0 *w = malloc(rb * (size_t)nr);
-    random_q8_0(w, nbk * (size_t)nr);
-    const size_t pb = el_layout_bytes(EL_LAYOUT_Q8_0_R16, k, nr);
-    CHECK(pb == rb * (size_t)nr, "k %d nr %d: layout %zu bytes, flat %zu", k, nr, pb, rb * (size_t)nr);
+/* One matrix of layout lay: nr x k weights, nt activation rows. flat: the type's portable kernels
+ * (Q8_0 in the block order). */
+static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, int nr, int nt) {
+    const int q4 = lay == EL_LAYOUT_Q4_0_R16;
+    const el_type type = q4 ? EL_TYPE_Q4_0 : EL_TYPE_Q8_0;
+    const size_t rb = el_row_size(type, k), nbk = (size_t)k / EL_QK8_0, bb = rb / nbk, qb = q4 ? 256 : 512;
+    uint8_t *w = malloc(rb * (size_t)nr);
+    random_blocks(w, nbk * (size_t)nr, bb);
+    const size_t pb = el_layout_bytes(lay, k, nr);
+    CHECK(pb == rb * (size_t)nr, "%s k %d nr %d: layout %zu bytes, flat %zu", el_layout_name(lay), k, nr, pb,
+          rb * (size_t)nr);
     uint8_t *p = aligned_alloc(64, (pb + 63) / 64 * 64);
-    el_layout_pack(EL_LAYOUT_Q8_0_R16, w, rb, k, nr, p);
+    el_layout_pack(lay, w, rb, k, nr, p);
 
-    /* a block read back: row 16g + r, block b, element 4l + e */
-    const int g = nr / 16 - 1, r = (int)(rnd() % 16), b = (int)(rnd() % nbk), l = (int)(rnd() % 8);
-    const uint8_t *gp = p + el_layout_group_bytes(EL_LAYOUT_Q8_0_R16, k) * (size_t)g;
-    const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)w + rb * (size_t)(16 * g + r)) + b;
+    /* a block read back: row 16g + r, block b, register l, byte e */
+    const int g = nr / 16 - 1, r = (int)(rnd() % 16), b = (int)(rnd() % nbk), l = (int)(rnd() % (q4 ? 4 : 8));
+    const uint8_t *gp = p + el_layout_group_bytes(lay, k) * (size_t)g;
+    const uint8_t *src = w + rb * (size_t)(16 * g + r) + bb * (size_t)b; /* d, then the quant bytes */
     for (int e = 0; e < 4; ++e)
-        CHECK(gp[512 * (size_t)b + 64 * l + 4 * r + e] == (uint8_t)(src->qs[4 * l + e] + 128), "k %d: quant byte", k);
-    el_fp16 dgot;
-    memcpy(&dgot, gp + 512 * nbk + 32 * (size_t)b + 2 * (size_t)r, sizeof dgot);
-    CHECK(dgot == src->d, "k %d: scale", k);
+        CHECK(gp[qb * (size_t)b + 64 * l + 4 * r + e] == (uint8_t)(src[2 + 4 * l + e] + (q4 ? 0 : 128)),
+              "%s k %d: quant byte", el_layout_name(lay), k);
+    CHECK(!memcmp(gp + qb * nbk + 32 * (size_t)b + 2 * (size_t)r, src, 2), "%s k %d: scale", el_layout_name(lay), k);
 
     const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
     uint8_t *xq = malloc(xr * (size_t)nt);
@@ -95,17 +103,19 @@ static void check_case(const el_cpu_type_kernels *flat, int k, int nr, int nt) {
     float *yp = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
     float *ya = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
     for (int t = 0; t < nt; ++t)
-        for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], (const uint8_t *)w + rb * (size_t)i, xq + xr * (size_t)t);
-    el_layout_gemm_q8_0_r16_portable(k, p, nr, xq, xr, nt, yp, (size_t)nr);
+        for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
+    const el_layout_gemm_fn por = q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable;
+    por(k, p, nr, xq, xr, nt, yp, (size_t)nr);
     size_t at = 0;
-    CHECK(same(yf, yp, (size_t)nr * nt, &at), "portable layout != flat block order: k %d nr %d nt %d at %zu: %.9g vs %.9g",
-          k, nr, nt, at, yp[at], yf[at]);
-    el_layout_gemm_fn fast = el_cpu_layout_gemm(EL_LAYOUT_Q8_0_R16);
-    if (fast && fast != el_layout_gemm_q8_0_r16_portable) {
+    CHECK(same(yf, yp, (size_t)nr * nt, &at), "portable %s != flat: k %d nr %d nt %d at %zu: %.9g vs %.9g",
+          el_layout_name(lay), k, nr, nt, at, yp[at], yf[at]);
+    el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
+    if (fast && fast != por) {
         memset(ya, 0xFF, sizeof(float) * (size_t)nr * nt);
         fast(k, p, nr, xq, xr, nt, ya, (size_t)nr);
-        CHECK(same(yp, ya, (size_t)nr * nt, &at), "ISA layout != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g", k, nr,
-              nt, at, ya[at], yp[at]);
+        CHECK(same(yp, ya, (size_t)nr * nt, &at), "ISA %s != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g",
+              el_layout_name(lay), k, nr, nt, at, ya[at], yp[at]);
+        g_isa_checked++;
     }
     free(w), free(p), free(xq), free(xf), free(yf), free(yp), free(ya);
 }
@@ -113,39 +123,50 @@ static void check_case(const el_cpu_type_kernels *flat, int k, int nr, int nt) {
 int main(void) {
     el_cpu_type_kernels por[EL_TYPE_COUNT];
     el_cpu_kernels_build(por, EL_CPU_PORTABLE, EL_ORDER_BLOCK);
-    const el_cpu_type_kernels *flat = &por[EL_TYPE_Q8_0];
-    CHECK(flat->vec_dot != NULL, "portable Q8_0 kernel");
+    el_cpu_type_kernels por_llama[EL_TYPE_COUNT];
+    el_cpu_kernels_build(por_llama, EL_CPU_PORTABLE, EL_ORDER_LLAMA);
+    /* Q4_0 has one order: its kernel is the same in both tables */
+    CHECK(por[EL_TYPE_Q4_0].vec_dot == por_llama[EL_TYPE_Q4_0].vec_dot, "Q4_0: one kernel in both orders");
+    static const el_layout lays[] = {EL_LAYOUT_Q8_0_R16, EL_LAYOUT_Q4_0_R16};
 
     static const int ks[] = {32, 96, 640, 2048, 2080, 8960};
     static const int nts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64};
     int cases = 0;
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ++ki)
-        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ++ti) {
-            if (ks[ki] == 8960 && nts[ti] > 9) continue; /* keeps the portable reference quick */
-            check_case(flat, ks[ki], ks[ki] >= 2048 ? 32 : 48, nts[ti]);
-            cases++;
-        }
-    check_case(flat, 640, 16 * 272, 1); /* 272 groups: two accumulator pieces at one activation row */
-    check_case(flat, 64, 16 * 40, 8);   /* 40 groups: two pieces at eight */
-    check_case(flat, 96, 16, 300);      /* activation tiles past 8, 64 and 256 */
-    cases += 3;
+    for (size_t li = 0; li < 2; ++li) {
+        const el_layout lay = lays[li];
+        const el_cpu_type_kernels *flat = &por[lay == EL_LAYOUT_Q4_0_R16 ? EL_TYPE_Q4_0 : EL_TYPE_Q8_0];
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ++ki)
+            for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ++ti) {
+                if (ks[ki] == 8960 && nts[ti] > 9) continue; /* keeps the portable reference quick */
+                check_case(lay, flat, ks[ki], ks[ki] >= 2048 ? 32 : 48, nts[ti]);
+                cases++;
+            }
+        check_case(lay, flat, 640, 16 * 272, 1); /* 272 groups: two accumulator pieces at one activation row */
+        check_case(lay, flat, 64, 16 * 40, 8);   /* 40 groups: two pieces at eight */
+        check_case(lay, flat, 96, 16, 300);      /* activation tiles past 8, 64 and 256 */
+        cases += 3;
+    }
 
     /* which matrices get the layout (the process's request and order decide; here: none asked) */
     CHECK(el_layout_bytes(EL_LAYOUT_Q8_0_R16, 640, 17) == 0, "17 rows: no layout");
     CHECK(el_layout_bytes(EL_LAYOUT_FLAT, 640, 16) == 0, "flat: no packed bytes");
-    const int asked = el_cpu_layout_requested() == EL_LAYOUT_Q8_0_R16;
+    const int asked = el_cpu_layout_requested();
     const int block = el_cpu_kernels_order() == EL_ORDER_BLOCK;
     const int vnni = el_cpu_kernels_level() == EL_CPU_AVX512;
     CHECK(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2048) == (asked && block && vnni ? EL_LAYOUT_Q8_0_R16 : EL_LAYOUT_FLAT),
           "Q8_0 640 x 2048: asked %d, block order %d, VNNI %d", asked, block, vnni);
     CHECK(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2040) == EL_LAYOUT_FLAT, "2040 rows: flat");
+    CHECK(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5632) == (asked && vnni ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT),
+          "Q4_0 2048 x 5632: asked %d, VNNI %d", asked, vnni);
+    CHECK(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5640) == EL_LAYOUT_FLAT, "Q4_0 5640 rows: flat");
     CHECK(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2048) == EL_LAYOUT_FLAT, "Q5_0: flat");
+    CHECK(!strcmp(el_layout_set_name(0), "flat") && !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16), "q4_0_r16") &&
+              !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_0_r16+q8_0_r16"),
+          "layout set names");
     CHECK(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == EL_LAYOUT_FLAT, "Q4_K: flat");
 
-    const el_layout_gemm_fn fast = el_cpu_layout_gemm(EL_LAYOUT_Q8_0_R16);
-    printf("test_layout: %d cases, ISA kernel %s (requested %s, order %s)\n", cases,
-           fast != el_layout_gemm_q8_0_r16_portable ? "checked" : "absent (portable only)",
-           el_layout_name(el_cpu_layout_requested()), el_cpu_order_name(el_cpu_kernels_order()));
+    printf("test_layout: %d cases, %d against the ISA kernels (R16 layouts %s, order %s)\n", cases, g_isa_checked,
+           asked ? "requested" : "not requested", el_cpu_order_name(el_cpu_kernels_order()));
     if (g_fail) {
         fprintf(stderr, "test_layout: %d failures\n", g_fail);
         return 1;

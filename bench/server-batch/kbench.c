@@ -11,10 +11,11 @@
  * (the bits: equal across builds that keep the kernel's arithmetic, and the
  * same for each row whatever the row count, which it checks).
  *
- * With LAYOUT r16 (Q8_0 only) the matrix is packed into layout.h's
- * EL_LAYOUT_Q8_0_R16 first and each product is one call of the layout's
- * kernel over all N rows (what ops.c hands a thread in decode); its hashes
- * equal the flat kernels' in the block order (EL_KERNEL_ORDER=block).
+ * With LAYOUT r16 (Q8_0 or Q4_0) the matrix is packed into layout.h's
+ * EL_LAYOUT_Q8_0_R16 / EL_LAYOUT_Q4_0_R16 first and each product is one call
+ * of the layout's kernel over all N rows (what ops.c hands a thread in
+ * decode); its hashes equal the flat kernels' (for Q8_0: in the block
+ * order, EL_KERNEL_ORDER=block).
  *
  * usage: kbench [K] [N] [REPS] [TYPE] [LAYOUT]
  * Contract: measures only; exit 1 if a row's output differs between row counts.
@@ -59,8 +60,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int r16 = argc > 5 && !strcmp(argv[5], "r16");
-    if (r16 && types[ti].type != EL_TYPE_Q8_0) {
-        fprintf(stderr, "kbench: layout r16 is for Q8_0\n");
+    const el_layout lay = types[ti].type == EL_TYPE_Q8_0 ? EL_LAYOUT_Q8_0_R16 : EL_LAYOUT_Q4_0_R16;
+    if (r16 && types[ti].type != EL_TYPE_Q8_0 && types[ti].type != EL_TYPE_Q4_0) {
+        fprintf(stderr, "kbench: layout r16 is for Q8_0 and Q4_0\n");
         return 2;
     }
     const el_cpu_type_kernels *kk = el_cpu_kernels(types[ti].type);
@@ -77,10 +79,10 @@ int main(int argc, char **argv) {
     uint8_t *wp = NULL;
     el_layout_gemm_fn lg = NULL;
     if (r16) {
-        const size_t pb = el_layout_bytes(EL_LAYOUT_Q8_0_R16, K, N);
+        const size_t pb = el_layout_bytes(lay, K, N);
         wp = aligned_alloc(64, (pb + 63) / 64 * 64);
-        el_layout_pack(EL_LAYOUT_Q8_0_R16, w, ldw, K, N, wp);
-        lg = el_cpu_layout_gemm(EL_LAYOUT_Q8_0_R16);
+        el_layout_pack(lay, w, ldw, K, N, wp);
+        lg = el_cpu_layout_gemm(lay);
     }
     float *xf = malloc(sizeof(float) * K * TT);
     for (int i = 0; i < K * TT; i++) xf[i] = ((int)(rnd() % 20001) - 10000) * 1e-4f;
@@ -90,7 +92,7 @@ int main(int argc, char **argv) {
     double t1 = 0;
     int bad = 0;
     printf("%s %d x %d, one thread, best of %d (CPU time), kernel order %s, layout %s\n", tn, K, N, reps,
-           el_cpu_order_name(el_cpu_kernels_order()), r16 ? "q8_0_r16" : "flat");
+           el_cpu_order_name(el_cpu_kernels_order()), el_layout_name(r16 ? lay : EL_LAYOUT_FLAT));
     for (int nt = 1; nt <= TT; nt++) {
         double best = 1e30;
         for (int r = 0; r < reps; r++) {

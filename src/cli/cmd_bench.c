@@ -415,7 +415,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
                el_cpu_order_name(el_cpu_kernels_order()));
         /* the weight layout that ran (backend/cpu/layout.h): flat, or the one the matrices were repacked into */
         printf(",\"weight_layout\":\"%s\",\"layout_matrices\":%d,\"layout_bytes\":%zu",
-               el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT), m->layout_mats, m->layout_bytes);
+               el_layout_set_name(m->layout_set), m->layout_mats, m->layout_bytes);
         if (sb.ran) spec_json(&sb);
         if (moe) { /* expert residency (memory/experts.h): the decode runs' hits and faults */
             printf(",\"experts\":{\"total_bytes\":%llu,\"budget_bytes\":%llu,\"resident_bytes\":%llu,"
@@ -487,7 +487,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         if (ng > 0) printf("; tg = %.1f %% of it", pct);
         putchar('\n');
         printf("kernels:  %s, Q8_0/Q5_0/Q6_K in %s order, weight layout %s", el_cpu_level_name(el_cpu_kernels_level()),
-               el_cpu_order_name(el_cpu_kernels_order()), el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT));
+               el_cpu_order_name(el_cpu_kernels_order()), el_layout_set_name(m->layout_set));
         if (m->layout_mats) printf(" (%d matrices repacked at load, %.1f MiB)", m->layout_mats, (double)m->layout_bytes / (double)(1u << 20));
         putchar('\n');
         if (sb.ran) {

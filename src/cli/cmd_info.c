@@ -184,7 +184,7 @@ int cli_cmd_info(cli_opts *o) {
     printf("  architecture: %s, vocab %d, train context %d\n", el_model_arch(m), el_model_n_vocab(m),
            el_model_n_ctx_train(m));
     /* matrices repacked at load into a kernel's layout (backend/cpu/layout.h, EL_WEIGHT_LAYOUT=flat|r16) */
-    printf("  weight layout: %s", el_layout_name(m->layout_mats ? el_cpu_layout_requested() : EL_LAYOUT_FLAT));
+    printf("  weight layout: %s", el_layout_set_name(m->layout_set));
     if (m->layout_mats) printf(", %d matrices repacked, %zu bytes (%.2f MiB) beside the mapped file", m->layout_mats,
                                m->layout_bytes, mib((double)m->layout_bytes));
     putchar('\n');

@@ -437,7 +437,7 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
  * embedding of a tied output matrix, the other backends, LoRA).
  */
 static int apply_layouts(el_model *m, el_error *err) {
-    if (el_cpu_layout_requested() == EL_LAYOUT_FLAT) return 0;
+    if (!el_cpu_layout_requested()) return 0;
     for (int il = -1; il < m->hp.n_layer; il++) {
         el_layer *L = il >= 0 ? &m->layers[il] : NULL;
         el_mat *mats[10] = {&m->output};
@@ -465,10 +465,11 @@ static int apply_layouts(el_model *m, el_error *err) {
             m->owned_bytes += bytes;
             m->layout_bytes += bytes;
             m->layout_mats++;
+            m->layout_set |= 1u << l;
         }
     }
     if (m->layout_mats)
-        el_logf(m, EL_LOG_INFO, "weight layout %s: %d matrices repacked, %zu bytes", el_layout_name(el_cpu_layout_requested()),
+        el_logf(m, EL_LOG_INFO, "weight layout %s: %d matrices repacked, %zu bytes", el_layout_set_name(m->layout_set),
                 m->layout_mats, m->layout_bytes);
     return 0;
 }

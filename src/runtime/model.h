@@ -123,6 +123,7 @@ struct el_model {
     void **owned; int n_owned, cap_owned; /* buffers converted at load (non-F32 norms) */
     size_t owned_bytes;                   /* their bytes (the capacity plan counts them as weights) */
     int layout_mats;                      /* matrices repacked into a kernel layout (backend/cpu/layout.h) */
+    unsigned layout_set;                  /* bit l: some matrix runs layout l */
     size_t layout_bytes;                  /* their bytes (owned: in owned_bytes) */
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */

@@ -16,35 +16,47 @@
 #include "util/fp16.h"
 
 #define R16 EL_LAYOUT_R16_ROWS
-#define R16_QBYTES (R16 * EL_QK8_0)          /* quants of one block of a group: 512 */
-#define R16_BLOCK (R16_QBYTES + R16 * 2)     /* with the scales: 544 = 16 flat blocks */
 
-const char *el_layout_name(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? "q8_0_r16" : "flat"; }
+/* Quant bytes of one block of a group (16 rows): Q8_0 512, Q4_0 256; 0: not an R16 layout. */
+static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
+
+const char *el_layout_name(el_layout l) {
+    return l == EL_LAYOUT_Q8_0_R16 ? "q8_0_r16" : l == EL_LAYOUT_Q4_0_R16 ? "q4_0_r16" : "flat";
+}
+
+const char *el_layout_set_name(unsigned set) {
+    const unsigned q8 = 1u << EL_LAYOUT_Q8_0_R16, q4 = 1u << EL_LAYOUT_Q4_0_R16;
+    if ((set & (q8 | q4)) == (q8 | q4)) return "q4_0_r16+q8_0_r16";
+    return set & q8 ? "q8_0_r16" : set & q4 ? "q4_0_r16" : "flat";
+}
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static el_layout g_requested;
+static int g_requested;
 
 static void init_requested(void) {
     const char *e = getenv("EL_WEIGHT_LAYOUT");
-    g_requested = e && (!strcasecmp(e, "r16") || !strcasecmp(e, "q8_0_r16")) ? EL_LAYOUT_Q8_0_R16 : EL_LAYOUT_FLAT;
+    g_requested = e && !strcasecmp(e, "r16");
 }
 
-el_layout el_cpu_layout_requested(void) {
+int el_cpu_layout_requested(void) {
     pthread_once(&g_once, init_requested);
     return g_requested;
 }
 
 el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1) {
-    if (el_cpu_layout_requested() != EL_LAYOUT_Q8_0_R16) return EL_LAYOUT_FLAT;
-    if (t != EL_TYPE_Q8_0 || ne0 <= 0 || ne0 % EL_QK8_0 || ne1 <= 0 || ne1 % R16) return EL_LAYOUT_FLAT;
-    /* the layout computes the block order; its fast kernel needs VNNI */
-    if (el_cpu_kernels_order() != EL_ORDER_BLOCK || el_cpu_kernels_level() != EL_CPU_AVX512) return EL_LAYOUT_FLAT;
-    return EL_LAYOUT_Q8_0_R16;
+    if (!el_cpu_layout_requested()) return EL_LAYOUT_FLAT;
+    if (ne0 <= 0 || ne0 % EL_QK8_0 || ne1 <= 0 || ne1 % R16) return EL_LAYOUT_FLAT;
+    /* the fast kernels need VNNI */
+    if (el_cpu_kernels_level() != EL_CPU_AVX512) return EL_LAYOUT_FLAT;
+    if (t == EL_TYPE_Q4_0) return EL_LAYOUT_Q4_0_R16;
+    /* Q8_0's layout computes the block order */
+    if (t == EL_TYPE_Q8_0 && el_cpu_kernels_order() == EL_ORDER_BLOCK) return EL_LAYOUT_Q8_0_R16;
+    return EL_LAYOUT_FLAT;
 }
 
 size_t el_layout_group_bytes(el_layout l, int64_t ne0) {
-    if (l != EL_LAYOUT_Q8_0_R16 || ne0 <= 0 || ne0 % EL_QK8_0) return 0;
-    return (size_t)(ne0 / EL_QK8_0) * R16_BLOCK;
+    if (!qbytes(l) || ne0 <= 0 || ne0 % EL_QK8_0) return 0;
+    return (size_t)(ne0 / EL_QK8_0) * (qbytes(l) + 2 * R16);
 }
 
 size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
@@ -53,41 +65,56 @@ size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
 }
 
 void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0, int64_t ne1, void *dst) {
-    if (l != EL_LAYOUT_Q8_0_R16) return;
+    const size_t qb = qbytes(l);
+    if (!qb) return;
     const int64_t nb = ne0 / EL_QK8_0;
     const size_t gb = el_layout_group_bytes(l, ne0);
     for (int64_t g = 0; g < ne1 / R16; ++g) {
         uint8_t *q = (uint8_t *)dst + gb * (size_t)g;
-        el_fp16 *d = (el_fp16 *)(q + (size_t)nb * R16_QBYTES);
+        el_fp16 *d = (el_fp16 *)(q + (size_t)nb * qb);
         for (int r = 0; r < R16; ++r) {
-            const block_q8_0 *row = (const block_q8_0 *)((const uint8_t *)flat + row_bytes * (size_t)(R16 * g + r));
+            const uint8_t *row = (const uint8_t *)flat + row_bytes * (size_t)(R16 * g + r);
             for (int64_t b = 0; b < nb; ++b) {
-                d[R16 * b + r] = row[b].d;
-                for (int l4 = 0; l4 < 8; ++l4)
-                    for (int e = 0; e < 4; ++e)
-                        q[R16_QBYTES * b + 64 * l4 + 4 * r + e] = (uint8_t)(row[b].qs[4 * l4 + e] + 128);
+                uint8_t *qq = q + qb * (size_t)b + 4 * r;
+                if (l == EL_LAYOUT_Q8_0_R16) {
+                    const block_q8_0 *x = (const block_q8_0 *)row + b;
+                    d[R16 * b + r] = x->d;
+                    for (int c = 0; c < 8; ++c)
+                        for (int e = 0; e < 4; ++e) qq[64 * c + e] = (uint8_t)(x->qs[4 * c + e] + 128);
+                } else {
+                    const block_q4_0 *x = (const block_q4_0 *)row + b;
+                    d[R16 * b + r] = x->d;
+                    for (int c = 0; c < 4; ++c)
+                        for (int e = 0; e < 4; ++e) qq[64 * c + e] = x->qs[4 * c + e];
+                }
             }
         }
     }
 }
 
-void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                      size_t ldy) {
+/* Element 4c + e of row r in block b's quants (the weight as the dot uses it, offset removed). */
+static int32_t r16_weight(el_layout l, const uint8_t *qblock, int r, int c, int e) {
+    if (l == EL_LAYOUT_Q8_0_R16) return (int32_t)qblock[64 * c + 4 * r + e] - 128;
+    const uint8_t v = qblock[64 * (c & 3) + 4 * r + e];
+    return (int32_t)(c < 4 ? v & 0x0F : v >> 4) - 8;
+}
+
+static void gemm_r16_portable(el_layout l, int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                              size_t ldy) {
     const int nb = k / EL_QK8_0;
-    const size_t gb = (size_t)nb * R16_BLOCK;
+    const size_t qb = qbytes(l), gb = el_layout_group_bytes(l, k);
     for (int g = 0; g < nr / R16; ++g) {
         const uint8_t *q = (const uint8_t *)w + gb * (size_t)g;
-        const el_fp16 *d = (const el_fp16 *)(q + (size_t)nb * R16_QBYTES);
+        const el_fp16 *d = (const el_fp16 *)(q + (size_t)nb * qb);
         for (int t = 0; t < nt; ++t) {
             const block_q8_0 *a = (const block_q8_0 *)((const uint8_t *)x + ldx * (size_t)t);
             for (int r = 0; r < R16; ++r) {
                 float acc = 0.0f;
                 for (int b = 0; b < nb; ++b) {
+                    /* element 4c + e pairs with activation byte 4c + e (Q4_0: c >= 4 are the high nibbles) */
                     int32_t sumi = 0;
-                    for (int l4 = 0; l4 < 8; ++l4)
-                        for (int e = 0; e < 4; ++e)
-                            sumi += ((int32_t)q[R16_QBYTES * (size_t)b + 64 * l4 + 4 * r + e] - 128) *
-                                    a[b].qs[4 * l4 + e];
+                    for (int c = 0; c < 8; ++c)
+                        for (int e = 0; e < 4; ++e) sumi += r16_weight(l, q + qb * (size_t)b, r, c, e) * a[b].qs[4 * c + e];
                     acc = fmaf((float)sumi, el_fp16_to_fp32(d[R16 * b + r]) * el_fp16_to_fp32(a[b].d), acc);
                 }
                 y[ldy * (size_t)t + (size_t)(R16 * g + r)] = acc;
@@ -96,10 +123,24 @@ void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *
     }
 }
 
+void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy) {
+    gemm_r16_portable(EL_LAYOUT_Q8_0_R16, k, w, nr, x, ldx, nt, y, ldy);
+}
+
+void el_layout_gemm_q4_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy) {
+    gemm_r16_portable(EL_LAYOUT_Q4_0_R16, k, w, nr, x, ldx, nt, y, ldy);
+}
+
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l) {
-    if (l != EL_LAYOUT_Q8_0_R16) return NULL;
+    const int fast = el_cpu_kernels_level() == EL_CPU_AVX512;
 #if defined(__x86_64__)
-    if (el_cpu_kernels_level() == EL_CPU_AVX512) return el_layout_gemm_q8_0_r16_avx512;
+    if (fast && l == EL_LAYOUT_Q8_0_R16) return el_layout_gemm_q8_0_r16_avx512;
+    if (fast && l == EL_LAYOUT_Q4_0_R16) return el_layout_gemm_q4_0_r16_avx512;
+#else
+    (void)fast;
 #endif
-    return el_layout_gemm_q8_0_r16_portable;
+    return l == EL_LAYOUT_Q8_0_R16 ? el_layout_gemm_q8_0_r16_portable
+         : l == EL_LAYOUT_Q4_0_R16 ? el_layout_gemm_q4_0_r16_portable : NULL;
 }

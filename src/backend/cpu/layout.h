@@ -8,18 +8,31 @@
  *           holds elements 4l..4l+3 of row r at bytes 4r..4r+3, each as the
  *           unsigned byte q + 128 (the operand vpdpbusd multiplies);
  *   scales: the 16 rows' fp16 d at group + 512 * nb + 32 * b.
- * A group is nb * 544 bytes, the size of its 16 flat rows. The kernel meets
+ * A group is nb * 544 bytes, the size of its 16 flat rows.
+ *
+ * EL_LAYOUT_Q4_0_R16: Q4_0 rows interleaved by 16, the same way. For each
+ * block b of group g:
+ *   quants: 256 bytes at group + 256 * b. Register c (64 bytes, c = 0..3)
+ *           holds bytes 4c..4c+3 of row r's qs at bytes 4r..4r+3: the low
+ *           nibbles are elements 4c..4c+3, the high ones 16+4c..16+4c+3;
+ *   scales: the 16 rows' fp16 d at group + 256 * nb + 32 * b.
+ * A group is nb * 288 bytes, the size of its 16 flat rows. Q4_0 has one
+ * order (the block order: llama.cpp's repacked Q4_0), so this layout runs in
+ * either kernel order.
+ *
+ * The kernel meets
  * each block of 16 rows with one vpdpbusd per 4 elements and activation row
  * into one exact int32 sum a row, then acc = fma((float)sumi, d_w * d_a, acc):
- * the block order (kernels.h, EL_ORDER_BLOCK) of the flat Q8_0 kernels, bit
- * for bit (tests/test_layout.c), with no transposition at run time and no
- * lane reduction. So a layout is used only where the block order is.
+ * the block order (kernels.h, EL_ORDER_BLOCK) of the flat Q8_0 and Q4_0
+ * kernels, bit for bit (tests/test_layout.c), with no transposition at run
+ * time and no lane reduction. So Q8_0's layout is used only where the block
+ * order is.
  *
  * Which layout runs: EL_WEIGHT_LAYOUT=r16 (process-wide, read once, as
- * EL_KERNEL_ORDER) asks for it; el_cpu_layout_for grants it for a Q8_0
- * matrix of 16k rows when the kernels are in block order and the CPU has
- * AVX-512 VNNI (elsewhere the flat kernels are faster than the portable
- * layout kernel, which is the specification). The runtime repacks such
+ * EL_KERNEL_ORDER) asks for the R16 layouts; el_cpu_layout_for grants one to
+ * a Q4_0 matrix of 16k rows, and to a Q8_0 one when the kernels are in block
+ * order, where the CPU has AVX-512 VNNI (elsewhere the flat kernels are
+ * faster than the portable layout kernels, which are the specification). The runtime repacks such
  * matrices at load (runtime/model.c, apply_layouts) into memory the model
  * owns and the capacity plan counts with the weights (info states it).
  */
@@ -33,15 +46,21 @@
 typedef enum el_layout {
     EL_LAYOUT_FLAT = 0,     /* the GGUF rows as mapped */
     EL_LAYOUT_Q8_0_R16 = 1, /* Q8_0, 16 rows interleaved (above) */
+    EL_LAYOUT_Q4_0_R16 = 2, /* Q4_0, 16 rows interleaved (above) */
 } el_layout;
+
+#define EL_LAYOUT_COUNT 3
 
 #define EL_LAYOUT_R16_ROWS 16
 
-/* "flat", "q8_0_r16". */
+/* "flat", "q8_0_r16", "q4_0_r16". */
 const char *el_layout_name(el_layout l);
 
-/* The layout EL_WEIGHT_LAYOUT asks for (EL_LAYOUT_FLAT when unset or "flat"). */
-el_layout el_cpu_layout_requested(void);
+/* A set of layouts (bit l: layout l ran): "flat" when none, else their names joined by '+'. */
+const char *el_layout_set_name(unsigned set);
+
+/* Whether EL_WEIGHT_LAYOUT asks for the R16 layouts ("r16"; unset or "flat": no). */
+int el_cpu_layout_requested(void);
 
 /* The layout a matrix of type t with ne1 rows gets: the requested one when
  * the type, row count, kernel order and CPU allow it, else EL_LAYOUT_FLAT. */
@@ -59,12 +78,14 @@ void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0
 /*
  * y[t * ldy + r] = row r of the packed rows · activation row t (x: Q8_0 rows
  * ldx bytes apart), r < nr (a multiple of 16), t < nt; w points at the
- * group of the first row. The portable kernel is the specification; the
- * AVX-512 one gives its bits.
+ * group of the first row. The portable kernels are the specification; the
+ * AVX-512 ones give their bits.
  */
 typedef void (*el_layout_gemm_fn)(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                                   size_t ldy);
 void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy);
+void el_layout_gemm_q4_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                                       size_t ldy);
 /* The kernel the process uses for layout l (the CPU's best). */
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l);
@@ -72,6 +93,8 @@ el_layout_gemm_fn el_cpu_layout_gemm(el_layout l);
 #if defined(__x86_64__)
 /* x86/quants_avx512.c (AVX-512 VNNI). */
 void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy);
+void el_layout_gemm_q4_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                                     size_t ldy);
 #endif
 

@@ -59,15 +59,18 @@ const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUNT] = {
 };
 
 /*
- * Q8_0 rows interleaved by 16 (layout.h, EL_LAYOUT_Q8_0_R16): qx_sum_tile's
- * arithmetic straight from the packed groups, no transposition. Per block,
- * 16 rows and activation row: 8 vpdpbusd (the activation dwords broadcast
- * from memory) into one int32 chain started at -128 * sum(a), one
- * conversion, one product d_w * d_a and one fma; the block order's
- * operations per output, the same bits as the flat kernels (test_layout).
- * The activation sums and scales are formed once per tile of R16_TT rows and
+ * Rows interleaved by 16 (layout.h: EL_LAYOUT_Q8_0_R16, EL_LAYOUT_Q4_0_R16):
+ * qx_sum_tile's arithmetic straight from the packed groups, no transposition.
+ * Per block, 16 rows and activation row: 8 vpdpbusd (the activation dwords
+ * broadcast from memory) into one int32 chain started at -off * sum(a) (Q8_0
+ * stored as q + 128: off 128; Q4_0 nibbles: off 8, the 4 registers of a
+ * block split into low and high nibbles once for every activation row), one
+ * conversion, one product d_w * d_a and one fma: the block order's
+ * operations per output, the flat kernels' bits (test_layout). The
+ * activation sums and scales are formed once per tile of R16_TT rows and
  * chunk of R16_KC blocks for up to R16_ACC / (16 * tile) weight rows: for
- * decode (one tile) the driver hands a thread its whole share of rows.
+ * decode (one tile) the driver hands a thread its whole share of rows, and
+ * the stream is prefetched R16_AHEAD bytes on into L2.
  */
 #include "backend/cpu/layout.h"
 
@@ -78,23 +81,33 @@ const el_cpu_type_kernels el_cpu_kernels_quants_block_avx512[EL_TYPE_COUNT] = {
 #define R16_AHEAD 16384
 #endif
 
-QX_INLINE void r16_tile(int TT, const uint8_t *q, const el_fp16 *d, int c0, int kc, const uint8_t *x, size_t ldx,
-                        const int32_t *corr, const float *da, float *acc_io, int first, int pf) {
+QX_INLINE void r16_tile(int q4, int TT, const uint8_t *q, const el_fp16 *d, int c0, int kc, const uint8_t *x,
+                        size_t ldx, const int32_t *corr, const float *da, float *acc_io, int first, int pf) {
+    const size_t qb = q4 ? 256 : 512, bb = qb + 32;
     __m512 acc[R16_TT];
     for (int t = 0; t < TT; ++t) acc[t] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_io + 16 * t);
     for (int b = 0; b < kc; ++b) {
-        const __m512i *wq = (const __m512i *)(q + 512 * (size_t)(c0 + b));
-        if (pf) { /* decode: the stream R16_AHEAD bytes on into L2, a block's 544 bytes a step */
-            const char *p = (const char *)q + 544 * (size_t)(c0 + b) + R16_AHEAD;
-            for (int i = 0; i < 9; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
+        const __m512i *wq = (const __m512i *)(q + qb * (size_t)(c0 + b));
+        if (pf) { /* decode: the stream R16_AHEAD bytes on into L2, a block's bytes a step */
+            const char *p = (const char *)q + bb * (size_t)(c0 + b) + R16_AHEAD;
+            for (size_t i = 0; i < (bb + 63) / 64; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
         }
         const uint8_t *xb = x + sizeof(block_q8_0) * (size_t)(c0 + b) + 2;
+        __m512i W[8]; /* a group is nb * (qb + 32) bytes: not always 64-aligned, so unaligned loads */
+        if (q4) {
+            const __m512i m4 = _mm512_set1_epi8(0x0F);
+            for (int c = 0; c < 4; ++c) {
+                const __m512i v = _mm512_loadu_si512(wq + c);
+                W[c] = _mm512_and_si512(v, m4);
+                W[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        } else {
+            for (int c = 0; c < 8; ++c) W[c] = _mm512_loadu_si512(wq + c);
+        }
         __m512i s[R16_TT];
         for (int t = 0; t < TT; ++t) s[t] = _mm512_set1_epi32(corr[t * R16_KC + b]);
-        for (int j = 0; j < 8; ++j) {
-            const __m512i wv = _mm512_loadu_si512(wq + j); /* a group is nb * 544 bytes: 64-aligned for even nb */
-            for (int t = 0; t < TT; ++t) s[t] = qx_dpbusd_bcast(s[t], wv, xb + ldx * (size_t)t + 4 * j);
-        }
+        for (int j = 0; j < 8; ++j)
+            for (int t = 0; t < TT; ++t) s[t] = qx_dpbusd_bcast(s[t], W[j], xb + ldx * (size_t)t + 4 * j);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d + 16 * (size_t)(c0 + b))));
         for (int t = 0; t < TT; ++t)
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dw, _mm512_set1_ps(da[t * R16_KC + b])),
@@ -103,13 +116,15 @@ QX_INLINE void r16_tile(int TT, const uint8_t *q, const el_fp16 *d, int c0, int 
     for (int t = 0; t < TT; ++t) _mm512_store_ps(acc_io + 16 * t, acc[t]);
 }
 
-void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                    size_t ldy) {
+QX_INLINE void r16_gemm(int q4, int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                        size_t ldy) {
     const int nb = k / 32, ng = nr / 16;
-    const size_t gb = (size_t)nb * 544;
+    const size_t qb = q4 ? 256 : 512, gb = (size_t)nb * (qb + 32);
+    const int32_t off = q4 ? 8 : 128;
     _Alignas(64) float acc[R16_ACC];
     int32_t corr[R16_TT * R16_KC];
     float da[R16_TT * R16_KC];
+    const int pf = nt <= 4;
     for (int t0 = 0; t0 < nt; t0 += R16_TT) {
         const int T = nt - t0 < R16_TT ? nt - t0 : R16_TT;
         const uint8_t *xt = (const uint8_t *)x + ldx * (size_t)t0;
@@ -122,20 +137,20 @@ void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x,
                     for (int b = 0; b < kc; ++b) {
                         const block_q8_0 *a = (const block_q8_0 *)(xt + ldx * (size_t)t) + c0 + b;
                         const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
-                        corr[t * R16_KC + b] = -128 * qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
+                        corr[t * R16_KC + b] = -off * qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
                         da[t * R16_KC + b] = qx_h2f(a->d);
                     }
                 for (int g = 0; g < G; ++g) {
                     const uint8_t *q = (const uint8_t *)w + gb * (size_t)(g0 + g);
-                    const el_fp16 *d = (const el_fp16 *)(q + 512 * (size_t)nb);
+                    const el_fp16 *d = (const el_fp16 *)(q + qb * (size_t)nb);
                     float *ag = acc + 16 * T * g;
                     switch (T) { /* each T a constant, so the tile's loops unroll */
-                    case 1: r16_tile(1, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
-                    case 2: r16_tile(2, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
-                    case 3: r16_tile(3, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
-                    case 4: r16_tile(4, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
-                    case 8: r16_tile(8, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
-                    default: r16_tile(T, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, nt <= 4); break;
+                    case 1: r16_tile(q4, 1, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
+                    case 2: r16_tile(q4, 2, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
+                    case 3: r16_tile(q4, 3, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
+                    case 4: r16_tile(q4, 4, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
+                    case 8: r16_tile(q4, 8, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
+                    default: r16_tile(q4, T, q, d, c0, kc, xt, ldx, corr, da, ag, c0 == 0, pf); break;
                     }
                 }
             }
@@ -145,5 +160,15 @@ void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x,
                            16 * sizeof(float));
         }
     }
+}
+
+void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy) {
+    r16_gemm(0, k, w, nr, x, ldx, nt, y, ldy);
+}
+
+void el_layout_gemm_q4_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy) {
+    r16_gemm(1, k, w, nr, x, ldx, nt, y, ldy);
 }
 #endif
