@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "backend/cpu/kernels.h"
@@ -434,7 +435,8 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
  * product whose matrix gets a layout is repacked into memory the model owns
  * and counts with its weights (owned_bytes, which the capacity plan adds to
  * the file). The flat rows stay mapped for every other reader (the token
- * embedding of a tied output matrix, the other backends, LoRA).
+ * embedding of a tied output matrix, the other backends, LoRA); with --load
+ * mmap their pages are dropped from the process once packed.
  */
 static int apply_layouts(el_model *m, el_error *err) {
     if (!el_cpu_layout_requested()) return 0;
@@ -459,7 +461,24 @@ static int apply_layouts(el_model *m, el_error *err) {
                 return el_set_error(err, EL_ERR_NOMEM, "out of memory repacking a %" PRId64 " x %" PRId64 " matrix (%s)",
                                     w->ne0, w->ne1, el_layout_name(l));
             }
-            el_layout_pack(l, w->data, w->row_bytes, w->ne0, w->ne1, p);
+            /* packed in pieces of about 4 MiB; with --load mmap the flat pages a piece read leave the
+             * process after it (they are the file's, read again from the page cache if something reads
+             * them: a tied embedding's rows), so neither the peak nor the resident weights grow by the
+             * copy's size; the other modes lock or prefetch those pages */
+            const long pg = m->load.mode == EL_LOAD_MMAP ? sysconf(_SC_PAGESIZE) : 0;
+            const int64_t piece = (int64_t)((4u << 20) / w->row_bytes) / EL_LAYOUT_R16_ROWS * EL_LAYOUT_R16_ROWS;
+            const int64_t step = piece > EL_LAYOUT_R16_ROWS ? piece : EL_LAYOUT_R16_ROWS;
+            const size_t gb = el_layout_group_bytes(l, w->ne0);
+            uintptr_t dropped = pg > 0 ? ((uintptr_t)w->data + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg : 0;
+            for (int64_t r0 = 0; r0 < w->ne1; r0 += step) {
+                const int64_t n = w->ne1 - r0 < step ? w->ne1 - r0 : step;
+                const uint8_t *src = (const uint8_t *)w->data + w->row_bytes * (size_t)r0;
+                el_layout_pack(l, src, w->row_bytes, w->ne0, n, (uint8_t *)p + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS));
+                if (pg <= 0) continue;
+                const uintptr_t e0 = ((uintptr_t)src + w->row_bytes * (size_t)n) / (uintptr_t)pg * (uintptr_t)pg;
+                if (e0 > dropped) (void)madvise((void *)dropped, e0 - dropped, MADV_DONTNEED);
+                if (e0 > dropped) dropped = e0;
+            }
             w->packed = p;
             w->layout = l;
             m->owned_bytes += bytes;
