@@ -436,8 +436,36 @@ void el_logf(const el_model *m, el_log_level level, const char *fmt, ...) {
  * and counts with its weights (owned_bytes, which the capacity plan adds to
  * the file). The flat rows stay mapped for every other reader (the token
  * embedding of a tied output matrix, the other backends, LoRA); with --load
- * mmap their pages are dropped from the process once packed.
+ * mmap their pages are dropped from the process once packed (pack_task).
+ * The model's threads pack.
  */
+typedef struct {
+    const el_mat *w;
+    el_layout l;
+    void *dst;
+    int64_t rows; /* rows of a piece (whole groups) */
+    long pg;      /* page size: drop the flat pages of a packed piece; 0: keep them */
+} pack_job;
+
+/* Thread ith packs pieces ith, ith + nth, ... of about 4 MiB each; with --load mmap the flat pages a
+ * piece read leave the process once it is packed (they are the file's, read again from the page cache
+ * if something reads them: a tied embedding's rows), so neither the peak nor the resident weights grow
+ * by the copy's size (one page a piece boundary may stay). The other load modes lock or prefetch them. */
+static void pack_task(void *ctx, int ith, int nth) {
+    const pack_job *j = ctx;
+    const el_mat *w = j->w;
+    const size_t gb = el_layout_group_bytes(j->l, w->ne0);
+    for (int64_t r0 = j->rows * ith; r0 < w->ne1; r0 += j->rows * nth) {
+        const int64_t n = w->ne1 - r0 < j->rows ? w->ne1 - r0 : j->rows;
+        const uint8_t *src = (const uint8_t *)w->data + w->row_bytes * (size_t)r0;
+        el_layout_pack(j->l, src, w->row_bytes, w->ne0, n, (uint8_t *)j->dst + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS));
+        if (j->pg <= 0) continue;
+        const uintptr_t pg = (uintptr_t)j->pg, a = ((uintptr_t)src + pg - 1) / pg * pg;
+        const uintptr_t e = ((uintptr_t)src + w->row_bytes * (size_t)n) / pg * pg;
+        if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+    }
+}
+
 static int apply_layouts(el_model *m, el_error *err) {
     if (!el_cpu_layout_requested()) return 0;
     for (int il = -1; il < m->hp.n_layer; il++) {
@@ -461,24 +489,10 @@ static int apply_layouts(el_model *m, el_error *err) {
                 return el_set_error(err, EL_ERR_NOMEM, "out of memory repacking a %" PRId64 " x %" PRId64 " matrix (%s)",
                                     w->ne0, w->ne1, el_layout_name(l));
             }
-            /* packed in pieces of about 4 MiB; with --load mmap the flat pages a piece read leave the
-             * process after it (they are the file's, read again from the page cache if something reads
-             * them: a tied embedding's rows), so neither the peak nor the resident weights grow by the
-             * copy's size; the other modes lock or prefetch those pages */
-            const long pg = m->load.mode == EL_LOAD_MMAP ? sysconf(_SC_PAGESIZE) : 0;
+            pack_job job = {.w = w, .l = l, .dst = p, .pg = m->load.mode == EL_LOAD_MMAP ? sysconf(_SC_PAGESIZE) : 0};
             const int64_t piece = (int64_t)((4u << 20) / w->row_bytes) / EL_LAYOUT_R16_ROWS * EL_LAYOUT_R16_ROWS;
-            const int64_t step = piece > EL_LAYOUT_R16_ROWS ? piece : EL_LAYOUT_R16_ROWS;
-            const size_t gb = el_layout_group_bytes(l, w->ne0);
-            uintptr_t dropped = pg > 0 ? ((uintptr_t)w->data + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg : 0;
-            for (int64_t r0 = 0; r0 < w->ne1; r0 += step) {
-                const int64_t n = w->ne1 - r0 < step ? w->ne1 - r0 : step;
-                const uint8_t *src = (const uint8_t *)w->data + w->row_bytes * (size_t)r0;
-                el_layout_pack(l, src, w->row_bytes, w->ne0, n, (uint8_t *)p + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS));
-                if (pg <= 0) continue;
-                const uintptr_t e0 = ((uintptr_t)src + w->row_bytes * (size_t)n) / (uintptr_t)pg * (uintptr_t)pg;
-                if (e0 > dropped) (void)madvise((void *)dropped, e0 - dropped, MADV_DONTNEED);
-                if (e0 > dropped) dropped = e0;
-            }
+            job.rows = piece > EL_LAYOUT_R16_ROWS ? piece : EL_LAYOUT_R16_ROWS;
+            el_pool_run(m->pool, pack_task, &job);
             w->packed = p;
             w->layout = l;
             m->owned_bytes += bytes;

@@ -79,13 +79,16 @@ void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0
                 if (l == EL_LAYOUT_Q8_0_R16) {
                     const block_q8_0 *x = (const block_q8_0 *)row + b;
                     d[R16 * b + r] = x->d;
-                    for (int c = 0; c < 8; ++c)
-                        for (int e = 0; e < 4; ++e) qq[64 * c + e] = (uint8_t)(x->qs[4 * c + e] + 128);
+                    for (int c = 0; c < 8; ++c) { /* q + 128 = q ^ 0x80 in each byte */
+                        uint32_t v;
+                        memcpy(&v, x->qs + 4 * c, 4);
+                        v ^= 0x80808080u;
+                        memcpy(qq + 64 * c, &v, 4);
+                    }
                 } else {
                     const block_q4_0 *x = (const block_q4_0 *)row + b;
                     d[R16 * b + r] = x->d;
-                    for (int c = 0; c < 4; ++c)
-                        for (int e = 0; e < 4; ++e) qq[64 * c + e] = x->qs[4 * c + e];
+                    for (int c = 0; c < 4; ++c) memcpy(qq + 64 * c, x->qs + 4 * c, 4);
                 }
             }
         }
