@@ -133,13 +133,7 @@ QX_INLINE void r16_gemm(int q4, int k, const void *w, int nr, const void *x, siz
             const int G = ng - g0 < gp ? ng - g0 : gp;
             for (int c0 = 0; c0 < nb; c0 += R16_KC) {
                 const int kc = nb - c0 < R16_KC ? nb - c0 : R16_KC;
-                for (int t = 0; t < T; ++t)
-                    for (int b = 0; b < kc; ++b) {
-                        const block_q8_0 *a = (const block_q8_0 *)(xt + ldx * (size_t)t) + c0 + b;
-                        const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
-                        corr[t * R16_KC + b] = -off * qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
-                        da[t * R16_KC + b] = qx_h2f(a->d);
-                    }
+                qx_act_chunk(xt, ldx, T, c0, kc, off, R16_KC, corr, da);
                 for (int g = 0; g < G; ++g) {
                     const uint8_t *q = (const uint8_t *)w + gb * (size_t)(g0 + g);
                     const el_fp16 *d = (const el_fp16 *)(q + qb * (size_t)nb);

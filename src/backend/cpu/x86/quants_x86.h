@@ -918,6 +918,22 @@ QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb
 #endif
 
 /*
+ * The activation side of a chunk of a transposed tile: for activation rows
+ * t < nt (Q8_0, ldx bytes apart) and blocks [c0, c0 + kc), the offset
+ * correction corr = -off * sum(a) and the scale da = d_a, at t * stride + b.
+ */
+QX_INLINE void qx_act_chunk(const uint8_t *x, size_t ldx, int nt, int c0, int kc, int32_t off, int stride,
+                            int32_t *corr, float *da) {
+    for (int t = 0; t < nt; ++t)
+        for (int b = 0; b < kc; ++b) {
+            const block_q8_0 *a = (const block_q8_0 *)(x + ldx * (size_t)t) + c0 + b;
+            const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
+            corr[t * stride + b] = -off * qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
+            da[t * stride + b] = qx_h2f(a->d);
+        }
+}
+
+/*
  * The transposed tiles of the "sum" order: chunks of QX_KC blocks of QX_GR
  * rows packed once (Q4_0/IQ4_NL: qx_sum_pack; with VNNI also Q8_0/Q5_0 in
  * the block order, kernels.h: qx_lt_pack, natural element order), then
@@ -939,15 +955,7 @@ QX_INLINE void qx_gemm_sum_t(int type, int k, const uint8_t *w, size_t ldw, int 
     const int ng = (nr + QX_GR - 1) / QX_GR;
     for (int c0 = 0; c0 < nb; c0 += QX_KC) {
         const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
-        /* activation scales and offset corrections of this chunk */
-        for (int t = 0; t < nt; ++t)
-            for (int b = 0; b < kc; ++b) {
-                const block_q8_0 *a = (const block_q8_0 *)(x + ldx * (size_t)t) + c0 + b;
-                const __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
-                const int32_t sa = qx_hsum_i32(qx_dot4(_mm256_setzero_si256(), _mm256_set1_epi8(1), av));
-                corr[t * QX_KC + b] = -off * sa;
-                da[t * QX_KC + b] = qx_h2f(a->d);
-            }
+        qx_act_chunk(x, ldx, nt, c0, kc, off, QX_KC, corr, da);
         for (int g = 0; g < ng; ++g) {
             const uint8_t *rp[QX_GR];
             for (int i = 0; i < QX_GR; ++i)
