@@ -27,13 +27,8 @@
 #include "testutil.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+static uint32_t rnd(void) { return el_test_rnd(&rng); }
+static float rndf(void) { return el_test_rndf(&rng); }
 
 static int same_bits(float a, float b) {
     if (isnan(a) && isnan(b)) return 1;

@@ -28,27 +28,14 @@
 #include "backend/cpu/layout.h"
 #include "package/quants_blocks.h"
 #include "package/types.h"
+#include "testutil.h"
 #include "util/fp16.h"
 
-static int g_fail, g_isa_checked;
-#define CHECK(c, ...)                                                                                  \
-    do {                                                                                               \
-        if (!(c)) {                                                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-            fprintf(stderr, __VA_ARGS__);                                                              \
-            fprintf(stderr, "\n");                                                                     \
-            g_fail++;                                                                                  \
-        }                                                                                              \
-    } while (0)
+static int g_isa_checked;
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+static uint32_t rnd(void) { return el_test_rnd(&rng); }
+static float rndf(void) { return el_test_rndf(&rng); }
 
 /* Random blocks of a 32-element type with its fp16 scale first: random quant bytes, a small scale. */
 static void random_blocks(uint8_t *w, size_t nblocks, size_t bb) {
@@ -78,7 +65,7 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
     uint8_t *w = malloc(rb * (size_t)nr);
     random_blocks(w, nbk * (size_t)nr, bb);
     const size_t pb = el_layout_bytes(lay, k, nr);
-    CHECK(pb == rb * (size_t)nr, "%s k %d nr %d: layout %zu bytes, flat %zu", el_layout_name(lay), k, nr, pb,
+    CHECKF(pb == rb * (size_t)nr, "%s k %d nr %d: layout %zu bytes, flat %zu", el_layout_name(lay), k, nr, pb,
           rb * (size_t)nr);
     uint8_t *p = aligned_alloc(64, (pb + 63) / 64 * 64);
     el_layout_pack(lay, w, rb, k, nr, p);
@@ -88,9 +75,9 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
     const uint8_t *gp = p + el_layout_group_bytes(lay, k) * (size_t)g;
     const uint8_t *src = w + rb * (size_t)(16 * g + r) + bb * (size_t)b; /* d, then the quant bytes */
     for (int e = 0; e < 4; ++e)
-        CHECK(gp[qb * (size_t)b + 64 * l + 4 * r + e] == (uint8_t)(src[2 + 4 * l + e] + (q4 ? 0 : 128)),
+        CHECKF(gp[qb * (size_t)b + 64 * l + 4 * r + e] == (uint8_t)(src[2 + 4 * l + e] + (q4 ? 0 : 128)),
               "%s k %d: quant byte", el_layout_name(lay), k);
-    CHECK(!memcmp(gp + qb * nbk + 32 * (size_t)b + 2 * (size_t)r, src, 2), "%s k %d: scale", el_layout_name(lay), k);
+    CHECKF(!memcmp(gp + qb * nbk + 32 * (size_t)b + 2 * (size_t)r, src, 2), "%s k %d: scale", el_layout_name(lay), k);
 
     const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
     uint8_t *xq = malloc(xr * (size_t)nt);
@@ -107,13 +94,13 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
     const el_layout_gemm_fn por = q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable;
     por(k, p, nr, xq, xr, nt, yp, (size_t)nr);
     size_t at = 0;
-    CHECK(same(yf, yp, (size_t)nr * nt, &at), "portable %s != flat: k %d nr %d nt %d at %zu: %.9g vs %.9g",
+    CHECKF(same(yf, yp, (size_t)nr * nt, &at), "portable %s != flat: k %d nr %d nt %d at %zu: %.9g vs %.9g",
           el_layout_name(lay), k, nr, nt, at, yp[at], yf[at]);
     el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
     if (fast && fast != por) {
         memset(ya, 0xFF, sizeof(float) * (size_t)nr * nt);
         fast(k, p, nr, xq, xr, nt, ya, (size_t)nr);
-        CHECK(same(yp, ya, (size_t)nr * nt, &at), "ISA %s != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g",
+        CHECKF(same(yp, ya, (size_t)nr * nt, &at), "ISA %s != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g",
               el_layout_name(lay), k, nr, nt, at, ya[at], yp[at]);
         g_isa_checked++;
     }
@@ -126,7 +113,7 @@ int main(void) {
     el_cpu_type_kernels por_llama[EL_TYPE_COUNT];
     el_cpu_kernels_build(por_llama, EL_CPU_PORTABLE, EL_ORDER_LLAMA);
     /* Q4_0 has one order: its kernel is the same in both tables */
-    CHECK(por[EL_TYPE_Q4_0].vec_dot == por_llama[EL_TYPE_Q4_0].vec_dot, "Q4_0: one kernel in both orders");
+    CHECKF(por[EL_TYPE_Q4_0].vec_dot == por_llama[EL_TYPE_Q4_0].vec_dot, "Q4_0: one kernel in both orders");
     static const el_layout lays[] = {EL_LAYOUT_Q8_0_R16, EL_LAYOUT_Q4_0_R16};
 
     static const int ks[] = {32, 96, 640, 2048, 2080, 8960};
@@ -148,28 +135,24 @@ int main(void) {
     }
 
     /* which matrices get the layout (the process's request and order decide; here: none asked) */
-    CHECK(el_layout_bytes(EL_LAYOUT_Q8_0_R16, 640, 17) == 0, "17 rows: no layout");
-    CHECK(el_layout_bytes(EL_LAYOUT_FLAT, 640, 16) == 0, "flat: no packed bytes");
+    CHECKF(el_layout_bytes(EL_LAYOUT_Q8_0_R16, 640, 17) == 0, "17 rows: no layout");
+    CHECKF(el_layout_bytes(EL_LAYOUT_FLAT, 640, 16) == 0, "flat: no packed bytes");
     const int asked = el_cpu_layout_requested();
     const int block = el_cpu_kernels_order() == EL_ORDER_BLOCK;
     const int vnni = el_cpu_kernels_level() == EL_CPU_AVX512;
-    CHECK(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2048) == (asked && block && vnni ? EL_LAYOUT_Q8_0_R16 : EL_LAYOUT_FLAT),
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2048) == (asked && block && vnni ? EL_LAYOUT_Q8_0_R16 : EL_LAYOUT_FLAT),
           "Q8_0 640 x 2048: asked %d, block order %d, VNNI %d", asked, block, vnni);
-    CHECK(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2040) == EL_LAYOUT_FLAT, "2040 rows: flat");
-    CHECK(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5632) == (asked && vnni ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT),
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q8_0, 640, 2040) == EL_LAYOUT_FLAT, "2040 rows: flat");
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5632) == (asked && vnni ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT),
           "Q4_0 2048 x 5632: asked %d, VNNI %d", asked, vnni);
-    CHECK(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5640) == EL_LAYOUT_FLAT, "Q4_0 5640 rows: flat");
-    CHECK(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2048) == EL_LAYOUT_FLAT, "Q5_0: flat");
-    CHECK(!strcmp(el_layout_set_name(0), "flat") && !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16), "q4_0_r16") &&
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5640) == EL_LAYOUT_FLAT, "Q4_0 5640 rows: flat");
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2048) == EL_LAYOUT_FLAT, "Q5_0: flat");
+    CHECKF(!strcmp(el_layout_set_name(0), "flat") && !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16), "q4_0_r16") &&
               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_0_r16+q8_0_r16"),
           "layout set names");
-    CHECK(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == EL_LAYOUT_FLAT, "Q4_K: flat");
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == EL_LAYOUT_FLAT, "Q4_K: flat");
 
     printf("test_layout: %d cases, %d against the ISA kernels (R16 layouts %s, order %s)\n", cases, g_isa_checked,
            asked ? "requested" : "not requested", el_cpu_order_name(el_cpu_kernels_order()));
-    if (g_fail) {
-        fprintf(stderr, "test_layout: %d failures\n", g_fail);
-        return 1;
-    }
-    return 0;
+    return el_test_finish("test_layout");
 }

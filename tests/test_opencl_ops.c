@@ -76,13 +76,8 @@
 #endif
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+static uint32_t rnd(void) { return el_test_rnd(&rng); }
+static float rndf(void) { return el_test_rndf(&rng); }
 
 static double now_ms(void) {
     struct timespec ts;

@@ -24,13 +24,8 @@
 #include "util/fp16.h"
 
 static uint64_t rng = 0x853C49E6748FEA9Bull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+static uint32_t rnd(void) { return el_test_rnd(&rng); }
+static float rndf(void) { return el_test_rndf(&rng); }
 
 static int same(const float *a, const float *b, int n, int *at) {
     for (int i = 0; i < n; i++) {

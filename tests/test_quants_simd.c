@@ -23,12 +23,7 @@
 #include "testutil.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd(void) { return el_test_rnd(&rng); }
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 

@@ -18,6 +18,17 @@ extern int el_test_checks;
     fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
     fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
+/* Reproducible random numbers for a test: xorshift64 over the test's own
+ * state (each test keeps its seed, so its sequence is its own).
+ * el_test_rnd: 32 bits; el_test_rndf: a float in [-1, 1) from them. */
+static inline uint32_t el_test_rnd(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 16);
+}
+static inline float el_test_rndf(uint64_t *s) { return (float)((double)el_test_rnd(s) / 4294967296.0 * 2.0 - 1.0); }
+
 /* Path under the fixtures' reference/ ($EL_FIXTURE_DIR, else the build's
  * EL_FIXTURE_DIR; tests/fixtures/make_fixtures.py writes them) — static
  * buffer, valid until the next call. */
