@@ -235,6 +235,7 @@ static int run_model(const act_opts *a, cli_opts *o, el_gate *g, int dev, const 
     }
     char *prompt = build_prompt(p, p->devices[dev].id, text, tlen);
     free(text);
+    cli_measure_runtime(o); /* M_runtime: the process as it starts, measured as plan measures it */
     int vr = cli_verify_before_load(o);
     if (!prompt || vr >= 0) {
         free(gbnf);
@@ -251,7 +252,6 @@ static int run_model(const act_opts *a, cli_opts *o, el_gate *g, int dev, const 
     const uint64_t deadline = mono_ms(NULL) + (uint64_t)a->deadline_ms;
     el_gate_expect(g, p->devices[dev].id, req, deadline);
 
-    cli_measure_runtime(o);
     el_model *m = cli_load_model(o, false, &err);
     int code = CLI_EXIT_ERROR;
     el_session *s = NULL;

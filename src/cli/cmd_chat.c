@@ -277,6 +277,7 @@ static int chat_cloud(cli_opts *o, cli_route *cr) {
 }
 
 int cli_cmd_chat(cli_opts *o) {
+    cli_measure_runtime(o); /* M_runtime: the process as it starts, measured as plan measures it */
     int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
     if (o->route) { /* decided once, before anything is loaded */
         cli_route cr;
@@ -289,7 +290,6 @@ int cli_cmd_chat(cli_opts *o) {
     }
     if (vr >= 0) return vr;
     el_error err = {0};
-    cli_measure_runtime(o);
     el_model *m = cli_load_model(o, false, &err);
     if (!m) return cli_fail(&err);
 

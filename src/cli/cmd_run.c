@@ -142,6 +142,7 @@ static int run_cloud(cli_opts *o, cli_route *cr, const char *text, size_t len) {
 }
 
 int cli_cmd_run(cli_opts *o) {
+    cli_measure_runtime(o); /* M_runtime: the process as it starts, measured as plan measures it */
     int vr = cli_verify_before_load(o); /* package checks before any byte is loaded */
     cli_route cr;
     memset(&cr, 0, sizeof cr);
@@ -164,7 +165,6 @@ int cli_cmd_run(cli_opts *o) {
     }
 
     el_error err = {0};
-    cli_measure_runtime(o);
     el_model *m = cli_load_model(o, false, &err);
     if (!m) { free(text); return cli_fail(&err); }
 

@@ -114,6 +114,7 @@ int cli_cmd_serve(cli_opts *o) {
     }
     /* package checks before the server starts; with a policy, a model that
      * fails them leaves the server up without a local route */
+    cli_measure_runtime(o); /* M_runtime: the process as it starts, measured as plan measures it */
     int vr = cli_verify_before_load(o);
     bool local_ok = vr < 0;
     if (!local_ok && !o->policy) return vr;
@@ -166,7 +167,6 @@ int cli_cmd_serve(cli_opts *o) {
     p.mem_floor = o->mem_floor;
     p.expert_budget = o->expert_budget;
     p.expert_budget_pct = o->expert_budget_pct;
-    cli_measure_runtime(o);
     p.mem_runtime = o->mem_runtime;
     p.alias = o->alias;
     p.no_slots = o->no_slots;
