@@ -4,6 +4,7 @@
  * present, with sane values. Exit 77 (skipped) without the fixtures.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout.h"
 #include "testutil.h"
 
 #ifndef EL_CLI_PATH
@@ -43,7 +45,9 @@ static double num(const cJSON *o, const char *k) {
  * repacked, bench --json says so, and the resident set after the first
  * decode token stays under the file plus half the copy: --load mmap drops
  * the flat pages once packed (without that it is the file plus the whole
- * copy). Without VNNI nothing is repacked.
+ * copy). Without VNNI nothing is repacked. Then the same layout written
+ * into a file (quantize --layout r16): mapped with nothing repacked, and
+ * the resident set after the first token is the flat file's.
  */
 static void layout_case(void) {
     char gemma[4096] = "";
@@ -84,6 +88,43 @@ static void layout_case(void) {
     }
     cJSON_Delete(j);
     free(out);
+
+    /* The same layout written into a file (quantize --layout r16: Gemma's Q4_K_M types kept, its Q8_0
+     * matrices laid out, the tied output among them), in the default order: mapped as it is, so
+     * nothing is repacked and the resident set after the first token is the flat file's. */
+    char laid[] = "/tmp/el-bench-laid-XXXXXX";
+    const int fd = mkstemp(laid);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    const char *qa[] = {"quantize", gemma, laid, "Q4_K_M", "--allow-requantize", "--layout", "r16", "-q", NULL};
+    char *qo = run_cli(qa, &status);
+    free(qo);
+    CHECKF(status == 0, "quantize --layout r16: exit %d", status);
+    double rss[2] = {0, 0};
+    for (int i = 0; i < 2 && status == 0; i++) {
+        const char *ba[] = {"bench", "-m", i ? laid : gemma, "-p", "8", "-n", "4", "-r", "1", "-t", "2", "--json", NULL};
+        out = run_cli(ba, &status);
+        j = out ? cJSON_Parse(out) : NULL;
+        CHECKF(status == 0 && cJSON_IsObject(j), "bench %s: exit %d", i ? "laid-out file" : "flat file", status);
+        if (cJSON_IsObject(j)) {
+            rss[i] = num(j, "rss_first_token_bytes");
+            const cJSON *wl = cJSON_GetObjectItem(j, "weight_layout");
+            const double nf = num(j, "layout_file_matrices");
+            const bool runs = el_cpu_layout_runs(EL_LAYOUT_Q8_0_R16);
+            CHECKF(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0, "file %d: nothing repacked", i);
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, i && runs ? "q8_0_r16" : "flat") && nf == (i && runs ? 10 : 0),
+                   "file %d: weight_layout %s, %g matrices from the file", i, cJSON_IsString(wl) ? wl->valuestring : "?", nf);
+        }
+        cJSON_Delete(j);
+        free(out);
+    }
+    /* no hidden copy: the laid-out file's resident set is the flat file's (a few MiB of noise) */
+    CHECKF(rss[1] > 0 && rss[1] < rss[0] + 8.0 * 1048576.0, "RSS after the first token: laid-out %.1f MiB, flat %.1f MiB",
+           rss[1] / 1048576.0, rss[0] / 1048576.0);
+    printf("layout case: file layout RSS after the first token %.1f MiB (flat file %.1f MiB)\n", rss[1] / 1048576.0,
+           rss[0] / 1048576.0);
+    unlink(laid);
 }
 
 int main(void) {
@@ -164,9 +205,9 @@ int main(void) {
         if (!getenv("EL_WEIGHT_LAYOUT")) {
             CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "flat"), "weight_layout %s",
                    cJSON_IsString(wl) ? wl->valuestring : "?");
-            CHECK(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0);
+            CHECK(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0 && num(j, "layout_file_matrices") == 0);
         }
-        CHECKF(cJSON_GetArraySize(j) == 34, "%d fields", cJSON_GetArraySize(j));
+        CHECKF(cJSON_GetArraySize(j) == 35, "%d fields", cJSON_GetArraySize(j));
     }
     cJSON_Delete(j);
     free(out);
@@ -200,7 +241,7 @@ int main(void) {
             }
             CHECK(num(sp, "predicted_speedup") > 0);
             CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sp, "same_tokens")));
-            CHECKF(cJSON_GetArraySize(js) == 35, "%d fields with spec", cJSON_GetArraySize(js));
+            CHECKF(cJSON_GetArraySize(js) == 36, "%d fields with spec", cJSON_GetArraySize(js));
         }
         cJSON_Delete(js);
         free(out);

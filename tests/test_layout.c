@@ -13,8 +13,10 @@
  *     with row counts past its accumulator pieces (4,096 floats: 256 groups
  *     at one activation row, 32 at eight) and block counts past its 64-block
  *     chunks (2,080 and 8,960 elements);
- *   - packing puts every byte where the layout says (a block read back), and
- *     the sizes: a group is the size of its 16 flat rows;
+ *   - packing puts every byte where the layout says (a block read back),
+ *     unpacking inverts it, one row's block gathers back, and the sizes: a
+ *     group is the size of its 16 flat rows; the file's type ids map to the
+ *     layouts and carry their base types' sizes;
  *   - el_cpu_layout_for grants Q4_0's layout to matrices of 16k rows, and
  *     Q8_0's only in the block order, when the R16 layouts are asked for.
  */
@@ -78,6 +80,13 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
         CHECKF(gp[qb * (size_t)b + 64 * l + 4 * r + e] == (uint8_t)(src[2 + 4 * l + e] + (q4 ? 0 : 128)),
               "%s k %d: quant byte", el_layout_name(lay), k);
     CHECKF(!memcmp(gp + qb * nbk + 32 * (size_t)b + 2 * (size_t)r, src, 2), "%s k %d: scale", el_layout_name(lay), k);
+    /* unpacking is the inverse, and one row's block is gathered from its group as the flat block */
+    uint8_t *back = malloc(rb * (size_t)nr), blk[64];
+    el_layout_unpack(lay, p, k, nr, back, rb);
+    CHECKF(!memcmp(back, w, rb * (size_t)nr), "%s k %d nr %d: unpack(pack(w)) != w", el_layout_name(lay), k, nr);
+    free(back);
+    el_layout_block(lay, p, k, 16 * g + r, b, blk);
+    CHECKF(!memcmp(blk, src, bb), "%s k %d: el_layout_block row %d block %d", el_layout_name(lay), k, 16 * g + r, b);
 
     const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
     uint8_t *xq = malloc(xr * (size_t)nt);
@@ -151,6 +160,20 @@ int main(void) {
               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_0_r16+q8_0_r16"),
           "layout set names");
     CHECKF(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == EL_LAYOUT_FLAT, "Q4_K: flat");
+    /* the file's type ids (package/layout.h): edgellm's own, sized as their base types, no flat reader */
+    for (int li = 1; li < EL_LAYOUT_COUNT; ++li) {
+        const el_layout l = (el_layout)li;
+        const int ty = el_layout_type(l), base = el_layout_base(l);
+        const el_type_info *ti = el_type_get(ty), *bi = el_type_get(base);
+        CHECKF(ty >= 0x4000 && el_layout_of_type(ty) == l && el_layout_r16_of((el_type)base) == l, "%s: type ids",
+               el_layout_name(l));
+        CHECKF(ti && bi && ti->blck_size == bi->blck_size && ti->type_size == bi->type_size && !ti->weights_supported &&
+                   !ti->to_float && el_row_size((el_type)ty, 640) == el_row_size((el_type)base, 640),
+               "%s: type entry", el_layout_name(l));
+    }
+    CHECKF(el_layout_of_type(EL_TYPE_Q8_0) == EL_LAYOUT_FLAT && el_layout_type(EL_LAYOUT_FLAT) == -1 &&
+               !strcmp(el_type_name(EL_TYPE_Q4_0_R16), "Q4_0_R16") && el_type_get(0x4003) == NULL,
+           "layout type ids: flat and unknown");
 
     printf("test_layout: %d cases, %d against the ISA kernels (R16 layouts %s, order %s)\n", cases, g_isa_checked,
            asked ? "requested" : "not requested", el_cpu_order_name(el_cpu_kernels_order()));

@@ -218,6 +218,8 @@ static void check_refusals(void) {
         {{"quantize", src, out, NULL}, 2, "expected IN.gguf OUT.gguf TYPE"},
         {{"quantize", src, out, "Q8_0", "-t", "-1", NULL}, 2, "--threads"},
         {{"quantize", bad, out, "Q8_0", NULL}, 1, "GGUF"},
+        {{"quantize", src, out, "Q8_0", "--layout", "r32", NULL}, 2, "--layout: expected flat or r16"},
+        {{"quantize", src, out, "Q8_0", "--layout", NULL}, 2, "needs a value"},
     };
     for (size_t i = 0; i < sizeof cli / sizeof *cli; i++) {
         el_test_proc r;
@@ -233,6 +235,15 @@ static void check_refusals(void) {
     CHECK(el_test_run_cli(ok, &r));
     CHECKF(r.status == 0 && same_file(out, el_test_ref_path("models/tiny-llama-Q8_0.gguf")), "CLI q8_0: %s",
            r.err ? r.err : "");
+    el_test_proc_free(&r);
+    /* --layout r16: the summary counts the matrices laid out (test_layout_file checks the file) */
+    unlink(out);
+    char f16[4096]; /* el_test_ref_path's buffer is shared: src may name the last path asked for */
+    snprintf(f16, sizeof f16, "%s", el_test_ref_path("models/tiny-llama-F16.gguf"));
+    const char *lay[] = {"quantize", f16, out, "Q8_0", "--layout", "r16", NULL};
+    CHECK(el_test_run_cli(lay, &r));
+    CHECKF(r.status == 0 && r.err && strstr(r.err, " in layout r16") && !same_file(out, el_test_ref_path("models/tiny-llama-Q8_0.gguf")),
+           "CLI --layout r16: %s", r.err ? r.err : "");
     el_test_proc_free(&r);
 }
 

@@ -413,9 +413,10 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         /* which CPU kernels ran: the ISA level and the Q8_0/Q5_0/Q6_K arithmetic order (backend/cpu/kernels.h) */
         printf(",\"cpu_isa\":\"%s\",\"kernel_order\":\"%s\"", el_cpu_level_name(el_cpu_kernels_level()),
                el_cpu_order_name(el_cpu_kernels_order()));
-        /* the weight layout that ran (backend/cpu/layout.h): flat, or the one the matrices were repacked into */
-        printf(",\"weight_layout\":\"%s\",\"layout_matrices\":%d,\"layout_bytes\":%zu",
-               el_layout_set_name(m->layout_set), m->layout_mats, m->layout_bytes);
+        /* the weight layout that ran (backend/cpu/layout.h): flat, or the file's and the repacked ones; the
+         * matrices repacked at load (and their bytes), and those run as the file stores them */
+        printf(",\"weight_layout\":\"%s\",\"layout_matrices\":%d,\"layout_bytes\":%zu,\"layout_file_matrices\":%d",
+               el_layout_set_name(m->layout_set), m->layout_mats, m->layout_bytes, m->layout_file_mats);
         if (sb.ran) spec_json(&sb);
         if (moe) { /* expert residency (memory/experts.h): the decode runs' hits and faults */
             printf(",\"experts\":{\"total_bytes\":%llu,\"budget_bytes\":%llu,\"resident_bytes\":%llu,"
@@ -488,6 +489,7 @@ static int bench_one(cli_opts *o, double *pp_out, double *tg_out) {
         putchar('\n');
         printf("kernels:  %s, Q8_0/Q5_0/Q6_K in %s order, weight layout %s", el_cpu_level_name(el_cpu_kernels_level()),
                el_cpu_order_name(el_cpu_kernels_order()), el_layout_set_name(m->layout_set));
+        if (m->layout_file_mats) printf(" (%d matrices as the file stores them)", m->layout_file_mats);
         if (m->layout_mats) printf(" (%d matrices repacked at load, %.1f MiB)", m->layout_mats, (double)m->layout_bytes / (double)(1u << 20));
         putchar('\n');
         if (sb.ran) {

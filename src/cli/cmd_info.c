@@ -129,8 +129,8 @@ int cli_cmd_info(cli_opts *o) {
     if (nt) printf("  %-*s  %-7s  %-26s  %12s\n", (int)name_w, "name", "type", "shape", "bytes");
 
     uint64_t n_params = 0, n_bytes = 0;
-    uint64_t by_type_bytes[EL_TYPE_COUNT + 1] = {0}, by_type_params[EL_TYPE_COUNT + 1] = {0};
-    int by_type_n[EL_TYPE_COUNT + 1] = {0};
+    uint64_t by_type_bytes[EL_TYPE_COUNT + EL_LAYOUT_COUNT] = {0}, by_type_params[EL_TYPE_COUNT + EL_LAYOUT_COUNT] = {0};
+    int by_type_n[EL_TYPE_COUNT + EL_LAYOUT_COUNT] = {0};
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, i);
         char shape[96];
@@ -146,7 +146,8 @@ int cli_cmd_info(cli_opts *o) {
                t->name.ptr, el_type_name(t->type), shape, t->nbytes);
         n_params += elems;
         n_bytes += t->nbytes;
-        int ti = (t->type >= 0 && t->type < EL_TYPE_COUNT) ? t->type : EL_TYPE_COUNT;
+        const int fl = el_layout_of_type(t->type); /* the layout types after the table's */
+        int ti = (t->type >= 0 && t->type < EL_TYPE_COUNT) ? t->type : fl ? EL_TYPE_COUNT + fl : EL_TYPE_COUNT;
         by_type_bytes[ti] += t->nbytes;
         by_type_params[ti] += elems;
         by_type_n[ti]++;
@@ -158,10 +159,13 @@ int cli_cmd_info(cli_opts *o) {
     printf("  parameters: %" PRIu64 " (%s)\n", n_params, cnt);
     printf("  tensor bytes: %" PRIu64 " (%.2f MiB, %.2f bits per weight)\n", n_bytes, mib((double)n_bytes),
            n_params ? 8.0 * (double)n_bytes / (double)n_params : 0.0);
-    for (int ti = 0; ti <= EL_TYPE_COUNT; ti++) {
+    for (int ti = 0; ti < EL_TYPE_COUNT + EL_LAYOUT_COUNT; ti++) {
         if (!by_type_n[ti]) continue;
         printf("  %-7s %4d tensors, %12" PRIu64 " params, %12" PRIu64 " bytes (%.2f MiB)\n",
-               ti < EL_TYPE_COUNT ? el_type_name(ti) : "?", by_type_n[ti], by_type_params[ti], by_type_bytes[ti],
+               ti < EL_TYPE_COUNT ? el_type_name(ti)
+               : ti > EL_TYPE_COUNT ? el_type_name(el_layout_type((el_layout)(ti - EL_TYPE_COUNT)))
+                                    : "?",
+               by_type_n[ti], by_type_params[ti], by_type_bytes[ti],
                mib((double)by_type_bytes[ti]));
     }
     el_gguf_close(g);
@@ -183,8 +187,13 @@ int cli_cmd_info(cli_opts *o) {
     size_t sb = el_session_bytes(m, n_ctx, n_batch);
     printf("  architecture: %s, vocab %d, train context %d\n", el_model_arch(m), el_model_n_vocab(m),
            el_model_n_ctx_train(m));
-    /* matrices repacked at load into a kernel's layout (backend/cpu/layout.h, EL_WEIGHT_LAYOUT=flat|r16) */
+    /* matrices in a kernel's layout (backend/cpu/layout.h): as the file stores them (quantize --layout), or
+     * repacked at load (EL_WEIGHT_LAYOUT=r16); a file's layout the CPU does not run is unpacked to flat rows */
     printf("  weight layout: %s", el_layout_set_name(m->layout_set));
+    if (m->layout_file_mats) printf(", %d matrices as the file stores them (mapped, no copy)", m->layout_file_mats);
+    if (m->layout_unpacked)
+        printf(", %d unpacked to flat rows, %zu bytes (%.2f MiB)", m->layout_unpacked, m->layout_unpacked_bytes,
+               mib((double)m->layout_unpacked_bytes));
     if (m->layout_mats) printf(", %d matrices repacked, %zu bytes (%.2f MiB) beside the mapped file", m->layout_mats,
                                m->layout_bytes, mib((double)m->layout_bytes));
     putchar('\n');

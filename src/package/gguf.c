@@ -55,6 +55,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "package/layout.h"
 #include "package/quants.h"
 #include "package/quants_blocks.h"
 #include "package/types.h"
@@ -423,9 +424,15 @@ static el_status rd_tensor(reader *r, el_gguf_tensor *t, int64_t i) {
     t->offset = off;
     t->data = NULL;
 
-    const el_type_info *ti = type < EL_TYPE_COUNT ? el_type_get((int)type) : NULL;
+    const el_type_info *ti = type <= INT32_MAX ? el_type_get((int)type) : NULL;
     if (!ti) return el_set_error(r->err, EL_ERR_BAD_TYPE, "%s: unknown ggml type id %" PRIu32, what, type);
     t->type = (int)type;
+    /* a weight layout (layout.h) holds whole groups of 16 rows of a matrix */
+    if (el_layout_of_type(t->type) != EL_LAYOUT_FLAT &&
+        (t->n_dims != 2 || t->ne[1] % EL_LAYOUT_R16_ROWS || t->ne[1] <= 0))
+        return el_set_error(r->err, EL_ERR_BAD_TENSOR,
+                            "%s: type %s needs a matrix of whole groups of %d rows, not %d dims of ne[1] = %" PRId64,
+                            what, ti->name, EL_LAYOUT_R16_ROWS, t->n_dims, t->ne[1]);
     if (t->ne[0] % ti->blck_size)
         return el_set_error(r->err, EL_ERR_BAD_TENSOR,
                             "%s: row length ne[0] = %" PRId64 " is not a multiple of %s's block size %d", what,

@@ -19,6 +19,7 @@
 
 #include "package/gguf.h"
 #include "package/gguf_write.h"
+#include "package/layout.h"
 #include "package/quants.h"
 #include "package/types.h"
 #include "util/error.h"
@@ -36,6 +37,40 @@ el_requant_params el_requant_default_params(void) {
 static bool key_is(el_str k, const char *s) { return el_str_eq(k, s); }
 
 static bool is_float_type(int t) { return t == EL_TYPE_F32 || t == EL_TYPE_F16 || t == EL_TYPE_BF16; }
+
+/* The block format of a tensor's rows: a layout's base type, else its own. */
+static int flat_type(int t) {
+    const el_layout l = el_layout_of_type(t);
+    return l ? el_layout_base(l) : t;
+}
+
+/* Whether a tensor is a matrix the forward pass multiplies by: the only ones written in a weight layout.
+ * token_embd only where it is also the output (tied: the file has no output.weight); its rows are read
+ * from the groups (package/layout.h, el_layout_block). */
+static bool is_matmul_weight(const char *name, bool tied) {
+    if (tied && !strcmp(name, "token_embd.weight")) return true;
+    static const char *const k_suffix[] = {".attn_q.weight",   ".attn_k.weight",   ".attn_v.weight",
+                                           ".attn_qkv.weight", ".attn_output.weight", ".ffn_gate.weight",
+                                           ".ffn_up.weight",   ".ffn_down.weight", ".shortconv.in_proj.weight",
+                                           ".shortconv.out_proj.weight"};
+    if (!strcmp(name, "output.weight")) return true;
+    if (strncmp(name, "blk.", 4) != 0) return false;
+    const size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof k_suffix / sizeof k_suffix[0]; i++) {
+        const size_t k = strlen(k_suffix[i]);
+        if (n > k && !strcmp(name + n - k, k_suffix[i])) return true;
+    }
+    return false;
+}
+
+/* The layout tensor i is written in: R16 for an eligible Q4_0 / Q8_0 matrix of whole 16-row groups. */
+static el_layout out_layout(const el_requant_params *p, const el_gguf *g, const char *name, const el_gguf_tensor *t,
+                            el_type type) {
+    if (!p->layout_r16 || t->n_dims != 2 || t->ne[1] % EL_LAYOUT_R16_ROWS ||
+        !is_matmul_weight(name, el_gguf_find_tensor(g, "output.weight") == NULL))
+        return EL_LAYOUT_FLAT;
+    return el_layout_r16_of(type);
+}
 
 /* One metadata pair → the writer (same key, type and value). */
 static int copy_kv(el_gguf_writer *w, const el_gguf_kv *kv, el_error *err) {
@@ -219,7 +254,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     el_type *types = NULL;
     char **names = NULL;
     float *fbuf = NULL;
-    uint8_t *obuf = NULL;
+    uint8_t *obuf = NULL, *pbuf = NULL, *flat_src = NULL;
     const int64_t nt = el_gguf_n_tensors(g);
     el_qmodel qm;
     if ((rc = read_qmodel(g, &qm, arch, sizeof arch, err))) goto done;
@@ -239,7 +274,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     int64_t max_row = 1;
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, order[i]);
-        const el_type_info *ti = el_type_get(t->type);
+        const el_type_info *ti = el_type_get(flat_type(t->type));
         if (!(names[i] = el_str_dup(t->name))) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
         if (!ti || !ti->to_float) {
             rc = el_set_error(err, EL_ERR_UNSUPPORTED, "%s: tensors of type %s cannot be read", names[i], el_type_name(t->type));
@@ -277,7 +312,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
         }
     }
     for (int64_t i = 0; i < nt; i++)
-        if (keep[i] == EL_TYPE_F32) types[i] = (el_type)el_gguf_tensor_at(g, order[i])->type;
+        if (keep[i] == EL_TYPE_F32) types[i] = (el_type)flat_type(el_gguf_tensor_at(g, order[i])->type);
     if (keep != types) free(keep);
 
     /* metadata */
@@ -294,7 +329,8 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     el_gguf_w_u32(w, "general.file_type", (uint32_t)el_ftype_gguf_id(p->ftype));
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, order[i]);
-        el_gguf_w_add_tensor(w, names[i], (int)types[i], t->n_dims, t->ne);
+        const el_layout ol = out_layout(p, g, names[i], t, types[i]);
+        el_gguf_w_add_tensor(w, names[i], ol ? el_layout_type(ol) : (int)types[i], t->n_dims, t->ne);
     }
     if (el_gguf_w_error(w)[0]) { rc = el_set_error(err, EL_ERR_INVALID_ARG, "%s", el_gguf_w_error(w)); goto done; }
 
@@ -302,9 +338,12 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     for (int64_t i = 0; i < nt; i++) total += el_gguf_w_tensor_nbytes(w, i);
     int64_t chunk_rows = RQ_CHUNK_ELEMS / max_row;
     if (chunk_rows < 1) chunk_rows = 1;
+    if (chunk_rows < EL_LAYOUT_R16_ROWS) chunk_rows = EL_LAYOUT_R16_ROWS; /* a layout packs whole groups */
+    chunk_rows -= chunk_rows % EL_LAYOUT_R16_ROWS;
     fbuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row));
     obuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row)); /* every target is <= 4 bytes per element */
-    if (!fbuf || !obuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    pbuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row)); /* obuf in a layout */
+    if (!fbuf || !obuf || !pbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     int n_threads = p->n_threads;
     if (n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -314,21 +353,36 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     if ((rc = el_gguf_w_begin(w, out_path, err))) goto done;
     if (p->progress) p->progress(p->progress_ud, 0, total, "");
     int n_changed = 0;
+    int n_layout = 0;
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, order[i]);
-        if ((int)types[i] == t->type) {
-            if ((rc = el_gguf_w_tensor_data(w, t->data, t->nbytes, err))) goto done;
-            done_bytes += t->nbytes;
-        } else {
-            n_changed++;
-            const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
-            for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
-                const int64_t nr = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
-                if ((rc = convert_rows(t, types[i], r0, nr, fbuf, obuf, n_threads, err))) goto done;
-                const size_t nb = el_row_size(types[i], ne0) * (size_t)nr;
-                if ((rc = el_gguf_w_tensor_data(w, obuf, nb, err))) goto done;
-                done_bytes += nb;
+        const el_layout il = el_layout_of_type(t->type), ol = out_layout(p, g, names[i], t, types[i]);
+        n_layout += ol != EL_LAYOUT_FLAT;
+        el_gguf_tensor tf = *t; /* the source's flat rows */
+        free(flat_src);
+        flat_src = NULL;
+        if (il) {
+            tf.type = el_layout_base(il);
+            if (!(flat_src = malloc(t->nbytes))) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+            el_layout_unpack(il, t->data, t->ne[0], t->ne[1], flat_src, el_row_size((el_type)tf.type, t->ne[0]));
+            tf.data = flat_src;
+        }
+        const int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
+        const size_t out_row = el_row_size(types[i], ne0);
+        if ((int)types[i] != tf.type) n_changed++;
+        for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+            const int64_t nr = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
+            const uint8_t *out = (const uint8_t *)tf.data + out_row * (size_t)r0; /* the type kept: its bytes */
+            if ((int)types[i] != tf.type) {
+                if ((rc = convert_rows(&tf, types[i], r0, nr, fbuf, obuf, n_threads, err))) goto done;
+                out = obuf;
             }
+            if (ol) { /* whole groups: chunks start at multiples of 16 rows and the tensor holds 16k */
+                el_layout_pack(ol, out, out_row, ne0, nr, pbuf);
+                out = pbuf;
+            }
+            if ((rc = el_gguf_w_tensor_data(w, out, out_row * (size_t)nr, err))) goto done;
+            done_bytes += out_row * (size_t)nr;
         }
         if (p->progress) p->progress(p->progress_ud, done_bytes, total, names[i]);
     }
@@ -343,6 +397,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
         info->n_requantized = n_changed;
         for (int64_t i = 0; i < nt; i++)
             if ((unsigned)types[i] < 64) info->n_by_type[types[i]]++;
+        info->n_layout = n_layout;
         info->in_bytes = el_gguf_file_size(g);
         info->out_bytes = el_gguf_file_size(o);
     }
@@ -357,6 +412,8 @@ done:
     free(types);
     free(fbuf);
     free(obuf);
+    free(pbuf);
+    free(flat_src);
     el_gguf_close(g);
     return rc;
 }

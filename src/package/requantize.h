@@ -22,6 +22,10 @@
  * (el_gguf_check_values: an MXFP4 block exponent 0xFF), before anything is
  * written.
  *
+ * With layout_r16, eligible tensors are written in a weight layout: the
+ * same bytes permuted (package/layout.h). A source tensor in a layout is
+ * unpacked to its flat rows first, so a laid-out file converts back exactly.
+ *
  * The bytes do not depend on n_threads. Pure C (libc, libm, pthreads): part
  * of the core library (L1 package).
  */
@@ -37,6 +41,10 @@ typedef struct el_requant_params {
     el_ftype ftype;
     int n_threads;          /* 0: all CPUs */
     bool allow_requantize;  /* accept quantized source tensors */
+    /* write the matrix weights (attention and FFN projections, output) that come out Q4_0 or Q8_0 with
+     * 16k rows in their R16 weight layout (package/layout.h: EL_TYPE_Q4_0_R16 / EL_TYPE_Q8_0_R16), an
+     * exact permutation of their bytes; a source in a layout is read through its flat rows either way */
+    bool layout_r16;
     /* called after each tensor (and once at the start with done = 0) */
     void (*progress)(void *ud, uint64_t done, uint64_t total, const char *tensor);
     void *progress_ud;
@@ -46,7 +54,8 @@ typedef struct el_requant_info {
     const char *arch;                /* points into a static copy; valid until the next call */
     int n_tensors;
     int n_requantized;               /* tensors whose type changed */
-    int n_by_type[64];               /* output tensors per el_type */
+    int n_by_type[64];               /* output tensors per el_type (a layout's under its base type) */
+    int n_layout;                    /* output tensors written in a weight layout */
     uint64_t in_bytes, out_bytes;    /* file sizes */
 } el_requant_info;
 

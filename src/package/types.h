@@ -28,7 +28,10 @@ typedef enum {
     EL_TYPE_TQ1_0 = 34, EL_TYPE_TQ2_0 = 35,
     /* 36-38: removed IQ4_NL_4_4 etc. */
     EL_TYPE_MXFP4 = 39,
-    EL_TYPE_COUNT = 40
+    EL_TYPE_COUNT = 40,
+    /* edgellm's own ids, 0x4000 + a weight layout (package/layout.h): Q8_0 / Q4_0
+     * rows interleaved by 16. Outside the table: no flat reader computes with them. */
+    EL_TYPE_Q8_0_R16 = 0x4001, EL_TYPE_Q4_0_R16 = 0x4002
 } el_type;
 
 #define EL_QK_K 256 /* super-block size of the K-quants */
@@ -45,7 +48,9 @@ typedef struct el_type_info {
     el_from_float_fn from_float; /* NULL where edgellm never quantizes to it */
 } el_type_info;
 
-/* NULL for ids that are out of range or unused (4, 5, 31-33, 36-38). */
+/* NULL for ids that are out of range or unused (4, 5, 31-33, 36-38). The
+ * layout ids (EL_TYPE_Q8_0_R16, EL_TYPE_Q4_0_R16) have an entry with their
+ * base type's block and byte sizes, no conversions, weights_supported false. */
 const el_type_info *el_type_get(int type);
 const char *el_type_name(int type); /* "?" when unknown */
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */

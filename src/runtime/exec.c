@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "package/layout.h"
 #include "memory/plan.h"
 #include "runtime/model.h"
 #include "sched/devcache.h"
@@ -192,6 +193,8 @@ static void describe(el_exec *x, el_op *op) {
     p->layer = op->layer;
     p->site = op->site;
     p->wtype = op->n_w > 0 && op->w[0] ? (int)op->w[0]->type : -1;
+    for (int i = 0; i < op->n_w; i++) /* packed rows with no flat copy: only the CPU's layout kernels read them */
+        if (op->w[i] && !op->w[i]->data && op->w[i]->packed) p->wtype = el_layout_type((el_layout)op->w[i]->layout);
     p->kv_type = op->kind == EL_OPK_KV_STORE ? op->p.kv_store.type
                : op->kind == EL_OPK_ATTENTION ? op->p.attn.a.type_k : -1;
     p->flops = op->flops, p->bytes_w = op->bytes_w, p->bytes_in = op->bytes_in, p->bytes_out = op->bytes_out;

@@ -207,7 +207,7 @@ static const el_mat *model_weight(void *ctx, int il, int slot) {
     }
     const el_layer *L = &m->layers[il];
     const el_mat *k[EL_LORA_PER_LAYER] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    return k[slot]->data ? k[slot] : NULL;
+    return k[slot]->data || k[slot]->packed ? k[slot] : NULL; /* packed: a file's weight layout */
 }
 
 const el_lora_w *el_lora_find(const el_lora *a, const void *model, int il, const void *W) {

@@ -130,7 +130,8 @@ int el_hp_f32_pos(el_model *m, const char *suffix, float dflt, float *out, el_er
 
 el_mat el_mat_rows(const el_mat *w, int64_t r0, int64_t n) {
     el_mat v = *w;
-    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    /* a file layout has no flat rows (data NULL): a view that splits a group has neither, and the load refuses it */
+    v.data = w->data ? (const uint8_t *)w->data + (size_t)r0 * w->row_bytes : NULL;
     v.ne1 = n;
     if (w->layout && r0 % EL_LAYOUT_R16_ROWS == 0 && n % EL_LAYOUT_R16_ROWS == 0) /* whole groups: the packed view */
         v.packed = (const uint8_t *)w->packed + el_layout_group_bytes(w->layout, w->ne0) * (size_t)(r0 / EL_LAYOUT_R16_ROWS);
@@ -151,6 +152,26 @@ static int own(el_model *m, void *p) {
     return 0;
 }
 
+/* Flat rows for a matrix the file stores in a layout the CPU does not run: unpacked into memory the
+ * model owns (counted with the weights); products read them with the flat kernels. */
+static int mat_unpack(el_model *m, el_mat *w, el_error *err) {
+    const size_t bytes = w->row_bytes * (size_t)w->ne1;
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p || own(m, p)) {
+        free(p);
+        return el_set_error(err, EL_ERR_NOMEM, "out of memory unpacking a %" PRId64 " x %" PRId64 " matrix (%s)", w->ne0,
+                            w->ne1, el_layout_name((el_layout)w->layout));
+    }
+    el_layout_unpack((el_layout)w->layout, w->packed, w->ne0, w->ne1, p, w->row_bytes);
+    w->data = p;
+    w->packed = NULL;
+    w->layout = EL_LAYOUT_FLAT;
+    m->owned_bytes += bytes;
+    m->layout_unpacked++;
+    m->layout_unpacked_bytes += bytes;
+    return 0;
+}
+
 int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, el_mat *out, el_error *err) {
     memset(out, 0, sizeof *out);
     const el_gguf_tensor *t = el_gguf_find_tensor(m->gguf, name);
@@ -161,19 +182,29 @@ int el_bind_mat(el_model *m, const char *name, int64_t ne0, int64_t ne1, bool re
     if (t->n_dims > 2 || t->ne[0] != ne0 || t->ne[1] != ne1)
         return el_set_error(err, EL_ERR_BAD_TENSOR, "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name,
                             (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)ne0, (long long)ne1);
-    const el_type_info *ti = el_type_get(t->type);
-    const el_cpu_type_kernels *k = el_cpu_kernels((el_type)t->type);
+    /* a weight layout the packager wrote (package/layout.h) computes with its base type's arithmetic */
+    const el_layout fl = el_layout_of_type(t->type);
+    const el_type type = fl ? (el_type)el_layout_base(fl) : (el_type)t->type;
+    const el_type_info *ti = el_type_get(type);
+    const el_cpu_type_kernels *k = el_cpu_kernels(type);
     if (!ti || !ti->weights_supported || !ti->to_float || !k || !k->vec_dot)
         return el_set_error(err, EL_ERR_UNSUPPORTED, "tensor '%s' has type %s, which edgellm cannot compute with", name,
                             el_type_name(t->type));
     /* MXFP4: refuse a NaN exponent before anything computes with it (a read of the tensor) */
     int rc = el_gguf_check_values(t, err);
     if (rc) return rc;
-    out->type = (el_type)t->type;
+    out->type = type;
     out->ne0 = ne0;
     out->ne1 = ne1;
     out->data = t->data;
     out->row_bytes = el_row_size(out->type, ne0);
+    if (fl) {
+        out->data = NULL; /* no flat rows: products read the packed groups, mapped as they are */
+        out->packed = t->data;
+        out->layout = fl;
+        if (!el_cpu_layout_runs(fl) && (rc = mat_unpack(m, out, err))) return rc;
+        if (out->layout) m->layout_file_mats++, m->layout_set |= 1u << fl;
+    }
     return 0;
 }
 
@@ -305,7 +336,7 @@ int el_bind_common_tensors(el_model *m, bool qkv_bias, bool qk_norm, bool post_n
     if ((rc = el_bind_mat(m, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, err))) return rc;
     if ((rc = el_bind_vec(m, "output_norm.weight", E, true, &m->output_norm, err))) return rc;
     if ((rc = el_bind_mat(m, "output.weight", E, hp->n_vocab, false, &m->output, err))) return rc;
-    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    if (!m->output.data && !m->output.packed) m->output = m->tok_embd; /* tied */
     if ((rc = el_bind_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs, err))) return rc;
     m->layers = calloc((size_t)hp->n_layer, sizeof(el_layer));
     if (!m->layers) return el_set_error(err, EL_ERR_NOMEM, "out of memory");
@@ -466,7 +497,23 @@ static void pack_task(void *ctx, int ith, int nth) {
     }
 }
 
+/* After the architecture bound its tensors: views that split a group of a file's layout refused (an
+ * embedding reads its rows from the groups: el_op_get_row); then, with EL_WEIGHT_LAYOUT=r16, the flat
+ * matrices repacked. */
 static int apply_layouts(el_model *m, el_error *err) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const el_layer *L = &m->layers[il];
+        const el_mat *lm[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->conv_in, &L->conv_out};
+        for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++)
+            if (lm[i]->ne1 > 0 && !lm[i]->data && !lm[i]->packed)
+                return el_set_error(err, EL_ERR_BAD_TENSOR,
+                                    "layer %d: a fused tensor in a weight layout is split at a row that is not a multiple "
+                                    "of %d; write this model without --layout",
+                                    il, EL_LAYOUT_R16_ROWS);
+    }
+    if (m->layout_file_mats || m->layout_unpacked)
+        el_logf(m, EL_LOG_INFO, "weight layout from the file: %d matrices mapped as packed, %d unpacked (%zu bytes)",
+                m->layout_file_mats, m->layout_unpacked, m->layout_unpacked_bytes);
     if (!el_cpu_layout_requested()) return 0;
     for (int il = -1; il < m->hp.n_layer; il++) {
         el_layer *L = il >= 0 ? &m->layers[il] : NULL;

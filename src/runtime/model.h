@@ -125,6 +125,9 @@ struct el_model {
     int layout_mats;                      /* matrices repacked into a kernel layout (backend/cpu/layout.h) */
     unsigned layout_set;                  /* bit l: some matrix runs layout l */
     size_t layout_bytes;                  /* their bytes (owned: in owned_bytes) */
+    int layout_file_mats;                 /* matrices the file stores in a layout, run as mapped */
+    int layout_unpacked;                  /* file-layout matrices unpacked into flat rows (owned) */
+    size_t layout_unpacked_bytes;         /* their bytes (in owned_bytes) */
     char **meta_strs; int n_meta_strs;   /* el_model_meta_str copies */
     el_log_cb log_cb; void *log_user;    /* el_model_params: where el_logf goes (NULL: nowhere) */
     el_load_state load;                  /* el_model_params.load: what was locked, the prefetch segments */

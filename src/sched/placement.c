@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "package/layout.h"
 #include "util/error.h"
 
 #define MAX_TENSOR_ID (1 << 24)
@@ -79,6 +80,8 @@ bool el_caps_runs(const el_device_caps *c, const el_place_op *op) {
     if (op->kind == EL_OPK_HOST && c->kind != EL_DEV_CPU) return false;
     if (!(c->ops >> op->kind & 1u)) return false;
     if (is_matmul_like(op->kind) && op->wtype >= 0) {
+        /* a file's weight layout with no flat rows (package/layout.h): the CPU's layout kernels only */
+        if (el_layout_of_type(op->wtype) != EL_LAYOUT_FLAT) return c->kind == EL_DEV_CPU;
         if (op->wtype >= EL_TYPE_COUNT || op->wtype >= 64 || !(c->matmul_types >> op->wtype & 1u)) return false;
     }
     if (uses_cache(op->kind) && op->kv_type >= 0) {

@@ -1,7 +1,7 @@
 /*
- * layout.c — the weight layouts of layout.h: which matrix gets one, the
- * packing from flat GGUF rows, and the portable kernel (the specification
- * the ISA kernels match bit for bit).
+ * layout.c — the weight layouts on the CPU (layout.h): which matrix gets
+ * one, and the portable kernel (the specification the ISA kernels match bit
+ * for bit). The byte format is package/layout.c's.
  */
 #include "backend/cpu/layout.h"
 
@@ -20,22 +20,18 @@
 /* Quant bytes of one block of a group (16 rows): Q8_0 512, Q4_0 256; 0: not an R16 layout. */
 static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
 
-const char *el_layout_name(el_layout l) {
-    return l == EL_LAYOUT_Q8_0_R16 ? "q8_0_r16" : l == EL_LAYOUT_Q4_0_R16 ? "q4_0_r16" : "flat";
-}
-
-const char *el_layout_set_name(unsigned set) {
-    const unsigned q8 = 1u << EL_LAYOUT_Q8_0_R16, q4 = 1u << EL_LAYOUT_Q4_0_R16;
-    if ((set & (q8 | q4)) == (q8 | q4)) return "q4_0_r16+q8_0_r16";
-    return set & q8 ? "q8_0_r16" : set & q4 ? "q4_0_r16" : "flat";
-}
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_requested;
+static int g_requested, g_flat;
 
 static void init_requested(void) {
     const char *e = getenv("EL_WEIGHT_LAYOUT");
     g_requested = e && !strcasecmp(e, "r16");
+    g_flat = e && !strcasecmp(e, "flat");
+}
+
+int el_cpu_layout_runs(el_layout l) {
+    pthread_once(&g_once, init_requested);
+    return !g_flat && (l == EL_LAYOUT_Q8_0_R16 || l == EL_LAYOUT_Q4_0_R16) && el_cpu_kernels_level() == EL_CPU_AVX512;
 }
 
 int el_cpu_layout_requested(void) {
@@ -52,47 +48,6 @@ el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1) {
     /* Q8_0's layout computes the block order */
     if (t == EL_TYPE_Q8_0 && el_cpu_kernels_order() == EL_ORDER_BLOCK) return EL_LAYOUT_Q8_0_R16;
     return EL_LAYOUT_FLAT;
-}
-
-size_t el_layout_group_bytes(el_layout l, int64_t ne0) {
-    if (!qbytes(l) || ne0 <= 0 || ne0 % EL_QK8_0) return 0;
-    return (size_t)(ne0 / EL_QK8_0) * (qbytes(l) + 2 * R16);
-}
-
-size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
-    if (ne1 <= 0 || ne1 % R16) return 0;
-    return el_layout_group_bytes(l, ne0) * (size_t)(ne1 / R16);
-}
-
-void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0, int64_t ne1, void *dst) {
-    const size_t qb = qbytes(l);
-    if (!qb) return;
-    const int64_t nb = ne0 / EL_QK8_0;
-    const size_t gb = el_layout_group_bytes(l, ne0);
-    for (int64_t g = 0; g < ne1 / R16; ++g) {
-        uint8_t *q = (uint8_t *)dst + gb * (size_t)g;
-        el_fp16 *d = (el_fp16 *)(q + (size_t)nb * qb);
-        for (int r = 0; r < R16; ++r) {
-            const uint8_t *row = (const uint8_t *)flat + row_bytes * (size_t)(R16 * g + r);
-            for (int64_t b = 0; b < nb; ++b) {
-                uint8_t *qq = q + qb * (size_t)b + 4 * r;
-                if (l == EL_LAYOUT_Q8_0_R16) {
-                    const block_q8_0 *x = (const block_q8_0 *)row + b;
-                    d[R16 * b + r] = x->d;
-                    for (int c = 0; c < 8; ++c) { /* q + 128 = q ^ 0x80 in each byte */
-                        uint32_t v;
-                        memcpy(&v, x->qs + 4 * c, 4);
-                        v ^= 0x80808080u;
-                        memcpy(qq + 64 * c, &v, 4);
-                    }
-                } else {
-                    const block_q4_0 *x = (const block_q4_0 *)row + b;
-                    d[R16 * b + r] = x->d;
-                    for (int c = 0; c < 4; ++c) memcpy(qq + 64 * c, x->qs + 4 * c, 4);
-                }
-            }
-        }
-    }
 }
 
 /* Element 4c + e of row r in block b's quants (the weight as the dot uses it, offset removed). */

@@ -175,7 +175,16 @@ void el_op_matmul(el_pool *pool, const el_mat *W, const float *x, int n, float *
 
 void el_op_get_row(const el_mat *W, int64_t row, float *out) {
     const el_type_info *t = el_type_get(W->type);
-    t->to_float((const uint8_t *)W->data + W->row_bytes * (size_t)row, out, W->ne0);
+    if (W->data) {
+        t->to_float((const uint8_t *)W->data + W->row_bytes * (size_t)row, out, W->ne0);
+        return;
+    }
+    /* a file's layout with no flat rows (a tied embedding): the row's blocks gathered from its group */
+    uint8_t blk[64];
+    for (int64_t b = 0; b < W->ne0 / t->blck_size; b++) {
+        el_layout_block((el_layout)W->layout, W->packed, W->ne0, row, b, blk);
+        t->to_float(blk, out + t->blck_size * b, t->blck_size);
+    }
 }
 
 /* ---- elementwise ---------------------------------------------------------- */

@@ -64,7 +64,7 @@ static int lfm2_load(el_model *m, el_error *err) {
     if ((rc = el_bind_mat(m, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, err))) return rc;
     if ((rc = el_bind_vec(m, "token_embd_norm.weight", E, true, &m->output_norm, err))) return rc;
     if ((rc = el_bind_mat(m, "output.weight", E, hp->n_vocab, false, &m->output, err))) return rc;
-    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    if (!m->output.data && !m->output.packed) m->output = m->tok_embd; /* tied */
     hp->n_conv = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         el_layer *L = &m->layers[il];

@@ -48,7 +48,7 @@ static int phi3_load(el_model *m, el_error *err) {
     if ((rc = el_bind_mat(m, "token_embd.weight", E, hp->n_vocab, true, &m->tok_embd, err))) return rc;
     if ((rc = el_bind_vec(m, "output_norm.weight", E, true, &m->output_norm, err))) return rc;
     if ((rc = el_bind_mat(m, "output.weight", E, hp->n_vocab, false, &m->output, err))) return rc;
-    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    if (!m->output.data && !m->output.packed) m->output = m->tok_embd; /* tied */
     if ((rc = el_bind_vec(m, "rope_factors_long.weight", hp->n_rot / 2, false, &m->rope_long, err))) return rc;
     if ((rc = el_bind_vec(m, "rope_factors_short.weight", hp->n_rot / 2, false, &m->rope_short, err))) return rc;
     if (!m->rope_long != !m->rope_short)

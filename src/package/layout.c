@@ -1,0 +1,106 @@
+/*
+ * layout.c — the weight layouts' byte format (layout.h): names, type ids,
+ * sizes, and packing between flat rows and 16-row groups.
+ */
+#include "package/layout.h"
+
+#include <string.h>
+
+#include "package/quants_blocks.h"
+
+#define R16 EL_LAYOUT_R16_ROWS
+
+/* Quant bytes of one block of a group (16 rows): Q8_0 512, Q4_0 256; 0: not an R16 layout. */
+static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
+
+const char *el_layout_name(el_layout l) {
+    return l == EL_LAYOUT_Q8_0_R16 ? "q8_0_r16" : l == EL_LAYOUT_Q4_0_R16 ? "q4_0_r16" : "flat";
+}
+
+const char *el_layout_set_name(unsigned set) {
+    const unsigned q8 = 1u << EL_LAYOUT_Q8_0_R16, q4 = 1u << EL_LAYOUT_Q4_0_R16;
+    if ((set & (q8 | q4)) == (q8 | q4)) return "q4_0_r16+q8_0_r16";
+    return set & q8 ? "q8_0_r16" : set & q4 ? "q4_0_r16" : "flat";
+}
+
+el_layout el_layout_of_type(int type) {
+    return type == EL_TYPE_Q8_0_R16 ? EL_LAYOUT_Q8_0_R16 : type == EL_TYPE_Q4_0_R16 ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT;
+}
+
+int el_layout_type(el_layout l) {
+    return l == EL_LAYOUT_Q8_0_R16 ? EL_TYPE_Q8_0_R16 : l == EL_LAYOUT_Q4_0_R16 ? EL_TYPE_Q4_0_R16 : -1;
+}
+
+int el_layout_base(el_layout l) {
+    return l == EL_LAYOUT_Q8_0_R16 ? EL_TYPE_Q8_0 : l == EL_LAYOUT_Q4_0_R16 ? EL_TYPE_Q4_0 : -1;
+}
+
+el_layout el_layout_r16_of(el_type t) {
+    return t == EL_TYPE_Q8_0 ? EL_LAYOUT_Q8_0_R16 : t == EL_TYPE_Q4_0 ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT;
+}
+
+size_t el_layout_group_bytes(el_layout l, int64_t ne0) {
+    if (!qbytes(l) || ne0 <= 0 || ne0 % EL_QK8_0) return 0;
+    return (size_t)(ne0 / EL_QK8_0) * (qbytes(l) + 2 * R16);
+}
+
+size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
+    if (ne1 <= 0 || ne1 % R16) return 0;
+    return el_layout_group_bytes(l, ne0) * (size_t)(ne1 / R16);
+}
+
+/* One permutation, both ways: pack (dir 0) copies flat -> packed, unpack (dir 1) packed -> flat.
+ * Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
+static void permute(el_layout l, int dir, uint8_t *flat, size_t row_bytes, int64_t ne0, int64_t ne1, uint8_t *packed) {
+    const size_t qb = qbytes(l);
+    if (!qb) return;
+    const int64_t nb = ne0 / EL_QK8_0;
+    const size_t gb = el_layout_group_bytes(l, ne0);
+    const size_t bsz = l == EL_LAYOUT_Q8_0_R16 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const int nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
+    const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
+    for (int64_t g = 0; g < ne1 / R16; ++g) {
+        uint8_t *q = packed + gb * (size_t)g;
+        uint8_t *d = q + (size_t)nb * qb;
+        for (int r = 0; r < R16; ++r) {
+            uint8_t *row = flat + row_bytes * (size_t)(R16 * g + r);
+            for (int64_t b = 0; b < nb; ++b) {
+                uint8_t *x = row + bsz * (size_t)b; /* d (2 bytes), then qs */
+                uint8_t *qq = q + qb * (size_t)b + 4 * r;
+                uint8_t *dd = d + 2 * (size_t)(R16 * b + r);
+                for (int c = 0; c < nc; ++c) {
+                    uint32_t v;
+                    memcpy(&v, dir ? qq + 64 * c : x + 2 + 4 * c, 4);
+                    v ^= flip;
+                    memcpy(dir ? x + 2 + 4 * c : qq + 64 * c, &v, 4);
+                }
+                memcpy(dir ? x : dd, dir ? dd : x, 2);
+            }
+        }
+    }
+}
+
+void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0, int64_t ne1, void *dst) {
+    permute(l, 0, (uint8_t *)(uintptr_t)flat, row_bytes, ne0, ne1, dst);
+}
+
+void el_layout_unpack(el_layout l, const void *packed, int64_t ne0, int64_t ne1, void *flat, size_t row_bytes) {
+    permute(l, 1, flat, row_bytes, ne0, ne1, (uint8_t *)(uintptr_t)packed);
+}
+
+void el_layout_block(el_layout l, const void *packed, int64_t ne0, int64_t r, int64_t b, void *blk) {
+    const size_t qb = qbytes(l);
+    if (!qb) return;
+    const int64_t nb = ne0 / EL_QK8_0;
+    const uint8_t *q = (const uint8_t *)packed + el_layout_group_bytes(l, ne0) * (size_t)(r / R16);
+    const int lane = (int)(r % R16), nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
+    const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
+    uint8_t *x = blk;
+    memcpy(x, q + (size_t)nb * qb + 2 * (size_t)(R16 * b + lane), 2);
+    for (int c = 0; c < nc; ++c) {
+        uint32_t v;
+        memcpy(&v, q + qb * (size_t)b + 64 * (size_t)c + 4 * (size_t)lane, 4);
+        v ^= flip;
+        memcpy(x + 2 + 4 * c, &v, 4);
+    }
+}
