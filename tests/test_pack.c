@@ -39,6 +39,7 @@
 #include "convert/safetensors.h"
 #include "edgellm.h"
 #include "package/gguf.h"
+#include "package/layout.h"
 #include "package/types.h"
 #include "testutil.h"
 #include "util/fp16.h"
@@ -251,6 +252,44 @@ static void quantized_vs_f32(const char *arch, const char *type) {
     el_gguf_close(b);
     unlink(f32);
     unlink(q);
+}
+
+/* --layout r16: the flat pack's tensors, the eligible Q4_0 / Q8_0 matrices as their R16 layout (the
+ * same bytes permuted: unpacked, the flat tensor); returns the tensors laid out */
+static int layout_pack(const char *arch, const char *type) {
+    char dir[512], flat[600], laid[600];
+    snprintf(dir, sizeof dir, "%s/tests/data/pack/%s", EL_SOURCE_DIR, arch);
+    snprintf(flat, sizeof flat, "%s/%s-flat.gguf", g_tmp, arch);
+    snprintf(laid, sizeof laid, "%s/%s-laid.gguf", g_tmp, arch);
+    el_pack_params p = el_pack_default_params();
+    CHECK(el_ftype_parse(type, &p.ftype) == 0);
+    el_error err = {0};
+    el_pack_info info = {0};
+    CHECKF(el_pack(dir, flat, &p, NULL, &err) == 0, "%s", err.msg);
+    p.layout_r16 = true;
+    CHECKF(el_pack(dir, laid, &p, &info, &err) == 0, "%s %s --layout r16: %s", arch, type, err.msg);
+    el_gguf *a = el_gguf_open(flat, &err), *b = el_gguf_open(laid, &err);
+    CHECK(a && b);
+    int n_laid = 0;
+    for (int64_t i = 0; a && b && i < el_gguf_n_tensors(a) && i < el_gguf_n_tensors(b); i++) {
+        const el_gguf_tensor *ta = el_gguf_tensor_at(a, i), *tb = el_gguf_tensor_at(b, i);
+        const el_layout l = el_layout_of_type(tb->type);
+        CHECKF(l ? el_layout_base(l) == ta->type && ta->ne[1] % 16 == 0 : tb->type == ta->type, "%s %s: %.*s %s -> %s", arch,
+               type, (int)ta->name.len, ta->name.ptr, el_type_name(ta->type), el_type_name(tb->type));
+        if (ta->nbytes != tb->nbytes) { CHECK(ta->nbytes == tb->nbytes); continue; }
+        uint8_t *u = malloc(ta->nbytes);
+        if (l) el_layout_unpack(l, tb->data, tb->ne[0], tb->ne[1], u, el_row_size((el_type)ta->type, ta->ne[0]));
+        else memcpy(u, tb->data, tb->nbytes);
+        CHECKF(!memcmp(u, ta->data, ta->nbytes), "%s %s: %.*s bytes", arch, type, (int)ta->name.len, ta->name.ptr);
+        free(u);
+        n_laid += l != EL_LAYOUT_FLAT;
+    }
+    CHECKF(n_laid == info.n_layout, "%s %s: %d laid out, info says %d", arch, type, n_laid, info.n_layout);
+    el_gguf_close(a);
+    el_gguf_close(b);
+    unlink(flat);
+    unlink(laid);
+    return n_laid;
 }
 
 /* the thread count does not change a byte */
@@ -824,6 +863,16 @@ static void cli(void) {
     snprintf(cmd, sizeof cmd, "'%s' pack '%s' 2>/dev/null", EL_CLI_PATH, dir);
     rc = system(cmd);
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' -o '%s' --layout r8 2>/dev/null", EL_CLI_PATH, dir, out);
+    rc = system(cmd);
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "'%s' pack '%s' -o '%s' --type q8_0 --layout r16 2>'%s/cli.err'", EL_CLI_PATH, dir, out, g_tmp);
+    rc = system(cmd);
+    e = el_test_read_file(ep, NULL);
+    CHECKF(rc == 0 && e && strstr(e, " in layout r16"), "pack --layout r16: %d, %s", rc, e ? e : "(none)");
+    free(e);
+    unlink(out);
+    unlink(ep);
 }
 
 int main(void) {
@@ -838,6 +887,10 @@ int main(void) {
     const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};
     for (int i = 0; i < 4; i++)
         for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);
+    int n_laid = 0;
+    for (int i = 0; i < 4; i++) n_laid += layout_pack(archs[i], "Q4_0") + layout_pack(archs[i], "Q8_0");
+    CHECKF(n_laid > 0, "--layout r16 laid out no tensor of the four architectures");
+    printf("--layout r16: %d tensors laid out over 4 architectures x Q4_0, Q8_0; unpacked, the flat pack's bytes\n", n_laid);
     threads_same_bytes();
     failures();
     config_variants();

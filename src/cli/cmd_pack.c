@@ -1,6 +1,8 @@
 /*
- * cmd_pack.c — `edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME] [-q]`:
- * a Hugging Face model directory → one GGUF (src/convert/pack.h).
+ * cmd_pack.c — `edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME]
+ * [--layout flat|r16] [-q]`: a Hugging Face model directory → one GGUF
+ * (src/convert/pack.h); --layout r16 writes the Q4_0 / Q8_0 matrix weights
+ * in their R16 weight layout (package/layout.h), as quantize --layout does.
  *
  * Progress: when stderr is a terminal, a bar redrawn in place (at most ~10
  * times a second) with bytes written, percent and the tensor being
@@ -41,13 +43,15 @@ static void on_progress(void *ud, uint64_t done, uint64_t total, const char *ten
 }
 
 static void pack_usage(FILE *f) {
-    fputs("usage: edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME] [-t N] [-q]\n"
+    fputs("usage: edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME] [--layout flat|r16] [-t N] [-q]\n"
           "  HF_DIR       config.json, model.safetensors (or shards + index), tokenizer.json,\n"
           "               tokenizer_config.json, generation_config.json\n"
           "  -o, --output OUT.gguf\n"
           "  --type T     F32, F16 (default), BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,\n"
           "               Q4_K_M, Q5_K_M (tensor types chosen as llama.cpp's quantizer does)\n"
           "  --name NAME  general.name (default: the directory's name)\n"
+          "  --layout L   flat (default) or r16: Q4_0 / Q8_0 matrix weights of 16k rows as 16-row groups\n"
+          "               in the order edgellm's AVX-512 kernels read them (as quantize --layout)\n"
           "  -t, --threads N  conversion threads (default 0: all CPUs; the bytes do not depend on it)\n"
           "  -q, --quiet  no progress bar, no summary\n"
           "   or: edgellm pack --lora PEFT_DIR --base HF_DIR -o OUT.gguf [--type F32|F16|BF16]\n"
@@ -76,13 +80,14 @@ static int pack_lora(const char *peft, const char *base, const char *out, const 
 
 int cli_cmd_pack(int argc, char **argv) {
     const char *dir = NULL, *out = NULL, *type = "F16", *name = NULL, *lora = NULL, *base = NULL;
-    bool quiet = false;
+    bool quiet = false, layout_r16 = false;
     int threads = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
         bool takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--type") || !strcmp(a, "--name") ||
-                     !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--lora") || !strcmp(a, "--base");
+                     !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--lora") || !strcmp(a, "--base") ||
+                     !strcmp(a, "--layout");
         if (takes) {
             if (i + 1 >= argc) return cli_usage_error("pack", "option '%s' needs a value", a);
             val = argv[++i];
@@ -92,6 +97,11 @@ int cli_cmd_pack(int argc, char **argv) {
         else if (!strcmp(a, "--name")) name = val;
         else if (!strcmp(a, "--lora")) lora = val;
         else if (!strcmp(a, "--base")) base = val;
+        else if (!strcmp(a, "--layout")) {
+            if (strcmp(val, "r16") && strcmp(val, "flat"))
+                return cli_usage_error("pack", "--layout: expected flat or r16, got '%s'", val);
+            layout_r16 = !strcmp(val, "r16");
+        }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             char *end;
             long n = strtol(val, &end, 10);
@@ -115,6 +125,7 @@ int cli_cmd_pack(int argc, char **argv) {
     if (el_ftype_parse(type, &p.ftype) != 0) return cli_usage_error("pack", "--type: unknown type '%s'", type);
     p.name = name;
     p.n_threads = threads;
+    p.layout_r16 = layout_r16;
     bar b = {.tty = !quiet && isatty(STDERR_FILENO), .last_ms = 0, .last_pct = -1};
     p.progress = on_progress;
     p.progress_ud = &b;
@@ -133,6 +144,7 @@ int cli_cmd_pack(int argc, char **argv) {
                 fprintf(stderr, "%s%d %s", first ? "" : ", ", info.n_by_type[t], el_type_name(t));
                 first = false;
             }
+        if (info.n_layout) fprintf(stderr, "; %d in layout r16", info.n_layout);
         fprintf(stderr, "), vocab %d, %.2f MiB, %s, %.1f s\n", info.n_vocab, info.file_bytes / 1048576.0, el_ftype_name(p.ftype),
                 (cli_now_ms() - t0) / 1e3);
     }

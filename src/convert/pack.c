@@ -30,6 +30,7 @@
 #include "convert/safetensors.h"
 #include "package/gguf.h"
 #include "package/gguf_write.h"
+#include "package/layout.h"
 #include "package/quants.h"
 #include "package/types.h"
 #include "util/error.h"
@@ -580,7 +581,8 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     el_type *types = NULL;
     el_gguf_writer *w = NULL;
     float *fbuf = NULL;
-    void *qbuf = NULL;
+    void *qbuf = NULL, *pbuf = NULL;
+    el_layout *lays = NULL;
     int n_out = 0;
 
     char path[4096];
@@ -631,7 +633,8 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     /* types */
     qt = calloc((size_t)n_out, sizeof *qt);
     types = calloc((size_t)n_out, sizeof *types);
-    if (!qt || !types) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    lays = calloc((size_t)n_out, sizeof *lays);
+    if (!qt || !types || !lays) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     for (int i = 0; i < n_out; i++) {
         qt[i].name = ot[i].name;
         qt[i].n_dims = ot[i].n_dims;
@@ -649,9 +652,12 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     if (!w) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     write_meta(w, &hp, &voc, p, hf_dir);
     int64_t max_row = 1;
+    bool tied = true;
+    for (int i = 0; i < n_out; i++) tied &= strcmp(ot[i].name, "output.weight") != 0;
     for (int i = 0; i < n_out; i++) {
         ot[i].type = types[i];
-        el_gguf_w_add_tensor(w, ot[i].name, (int)types[i], ot[i].n_dims, ot[i].ne);
+        lays[i] = p->layout_r16 ? el_layout_r16_for(ot[i].name, ot[i].n_dims, ot[i].ne, types[i], tied) : EL_LAYOUT_FLAT;
+        el_gguf_w_add_tensor(w, ot[i].name, lays[i] ? el_layout_type(lays[i]) : (int)types[i], ot[i].n_dims, ot[i].ne);
         if (ot[i].ne[0] > max_row) max_row = ot[i].ne[0];
     }
     if (el_gguf_w_error(w)[0]) { rc = el_set_error(err, EL_ERR_INVALID_ARG, "%s", el_gguf_w_error(w)); goto done; }
@@ -659,9 +665,11 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     for (int i = 0; i < n_out; i++) total += el_gguf_w_tensor_nbytes(w, i);
     int64_t chunk_rows_max = CHUNK_ELEMS / max_row;
     if (chunk_rows_max < 1) chunk_rows_max = 1;
+    if (chunk_rows_max < EL_LAYOUT_R16_ROWS) chunk_rows_max = EL_LAYOUT_R16_ROWS; /* a layout packs whole groups */
     fbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row));
     qbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row)); /* every target is <= 4 bytes per element */
-    if (!fbuf || !qbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    pbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row)); /* qbuf in a layout */
+    if (!fbuf || !qbuf || !pbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     if ((rc = el_gguf_w_begin(w, out_path, err))) goto done;
     uint64_t done_bytes = 0;
     int n_threads = p->n_threads;
@@ -676,11 +684,17 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
         int64_t ne0 = o->ne[0], rows = o->ne[1] * o->ne[2] * o->ne[3];
         int64_t chunk = CHUNK_ELEMS / ne0;
         if (chunk < 1) chunk = 1;
+        if (lays[i]) chunk = chunk < EL_LAYOUT_R16_ROWS ? EL_LAYOUT_R16_ROWS : chunk - chunk % EL_LAYOUT_R16_ROWS;
         for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
             int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
             if ((rc = convert_chunk(o, r0, nr, rows, fbuf, qbuf, n_threads, err))) goto done;
             size_t nbytes = el_row_size(o->type, ne0) * (size_t)nr;
-            if ((rc = el_gguf_w_tensor_data(w, qbuf, nbytes, err))) goto done;
+            const uint8_t *out = qbuf;
+            if (lays[i]) { /* whole groups: chunks start at multiples of 16 rows, the tensor holds 16k */
+                el_layout_pack(lays[i], qbuf, el_row_size(o->type, ne0), ne0, nr, pbuf);
+                out = pbuf;
+            }
+            if ((rc = el_gguf_w_tensor_data(w, out, nbytes, err))) goto done;
             done_bytes += nbytes;
             if (p->progress) p->progress(p->progress_ud, done_bytes, total, o->name);
         }
@@ -695,14 +709,18 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
         info->n_tensors = n_out;
         info->n_vocab = voc.n;
         info->file_bytes = el_gguf_file_size(g);
-        for (int i = 0; i < n_out; i++)
+        for (int i = 0; i < n_out; i++) {
             if ((unsigned)ot[i].type < 64) info->n_by_type[ot[i].type]++;
+            info->n_layout += lays[i] != EL_LAYOUT_FLAT;
+        }
     }
     el_gguf_close(g);
 done:
     el_gguf_writer_free(w);
     free(fbuf);
     free(qbuf);
+    free(pbuf);
+    free(lays);
     if (ot)
         for (int i = 0; i < n_out; i++) free(ot[i].gen);
     free(ot);

@@ -18,6 +18,7 @@
  */
 #ifndef EL_CONVERT_PACK_H
 #define EL_CONVERT_PACK_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "edgellm.h"
@@ -32,6 +33,7 @@ typedef struct el_pack_params {
     el_pack_progress_fn progress; /* may be NULL */
     void *progress_ud;
     int n_threads;               /* conversion threads; 0 = online CPUs (at most 16) */
+    bool layout_r16;             /* Q4_0 / Q8_0 matrix weights in their R16 layout (package/layout.h) */
 } el_pack_params;
 
 el_pack_params el_pack_default_params(void);
@@ -42,7 +44,8 @@ typedef struct el_pack_info {
     int n_tensors;
     int n_vocab;
     uint64_t file_bytes;
-    int n_by_type[64]; /* tensors per el_type id */
+    int n_by_type[64]; /* tensors per el_type id (a layout's under its base type) */
+    int n_layout;      /* tensors written in a weight layout */
 } el_pack_info;
 
 /* Reads a config.json text as el_pack does: 0 and the GGUF architecture in arch

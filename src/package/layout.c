@@ -4,6 +4,7 @@
  */
 #include "package/layout.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "package/quants_blocks.h"
@@ -37,6 +38,23 @@ int el_layout_base(el_layout l) {
 
 el_layout el_layout_r16_of(el_type t) {
     return t == EL_TYPE_Q8_0 ? EL_LAYOUT_Q8_0_R16 : t == EL_TYPE_Q4_0 ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT;
+}
+
+el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], el_type type, int tied) {
+    static const char *const k_suffix[] = {".attn_q.weight",   ".attn_k.weight",      ".attn_v.weight",
+                                           ".attn_qkv.weight", ".attn_output.weight", ".ffn_gate.weight",
+                                           ".ffn_up.weight",   ".ffn_down.weight",    ".shortconv.in_proj.weight",
+                                           ".shortconv.out_proj.weight"};
+    if (n_dims != 2 || ne[1] <= 0 || ne[1] % R16) return EL_LAYOUT_FLAT;
+    bool matmul = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
+    if (!strncmp(name, "blk.", 4)) {
+        const size_t n = strlen(name);
+        for (size_t i = 0; i < sizeof k_suffix / sizeof k_suffix[0] && !matmul; i++) {
+            const size_t k = strlen(k_suffix[i]);
+            matmul = n > k && !strcmp(name + n - k, k_suffix[i]);
+        }
+    }
+    return matmul ? el_layout_r16_of(type) : EL_LAYOUT_FLAT;
 }
 
 size_t el_layout_group_bytes(el_layout l, int64_t ne0) {

@@ -62,6 +62,12 @@ int el_layout_base(el_layout l);
 /* The R16 layout of block format t (Q8_0, Q4_0), else EL_LAYOUT_FLAT. */
 el_layout el_layout_r16_of(el_type t);
 
+/* The layout a packager writes a tensor in when asked for the R16 layouts (quantize / pack
+ * --layout r16): R16 for a Q4_0 or Q8_0 matrix of whole 16-row groups that the forward pass
+ * multiplies by (blk.N.attn_q/k/v/qkv/output, ffn_gate/up/down, shortconv in/out_proj,
+ * output.weight; token_embd only when tied: the file has no output.weight), else flat. */
+el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], el_type type, int tied);
+
 /* Bytes of an ne0 x ne1 matrix in layout l; 0 when l does not hold such a matrix. */
 size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1);
 

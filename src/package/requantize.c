@@ -44,32 +44,11 @@ static int flat_type(int t) {
     return l ? el_layout_base(l) : t;
 }
 
-/* Whether a tensor is a matrix the forward pass multiplies by: the only ones written in a weight layout.
- * token_embd only where it is also the output (tied: the file has no output.weight); its rows are read
- * from the groups (package/layout.h, el_layout_block). */
-static bool is_matmul_weight(const char *name, bool tied) {
-    if (tied && !strcmp(name, "token_embd.weight")) return true;
-    static const char *const k_suffix[] = {".attn_q.weight",   ".attn_k.weight",   ".attn_v.weight",
-                                           ".attn_qkv.weight", ".attn_output.weight", ".ffn_gate.weight",
-                                           ".ffn_up.weight",   ".ffn_down.weight", ".shortconv.in_proj.weight",
-                                           ".shortconv.out_proj.weight"};
-    if (!strcmp(name, "output.weight")) return true;
-    if (strncmp(name, "blk.", 4) != 0) return false;
-    const size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof k_suffix / sizeof k_suffix[0]; i++) {
-        const size_t k = strlen(k_suffix[i]);
-        if (n > k && !strcmp(name + n - k, k_suffix[i])) return true;
-    }
-    return false;
-}
-
-/* The layout tensor i is written in: R16 for an eligible Q4_0 / Q8_0 matrix of whole 16-row groups. */
+/* The layout tensor i is written in (package/layout.h, el_layout_r16_for). */
 static el_layout out_layout(const el_requant_params *p, const el_gguf *g, const char *name, const el_gguf_tensor *t,
                             el_type type) {
-    if (!p->layout_r16 || t->n_dims != 2 || t->ne[1] % EL_LAYOUT_R16_ROWS ||
-        !is_matmul_weight(name, el_gguf_find_tensor(g, "output.weight") == NULL))
-        return EL_LAYOUT_FLAT;
-    return el_layout_r16_of(type);
+    if (!p->layout_r16) return EL_LAYOUT_FLAT;
+    return el_layout_r16_for(name, t->n_dims, t->ne, type, el_gguf_find_tensor(g, "output.weight") == NULL);
 }
 
 /* One metadata pair → the writer (same key, type and value). */
