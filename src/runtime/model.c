@@ -236,7 +236,9 @@ int el_bind_flat(el_model *m, const char *name, int64_t n, const float **out, el
 }
 
 static int bind_floats(el_model *m, const char *name, const el_gguf_tensor *t, int64_t n, const float **out, el_error *err) {
-    if (t->type == EL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+    /* read in place, except when matrices are repacked at load: their flat pages leave the process, and a
+     * read of a vector between them would map large page-cache folios around it back in (PERFORMANCE.md) */
+    if (t->type == EL_TYPE_F32 && ((uintptr_t)t->data % sizeof(float)) == 0 && !el_cpu_layout_requested()) {
         *out = t->data;
         return 0;
     }
