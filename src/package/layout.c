@@ -67,35 +67,34 @@ size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
     return el_layout_group_bytes(l, ne0) * (size_t)(ne1 / R16);
 }
 
-/* One permutation, both ways: pack (dir 0) copies flat -> packed, unpack (dir 1) packed -> flat.
- * Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
-static void permute(el_layout l, int dir, uint8_t *flat, size_t row_bytes, int64_t ne0, int64_t ne1, uint8_t *packed) {
+/* One row's block, both ways: dir 0 copies flat block x (d, then qs) into lane `lane` of group q's
+ * block b, dir 1 back. Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
+static void move_block(el_layout l, int dir, uint8_t *x, uint8_t *q, int64_t nb, int lane, int64_t b) {
     const size_t qb = qbytes(l);
-    if (!qb) return;
+    const int nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
+    const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
+    uint8_t *qq = q + qb * (size_t)b + 4 * (size_t)lane;
+    uint8_t *dd = q + (size_t)nb * qb + 2 * (size_t)(R16 * b + lane);
+    for (int c = 0; c < nc; ++c) {
+        uint32_t v;
+        memcpy(&v, dir ? qq + 64 * c : x + 2 + 4 * c, 4);
+        v ^= flip;
+        memcpy(dir ? x + 2 + 4 * c : qq + 64 * c, &v, 4);
+    }
+    memcpy(dir ? x : dd, dir ? dd : x, 2);
+}
+
+/* The whole permutation: pack (dir 0) flat -> packed, unpack (dir 1) packed -> flat. */
+static void permute(el_layout l, int dir, uint8_t *flat, size_t row_bytes, int64_t ne0, int64_t ne1, uint8_t *packed) {
+    if (!qbytes(l)) return;
     const int64_t nb = ne0 / EL_QK8_0;
     const size_t gb = el_layout_group_bytes(l, ne0);
     const size_t bsz = l == EL_LAYOUT_Q8_0_R16 ? sizeof(block_q8_0) : sizeof(block_q4_0);
-    const int nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
-    const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
-    for (int64_t g = 0; g < ne1 / R16; ++g) {
-        uint8_t *q = packed + gb * (size_t)g;
-        uint8_t *d = q + (size_t)nb * qb;
+    for (int64_t g = 0; g < ne1 / R16; ++g)
         for (int r = 0; r < R16; ++r) {
             uint8_t *row = flat + row_bytes * (size_t)(R16 * g + r);
-            for (int64_t b = 0; b < nb; ++b) {
-                uint8_t *x = row + bsz * (size_t)b; /* d (2 bytes), then qs */
-                uint8_t *qq = q + qb * (size_t)b + 4 * r;
-                uint8_t *dd = d + 2 * (size_t)(R16 * b + r);
-                for (int c = 0; c < nc; ++c) {
-                    uint32_t v;
-                    memcpy(&v, dir ? qq + 64 * c : x + 2 + 4 * c, 4);
-                    v ^= flip;
-                    memcpy(dir ? x + 2 + 4 * c : qq + 64 * c, &v, 4);
-                }
-                memcpy(dir ? x : dd, dir ? dd : x, 2);
-            }
+            for (int64_t b = 0; b < nb; ++b) move_block(l, dir, row + bsz * (size_t)b, packed + gb * (size_t)g, nb, r, b);
         }
-    }
 }
 
 void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0, int64_t ne1, void *dst) {
@@ -107,18 +106,7 @@ void el_layout_unpack(el_layout l, const void *packed, int64_t ne0, int64_t ne1,
 }
 
 void el_layout_block(el_layout l, const void *packed, int64_t ne0, int64_t r, int64_t b, void *blk) {
-    const size_t qb = qbytes(l);
-    if (!qb) return;
-    const int64_t nb = ne0 / EL_QK8_0;
-    const uint8_t *q = (const uint8_t *)packed + el_layout_group_bytes(l, ne0) * (size_t)(r / R16);
-    const int lane = (int)(r % R16), nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
-    const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
-    uint8_t *x = blk;
-    memcpy(x, q + (size_t)nb * qb + 2 * (size_t)(R16 * b + lane), 2);
-    for (int c = 0; c < nc; ++c) {
-        uint32_t v;
-        memcpy(&v, q + qb * (size_t)b + 64 * (size_t)c + 4 * (size_t)lane, 4);
-        v ^= flip;
-        memcpy(x + 2 + 4 * c, &v, 4);
-    }
+    if (!qbytes(l)) return;
+    uint8_t *q = (uint8_t *)(uintptr_t)packed + el_layout_group_bytes(l, ne0) * (size_t)(r / R16);
+    move_block(l, 1, blk, q, ne0 / EL_QK8_0, (int)(r % R16), b);
 }

@@ -17,9 +17,6 @@
 
 #define R16 EL_LAYOUT_R16_ROWS
 
-/* Quant bytes of one block of a group (16 rows): Q8_0 512, Q4_0 256; 0: not an R16 layout. */
-static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
-
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_requested, g_flat;
 
@@ -60,7 +57,8 @@ static int32_t r16_weight(el_layout l, const uint8_t *qblock, int r, int c, int 
 static void gemm_r16_portable(el_layout l, int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                               size_t ldy) {
     const int nb = k / EL_QK8_0;
-    const size_t qb = qbytes(l), gb = el_layout_group_bytes(l, k);
+    /* a block of a group: its quants (package/layout.h), then 16 fp16 scales */
+    const size_t gb = el_layout_group_bytes(l, k), qb = gb / (size_t)nb - 2 * R16;
     for (int g = 0; g < nr / R16; ++g) {
         const uint8_t *q = (const uint8_t *)w + gb * (size_t)g;
         const el_fp16 *d = (const el_fp16 *)(q + (size_t)nb * qb);
