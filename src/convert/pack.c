@@ -668,8 +668,8 @@ int el_pack(const char *hf_dir, const char *out_path, const el_pack_params *pp, 
     if (chunk_rows_max < EL_LAYOUT_R16_ROWS) chunk_rows_max = EL_LAYOUT_R16_ROWS; /* a layout packs whole groups */
     fbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row));
     qbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row)); /* every target is <= 4 bytes per element */
-    pbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row)); /* qbuf in a layout */
-    if (!fbuf || !qbuf || !pbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    if (p->layout_r16) pbuf = malloc(sizeof(float) * (size_t)(chunk_rows_max * max_row)); /* qbuf in a layout */
+    if (!fbuf || !qbuf || (p->layout_r16 && !pbuf)) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     if ((rc = el_gguf_w_begin(w, out_path, err))) goto done;
     uint64_t done_bytes = 0;
     int n_threads = p->n_threads;

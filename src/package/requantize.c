@@ -44,13 +44,6 @@ static int flat_type(int t) {
     return l ? el_layout_base(l) : t;
 }
 
-/* The layout tensor i is written in (package/layout.h, el_layout_r16_for). */
-static el_layout out_layout(const el_requant_params *p, const el_gguf *g, const char *name, const el_gguf_tensor *t,
-                            el_type type) {
-    if (!p->layout_r16) return EL_LAYOUT_FLAT;
-    return el_layout_r16_for(name, t->n_dims, t->ne, type, el_gguf_find_tensor(g, "output.weight") == NULL);
-}
-
 /* One metadata pair → the writer (same key, type and value). */
 static int copy_kv(el_gguf_writer *w, const el_gguf_kv *kv, el_error *err) {
     char *key = el_str_dup(kv->key);
@@ -231,6 +224,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     int64_t *order = NULL;
     el_qtensor *qt = NULL;
     el_type *types = NULL;
+    el_layout *lays = NULL;
     char **names = NULL;
     float *fbuf = NULL;
     uint8_t *obuf = NULL, *pbuf = NULL, *flat_src = NULL;
@@ -243,8 +237,9 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     order = malloc(sizeof *order * (size_t)nt);
     qt = calloc((size_t)nt, sizeof *qt);
     types = calloc((size_t)nt, sizeof *types);
+    lays = calloc((size_t)nt, sizeof *lays);
     names = calloc((size_t)nt, sizeof *names);
-    if (!order || !qt || !types || !names) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    if (!order || !qt || !types || !lays || !names) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     for (int64_t i = 0; i < nt; i++) order[i] = i;
     pthread_mutex_lock(&g_sort_lock);
     g_sort_src = g;
@@ -306,10 +301,12 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     }
     el_gguf_w_u32(w, "general.quantization_version", 2);
     el_gguf_w_u32(w, "general.file_type", (uint32_t)el_ftype_gguf_id(p->ftype));
+    /* the layout each tensor is written in (package/layout.h, el_layout_r16_for) */
+    const bool tied = el_gguf_find_tensor(g, "output.weight") == NULL;
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, order[i]);
-        const el_layout ol = out_layout(p, g, names[i], t, types[i]);
-        el_gguf_w_add_tensor(w, names[i], ol ? el_layout_type(ol) : (int)types[i], t->n_dims, t->ne);
+        lays[i] = p->layout_r16 ? el_layout_r16_for(names[i], t->n_dims, t->ne, types[i], tied) : EL_LAYOUT_FLAT;
+        el_gguf_w_add_tensor(w, names[i], lays[i] ? el_layout_type(lays[i]) : (int)types[i], t->n_dims, t->ne);
     }
     if (el_gguf_w_error(w)[0]) { rc = el_set_error(err, EL_ERR_INVALID_ARG, "%s", el_gguf_w_error(w)); goto done; }
 
@@ -321,8 +318,8 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     chunk_rows -= chunk_rows % EL_LAYOUT_R16_ROWS;
     fbuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row));
     obuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row)); /* every target is <= 4 bytes per element */
-    pbuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row)); /* obuf in a layout */
-    if (!fbuf || !obuf || !pbuf) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
+    if (p->layout_r16) pbuf = malloc(sizeof(float) * (size_t)(chunk_rows * max_row)); /* obuf in a layout */
+    if (!fbuf || !obuf || (p->layout_r16 && !pbuf)) { rc = el_set_error(err, EL_ERR_NOMEM, "out of memory"); goto done; }
     int n_threads = p->n_threads;
     if (n_threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -335,7 +332,7 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     int n_layout = 0;
     for (int64_t i = 0; i < nt; i++) {
         const el_gguf_tensor *t = el_gguf_tensor_at(g, order[i]);
-        const el_layout il = el_layout_of_type(t->type), ol = out_layout(p, g, names[i], t, types[i]);
+        const el_layout il = el_layout_of_type(t->type), ol = lays[i];
         n_layout += ol != EL_LAYOUT_FLAT;
         el_gguf_tensor tf = *t; /* the source's flat rows */
         free(flat_src);
@@ -389,6 +386,7 @@ done:
     free(order);
     free(qt);
     free(types);
+    free(lays);
     free(fbuf);
     free(obuf);
     free(pbuf);
