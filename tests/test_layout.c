@@ -19,6 +19,16 @@
  *     layouts and carry their base types' sizes;
  *   - el_cpu_layout_for grants Q4_0's layout to matrices of 16k rows, and
  *     Q8_0's only in the block order, when the R16 layouts are asked for.
+ *
+ * For random Q4_K matrices (every byte value as quants and packed scales,
+ * so every 6-bit scale and min; finite fp16 d and dmin) and activations
+ * quantized to Q8_K: the portable Q4_K_R16 kernel equals the flat kernels
+ * row by row — the one-row order (el_vec_dot_q4_k_q8_k) and the 4-row order
+ * (el_select_q4_k's, el_vec_dot_q4_k_q8_k_x4) for the rows its x4 argument
+ * gives, split as the selector splits, all one way and all the other — at
+ * 1..9, 16, 17 and 64 activation rows and 1 to 35 super-blocks, the AVX-512 one
+ * equals the portable one, and packing, unpacking and the block gather hold
+ * as above (the scale bytes where layout.h puts them).
  */
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +37,7 @@
 #include <string.h>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/kernels_kquants.h"
 #include "backend/cpu/layout.h"
 #include "package/quants_blocks.h"
 #include "package/types.h"
@@ -101,16 +112,80 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
     for (int t = 0; t < nt; ++t)
         for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
     const el_layout_gemm_fn por = q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable;
-    por(k, p, nr, xq, xr, nt, yp, (size_t)nr);
+    por(k, p, nr, xq, xr, nt, yp, (size_t)nr, 0);
     size_t at = 0;
     CHECKF(same(yf, yp, (size_t)nr * nt, &at), "portable %s != flat: k %d nr %d nt %d at %zu: %.9g vs %.9g",
           el_layout_name(lay), k, nr, nt, at, yp[at], yf[at]);
     el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
     if (fast && fast != por) {
         memset(ya, 0xFF, sizeof(float) * (size_t)nr * nt);
-        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr);
+        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr, nt);
         CHECKF(same(yp, ya, (size_t)nr * nt, &at), "ISA %s != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g",
               el_layout_name(lay), k, nr, nt, at, ya[at], yp[at]);
+        g_isa_checked++;
+    }
+    free(w), free(p), free(xq), free(xf), free(yf), free(yp), free(ya);
+}
+
+/* Q4_K: an nr x k matrix, nt activation rows, the first x4 of them in the 4-row order (see the top). */
+static void check_q4k(const el_cpu_type_kernels *flat, int k, int nr, int nt, int x4) {
+    const el_layout lay = EL_LAYOUT_Q4_K_R16;
+    const size_t rb = el_row_size(EL_TYPE_Q4_K, k), nbk = (size_t)k / EL_QK_K;
+    uint8_t *w = malloc(rb * (size_t)nr);
+    for (size_t b = 0; b < nbk * (size_t)nr; ++b) {
+        block_q4_K *blk = (block_q4_K *)(w + sizeof(block_q4_K) * b);
+        for (size_t i = 0; i < sizeof blk->scales; ++i) blk->scales[i] = (uint8_t)(rnd() & 0xFF);
+        for (size_t i = 0; i < sizeof blk->qs; ++i) blk->qs[i] = (uint8_t)(rnd() & 0xFF);
+        blk->d = el_fp32_to_fp16(rndf() * 0.01f);
+        blk->dmin = el_fp32_to_fp16(rndf() * 0.01f);
+    }
+    const size_t pb = el_layout_bytes(lay, k, nr);
+    CHECKF(pb == rb * (size_t)nr, "q4_k_r16 k %d nr %d: layout %zu bytes, flat %zu", k, nr, pb, rb * (size_t)nr);
+    uint8_t *p = aligned_alloc(64, (pb + 63) / 64 * 64);
+    el_layout_pack(lay, w, rb, k, nr, p);
+    /* a super-block read back: row 16g + r, super-block b */
+    const int g = nr / 16 - 1, r = (int)(rnd() % 16), b = (int)(rnd() % nbk), c = (int)(rnd() % 32), pq = (int)(rnd() % 4);
+    const uint8_t *q = p + el_layout_group_bytes(lay, k) * (size_t)g + 2304 * (size_t)b;
+    const block_q4_K *src = (const block_q4_K *)(w + rb * (size_t)(16 * g + r)) + b;
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) el_get_scale_min_k4(j, src->scales, &sc[j], &m[j]);
+    CHECKF(!memcmp(q + 64 * c + 4 * r, src->qs + 4 * c, 4) && !memcmp(q + 2240 + 2 * r, &src->d, 2) &&
+               !memcmp(q + 2272 + 2 * r, &src->dmin, 2),
+           "q4_k_r16 k %d: quants, d, dmin", k);
+    CHECKF(q[2048 + 16 * pq + r] == ((sc[pq] & 15) | (sc[pq + 4] & 15) << 4) &&
+               q[2112 + 16 * pq + r] == ((m[pq] & 15) | (m[pq + 4] & 15) << 4) &&
+               q[2176 + 16 * pq + r] == (sc[pq] >> 4 | (sc[pq + 4] >> 4) << 2 | (m[pq] >> 4) << 4 | (m[pq + 4] >> 4) << 6),
+           "q4_k_r16 k %d: scale bytes", k);
+    uint8_t *back = malloc(rb * (size_t)nr), blk[sizeof(block_q4_K)];
+    el_layout_unpack(lay, p, k, nr, back, rb);
+    CHECKF(!memcmp(back, w, rb * (size_t)nr), "q4_k_r16 k %d nr %d: unpack(pack(w)) != w", k, nr);
+    free(back);
+    el_layout_block(lay, p, k, 16 * g + r, b, blk);
+    CHECKF(!memcmp(blk, src, sizeof blk), "q4_k_r16 k %d: el_layout_block row %d block %d", k, 16 * g + r, b);
+
+    const size_t xr = el_row_size(EL_TYPE_Q8_K, k);
+    uint8_t *xq = malloc(xr * (size_t)nt);
+    float *xf = malloc(sizeof(float) * (size_t)k);
+    for (int t = 0; t < nt; ++t) {
+        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
+        flat->quantize(xf, xq + xr * (size_t)t, k);
+    }
+    const size_t ny = (size_t)nr * (size_t)nt;
+    float *yf = malloc(sizeof(float) * ny), *yp = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
+    for (int t = 0; t < nt; ++t)
+        for (int i = 0; i < nr; ++i)
+            (t < x4 ? el_select_q4_k(4, 0, k) : flat->vec_dot)(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i,
+                                                              xq + xr * (size_t)t);
+    el_layout_gemm_q4_k_r16_portable(k, p, nr, xq, xr, nt, yp, (size_t)nr, x4);
+    size_t at = 0;
+    CHECKF(same(yf, yp, ny, &at), "portable q4_k_r16 != flat: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g", k, nr, nt,
+           x4, at, yp[at], yf[at]);
+    el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
+    if (fast && fast != el_layout_gemm_q4_k_r16_portable) {
+        memset(ya, 0xFF, sizeof(float) * ny);
+        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr, x4);
+        CHECKF(same(yp, ya, ny, &at), "ISA q4_k_r16 != portable: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g", k, nr,
+               nt, x4, at, ya[at], yp[at]);
         g_isa_checked++;
     }
     free(w), free(p), free(xq), free(xf), free(yf), free(yp), free(ya);
@@ -143,6 +218,20 @@ int main(void) {
         cases += 3;
     }
 
+    /* Q4_K: the flat one-row kernel is the table's vec_dot in either order */
+    CHECKF(por[EL_TYPE_Q4_K].vec_dot == por_llama[EL_TYPE_Q4_K].vec_dot, "Q4_K: one one-row kernel in both orders");
+    static const int kks[] = {256, 512, 1536, 2048, 8960};
+    for (size_t ki = 0; ki < sizeof kks / sizeof kks[0]; ++ki)
+        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ++ti) {
+            if (kks[ki] == 8960 && nts[ti] > 9) continue;
+            /* the selector's split (rows below nt - nt % 4 in the 4-row order), all one-row, all 4-row */
+            const int x4s[] = {nts[ti] - nts[ti] % 4, 0, nts[ti]};
+            for (int xi = 0; xi < 3; ++xi, cases++) check_q4k(&por[EL_TYPE_Q4_K], kks[ki], kks[ki] >= 2048 ? 32 : 48, nts[ti], x4s[xi]);
+        }
+    check_q4k(&por[EL_TYPE_Q4_K], 256, 16 * 40, 5, 4); /* many groups, a second tile */
+    check_q4k(&por[EL_TYPE_Q4_K], 512, 32, 7, 3);     /* a split inside a tile */
+    cases += 2;
+
     /* which matrices get the layout (the process's request and order decide; here: none asked) */
     CHECKF(el_layout_bytes(EL_LAYOUT_Q8_0_R16, 640, 17) == 0, "17 rows: no layout");
     CHECKF(el_layout_bytes(EL_LAYOUT_FLAT, 640, 16) == 0, "flat: no packed bytes");
@@ -159,7 +248,14 @@ int main(void) {
     CHECKF(!strcmp(el_layout_set_name(0), "flat") && !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16), "q4_0_r16") &&
               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_0_r16+q8_0_r16"),
           "layout set names");
-    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == EL_LAYOUT_FLAT, "Q4_K: flat");
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2048) == (asked && vnni ? EL_LAYOUT_Q4_K_R16 : EL_LAYOUT_FLAT),
+           "Q4_K 2048 x 2048: asked %d, VNNI %d", asked, vnni);
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q4_K, 2048, 2040) == EL_LAYOUT_FLAT, "Q4_K 2040 rows: flat");
+    CHECKF(!strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_K_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_k_r16+q8_0_r16") &&
+               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_K_R16 | 1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16),
+                       "q4_0_r16+q4_k_r16+q8_0_r16") &&
+               !strcmp(el_layout_name(EL_LAYOUT_Q4_K_R16), "q4_k_r16"),
+           "layout set names with Q4_K");
     /* the file's type ids (package/layout.h): edgellm's own, sized as their base types, no flat reader */
     for (int li = 1; li < EL_LAYOUT_COUNT; ++li) {
         const el_layout l = (el_layout)li;
@@ -172,7 +268,7 @@ int main(void) {
                "%s: type entry", el_layout_name(l));
     }
     CHECKF(el_layout_of_type(EL_TYPE_Q8_0) == EL_LAYOUT_FLAT && el_layout_type(EL_LAYOUT_FLAT) == -1 &&
-               !strcmp(el_type_name(EL_TYPE_Q4_0_R16), "Q4_0_R16") && el_type_get(0x4003) == NULL,
+               !strcmp(el_type_name(EL_TYPE_Q4_0_R16), "Q4_0_R16") && el_type_get(0x4004) == NULL,
            "layout type ids: flat and unknown");
 
     printf("test_layout: %d cases, %d against the ISA kernels (R16 layouts %s, order %s)\n", cases, g_isa_checked,

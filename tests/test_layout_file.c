@@ -4,7 +4,8 @@
  *
  * On the tiny reference models:
  *   - el_requantize with layout_r16 writes the matrix weights that are Q4_0
- *     (tiny-llama-Q4_0) or Q8_0 (tiny-gemma3-Q8_0) as Q4_0_R16 / Q8_0_R16,
+ *     (tiny-llama-Q4_0), Q8_0 (tiny-gemma3-Q8_0) or Q4_K (tiny-llama-Q4_K_M)
+ *     as Q4_0_R16 / Q8_0_R16 / Q4_K_R16,
  *     (token_embd too where it is the tied output: tiny-gemma3) and leaves
  *     the other tensors as they were, and converting
  *     that file back to flat rows gives the source file byte for byte;
@@ -20,8 +21,12 @@
  *     unpacked); where a Q8_0 layout runs the block order beside
  *     llama-order flat kernels, the logits of the flat file with the same
  *     matrices packed at load, bit for bit (the difference from the flat
- *     file is the two orders' own: printed);
- *   - an untied token_embd stored in a layout too (tiny-llama, patched in)
+ *     file is the two orders' own: printed); Q4_K's layout takes the flat
+ *     kernels' two orders where their selector does (its 4-row order for
+ *     a prompt's rows below n - n % 4), so it gives the flat file's bits in
+ *     a batched prompt and with the prompt one token an eval;
+ *   - an untied token_embd stored in a layout too (tiny-llama Q4_0 and
+ *     Q4_K_M, patched in)
  *     loads with the same logits: the embedding reads its rows from the
  *     groups;
  *   - hostile: a layout type on a vector, or on a matrix whose rows are not
@@ -87,7 +92,8 @@ typedef struct run_out {
 
 /* repack: the layer matrices of type `repack` packed here, as a load-time layout (the runtime grants
  * Q8_0's only in the block order): what the file's layout must compute in any order. */
-static bool run_model(const char *path, run_out *o, int repack) {
+/* one_by_one: the prompt one token an eval (every product a one-row product). */
+static bool run_model(const char *path, run_out *o, int repack, bool one_by_one) {
     memset(o, 0, sizeof *o);
     el_error err = {0};
     el_model_params mp = el_model_default_params();
@@ -124,8 +130,8 @@ static bool run_model(const char *path, run_out *o, int repack) {
     o->logits = calloc((size_t)(N_DECODE + 1) * (size_t)o->n_vocab, sizeof(float));
     int32_t prompt[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) prompt[i] = (int32_t)((i * 7919 + 13) % (o->n_vocab - 2) + 1);
-    for (int i = 0; ok && i < N_PROMPT; i += 32) {
-        const int n = N_PROMPT - i < 32 ? N_PROMPT - i : 32;
+    for (int i = 0; ok && i < N_PROMPT; i += one_by_one ? 1 : 32) {
+        const int n = one_by_one ? 1 : N_PROMPT - i < 32 ? N_PROMPT - i : 32;
         ok = el_session_eval(s, prompt + i, n, &err) == 0;
     }
     for (int step = 0; ok && step <= N_DECODE; step++) {
@@ -208,43 +214,52 @@ static void one_model(const char *rel, el_ftype ft, el_type base, const char *ot
 
     /* run */
     run_out f, l;
-    if (!run_model(src, &f, 0) || !run_model(laid, &l, 0)) { free(f.logits), free(l.logits); return; }
+    if (!run_model(src, &f, 0, false) || !run_model(laid, &l, 0, false)) { free(f.logits), free(l.logits); return; }
     const bool runs = el_cpu_layout_runs(lay);
     CHECKF(runs ? l.file_mats == n_laid && l.unpacked == 0 : l.file_mats == 0 && l.unpacked == n_laid,
            "%s: %d mapped, %d unpacked of %d (the CPU runs the layout: %d)", rel, l.file_mats, l.unpacked, n_laid, runs);
     if (runs) CHECKF(l.weights == f.weights, "%s: weights %" PRIu64 " vs flat %" PRIu64 ": a hidden copy", rel, l.weights, f.weights);
-    const bool exact = base == EL_TYPE_Q4_0 || !runs || el_cpu_kernels_order() == EL_ORDER_BLOCK;
+    /* exact against the flat file: Q4_0 and Q4_K always (Q4_K's layout takes the flat selector's two orders);
+     * Q8_0 in the block order; anything unpacked */
+    const bool exact = base != EL_TYPE_Q8_0 || !runs || el_cpu_kernels_order() == EL_ORDER_BLOCK;
     const double d = max_diff(&f, &l);
+    run_out r = {0}; /* the flat file with the same matrices packed at load: the file layout's arithmetic */
     if (exact) {
         CHECKF(d == 0.0, "%s: logits differ from the flat file's by %g", rel, d);
-    } else { /* Q8_0's layout computes the block order beside llama-order flat kernels: the flat file with
-              * the same matrices packed at load gives its bits; the flat file differs by the orders' spread */
-        run_out r;
-        if (run_model(src, &r, EL_TYPE_Q8_0)) CHECKF(max_diff(&r, &l) == 0.0, "%s: file layout vs packed at load: %g", rel, max_diff(&r, &l));
-        free(r.logits);
+    } else if (run_model(src, &r, base, false)) {
+        CHECKF(max_diff(&r, &l) == 0.0, "%s: file layout vs packed at load: %g", rel, max_diff(&r, &l));
     }
     printf("  %s: %d of %d tensors in %s (%s), logits %s (max |diff| from the flat file's %g)\n", rel, n_laid,
            (int)info.n_tensors, el_layout_name(lay), runs ? "mapped" : "unpacked",
-           exact ? "bit-identical to the flat file's" : "bit-identical to the flat file's packed at load, block order", d);
+           exact ? "bit-identical to the flat file's" : "bit-identical to the flat file's packed at load", d);
+    if (base == EL_TYPE_Q4_K) { /* one-row products everywhere (the one-row order only): the flat file's bits */
+        run_out f1, l1;
+        if (run_model(src, &f1, 0, true) && run_model(laid, &l1, 0, true))
+            CHECKF(max_diff(&f1, &l1) == 0.0, "%s: prompt one token an eval: logits differ from the flat file's by %g", rel,
+                   max_diff(&f1, &l1));
+        printf("  %s: prompt one token an eval: logits bit-identical to the flat file's\n", rel);
+        free(f1.logits), free(l1.logits);
+    }
+    const run_out *ref = exact ? &f : &r;
 
     /* token_embd in the layout too (a file quantize does not write, but may meet) */
-    if (base == EL_TYPE_Q4_0) {
+    if (base == EL_TYPE_Q4_0 || base == EL_TYPE_Q4_K) {
         size_t len = 0;
         char *buf = el_test_read_file(laid, &len);
         el_gguf *g = el_gguf_open(laid, &err);
         const el_gguf_tensor *te = g ? el_gguf_find_tensor(g, "token_embd.weight") : NULL;
         const size_t tf = buf ? type_field_at(buf, len, "token_embd.weight") : 0;
         CHECK(buf && te && tf);
-        if (buf && te && tf && te->type == EL_TYPE_Q4_0 && te->ne[1] % 16 == 0) {
+        if (buf && te && tf && te->type == (int)base && te->ne[1] % 16 == 0) {
             const uint32_t ty = (uint32_t)el_layout_type(lay);
             memcpy(buf + tf, &ty, 4);
             const size_t off = (size_t)((const uint8_t *)te->data - el_gguf_base(g));
-            el_layout_pack(lay, te->data, el_row_size(EL_TYPE_Q4_0, te->ne[0]), te->ne[0], te->ne[1], buf + off);
+            el_layout_pack(lay, te->data, el_row_size(base, te->ne[0]), te->ne[0], te->ne[1], buf + off);
             const char *emb = tmp_path("emb.gguf");
             CHECK(el_test_write_file(emb, buf, len));
             run_out e;
-            if (run_model(emb, &e, 0)) {
-                CHECKF(max_diff(&f, &e) == 0.0, "%s: token_embd in a layout: logits differ by %g", rel, max_diff(&f, &e));
+            if (run_model(emb, &e, 0, false)) {
+                CHECKF(max_diff(ref, &e) == 0.0, "%s: token_embd in a layout: logits differ by %g", rel, max_diff(ref, &e));
                 CHECKF(runs ? e.file_mats == n_laid + 1 && e.unpacked == 0 : e.unpacked == n_laid + 1,
                        "%s: token_embd in the layout: %d mapped, %d unpacked", rel, e.file_mats, e.unpacked);
                 printf("  %s: token_embd in %s too (its rows read from the groups): same logits\n", rel,
@@ -252,12 +267,12 @@ static void one_model(const char *rel, el_ftype ft, el_type base, const char *ot
             }
             free(e.logits);
         } else {
-            CHECKF(0, "%s: token_embd is not a Q4_0 matrix of whole groups", rel);
+            CHECKF(0, "%s: token_embd is not a %s matrix of whole groups", rel, el_type_name(base));
         }
         el_gguf_close(g);
         free(buf);
     }
-    free(f.logits), free(l.logits);
+    free(f.logits), free(l.logits), free(r.logits);
 }
 
 /* A layout type where the layout cannot be: the reader refuses the file and says why. */
@@ -293,6 +308,7 @@ int main(void) {
     one_model("models/tiny-llama-Q4_0.gguf", EL_FTYPE_Q4_0, EL_TYPE_Q4_0, "Q8_0", EL_FTYPE_Q8_0);
     hostile();
     one_model("models/tiny-gemma3-Q8_0.gguf", EL_FTYPE_Q8_0, EL_TYPE_Q8_0, "Q4_0", EL_FTYPE_Q4_0);
+    one_model("models/tiny-llama-Q4_K_M.gguf", EL_FTYPE_Q4_K_M, EL_TYPE_Q4_K, "Q8_0", EL_FTYPE_Q8_0);
     const char *files[] = {"laid.gguf", "back.gguf", "other1.gguf", "other2.gguf", "emb.gguf", "hostile.gguf"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(tmp_path(files[i]));
     rmdir(g_dir);

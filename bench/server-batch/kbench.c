@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         double best = 1e30;
         for (int r = 0; r < reps; r++) {
             const double c0 = cpu_now();
-            if (lg) lg(K, wp, N, xq, ldx, nt, y, (size_t)N);
+            if (lg) lg(K, wp, N, xq, ldx, nt, y, (size_t)N, 0);
             else
                 for (int r0 = 0; r0 < N; r0 += 64)
                     kk->gemm(K, w + ldw * r0, ldw, 64, xq, ldx, 0, nt, 1, y + r0, (size_t)N);
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         /* each row of the nt-row product equals that row computed alone */
         for (int t = 0; t < nt; t++) {
             float *y1 = malloc(sizeof(float) * (size_t)N);
-            if (lg) lg(K, wp, N, xq + ldx * t, ldx, 1, y1, (size_t)N);
+            if (lg) lg(K, wp, N, xq + ldx * t, ldx, 1, y1, (size_t)N, 0);
             else
                 for (int r0 = 0; r0 < N; r0 += 64)
                     kk->gemm(K, w + ldw * r0, ldw, 64, xq + ldx * t, ldx, 0, 1, 1, y1 + r0, (size_t)N);

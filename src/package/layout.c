@@ -11,33 +11,51 @@
 
 #define R16 EL_LAYOUT_R16_ROWS
 
-/* Quant bytes of one block of a group (16 rows): Q8_0 512, Q4_0 256; 0: not an R16 layout. */
+/* Quant bytes of one block of a group (16 rows) when a group keeps its quants before its scales: Q8_0 512,
+ * Q4_0 256; 0 for Q4_K (super-block by super-block) and flat. */
 static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
 
-const char *el_layout_name(el_layout l) {
-    return l == EL_LAYOUT_Q8_0_R16 ? "q8_0_r16" : l == EL_LAYOUT_Q4_0_R16 ? "q4_0_r16" : "flat";
-}
+static const struct {
+    const char *name;
+    int type, base;
+} k_layouts[EL_LAYOUT_COUNT] = {
+    [EL_LAYOUT_FLAT] = {"flat", -1, -1},
+    [EL_LAYOUT_Q8_0_R16] = {"q8_0_r16", EL_TYPE_Q8_0_R16, EL_TYPE_Q8_0},
+    [EL_LAYOUT_Q4_0_R16] = {"q4_0_r16", EL_TYPE_Q4_0_R16, EL_TYPE_Q4_0},
+    [EL_LAYOUT_Q4_K_R16] = {"q4_k_r16", EL_TYPE_Q4_K_R16, EL_TYPE_Q4_K},
+};
+
+static bool valid(el_layout l) { return l > EL_LAYOUT_FLAT && l < EL_LAYOUT_COUNT; }
+
+const char *el_layout_name(el_layout l) { return valid(l) ? k_layouts[l].name : "flat"; }
 
 const char *el_layout_set_name(unsigned set) {
-    const unsigned q8 = 1u << EL_LAYOUT_Q8_0_R16, q4 = 1u << EL_LAYOUT_Q4_0_R16;
-    if ((set & (q8 | q4)) == (q8 | q4)) return "q4_0_r16+q8_0_r16";
-    return set & q8 ? "q8_0_r16" : set & q4 ? "q4_0_r16" : "flat";
+    /* every subset of the three layouts, names in alphabetical order joined by '+' (index: set >> 1) */
+    static const char *const k_sets[8] = {"flat",
+                                          "q8_0_r16",
+                                          "q4_0_r16",
+                                          "q4_0_r16+q8_0_r16",
+                                          "q4_k_r16",
+                                          "q4_k_r16+q8_0_r16",
+                                          "q4_0_r16+q4_k_r16",
+                                          "q4_0_r16+q4_k_r16+q8_0_r16"};
+    return k_sets[(set >> 1) & 7];
 }
 
 el_layout el_layout_of_type(int type) {
-    return type == EL_TYPE_Q8_0_R16 ? EL_LAYOUT_Q8_0_R16 : type == EL_TYPE_Q4_0_R16 ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT;
+    for (int l = 1; l < EL_LAYOUT_COUNT; ++l)
+        if (k_layouts[l].type == type) return (el_layout)l;
+    return EL_LAYOUT_FLAT;
 }
 
-int el_layout_type(el_layout l) {
-    return l == EL_LAYOUT_Q8_0_R16 ? EL_TYPE_Q8_0_R16 : l == EL_LAYOUT_Q4_0_R16 ? EL_TYPE_Q4_0_R16 : -1;
-}
+int el_layout_type(el_layout l) { return valid(l) ? k_layouts[l].type : -1; }
 
-int el_layout_base(el_layout l) {
-    return l == EL_LAYOUT_Q8_0_R16 ? EL_TYPE_Q8_0 : l == EL_LAYOUT_Q4_0_R16 ? EL_TYPE_Q4_0 : -1;
-}
+int el_layout_base(el_layout l) { return valid(l) ? k_layouts[l].base : -1; }
 
 el_layout el_layout_r16_of(el_type t) {
-    return t == EL_TYPE_Q8_0 ? EL_LAYOUT_Q8_0_R16 : t == EL_TYPE_Q4_0 ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT;
+    for (int l = 1; l < EL_LAYOUT_COUNT; ++l)
+        if (k_layouts[l].base == (int)t) return (el_layout)l;
+    return EL_LAYOUT_FLAT;
 }
 
 el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], el_type type, int tied) {
@@ -58,8 +76,9 @@ el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], e
 }
 
 size_t el_layout_group_bytes(el_layout l, int64_t ne0) {
-    if (!qbytes(l) || ne0 <= 0 || ne0 % EL_QK8_0) return 0;
-    return (size_t)(ne0 / EL_QK8_0) * (qbytes(l) + 2 * R16);
+    if (!valid(l) || ne0 <= 0) return 0;
+    const el_type_info *ti = el_type_get(k_layouts[l].base);
+    return ne0 % ti->blck_size ? 0 : (size_t)R16 * el_row_size((el_type)k_layouts[l].base, ne0);
 }
 
 size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
@@ -67,9 +86,44 @@ size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
     return el_layout_group_bytes(l, ne0) * (size_t)(ne1 / R16);
 }
 
+/* Q4_K (layout.h): one row's super-block x (block_q4_K) to lane r of the 2304-byte chunk q (dir 0), or back
+ * (dir 1). The 12 packed scale bytes are a bijection of the 16 six-bit values, so they are rebuilt exactly. */
+static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
+    block_q4_K *b = (block_q4_K *)x;
+    for (int c = 0; c < 32; ++c) memcpy(dir ? b->qs + 4 * c : q + 64 * c + 4 * r, dir ? q + 64 * c + 4 * r : b->qs + 4 * c, 4);
+    uint8_t *d = (uint8_t *)&b->d, *dmin = (uint8_t *)&b->dmin;
+    memcpy(dir ? d : q + 2240 + 2 * r, dir ? q + 2240 + 2 * r : d, 2);
+    memcpy(dir ? dmin : q + 2272 + 2 * r, dir ? q + 2272 + 2 * r : dmin, 2);
+    uint8_t sc[8], m[8];
+    if (!dir) {
+        for (int j = 0; j < 8; ++j) el_get_scale_min_k4(j, b->scales, &sc[j], &m[j]);
+        for (int p = 0; p < 4; ++p) {
+            q[2048 + 16 * p + r] = (uint8_t)((sc[p] & 15) | (sc[p + 4] & 15) << 4);
+            q[2112 + 16 * p + r] = (uint8_t)((m[p] & 15) | (m[p + 4] & 15) << 4);
+            q[2176 + 16 * p + r] = (uint8_t)(sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4 | (m[p + 4] >> 4) << 6);
+        }
+        return;
+    }
+    for (int p = 0; p < 4; ++p) {
+        const uint8_t lo = q[2048 + 16 * p + r], ml = q[2112 + 16 * p + r], h = q[2176 + 16 * p + r];
+        sc[p] = (uint8_t)((lo & 15) | (h & 3) << 4), sc[p + 4] = (uint8_t)((lo >> 4) | (h >> 2 & 3) << 4);
+        m[p] = (uint8_t)((ml & 15) | (h >> 4 & 3) << 4), m[p + 4] = (uint8_t)((ml >> 4) | (h >> 6) << 4);
+    }
+    /* the flat encoding (el_get_scale_min_k4 read backwards) */
+    for (int j = 0; j < 4; ++j) {
+        b->scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        b->scales[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        b->scales[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
 /* One row's block, both ways: dir 0 copies flat block x (d, then qs) into lane `lane` of group q's
  * block b, dir 1 back. Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
 static void move_block(el_layout l, int dir, uint8_t *x, uint8_t *q, int64_t nb, int lane, int64_t b) {
+    if (l == EL_LAYOUT_Q4_K_R16) {
+        move_block_q4_k(dir, x, q + 16 * sizeof(block_q4_K) * (size_t)b, lane);
+        return;
+    }
     const size_t qb = qbytes(l);
     const int nc = l == EL_LAYOUT_Q8_0_R16 ? 8 : 4;
     const uint32_t flip = l == EL_LAYOUT_Q8_0_R16 ? 0x80808080u : 0;
@@ -86,10 +140,10 @@ static void move_block(el_layout l, int dir, uint8_t *x, uint8_t *q, int64_t nb,
 
 /* The whole permutation: pack (dir 0) flat -> packed, unpack (dir 1) packed -> flat. */
 static void permute(el_layout l, int dir, uint8_t *flat, size_t row_bytes, int64_t ne0, int64_t ne1, uint8_t *packed) {
-    if (!qbytes(l)) return;
-    const int64_t nb = ne0 / EL_QK8_0;
-    const size_t gb = el_layout_group_bytes(l, ne0);
-    const size_t bsz = l == EL_LAYOUT_Q8_0_R16 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    if (!valid(l)) return;
+    const el_type_info *ti = el_type_get(k_layouts[l].base);
+    const int64_t nb = ne0 / ti->blck_size;
+    const size_t gb = el_layout_group_bytes(l, ne0), bsz = ti->type_size;
     for (int64_t g = 0; g < ne1 / R16; ++g)
         for (int r = 0; r < R16; ++r) {
             uint8_t *row = flat + row_bytes * (size_t)(R16 * g + r);
@@ -106,7 +160,7 @@ void el_layout_unpack(el_layout l, const void *packed, int64_t ne0, int64_t ne1,
 }
 
 void el_layout_block(el_layout l, const void *packed, int64_t ne0, int64_t r, int64_t b, void *blk) {
-    if (!qbytes(l)) return;
+    if (!valid(l)) return;
     uint8_t *q = (uint8_t *)(uintptr_t)packed + el_layout_group_bytes(l, ne0) * (size_t)(r / R16);
-    move_block(l, 1, blk, q, ne0 / EL_QK8_0, (int)(r % R16), b);
+    move_block(l, 1, blk, q, ne0 / el_type_get(k_layouts[l].base)->blck_size, (int)(r % R16), b);
 }

@@ -20,9 +20,25 @@
  *   scales: the 16 rows' fp16 d at group + 256 * nb + 32 * b.
  * A group is nb * 288 bytes, the size of its 16 flat rows.
  *
+ * EL_LAYOUT_Q4_K_R16: Q4_K rows interleaved by 16, super-block by
+ * super-block. Super-block i of group g is 2304 bytes at group + 2304 * i:
+ *   quants: 2048 bytes at +0. Register c (64 bytes, c = 0..31) holds bytes
+ *           4c..4c+3 of row r's qs at bytes 4r..4r+3: with j = c / 8 and
+ *           l = 4 (c % 8), the low nibbles are elements 64j + l..l+3 (sub-block
+ *           2j), the high ones 64j + 32 + l..l+3 (sub-block 2j + 1);
+ *   scales: the 6-bit scales sc[8] and mins m[8] of each row (the flat
+ *           block's 12 packed bytes, el_get_scale_min_k4), regrouped. Byte
+ *           16p + r (p = 0..3) of each 64-byte part:
+ *             +2048: sc[p] & 15 | (sc[p + 4] & 15) << 4;
+ *             +2112: m[p] & 15 | (m[p + 4] & 15) << 4;
+ *             +2176: sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4
+ *                    | (m[p + 4] >> 4) << 6;
+ *   d: the 16 rows' fp16 d at +2240, dmin: their fp16 dmin at +2272.
+ * A group is nb * 2304 bytes, the size of its 16 flat rows.
+ *
  * In a GGUF file (written by `edgellm quantize --layout r16`): a 2-D tensor
  * whose ne[1] is a multiple of 16 may carry the type id EL_TYPE_Q8_0_R16
- * (0x4001) or EL_TYPE_Q4_0_R16 (0x4002) — edgellm's own ids, 0x4000 +
+ * (0x4001), EL_TYPE_Q4_0_R16 (0x4002) or EL_TYPE_Q4_K_R16 (0x4003) — edgellm's own ids, 0x4000 +
  * the layout, far above ggml's (< 64) and ik_llama.cpp's (< 1024). Its
  * bytes are the packed groups in order: as many as the flat tensor's, so
  * the type's block and byte sizes are its base type's. Readers that know
@@ -41,13 +57,14 @@ typedef enum el_layout {
     EL_LAYOUT_FLAT = 0,     /* the GGUF rows as mapped */
     EL_LAYOUT_Q8_0_R16 = 1, /* Q8_0, 16 rows interleaved (above) */
     EL_LAYOUT_Q4_0_R16 = 2, /* Q4_0, 16 rows interleaved (above) */
+    EL_LAYOUT_Q4_K_R16 = 3, /* Q4_K, 16 rows interleaved by super-block (above) */
 } el_layout;
 
-#define EL_LAYOUT_COUNT 3
+#define EL_LAYOUT_COUNT 4
 
 #define EL_LAYOUT_R16_ROWS 16
 
-/* "flat", "q8_0_r16", "q4_0_r16". */
+/* "flat", "q8_0_r16", "q4_0_r16", "q4_k_r16". */
 const char *el_layout_name(el_layout l);
 
 /* A set of layouts (bit l: layout l ran): "flat" when none, else their names joined by '+'. */
@@ -59,11 +76,11 @@ el_layout el_layout_of_type(int type);
 int el_layout_type(el_layout l);
 /* The block format whose rows layout l interleaves (EL_TYPE_Q8_0 ...); -1 for flat. */
 int el_layout_base(el_layout l);
-/* The R16 layout of block format t (Q8_0, Q4_0), else EL_LAYOUT_FLAT. */
+/* The R16 layout of block format t (Q8_0, Q4_0, Q4_K), else EL_LAYOUT_FLAT. */
 el_layout el_layout_r16_of(el_type t);
 
 /* The layout a packager writes a tensor in when asked for the R16 layouts (quantize / pack
- * --layout r16): R16 for a Q4_0 or Q8_0 matrix of whole 16-row groups that the forward pass
+ * --layout r16): R16 for a Q4_0, Q8_0 or Q4_K matrix of whole 16-row groups that the forward pass
  * multiplies by (blk.N.attn_q/k/v/qkv/output, ffn_gate/up/down, shortconv in/out_proj,
  * output.weight; token_embd only when tied: the file has no output.weight), else flat. */
 el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], el_type type, int tied);
@@ -80,7 +97,7 @@ void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0
 /* The inverse: the packed groups of an ne0 x ne1 matrix back to flat rows, row_bytes apart. */
 void el_layout_unpack(el_layout l, const void *packed, int64_t ne0, int64_t ne1, void *flat, size_t row_bytes);
 
-/* Block b of row r of a packed ne0-column matrix, as its flat block (Q8_0: 34 bytes, Q4_0: 18) to blk:
+/* Block b of row r of a packed ne0-column matrix, as its flat block (Q8_0: 34 bytes, Q4_0: 18, Q4_K: 144) to blk:
  * what a row lookup (an embedding) reads without unpacking the matrix. */
 void el_layout_block(el_layout l, const void *packed, int64_t ne0, int64_t r, int64_t b, void *blk);
 

@@ -288,6 +288,12 @@ int el_requantize(const char *in_path, const char *out_path, const el_requant_pa
     for (int64_t i = 0; i < nt; i++)
         if (keep[i] == EL_TYPE_F32) types[i] = (el_type)flat_type(el_gguf_tensor_at(g, order[i])->type);
     if (keep != types) free(keep);
+    /* IN already of the target file type: every tensor keeps its type (another llama-quantize version may
+     * have mixed Q4_K_M differently), so only the layout changes */
+    uint32_t in_ftype;
+    if (p->allow_requantize && el_gguf_get_u32(g, "general.file_type", &in_ftype) &&
+        (int64_t)in_ftype == el_ftype_gguf_id(p->ftype))
+        for (int64_t i = 0; i < nt; i++) types[i] = (el_type)flat_type(el_gguf_tensor_at(g, order[i])->type);
 
     /* metadata */
     w = el_gguf_writer_new();

@@ -22,6 +22,11 @@
  * (el_gguf_check_values: an MXFP4 block exponent 0xFF), before anything is
  * written.
  *
+ * When IN is quantized (allow_requantize) and its general.file_type is
+ * already the target's, every tensor keeps its own type, whatever the plan
+ * would choose (llama-quantize versions mix Q4_K_M differently): IN's
+ * bytes, in the layout asked for.
+ *
  * With layout_r16, eligible tensors are written in a weight layout: the
  * same bytes permuted (package/layout.h). A source tensor in a layout is
  * unpacked to its flat rows first, so a laid-out file converts back exactly.

@@ -28,7 +28,7 @@ static void init_requested(void) {
 
 int el_cpu_layout_runs(el_layout l) {
     pthread_once(&g_once, init_requested);
-    return !g_flat && (l == EL_LAYOUT_Q8_0_R16 || l == EL_LAYOUT_Q4_0_R16) && el_cpu_kernels_level() == EL_CPU_AVX512;
+    return !g_flat && l > EL_LAYOUT_FLAT && l < EL_LAYOUT_COUNT && el_cpu_kernels_level() == EL_CPU_AVX512;
 }
 
 int el_cpu_layout_requested(void) {
@@ -42,6 +42,8 @@ el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1) {
     /* the fast kernels need VNNI */
     if (el_cpu_kernels_level() != EL_CPU_AVX512) return EL_LAYOUT_FLAT;
     if (t == EL_TYPE_Q4_0) return EL_LAYOUT_Q4_0_R16;
+    /* Q4_K's layout computes the one-row (decode) order of the flat kernels, for every row count */
+    if (t == EL_TYPE_Q4_K && ne0 % EL_QK_K == 0) return EL_LAYOUT_Q4_K_R16;
     /* Q8_0's layout computes the block order */
     if (t == EL_TYPE_Q8_0 && el_cpu_kernels_order() == EL_ORDER_BLOCK) return EL_LAYOUT_Q8_0_R16;
     return EL_LAYOUT_FLAT;
@@ -80,13 +82,63 @@ static void gemm_r16_portable(el_layout l, int k, const void *w, int nr, const v
 }
 
 void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                      size_t ldy) {
+                                      size_t ldy, int x4) {
+    (void)x4;
     gemm_r16_portable(EL_LAYOUT_Q8_0_R16, k, w, nr, x, ldx, nt, y, ldy);
 }
 
 void el_layout_gemm_q4_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                      size_t ldy) {
+                                      size_t ldy, int x4) {
+    (void)x4;
     gemm_r16_portable(EL_LAYOUT_Q4_0_R16, k, w, nr, x, ldx, nt, y, ldy);
+}
+
+/* Q4_K (package/layout.h): per row the exact integer sums of scale x sub-block dot (isum) and min x the
+ * activation's sub-block sum (summ), then acc = fma(isum, d * d_a, acc), accm = fma(summ, dmin * d_a, accm)
+ * per pair of sub-blocks (activation rows t < x4: el_vec_dot_q4_k_q8_k_x4's order) or per super-block
+ * (el_vec_dot_q4_k_q8_k's, the flat decode kernels'), and y = acc - accm. */
+void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy, int x4) {
+    const int nb = k / EL_QK_K;
+    const size_t gb = el_layout_group_bytes(EL_LAYOUT_Q4_K_R16, k), sb = gb / (size_t)nb;
+    for (int g = 0; g < nr / R16; ++g)
+        for (int t = 0; t < nt; ++t) {
+            const block_q8_K *a = (const block_q8_K *)((const uint8_t *)x + ldx * (size_t)t);
+            for (int r = 0; r < R16; ++r) {
+                float acc = 0.0f, accm = 0.0f;
+                for (int i = 0; i < nb; ++i) {
+                    const uint8_t *q = (const uint8_t *)w + gb * (size_t)g + sb * (size_t)i;
+                    const el_fp16 *dd = (const el_fp16 *)(q + 2240);
+                    const float d = el_fp16_to_fp32(dd[r]) * a[i].d, dmin = el_fp16_to_fp32(dd[R16 + r]) * a[i].d;
+                    int32_t isum = 0, summ = 0;
+                    for (int j = 0; j < 8; ++j) {
+                        const int p = j & 3, hi = j >> 2;
+                        const uint8_t lo = q[2048 + 16 * p + r], ml = q[2112 + 16 * p + r], h = q[2176 + 16 * p + r];
+                        const int32_t sc = (hi ? lo >> 4 : lo & 15) | (h >> (2 * hi) & 3) << 4;
+                        const int32_t m = (hi ? ml >> 4 : ml & 15) | (h >> (4 + 2 * hi) & 3) << 4;
+                        /* sub-block j: elements 32j..32j+31, the low (even j) or high nibbles of registers 8(j/2).. */
+                        int32_t dot = 0;
+                        for (int c = 8 * (j / 2); c < 8 * (j / 2) + 8; ++c)
+                            for (int e = 0; e < 4; ++e) {
+                                const uint8_t v = q[64 * c + 4 * r + e];
+                                dot += (j & 1 ? v >> 4 : v & 15) * a[i].qs[32 * j + 4 * (c % 8) + e];
+                            }
+                        isum += sc * dot;
+                        summ += m * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+                        if ((j & 1) && t < x4) { /* the 4-row order: one fma pair per 64 elements */
+                            acc = fmaf((float)isum, d, acc);
+                            accm = fmaf((float)summ, dmin, accm);
+                            isum = summ = 0;
+                        }
+                    }
+                    if (t >= x4) {
+                        acc = fmaf((float)isum, d, acc);
+                        accm = fmaf((float)summ, dmin, accm);
+                    }
+                }
+                y[ldy * (size_t)t + (size_t)(R16 * g + r)] = acc - accm;
+            }
+        }
 }
 
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l) {
@@ -94,9 +146,11 @@ el_layout_gemm_fn el_cpu_layout_gemm(el_layout l) {
 #if defined(__x86_64__)
     if (fast && l == EL_LAYOUT_Q8_0_R16) return el_layout_gemm_q8_0_r16_avx512;
     if (fast && l == EL_LAYOUT_Q4_0_R16) return el_layout_gemm_q4_0_r16_avx512;
+    if (fast && l == EL_LAYOUT_Q4_K_R16) return el_layout_gemm_q4_k_r16_avx512;
 #else
     (void)fast;
 #endif
     return l == EL_LAYOUT_Q8_0_R16 ? el_layout_gemm_q8_0_r16_portable
-         : l == EL_LAYOUT_Q4_0_R16 ? el_layout_gemm_q4_0_r16_portable : NULL;
+         : l == EL_LAYOUT_Q4_0_R16 ? el_layout_gemm_q4_0_r16_portable
+         : l == EL_LAYOUT_Q4_K_R16 ? el_layout_gemm_q4_k_r16_portable : NULL;
 }

@@ -47,25 +47,34 @@ el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1);
 
 /*
  * y[t * ldy + r] = row r of the packed rows · activation row t (x: Q8_0 rows
- * ldx bytes apart), r < nr (a multiple of 16), t < nt; w points at the
- * group of the first row. The portable kernels are the specification; the
- * AVX-512 ones give their bits.
+ * ldx bytes apart; Q8_K for Q4_K), r < nr (a multiple of 16), t < nt; w
+ * points at the group of the first row. x4: how many of the first activation
+ * rows take Q4_K's 4-row (gemm) order, the rest its one-row order, as the
+ * flat kernels' selector (el_select_q4_k) picks them; the one-order layouts
+ * ignore it. The portable kernels are the specification; the AVX-512 ones
+ * give their bits.
  */
 typedef void (*el_layout_gemm_fn)(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                  size_t ldy);
+                                  size_t ldy, int x4);
 void el_layout_gemm_q8_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                      size_t ldy);
+                                      size_t ldy, int x4);
 void el_layout_gemm_q4_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                      size_t ldy);
+                                      size_t ldy, int x4);
+/* Q4_K: x holds Q8_K rows; el_vec_dot_q4_k_q8_k_x4's arithmetic for rows t < x4, el_vec_dot_q4_k_q8_k's after. */
+void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy, int x4);
 /* The kernel the process uses for layout l (the CPU's best). */
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l);
 
 #if defined(__x86_64__)
 /* x86/quants_avx512.c (AVX-512 VNNI). */
 void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                    size_t ldy);
+                                    size_t ldy, int x4);
 void el_layout_gemm_q4_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                    size_t ldy);
+                                    size_t ldy, int x4);
+/* x86/layout_avx512.c (AVX-512 VNNI). */
+void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy, int x4);
 #endif
 
 #endif

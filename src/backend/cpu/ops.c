@@ -79,9 +79,12 @@ static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int
     const int n_sel = c->row_order ? 1 : c->n;
     if (W->layout) { /* packed rows (layout.h): the type's arithmetic, any row count, so row order too */
         const size_t gb = el_layout_group_bytes((el_layout)W->layout, k);
+        /* Q4_K's activation rows below n - n % 4 in its 4-row order, as the flat selector (none in row order) */
+        const int lim = n_sel - n_sel % 4, ta = c->row_order ? 0 : t0;
+        const int x4 = lim - ta <= 0 ? 0 : lim - ta < t1 - t0 ? lim - ta : t1 - t0;
         el_cpu_layout_gemm((el_layout)W->layout)(k, (const uint8_t *)W->packed + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS),
                                                  (int)(r1 - r0), (const uint8_t *)c->xq + c->xq_row * (size_t)t0,
-                                                 c->xq_row, t1 - t0, y + (size_t)t0 * (size_t)rows + r0, (size_t)rows);
+                                                 c->xq_row, t1 - t0, y + (size_t)t0 * (size_t)rows + r0, (size_t)rows, x4);
     } else if (kk->gemm) {
         kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
                  (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, c->row_order ? 0 : t0, t1 - t0, n_sel,
@@ -180,7 +183,7 @@ void el_op_get_row(const el_mat *W, int64_t row, float *out) {
         return;
     }
     /* a file's layout with no flat rows (a tied embedding): the row's blocks gathered from its group */
-    uint8_t blk[64];
+    uint8_t blk[256]; /* the largest layout block (Q4_K: 144 bytes) */
     for (int64_t b = 0; b < W->ne0 / t->blck_size; b++) {
         el_layout_block((el_layout)W->layout, W->packed, W->ne0, row, b, blk);
         t->to_float(blk, out + t->blck_size * b, t->blck_size);

@@ -157,12 +157,14 @@ QX_INLINE void r16_gemm(int q4, int k, const void *w, int nr, const void *x, siz
 }
 
 void el_layout_gemm_q8_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                    size_t ldy) {
+                                    size_t ldy, int x4) {
+    (void)x4;
     r16_gemm(0, k, w, nr, x, ldx, nt, y, ldy);
 }
 
 void el_layout_gemm_q4_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
-                                    size_t ldy) {
+                                    size_t ldy, int x4) {
+    (void)x4;
     r16_gemm(1, k, w, nr, x, ldx, nt, y, ldy);
 }
 #endif

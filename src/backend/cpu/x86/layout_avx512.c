@@ -1,0 +1,133 @@
+/*
+ * layout_avx512.c — the Q4_K weight layout's kernel (package/layout.h:
+ * EL_LAYOUT_Q4_K_R16) with AVX-512 VNNI: 16 rows a register, one dword lane
+ * a row, straight from the packed super-blocks with no transposition.
+ *
+ * Per super-block, 16 rows and activation row: 64 vpdpbusd (the activation
+ * dwords broadcast from memory) into two int32 chains per pair of sub-blocks
+ * (the low nibbles, and the high nibbles kept in place: 16 times the sum,
+ * shifted back once), one vpmulld by the sub-block's scales each, and the
+ * mins against the activation's sub-block sums: the exact integers isum and
+ * summ of el_layout_gemm_q4_k_r16_portable, then the same fma pairs (per
+ * pair of sub-blocks for rows in the 4-row order, per super-block for the
+ * others) and one subtraction — its bits (tests/test_layout.c), which are
+ * the flat Q4_K kernels' bits. The scales are unpacked once per group and
+ * super-block for up to KR_TT activation rows; more rows take further tiles
+ * over the same group while it is in cache. The first tile streams the
+ * weights and prefetches KR_AHEAD bytes on into L2.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cpu/layout.h"
+#include "package/quants_blocks.h"
+
+#define KR_TT 4
+#define KR_SB 2304 /* bytes of one super-block of a group */
+#ifndef KR_AHEAD
+#define KR_AHEAD 16384
+#endif
+
+static inline __attribute__((always_inline)) __m512i kr_bcast(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* x4: bit t set for activation rows in the 4-row order. */
+static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, const uint8_t *grp, const uint8_t *x,
+                                                          size_t ldx, float *y, size_t ldy, int pf, unsigned x4) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+    __m512 acc[KR_TT], accm[KR_TT];
+    const block_q8_K *xa[KR_TT];
+    for (int t = 0; t < TT; ++t) {
+        acc[t] = accm[t] = _mm512_setzero_ps();
+        xa[t] = (const block_q8_K *)(x + ldx * (size_t)t);
+    }
+    for (int i = 0; i < nb; ++i) {
+        const uint8_t *q = grp + (size_t)KR_SB * (size_t)i;
+        if (pf)
+            for (int l = 0; l < KR_SB / 64; ++l) _mm_prefetch((const char *)q + KR_AHEAD + 64 * l, _MM_HINT_T1);
+        /* scales and mins as bytes [sub-block][row]: S0 sub-blocks 0-3, S1 4-7, M0, M1 the mins */
+        const __m512i sl = _mm512_loadu_si512(q + 2048), ml = _mm512_loadu_si512(q + 2112);
+        const __m512i h = _mm512_loadu_si512(q + 2176);
+        _Alignas(64) uint8_t sm[256];
+        _mm512_store_si512(sm, _mm512_or_si512(_mm512_and_si512(sl, m4), _mm512_slli_epi16(_mm512_and_si512(h, m3), 4)));
+        _mm512_store_si512(sm + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(sl, 4), m4),
+                                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m3), 4)));
+        _mm512_store_si512(sm + 128, _mm512_or_si512(_mm512_and_si512(ml, m4),
+                                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), m3), 4)));
+        _mm512_store_si512(sm + 192, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ml, 4), m4),
+                                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), m3), 4)));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + 2240)));
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + 2272)));
+        __m512 dy[KR_TT], dmy[KR_TT];
+        __m512i isum[KR_TT], summ[KR_TT];
+        for (int t = 0; t < TT; ++t) {
+            isum[t] = summ[t] = _mm512_setzero_si512();
+            const __m512 yd = _mm512_set1_ps(xa[t][i].d);
+            dy[t] = _mm512_mul_ps(d, yd), dmy[t] = _mm512_mul_ps(dm, yd);
+        }
+        for (int jp = 0; jp < 4; ++jp) {
+            __m512i se[KR_TT], so[KR_TT];
+            for (int t = 0; t < TT; ++t) se[t] = so[t] = _mm512_setzero_si512();
+            for (int cc = 0; cc < 8; ++cc) {
+                const __m512i w = _mm512_loadu_si512(q + 64 * (8 * jp + cc));
+                const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_andnot_si512(m4, w);
+                for (int t = 0; t < TT; ++t) {
+                    se[t] = _mm512_dpbusd_epi32(se[t], lo, kr_bcast(xa[t][i].qs + 64 * jp + 4 * cc));
+                    so[t] = _mm512_dpbusd_epi32(so[t], hi, kr_bcast(xa[t][i].qs + 64 * jp + 32 + 4 * cc));
+                }
+            }
+            const int j = 2 * jp; /* sub-blocks j (low nibbles) and j + 1 (high) */
+            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 64 * (j >> 2) + 16 * (j & 3))));
+            const __m512i s1 =
+                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 64 * ((j + 1) >> 2) + 16 * ((j + 1) & 3))));
+            const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 128 + 64 * (j >> 2) + 16 * (j & 3))));
+            const __m512i m1 =
+                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 128 + 64 * ((j + 1) >> 2) + 16 * ((j + 1) & 3))));
+            for (int t = 0; t < TT; ++t) {
+                const int16_t *bs = xa[t][i].bsums + 2 * j;
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(se[t], s0),
+                                                                     _mm512_mullo_epi32(_mm512_srai_epi32(so[t], 4), s1)));
+                summ[t] = _mm512_add_epi32(summ[t], _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                                                     _mm512_mullo_epi32(m1, _mm512_set1_epi32(bs[2] + bs[3]))));
+                if (x4 >> t & 1) { /* the 4-row order: one fma pair per 64 elements */
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), dy[t], acc[t]);
+                    accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[t]), dmy[t], accm[t]);
+                    isum[t] = summ[t] = _mm512_setzero_si512();
+                }
+            }
+        }
+        for (int t = 0; t < TT; ++t)
+            if (!(x4 >> t & 1)) {
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), dy[t], acc[t]);
+                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[t]), dmy[t], accm[t]);
+            }
+    }
+    for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + ldy * (size_t)t, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy, int x4) {
+    const int nb = k / EL_QK_K;
+    const size_t gb = (size_t)KR_SB * (size_t)nb;
+    for (int g = 0; g < nr / 16; ++g) {
+        const uint8_t *grp = (const uint8_t *)w + gb * (size_t)g;
+        /* every tile of activation rows over this group while it is in cache; the first streams it */
+        for (int t0 = 0; t0 < nt; t0 += KR_TT) {
+            const int T = nt - t0 < KR_TT ? nt - t0 : KR_TT;
+            const uint8_t *xt = (const uint8_t *)x + ldx * (size_t)t0;
+            float *yt = y + ldy * (size_t)t0 + 16 * (size_t)g;
+            const int n4 = x4 - t0 < 0 ? 0 : x4 - t0 > T ? T : x4 - t0;
+            const unsigned m4 = (1u << n4) - 1u; /* the tile's rows in the 4-row order */
+            switch (T) { /* each T a constant, so the tile's loops unroll */
+            case 1: kr_tile(1, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
+            case 2: kr_tile(2, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
+            case 3: kr_tile(3, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
+            default: kr_tile(4, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
+            }
+        }
+    }
+}
