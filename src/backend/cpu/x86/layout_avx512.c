@@ -26,7 +26,10 @@
 #define KR_TT 4
 #define KR_SB 2304 /* bytes of one super-block of a group */
 #ifndef KR_AHEAD
-#define KR_AHEAD 16384
+#define KR_AHEAD 0
+#endif
+#ifndef KR_HINT
+#define KR_HINT _MM_HINT_T1
 #endif
 
 static inline __attribute__((always_inline)) __m512i kr_bcast(const int8_t *p) {
@@ -47,8 +50,8 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
     }
     for (int i = 0; i < nb; ++i) {
         const uint8_t *q = grp + (size_t)KR_SB * (size_t)i;
-        if (pf)
-            for (int l = 0; l < KR_SB / 64; ++l) _mm_prefetch((const char *)q + KR_AHEAD + 64 * l, _MM_HINT_T1);
+        if (pf && KR_AHEAD)
+            for (int l = 0; l < KR_SB / 64; ++l) _mm_prefetch((const char *)q + KR_AHEAD + 64 * l, KR_HINT);
         /* scales and mins as bytes [sub-block][row]: S0 sub-blocks 0-3, S1 4-7, M0, M1 the mins */
         const __m512i sl = _mm512_loadu_si512(q + 2048), ml = _mm512_loadu_si512(q + 2112);
         const __m512i h = _mm512_loadu_si512(q + 2176);
