@@ -38,6 +38,9 @@ static inline __attribute__((always_inline)) __m512i kr_bcast(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* 128-bit lane l (a constant) of v: 16 bytes, one a row, widened to int32. */
+#define kr_widen(v, l) _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32((v), (l)))
+
 /* x4: bit t set for activation rows in the 4-row order. */
 static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, const uint8_t *grp, const uint8_t *x,
                                                           size_t ldx, float *y, size_t ldy, int pf, unsigned x4) {
@@ -52,17 +55,18 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
         const uint8_t *q = grp + (size_t)KR_SB * (size_t)i;
         if (pf && KR_AHEAD)
             for (int l = 0; l < KR_SB / 64; ++l) _mm_prefetch((const char *)q + KR_AHEAD + 64 * l, KR_HINT);
-        /* scales and mins as bytes [sub-block][row]: S0 sub-blocks 0-3, S1 4-7, M0, M1 the mins */
+        /* scales and mins as bytes [sub-block][row]: sc[0] sub-blocks 0-3 (a 128-bit lane each), sc[1] 4-7,
+         * mn[0], mn[1] the mins; widened in registers (a store and 16-byte reloads stall store forwarding) */
         const __m512i sl = _mm512_loadu_si512(q + 2048), ml = _mm512_loadu_si512(q + 2112);
         const __m512i h = _mm512_loadu_si512(q + 2176);
-        _Alignas(64) uint8_t sm[256];
-        _mm512_store_si512(sm, _mm512_or_si512(_mm512_and_si512(sl, m4), _mm512_slli_epi16(_mm512_and_si512(h, m3), 4)));
-        _mm512_store_si512(sm + 64, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(sl, 4), m4),
-                                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m3), 4)));
-        _mm512_store_si512(sm + 128, _mm512_or_si512(_mm512_and_si512(ml, m4),
-                                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), m3), 4)));
-        _mm512_store_si512(sm + 192, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ml, 4), m4),
-                                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), m3), 4)));
+        const __m512i sc[2] = {
+            _mm512_or_si512(_mm512_and_si512(sl, m4), _mm512_slli_epi16(_mm512_and_si512(h, m3), 4)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(sl, 4), m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 2), m3), 4))};
+        const __m512i mn[2] = {
+            _mm512_or_si512(_mm512_and_si512(ml, m4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 4), m3), 4)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ml, 4), m4),
+                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(h, 6), m3), 4))};
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + 2240)));
         const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + 2272)));
         __m512 dy[KR_TT], dmy[KR_TT];
@@ -72,7 +76,8 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
             const __m512 yd = _mm512_set1_ps(xa[t][i].d);
             dy[t] = _mm512_mul_ps(d, yd), dmy[t] = _mm512_mul_ps(dm, yd);
         }
-        for (int jp = 0; jp < 4; ++jp) {
+#pragma GCC unroll 4
+        for (int jp = 0; jp < 4; ++jp) { /* unrolled: the lane indexes are immediates */
             __m512i se[KR_TT], so[KR_TT];
             for (int t = 0; t < TT; ++t) se[t] = so[t] = _mm512_setzero_si512();
             for (int cc = 0; cc < 8; ++cc) {
@@ -84,12 +89,8 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
                 }
             }
             const int j = 2 * jp; /* sub-blocks j (low nibbles) and j + 1 (high) */
-            const __m512i s0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 64 * (j >> 2) + 16 * (j & 3))));
-            const __m512i s1 =
-                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 64 * ((j + 1) >> 2) + 16 * ((j + 1) & 3))));
-            const __m512i m0 = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 128 + 64 * (j >> 2) + 16 * (j & 3))));
-            const __m512i m1 =
-                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(sm + 128 + 64 * ((j + 1) >> 2) + 16 * ((j + 1) & 3))));
+            const __m512i s0 = kr_widen(sc[j >> 2], j & 3), s1 = kr_widen(sc[(j + 1) >> 2], (j + 1) & 3);
+            const __m512i m0 = kr_widen(mn[j >> 2], j & 3), m1 = kr_widen(mn[(j + 1) >> 2], (j + 1) & 3);
             for (int t = 0; t < TT; ++t) {
                 const int16_t *bs = xa[t][i].bsums + 2 * j;
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(se[t], s0),
