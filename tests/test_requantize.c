@@ -8,6 +8,9 @@
  * - the bytes do not depend on the thread count;
  * - F16 → F32 → F16 gives back every tensor's bytes; Q4_K_M → F16 (allowed
  *   requantization) gives each tensor's exact dequantization, rounded to F16;
+ * - a quantized IN already labelled with the target file type keeps every
+ *   tensor's type and bytes (a Q4_K_S file relabelled Q4_K_M, where the plan
+ *   would make some tensors Q6_K): only the layout may change;
  * - refusals leave no output: a quantized source without --allow-requantize,
  *   a tensor with a NaN (named in the message), input that is not GGUF,
  *   an unknown type, IN == OUT; the CLI's exit codes and messages;
@@ -124,6 +127,29 @@ static void check_float_round_trip(void) {
         CHECK(t && t->type == EL_TYPE_F32);
         el_gguf_close(g);
     }
+}
+
+/* IN of the target's file type: each tensor keeps its type, whatever the plan would choose. */
+static void check_same_type(void) {
+    char s[512], rel[512], out[512], planned[512];
+    snprintf(s, sizeof s, "%s/s.gguf", tmpdir);
+    snprintf(rel, sizeof rel, "%s/relabelled.gguf", tmpdir);
+    snprintf(out, sizeof out, "%s/same.gguf", tmpdir);
+    snprintf(planned, sizeof planned, "%s/planned.gguf", tmpdir);
+    const char *f16 = el_test_ref_path("models/tiny-llama-F16.gguf");
+    el_error err;
+    CHECKF(requant(f16, s, EL_FTYPE_Q4_K, 2, false, &err) == 0, "F16 -> Q4_K_S: %s", err.msg);
+    CHECKF(requant(f16, planned, EL_FTYPE_Q4_K_M, 2, false, &err) == 0, "F16 -> Q4_K_M: %s", err.msg);
+    size_t len = 0;
+    char *buf = el_test_read_file(s, &len);
+    CHECK(buf && el_test_gguf_patch(buf, len, EL_TEST_PATCH_U32, "general.file_type",
+                                    (uint64_t)el_ftype_gguf_id(EL_FTYPE_Q4_K_M)));
+    CHECK(buf && el_test_write_file(rel, buf, len));
+    free(buf);
+    CHECKF(!same_tensors(s, planned), "the Q4_K_M plan makes the same tensors as Q4_K_S: the case proves nothing");
+    CHECKF(requant(rel, out, EL_FTYPE_Q4_K_M, 2, true, &err) == 0, "relabelled -> Q4_K_M: %s", err.msg);
+    CHECKF(same_tensors(rel, out), "a Q4_K_M-labelled file requantized to Q4_K_M changed tensors");
+    printf("a file of the target's type keeps every tensor's type and bytes\n");
 }
 
 static void check_dequantize(void) {
@@ -258,6 +284,7 @@ int main(void) {
     check_threads();
     check_float_round_trip();
     check_dequantize();
+    check_same_type();
     check_refusals();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
