@@ -254,7 +254,7 @@ static void quantized_vs_f32(const char *arch, const char *type) {
     unlink(q);
 }
 
-/* --layout r16: the flat pack's tensors, the eligible Q4_0 / Q8_0 matrices as their R16 layout (the
+/* --layout r16: the flat pack's tensors, the eligible Q4_0 / Q8_0 / Q4_K matrices as their R16 layout (the
  * same bytes permuted: unpacked, the flat tensor); returns the tensors laid out */
 static int layout_pack(const char *arch, const char *type) {
     char dir[512], flat[600], laid[600];
@@ -887,10 +887,12 @@ int main(void) {
     const char *qtypes[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M"};
     for (int i = 0; i < 4; i++)
         for (size_t k = 0; k < sizeof qtypes / sizeof qtypes[0]; k++) quantized_vs_f32(archs[i], qtypes[k]);
-    int n_laid = 0;
+    int n_laid = 0, n_k = 0;
     for (int i = 0; i < 4; i++) n_laid += layout_pack(archs[i], "Q4_0") + layout_pack(archs[i], "Q8_0");
-    CHECKF(n_laid > 0, "--layout r16 laid out no tensor of the four architectures");
-    printf("--layout r16: %d tensors laid out over 4 architectures x Q4_0, Q8_0; unpacked, the flat pack's bytes\n", n_laid);
+    for (int i = 0; i < 4; i++) n_k += layout_pack(archs[i], "Q4_K_M");
+    CHECKF(n_laid > 0 && n_k > 0, "--layout r16 laid out no tensor of the four architectures (Q4_K_M: %d)", n_k);
+    printf("--layout r16: %d tensors laid out over 4 architectures x Q4_0, Q8_0, %d x Q4_K_M; unpacked, the flat pack's "
+           "bytes\n", n_laid, n_k);
     threads_same_bytes();
     failures();
     config_variants();
