@@ -79,12 +79,18 @@ static void matmul_rows(const matmul_ctx *c, int mi, int64_t r0, int64_t r1, int
     const int n_sel = c->row_order ? 1 : c->n;
     if (W->layout) { /* packed rows (layout.h): the type's arithmetic, any row count, so row order too */
         const size_t gb = el_layout_group_bytes((el_layout)W->layout, k);
-        /* Q4_K's activation rows below n - n % 4 in its 4-row order, as the flat selector (none in row order) */
-        const int lim = n_sel - n_sel % 4, ta = c->row_order ? 0 : t0;
-        const int x4 = lim - ta <= 0 ? 0 : lim - ta < t1 - t0 ? lim - ta : t1 - t0;
-        el_cpu_layout_gemm((el_layout)W->layout)(k, (const uint8_t *)W->packed + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS),
-                                                 (int)(r1 - r0), (const uint8_t *)c->xq + c->xq_row * (size_t)t0,
-                                                 c->xq_row, t1 - t0, y + (size_t)t0 * (size_t)rows + r0, (size_t)rows, x4);
+        const el_layout_gemm_fn gemm = el_cpu_layout_gemm((el_layout)W->layout);
+        /* at most EL_MM_TOKS activation rows a call (a gemm's larger token block is for the flat kernels'
+         * unpacking; here the rows stream from cache once per group) */
+        for (int tb = t0; tb < t1; tb += EL_MM_TOKS) {
+            const int te = tb + EL_MM_TOKS < t1 ? tb + EL_MM_TOKS : t1;
+            /* Q4_K's activation rows below n - n % 4 in its 4-row order, as the flat selector (none in row order) */
+            const int lim = n_sel - n_sel % 4, ta = c->row_order ? 0 : tb;
+            const int x4 = lim - ta <= 0 ? 0 : lim - ta < te - tb ? lim - ta : te - tb;
+            gemm(k, (const uint8_t *)W->packed + gb * (size_t)(r0 / EL_LAYOUT_R16_ROWS), (int)(r1 - r0),
+                 (const uint8_t *)c->xq + c->xq_row * (size_t)tb, c->xq_row, te - tb, y + (size_t)tb * (size_t)rows + r0,
+                 (size_t)rows, x4);
+        }
     } else if (kk->gemm) {
         kk->gemm(k, wbase + W->row_bytes * (size_t)r0, W->row_bytes, (int)(r1 - r0),
                  (const uint8_t *)c->xq + c->xq_row * (size_t)t0, c->xq_row, c->row_order ? 0 : t0, t1 - t0, n_sel,

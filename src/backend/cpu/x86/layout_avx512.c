@@ -7,7 +7,8 @@
  * dwords broadcast from memory) into two int32 chains per pair of sub-blocks
  * (the low nibbles, and the high nibbles kept in place: 16 times the sum,
  * shifted back once), one vpmulld by the sub-block's scales each, and the
- * mins against the activation's sub-block sums: the exact integers isum and
+ * mins against the activation's sub-block sums (int16 pairs, one vpdpwssd
+ * per pair of sub-blocks): the exact integers isum and
  * summ of el_layout_gemm_q4_k_r16_portable, then the same fma pairs (per
  * pair of sub-blocks for rows in the 4-row order, per super-block for the
  * others) and one subtraction — its bits (tests/test_layout.c), which are
@@ -71,8 +72,11 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
         const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(q + 2272)));
         __m512 dy[KR_TT], dmy[KR_TT];
         __m512i isum[KR_TT], summ[KR_TT];
+        __m128i bp[KR_TT]; /* the activation's sub-block sums, dword p = (int16 sum of 2p, of 2p + 1) */
         for (int t = 0; t < TT; ++t) {
             isum[t] = summ[t] = _mm512_setzero_si512();
+            bp[t] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xa[t][i].bsums),
+                                   _mm_loadu_si128((const __m128i *)(xa[t][i].bsums + 8)));
             const __m512 yd = _mm512_set1_ps(xa[t][i].d);
             dy[t] = _mm512_mul_ps(d, yd), dmy[t] = _mm512_mul_ps(dm, yd);
         }
@@ -90,13 +94,12 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
             }
             const int j = 2 * jp; /* sub-blocks j (low nibbles) and j + 1 (high) */
             const __m512i s0 = kr_widen(sc[j >> 2], j & 3), s1 = kr_widen(sc[(j + 1) >> 2], (j + 1) & 3);
-            const __m512i m0 = kr_widen(mn[j >> 2], j & 3), m1 = kr_widen(mn[(j + 1) >> 2], (j + 1) & 3);
+            /* the mins of sub-blocks j, j + 1 as an int16 pair a row, against the activation's pair: one vpdpwssd */
+            const __m512i mp = _mm512_or_si512(kr_widen(mn[j >> 2], j & 3), _mm512_slli_epi32(kr_widen(mn[(j + 1) >> 2], (j + 1) & 3), 16));
             for (int t = 0; t < TT; ++t) {
-                const int16_t *bs = xa[t][i].bsums + 2 * j;
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(se[t], s0),
                                                                      _mm512_mullo_epi32(_mm512_srai_epi32(so[t], 4), s1)));
-                summ[t] = _mm512_add_epi32(summ[t], _mm512_add_epi32(_mm512_mullo_epi32(m0, _mm512_set1_epi32(bs[0] + bs[1])),
-                                                                     _mm512_mullo_epi32(m1, _mm512_set1_epi32(bs[2] + bs[3]))));
+                summ[t] = _mm512_dpwssd_epi32(summ[t], mp, _mm512_broadcastd_epi32(_mm_srli_si128(bp[t], 4 * jp)));
                 if (x4 >> t & 1) { /* the 4-row order: one fma pair per 64 elements */
                     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), dy[t], acc[t]);
                     accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[t]), dmy[t], accm[t]);
@@ -126,12 +129,18 @@ void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x,
             float *yt = y + ldy * (size_t)t0 + 16 * (size_t)g;
             const int n4 = x4 - t0 < 0 ? 0 : x4 - t0 > T ? T : x4 - t0;
             const unsigned m4 = (1u << n4) - 1u; /* the tile's rows in the 4-row order */
-            switch (T) { /* each T a constant, so the tile's loops unroll */
-            case 1: kr_tile(1, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
-            case 2: kr_tile(2, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
-            case 3: kr_tile(3, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
-            default: kr_tile(4, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4); break;
+            /* each T a constant, so the tile's loops unroll; the order mask a constant where it is all one order */
+#define KR_TILE(TC)                                                                                             \
+    (m4 == 0 ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, 0u)                                              \
+     : m4 == (1u << (TC)) - 1u ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, (1u << (TC)) - 1u)             \
+                               : kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4))
+            switch (T) {
+            case 1: KR_TILE(1); break;
+            case 2: KR_TILE(2); break;
+            case 3: KR_TILE(3); break;
+            default: KR_TILE(4); break;
             }
+#undef KR_TILE
         }
     }
 }
