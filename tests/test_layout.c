@@ -149,12 +149,12 @@ static void check_q4k(const el_cpu_type_kernels *flat, int k, int nr, int nt, in
     const block_q4_K *src = (const block_q4_K *)(w + rb * (size_t)(16 * g + r)) + b;
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) el_get_scale_min_k4(j, src->scales, &sc[j], &m[j]);
-    CHECKF(!memcmp(q + 64 * c + 4 * r, src->qs + 4 * c, 4) && !memcmp(q + 2240 + 2 * r, &src->d, 2) &&
-               !memcmp(q + 2272 + 2 * r, &src->dmin, 2),
+    CHECKF(!memcmp(q + EL_Q4K_R16_QS + 64 * c + 4 * r, src->qs + 4 * c, 4) && !memcmp(q + EL_Q4K_R16_D + 2 * r, &src->d, 2) &&
+               !memcmp(q + EL_Q4K_R16_DMIN + 2 * r, &src->dmin, 2),
            "q4_k_r16 k %d: quants, d, dmin", k);
-    CHECKF(q[2048 + 16 * pq + r] == ((sc[pq] & 15) | (sc[pq + 4] & 15) << 4) &&
-               q[2112 + 16 * pq + r] == ((m[pq] & 15) | (m[pq + 4] & 15) << 4) &&
-               q[2176 + 16 * pq + r] == (sc[pq] >> 4 | (sc[pq + 4] >> 4) << 2 | (m[pq] >> 4) << 4 | (m[pq + 4] >> 4) << 6),
+    CHECKF(q[EL_Q4K_R16_SC + 16 * pq + r] == ((sc[pq] & 15) | (sc[pq + 4] & 15) << 4) &&
+               q[EL_Q4K_R16_MN + 16 * pq + r] == ((m[pq] & 15) | (m[pq + 4] & 15) << 4) &&
+               q[EL_Q4K_R16_HI + 16 * pq + r] == (sc[pq] >> 4 | (sc[pq + 4] >> 4) << 2 | (m[pq] >> 4) << 4 | (m[pq + 4] >> 4) << 6),
            "q4_k_r16 k %d: scale bytes", k);
     uint8_t *back = malloc(rb * (size_t)nr), blk[sizeof(block_q4_K)];
     el_layout_unpack(lay, p, k, nr, back, rb);

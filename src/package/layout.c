@@ -90,22 +90,23 @@ size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
  * (dir 1). The 12 packed scale bytes are a bijection of the 16 six-bit values, so they are rebuilt exactly. */
 static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
     block_q4_K *b = (block_q4_K *)x;
-    for (int c = 0; c < 32; ++c) memcpy(dir ? b->qs + 4 * c : q + 64 * c + 4 * r, dir ? q + 64 * c + 4 * r : b->qs + 4 * c, 4);
+    uint8_t *qs = q + EL_Q4K_R16_QS + 4 * r;
+    for (int c = 0; c < 32; ++c) memcpy(dir ? b->qs + 4 * c : qs + 64 * c, dir ? qs + 64 * c : b->qs + 4 * c, 4);
     uint8_t *d = (uint8_t *)&b->d, *dmin = (uint8_t *)&b->dmin;
-    memcpy(dir ? d : q + 2240 + 2 * r, dir ? q + 2240 + 2 * r : d, 2);
-    memcpy(dir ? dmin : q + 2272 + 2 * r, dir ? q + 2272 + 2 * r : dmin, 2);
+    memcpy(dir ? d : q + EL_Q4K_R16_D + 2 * r, dir ? q + EL_Q4K_R16_D + 2 * r : d, 2);
+    memcpy(dir ? dmin : q + EL_Q4K_R16_DMIN + 2 * r, dir ? q + EL_Q4K_R16_DMIN + 2 * r : dmin, 2);
     uint8_t sc[8], m[8];
     if (!dir) {
         for (int j = 0; j < 8; ++j) el_get_scale_min_k4(j, b->scales, &sc[j], &m[j]);
         for (int p = 0; p < 4; ++p) {
-            q[2048 + 16 * p + r] = (uint8_t)((sc[p] & 15) | (sc[p + 4] & 15) << 4);
-            q[2112 + 16 * p + r] = (uint8_t)((m[p] & 15) | (m[p + 4] & 15) << 4);
-            q[2176 + 16 * p + r] = (uint8_t)(sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4 | (m[p + 4] >> 4) << 6);
+            q[EL_Q4K_R16_SC + 16 * p + r] = (uint8_t)((sc[p] & 15) | (sc[p + 4] & 15) << 4);
+            q[EL_Q4K_R16_MN + 16 * p + r] = (uint8_t)((m[p] & 15) | (m[p + 4] & 15) << 4);
+            q[EL_Q4K_R16_HI + 16 * p + r] = (uint8_t)(sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4 | (m[p + 4] >> 4) << 6);
         }
         return;
     }
     for (int p = 0; p < 4; ++p) {
-        const uint8_t lo = q[2048 + 16 * p + r], ml = q[2112 + 16 * p + r], h = q[2176 + 16 * p + r];
+        const uint8_t lo = q[EL_Q4K_R16_SC + 16 * p + r], ml = q[EL_Q4K_R16_MN + 16 * p + r], h = q[EL_Q4K_R16_HI + 16 * p + r];
         sc[p] = (uint8_t)((lo & 15) | (h & 3) << 4), sc[p + 4] = (uint8_t)((lo >> 4) | (h >> 2 & 3) << 4);
         m[p] = (uint8_t)((ml & 15) | (h >> 4 & 3) << 4), m[p + 4] = (uint8_t)((ml >> 4) | (h >> 6) << 4);
     }
@@ -121,7 +122,7 @@ static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
  * block b, dir 1 back. Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
 static void move_block(el_layout l, int dir, uint8_t *x, uint8_t *q, int64_t nb, int lane, int64_t b) {
     if (l == EL_LAYOUT_Q4_K_R16) {
-        move_block_q4_k(dir, x, q + 16 * sizeof(block_q4_K) * (size_t)b, lane);
+        move_block_q4_k(dir, x, q + EL_Q4K_R16_SB * (size_t)b, lane);
         return;
     }
     const size_t qb = qbytes(l);

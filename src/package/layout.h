@@ -21,19 +21,20 @@
  * A group is nb * 288 bytes, the size of its 16 flat rows.
  *
  * EL_LAYOUT_Q4_K_R16: Q4_K rows interleaved by 16, super-block by
- * super-block. Super-block i of group g is 2304 bytes at group + 2304 * i:
- *   quants: 2048 bytes at +0. Register c (64 bytes, c = 0..31) holds bytes
- *           4c..4c+3 of row r's qs at bytes 4r..4r+3: with j = c / 8 and
- *           l = 4 (c % 8), the low nibbles are elements 64j + l..l+3 (sub-block
- *           2j), the high ones 64j + 32 + l..l+3 (sub-block 2j + 1);
+ * super-block. Super-block i of group g is 2304 bytes at group + 2304 * i,
+ * its scales first (a kernel reads it front to back):
  *   scales: the 6-bit scales sc[8] and mins m[8] of each row (the flat
  *           block's 12 packed bytes, el_get_scale_min_k4), regrouped. Byte
  *           16p + r (p = 0..3) of each 64-byte part:
- *             +2048: sc[p] & 15 | (sc[p + 4] & 15) << 4;
- *             +2112: m[p] & 15 | (m[p + 4] & 15) << 4;
- *             +2176: sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4
- *                    | (m[p + 4] >> 4) << 6;
- *   d: the 16 rows' fp16 d at +2240, dmin: their fp16 dmin at +2272.
+ *             +0:   sc[p] & 15 | (sc[p + 4] & 15) << 4;
+ *             +64:  m[p] & 15 | (m[p + 4] & 15) << 4;
+ *             +128: sc[p] >> 4 | (sc[p + 4] >> 4) << 2 | (m[p] >> 4) << 4
+ *                   | (m[p + 4] >> 4) << 6;
+ *   d: the 16 rows' fp16 d at +192, dmin: their fp16 dmin at +224;
+ *   quants: 2048 bytes at +256. Register c (64 bytes, c = 0..31) holds bytes
+ *           4c..4c+3 of row r's qs at bytes 4r..4r+3: with j = c / 8 and
+ *           l = 4 (c % 8), the low nibbles are elements 64j + l..l+3 (sub-block
+ *           2j), the high ones 64j + 32 + l..l+3 (sub-block 2j + 1).
  * A group is nb * 2304 bytes, the size of its 16 flat rows.
  *
  * In a GGUF file (written by `edgellm quantize --layout r16`): a 2-D tensor
@@ -63,6 +64,15 @@ typedef enum el_layout {
 #define EL_LAYOUT_COUNT 4
 
 #define EL_LAYOUT_R16_ROWS 16
+
+/* EL_LAYOUT_Q4_K_R16's super-block (above): its bytes and the offsets of its parts. */
+#define EL_Q4K_R16_SB 2304
+#define EL_Q4K_R16_SC 0
+#define EL_Q4K_R16_MN 64
+#define EL_Q4K_R16_HI 128
+#define EL_Q4K_R16_D 192
+#define EL_Q4K_R16_DMIN 224
+#define EL_Q4K_R16_QS 256
 
 /* "flat", "q8_0_r16", "q4_0_r16", "q4_k_r16". */
 const char *el_layout_name(el_layout l);

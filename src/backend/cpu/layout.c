@@ -108,19 +108,19 @@ void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *
                 float acc = 0.0f, accm = 0.0f;
                 for (int i = 0; i < nb; ++i) {
                     const uint8_t *q = (const uint8_t *)w + gb * (size_t)g + sb * (size_t)i;
-                    const el_fp16 *dd = (const el_fp16 *)(q + 2240);
+                    const el_fp16 *dd = (const el_fp16 *)(q + EL_Q4K_R16_D);
                     const float d = el_fp16_to_fp32(dd[r]) * a[i].d, dmin = el_fp16_to_fp32(dd[R16 + r]) * a[i].d;
                     int32_t isum = 0, summ = 0;
                     for (int j = 0; j < 8; ++j) {
                         const int p = j & 3, hi = j >> 2;
-                        const uint8_t lo = q[2048 + 16 * p + r], ml = q[2112 + 16 * p + r], h = q[2176 + 16 * p + r];
+                        const uint8_t lo = q[EL_Q4K_R16_SC + 16 * p + r], ml = q[EL_Q4K_R16_MN + 16 * p + r], h = q[EL_Q4K_R16_HI + 16 * p + r];
                         const int32_t sc = (hi ? lo >> 4 : lo & 15) | (h >> (2 * hi) & 3) << 4;
                         const int32_t m = (hi ? ml >> 4 : ml & 15) | (h >> (4 + 2 * hi) & 3) << 4;
                         /* sub-block j: elements 32j..32j+31, the low (even j) or high nibbles of registers 8(j/2).. */
                         int32_t dot = 0;
                         for (int c = 8 * (j / 2); c < 8 * (j / 2) + 8; ++c)
                             for (int e = 0; e < 4; ++e) {
-                                const uint8_t v = q[64 * c + 4 * r + e];
+                                const uint8_t v = q[EL_Q4K_R16_QS + 64 * c + 4 * r + e];
                                 dot += (j & 1 ? v >> 4 : v & 15) * a[i].qs[32 * j + 4 * (c % 8) + e];
                             }
                         isum += sc * dot;

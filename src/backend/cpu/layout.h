@@ -8,7 +8,10 @@
  * EL_ORDER_BLOCK) of the flat Q8_0 and Q4_0 kernels, bit for bit
  * (tests/test_layout.c), with no transposition at run time and no lane
  * reduction. Q4_0 has one order (the block order: llama.cpp's repacked
- * Q4_0), so its layout runs in either kernel order.
+ * Q4_0), so its layout runs in either kernel order. The Q4_K layout
+ * (x86/layout_avx512.c) forms the flat Q4_K kernels' exact integers per
+ * sub-block pair and takes their two float orders row by row, as their
+ * selector does (the x4 argument below), so it too runs in either order.
  *
  * Two ways in:
  * - from the file: tensors a packager wrote in a layout (`edgellm quantize
@@ -19,8 +22,8 @@
  *   even where the other Q8_0 matrices run in llama.cpp's: the packager chose it.
  * - at load: EL_WEIGHT_LAYOUT=r16 (process-wide, read once, as
  *   EL_KERNEL_ORDER) asks for the R16 layouts; el_cpu_layout_for grants one
- *   to a Q4_0 matrix of 16k rows, and to a Q8_0 one when the kernels are in
- *   block order, where the CPU has AVX-512 VNNI (elsewhere the flat kernels
+ *   to a Q4_0 or Q4_K matrix of 16k rows, and to a Q8_0 one when the kernels
+ *   are in block order, where the CPU has AVX-512 VNNI (elsewhere the flat kernels
  *   are faster than the portable layout kernels, which are the
  *   specification). The runtime repacks such matrices (runtime/model.c,
  *   apply_layouts) into memory the model owns and the capacity plan counts
