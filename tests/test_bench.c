@@ -41,8 +41,8 @@ static double num(const cJSON *o, const char *k) {
 /*
  * The weight layouts at load (backend/cpu/layout.h), on Gemma 3 270M in the
  * block order with EL_WEIGHT_LAYOUT=r16: with AVX-512 VNNI its Q8_0
- * matrices (the 262,144 x 640 tied output matrix among them, 171 MiB) are
- * repacked, bench --json says so, and the resident set after the first
+ * matrices (the 262,144 x 640 tied output matrix among them, 171 MiB) and
+ * its Q4_K ones are repacked, bench --json says so, and the resident set after the first
  * decode token stays under the file plus half the copy: --load mmap drops
  * the flat pages once packed (without that it is the file plus the whole
  * copy). Without VNNI nothing is repacked. Then the same layout written
@@ -76,7 +76,7 @@ static void layout_case(void) {
         const cJSON *wl = cJSON_GetObjectItem(j, "weight_layout");
         const double nmat = num(j, "layout_matrices"), lb = num(j, "layout_bytes");
         if (el_cpu_kernels_level() == EL_CPU_AVX512) {
-            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "q8_0_r16"), "weight_layout %s",
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "q4_k_r16+q8_0_r16"), "weight_layout %s",
                    cJSON_IsString(wl) ? wl->valuestring : "?");
             CHECKF(nmat >= 1 && lb >= 262144.0 * 640 * 34 / 32, "%g matrices, %g bytes repacked", nmat, lb);
             const double rss = num(j, "rss_first_token_bytes");
@@ -91,9 +91,9 @@ static void layout_case(void) {
     cJSON_Delete(j);
     free(out);
 
-    /* The same layout written into a file (quantize --layout r16: Gemma's Q4_K_M types kept, its Q8_0
-     * matrices laid out, the tied output among them), in the default order: mapped as it is, so
-     * nothing is repacked and the resident set after the first token is the flat file's. */
+    /* The same layouts written into a file (quantize --layout r16: Gemma's Q4_K_M types kept, its 10 Q8_0
+     * matrices laid out, the tied output among them, and its 27 Q4_K ones), in the default order: mapped as
+     * they are, so nothing is repacked and the resident set after the first token is the flat file's. */
     char laid[] = "/tmp/el-bench-laid-XXXXXX";
     const int fd = mkstemp(laid);
     CHECK(fd >= 0);
@@ -115,7 +115,8 @@ static void layout_case(void) {
             const double nf = num(j, "layout_file_matrices");
             const bool runs = el_cpu_layout_runs(EL_LAYOUT_Q8_0_R16);
             CHECKF(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0, "file %d: nothing repacked", i);
-            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, i && runs ? "q8_0_r16" : "flat") && nf == (i && runs ? 10 : 0),
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, i && runs ? "q4_k_r16+q8_0_r16" : "flat") &&
+                       nf == (i && runs ? 37 : 0),
                    "file %d: weight_layout %s, %g matrices from the file", i, cJSON_IsString(wl) ? wl->valuestring : "?", nf);
         }
         cJSON_Delete(j);
