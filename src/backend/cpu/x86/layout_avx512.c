@@ -43,8 +43,11 @@ static inline __attribute__((always_inline)) __m512i kr_bcast(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
-/* 128-bit lane l (a constant) of v: 16 bytes, one a row, widened to int32. */
-#define kr_widen(v, l) _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32((v), (l)))
+/* 128-bit lane l of v: 16 bytes, one a row, widened to int32 (a vector index, not an immediate: l need
+ * not be a constant expression, which clang requires of vextracti32x4's). */
+static inline __attribute__((always_inline)) __m512i kr_widen(__m512i v, int l) {
+    return _mm512_cvtepu8_epi32(_mm512_castsi512_si128(_mm512_permutexvar_epi64(_mm512_setr_epi64(2 * l, 2 * l + 1, 0, 0, 0, 0, 0, 0), v)));
+}
 
 /* x4: bit t set for activation rows in the 4-row order. */
 static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, const uint8_t *grp, const uint8_t *x,
@@ -85,7 +88,7 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
             dy[t] = _mm512_mul_ps(d, yd), dmy[t] = _mm512_mul_ps(dm, yd);
         }
 #pragma GCC unroll 4
-        for (int jp = 0; jp < 4; ++jp) { /* unrolled: the lane indexes are immediates */
+        for (int jp = 0; jp < 4; ++jp) { /* unrolled: the lane indexes fold into constants */
             __m512i se[KR_TT], so[KR_TT];
             for (int t = 0; t < TT; ++t) se[t] = so[t] = _mm512_setzero_si512();
             for (int cc = 0; cc < 8; ++cc) {
@@ -103,7 +106,7 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
             for (int t = 0; t < TT; ++t) {
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(se[t], s0),
                                                                      _mm512_mullo_epi32(_mm512_srai_epi32(so[t], 4), s1)));
-                summ[t] = _mm512_dpwssd_epi32(summ[t], mp, _mm512_broadcastd_epi32(_mm_srli_si128(bp[t], 4 * jp)));
+                summ[t] = _mm512_dpwssd_epi32(summ[t], mp, _mm512_permutexvar_epi32(_mm512_set1_epi32(jp), _mm512_castsi128_si512(bp[t])));
                 if (x4 >> t & 1) { /* the 4-row order: one fma pair per 64 elements */
                     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), dy[t], acc[t]);
                     accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[t]), dmy[t], accm[t]);
