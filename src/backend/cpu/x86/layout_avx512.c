@@ -21,6 +21,7 @@
  * thread tg64 22.7 t/s at 16 KiB vs 26.7 at none, TinyLlama-shape Q4_K_M
  * 34-37 at 4.5-36 KiB vs 36-39 at none.
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -151,3 +152,4 @@ void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x,
         }
     }
 }
+#endif
