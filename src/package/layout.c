@@ -86,6 +86,13 @@ size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1) {
     return el_layout_group_bytes(l, ne0) * (size_t)(ne1 / R16);
 }
 
+void el_layout_q4k_scale_min(const uint8_t *sb, int r, int j, uint8_t *sc, uint8_t *m) {
+    const int p = j & 3, hi = j >> 2;
+    const uint8_t lo = sb[EL_Q4K_R16_SC + 16 * p + r], ml = sb[EL_Q4K_R16_MN + 16 * p + r], h = sb[EL_Q4K_R16_HI + 16 * p + r];
+    *sc = (uint8_t)((hi ? lo >> 4 : lo & 15) | (h >> (2 * hi) & 3) << 4);
+    *m = (uint8_t)((hi ? ml >> 4 : ml & 15) | (h >> (4 + 2 * hi) & 3) << 4);
+}
+
 /* Q4_K (layout.h): one row's super-block x (block_q4_K) to lane r of the 2304-byte chunk q (dir 0), or back
  * (dir 1). The 12 packed scale bytes are a bijection of the 16 six-bit values, so they are rebuilt exactly. */
 static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
@@ -105,11 +112,7 @@ static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
         }
         return;
     }
-    for (int p = 0; p < 4; ++p) {
-        const uint8_t lo = q[EL_Q4K_R16_SC + 16 * p + r], ml = q[EL_Q4K_R16_MN + 16 * p + r], h = q[EL_Q4K_R16_HI + 16 * p + r];
-        sc[p] = (uint8_t)((lo & 15) | (h & 3) << 4), sc[p + 4] = (uint8_t)((lo >> 4) | (h >> 2 & 3) << 4);
-        m[p] = (uint8_t)((ml & 15) | (h >> 4 & 3) << 4), m[p + 4] = (uint8_t)((ml >> 4) | (h >> 6) << 4);
-    }
+    for (int j = 0; j < 8; ++j) el_layout_q4k_scale_min(q, r, j, &sc[j], &m[j]);
     /* the flat encoding (el_get_scale_min_k4 read backwards) */
     for (int j = 0; j < 4; ++j) {
         b->scales[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);

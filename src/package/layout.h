@@ -98,6 +98,9 @@ el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], e
 /* Bytes of an ne0 x ne1 matrix in layout l; 0 when l does not hold such a matrix. */
 size_t el_layout_bytes(el_layout l, int64_t ne0, int64_t ne1);
 
+/* EL_LAYOUT_Q4_K_R16: sub-block j's (0..7) 6-bit scale and min of row r (0..15) of the super-block at sb. */
+void el_layout_q4k_scale_min(const uint8_t *sb, int r, int j, uint8_t *sc, uint8_t *m);
+
 /* Bytes of one group of EL_LAYOUT_R16_ROWS rows (a row block's offset unit). */
 size_t el_layout_group_bytes(el_layout l, int64_t ne0);
 

@@ -42,7 +42,7 @@ el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1) {
     /* the fast kernels need VNNI */
     if (el_cpu_kernels_level() != EL_CPU_AVX512) return EL_LAYOUT_FLAT;
     if (t == EL_TYPE_Q4_0) return EL_LAYOUT_Q4_0_R16;
-    /* Q4_K's layout computes the one-row (decode) order of the flat kernels, for every row count */
+    /* Q4_K's layout takes the flat kernels' two orders, row by row as their selector (either kernel order) */
     if (t == EL_TYPE_Q4_K && ne0 % EL_QK_K == 0) return EL_LAYOUT_Q4_K_R16;
     /* Q8_0's layout computes the block order */
     if (t == EL_TYPE_Q8_0 && el_cpu_kernels_order() == EL_ORDER_BLOCK) return EL_LAYOUT_Q8_0_R16;
@@ -112,10 +112,8 @@ void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *
                     const float d = el_fp16_to_fp32(dd[r]) * a[i].d, dmin = el_fp16_to_fp32(dd[R16 + r]) * a[i].d;
                     int32_t isum = 0, summ = 0;
                     for (int j = 0; j < 8; ++j) {
-                        const int p = j & 3, hi = j >> 2;
-                        const uint8_t lo = q[EL_Q4K_R16_SC + 16 * p + r], ml = q[EL_Q4K_R16_MN + 16 * p + r], h = q[EL_Q4K_R16_HI + 16 * p + r];
-                        const int32_t sc = (hi ? lo >> 4 : lo & 15) | (h >> (2 * hi) & 3) << 4;
-                        const int32_t m = (hi ? ml >> 4 : ml & 15) | (h >> (4 + 2 * hi) & 3) << 4;
+                        uint8_t sc, m;
+                        el_layout_q4k_scale_min(q, r, j, &sc, &m);
                         /* sub-block j: elements 32j..32j+31, the low (even j) or high nibbles of registers 8(j/2).. */
                         int32_t dot = 0;
                         for (int c = 8 * (j / 2); c < 8 * (j / 2) + 8; ++c)

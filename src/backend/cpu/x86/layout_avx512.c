@@ -16,10 +16,9 @@
  * super-block for up to KR_TT activation rows; more rows take further tiles
  * over the same group while it is in cache. The first tile streams the
  * weights front to back (each super-block's scales lead it), which the
- * hardware prefetchers follow; software prefetch KR_AHEAD bytes on (a
- * tuning knob, 0: none) measured slower on Zen 4: Qwen2.5-Coder 1.5B one
- * thread tg64 22.7 t/s at 16 KiB vs 26.7 at none, TinyLlama-shape Q4_K_M
- * 34-37 at 4.5-36 KiB vs 36-39 at none.
+ * hardware prefetchers follow; no software prefetch: 16 KiB ahead into L2
+ * measured slower on Zen 4 (Qwen2.5-Coder 1.5B one thread tg64 22.7 t/s vs
+ * 26.7 without, TinyLlama-shape Q4_K_M 34-37 at 4.5-36 KiB vs 36-39).
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -31,12 +30,6 @@
 
 #define KR_TT 4
 #define KR_SB EL_Q4K_R16_SB /* bytes of one super-block of a group */
-#ifndef KR_AHEAD
-#define KR_AHEAD 0
-#endif
-#ifndef KR_HINT
-#define KR_HINT _MM_HINT_T1
-#endif
 
 static inline __attribute__((always_inline)) __m512i kr_bcast(const int8_t *p) {
     int32_t v;
@@ -52,7 +45,7 @@ static inline __attribute__((always_inline)) __m512i kr_widen(__m512i v, int l) 
 
 /* x4: bit t set for activation rows in the 4-row order. */
 static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, const uint8_t *grp, const uint8_t *x,
-                                                          size_t ldx, float *y, size_t ldy, int pf, unsigned x4) {
+                                                          size_t ldx, float *y, size_t ldy, unsigned x4) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     __m512 acc[KR_TT], accm[KR_TT];
     const block_q8_K *xa[KR_TT];
@@ -62,10 +55,8 @@ static inline __attribute__((always_inline)) void kr_tile(const int TT, int nb, 
     }
     for (int i = 0; i < nb; ++i) {
         const uint8_t *q = grp + (size_t)KR_SB * (size_t)i;
-        if (pf && KR_AHEAD)
-            for (int l = 0; l < KR_SB / 64; ++l) _mm_prefetch((const char *)q + KR_AHEAD + 64 * l, KR_HINT);
         /* scales and mins as bytes [sub-block][row]: sc[0] sub-blocks 0-3 (a 128-bit lane each), sc[1] 4-7,
-         * mn[0], mn[1] the mins; widened in registers (a store and 16-byte reloads stall store forwarding) */
+         * mn[0], mn[1] the mins; widened in registers where a sub-block pair needs them */
         const __m512i sl = _mm512_loadu_si512(q + EL_Q4K_R16_SC), ml = _mm512_loadu_si512(q + EL_Q4K_R16_MN);
         const __m512i h = _mm512_loadu_si512(q + EL_Q4K_R16_HI);
         const __m512i sc[2] = {
@@ -130,7 +121,7 @@ void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x,
     const size_t gb = (size_t)KR_SB * (size_t)nb;
     for (int g = 0; g < nr / 16; ++g) {
         const uint8_t *grp = (const uint8_t *)w + gb * (size_t)g;
-        /* every tile of activation rows over this group while it is in cache; the first streams it */
+        /* every tile of activation rows over this group while it is in cache */
         for (int t0 = 0; t0 < nt; t0 += KR_TT) {
             const int T = nt - t0 < KR_TT ? nt - t0 : KR_TT;
             const uint8_t *xt = (const uint8_t *)x + ldx * (size_t)t0;
@@ -139,9 +130,9 @@ void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x,
             const unsigned m4 = (1u << n4) - 1u; /* the tile's rows in the 4-row order */
             /* each T a constant, so the tile's loops unroll; the order mask a constant where it is all one order */
 #define KR_TILE(TC)                                                                                             \
-    (m4 == 0 ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, 0u)                                              \
-     : m4 == (1u << (TC)) - 1u ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, (1u << (TC)) - 1u)             \
-                               : kr_tile(TC, nb, grp, xt, ldx, yt, ldy, t0 == 0, m4))
+    (m4 == 0 ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, 0u)                                              \
+     : m4 == (1u << (TC)) - 1u ? kr_tile(TC, nb, grp, xt, ldx, yt, ldy, (1u << (TC)) - 1u)             \
+                               : kr_tile(TC, nb, grp, xt, ldx, yt, ldy, m4))
             switch (T) {
             case 1: KR_TILE(1); break;
             case 2: KR_TILE(2); break;
