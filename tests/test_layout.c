@@ -69,6 +69,27 @@ static int same(const float *a, const float *b, size_t n, size_t *at) {
     return 1;
 }
 
+/* The portable layout kernel por against the flat kernels' outputs yf (nt rows of nr), bit for bit, and the
+ * process's kernel for lay (the ISA's, where there is one) against the portable one. */
+static void check_kernels(el_layout lay, el_layout_gemm_fn por, int k, const uint8_t *p, int nr, const uint8_t *xq,
+                          size_t xr, int nt, int x4, const float *yf) {
+    const size_t ny = (size_t)nr * (size_t)nt;
+    float *yp = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
+    por(k, p, nr, xq, xr, nt, yp, (size_t)nr, x4);
+    size_t at = 0;
+    CHECKF(same(yf, yp, ny, &at), "portable %s != flat: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g", el_layout_name(lay),
+           k, nr, nt, x4, at, yp[at], yf[at]);
+    el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
+    if (fast && fast != por) {
+        memset(ya, 0xFF, sizeof(float) * ny);
+        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr, x4);
+        CHECKF(same(yp, ya, ny, &at), "ISA %s != portable: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g",
+               el_layout_name(lay), k, nr, nt, x4, at, ya[at], yp[at]);
+        g_isa_checked++;
+    }
+    free(yp), free(ya);
+}
+
 /* One matrix of layout lay: nr x k weights, nt activation rows. flat: the type's portable kernels
  * (Q8_0 in the block order). */
 static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, int nr, int nt) {
@@ -107,24 +128,11 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
         flat->quantize(xf, xq + xr * (size_t)t, k);
     }
     float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
-    float *yp = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
-    float *ya = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
     for (int t = 0; t < nt; ++t)
         for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
-    const el_layout_gemm_fn por = q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable;
-    por(k, p, nr, xq, xr, nt, yp, (size_t)nr, 0);
-    size_t at = 0;
-    CHECKF(same(yf, yp, (size_t)nr * nt, &at), "portable %s != flat: k %d nr %d nt %d at %zu: %.9g vs %.9g",
-          el_layout_name(lay), k, nr, nt, at, yp[at], yf[at]);
-    el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
-    if (fast && fast != por) {
-        memset(ya, 0xFF, sizeof(float) * (size_t)nr * nt);
-        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr, nt);
-        CHECKF(same(yp, ya, (size_t)nr * nt, &at), "ISA %s != portable: k %d nr %d nt %d at %zu: %.9g vs %.9g",
-              el_layout_name(lay), k, nr, nt, at, ya[at], yp[at]);
-        g_isa_checked++;
-    }
-    free(w), free(p), free(xq), free(xf), free(yf), free(yp), free(ya);
+    check_kernels(lay, q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable, k, p, nr, xq, xr, nt, 0,
+                  yf);
+    free(w), free(p), free(xq), free(xf), free(yf);
 }
 
 /* Q4_K: an nr x k matrix, nt activation rows, the first x4 of them in the 4-row order (see the top). */
@@ -170,25 +178,13 @@ static void check_q4k(const el_cpu_type_kernels *flat, int k, int nr, int nt, in
         for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
         flat->quantize(xf, xq + xr * (size_t)t, k);
     }
-    const size_t ny = (size_t)nr * (size_t)nt;
-    float *yf = malloc(sizeof(float) * ny), *yp = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
+    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
     for (int t = 0; t < nt; ++t)
         for (int i = 0; i < nr; ++i)
             (t < x4 ? el_select_q4_k(4, 0, k) : flat->vec_dot)(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i,
                                                               xq + xr * (size_t)t);
-    el_layout_gemm_q4_k_r16_portable(k, p, nr, xq, xr, nt, yp, (size_t)nr, x4);
-    size_t at = 0;
-    CHECKF(same(yf, yp, ny, &at), "portable q4_k_r16 != flat: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g", k, nr, nt,
-           x4, at, yp[at], yf[at]);
-    el_layout_gemm_fn fast = el_cpu_layout_gemm(lay);
-    if (fast && fast != el_layout_gemm_q4_k_r16_portable) {
-        memset(ya, 0xFF, sizeof(float) * ny);
-        fast(k, p, nr, xq, xr, nt, ya, (size_t)nr, x4);
-        CHECKF(same(yp, ya, ny, &at), "ISA q4_k_r16 != portable: k %d nr %d nt %d x4 %d at %zu: %.9g vs %.9g", k, nr,
-               nt, x4, at, ya[at], yp[at]);
-        g_isa_checked++;
-    }
-    free(w), free(p), free(xq), free(xf), free(yf), free(yp), free(ya);
+    check_kernels(lay, el_layout_gemm_q4_k_r16_portable, k, p, nr, xq, xr, nt, x4, yf);
+    free(w), free(p), free(xq), free(xf), free(yf);
 }
 
 int main(void) {
