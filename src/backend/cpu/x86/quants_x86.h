@@ -914,7 +914,7 @@ QX_INLINE size_t qx_wblock(int type) {
 }
 
 #if defined(QX_VNNI)
-QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw);
+QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, size_t ahead, __m512i *wb, __m512 *dw, __m512 *mw);
 #endif
 
 /*
@@ -963,7 +963,8 @@ QX_INLINE void qx_gemm_sum_t(int type, int k, const uint8_t *w, size_t ldw, int 
 #if defined(QX_VNNI)
             if (type == QX_Q8_0 || type == QX_Q5_0) {
                 qx_vf mw;
-                for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, &mw);
+                const size_t ahead = g + 1 < ng && nt <= 16 ? QX_GR * ldw : 0;
+                for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, ahead, wbuf + 8 * b, dwbuf + b, &mw);
             } else
 #endif
             for (int b = 0; b < kc; ++b) qx_sum_pack(type, rp, b, wbuf + 8 * b, dwbuf + b);
@@ -1468,12 +1469,21 @@ QX_INLINE __m256i qx_wunpack(int type, const uint8_t *blk) {
 #define QX_LT_MIN_NT 5 /* 1..4 activation rows (decode, a batched step of up to 4 streams): register tiles */
 #endif
 
-QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, __m512i *wb, __m512 *dw, __m512 *mw) {
+/* Packs block b of the 16 rows rp; `ahead` (bytes, 0: none) is the next
+ * group's distance: its block b is prefetched into L2 meanwhile. A group's
+ * blocks are 16 streams that the hardware prefetchers do not follow: Gemma
+ * 3's 262,144 x 640 Q8_0 output matrix, 5 activation rows, one thread, ran
+ * 32.3 ms without, 21.9 ms with, 4 rows (the register tiles) 15.0 ms.
+ * Callers pass 0 for more than 16 activation rows (prefill): there the
+ * activations fill L2 and the prefetched group evicted them (Gemma pp512
+ * 5 % slower). */
+QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, size_t ahead, __m512i *wb, __m512 *dw, __m512 *mw) {
     const size_t bs = qx_wblock(type);
     __m256i U[16], lo[8], hi[8];
     const uint8_t *bp[16];
     for (int i = 0; i < 16; ++i) {
         bp[i] = rp[i] + bs * (size_t)b;
+        if (ahead) _mm_prefetch((const char *)bp[i] + ahead, _MM_HINT_T1);
         U[i] = qx_wunpack(type, bp[i]);
     }
     qx_transpose8x8(U, lo);
@@ -1555,7 +1565,8 @@ QX_INLINE void qx_gemm_lanes_t(int type, int k, const uint8_t *w, size_t ldw, in
         for (int c0 = 0; c0 < nb; c0 += QX_KC) {
             const int kc = nb - c0 < QX_KC ? nb - c0 : QX_KC;
             for (int i = 0; i < 16; ++i) rp[i] = g + i < nr ? w + ldw * (size_t)(g + i) + bs * (size_t)c0 : zero_blocks;
-            for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, wbuf + 8 * b, dwbuf + b, mwbuf + b);
+            const size_t ahead = g + 32 <= nr && nt <= 16 ? 16 * ldw : 0;
+            for (int b = 0; b < kc; ++b) qx_lt_pack(type, rp, b, ahead, wbuf + 8 * b, dwbuf + b, mwbuf + b);
             const uint8_t *xc = x + ab * (size_t)c0;
             int t = 0;
             for (; t + QX_LT_TT <= nt; t += QX_LT_TT)
