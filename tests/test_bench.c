@@ -76,7 +76,7 @@ static void layout_case(void) {
         const cJSON *wl = cJSON_GetObjectItem(j, "weight_layout");
         const double nmat = num(j, "layout_matrices"), lb = num(j, "layout_bytes");
         if (el_cpu_kernels_level() == EL_CPU_AVX512) {
-            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "q4_k_r16+q8_0_r16"), "weight_layout %s",
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, "q4_k_r16+q5_0_r16+q8_0_r16"), "weight_layout %s",
                    cJSON_IsString(wl) ? wl->valuestring : "?");
             CHECKF(nmat >= 1 && lb >= 262144.0 * 640 * 34 / 32, "%g matrices, %g bytes repacked", nmat, lb);
             const double rss = num(j, "rss_first_token_bytes");
@@ -93,7 +93,7 @@ static void layout_case(void) {
     free(out);
 
     /* The same layouts written into a file (quantize --layout r16: Gemma's Q4_K_M types kept, its 10 Q8_0
-     * matrices laid out, the tied output among them, and its 27 Q4_K ones), in the default order: mapped as
+     * matrices laid out, the tied output among them, its 27 Q4_K and its 81 Q5_0 ones), in the default order: mapped as
      * they are, so nothing is repacked and the resident set after the first token is the flat file's. */
     char laid[] = "/tmp/el-bench-laid-XXXXXX";
     const int fd = mkstemp(laid);
@@ -116,8 +116,8 @@ static void layout_case(void) {
             const double nf = num(j, "layout_file_matrices");
             const bool runs = el_cpu_layout_runs(EL_LAYOUT_Q8_0_R16);
             CHECKF(num(j, "layout_matrices") == 0 && num(j, "layout_bytes") == 0, "file %d: nothing repacked", i);
-            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, i && runs ? "q4_k_r16+q8_0_r16" : "flat") &&
-                       nf == (i && runs ? 37 : 0),
+            CHECKF(cJSON_IsString(wl) && !strcmp(wl->valuestring, i && runs ? "q4_k_r16+q5_0_r16+q8_0_r16" : "flat") &&
+                       nf == (i && runs ? 118 : 0),
                    "file %d: weight_layout %s, %g matrices from the file", i, cJSON_IsString(wl) ? wl->valuestring : "?", nf);
         }
         cJSON_Delete(j);
@@ -128,9 +128,9 @@ static void layout_case(void) {
            rss[1] / 1048576.0, rss[0] / 1048576.0);
     /* repacked at load, the vectors read from a copy (no page-cache folios mapped back around them): the
      * 171 MiB output matrix's flat pages leave, so the resident set is the flat file's within 4 MiB (+8 MiB
-     * with the vectors read in place), plus the small matrices' copies and their flat pages (the 27 Q4_K
-     * and 9 small Q8_0 ones, 14 MiB in all: the reads of their flat neighbours map the dropped pages back
-     * with the page-cache folios around them, so both stay resident: measured +26.9 MiB). Not under
+     * with the vectors read in place), plus the small matrices' copies and their flat pages (the 81 Q5_0,
+     * 27 Q4_K and 9 small Q8_0 ones, 56 MiB in all: the reads of their flat neighbours map the dropped
+     * pages back with the page-cache folios around them, so both can stay resident). Not under
      * ASan, whose shadow of the 171 MiB copy is resident too. */
 #if !defined(__SANITIZE_ADDRESS__)
     if (rss_repacked > 0)

@@ -29,6 +29,13 @@
  * 1..9, 16, 17 and 64 activation rows and 1 to 35 super-blocks, the AVX-512 one
  * equals the portable one, and packing, unpacking and the block gather hold
  * as above (the scale bytes where layout.h puts them).
+ *
+ * For random Q5_0 matrices (every byte value as quants and fifth bits;
+ * finite fp16 scales): the portable Q5_0_R16 kernel equals the portable flat
+ * Q5_0 kernel of the process's order (llama: 8 lanes; test_layout_block:
+ * the block order), the AVX-512 one the portable one, at the Q8_0 cases'
+ * sizes, with packing, unpacking and the gather as above (the fifth bits in
+ * their masks).
  */
 #include <math.h>
 #include <stdint.h>
@@ -187,6 +194,49 @@ static void check_q4k(const el_cpu_type_kernels *flat, int k, int nr, int nt, in
     free(w), free(p), free(xq), free(xf), free(yf);
 }
 
+/* Q5_0: an nr x k matrix, nt activation rows; flat: the portable Q5_0 kernel of the process's order (the
+ * layout computes that order). */
+static void check_q50(const el_cpu_type_kernels *flat, int k, int nr, int nt) {
+    const el_layout lay = EL_LAYOUT_Q5_0_R16;
+    const size_t rb = el_row_size(EL_TYPE_Q5_0, k), nbk = (size_t)k / EL_QK8_0;
+    uint8_t *w = malloc(rb * (size_t)nr);
+    random_blocks(w, nbk * (size_t)nr, sizeof(block_q5_0));
+    const size_t pb = el_layout_bytes(lay, k, nr);
+    CHECKF(pb == rb * (size_t)nr, "q5_0_r16 k %d nr %d: layout %zu bytes, flat %zu", k, nr, pb, rb * (size_t)nr);
+    uint8_t *p = aligned_alloc(64, (pb + 63) / 64 * 64);
+    el_layout_pack(lay, w, rb, k, nr, p);
+    /* a block read back: row 16g + r, block b, quant register c, element 4j + e's fifth bit */
+    const int g = nr / 16 - 1, r = (int)(rnd() % 16), b = (int)(rnd() % nbk), c = (int)(rnd() % 4), j = (int)(rnd() % 8);
+    const uint8_t *q = p + el_layout_group_bytes(lay, k) * (size_t)g + EL_Q50_R16_BLOCK * (size_t)b;
+    const block_q5_0 *src = (const block_q5_0 *)(w + rb * (size_t)(16 * g + r)) + b;
+    uint32_t qh;
+    memcpy(&qh, src->qh, 4);
+    uint64_t mask;
+    memcpy(&mask, q + EL_Q50_R16_QH + 8 * j, 8);
+    CHECKF(!memcmp(q + 64 * c + 4 * r, src->qs + 4 * c, 4) && !memcmp(q + EL_Q50_R16_D + 2 * r, &src->d, 2),
+           "q5_0_r16 k %d: quants, d", k);
+    CHECKF((mask >> (4 * r) & 15) == (qh >> (4 * j) & 15), "q5_0_r16 k %d: fifth bits of row %d, mask %d", k, r, j);
+    uint8_t *back = malloc(rb * (size_t)nr), blk[sizeof(block_q5_0)];
+    el_layout_unpack(lay, p, k, nr, back, rb);
+    CHECKF(!memcmp(back, w, rb * (size_t)nr), "q5_0_r16 k %d nr %d: unpack(pack(w)) != w", k, nr);
+    free(back);
+    el_layout_block(lay, p, k, 16 * g + r, b, blk);
+    CHECKF(!memcmp(blk, src, sizeof blk), "q5_0_r16 k %d: el_layout_block row %d block %d", k, 16 * g + r, b);
+
+    const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
+    uint8_t *xq = malloc(xr * (size_t)nt);
+    float *xf = malloc(sizeof(float) * (size_t)k);
+    for (int t = 0; t < nt; ++t) {
+        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
+        flat->quantize(xf, xq + xr * (size_t)t, k);
+    }
+    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
+    for (int t = 0; t < nt; ++t)
+        for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
+    check_kernels(lay, el_layout_gemm_q5_0_r16_portable, k, p, nr, xq, xr, nt, 0, yf);
+    free(w), free(p), free(xq), free(xf), free(yf);
+}
+
 int main(void) {
     el_cpu_type_kernels por[EL_TYPE_COUNT];
     el_cpu_kernels_build(por, EL_CPU_PORTABLE, EL_ORDER_BLOCK);
@@ -228,6 +278,18 @@ int main(void) {
     check_q4k(&por[EL_TYPE_Q4_K], 512, 32, 7, 3);     /* a split inside a tile */
     cases += 2;
 
+    /* Q5_0, in the process's kernel order (test_layout_block runs the block order): the two orders differ */
+    CHECKF(por[EL_TYPE_Q5_0].vec_dot != por_llama[EL_TYPE_Q5_0].vec_dot, "Q5_0: a kernel an order");
+    const el_cpu_type_kernels *q50 = &(el_cpu_kernels_order() == EL_ORDER_BLOCK ? por : por_llama)[EL_TYPE_Q5_0];
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ++ki)
+        for (size_t ti = 0; ti < sizeof nts / sizeof nts[0]; ++ti) {
+            if (ks[ki] == 8960 && nts[ti] > 9) continue;
+            check_q50(q50, ks[ki], ks[ki] >= 2048 ? 32 : 48, nts[ti]);
+            cases++;
+        }
+    check_q50(q50, 640, 16 * 40, 5); /* many groups */
+    cases++;
+
     /* which matrices get the layout (the process's request and order decide; here: none asked) */
     CHECKF(el_layout_bytes(EL_LAYOUT_Q8_0_R16, 640, 17) == 0, "17 rows: no layout");
     CHECKF(el_layout_bytes(EL_LAYOUT_FLAT, 640, 16) == 0, "flat: no packed bytes");
@@ -240,7 +302,14 @@ int main(void) {
     CHECKF(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5632) == (asked && vnni ? EL_LAYOUT_Q4_0_R16 : EL_LAYOUT_FLAT),
           "Q4_0 2048 x 5632: asked %d, VNNI %d", asked, vnni);
     CHECKF(el_cpu_layout_for(EL_TYPE_Q4_0, 2048, 5640) == EL_LAYOUT_FLAT, "Q4_0 5640 rows: flat");
-    CHECKF(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2048) == EL_LAYOUT_FLAT, "Q5_0: flat");
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2048) == (asked && vnni ? EL_LAYOUT_Q5_0_R16 : EL_LAYOUT_FLAT),
+           "Q5_0 640 x 2048: asked %d, VNNI %d", asked, vnni);
+    CHECKF(el_cpu_layout_for(EL_TYPE_Q5_0, 640, 2040) == EL_LAYOUT_FLAT, "Q5_0 2040 rows: flat");
+    CHECKF(!strcmp(el_layout_set_name(1u << EL_LAYOUT_Q5_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q5_0_r16+q8_0_r16") &&
+               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q5_0_R16 | 1u << EL_LAYOUT_Q4_K_R16), "q4_k_r16+q5_0_r16") &&
+               !strcmp(el_layout_set_name(30u), "q4_0_r16+q4_k_r16+q5_0_r16+q8_0_r16") &&
+               !strcmp(el_layout_name(EL_LAYOUT_Q5_0_R16), "q5_0_r16"),
+           "layout set names with Q5_0");
     CHECKF(!strcmp(el_layout_set_name(0), "flat") && !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16), "q4_0_r16") &&
               !strcmp(el_layout_set_name(1u << EL_LAYOUT_Q4_0_R16 | 1u << EL_LAYOUT_Q8_0_R16), "q4_0_r16+q8_0_r16"),
           "layout set names");
@@ -264,7 +333,7 @@ int main(void) {
                "%s: type entry", el_layout_name(l));
     }
     CHECKF(el_layout_of_type(EL_TYPE_Q8_0) == EL_LAYOUT_FLAT && el_layout_type(EL_LAYOUT_FLAT) == -1 &&
-               !strcmp(el_type_name(EL_TYPE_Q4_0_R16), "Q4_0_R16") && el_type_get(0x4004) == NULL,
+               !strcmp(el_type_name(EL_TYPE_Q4_0_R16), "Q4_0_R16") && el_type_get(0x4005) == NULL,
            "layout type ids: flat and unknown");
 
     printf("test_layout: %d cases, %d against the ISA kernels (R16 layouts %s, order %s)\n", cases, g_isa_checked,

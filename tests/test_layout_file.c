@@ -4,8 +4,8 @@
  *
  * On the tiny reference models:
  *   - el_requantize with layout_r16 writes the matrix weights that are Q4_0
- *     (tiny-llama-Q4_0), Q8_0 (tiny-gemma3-Q8_0) or Q4_K (tiny-llama-Q4_K_M)
- *     as Q4_0_R16 / Q8_0_R16 / Q4_K_R16,
+ *     (tiny-llama-Q4_0), Q8_0 (tiny-gemma3-Q8_0), Q4_K (tiny-llama-Q4_K_M)
+ *     or Q5_0 (tiny-llama-Q5_0) as Q4_0_R16 / Q8_0_R16 / Q4_K_R16 / Q5_0_R16,
  *     (token_embd too where it is the tied output: tiny-gemma3) and leaves
  *     the other tensors as they were, and converting
  *     that file back to flat rows gives the source file byte for byte;
@@ -17,8 +17,8 @@
  *     layout (AVX-512 VNNI, EL_WEIGHT_LAYOUT not "flat"), else unpacks
  *     them; a prompt of 70 tokens in batches of 32 and 4 decode steps give
  *     the flat file's logits bit for bit wherever the layout's arithmetic
- *     is the flat kernels' (Q4_0 always; Q8_0 in the block order, or
- *     unpacked); where a Q8_0 layout runs the block order beside
+ *     is the flat kernels' (Q4_0 always; Q5_0 always: its layout computes
+ *     the process's order; Q8_0 in the block order, or unpacked); where a Q8_0 layout runs the block order beside
  *     llama-order flat kernels, the logits of the flat file with the same
  *     matrices packed at load, bit for bit (the difference from the flat
  *     file is the two orders' own: printed); Q4_K's layout takes the flat
@@ -219,8 +219,8 @@ static void one_model(const char *rel, el_ftype ft, el_type base, const char *ot
     CHECKF(runs ? l.file_mats == n_laid && l.unpacked == 0 : l.file_mats == 0 && l.unpacked == n_laid,
            "%s: %d mapped, %d unpacked of %d (the CPU runs the layout: %d)", rel, l.file_mats, l.unpacked, n_laid, runs);
     if (runs) CHECKF(l.weights == f.weights, "%s: weights %" PRIu64 " vs flat %" PRIu64 ": a hidden copy", rel, l.weights, f.weights);
-    /* exact against the flat file: Q4_0 and Q4_K always (Q4_K's layout takes the flat selector's two orders);
-     * Q8_0 in the block order; anything unpacked */
+    /* exact against the flat file: Q4_0, Q4_K and Q5_0 always (Q4_K's layout takes the flat selector's two
+     * orders, Q5_0's the process's order); Q8_0 in the block order; anything unpacked */
     const bool exact = base != EL_TYPE_Q8_0 || !runs || el_cpu_kernels_order() == EL_ORDER_BLOCK;
     const double d = max_diff(&f, &l);
     run_out r = {0}; /* the flat file with the same matrices packed at load: the file layout's arithmetic */
@@ -309,6 +309,7 @@ int main(void) {
     hostile();
     one_model("models/tiny-gemma3-Q8_0.gguf", EL_FTYPE_Q8_0, EL_TYPE_Q8_0, "Q4_0", EL_FTYPE_Q4_0);
     one_model("models/tiny-llama-Q4_K_M.gguf", EL_FTYPE_Q4_K_M, EL_TYPE_Q4_K, "Q8_0", EL_FTYPE_Q8_0);
+    one_model("models/tiny-llama-Q5_0.gguf", EL_FTYPE_Q5_0, EL_TYPE_Q5_0, "Q8_0", EL_FTYPE_Q8_0);
     const char *files[] = {"laid.gguf", "back.gguf", "other1.gguf", "other2.gguf", "emb.gguf", "hostile.gguf"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) unlink(tmp_path(files[i]));
     rmdir(g_dir);

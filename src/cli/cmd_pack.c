@@ -1,7 +1,7 @@
 /*
  * cmd_pack.c — `edgellm pack HF_DIR -o OUT.gguf [--type T] [--name NAME]
  * [--layout flat|r16] [-q]`: a Hugging Face model directory → one GGUF
- * (src/convert/pack.h); --layout r16 writes the Q4_0 / Q8_0 / Q4_K matrix weights
+ * (src/convert/pack.h); --layout r16 writes the Q4_0 / Q8_0 / Q4_K / Q5_0 matrix weights
  * in their R16 weight layout (package/layout.h), as quantize --layout does.
  *
  * Progress: when stderr is a terminal, a bar redrawn in place (at most ~10
@@ -50,8 +50,8 @@ static void pack_usage(FILE *f) {
           "  --type T     F32, F16 (default), BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,\n"
           "               Q4_K_M, Q5_K_M (tensor types chosen as llama.cpp's quantizer does)\n"
           "  --name NAME  general.name (default: the directory's name)\n"
-          "  --layout L   flat (default) or r16: Q4_0 / Q8_0 / Q4_K matrix weights of 16k rows as 16-row\n"
-          "               groups in the order edgellm's AVX-512 kernels read them (as quantize --layout)\n"
+          "  --layout L   flat (default) or r16: Q4_0 / Q8_0 / Q4_K / Q5_0 matrix weights of 16k rows as\n"
+          "               16-row groups in the order edgellm's AVX-512 kernels read them (as quantize --layout)\n"
           "  -t, --threads N  conversion threads (default 0: all CPUs; the bytes do not depend on it)\n"
           "  -q, --quiet  no progress bar, no summary\n"
           "   or: edgellm pack --lora PEFT_DIR --base HF_DIR -o OUT.gguf [--type F32|F16|BF16]\n"

@@ -6,7 +6,7 @@
  * Q4_1, Q5_0, Q5_1, Q4_K (= Q4_K_S), Q5_K (= Q5_K_S), Q6_K, Q4_K_M, Q5_K_M,
  * MXFP4_MOE (experts MXFP4, the rest Q8_0) and MXFP4 (= llama-quantize --pure
  * MXFP4_MOE: every quantized tensor MXFP4).
- * --layout r16 writes the matrix weights that come out Q4_0 / Q8_0 / Q4_K in their
+ * --layout r16 writes the matrix weights that come out Q4_0 / Q8_0 / Q4_K / Q5_0 in their
  * R16 weight layout (package/layout.h), which edgellm maps and runs with no
  * copy; --layout flat (the default) writes flat rows, unpacking a laid-out IN.
  * A summary line (tensors per type, sizes, time) ends on stderr; -q drops it.
@@ -28,11 +28,12 @@ static void quantize_usage(FILE *f) {
           "  -t, --threads N     threads (default 0: all CPUs; the bytes do not depend on it)\n"
           "  --allow-requantize  accept an already quantized IN (its error compounds); to F32/F16/BF16\n"
           "                      this is an exact dequantization\n"
-          "  --layout L          flat (default) or r16: Q4_0 / Q8_0 / Q4_K matrix weights of 16k rows\n"
-          "                      stored as 16-row groups in the order edgellm's AVX-512 kernels read them\n"
-          "                      (types Q4_0_R16 / Q8_0_R16 / Q4_K_R16, edgellm's own: llama.cpp cannot\n"
-          "                      read such a file); the same bytes permuted. With --allow-requantize and\n"
-          "                      IN's own TYPE, every tensor keeps its type: the layout changes, exactly\n"
+          "  --layout L          flat (default) or r16: Q4_0 / Q8_0 / Q4_K / Q5_0 matrix weights of 16k\n"
+          "                      rows stored as 16-row groups in the order edgellm's AVX-512 kernels read\n"
+          "                      them (types Q4_0_R16 / Q8_0_R16 / Q4_K_R16 / Q5_0_R16, edgellm's own:\n"
+          "                      llama.cpp cannot read such a file); the same bytes permuted. With\n"
+          "                      --allow-requantize and IN's own TYPE, every tensor keeps its type: the\n"
+          "                      layout changes, exactly\n"
           "  -q, --quiet         no summary\n",
           f);
 }

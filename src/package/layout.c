@@ -12,7 +12,7 @@
 #define R16 EL_LAYOUT_R16_ROWS
 
 /* Quant bytes of one block of a group (16 rows) when a group keeps its quants before its scales: Q8_0 512,
- * Q4_0 256; 0 for Q4_K (super-block by super-block) and flat. */
+ * Q4_0 256; 0 for Q4_K and Q5_0 (block by block, scales inline) and flat. */
 static size_t qbytes(el_layout l) { return l == EL_LAYOUT_Q8_0_R16 ? 512 : l == EL_LAYOUT_Q4_0_R16 ? 256 : 0; }
 
 static const struct {
@@ -23,6 +23,7 @@ static const struct {
     [EL_LAYOUT_Q8_0_R16] = {"q8_0_r16", EL_TYPE_Q8_0_R16, EL_TYPE_Q8_0},
     [EL_LAYOUT_Q4_0_R16] = {"q4_0_r16", EL_TYPE_Q4_0_R16, EL_TYPE_Q4_0},
     [EL_LAYOUT_Q4_K_R16] = {"q4_k_r16", EL_TYPE_Q4_K_R16, EL_TYPE_Q4_K},
+    [EL_LAYOUT_Q5_0_R16] = {"q5_0_r16", EL_TYPE_Q5_0_R16, EL_TYPE_Q5_0},
 };
 
 static bool valid(el_layout l) { return l > EL_LAYOUT_FLAT && l < EL_LAYOUT_COUNT; }
@@ -30,16 +31,24 @@ static bool valid(el_layout l) { return l > EL_LAYOUT_FLAT && l < EL_LAYOUT_COUN
 const char *el_layout_name(el_layout l) { return valid(l) ? k_layouts[l].name : "flat"; }
 
 const char *el_layout_set_name(unsigned set) {
-    /* every subset of the three layouts, names in alphabetical order joined by '+' (index: set >> 1) */
-    static const char *const k_sets[8] = {"flat",
-                                          "q8_0_r16",
-                                          "q4_0_r16",
-                                          "q4_0_r16+q8_0_r16",
-                                          "q4_k_r16",
-                                          "q4_k_r16+q8_0_r16",
-                                          "q4_0_r16+q4_k_r16",
-                                          "q4_0_r16+q4_k_r16+q8_0_r16"};
-    return k_sets[(set >> 1) & 7];
+    /* every subset of the four layouts (index: set >> 1), names in alphabetical order joined by '+' */
+    static const char *const k_sets[16] = {"flat",
+                                           "q8_0_r16",
+                                           "q4_0_r16",
+                                           "q4_0_r16+q8_0_r16",
+                                           "q4_k_r16",
+                                           "q4_k_r16+q8_0_r16",
+                                           "q4_0_r16+q4_k_r16",
+                                           "q4_0_r16+q4_k_r16+q8_0_r16",
+                                           "q5_0_r16",
+                                           "q5_0_r16+q8_0_r16",
+                                           "q4_0_r16+q5_0_r16",
+                                           "q4_0_r16+q5_0_r16+q8_0_r16",
+                                           "q4_k_r16+q5_0_r16",
+                                           "q4_k_r16+q5_0_r16+q8_0_r16",
+                                           "q4_0_r16+q4_k_r16+q5_0_r16",
+                                           "q4_0_r16+q4_k_r16+q5_0_r16+q8_0_r16"};
+    return k_sets[(set >> 1) & 15];
 }
 
 el_layout el_layout_of_type(int type) {
@@ -121,11 +130,34 @@ static void move_block_q4_k(int dir, uint8_t *x, uint8_t *q, int r) {
     }
 }
 
+/* Q5_0 (layout.h): one row's block x (block_q5_0) to lane r of the 352-byte block q (dir 0), or back (dir 1).
+ * The 32 fifth bits go to bits 4r..4r+3 of the 8 masks, 4 a mask. */
+static void move_block_q5_0(int dir, uint8_t *x, uint8_t *q, int r) {
+    block_q5_0 *b = (block_q5_0 *)x;
+    for (int c = 0; c < 4; ++c) memcpy(dir ? b->qs + 4 * c : q + 64 * c + 4 * r, dir ? q + 64 * c + 4 * r : b->qs + 4 * c, 4);
+    memcpy(dir ? (uint8_t *)&b->d : q + EL_Q50_R16_D + 2 * r, dir ? q + EL_Q50_R16_D + 2 * r : (uint8_t *)&b->d, 2);
+    uint8_t *m = q + EL_Q50_R16_QH + (size_t)r / 2; /* bits 4r..4r+3 of each 64-bit mask: a nibble of byte r / 2 */
+    const int sh = 4 * (r & 1);
+    uint32_t qh = 0;
+    if (!dir) memcpy(&qh, b->qh, 4);
+    for (int j = 0; j < 8; ++j) {
+        if (dir)
+            qh |= (uint32_t)(m[8 * j] >> sh & 15) << 4 * j;
+        else
+            m[8 * j] = (uint8_t)((m[8 * j] & ~(15 << sh)) | (qh >> 4 * j & 15) << sh);
+    }
+    if (dir) memcpy(b->qh, &qh, 4);
+}
+
 /* One row's block, both ways: dir 0 copies flat block x (d, then qs) into lane `lane` of group q's
  * block b, dir 1 back. Q8_0 stores q + 128, which is q ^ 0x80 in each byte: its own inverse. */
 static void move_block(el_layout l, int dir, uint8_t *x, uint8_t *q, int64_t nb, int lane, int64_t b) {
     if (l == EL_LAYOUT_Q4_K_R16) {
         move_block_q4_k(dir, x, q + EL_Q4K_R16_SB * (size_t)b, lane);
+        return;
+    }
+    if (l == EL_LAYOUT_Q5_0_R16) {
+        move_block_q5_0(dir, x, q + EL_Q50_R16_BLOCK * (size_t)b, lane);
         return;
     }
     const size_t qb = qbytes(l);

@@ -37,9 +37,22 @@
  *           2j), the high ones 64j + 32 + l..l+3 (sub-block 2j + 1).
  * A group is nb * 2304 bytes, the size of its 16 flat rows.
  *
+ * EL_LAYOUT_Q5_0_R16: Q5_0 rows interleaved by 16, block by block. Block b
+ * of group g is 352 bytes at group + 352 * b (read front to back):
+ *   quants: 256 bytes at +0, as Q4_0's: register c (c = 0..3) holds bytes
+ *           4c..4c+3 of row r's qs at bytes 4r..4r+3, the low nibbles
+ *           elements 4c..4c+3, the high ones 16+4c..16+4c+3;
+ *   high bits: 8 little-endian 64-bit masks at +256: bit 4r + e of mask j
+ *           is the fifth bit (qh) of element 4j + e of row r, so mask j
+ *           (j < 4) goes with the low nibbles of register j, mask j (j >= 4)
+ *           with the high nibbles of register j - 4;
+ *   d: the 16 rows' fp16 d at +320.
+ * A group is nb * 352 bytes, the size of its 16 flat rows.
+ *
  * In a GGUF file (written by `edgellm quantize --layout r16`): a 2-D tensor
  * whose ne[1] is a multiple of 16 may carry the type id EL_TYPE_Q8_0_R16
- * (0x4001), EL_TYPE_Q4_0_R16 (0x4002) or EL_TYPE_Q4_K_R16 (0x4003) — edgellm's own ids, 0x4000 +
+ * (0x4001), EL_TYPE_Q4_0_R16 (0x4002), EL_TYPE_Q4_K_R16 (0x4003) or EL_TYPE_Q5_0_R16 (0x4004) —
+ * edgellm's own ids, 0x4000 +
  * the layout, far above ggml's (< 64) and ik_llama.cpp's (< 1024). Its
  * bytes are the packed groups in order: as many as the flat tensor's, so
  * the type's block and byte sizes are its base type's. Readers that know
@@ -59,9 +72,10 @@ typedef enum el_layout {
     EL_LAYOUT_Q8_0_R16 = 1, /* Q8_0, 16 rows interleaved (above) */
     EL_LAYOUT_Q4_0_R16 = 2, /* Q4_0, 16 rows interleaved (above) */
     EL_LAYOUT_Q4_K_R16 = 3, /* Q4_K, 16 rows interleaved by super-block (above) */
+    EL_LAYOUT_Q5_0_R16 = 4, /* Q5_0, 16 rows interleaved block by block (above) */
 } el_layout;
 
-#define EL_LAYOUT_COUNT 4
+#define EL_LAYOUT_COUNT 5
 
 #define EL_LAYOUT_R16_ROWS 16
 
@@ -74,7 +88,12 @@ typedef enum el_layout {
 #define EL_Q4K_R16_DMIN 224
 #define EL_Q4K_R16_QS 256
 
-/* "flat", "q8_0_r16", "q4_0_r16", "q4_k_r16". */
+/* EL_LAYOUT_Q5_0_R16's block (above): its bytes and the offsets of its parts. */
+#define EL_Q50_R16_BLOCK 352
+#define EL_Q50_R16_QH 256
+#define EL_Q50_R16_D 320
+
+/* "flat", "q8_0_r16", "q4_0_r16", "q4_k_r16", "q5_0_r16". */
 const char *el_layout_name(el_layout l);
 
 /* A set of layouts (bit l: layout l ran): "flat" when none, else their names joined by '+'. */
@@ -86,11 +105,11 @@ el_layout el_layout_of_type(int type);
 int el_layout_type(el_layout l);
 /* The block format whose rows layout l interleaves (EL_TYPE_Q8_0 ...); -1 for flat. */
 int el_layout_base(el_layout l);
-/* The R16 layout of block format t (Q8_0, Q4_0, Q4_K), else EL_LAYOUT_FLAT. */
+/* The R16 layout of block format t (Q8_0, Q4_0, Q4_K, Q5_0), else EL_LAYOUT_FLAT. */
 el_layout el_layout_r16_of(el_type t);
 
 /* The layout a packager writes a tensor in when asked for the R16 layouts (quantize / pack
- * --layout r16): R16 for a Q4_0, Q8_0 or Q4_K matrix of whole 16-row groups that the forward pass
+ * --layout r16): R16 for a Q4_0, Q8_0, Q4_K or Q5_0 matrix of whole 16-row groups that the forward pass
  * multiplies by (blk.N.attn_q/k/v/qkv/output, ffn_gate/up/down, shortconv in/out_proj,
  * output.weight; token_embd only when tied: the file has no output.weight), else flat. */
 el_layout el_layout_r16_for(const char *name, int n_dims, const int64_t ne[4], el_type type, int tied);
@@ -110,7 +129,8 @@ void el_layout_pack(el_layout l, const void *flat, size_t row_bytes, int64_t ne0
 /* The inverse: the packed groups of an ne0 x ne1 matrix back to flat rows, row_bytes apart. */
 void el_layout_unpack(el_layout l, const void *packed, int64_t ne0, int64_t ne1, void *flat, size_t row_bytes);
 
-/* Block b of row r of a packed ne0-column matrix, as its flat block (Q8_0: 34 bytes, Q4_0: 18, Q4_K: 144) to blk:
+/* Block b of row r of a packed ne0-column matrix, as its flat block (Q8_0: 34 bytes, Q4_0: 18, Q4_K: 144,
+ * Q5_0: 22) to blk:
  * what a row lookup (an embedding) reads without unpacking the matrix. */
 void el_layout_block(el_layout l, const void *packed, int64_t ne0, int64_t r, int64_t b, void *blk);
 

@@ -46,8 +46,8 @@ typedef struct el_requant_params {
     el_ftype ftype;
     int n_threads;          /* 0: all CPUs */
     bool allow_requantize;  /* accept quantized source tensors */
-    /* write the matrix weights (attention and FFN projections, output) that come out Q4_0 or Q8_0 with
-     * 16k rows in their R16 weight layout (package/layout.h: EL_TYPE_Q4_0_R16 / EL_TYPE_Q8_0_R16), an
+    /* write the matrix weights (attention and FFN projections, output) that come out Q4_0, Q8_0, Q4_K or
+     * Q5_0 with 16k rows in their R16 weight layout (package/layout.h: EL_TYPE_Q4_0_R16 ...), an
      * exact permutation of their bytes; a source in a layout is read through its flat rows either way */
     bool layout_r16;
     /* called after each tensor (and once at the start with done = 0) */

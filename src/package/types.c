@@ -47,11 +47,13 @@ static const el_type_info k_types[EL_TYPE_COUNT] = {
 static const el_type_info k_q8_0_r16 = {"Q8_0_R16", 32, 2 + 32, false, 0, 0};
 static const el_type_info k_q4_0_r16 = {"Q4_0_R16", 32, 2 + 16, false, 0, 0};
 static const el_type_info k_q4_k_r16 = {"Q4_K_R16", QK_K, 2 * 2 + 12 + QK_K / 2, false, 0, 0};
+static const el_type_info k_q5_0_r16 = {"Q5_0_R16", 32, 2 + 4 + 16, false, 0, 0};
 
 const el_type_info *el_type_get(int type) {
     if (type == EL_TYPE_Q8_0_R16) return &k_q8_0_r16;
     if (type == EL_TYPE_Q4_0_R16) return &k_q4_0_r16;
     if (type == EL_TYPE_Q4_K_R16) return &k_q4_k_r16;
+    if (type == EL_TYPE_Q5_0_R16) return &k_q5_0_r16;
     if (type < 0 || type >= EL_TYPE_COUNT) return 0;
     const el_type_info *t = &k_types[type];
     return t->blck_size > 0 ? t : 0;

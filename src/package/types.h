@@ -30,8 +30,8 @@ typedef enum {
     EL_TYPE_MXFP4 = 39,
     EL_TYPE_COUNT = 40,
     /* edgellm's own ids, 0x4000 + a weight layout (package/layout.h): Q8_0 / Q4_0
-     * / Q4_K rows interleaved by 16. Outside the table: no flat reader computes with them. */
-    EL_TYPE_Q8_0_R16 = 0x4001, EL_TYPE_Q4_0_R16 = 0x4002, EL_TYPE_Q4_K_R16 = 0x4003
+     * / Q4_K / Q5_0 rows interleaved by 16. Outside the table: no flat reader computes with them. */
+    EL_TYPE_Q8_0_R16 = 0x4001, EL_TYPE_Q4_0_R16 = 0x4002, EL_TYPE_Q4_K_R16 = 0x4003, EL_TYPE_Q5_0_R16 = 0x4004
 } el_type;
 
 #define EL_QK_K 256 /* super-block size of the K-quants */
@@ -49,7 +49,7 @@ typedef struct el_type_info {
 } el_type_info;
 
 /* NULL for ids that are out of range or unused (4, 5, 31-33, 36-38). The
- * layout ids (EL_TYPE_Q8_0_R16, EL_TYPE_Q4_0_R16, EL_TYPE_Q4_K_R16) have an entry with their
+ * layout ids (EL_TYPE_Q8_0_R16 ... EL_TYPE_Q5_0_R16) have an entry with their
  * base type's block and byte sizes, no conversions, weights_supported false. */
 const el_type_info *el_type_get(int type);
 const char *el_type_name(int type); /* "?" when unknown */

@@ -44,6 +44,8 @@ el_layout el_cpu_layout_for(el_type t, int64_t ne0, int64_t ne1) {
     if (t == EL_TYPE_Q4_0) return EL_LAYOUT_Q4_0_R16;
     /* Q4_K's layout takes the flat kernels' two orders, row by row as their selector (either kernel order) */
     if (t == EL_TYPE_Q4_K && ne0 % EL_QK_K == 0) return EL_LAYOUT_Q4_K_R16;
+    /* Q5_0's layout computes the flat Q5_0 kernels' order, either one */
+    if (t == EL_TYPE_Q5_0) return EL_LAYOUT_Q5_0_R16;
     /* Q8_0's layout computes the block order */
     if (t == EL_TYPE_Q8_0 && el_cpu_kernels_order() == EL_ORDER_BLOCK) return EL_LAYOUT_Q8_0_R16;
     return EL_LAYOUT_FLAT;
@@ -139,16 +141,59 @@ void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *
         }
 }
 
+/* Element 4j + e of row r in the 352-byte Q5_0 block q, unsigned (0..31: the weight + 16). */
+static int32_t q50_weight(const uint8_t *q, int r, int j, int e) {
+    const uint8_t v = q[64 * (j & 3) + 4 * r + e];
+    const int hi = q[EL_Q50_R16_QH + 8 * j + r / 2] >> (4 * (r & 1) + e) & 1;
+    return (j < 4 ? v & 15 : v >> 4) | hi << 4;
+}
+
+/* Q5_0 (package/layout.h): the flat Q5_0 kernels' arithmetic in the process's kernel order. Llama order
+ * (vec_dot_q5_0_q8_0): per block 8 exact lanes (lane j: elements 4j..4j+3, weights - 16), each
+ * acc[j] = fma(d_w * d_a, lane, acc[j]), then the x86 horizontal sum. Block order: the block's exact sum,
+ * acc = fma(sum, d_w * d_a, acc). */
+void el_layout_gemm_q5_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy, int x4) {
+    (void)x4;
+    const int nb = k / EL_QK8_0, blk = el_cpu_kernels_order() == EL_ORDER_BLOCK;
+    const size_t gb = el_layout_group_bytes(EL_LAYOUT_Q5_0_R16, k);
+    for (int g = 0; g < nr / R16; ++g)
+        for (int t = 0; t < nt; ++t) {
+            const block_q8_0 *a = (const block_q8_0 *)((const uint8_t *)x + ldx * (size_t)t);
+            for (int r = 0; r < R16; ++r) {
+                float acc[8] = {0}, acc1 = 0.0f;
+                for (int b = 0; b < nb; ++b) {
+                    const uint8_t *q = (const uint8_t *)w + gb * (size_t)g + EL_Q50_R16_BLOCK * (size_t)b;
+                    const float d = el_fp16_to_fp32(((const el_fp16 *)(q + EL_Q50_R16_D))[r]) * el_fp16_to_fp32(a[b].d);
+                    int32_t lane[8], sum = 0;
+                    for (int j = 0; j < 8; ++j) {
+                        lane[j] = 0;
+                        for (int e = 0; e < 4; ++e) lane[j] += (q50_weight(q, r, j, e) - 16) * a[b].qs[4 * j + e];
+                        sum += lane[j];
+                    }
+                    if (blk)
+                        acc1 = fmaf((float)sum, d, acc1);
+                    else
+                        for (int j = 0; j < 8; ++j) acc[j] = fmaf(d, (float)lane[j], acc[j]);
+                }
+                y[ldy * (size_t)t + (size_t)(R16 * g + r)] =
+                    blk ? acc1 : ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+            }
+        }
+}
+
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l) {
     const int fast = el_cpu_kernels_level() == EL_CPU_AVX512;
 #if defined(__x86_64__)
     if (fast && l == EL_LAYOUT_Q8_0_R16) return el_layout_gemm_q8_0_r16_avx512;
     if (fast && l == EL_LAYOUT_Q4_0_R16) return el_layout_gemm_q4_0_r16_avx512;
     if (fast && l == EL_LAYOUT_Q4_K_R16) return el_layout_gemm_q4_k_r16_avx512;
+    if (fast && l == EL_LAYOUT_Q5_0_R16) return el_layout_gemm_q5_0_r16_avx512;
 #else
     (void)fast;
 #endif
     return l == EL_LAYOUT_Q8_0_R16 ? el_layout_gemm_q8_0_r16_portable
          : l == EL_LAYOUT_Q4_0_R16 ? el_layout_gemm_q4_0_r16_portable
-         : l == EL_LAYOUT_Q4_K_R16 ? el_layout_gemm_q4_k_r16_portable : NULL;
+         : l == EL_LAYOUT_Q4_K_R16 ? el_layout_gemm_q4_k_r16_portable
+         : l == EL_LAYOUT_Q5_0_R16 ? el_layout_gemm_q5_0_r16_portable : NULL;
 }

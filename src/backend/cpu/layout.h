@@ -12,6 +12,10 @@
  * (x86/layout_avx512.c) forms the flat Q4_K kernels' exact integers per
  * sub-block pair and takes their two float orders row by row, as their
  * selector does (the x4 argument below), so it too runs in either order.
+ * The Q5_0 layout (x86/layout_avx512.c) forms the flat Q5_0 kernel's 8
+ * exact lanes a block for 16 rows and takes the process's kernel order
+ * (llama: a float accumulator a lane and the x86 horizontal sum; block:
+ * one sum), so it runs in either order too.
  *
  * Two ways in:
  * - from the file: tensors a packager wrote in a layout (`edgellm quantize
@@ -22,7 +26,7 @@
  *   even where the other Q8_0 matrices run in llama.cpp's: the packager chose it.
  * - at load: EL_WEIGHT_LAYOUT=r16 (process-wide, read once, as
  *   EL_KERNEL_ORDER) asks for the R16 layouts; el_cpu_layout_for grants one
- *   to a Q4_0 or Q4_K matrix of 16k rows, and to a Q8_0 one when the kernels
+ *   to a Q4_0, Q4_K or Q5_0 matrix of 16k rows, and to a Q8_0 one when the kernels
  *   are in block order, where the CPU has AVX-512 VNNI (elsewhere the flat kernels
  *   are faster than the portable layout kernels, which are the
  *   specification). The runtime repacks such matrices (runtime/model.c,
@@ -66,6 +70,9 @@ void el_layout_gemm_q4_0_r16_portable(int k, const void *w, int nr, const void *
 /* Q4_K: x holds Q8_K rows; el_vec_dot_q4_k_q8_k_x4's arithmetic for rows t < x4, el_vec_dot_q4_k_q8_k's after. */
 void el_layout_gemm_q4_k_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                                       size_t ldy, int x4);
+/* Q5_0: the flat Q5_0 kernels' arithmetic in the process's kernel order (llama: 8 lanes a row; block: one sum). */
+void el_layout_gemm_q5_0_r16_portable(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                      size_t ldy, int x4);
 /* The kernel the process uses for layout l (the CPU's best). */
 el_layout_gemm_fn el_cpu_layout_gemm(el_layout l);
 
@@ -77,6 +84,8 @@ void el_layout_gemm_q4_0_r16_avx512(int k, const void *w, int nr, const void *x,
                                     size_t ldy, int x4);
 /* x86/layout_avx512.c (AVX-512 VNNI). */
 void el_layout_gemm_q4_k_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
+                                    size_t ldy, int x4);
+void el_layout_gemm_q5_0_r16_avx512(int k, const void *w, int nr, const void *x, size_t ldx, int nt, float *y,
                                     size_t ldy, int x4);
 #endif
 
