@@ -1476,7 +1476,7 @@ QX_INLINE __m256i qx_wunpack(int type, const uint8_t *blk) {
  * 32.3 ms without, 21.9 ms with, 4 rows (the register tiles) 15.0 ms.
  * Callers pass 0 for more than 16 activation rows (prefill): there the
  * activations fill L2 and the prefetched group evicted them (Gemma pp512
- * 5 % slower). */
+ * 4 % slower). */
 QX_INLINE void qx_lt_pack(int type, const uint8_t *const *rp, int b, size_t ahead, __m512i *wb, __m512 *dw, __m512 *mw) {
     const size_t bs = qx_wblock(type);
     __m256i U[16], lo[8], hi[8];
