@@ -97,6 +97,38 @@ static void check_kernels(el_layout lay, el_layout_gemm_fn por, int k, const uin
     free(yp), free(ya);
 }
 
+/* Packed p of the flat rows w (nr x k, rb bytes a row): unpacking gives w back, and row `row`'s block b
+ * is gathered from its group as the flat block src (bb bytes). */
+static void check_inverse(el_layout lay, const uint8_t *w, const uint8_t *p, int k, int nr, size_t rb, int row, int b,
+                          const void *src, size_t bb) {
+    uint8_t *back = malloc(rb * (size_t)nr), blk[256];
+    el_layout_unpack(lay, p, k, nr, back, rb);
+    CHECKF(!memcmp(back, w, rb * (size_t)nr), "%s k %d nr %d: unpack(pack(w)) != w", el_layout_name(lay), k, nr);
+    free(back);
+    el_layout_block(lay, p, k, row, b, blk);
+    CHECKF(!memcmp(blk, src, bb), "%s k %d: el_layout_block row %d block %d", el_layout_name(lay), k, row, b);
+}
+
+/* nt random activation rows quantized by flat, the flat outputs of the rows w (rows t < x4 through x4dot,
+ * the others through flat->vec_dot), and the layout kernels against them (check_kernels). */
+static void check_against_flat(el_layout lay, el_layout_gemm_fn por, const el_cpu_type_kernels *flat,
+                               el_vec_dot_fn x4dot, const uint8_t *w, size_t rb, const uint8_t *p, int k, int nr,
+                               int nt, int x4) {
+    const size_t xr = el_row_size(flat->vec_dot_type, k);
+    uint8_t *xq = malloc(xr * (size_t)nt);
+    float *xf = malloc(sizeof(float) * (size_t)k);
+    for (int t = 0; t < nt; ++t) {
+        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
+        flat->quantize(xf, xq + xr * (size_t)t, k);
+    }
+    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
+    for (int t = 0; t < nt; ++t)
+        for (int i = 0; i < nr; ++i)
+            (t < x4 ? x4dot : flat->vec_dot)(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
+    check_kernels(lay, por, k, p, nr, xq, xr, nt, x4, yf);
+    free(xq), free(xf), free(yf);
+}
+
 /* One matrix of layout lay: nr x k weights, nt activation rows. flat: the type's portable kernels
  * (Q8_0 in the block order). */
 static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, int nr, int nt) {
@@ -120,26 +152,10 @@ static void check_case(el_layout lay, const el_cpu_type_kernels *flat, int k, in
               "%s k %d: quant byte", el_layout_name(lay), k);
     CHECKF(!memcmp(gp + qb * nbk + 32 * (size_t)b + 2 * (size_t)r, src, 2), "%s k %d: scale", el_layout_name(lay), k);
     /* unpacking is the inverse, and one row's block is gathered from its group as the flat block */
-    uint8_t *back = malloc(rb * (size_t)nr), blk[64];
-    el_layout_unpack(lay, p, k, nr, back, rb);
-    CHECKF(!memcmp(back, w, rb * (size_t)nr), "%s k %d nr %d: unpack(pack(w)) != w", el_layout_name(lay), k, nr);
-    free(back);
-    el_layout_block(lay, p, k, 16 * g + r, b, blk);
-    CHECKF(!memcmp(blk, src, bb), "%s k %d: el_layout_block row %d block %d", el_layout_name(lay), k, 16 * g + r, b);
-
-    const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
-    uint8_t *xq = malloc(xr * (size_t)nt);
-    float *xf = malloc(sizeof(float) * (size_t)k);
-    for (int t = 0; t < nt; ++t) {
-        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
-        flat->quantize(xf, xq + xr * (size_t)t, k);
-    }
-    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
-    for (int t = 0; t < nt; ++t)
-        for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
-    check_kernels(lay, q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable, k, p, nr, xq, xr, nt, 0,
-                  yf);
-    free(w), free(p), free(xq), free(xf), free(yf);
+    check_inverse(lay, w, p, k, nr, rb, 16 * g + r, b, src, bb);
+    check_against_flat(lay, q4 ? el_layout_gemm_q4_0_r16_portable : el_layout_gemm_q8_0_r16_portable, flat, NULL, w, rb,
+                       p, k, nr, nt, 0);
+    free(w), free(p);
 }
 
 /* Q4_K: an nr x k matrix, nt activation rows, the first x4 of them in the 4-row order (see the top). */
@@ -171,27 +187,9 @@ static void check_q4k(const el_cpu_type_kernels *flat, int k, int nr, int nt, in
                q[EL_Q4K_R16_MN + 16 * pq + r] == ((m[pq] & 15) | (m[pq + 4] & 15) << 4) &&
                q[EL_Q4K_R16_HI + 16 * pq + r] == (sc[pq] >> 4 | (sc[pq + 4] >> 4) << 2 | (m[pq] >> 4) << 4 | (m[pq + 4] >> 4) << 6),
            "q4_k_r16 k %d: scale bytes", k);
-    uint8_t *back = malloc(rb * (size_t)nr), blk[sizeof(block_q4_K)];
-    el_layout_unpack(lay, p, k, nr, back, rb);
-    CHECKF(!memcmp(back, w, rb * (size_t)nr), "q4_k_r16 k %d nr %d: unpack(pack(w)) != w", k, nr);
-    free(back);
-    el_layout_block(lay, p, k, 16 * g + r, b, blk);
-    CHECKF(!memcmp(blk, src, sizeof blk), "q4_k_r16 k %d: el_layout_block row %d block %d", k, 16 * g + r, b);
-
-    const size_t xr = el_row_size(EL_TYPE_Q8_K, k);
-    uint8_t *xq = malloc(xr * (size_t)nt);
-    float *xf = malloc(sizeof(float) * (size_t)k);
-    for (int t = 0; t < nt; ++t) {
-        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
-        flat->quantize(xf, xq + xr * (size_t)t, k);
-    }
-    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
-    for (int t = 0; t < nt; ++t)
-        for (int i = 0; i < nr; ++i)
-            (t < x4 ? el_select_q4_k(4, 0, k) : flat->vec_dot)(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i,
-                                                              xq + xr * (size_t)t);
-    check_kernels(lay, el_layout_gemm_q4_k_r16_portable, k, p, nr, xq, xr, nt, x4, yf);
-    free(w), free(p), free(xq), free(xf), free(yf);
+    check_inverse(lay, w, p, k, nr, rb, 16 * g + r, b, src, sizeof(block_q4_K));
+    check_against_flat(lay, el_layout_gemm_q4_k_r16_portable, flat, el_select_q4_k(4, 0, k), w, rb, p, k, nr, nt, x4);
+    free(w), free(p);
 }
 
 /* Q5_0: an nr x k matrix, nt activation rows; flat: the portable Q5_0 kernel of the process's order (the
@@ -216,25 +214,9 @@ static void check_q50(const el_cpu_type_kernels *flat, int k, int nr, int nt) {
     CHECKF(!memcmp(q + 64 * c + 4 * r, src->qs + 4 * c, 4) && !memcmp(q + EL_Q50_R16_D + 2 * r, &src->d, 2),
            "q5_0_r16 k %d: quants, d", k);
     CHECKF((mask >> (4 * r) & 15) == (qh >> (4 * j) & 15), "q5_0_r16 k %d: fifth bits of row %d, mask %d", k, r, j);
-    uint8_t *back = malloc(rb * (size_t)nr), blk[sizeof(block_q5_0)];
-    el_layout_unpack(lay, p, k, nr, back, rb);
-    CHECKF(!memcmp(back, w, rb * (size_t)nr), "q5_0_r16 k %d nr %d: unpack(pack(w)) != w", k, nr);
-    free(back);
-    el_layout_block(lay, p, k, 16 * g + r, b, blk);
-    CHECKF(!memcmp(blk, src, sizeof blk), "q5_0_r16 k %d: el_layout_block row %d block %d", k, 16 * g + r, b);
-
-    const size_t xr = el_row_size(EL_TYPE_Q8_0, k);
-    uint8_t *xq = malloc(xr * (size_t)nt);
-    float *xf = malloc(sizeof(float) * (size_t)k);
-    for (int t = 0; t < nt; ++t) {
-        for (int i = 0; i < k; ++i) xf[i] = rndf() * (t % 3 == 0 ? 4.0f : 0.5f);
-        flat->quantize(xf, xq + xr * (size_t)t, k);
-    }
-    float *yf = malloc(sizeof(float) * (size_t)nr * (size_t)nt);
-    for (int t = 0; t < nt; ++t)
-        for (int i = 0; i < nr; ++i) flat->vec_dot(k, &yf[(size_t)t * nr + i], w + rb * (size_t)i, xq + xr * (size_t)t);
-    check_kernels(lay, el_layout_gemm_q5_0_r16_portable, k, p, nr, xq, xr, nt, 0, yf);
-    free(w), free(p), free(xq), free(xf), free(yf);
+    check_inverse(lay, w, p, k, nr, rb, 16 * g + r, b, src, sizeof(block_q5_0));
+    check_against_flat(lay, el_layout_gemm_q5_0_r16_portable, flat, NULL, w, rb, p, k, nr, nt, 0);
+    free(w), free(p);
 }
 
 int main(void) {
