@@ -183,12 +183,6 @@ typedef void (*vmad_fn)(int type, const void *row, float *acc, float ms, float v
  * hsum_float_8). The CPU kernels' Q4_0 vec_dot (kernels.h) follows
  * llama.cpp's repacked weight kernels instead, whose order differs.
  */
-static inline float hsum8(const float a[8]) {
-    float r[4];
-    for (int i = 0; i < 4; i++) r[i] = a[i + 4] + a[i];
-    return (r[0] + r[2]) + (r[1] + r[3]);
-}
-
 EL_CPU_CLONES static void dot_q4_0_portable(int n, float *s, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
@@ -205,7 +199,7 @@ EL_CPU_CLONES static void dot_q4_0_portable(int n, float *s, const void *vx, con
             acc[l] = fmaf(d, (float)q, acc[l]);
         }
     }
-    *s = hsum8(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 static el_vec_dot_fn dot_q4_0_for(el_cpu_level level) {

@@ -6,7 +6,8 @@
  *
  * Contract: macros and static inline functions only (they inline into each
  * kernel's loop); no state, no ISA-specific code. Every helper's result is
- * exact (integer or bit moves), so any caller gets the same bits.
+ * exact (integer or bit moves) or one fixed order of float operations
+ * (el_hsum8_x86), so any caller gets the same bits.
  */
 #ifndef EL_BACKEND_CPU_KERNEL_COMMON_H
 #define EL_BACKEND_CPU_KERNEL_COMMON_H
@@ -30,6 +31,13 @@
 #endif
 
 #define LO4 0x0F0F0F0F0F0F0F0Full
+
+/* The x86 horizontal sum of 8 float lanes (hi128 + lo128, then pairs):
+ * ((l4 + l0) + (l6 + l2)) + ((l5 + l1) + (l7 + l3)). */
+static inline float el_hsum8_x86(const float *l) {
+    const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
+    return (r0 + r2) + (r1 + r3);
+}
 
 static inline void store_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, sizeof v); }
 

@@ -52,12 +52,6 @@
 EL_CPU_CLONES void el_vec_dot_q2_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
 EL_CPU_CLONES void el_vec_dot_q4_k_q8_k_x4(int n, float *restrict s, const void *restrict vx, const void *restrict vy);
 
-/* x86 hsum of 8 lanes: ((l4+l0)+(l6+l2)) + ((l5+l1)+(l7+l3)). */
-static inline float hsum8(const float *l) {
-    const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
-    return (r0 + r2) + (r1 + r3);
-}
-
 /* Integer lanes of one super-block in the AVX2 layout: lane l = sum over the 8
  * chunks c of sc16[2c + l/4] * sum_{k<4} a[32c+4l+k] * q[32c+4l+k]
  * (element e uses scale sc16[e/16]). */
@@ -151,7 +145,7 @@ EL_CPU_CLONES void el_vec_dot_q3_k_q8_k(int n, float *restrict s, const void *re
         const float d = y[i].d * el_fp16_to_fp32(x[i].d);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    *s = hsum8(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 /* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins. */
@@ -233,7 +227,7 @@ EL_CPU_CLONES void el_vec_dot_q5_k_q8_k(int n, float *restrict s, const void *re
         lanes8_x86(a, y[i].qs, sc, lanes);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    *s = hsum8(acc) + summs;
+    *s = el_hsum8_x86(acc) + summs;
 }
 
 /* Q6_K: AVX2 vec_dot order.  Quants are used unsigned (0..63); the -32 offset
@@ -255,7 +249,7 @@ EL_CPU_CLONES void el_vec_dot_q6_k_q8_k(int n, float *restrict s, const void *re
         const float d = y[i].d * el_fp16_to_fp32(x[i].d);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    *s = hsum8(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 /* Q6_K in block order (kernels.h, EL_ORDER_BLOCK): per super-block the exact
@@ -301,7 +295,7 @@ EL_CPU_CLONES void el_vec_dot_iq4_xs_q8_k(int n, float *restrict s, const void *
         const float d = el_fp16_to_fp32(x[i].d) * y[i].d;
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)lanes[l], acc[l]);
     }
-    *s = hsum8(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 /*

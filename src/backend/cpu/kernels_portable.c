@@ -208,8 +208,6 @@ static inline void lanes8_u(const uint8_t *restrict a, const int8_t *restrict q,
     }
 }
 
-static inline float hsum8_x86(const float *l);
-
 /* Q5_0 (vec_dot for one token, tinyBLAS_Q0_AVX for batches: same order):
  * acc[l] = fma(d_w * d_a, lane_l, acc[l]); x86 horizontal sum. */
 EL_CPU_CLONES static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
@@ -225,7 +223,7 @@ EL_CPU_CLONES static void vec_dot_q5_0_q8_0(int n, float *restrict s, const void
         const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
     }
-    *s = hsum8_x86(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 /* Q4_1/Q5_1 (vec_dot only): 8 lanes as Q5_0 plus a scalar min term
@@ -245,7 +243,7 @@ EL_CPU_CLONES static void vec_dot_q4_1_q8_1(int n, float *restrict s, const void
         const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
     }
-    *s = hsum8_x86(acc) + summs;
+    *s = el_hsum8_x86(acc) + summs;
 }
 
 EL_CPU_CLONES static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void *restrict vx, const void *restrict vy) {
@@ -263,13 +261,7 @@ EL_CPU_CLONES static void vec_dot_q5_1_q8_1(int n, float *restrict s, const void
         const float d = el_fp16_to_fp32(x[ib].d) * el_fp16_to_fp32(y[ib].d);
         for (int l = 0; l < 8; ++l) acc[l] = fmaf(d, (float)q[l], acc[l]);
     }
-    *s = hsum8_x86(acc) + summs;
-}
-
-/* Horizontal sum of 8 float lanes in the x86 order (hi128+lo128, then pairs). */
-static inline float hsum8_x86(const float *l) {
-    const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
-    return (r0 + r2) + (r1 + r3);
+    *s = el_hsum8_x86(acc) + summs;
 }
 
 /* Q8_0·Q8_0 in llama.cpp's x86 order: 8 lanes, lane l holding the integer
@@ -287,7 +279,7 @@ EL_CPU_CLONES static void vec_dot_q8_0_q8_0(int n, float *restrict s, const void
             acc[l] = fmaf(d, (float)q, acc[l]);
         }
     }
-    *s = hsum8_x86(acc);
+    *s = el_hsum8_x86(acc);
 }
 
 

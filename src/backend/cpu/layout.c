@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend/cpu/kernel_common.h"
 #include "backend/cpu/kernels.h"
 #include "package/quants_blocks.h"
 #include "util/fp16.h"
@@ -176,8 +177,7 @@ void el_layout_gemm_q5_0_r16_portable(int k, const void *w, int nr, const void *
                     else
                         for (int j = 0; j < 8; ++j) acc[j] = fmaf(d, (float)lane[j], acc[j]);
                 }
-                y[ldy * (size_t)t + (size_t)(R16 * g + r)] =
-                    blk ? acc1 : ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+                y[ldy * (size_t)t + (size_t)(R16 * g + r)] = blk ? acc1 : el_hsum8_x86(acc);
             }
         }
 }
