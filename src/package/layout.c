@@ -4,6 +4,7 @@
  */
 #include "package/layout.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -30,25 +31,33 @@ static bool valid(el_layout l) { return l > EL_LAYOUT_FLAT && l < EL_LAYOUT_COUN
 
 const char *el_layout_name(el_layout l) { return valid(l) ? k_layouts[l].name : "flat"; }
 
+/* Every subset of the layouts (index: set >> 1): their names in alphabetical order joined by '+', "flat"
+ * for none; built once from k_layouts. */
+#define N_SETS (1u << (EL_LAYOUT_COUNT - 1))
+static char g_sets[N_SETS][EL_LAYOUT_COUNT * 12];
+static pthread_once_t g_sets_once = PTHREAD_ONCE_INIT;
+
+static void build_sets(void) {
+    int order[EL_LAYOUT_COUNT - 1]; /* the layouts, by name */
+    for (int i = 0; i < EL_LAYOUT_COUNT - 1; ++i) {
+        int j = i;
+        for (; j > 0 && strcmp(k_layouts[order[j - 1]].name, k_layouts[i + 1].name) > 0; --j) order[j] = order[j - 1];
+        order[j] = i + 1;
+    }
+    for (unsigned set = 0; set < N_SETS; ++set) {
+        char *o = g_sets[set];
+        for (int i = 0; i < EL_LAYOUT_COUNT - 1; ++i)
+            if (set >> (order[i] - 1) & 1) {
+                if (*o) strcat(o, "+");
+                strcat(o, k_layouts[order[i]].name);
+            }
+        if (!*o) strcpy(o, "flat");
+    }
+}
+
 const char *el_layout_set_name(unsigned set) {
-    /* every subset of the four layouts (index: set >> 1), names in alphabetical order joined by '+' */
-    static const char *const k_sets[16] = {"flat",
-                                           "q8_0_r16",
-                                           "q4_0_r16",
-                                           "q4_0_r16+q8_0_r16",
-                                           "q4_k_r16",
-                                           "q4_k_r16+q8_0_r16",
-                                           "q4_0_r16+q4_k_r16",
-                                           "q4_0_r16+q4_k_r16+q8_0_r16",
-                                           "q5_0_r16",
-                                           "q5_0_r16+q8_0_r16",
-                                           "q4_0_r16+q5_0_r16",
-                                           "q4_0_r16+q5_0_r16+q8_0_r16",
-                                           "q4_k_r16+q5_0_r16",
-                                           "q4_k_r16+q5_0_r16+q8_0_r16",
-                                           "q4_0_r16+q4_k_r16+q5_0_r16",
-                                           "q4_0_r16+q4_k_r16+q5_0_r16+q8_0_r16"};
-    return k_sets[(set >> 1) & 15];
+    pthread_once(&g_sets_once, build_sets);
+    return g_sets[(set >> 1) & (N_SETS - 1)];
 }
 
 el_layout el_layout_of_type(int type) {
